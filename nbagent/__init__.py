@@ -1,0 +1,107 @@
+"""nbagent: an LLM agent loop for Jupyter that makes every failure visible.
+
+Each failure while producing the next message gets one of four actions: retry with backoff,
+compact and retry, a tool error result the model can read, or a typed hard failure.
+"""
+
+from .agent import Agent, RunHandle, RunResult
+from .budget import Budget, Usage
+from .clock import RealClock, VirtualClock
+from .compaction import StubOldToolOutput
+from .errors import (
+    Aborted,
+    Action,
+    AuthFailed,
+    BadRequest,
+    BudgetExceeded,
+    ConfigError,
+    ContentFiltered,
+    ContextOverflow,
+    EmptyResponse,
+    HostError,
+    InvalidResponse,
+    LengthResumeExhausted,
+    ModelNotFound,
+    NbAgentError,
+    Overloaded,
+    ProviderError,
+    QuotaExceeded,
+    RateLimited,
+    ScriptExhausted,
+    ServerError,
+    SessionFileError,
+    StreamInterrupted,
+    ToolPairingError,
+    TransportError,
+    classify,
+)
+from .messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    load_session,
+    save_session,
+)
+from .providers.scripted import Partial, Reply, ScriptedModel, ToolUse, fault
+from .retry import RetryPolicy
+from .tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Aborted",
+    "Action",
+    "Agent",
+    "AuthFailed",
+    "BadRequest",
+    "Budget",
+    "BudgetExceeded",
+    "ConfigError",
+    "ContentFiltered",
+    "ContextOverflow",
+    "EmptyResponse",
+    "HostError",
+    "ImageBlock",
+    "InvalidResponse",
+    "LengthResumeExhausted",
+    "Message",
+    "ModelNotFound",
+    "NbAgentError",
+    "Overloaded",
+    "Partial",
+    "ProviderError",
+    "QuotaExceeded",
+    "RateLimited",
+    "RealClock",
+    "Reply",
+    "RetryPolicy",
+    "RunHandle",
+    "RunResult",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "ServerError",
+    "SessionFileError",
+    "StreamInterrupted",
+    "StubOldToolOutput",
+    "TextBlock",
+    "ThinkingBlock",
+    "Tool",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolPairingError",
+    "ToolResultBlock",
+    "ToolSource",
+    "ToolUse",
+    "ToolUseBlock",
+    "TransportError",
+    "Usage",
+    "VirtualClock",
+    "classify",
+    "fault",
+    "load_session",
+    "save_session",
+    "tool",
+]

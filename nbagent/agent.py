@@ -1,0 +1,792 @@
+"""The loop: the one place that decides what to do about each failure.
+
+A run is a sequence of steps. A step sends the conversation, streams the reply, runs the tools the
+reply asks for, and commits the new messages all at once. Nothing is committed before the step
+succeeds: a failed attempt is retried with the same snapshot, and a hard failure leaves
+`agent.history` exactly as it was before the step, so the user can fix things and run again.
+
+Every decision comes from `nbagent.errors.classify`; every wait from the `RetryPolicy`; every sleep
+from the clock; everything that happens is an event on the bus, delivered before the agent acts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .attempts import AttemptLog
+from .budget import Budget, Usage
+from .clock import Clock, RealClock
+from .compaction import CompactionContext, Compactor, StubOldToolOutput, estimate_tokens
+from .errors import (
+    Aborted,
+    Action,
+    ConfigError,
+    ContextOverflow,
+    EmptyResponse,
+    LengthResumeExhausted,
+    ModelNotFound,
+    ProviderError,
+    StreamInterrupted,
+    TransportError,
+    classify,
+)
+from .events import (
+    AttemptFailed,
+    AttemptStarted,
+    AttemptSucceeded,
+    BudgetWarning,
+    CompactionFinished,
+    CompactionStarted,
+    Event,
+    EventBus,
+    FallbackStarted,
+    MessageCommitted,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    Subscriber,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+)
+from .messages import Message, TextBlock, load_session, repair_tool_pairing, save_session
+from .providers.base import (
+    Completed,
+    ModelRequest,
+    Provider,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
+from .retry import RetryPolicy
+from .tools import Tool, Toolbox, ToolCall, ToolSource
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Agent", "RunHandle", "RunResult"]
+
+ModelSpec = str | Provider
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished run produced."""
+
+    final_text: str
+    messages: list[Message]
+    usage: Usage
+    end_reason: str  # end_turn | max_tokens | stop_sequence | ...
+    run_id: str
+    turns: int
+    model: str
+
+    def __str__(self) -> str:
+        return self.final_text
+
+
+@dataclass
+class _Run:
+    run_id: str
+    started: float
+    deadline: float | None
+    turn: int = 0
+    usage: Usage = field(default_factory=Usage)
+    model_index: int = 0
+
+
+class _StreamFailed(Exception):
+    """Internal: carries what a broken attempt had streamed before its error."""
+
+    def __init__(self, error: BaseException, text: str, thinking: str, ttft: float | None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.text = text
+        self.thinking = thinking
+        self.ttft = ttft
+
+
+class Agent:
+    """An LLM agent that makes every failure visible.
+
+    `model` is a model string ("demo", "anthropic:claude-…", "openai:gpt-…", "openrouter:…",
+    "ollama:…"), a `Provider`, or a list of them: a fallback chain, tried in order when a model's
+    retries are spent or it does not exist.
+    """
+
+    def __init__(
+        self,
+        model: ModelSpec | Sequence[ModelSpec] = "demo",
+        *,
+        tools: Iterable[Tool | ToolSource | Callable[..., Any]] = (),
+        system: str | None = None,
+        retry: RetryPolicy | None = None,
+        budget: Budget | None = None,
+        compaction: Compactor | None = None,
+        clock: Clock | None = None,
+        subscribers: Iterable[Subscriber] = (),
+        max_tokens: int = 4096,
+        max_length_resumes: int = 2,
+        max_compactions_per_step: int = 2,
+        context_window: int | None = None,
+        compaction_threshold: float = 0.85,
+        allowed_tools: Iterable[str] | None = None,
+        tool_timeout: float | None = None,
+        strict_tool_pairing: bool = False,
+        history: Sequence[Message] = (),
+        api_key: str | None = None,
+        base_url: str | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        specs: list[ModelSpec] = (
+            list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
+        )
+        if not specs:
+            raise ConfigError("model= needs at least one model, e.g. model='demo'")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
+        if budget is not None and not isinstance(budget, Budget):
+            raise ConfigError("budget= takes a Budget(...), e.g. Budget(max_cost_usd=0.50)")
+        self._providers: list[Provider] = [
+            _resolve(s, api_key=api_key, base_url=base_url) for s in specs
+        ]
+        self.system = system
+        self.retry = retry or RetryPolicy()
+        self.budget = budget or Budget()
+        self.compaction: Compactor = compaction or StubOldToolOutput()
+        self.clock: Clock = clock or RealClock()
+        self.max_tokens = max_tokens
+        self.max_length_resumes = max(0, int(max_length_resumes))
+        self.max_compactions_per_step = max(0, int(max_compactions_per_step))
+        if context_window is not None and (
+            not isinstance(context_window, int) or context_window < 1
+        ):
+            raise ConfigError(
+                f"context_window must be a positive number of tokens, not {context_window!r}"
+            )
+        if not 0 < compaction_threshold <= 1:
+            raise ConfigError(
+                "compaction_threshold is a share of the window in (0, 1], "
+                f"not {compaction_threshold!r}"
+            )
+        self.context_window = context_window
+        self.compaction_threshold = compaction_threshold
+        self.options = dict(options or {})
+        self.strict_tool_pairing = strict_tool_pairing
+        self.toolbox = Toolbox(tools, allowed_tools=allowed_tools, default_timeout=tool_timeout)
+        self.events = EventBus()
+        self._log = AttemptLog()
+        self.events.subscribe(self._log)
+        for s in subscribers:
+            self.events.subscribe(s)
+        repaired = repair_tool_pairing(list(history), strict=strict_tool_pairing)
+        self.history: list[Message] = list(repaired)
+        self.transcript: list[Message] = list(repaired)
+        self._rng = self.retry.rng()
+        self._run: _Run | None = None
+
+    # -- public surface ---------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        models = ", ".join(self.models)
+        return f"Agent(models=[{models}], messages={len(self.history)})"
+
+    @property
+    def models(self) -> list[str]:
+        return [f"{p.name}:{p.model}" if p.name != "demo" else "demo" for p in self._providers]
+
+    @property
+    def attempts(self) -> pd.DataFrame:
+        """One row per attempt (request, compaction, tool call) across all runs."""
+        return self._log.frame()
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        return self.events.subscribe(fn)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Save the conversation (and its full transcript) atomically. No keys are stored."""
+        save_session(
+            path,
+            self.history,
+            {"models": self.models, "transcript": [m.to_dict() for m in self.transcript]},
+        )
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Replace the conversation with a saved one (tool calls without results are repaired)."""
+        messages, meta = load_session(path, strict_tool_pairing=self.strict_tool_pairing)
+        transcript = meta.get("transcript")
+        self.history = messages
+        if isinstance(transcript, list):
+            try:
+                self.transcript = [Message.from_dict(m) for m in transcript]
+            except ValueError:
+                self.transcript = list(messages)
+        else:
+            self.transcript = list(messages)
+
+    async def aclose(self) -> None:
+        for p in self._providers:
+            await p.aclose()
+
+    async def run(self, prompt: str | Message, *, show: bool | None = None) -> RunResult:
+        """Run the agent on `prompt` until the model ends its turn.
+
+        Raises a typed `NbAgentError` on hard failure; `agent.history` is then as it was
+        before the failed step. In a notebook the live timeline widget is shown (`show=False`
+        to opt out).
+        """
+        if show is None:
+            show = _in_notebook()
+        if show:
+            from .notebook.display import show_run
+
+            return await show_run(self, prompt)
+        return await self._run_guarded(prompt)
+
+    def start(self, prompt: str | Message, *, show: bool | None = None) -> RunHandle:
+        """Run in a background task; the kernel stays responsive. Returns an awaitable handle."""
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self.run(prompt, show=show))
+        return RunHandle(task)
+
+    def run_sync(self, prompt: str | Message, *, show: bool | None = None) -> RunResult:
+        """Run to completion from synchronous code: a script, or a notebook cell.
+
+        Inside a running event loop (a notebook) the run happens on a worker thread with its own
+        loop; nothing is patched. An interrupt cancels the run and raises `Aborted`.
+        """
+        from .runner import run_blocking
+
+        return run_blocking(lambda: self.run(prompt, show=show))
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _run_guarded(self, prompt: str | Message) -> RunResult:
+        if self._run is not None:
+            raise ConfigError(
+                "this agent is already running; await the running call, or use another Agent"
+            )
+        user = Message.user(prompt) if isinstance(prompt, str) else prompt
+        if user.role != "user":
+            raise ConfigError("a prompt must be a user message")
+        now = self.clock.now()
+        deadline = now + self.budget.max_wall_s if self.budget.max_wall_s else None
+        run = _Run(uuid.uuid4().hex[:8], now, deadline)
+        self._run = run
+        try:
+            self._emit(RunStarted, prompt=user.text, model=self.models[0])
+            return await self._steps(run, user)
+        finally:
+            self._run = None
+
+    def _emit(self, cls: type[Event], **fields: Any) -> None:
+        run = self._run
+        fields.setdefault("turn", run.turn if run else 0)
+        self.events.emit(cls(run_id=run.run_id if run else "", time=self.clock.now(), **fields))
+
+    async def _steps(self, run: _Run, user: Message) -> RunResult:
+        pending: list[Message] = [user]
+        added: list[Message] = []
+        resumes = 0
+        end_reason = "end_turn"
+        final_text = ""
+        try:
+            while True:
+                run.turn += 1
+                working = self.history + pending
+                completed, working = await self._produce(run, working)
+                run.usage = run.usage + completed.usage
+                assistant = completed.message
+                truncated = completed.stop_reason == "max_tokens"
+                if truncated and not assistant.blocks:
+                    resumes += 1
+                    if resumes > self.max_length_resumes:
+                        raise LengthResumeExhausted(
+                            f"the model stopped at max_tokens ({self.max_tokens}) without any "
+                            f"output {resumes} times; raise max_tokens or shorten the prompt"
+                        )
+                    self._check_budget(run)
+                    continue
+                calls = [ToolCall.from_block(b, truncated=truncated) for b in assistant.tool_uses]
+                new = [*pending, assistant]
+                if calls:
+                    results = await self.toolbox.run_batch(calls, self._emit, self.clock.now)
+                    blocks: tuple[Any, ...] = tuple(results)
+                    note = self.budget.wrap_up_note(run.turn)
+                    if note:
+                        blocks += (TextBlock(note),)
+                        self._emit(
+                            BudgetWarning,
+                            limit="max_turns",
+                            actual=run.turn,
+                            limit_value=self.budget.max_turns or 0,
+                            message=note,
+                        )
+                    new.append(Message("user", blocks))
+                self._commit(working[: len(working) - len(pending)], new)
+                added += new
+                pending = []
+                if not calls:
+                    end_reason = completed.stop_reason
+                    final_text = assistant.text
+                    break
+                self._check_budget(run)
+        except asyncio.CancelledError:
+            self._emit(
+                RunFinished,
+                end_reason="cancelled",
+                usage=run.usage,
+                error="Aborted",
+                message="the run was cancelled",
+                model=self._model_name(run),
+            )
+            raise
+        except BaseException as exc:
+            kind = type(exc).__name__
+            reason = "budget" if kind == "BudgetExceeded" else "error"
+            if isinstance(exc, KeyboardInterrupt):
+                reason = "cancelled"
+            self._emit(
+                RunFinished,
+                end_reason=reason,
+                usage=run.usage,
+                error=kind,
+                message=str(exc),
+                model=self._model_name(run),
+            )
+            if isinstance(exc, KeyboardInterrupt):
+                raise Aborted("the run was interrupted") from exc
+            raise
+        self._emit(
+            RunFinished,
+            end_reason=end_reason,
+            usage=run.usage,
+            final_text=final_text,
+            model=self._model_name(run),
+        )
+        return RunResult(
+            final_text, added, run.usage, end_reason, run.run_id, run.turn, self._model_name(run)
+        )
+
+    def _model_name(self, run: _Run) -> str:
+        return self.models[min(run.model_index, len(self.models) - 1)]
+
+    def _commit(self, history: list[Message], new: list[Message]) -> None:
+        """Append a finished step to history (possibly compacted) and to the full transcript."""
+        self.history = [*history, *new]
+        start = len(self.transcript)
+        self.transcript = [*self.transcript, *new]
+        for i, m in enumerate(new):
+            self._emit(MessageCommitted, message=m, index=start + i)
+
+    def _check_budget(self, run: _Run) -> None:
+        self.budget.check(run.usage, turns=run.turn, elapsed_s=self.clock.now() - run.started)
+
+    async def _request(self, working: list[Message]) -> ModelRequest:
+        return ModelRequest(
+            tuple(working),
+            system=self.system,
+            tools=tuple(await self.toolbox.specs()),
+            max_tokens=self.max_tokens,
+            options=self.options,
+        )
+
+    async def _produce(self, run: _Run, working: list[Message]) -> tuple[Completed, list[Message]]:
+        """Get the next assistant message, retrying, compacting and falling back as classified."""
+        policy = self.retry
+        compactions = 0
+        empties = 0
+        window = self.context_window or getattr(
+            self._providers[run.model_index], "context_window", None
+        )
+        if window:
+            specs = tuple(await self.toolbox.specs())
+            estimate = self._estimate(working, specs)
+            if estimate > self.compaction_threshold * window:
+                compactions += 1
+                shorter = await self._compact(working, None, compactions, target=window)
+                if shorter is not None:
+                    working = shorter
+        while True:
+            provider = self._providers[run.model_index]
+            model = self._model_name(run)
+            attempt = 0
+            while True:
+                attempt += 1
+                self._emit(
+                    AttemptStarted,
+                    phase="request",
+                    attempt=attempt,
+                    max_attempts=policy.max_attempts,
+                    model=model,
+                )
+                request = await self._request(working)
+                try:
+                    completed, ttft = await self._stream_once(provider, request, attempt)
+                except asyncio.CancelledError:
+                    self._emit(
+                        AttemptFailed,
+                        phase="request",
+                        attempt=attempt,
+                        max_attempts=policy.max_attempts,
+                        model=model,
+                        error="Aborted",
+                        message="cancelled",
+                        action="fail",
+                        cancelled=True,
+                    )
+                    raise
+                except _StreamFailed as failed:
+                    err = failed.error
+                    if isinstance(err, ProviderError):
+                        err = policy.escalate(err)
+                    action = classify(err)
+                    if action is Action.RETRY:
+                        if isinstance(err, EmptyResponse):
+                            empties += 1
+                            if empties > policy.max_empty_retries:
+                                action = Action.FAIL
+                        if _partial_forbids_retry(policy.retry_after_partial, failed):
+                            action = Action.FAIL
+                    plan = None
+                    if action is Action.RETRY:
+                        left = None if run.deadline is None else run.deadline - self.clock.now()
+                        plan = policy.plan(err, attempt, rng=self._rng, time_left=left)
+                        if plan is None:
+                            action = Action.FAIL
+                    if action is Action.COMPACT and compactions >= self.max_compactions_per_step:
+                        action = Action.FAIL
+                    fallback = (
+                        action is Action.FAIL
+                        and run.model_index + 1 < len(self._providers)
+                        and (isinstance(err, ModelNotFound) or classify(err) is Action.RETRY)
+                    )
+                    shown = "fallback" if fallback else action.value
+                    info = _error_fields(err)
+                    self._emit(
+                        AttemptFailed,
+                        phase="request",
+                        attempt=attempt,
+                        max_attempts=policy.max_attempts,
+                        model=model,
+                        action=shown,
+                        ttft_s=failed.ttft,
+                        discarded_text=failed.text,
+                        discarded_thinking=failed.thinking,
+                        **info,
+                    )
+                    if fallback:
+                        run.model_index += 1
+                        self._emit(
+                            FallbackStarted,
+                            from_model=model,
+                            to_model=self._model_name(run),
+                            error=info["error"],
+                            message=info["message"],
+                        )
+                        break
+                    if action is Action.RETRY and plan is not None:
+                        self._emit(
+                            RetryScheduled,
+                            attempt=attempt,
+                            next_attempt=attempt + 1,
+                            max_attempts=policy.max_attempts,
+                            delay_s=plan.delay_s,
+                            policy_delay_s=plan.policy_delay_s,
+                            retry_after_s=plan.retry_after_s,
+                            discarded_text=failed.text,
+                            discarded_thinking=failed.thinking,
+                            model=model,
+                            **{k: v for k, v in info.items() if k != "retry_after_s"},
+                        )
+                        await self.clock.sleep(plan.delay_s)
+                        continue
+                    if action is Action.COMPACT:
+                        assert isinstance(err, ContextOverflow)
+                        compactions += 1
+                        shorter = await self._compact(
+                            working, err, compactions, target=err.limit or window
+                        )
+                        if shorter is None:
+                            raise err from None
+                        working = shorter
+                        continue
+                    raise err from None
+                self._emit(
+                    AttemptSucceeded,
+                    phase="request",
+                    attempt=attempt,
+                    max_attempts=policy.max_attempts,
+                    model=model,
+                    request_id=completed.request_id,
+                    ttft_s=ttft,
+                    input_tokens=completed.usage.input_tokens,
+                    output_tokens=completed.usage.output_tokens,
+                    cost_usd=completed.usage.cost_usd,
+                    stop_reason=completed.stop_reason,
+                )
+                return completed, working
+
+    async def _stream_once(
+        self, provider: Provider, request: ModelRequest, attempt: int, *, quiet: bool = False
+    ) -> tuple[Completed, float | None]:
+        """One attempt. Deltas become events; any failure comes back as `_StreamFailed`."""
+        text: list[str] = []
+        thinking: list[str] = []
+        t0 = self.clock.now()
+        ttft: float | None = None
+        completed: Completed | None = None
+        try:
+            async for part in provider.stream(request):
+                if ttft is None:
+                    ttft = self.clock.now() - t0
+                if isinstance(part, TextPart):
+                    text.append(part.text)
+                    if not quiet:
+                        self._emit(TextDelta, text=part.text, attempt=attempt)
+                elif isinstance(part, ThinkingPart):
+                    thinking.append(part.text)
+                    if not quiet:
+                        self._emit(ThinkingDelta, text=part.text, attempt=attempt)
+                elif isinstance(part, ToolCallPart) and not quiet:
+                    self._emit(
+                        ToolCallDelta,
+                        index=part.index,
+                        call_id=part.call_id,
+                        name=part.name,
+                        arguments=part.arguments,
+                        attempt=attempt,
+                    )
+                elif isinstance(part, Completed):
+                    completed = part
+            if completed is None:
+                raise StreamInterrupted(
+                    "the stream ended without a final message", provider=provider.name
+                )
+            if not completed.message.blocks and completed.stop_reason != "max_tokens":
+                raise EmptyResponse(
+                    "the model returned an empty message",
+                    provider=provider.name,
+                    status_code=200,
+                    request_id=completed.request_id,
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            err: Exception = exc
+            if isinstance(exc, OSError):
+                err = TransportError(str(exc) or type(exc).__name__, provider=provider.name)
+            raise _StreamFailed(err, "".join(text), "".join(thinking), ttft) from exc
+        return completed, ttft
+
+    def _estimate(self, working: Sequence[Message], specs: Sequence[Any]) -> int:
+        estimator = getattr(self.compaction, "estimate", None)
+        if callable(estimator):
+            return int(estimator(working, self.system, specs))
+        return estimate_tokens(working, self.system, specs)
+
+    async def _compact(
+        self,
+        working: list[Message],
+        error: ContextOverflow | None,
+        round_: int,
+        *,
+        target: int | None = None,
+    ) -> list[Message] | None:
+        specs = tuple(await self.toolbox.specs())
+        before = self._estimate(working, specs)
+        name = getattr(self.compaction, "name", type(self.compaction).__name__)
+        reason = "overflow" if error else "proactive"
+        self._emit(CompactionStarted, reason=reason, tokens_before=before, strategy=name)
+        ctx = CompactionContext(
+            reason,
+            round_,
+            error,
+            self.system,
+            specs,
+            extra={"target_tokens": target, "summarize": self._summarize},
+        )
+        result = await self.compaction.compact(list(working), ctx)
+        if result is None:
+            self._emit(
+                CompactionFinished,
+                tokens_before=before,
+                tokens_after=before,
+                strategy=name,
+                removed=0,
+                ok=False,
+                message="nothing left to shed",
+            )
+            return None
+        self._emit(
+            CompactionFinished,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            strategy=result.strategy,
+            removed=result.removed,
+            ok=True,
+        )
+        return result.messages
+
+    async def _summarize(self, messages: Sequence[Message], instruction: str) -> str:
+        """Ask the current model for a summary: a `compaction` request under the same policy.
+
+        Raises the final error when the summary cannot be had, so the strategy can fall back.
+        """
+        run = self._run
+        assert run is not None
+        provider = self._providers[run.model_index]
+        model = self._model_name(run)
+        policy = self.retry
+        request = ModelRequest(
+            (*messages, Message.user(instruction)),
+            system="You summarise conversations faithfully and briefly.",
+            max_tokens=min(self.max_tokens, 2048),
+        )
+        attempt = 0
+        while True:
+            attempt += 1
+            self._emit(
+                AttemptStarted,
+                phase="compaction",
+                attempt=attempt,
+                max_attempts=policy.max_attempts,
+                model=model,
+            )
+            try:
+                completed, ttft = await self._stream_once(provider, request, attempt, quiet=True)
+            except _StreamFailed as failed:
+                err = failed.error
+                if isinstance(err, ProviderError):
+                    err = policy.escalate(err)
+                plan = None
+                if classify(err) is Action.RETRY:
+                    left = None if run.deadline is None else run.deadline - self.clock.now()
+                    plan = policy.plan(err, attempt, rng=self._rng, time_left=left)
+                info = _error_fields(err)
+                self._emit(
+                    AttemptFailed,
+                    phase="compaction",
+                    attempt=attempt,
+                    max_attempts=policy.max_attempts,
+                    model=model,
+                    action="retry" if plan else "fail",
+                    ttft_s=failed.ttft,
+                    **info,
+                )
+                if plan is None:
+                    raise err from None
+                self._emit(
+                    RetryScheduled,
+                    attempt=attempt,
+                    next_attempt=attempt + 1,
+                    max_attempts=policy.max_attempts,
+                    delay_s=plan.delay_s,
+                    policy_delay_s=plan.policy_delay_s,
+                    retry_after_s=plan.retry_after_s,
+                    phase="compaction",
+                    model=model,
+                    **{k: v for k, v in info.items() if k != "retry_after_s"},
+                )
+                await self.clock.sleep(plan.delay_s)
+                continue
+            run.usage = run.usage + completed.usage
+            self._emit(
+                AttemptSucceeded,
+                phase="compaction",
+                attempt=attempt,
+                max_attempts=policy.max_attempts,
+                model=model,
+                request_id=completed.request_id,
+                ttft_s=ttft,
+                input_tokens=completed.usage.input_tokens,
+                output_tokens=completed.usage.output_tokens,
+                cost_usd=completed.usage.cost_usd,
+                stop_reason=completed.stop_reason,
+            )
+            return completed.message.text
+
+
+class RunHandle:
+    """A run in a background task: await it, or `cancel()` it (the Stop button does)."""
+
+    def __init__(self, task: asyncio.Task[RunResult]) -> None:
+        self.task = task
+
+    def cancel(self) -> None:
+        self.task.cancel()
+
+    def done(self) -> bool:
+        return self.task.done()
+
+    def result(self) -> RunResult:
+        return self.task.result()
+
+    def __await__(self) -> Any:
+        return self._wait().__await__()
+
+    async def _wait(self) -> RunResult:
+        try:
+            return await asyncio.shield(self.task)
+        except asyncio.CancelledError:
+            if self.task.cancelled():
+                raise Aborted("the run was cancelled") from None
+            raise
+
+    def __repr__(self) -> str:
+        state = "done" if self.task.done() else "running"
+        return f"<RunHandle {state}>"
+
+
+def _partial_forbids_retry(mode: str, failed: _StreamFailed) -> bool:
+    if mode == "never":
+        return bool(failed.text or failed.thinking)
+    if mode == "reasoning_only":
+        return bool(failed.text)
+    return False
+
+
+def _error_fields(err: BaseException) -> dict[str, Any]:
+    if isinstance(err, ProviderError):
+        return {
+            "error": type(err).__name__,
+            "message": str(err),
+            "status_code": err.status_code,
+            "request_id": err.request_id,
+            "retry_after_s": err.retry_after,
+        }
+    return {
+        "error": type(err).__name__,
+        "message": str(err),
+        "status_code": None,
+        "request_id": None,
+        "retry_after_s": None,
+    }
+
+
+def _resolve(spec: ModelSpec, *, api_key: str | None, base_url: str | None) -> Provider:
+    if isinstance(spec, str):
+        from .providers.models import resolve_model
+
+        return resolve_model(spec, api_key=api_key, base_url=base_url)
+    if isinstance(spec, Provider):
+        return spec
+    raise ConfigError(
+        f"model= takes a model string such as 'demo' or 'anthropic:claude-sonnet-4-5', "
+        f"or a Provider, not {type(spec).__name__}"
+    )
+
+
+def _in_notebook() -> bool:
+    try:
+        from .notebook import in_notebook
+    except ImportError:
+        return False
+    return in_notebook()

@@ -1,0 +1,336 @@
+"""nbagent's error taxonomy, and `classify`, the one place where failures become actions.
+
+Every failure while the agent produces its next message gets exactly one of four actions
+(`Action.RETRY`, `Action.COMPACT`, `Action.TOOL_RESULT`, `Action.FAIL`). The tree::
+
+    NbAgentError
+    ├── ConfigError                 missing key, malformed URL, unknown model, bad argument
+    ├── SessionFileError            a session file that cannot be read back
+    ├── ToolPairingError            a tool_use without its tool_result (strict loading)
+    ├── HostError                   an event handler, widget or session save raised
+    ├── Aborted                     cancellation: task.cancel(), Stop button, KeyboardInterrupt
+    ├── BudgetExceeded              cost, tokens, wall clock or turns passed
+    ├── LengthResumeExhausted       max_tokens with no content, again and again
+    ├── ScriptExhausted             a ScriptedModel was asked for more than its script holds
+    └── ProviderError               anything a model provider answered (or failed to)
+        ├── RateLimited             429                                  -> RETRY
+        │   └── QuotaExceeded       quota, credits, spend cap, far reset  -> FAIL
+        ├── Overloaded              529 / overloaded_error               -> RETRY
+        ├── ServerError             500 502 503 504 408 409 425          -> RETRY
+        ├── TransportError          connect, DNS, TLS, reset, timeouts   -> RETRY
+        ├── StreamInterrupted       broken stream, bad SSE, error event  -> RETRY
+        ├── EmptyResponse           200 with an empty message            -> RETRY (once)
+        ├── ContextOverflow         400 "prompt is too long" & co.       -> COMPACT
+        ├── AuthFailed              401, 403                             -> FAIL
+        ├── ModelNotFound           404 model                            -> FAIL (or fallback)
+        ├── BadRequest              other 4xx                            -> FAIL
+        ├── InvalidResponse         2xx that does not decode, too large  -> FAIL
+        └── ContentFiltered         content_filter, refusal, safety      -> FAIL
+
+Errors meant for the model (a failed tool) are not exceptions of this tree: they become a
+`ToolResult(is_error=True)` that the model reads. `classify(error, phase="tool")` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Mapping
+from typing import Any, Literal
+
+__all__ = [
+    "Aborted",
+    "Action",
+    "AuthFailed",
+    "BadRequest",
+    "BudgetExceeded",
+    "ConfigError",
+    "ContentFiltered",
+    "ContextOverflow",
+    "EmptyResponse",
+    "HostError",
+    "InvalidResponse",
+    "LengthResumeExhausted",
+    "ModelNotFound",
+    "NbAgentError",
+    "Overloaded",
+    "ProviderError",
+    "QuotaExceeded",
+    "RateLimited",
+    "ScriptExhausted",
+    "ServerError",
+    "SessionFileError",
+    "StreamInterrupted",
+    "ToolPairingError",
+    "TransportError",
+    "classify",
+    "describe",
+]
+
+
+class Action(str, enum.Enum):
+    """What the agent does about a failure. The values are the attempt log's `action` column."""
+
+    RETRY = "retry"
+    COMPACT = "compact"
+    TOOL_RESULT = "tool_result"
+    FAIL = "fail"
+
+
+class NbAgentError(Exception):
+    """Base of every error nbagent raises on purpose."""
+
+
+class ConfigError(NbAgentError):
+    """Something the user configured cannot work; nothing was sent."""
+
+
+class SessionFileError(NbAgentError):
+    """A session file cannot be loaded; the message names the file and the problem."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"cannot load session file {self.path}: {problem}")
+
+
+class ToolPairingError(NbAgentError):
+    """A history holds a tool_use with no matching tool_result."""
+
+
+class HostError(NbAgentError):
+    """Code around the agent (an event handler, the widget, a session save) raised."""
+
+
+class Aborted(NbAgentError):
+    """The run was cancelled. Never retried."""
+
+
+class ScriptExhausted(NbAgentError):
+    """A ScriptedModel ran out of scripted replies."""
+
+
+class LengthResumeExhausted(NbAgentError):
+    """The model kept stopping at max_tokens without producing anything."""
+
+
+class BudgetExceeded(NbAgentError):
+    """A budget (cost, tokens, wall clock, turns) was passed; checked after each turn."""
+
+    def __init__(self, limit: str, actual: float, limit_value: float) -> None:
+        self.limit = limit
+        self.actual = actual
+        self.limit_value = limit_value
+        super().__init__(f"budget exceeded: {limit} is {actual:g}, the limit is {limit_value:g}")
+
+
+class ProviderError(NbAgentError):
+    """A model provider failed to give the next message.
+
+    `retry_after` is the server's wish in seconds (already parsed from its headers), `headers`
+    the response headers that matter for retrying (never authorization headers).
+    `should_retry` is the server's `x-should-retry` verdict, which overrides the table.
+    """
+
+    reason: str = "provider_error"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        provider: str = "",
+        status_code: int | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+        reason: str | None = None,
+        should_retry: bool | None = None,
+        headers: Mapping[str, str] | None = None,
+        body: Any = None,
+    ) -> None:
+        self.message = message
+        self.provider = provider
+        self.status_code = status_code
+        self.code = code
+        self.request_id = request_id
+        self.retry_after = retry_after
+        if reason is not None:
+            self.reason = reason
+        self.should_retry = should_retry
+        self.headers: dict[str, str] = dict(headers or {})
+        self.body = body
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        who = _provider_label(self.provider)
+        parts = [f"{who} {describe(type(self).__name__)}"]
+        if self.status_code is not None:
+            parts.append(f"(HTTP {self.status_code}")
+            parts[-1] += f", {self.code})" if self.code else ")"
+        text = " ".join(parts)
+        if self.message:
+            text += f": {self.message}"
+        if self.request_id:
+            text += f" [request id {self.request_id}]"
+        return text
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(provider={self.provider!r}, status_code={self.status_code!r}, "
+            f"code={self.code!r}, message={self.message!r}, request_id={self.request_id!r}, "
+            f"retry_after={self.retry_after!r})"
+        )
+
+
+class RateLimited(ProviderError):
+    reason = "rate_limit"
+
+
+class QuotaExceeded(RateLimited):
+    """A limit that waiting a little will not lift: quota, credits, spend cap, far reset."""
+
+    reason = "quota"
+
+
+class Overloaded(ProviderError):
+    pass
+
+
+class ServerError(ProviderError):
+    pass
+
+
+class TransportError(ProviderError):
+    pass
+
+
+class StreamInterrupted(ProviderError):
+    pass
+
+
+class EmptyResponse(ProviderError):
+    pass
+
+
+class ContextOverflow(ProviderError):
+    """The prompt does not fit the model's window; `tokens`/`limit` when the provider said."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        tokens: int | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.tokens = tokens
+        self.limit = limit
+        super().__init__(message, **kwargs)
+
+
+class AuthFailed(ProviderError):
+    pass
+
+
+class ModelNotFound(ProviderError):
+    pass
+
+
+class BadRequest(ProviderError):
+    pass
+
+
+class InvalidResponse(ProviderError):
+    pass
+
+
+class ContentFiltered(ProviderError):
+    pass
+
+
+_RETRYABLE: tuple[type[ProviderError], ...] = (
+    RateLimited,
+    Overloaded,
+    ServerError,
+    TransportError,
+    StreamInterrupted,
+    EmptyResponse,
+)
+_FINAL: tuple[type[BaseException], ...] = (
+    QuotaExceeded,
+    AuthFailed,
+    ModelNotFound,
+    BadRequest,
+    InvalidResponse,
+    ContentFiltered,
+)
+
+
+def classify(error: BaseException, *, phase: Literal["request", "tool"] = "request") -> Action:
+    """The decision table of DESIGN.md, "The four actions", in one function.
+
+    `phase="tool"`: a failure inside a tool call. The model reads it as an error result unless
+    it is one that must stop the run (HostError, MemoryError, cancellation).
+    """
+    if isinstance(error, (Aborted, asyncio.CancelledError, KeyboardInterrupt)):
+        return Action.FAIL
+    if phase == "tool":
+        if isinstance(error, (HostError, MemoryError, SystemExit, GeneratorExit)):
+            return Action.FAIL
+        if isinstance(error, Exception):
+            return Action.TOOL_RESULT
+        return Action.FAIL
+    if not isinstance(error, ProviderError):
+        # ConfigError, HostError, BudgetExceeded, bugs: nothing a retry would fix.
+        return Action.FAIL
+    if error.should_retry is True and not isinstance(error, QuotaExceeded):
+        return Action.RETRY
+    if error.should_retry is False:
+        return Action.FAIL
+    if isinstance(error, _FINAL):
+        return Action.FAIL
+    if isinstance(error, ContextOverflow):
+        return Action.COMPACT
+    if isinstance(error, _RETRYABLE):
+        return Action.RETRY
+    return Action.FAIL
+
+
+_DESCRIPTIONS = {
+    "RateLimited": "rate limit",
+    "QuotaExceeded": "quota exhausted",
+    "Overloaded": "provider overloaded",
+    "ServerError": "provider unavailable",
+    "TransportError": "connection failed",
+    "StreamInterrupted": "stream interrupted",
+    "EmptyResponse": "empty response",
+    "ContextOverflow": "context window exceeded",
+    "AuthFailed": "authentication failed",
+    "ModelNotFound": "model not found",
+    "BadRequest": "bad request",
+    "InvalidResponse": "invalid response",
+    "ContentFiltered": "content filtered",
+    "ProviderError": "provider error",
+    "Aborted": "cancelled",
+    "HostError": "host error",
+    "ConfigError": "configuration error",
+    "BudgetExceeded": "budget exceeded",
+    "LengthResumeExhausted": "output length exhausted",
+}
+
+
+def describe(error_kind: str) -> str:
+    """A short human label for an error kind, for status lines ("provider unavailable")."""
+    return _DESCRIPTIONS.get(error_kind, error_kind)
+
+
+def _provider_label(provider: str) -> str:
+    labels = {
+        "anthropic": "Anthropic",
+        "openai": "OpenAI",
+        "openrouter": "OpenRouter",
+        "ollama": "Ollama",
+        "demo": "Demo model",
+        "scripted": "Scripted model",
+    }
+    return labels.get(provider, provider or "provider")

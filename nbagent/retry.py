@@ -1,0 +1,407 @@
+"""How long to wait before trying again, and whether to try at all.
+
+`RetryPolicy` is a small value: exponential backoff with a cap and jitter, the server's wish
+(Retry-After and the rate-limit reset headers) taking precedence, and a cap on how long a server
+may ask us to wait. Out-of-range settings are normalised, never rejected, because a teacher
+typing `multiplier=0.5` into a notebook should see backoff, not a traceback.
+
+`call` / `acall` apply a policy to any function, outside the agent loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Literal, TypeVar
+
+from .clock import Clock, RealClock
+from .errors import (
+    Aborted,
+    Action,
+    ConfigError,
+    ProviderError,
+    QuotaExceeded,
+    RateLimited,
+    _provider_label,
+    classify,
+)
+
+__all__ = [
+    "RetryPlan",
+    "RetryPolicy",
+    "acall",
+    "call",
+    "format_duration",
+    "parse_duration",
+    "parse_retry_after",
+    "server_wish",
+]
+
+T = TypeVar("T")
+Jitter = Literal["full", "equal"] | float | None
+RetryAfterPartial = Literal["always", "reasoning_only", "never"]
+
+
+@dataclass(frozen=True)
+class RetryPlan:
+    """One scheduled retry: the wait taken, the policy's own delay, the server's wish."""
+
+    delay_s: float
+    policy_delay_s: float
+    retry_after_s: float | None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retry settings. `max_attempts` counts the first attempt.
+
+    Delay before attempt n+1 is `min(max_delay, initial_delay * multiplier**(n-1))`, jittered:
+    "full" uniform 0..d, "equal" d/2 + uniform 0..d/2, a fraction f: d*(1 ± f), None: none.
+    """
+
+    max_attempts: int = 4
+    initial_delay: float = 0.5
+    max_delay: float = 30.0
+    multiplier: float = 2.0
+    jitter: Jitter = "full"
+    max_retry_after: float = 60.0
+    seed: int | None = None
+    retry_after_partial: RetryAfterPartial = "always"
+    max_empty_retries: int = 1
+    _rng: random.Random = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)
+
+        put("max_attempts", max(1, int(self.max_attempts)))
+        if not self.initial_delay > 0:  # also catches NaN
+            put("initial_delay", 0.0)
+        if not self.max_delay > 0:
+            put("max_delay", 30.0)
+        if not self.multiplier >= 1:
+            put("multiplier", 2.0)
+        if not self.max_retry_after >= 0:
+            put("max_retry_after", 60.0)
+        jitter = self.jitter
+        if isinstance(jitter, str):
+            if jitter not in ("full", "equal"):
+                raise ConfigError(
+                    f"unknown jitter {jitter!r}: use 'full', 'equal', a fraction 0..1, or None"
+                )
+        elif jitter is not None:
+            f = float(jitter)
+            put("jitter", None if not f > 0 else min(f, 1.0))
+        if self.retry_after_partial not in ("always", "reasoning_only", "never"):
+            raise ConfigError(
+                f"unknown retry_after_partial {self.retry_after_partial!r}: "
+                "use 'always', 'reasoning_only' or 'never'"
+            )
+        put("max_empty_retries", max(0, int(self.max_empty_retries)))
+        put("_rng", random.Random(self.seed))
+
+    # -- delays ---------------------------------------------------------------------------
+
+    def base_delay(self, attempt: int) -> float:
+        """The un-jittered delay before attempt `attempt + 1` (attempt is 1-based)."""
+        if self.initial_delay <= 0:
+            return 0.0
+        n = max(1, attempt)
+        try:
+            d = self.initial_delay * self.multiplier ** (n - 1)
+        except OverflowError:
+            d = math.inf
+        return min(self.max_delay, d)
+
+    def jittered(self, delay: float, rng: random.Random | None = None) -> float:
+        r = rng or self._rng
+        j = self.jitter
+        if j is None or delay <= 0:
+            return delay
+        if j == "full":
+            return r.uniform(0.0, delay)
+        if j == "equal":
+            return delay / 2 + r.uniform(0.0, delay / 2)
+        f = float(j)
+        return delay * (1 + r.uniform(-f, f))
+
+    def envelope(self, attempt: int) -> tuple[float, float, float]:
+        """(min, max, expected) of the jittered delay before attempt `attempt + 1`."""
+        d = self.base_delay(attempt)
+        j = self.jitter
+        if j is None:
+            return d, d, d
+        if j == "full":
+            return 0.0, d, d / 2
+        if j == "equal":
+            return d / 2, d, 0.75 * d
+        f = float(j)
+        return d * (1 - f), d * (1 + f), d
+
+    def rng(self) -> random.Random:
+        """A fresh generator seeded like this policy (each run draws its own sequence)."""
+        return random.Random(self.seed) if self.seed is not None else random.Random()
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def escalate(self, error: ProviderError) -> ProviderError:
+        """A rate limit whose reset is further away than `max_retry_after` is a final error."""
+        if (
+            isinstance(error, RateLimited)
+            and not isinstance(error, QuotaExceeded)
+            and error.retry_after is not None
+            and error.retry_after > self.max_retry_after
+        ):
+            who = _provider_label(error.provider)
+            sentence = f"{who} rate limit reached. Resets in {format_duration(error.retry_after)}."
+            return QuotaExceeded(
+                sentence,
+                provider=error.provider,
+                status_code=error.status_code,
+                code=error.code,
+                request_id=error.request_id,
+                retry_after=error.retry_after,
+                headers=error.headers,
+            )
+        return error
+
+    def plan(
+        self,
+        error: BaseException,
+        attempt: int,
+        *,
+        rng: random.Random | None = None,
+        time_left: float | None = None,
+    ) -> RetryPlan | None:
+        """The wait before the next attempt, or None when there is to be no next attempt.
+
+        `attempt` is the 1-based number of the attempt that just failed; `time_left` the seconds
+        until the run's deadline (a wait that would end past it is not taken).
+        """
+        if attempt >= self.max_attempts:
+            return None
+        policy_delay = self.jittered(self.base_delay(attempt), rng)
+        wish = error.retry_after if isinstance(error, ProviderError) else None
+        if wish is not None and wish > self.max_retry_after:
+            return None
+        delay = max(0.0, wish) if wish is not None else policy_delay
+        if time_left is not None and delay > time_left:
+            return None
+        return RetryPlan(delay, policy_delay, wish)
+
+
+# -- server wishes -------------------------------------------------------------------------
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(text: str) -> float | None:
+    """OpenAI's reset durations: `6m0s`, `1s`, `12ms`, `1h2m3.5s`. None if not one."""
+    s = text.strip()
+    if not s:
+        return None
+    pos = 0
+    total = 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            return None
+        value = float(m.group(1))
+        total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        try:
+            return max(0.0, float(s)) if math.isfinite(float(s)) else None
+        except ValueError:
+            return None
+    return total
+
+
+def parse_retry_after(value: str, now_wall: float | None = None) -> float | None:
+    """`Retry-After`: delta-seconds or an HTTP date. None when it is neither."""
+    v = value.strip()
+    try:
+        secs = float(v)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, secs) if math.isfinite(secs) else None
+    try:
+        when = parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    now = time.time() if now_wall is None else now_wall
+    return max(0.0, when.timestamp() - now)
+
+
+def _parse_rfc3339(value: str, now_wall: float) -> float | None:
+    v = value.strip()
+    if v.endswith(("Z", "z")):
+        v = v[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        return max(0.0, when.timestamp() - now_wall)
+    except (OverflowError, ValueError):
+        return None
+
+
+_RESET_HEADER = re.compile(r"^(?:anthropic-ratelimit-(.+)-reset|x-ratelimit-reset-(.+))$")
+
+
+def server_wish(headers: Mapping[str, str], now_wall: float | None = None) -> float | None:
+    """Seconds the server asks us to wait, from whichever header says so, or None.
+
+    Order: `retry-after-ms`, `retry-after`, then the rate-limit reset headers of the limits
+    that are exhausted (remaining 0), or of all limits when none says how much remains.
+    """
+    h = {k.lower(): v for k, v in headers.items()}
+    now = time.time() if now_wall is None else now_wall
+    if "retry-after-ms" in h:
+        try:
+            ms = float(h["retry-after-ms"])
+        except ValueError:
+            ms = math.nan
+        if math.isfinite(ms):
+            return max(0.0, ms / 1000)
+    if "retry-after" in h:
+        ra = parse_retry_after(h["retry-after"], now)
+        if ra is not None:
+            return ra
+    resets: dict[str, float] = {}
+    for key, value in h.items():
+        m = _RESET_HEADER.match(key)
+        if not m:
+            continue
+        if m.group(1):
+            name, secs = f"anthropic-ratelimit-{m.group(1)}", _parse_rfc3339(value, now)
+        else:
+            name, secs = f"x-ratelimit-{m.group(2)}", parse_duration(value)
+        if secs is not None:
+            resets[name] = secs
+    if not resets:
+        return None
+    exhausted = []
+    for name, secs in resets.items():
+        if name.startswith("anthropic-"):
+            remaining = h.get(f"{name}-remaining")
+        else:
+            remaining = h.get(f"x-ratelimit-remaining-{name.removeprefix('x-ratelimit-')}")
+        if remaining is not None and remaining.strip() == "0":
+            exhausted.append(secs)
+    return max(exhausted) if exhausted else None
+
+
+def format_duration(seconds: float) -> str:
+    """`6300` -> `1 h 45 min`; `42.5` -> `43 s`; `90` -> `1 min 30 s`."""
+    if not math.isfinite(seconds):
+        return "an unknown time"
+    s = max(0, math.ceil(seconds))
+    days, rem = divmod(s, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes, secs = divmod(rem, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    return f"{secs} s"
+
+
+# -- a policy around any function ----------------------------------------------------------
+
+
+def _retryable(
+    exc: BaseException, idempotent: bool, should_retry: Callable[[Exception], bool] | None
+) -> bool:
+    if isinstance(exc, (Aborted, asyncio.CancelledError, KeyboardInterrupt)):
+        return False
+    if not isinstance(exc, Exception):
+        return False
+    if not idempotent and not isinstance(exc, RateLimited):
+        return False  # only a 429 proves the request was not acted on
+    if should_retry is not None:
+        return should_retry(exc)
+    return classify(exc) is Action.RETRY
+
+
+async def acall(
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy | None = None,
+    *,
+    should_retry: Callable[[Exception], bool] | None = None,
+    idempotent: bool = True,
+    clock: Clock | None = None,
+    on_retry: Callable[[int, BaseException, RetryPlan], None] | None = None,
+) -> T:
+    """Await `fn()` under `policy`; cancellation is never retried."""
+    pol = policy or RetryPolicy()
+    clk = clock or RealClock()
+    rng = pol.rng()
+    attempt = 1
+    while True:
+        try:
+            return await fn()
+        except Exception as exc:
+            err = pol.escalate(exc) if isinstance(exc, ProviderError) else exc
+            if not _retryable(err, idempotent, should_retry):
+                if err is exc:
+                    raise
+                raise err from exc
+            plan = pol.plan(err, attempt, rng=rng)
+            if plan is None:
+                if err is exc:
+                    raise
+                raise err from exc
+            if on_retry is not None:
+                on_retry(attempt, err, plan)
+            await clk.sleep(plan.delay_s)
+            attempt += 1
+
+
+def call(
+    fn: Callable[[], T],
+    policy: RetryPolicy | None = None,
+    *,
+    should_retry: Callable[[Exception], bool] | None = None,
+    idempotent: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[int, BaseException, RetryPlan], None] | None = None,
+) -> T:
+    """Call `fn()` under `policy` (the synchronous twin of `acall`)."""
+    pol = policy or RetryPolicy()
+    rng = pol.rng()
+    attempt = 1
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            err = pol.escalate(exc) if isinstance(exc, ProviderError) else exc
+            plan = (
+                pol.plan(err, attempt, rng=rng)
+                if _retryable(err, idempotent, should_retry)
+                else None
+            )
+            if plan is None:
+                if err is exc:
+                    raise
+                raise err from exc
+            if on_retry is not None:
+                on_retry(attempt, err, plan)
+            sleep(plan.delay_s)
+            attempt += 1

@@ -1,0 +1,364 @@
+"""Backoff in virtual time: an hour of retries in a fraction of a second.
+
+Both simulations drive the real `RetryPolicy` (its `plan`, hence its jitter and caps) with no
+sleeping, and emit the same events the agent emits into an `AttemptLog`, so they return attempt
+frames with exactly the columns of `agent.attempts` and every plot of `nbagent.analysis`
+applies::
+
+    df = simulate_retries(RetryPolicy(max_attempts=6, seed=1), fail_rate=0.4, n_runs=50, seed=1)
+    plot_backoff(df, policy)
+
+    compare_jitter(n_clients=50, seed=0)     # none vs full vs equal vs decorrelated
+
+`simulate_contention` is the experiment of the AWS Architecture Blog post "Exponential Backoff
+And Jitter": N clients start at the same moment and race for one server; without jitter they
+retry in lock-step and collide again and again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import random
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import pandas as pd
+
+from .attempts import AttemptLog
+from .errors import ProviderError, RateLimited, ServerError
+from .events import AttemptFailed, AttemptStarted, AttemptSucceeded, RetryScheduled, RunStarted
+from .retry import RetryPolicy
+
+__all__ = [
+    "ContentionJitter",
+    "compare_jitter",
+    "simulate_contention",
+    "simulate_retries",
+]
+
+ContentionJitter = Literal["full", "equal", "decorrelated"] | float | None
+Server = Literal["single", "token_bucket"]
+
+
+def _fail_rng(seed: int | None) -> random.Random:
+    # failures draw from their own stream, so the jitter stream is `random.Random(seed)` alone
+    return (
+        random.Random(f"nbagent.simulate.failures/{seed}") if seed is not None else random.Random()
+    )
+
+
+def simulate_retries(
+    policy: RetryPolicy,
+    fail_rate: float,
+    n_runs: int,
+    seed: int | None = None,
+    *,
+    attempt_duration_s: float = 0.2,
+    retry_after_s: float | None = None,
+    model: str = "simulated",
+) -> pd.DataFrame:
+    """One client making `n_runs` requests one after another; each attempt fails with
+    probability `fail_rate` and is retried as `policy.plan` says.
+
+    Failures are 503s (`ServerError`), or 429s carrying `retry_after_s` when that is given (a
+    wish beyond `policy.max_retry_after` makes the failure final, as in the agent). The jitter
+    draws come from `random.Random(seed)` in order of the failed attempts (from `policy.rng()`
+    when `seed` is None), the failures from a separate stream, so a test can recompute every
+    delay. Each run is a `run_id` of its own ("sim-0001", ...), starting where the last ended.
+    """
+    p_fail = min(1.0, max(0.0, float(fail_rate)))
+    jitter_rng = random.Random(seed) if seed is not None else policy.rng()
+    fails = _fail_rng(seed)
+    dur = max(0.0, float(attempt_duration_s))
+    log = AttemptLog()
+    t = 0.0
+    width = max(4, len(str(n_runs)))
+    for k in range(1, n_runs + 1):
+        run = f"sim-{k:0{width}d}"
+        log(RunStarted(run_id=run, time=t, turn=1, model=model))
+        attempt = 1
+        while True:
+            log(
+                AttemptStarted(
+                    run_id=run,
+                    time=t,
+                    turn=1,
+                    attempt=attempt,
+                    max_attempts=policy.max_attempts,
+                    model=model,
+                )
+            )
+            t += dur
+            if fails.random() >= p_fail:
+                log(
+                    AttemptSucceeded(
+                        run_id=run,
+                        time=t,
+                        turn=1,
+                        attempt=attempt,
+                        max_attempts=policy.max_attempts,
+                        model=model,
+                    )
+                )
+                break
+            error: ProviderError
+            if retry_after_s is not None:
+                error = RateLimited(
+                    "simulated rate limit", status_code=429, retry_after=retry_after_s
+                )
+            else:
+                error = ServerError("simulated failure", status_code=503)
+            plan = policy.plan(error, attempt, rng=jitter_rng)
+            log(
+                AttemptFailed(
+                    run_id=run,
+                    time=t,
+                    turn=1,
+                    attempt=attempt,
+                    max_attempts=policy.max_attempts,
+                    model=model,
+                    error=type(error).__name__,
+                    message=error.message,
+                    status_code=error.status_code,
+                    retry_after_s=error.retry_after,
+                    action="retry" if plan is not None else "fail",
+                )
+            )
+            if plan is None:
+                break
+            log(
+                RetryScheduled(
+                    run_id=run,
+                    time=t,
+                    turn=1,
+                    attempt=attempt,
+                    next_attempt=attempt + 1,
+                    max_attempts=policy.max_attempts,
+                    delay_s=plan.delay_s,
+                    policy_delay_s=plan.policy_delay_s,
+                    retry_after_s=plan.retry_after_s,
+                    error=type(error).__name__,
+                    status_code=error.status_code,
+                    model=model,
+                )
+            )
+            t += plan.delay_s
+            attempt += 1
+    return log.frame()
+
+
+# -- contention ------------------------------------------------------------------------------
+
+
+def _contention_policy(
+    policy: RetryPolicy | None, jitter: ContentionJitter, seed: int | None
+) -> RetryPolicy:
+    base = policy or RetryPolicy(
+        max_attempts=1000, initial_delay=0.1, max_delay=10.0, multiplier=2.0, seed=seed
+    )
+    policy_jitter = "full" if jitter == "decorrelated" else jitter
+    # an infinite Retry-After cap: the token bucket's wish is always honoured
+    return dataclasses.replace(base, jitter=policy_jitter, max_retry_after=float("inf"))
+
+
+def simulate_contention(
+    n_clients: int = 20,
+    jitter: ContentionJitter = "full",
+    server: Server = "single",
+    *,
+    rate: float = 10.0,
+    burst: int = 1,
+    seed: int | None = 0,
+    policy: RetryPolicy | None = None,
+    service_time_s: float = 0.05,
+    reject_time_s: float = 0.005,
+    start_spread_s: float = 0.0,
+    send_retry_after: bool = False,
+) -> pd.DataFrame:
+    """N clients, one request each, racing for one server, in virtual time.
+
+    `server="single"`: the server handles one request at a time (`service_time_s`); a request
+    that arrives while it is busy is rejected at once with a 503. `server="token_bucket"`: any
+    number at a time, but each request takes a token from a bucket of `burst` tokens refilled
+    at `rate` per second; without a token it gets a 429 (with the time until the next token as
+    Retry-After when `send_retry_after`, which then replaces the jitter).
+
+    `jitter` is the strategy under test: "full", "equal", a fraction, None (plain exponential
+    backoff), or "decorrelated" (`sleep = min(cap, uniform(base, prev * 3))`, prev starting at
+    base; base and cap are the policy's `initial_delay` and `max_delay`). The policy defaults
+    to `RetryPolicy(max_attempts=1000, initial_delay=0.1, max_delay=10, seed=seed)`; with a
+    policy given, its jitter is replaced by `jitter`. A client that runs out of attempts gives
+    up (its last row has action "fail").
+
+    Clients start at `uniform(0, start_spread_s)` (all at 0 by default). Simultaneous arrivals
+    are served in client order. One `run_id` per client ("client-001", ...), turn 1.
+    """
+    if n_clients < 1:
+        return AttemptLog().frame()
+    pol = _contention_policy(policy, jitter, seed)
+    rng = random.Random(seed) if seed is not None else random.Random()
+    starts = random.Random(f"nbagent.simulate.starts/{seed}") if seed is not None else rng
+    decorrelated = jitter == "decorrelated"
+    base = pol.initial_delay
+    cap = pol.max_delay
+    model = f"contention/{server}"
+    width = max(3, len(str(n_clients)))
+    runs = [f"client-{i + 1:0{width}d}" for i in range(n_clients)]
+    log = AttemptLog()
+
+    # (arrival time, client, attempt) on a heap; ties go to the lower client number
+    heap: list[tuple[float, int, int]] = []
+    prev_sleep = [base] * n_clients
+    for c in range(n_clients):
+        t0 = starts.uniform(0.0, start_spread_s) if start_spread_s > 0 else 0.0
+        log(RunStarted(run_id=runs[c], time=t0, turn=1, model=model))
+        heapq.heappush(heap, (t0, c, 1))
+
+    busy_until = -1.0
+    tokens = float(max(1, burst))
+    capacity = float(max(1, burst))
+    refill_rate = max(1e-9, float(rate))
+    last_refill = 0.0
+    service = max(0.0, float(service_time_s))
+    reject = max(0.0, float(reject_time_s))
+
+    while heap:
+        t, c, attempt = heapq.heappop(heap)
+        run = runs[c]
+        log(
+            AttemptStarted(
+                run_id=run,
+                time=t,
+                turn=1,
+                attempt=attempt,
+                max_attempts=pol.max_attempts,
+                model=model,
+            )
+        )
+        error: ProviderError | None = None
+        if server == "single":
+            if t >= busy_until:
+                busy_until = t + service
+            else:
+                error = ServerError("server busy", status_code=503)
+        else:
+            tokens = min(capacity, tokens + (t - last_refill) * refill_rate)
+            last_refill = t
+            if tokens >= 1.0:
+                tokens -= 1.0
+            else:
+                wait = (1.0 - tokens) / refill_rate if send_retry_after else None
+                error = RateLimited("no token", status_code=429, retry_after=wait)
+        if error is None:
+            log(
+                AttemptSucceeded(
+                    run_id=run,
+                    time=t + service,
+                    turn=1,
+                    attempt=attempt,
+                    max_attempts=pol.max_attempts,
+                    model=model,
+                )
+            )
+            continue
+        end = t + reject
+        plan = pol.plan(error, attempt, rng=rng)
+        if plan is not None and decorrelated and error.retry_after is None:
+            sleep = min(cap, rng.uniform(base, prev_sleep[c] * 3))
+            prev_sleep[c] = sleep
+            plan = dataclasses.replace(plan, delay_s=sleep, policy_delay_s=sleep)
+        log(
+            AttemptFailed(
+                run_id=run,
+                time=end,
+                turn=1,
+                attempt=attempt,
+                max_attempts=pol.max_attempts,
+                model=model,
+                error=type(error).__name__,
+                message=error.message,
+                status_code=error.status_code,
+                retry_after_s=error.retry_after,
+                action="retry" if plan is not None else "fail",
+            )
+        )
+        if plan is None:
+            continue
+        log(
+            RetryScheduled(
+                run_id=run,
+                time=end,
+                turn=1,
+                attempt=attempt,
+                next_attempt=attempt + 1,
+                max_attempts=pol.max_attempts,
+                delay_s=plan.delay_s,
+                policy_delay_s=plan.policy_delay_s,
+                retry_after_s=plan.retry_after_s,
+                error=type(error).__name__,
+                status_code=error.status_code,
+                model=model,
+            )
+        )
+        heapq.heappush(heap, (end + plan.delay_s, c, attempt + 1))
+    return log.frame()
+
+
+def _label(jitter: ContentionJitter) -> str:
+    return "none" if jitter is None else str(jitter)
+
+
+def compare_jitter(
+    n_clients: int | Sequence[int] = 20,
+    strategies: Iterable[ContentionJitter] = (None, "full", "equal", "decorrelated"),
+    server: Server = "single",
+    *,
+    seed: int | None = 0,
+    policy: RetryPolicy | None = None,
+    rate: float = 10.0,
+    burst: int = 1,
+    service_time_s: float = 0.05,
+    reject_time_s: float = 0.005,
+    start_spread_s: float = 0.0,
+    send_retry_after: bool = False,
+) -> pd.DataFrame:
+    """Run `simulate_contention` for each jitter strategy (and each client count) and
+    summarise: `n_clients, jitter, total_calls, failed_calls, calls_per_client,
+    max_calls_per_client, makespan_s` (when the last client got through or gave up),
+    `total_wait_s`, `gave_up` (clients that ran out of attempts).
+    """
+    counts = [n_clients] if isinstance(n_clients, int) else list(n_clients)
+    rows: list[dict[str, object]] = []
+    for n in counts:
+        for strategy in strategies:
+            df = simulate_contention(
+                n,
+                strategy,
+                server,
+                rate=rate,
+                burst=burst,
+                seed=seed,
+                policy=policy,
+                service_time_s=service_time_s,
+                reject_time_s=reject_time_s,
+                start_spread_s=start_spread_s,
+                send_retry_after=send_retry_after,
+            )
+            per_client = df.groupby("run_id", observed=True).size()
+            last = df.groupby("run_id", observed=True).tail(1)
+            rows.append(
+                {
+                    "n_clients": n,
+                    "jitter": _label(strategy),
+                    "total_calls": len(df),
+                    "failed_calls": int((df["outcome"] == "error").sum()),
+                    "calls_per_client": float(per_client.mean()) if len(df) else 0.0,
+                    "max_calls_per_client": int(per_client.max()) if len(df) else 0,
+                    "makespan_s": float(df["ended_at"].max()) if len(df) else 0.0,
+                    "total_wait_s": float(df["delay_s"].sum()),
+                    "gave_up": int((last["outcome"] != "ok").sum()),
+                }
+            )
+    out: pd.DataFrame = pd.DataFrame(rows)
+    return out

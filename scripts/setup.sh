@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up a fresh machine for nbagent: a virtual environment in .venv with the package and,
+# with --dev, everything the tests need (including Debian's chromium for the browser tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="${1:-}"
+PY="${PYTHON:-python3}"
+
+if [ "$extras" = "--dev" ] && [ ! -x /usr/bin/chromium ]; then
+  echo "== installing Debian's chromium (browser tests)"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+if [ "$extras" = "--dev" ]; then
+  echo "== installing nbagent with its dev extras"
+  .venv/bin/python -m pip install -q -e '.[dev,bench]'
+else
+  echo "== installing nbagent"
+  .venv/bin/python -m pip install -q -e .
+fi
