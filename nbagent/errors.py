@@ -163,13 +163,18 @@ class ProviderError(NbAgentError):
 
     def _text(self) -> str:
         who = _provider_label(self.provider)
-        parts = [f"{who} {describe(type(self).__name__)}"]
-        if self.status_code is not None:
-            parts.append(f"(HTTP {self.status_code}")
-            parts[-1] += f", {self.code})" if self.code else ")"
-        text = " ".join(parts)
-        if self.message:
-            text += f": {self.message}"
+        if self.message.startswith(who + " "):
+            text = self.message  # already a whole sentence about this provider
+        else:
+            text = f"{who} {describe(type(self).__name__)}"
+            if self.status_code is not None:
+                text += (
+                    f" (HTTP {self.status_code}, {self.code})"
+                    if self.code
+                    else (f" (HTTP {self.status_code})")
+                )
+            if self.message:
+                text += f": {self.message}"
         if self.request_id:
             text += f" [request id {self.request_id}]"
         return text

@@ -119,8 +119,7 @@ def test_server_wish_above_the_cap_makes_the_error_final() -> None:
     assert p.plan(err, 1) is None
     final = p.escalate(err)
     assert isinstance(final, E.QuotaExceeded)
-    assert str(final).startswith("Anthropic quota exhausted (HTTP 429)")
-    assert "Anthropic rate limit reached. Resets in 1 h 45 min." in str(final)
+    assert str(final) == "Anthropic rate limit reached. Resets in 1 h 45 min."
     assert E.classify(final) is E.Action.FAIL
     # within the cap, nothing changes
     ok = E.RateLimited("x", retry_after=30)
@@ -136,8 +135,17 @@ def test_a_wait_past_the_deadline_is_not_taken() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("6m0s", 360.0), ("1s", 1.0), ("12ms", 0.012), ("1h2m3.5s", 3723.5), ("0.5s", 0.5),
-     ("2", 2.0), ("", None), ("soon", None), ("5x", None)],
+    [
+        ("6m0s", 360.0),
+        ("1s", 1.0),
+        ("12ms", 0.012),
+        ("1h2m3.5s", 3723.5),
+        ("0.5s", 0.5),
+        ("2", 2.0),
+        ("", None),
+        ("soon", None),
+        ("5x", None),
+    ],
 )
 def test_openai_durations(text: str, seconds: float | None) -> None:
     got = parse_duration(text)
@@ -172,15 +180,25 @@ def test_server_wish_header_precedence() -> None:
     }
     assert server_wish(oai, NOW) == 360.0
     # nothing exhausted: no wish, the policy decides
-    assert server_wish({"x-ratelimit-remaining-requests": "3",
-                        "x-ratelimit-reset-requests": "1s"}, NOW) is None
+    assert (
+        server_wish(
+            {"x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "1s"}, NOW
+        )
+        is None
+    )
     assert server_wish({}, NOW) is None
 
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(6300, "1 h 45 min"), (3600, "1 h"), (90, "1 min 30 s"), (42.2, "43 s"), (120, "2 min"),
-     (90000, "1 d 1 h")],
+    [
+        (6300, "1 h 45 min"),
+        (3600, "1 h"),
+        (90, "1 min 30 s"),
+        (42.2, "43 s"),
+        (120, "2 min"),
+        (90000, "1 d 1 h"),
+    ],
 )
 def test_format_duration(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
@@ -246,8 +264,12 @@ def test_should_retry_predicate_decides() -> None:
         raise ValueError("flaky")
 
     with pytest.raises(ValueError):
-        call(fn, RetryPolicy(max_attempts=3), should_retry=lambda e: isinstance(e, ValueError),
-             sleep=lambda s: None)
+        call(
+            fn,
+            RetryPolicy(max_attempts=3),
+            should_retry=lambda e: isinstance(e, ValueError),
+            sleep=lambda s: None,
+        )
     assert n == 3
 
 
@@ -281,6 +303,5 @@ def test_acall_never_retries_cancellation() -> None:
         raise E.Aborted("stop")
 
     with pytest.raises(E.Aborted):
-        asyncio.run(acall(fn, RetryPolicy(), clock=clock,
-                          should_retry=lambda e: True))
+        asyncio.run(acall(fn, RetryPolicy(), clock=clock, should_retry=lambda e: True))
     assert n == 1

@@ -1,0 +1,5 @@
+import sys
+
+from nbagent.mock.cli import main
+
+sys.exit(main())

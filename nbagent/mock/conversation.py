@@ -1,0 +1,319 @@
+"""A neutral view of a chat request, parsed from either wire format, and its token estimate."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Format = Literal["anthropic", "openai"]
+IMAGE_TOKENS = 1000
+CHARS_PER_TOKEN = 4
+_ERROR_PREFIXES = ("error", "exception", "traceback", "tool error", "failed", "invalid")
+
+
+class RequestError(ValueError):
+    """The request body breaks the wire format; ``param`` names the offending field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    id: str
+    name: str
+    arguments: str  # JSON text as the model produced it (may be invalid)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    tool_use_id: str
+    content: str
+    is_error: bool
+
+
+Block = Text | ToolUse | ToolResult
+
+
+@dataclass(frozen=True)
+class Turn:
+    role: Literal["user", "assistant"]
+    blocks: tuple[Block, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.blocks if isinstance(b, Text))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUse, ...]:
+        return tuple(b for b in self.blocks if isinstance(b, ToolUse))
+
+    @property
+    def tool_results(self) -> tuple[ToolResult, ...]:
+        return tuple(b for b in self.blocks if isinstance(b, ToolResult))
+
+
+@dataclass(frozen=True)
+class Conversation:
+    format: Format
+    model: str
+    system: str
+    turns: tuple[Turn, ...]
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> JSON schema
+    stream: bool = False
+    include_usage: bool = False
+    thinking: bool = False
+    max_tokens: int | None = None
+    prompt_tokens: int = 0
+
+
+def estimate_tokens(chars: int, images: int = 0) -> int:
+    """chars/4 rounded up, plus a flat cost per image."""
+    return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.chars = 0
+        self.images = 0
+
+    def add(self, text: str) -> str:
+        self.chars += len(text)
+        return text
+
+
+def _require_list(value: Any, param: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RequestError(f"{param}: Input should be a valid list", param)
+    return value
+
+
+def _require_dict(value: Any, param: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RequestError(f"{param}: Input should be a valid dictionary", param)
+    return value
+
+
+def _model(body: dict[str, Any]) -> str:
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise RequestError("model: Field required", "model")
+    return model
+
+
+def _max_tokens(body: dict[str, Any], *keys: str) -> int | None:
+    for key in keys:
+        value = body.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RequestError(f"{key}: Input should be a positive integer", key)
+        return value
+    return None
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _looks_like_error(text: str) -> bool:
+    head = text.lstrip().lower()
+    return head.startswith((*_ERROR_PREFIXES, '{"error"')) or '"is_error": true' in head
+
+
+# --- Anthropic Messages -------------------------------------------------------------------------
+
+
+def _anthropic_text(content: Any, counter: _Counter, param: str) -> str:
+    """Text of a tool_result's content: a string or a list of text/image blocks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return counter.add(content)
+    parts: list[str] = []
+    for i, block in enumerate(_require_list(content, param)):
+        block = _require_dict(block, f"{param}.{i}")
+        if block.get("type") == "text":
+            parts.append(counter.add(str(block.get("text", ""))))
+        elif block.get("type") in ("image", "document"):
+            counter.images += 1
+    return "\n".join(parts)
+
+
+def _anthropic_blocks(content: Any, counter: _Counter, param: str) -> tuple[Block, ...]:
+    if isinstance(content, str):
+        return (Text(counter.add(content)),)
+    blocks: list[Block] = []
+    for i, raw in enumerate(_require_list(content, f"{param}.content")):
+        where = f"{param}.content.{i}"
+        block = _require_dict(raw, where)
+        kind = block.get("type")
+        if kind == "text":
+            blocks.append(Text(counter.add(str(block.get("text", "")))))
+        elif kind in ("thinking", "redacted_thinking"):
+            counter.add(str(block.get("thinking", block.get("data", ""))))
+        elif kind in ("tool_use", "server_tool_use"):
+            arguments = _dumps(block.get("input", {}))
+            name = counter.add(str(block.get("name", "")))
+            blocks.append(ToolUse(str(block.get("id", "")), name, counter.add(arguments)))
+        elif kind == "tool_result":
+            text = _anthropic_text(block.get("content"), counter, f"{where}.content")
+            is_error = bool(block.get("is_error", False))
+            blocks.append(ToolResult(str(block.get("tool_use_id", "")), text, is_error))
+        elif kind in ("image", "document"):
+            counter.images += 1
+        elif kind is None:
+            raise RequestError(f"{where}.type: Field required", f"{where}.type")
+        else:
+            counter.add(_dumps(block))
+    return tuple(blocks)
+
+
+def parse_anthropic(body: Any) -> Conversation:
+    body = _require_dict(body, "body")
+    counter = _Counter()
+    model = _model(body)
+    max_tokens = _max_tokens(body, "max_tokens")
+    if max_tokens is None:
+        raise RequestError("max_tokens: Field required", "max_tokens")
+    system = body.get("system") or ""
+    system_text = (
+        counter.add(system)
+        if isinstance(system, str)
+        else _anthropic_text(system, counter, "system")
+    )
+    turns: list[Turn] = []
+    messages = _require_list(body.get("messages"), "messages")
+    for i, raw in enumerate(messages):
+        message = _require_dict(raw, f"messages.{i}")
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            raise RequestError(
+                f"messages.{i}.role: Input should be 'user' or 'assistant'", f"messages.{i}.role"
+            )
+        turns.append(
+            Turn(role, _anthropic_blocks(message.get("content", ""), counter, f"messages.{i}"))
+        )
+    tools: dict[str, dict[str, Any]] = {}
+    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
+        tool = _require_dict(raw, f"tools.{i}")
+        name = tool.get("name")
+        if not isinstance(name, str):
+            raise RequestError(f"tools.{i}.name: Field required", f"tools.{i}.name")
+        schema = tool.get("input_schema")
+        tools[name] = schema if isinstance(schema, dict) else {}
+        counter.add(_dumps(tool))
+    thinking = body.get("thinking")
+    wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+    return Conversation(
+        format="anthropic",
+        model=model,
+        system=system_text,
+        turns=tuple(turns),
+        tools=tools,
+        stream=bool(body.get("stream", False)),
+        include_usage=True,
+        thinking=wants_thinking,
+        max_tokens=max_tokens,
+        prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+    )
+
+
+# --- OpenAI Chat Completions --------------------------------------------------------------------
+
+
+def _openai_content(content: Any, counter: _Counter, param: str) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return counter.add(content)
+    parts: list[str] = []
+    for i, raw in enumerate(_require_list(content, param)):
+        part = _require_dict(raw, f"{param}.{i}")
+        kind = part.get("type")
+        if kind == "text":
+            parts.append(counter.add(str(part.get("text", ""))))
+        elif kind in ("image_url", "input_image", "image"):
+            counter.images += 1
+        else:
+            counter.add(_dumps(part))
+    return "\n".join(parts)
+
+
+def _append(turns: list[Turn], role: Literal["user", "assistant"], blocks: list[Block]) -> None:
+    if turns and turns[-1].role == role and role == "user" and turns[-1].tool_results:
+        turns[-1] = Turn(role, turns[-1].blocks + tuple(blocks))
+    else:
+        turns.append(Turn(role, tuple(blocks)))
+
+
+def parse_openai(body: Any) -> Conversation:
+    body = _require_dict(body, "body")
+    counter = _Counter()
+    model = _model(body)
+    max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
+    system_parts: list[str] = []
+    turns: list[Turn] = []
+    for i, raw in enumerate(_require_list(body.get("messages"), "messages")):
+        where = f"messages.[{i}]"
+        message = _require_dict(raw, where)
+        role = message.get("role")
+        if role in ("system", "developer"):
+            system_parts.append(_openai_content(message.get("content"), counter, where))
+        elif role == "user":
+            text = _openai_content(message.get("content"), counter, where)
+            turns.append(Turn("user", (Text(text),)))
+        elif role == "assistant":
+            blocks: list[Block] = []
+            text = _openai_content(message.get("content"), counter, where)
+            if text:
+                blocks.append(Text(text))
+            for j, call in enumerate(_require_list(message.get("tool_calls") or [], where)):
+                call = _require_dict(call, f"{where}.tool_calls.[{j}]")
+                function = _require_dict(call.get("function", {}), f"{where}.tool_calls.[{j}]")
+                name = counter.add(str(function.get("name", "")))
+                arguments = counter.add(str(function.get("arguments", "")))
+                blocks.append(ToolUse(str(call.get("id", "")), name, arguments))
+            turns.append(Turn("assistant", tuple(blocks)))
+        elif role == "tool":
+            text = _openai_content(message.get("content"), counter, where)
+            result = ToolResult(str(message.get("tool_call_id", "")), text, _looks_like_error(text))
+            _append(turns, "user", [result])
+        else:
+            raise RequestError(f"Invalid value for '{where}.role': '{role}'.", f"{where}.role")
+    tools: dict[str, dict[str, Any]] = {}
+    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
+        tool = _require_dict(raw, f"tools.[{i}]")
+        function = _require_dict(tool.get("function"), f"tools.[{i}].function")
+        tool_name = function.get("name")
+        if not isinstance(tool_name, str):
+            raise RequestError(f"Missing required parameter: 'tools[{i}].function.name'.", "tools")
+        params = function.get("parameters")
+        tools[tool_name] = params if isinstance(params, dict) else {}
+        counter.add(_dumps(tool))
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    return Conversation(
+        format="openai",
+        model=model,
+        system="\n".join(system_parts),
+        turns=tuple(turns),
+        tools=tools,
+        stream=bool(body.get("stream", False)),
+        include_usage=include_usage,
+        thinking=False,
+        max_tokens=max_tokens,
+        prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+    )
+
+
+def parse_request(fmt: Format, body: Any) -> Conversation:
+    return parse_anthropic(body) if fmt == "anthropic" else parse_openai(body)

@@ -1,0 +1,183 @@
+"""A token-bucket rate limiter for the mock server, and the rate-limit headers of both formats."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+_EPSILON = 1e-9
+
+
+@dataclass(frozen=True)
+class RateDecision:
+    """The limiter's answer for one request.
+
+    ``retry_after_s`` is the time until the request would be admitted (0 when allowed).
+    ``*_reset_s`` is the time until the bucket is full again when allowed, or until the request
+    would be admitted when refused (so a client that waits for the reset succeeds).
+    """
+
+    allowed: bool
+    retry_after_s: float
+    requests_limit: int
+    requests_remaining: int
+    requests_reset_s: float
+    tokens_limit: int | None = None
+    tokens_remaining: int | None = None
+    tokens_reset_s: float | None = None
+
+
+class RateLimit:
+    """Token bucket: ``burst`` requests at once, refilled at ``requests_per_s``.
+
+    With ``tokens_per_min``, a second bucket holds prompt tokens (capacity ``tokens_per_min``,
+    refilled continuously); a request needs both. A request larger than the whole token bucket is
+    admitted when the bucket is full and leaves it in debt. ``now`` is a monotonic clock in seconds,
+    injectable for tests. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        requests_per_s: float = 10.0,
+        burst: int = 5,
+        tokens_per_min: int | None = None,
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not (requests_per_s > 0 and math.isfinite(requests_per_s)):
+            raise ValueError(f"RateLimit requests_per_s must be positive, got {requests_per_s!r}.")
+        if burst < 1:
+            raise ValueError(f"RateLimit burst must be at least 1, got {burst!r}.")
+        if tokens_per_min is not None and tokens_per_min < 1:
+            raise ValueError(f"RateLimit tokens_per_min must be positive, got {tokens_per_min!r}.")
+        self.requests_per_s = float(requests_per_s)
+        self.burst = int(burst)
+        self.tokens_per_min = tokens_per_min
+        self._now = now
+        self._lock = threading.Lock()
+        self._requests = float(burst)
+        self._tokens = float(tokens_per_min or 0)
+        self._last = now()
+
+    def __repr__(self) -> str:
+        return (
+            f"RateLimit(requests_per_s={self.requests_per_s:g}, burst={self.burst}, "
+            f"tokens_per_min={self.tokens_per_min})"
+        )
+
+    def _refill(self) -> None:
+        now = self._now()
+        elapsed = max(0.0, now - self._last)
+        self._last = now
+        self._requests = min(float(self.burst), self._requests + elapsed * self.requests_per_s)
+        if self.tokens_per_min is not None:
+            rate = self.tokens_per_min / 60.0
+            self._tokens = min(float(self.tokens_per_min), self._tokens + elapsed * rate)
+
+    def acquire(self, tokens: int = 0) -> RateDecision:
+        """Take one request (and ``tokens`` prompt tokens) from the buckets if they are there."""
+        with self._lock:
+            self._refill()
+            request_wait = max(0.0, (1.0 - self._requests) / self.requests_per_s)
+            if self._requests >= 1.0 - _EPSILON:
+                request_wait = 0.0
+            token_wait = 0.0
+            token_rate = (self.tokens_per_min or 0) / 60.0
+            if self.tokens_per_min is not None:
+                needed = min(float(tokens), float(self.tokens_per_min))
+                if self._tokens < needed - _EPSILON:
+                    token_wait = (needed - self._tokens) / token_rate
+            wait = max(request_wait, token_wait)
+            allowed = wait == 0.0
+            if allowed:
+                self._requests = max(0.0, self._requests - 1.0)
+                if self.tokens_per_min is not None:
+                    self._tokens -= float(tokens)
+            req_remaining = max(0, math.floor(self._requests + _EPSILON))
+            req_reset = (self.burst - self._requests) / self.requests_per_s if allowed else wait
+            tok_limit: int | None = None
+            tok_remaining: int | None = None
+            tok_reset: float | None = None
+            if self.tokens_per_min is not None:
+                tok_limit = self.tokens_per_min
+                tok_remaining = max(0, math.floor(self._tokens + _EPSILON))
+                tok_reset = (self.tokens_per_min - self._tokens) / token_rate if allowed else wait
+            return RateDecision(
+                allowed=allowed,
+                retry_after_s=wait,
+                requests_limit=self.burst,
+                requests_remaining=req_remaining if allowed else 0,
+                requests_reset_s=max(0.0, req_reset),
+                tokens_limit=tok_limit,
+                tokens_remaining=tok_remaining,
+                tokens_reset_s=None if tok_reset is None else max(0.0, tok_reset),
+            )
+
+
+def ceil_ms(seconds: float) -> int:
+    """Whole milliseconds, rounded up (a tiny tolerance absorbs float noise)."""
+    return max(0, math.ceil(seconds * 1000.0 - 1e-6))
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds for ``retry-after``, rounded up to the millisecond: ``2``, ``0.1``, ``1.25``."""
+    ms = ceil_ms(seconds)
+    whole, frac = divmod(ms, 1000)
+    return str(whole) if frac == 0 else f"{whole}.{frac:03d}".rstrip("0")
+
+
+def format_duration(seconds: float) -> str:
+    """OpenAI's reset durations: ``120ms``, ``1s``, ``1.5s``, ``6m0s``, ``1h2m3s``."""
+    ms = ceil_ms(seconds)
+    if ms < 1000:
+        return f"{ms}ms"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs = format_seconds(rest / 1000.0)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+def rfc3339_after(seconds: float, *, wall: Callable[[], float] = time.time) -> str:
+    """The wall-clock time ``seconds`` from now, rounded up to the whole second, in RFC 3339."""
+    moment = datetime.fromtimestamp(math.ceil(wall() + max(0.0, seconds)), tz=timezone.utc)
+    return (moment - timedelta(microseconds=moment.microsecond)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def retry_after_headers(seconds: float) -> dict[str, str]:
+    return {"retry-after": format_seconds(seconds), "retry-after-ms": str(ceil_ms(seconds))}
+
+
+def anthropic_headers(decision: RateDecision) -> dict[str, str]:
+    headers = {
+        "anthropic-ratelimit-requests-limit": str(decision.requests_limit),
+        "anthropic-ratelimit-requests-remaining": str(decision.requests_remaining),
+        "anthropic-ratelimit-requests-reset": rfc3339_after(decision.requests_reset_s),
+    }
+    if decision.tokens_limit is not None:
+        headers["anthropic-ratelimit-input-tokens-limit"] = str(decision.tokens_limit)
+        headers["anthropic-ratelimit-input-tokens-remaining"] = str(decision.tokens_remaining)
+        headers["anthropic-ratelimit-input-tokens-reset"] = rfc3339_after(
+            decision.tokens_reset_s or 0.0
+        )
+    return headers
+
+
+def openai_headers(decision: RateDecision) -> dict[str, str]:
+    headers = {
+        "x-ratelimit-limit-requests": str(decision.requests_limit),
+        "x-ratelimit-remaining-requests": str(decision.requests_remaining),
+        "x-ratelimit-reset-requests": format_duration(decision.requests_reset_s),
+    }
+    if decision.tokens_limit is not None:
+        headers["x-ratelimit-limit-tokens"] = str(decision.tokens_limit)
+        headers["x-ratelimit-remaining-tokens"] = str(decision.tokens_remaining)
+        headers["x-ratelimit-reset-tokens"] = format_duration(decision.tokens_reset_s or 0.0)
+    return headers

@@ -1,0 +1,265 @@
+"""A run as one self-contained HTML file, and text for frontends that cannot run widgets.
+
+The export inlines the widget's own ES module and CSS and drives them with a tiny fake model
+over the saved state, so the file shows exactly what the notebook showed, offline, with no
+external URL of any kind. The state travels as JSON inside a `<script type="application/json">`
+element with `<`, `>` and `&` escaped, so text such as `</script>` in the conversation cannot
+end the element early.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["export_html", "render_static_html", "render_text"]
+
+_HERE = Path(__file__).parent
+_EXPORT = "export default"
+
+
+class _HasSnapshot(Protocol):
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+def _state_of(state: Mapping[str, Any] | _HasSnapshot) -> Mapping[str, Any]:
+    if isinstance(state, Mapping):
+        return state
+    return state.snapshot()
+
+
+def script_json(value: Any) -> str:
+    """JSON that is safe inside a <script> element (and valid JavaScript)."""
+    text = json.dumps(value, ensure_ascii=False, default=str, allow_nan=False)
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+def _module_source() -> str:
+    """timeline.js, turned from a module with a default export into inline statements."""
+    source = (_HERE / "timeline.js").read_text(encoding="utf-8")
+    if source.count(_EXPORT) != 1 or "</script" in source.lower():
+        raise RuntimeError("timeline.js must have one default export and no '</script'")
+    return source.replace(_EXPORT, "const nbTimeline =")
+
+
+def _css_source() -> str:
+    css = (_HERE / "timeline.css").read_text(encoding="utf-8")
+    if "</style" in css.lower():
+        raise RuntimeError("timeline.css must not contain '</style'")
+    return css
+
+
+_FAKE_MODEL = """
+const nbData = {
+  state: JSON.parse(document.getElementById("nbagent-state").textContent),
+  stop_requested: false,
+  show_stop: false,
+};
+const nbListeners = new Map();
+const nbModel = {
+  get(key) { return nbData[key]; },
+  set(key, value) {
+    nbData[key] = value;
+    for (const fn of [...(nbListeners.get(`change:${key}`) || [])]) fn();
+  },
+  on(name, fn) {
+    if (!nbListeners.has(name)) nbListeners.set(name, new Set());
+    nbListeners.get(name).add(fn);
+  },
+  off(name, fn) { if (nbListeners.has(name)) nbListeners.get(name).delete(fn); },
+  save_changes() {},
+};
+const nbMount = document.getElementById("nbagent-root");
+nbMount.replaceChildren();
+window.nbagentModel = nbModel;
+window.nbagentCleanup = nbTimeline.render({ model: nbModel, el: nbMount });
+"""
+
+
+def export_html(
+    state_snapshot: Mapping[str, Any] | _HasSnapshot,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    title: str = "nbagent run",
+) -> str:
+    """The page as a string; also written to `path` (UTF-8) when given.
+
+    `state_snapshot` is `TimelineState.snapshot()` (a `TimelineState` or anything with a
+    `snapshot()` method works too). Without JavaScript the page still shows a static summary.
+    """
+    state = _state_of(state_snapshot)
+    page = "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            '<meta name="generator" content="nbagent">',
+            f"<title>{html.escape(title)}</title>",
+            "<style>",
+            _css_source(),
+            "</style>",
+            "</head>",
+            '<body class="nb-page">',
+            f'<div id="nbagent-root">{render_static_html(state)}</div>',
+            '<script type="application/json" id="nbagent-state">',
+            script_json(dict(state)),
+            "</script>",
+            '<script type="module">',
+            _module_source(),
+            _FAKE_MODEL,
+            "</script>",
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )
+    if path is not None:
+        Path(path).write_text(page, encoding="utf-8")
+    return page
+
+
+def _seconds(value: Any) -> str:
+    if value is None:
+        return "—"
+    return f"{float(value):.1f}s"
+
+
+def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    items = [
+        ("end", str(summary.get("end_reason") or "—")),
+        ("attempts", str(summary.get("attempts", 0))),
+        ("retries", str(summary.get("retries", 0))),
+        ("waiting", _seconds(summary.get("waiting_s"))),
+        ("tools", f"{summary.get('tool_calls', 0)} ({summary.get('tool_errors', 0)} errors)"),
+    ]
+    tokens_in, tokens_out = summary.get("input_tokens"), summary.get("output_tokens")
+    if tokens_in is not None or tokens_out is not None:
+        items.append(("tokens", f"{tokens_in or 0:,} in, {tokens_out or 0:,} out"))
+    cost = summary.get("cost_usd")
+    if cost is not None:
+        items.append(("cost", f"${float(cost):.4f}"))
+    items.append(("time", _seconds(summary.get("duration_s"))))
+    return items
+
+
+def render_text(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
+    """The status line and the summary as plain text."""
+    state = _state_of(state_snapshot)
+    lines = [f"nbagent: {state.get('status') or 'idle'}"]
+    summary = state.get("summary")
+    if summary:
+        lines.append(", ".join(f"{k} {v}" for k, v in _summary_items(summary)))
+    return "\n".join(lines)
+
+
+_OUTCOME_COLOURS = {
+    "ok": "#1a7f37",
+    "error": "#cf222e",
+    "cancelled": "#6e7781",
+    "running": "#0969da",
+}
+
+
+def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
+    """A script-free HTML fragment: status, summary, attempts and conversation.
+
+    Inline styles only, since notebook viewers strip <style> and never run widgets.
+    """
+    state = _state_of(state_snapshot)
+    esc = html.escape
+    out = ['<div class="nb-static" style="font-family:sans-serif;font-size:13px">']
+    out.append(f"<p><b>nbagent</b> — {esc(str(state.get('status') or 'idle'))}</p>")
+    summary = state.get("summary")
+    if summary:
+        cells = "".join(
+            f"<td style='padding:2px 10px 2px 0'><small>{esc(k)}</small><br><b>{esc(v)}</b></td>"
+            for k, v in _summary_items(summary)
+        )
+        out.append(f"<table><tr>{cells}</tr></table>")
+    rows = []
+    # Each retried attempt is followed by its wait, in the same run and lane.
+    waits = [w for w in state.get("waits") or [] if w.get("kind") == "retry"]
+    for bar in state.get("bars") or []:
+        outcome = str(bar.get("outcome"))
+        colour = _OUTCOME_COLOURS.get(outcome, "#6e7781")
+        start, end = bar.get("start"), bar.get("end")
+        took = _seconds(end - start) if start is not None and end is not None else "running"
+        detail = str(bar.get("detail") or "")
+        rows.append(
+            "<tr>"
+            f"<td style='padding:1px 8px 1px 0'>{esc(str(bar.get('lane')))}</td>"
+            f"<td style='padding:1px 8px 1px 0'>{esc(str(bar.get('label')))}</td>"
+            f"<td style='padding:1px 8px 1px 0;color:{colour}'><b>{esc(outcome)}</b></td>"
+            f"<td style='padding:1px 8px 1px 0'>{took}</td>"
+            f"<td>{esc(detail[:300])}</td>"
+            "</tr>"
+        )
+        if bar.get("kind") != "attempt" or bar.get("action") != "retry":
+            continue
+        wait = next(
+            (
+                w
+                for w in waits
+                if w.get("run_id") == bar.get("run_id")
+                and w.get("lane") == bar.get("lane")
+                and (w.get("start") or 0.0) >= (bar.get("start") or 0.0)
+            ),
+            None,
+        )
+        if wait is not None:
+            waits.remove(wait)
+            why = "server's Retry-After" if wait.get("server_wish") else "backoff"
+            rows.append(
+                f"<tr><td></td><td colspan='4' style='color:#9a6700'>waited "
+                f"{_seconds(wait.get('delay_s'))} ({why})</td></tr>"
+            )
+    if rows:
+        out.append("<table style='border-collapse:collapse'>" + "".join(rows) + "</table>")
+    conv = []
+    for entry in state.get("conversation") or []:
+        kind = entry.get("kind")
+        if kind == "message":
+            parts = []
+            for block in entry.get("blocks") or []:
+                btype = block.get("type")
+                if btype in ("text", "thinking"):
+                    parts.append(esc(str(block.get("text", ""))))
+                elif btype == "tool_use":
+                    parts.append(
+                        f"<code>→ {esc(str(block.get('name')))} "
+                        f"{esc(str(block.get('arguments', ''))[:300])}</code>"
+                    )
+                elif btype == "tool_result":
+                    colour = "#cf222e" if block.get("is_error") else "#1a7f37"
+                    label = "tool error" if block.get("is_error") else "tool result"
+                    parts.append(
+                        f"<span style='color:{colour}'>{label}: "
+                        f"{esc(str(block.get('text', ''))[:1000])}</span>"
+                    )
+            role = esc(str(entry.get("role")))
+            conv.append(f"<li><b>{role}</b>: {'<br>'.join(parts)}</li>")
+        elif kind == "discarded":
+            conv.append(
+                f"<li><b>discarded</b> ({esc(str(entry.get('reason', '')))}): "
+                f"<s>{esc(str(entry.get('text', '')))}</s></li>"
+            )
+        elif kind == "note":
+            conv.append(f"<li><i>{esc(str(entry.get('text', '')))}</i></li>")
+        elif kind == "streaming" and entry.get("text"):
+            conv.append(f"<li><b>assistant (partial)</b>: {esc(str(entry.get('text')))}</li>")
+    if conv:
+        out.append("<ul style='list-style:none;padding-left:0'>" + "".join(conv) + "</ul>")
+    out.append("</div>")
+    return "".join(out)

@@ -1,0 +1,554 @@
+// nbagent timeline: one ES module, no build step, no imports.
+//
+// Renders the state dict that nbagent.notebook.state.TimelineState produces: a lane per phase
+// (requests, compaction, tools) with a bar per attempt, backoff waits as hatched gaps, the
+// status line with a live countdown, the conversation and a summary. The same module runs in
+// the notebook (anywidget) and in the exported HTML file (with a small fake model).
+
+const LANES = [
+  ["request", "requests"],
+  ["compaction", "compaction"],
+  ["tool", "tools"],
+];
+const ROW_HEIGHT = 22;
+const ROW_GAP = 4;
+
+function h(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "style") Object.assign(node.style, value);
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function seconds(s) {
+  if (s === null || s === undefined) return "—";
+  if (s < 10) return `${s.toFixed(1)}s`;
+  if (s < 60) return `${Math.round(s)}s`;
+  const m = Math.floor(s / 60);
+  return `${m}m ${Math.round(s - m * 60)}s`;
+}
+
+function count(n) {
+  return n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US");
+}
+
+function money(c) {
+  if (c === null || c === undefined) return "—";
+  if (c === 0) return "$0";
+  return c < 0.01 ? `$${c.toFixed(4)}` : `$${c.toFixed(2)}`;
+}
+
+function remaining(state) {
+  if (!state.active || state.wait_until === null || state.wait_until === undefined) return null;
+  return state.wait_until + (state.clock_offset || 0) - Date.now() / 1000;
+}
+
+function countdownText(state) {
+  const rem = remaining(state);
+  if (rem === null) return "";
+  const verb = state.wait && state.wait.kind === "paced" ? "sending" : "retrying";
+  return rem > 0.05 ? `${verb} in ${rem.toFixed(1)}s` : `${verb} now`;
+}
+
+function statusNode(state) {
+  const kind = state.status_kind || "idle";
+  const wait = state.wait;
+  const parts = [];
+  if (wait && remaining(state) !== null) {
+    parts.push(`${wait.label}: `);
+    if (wait.server_wish) parts.push(`server asked to wait ${seconds(wait.delay_s)}, `);
+    parts.push(h("span", { class: "nb-countdown" }, countdownText(state)));
+    if (wait.next_attempt) parts.push(` (attempt ${wait.next_attempt}/${wait.max_attempts})`);
+  } else {
+    parts.push(state.status || "idle");
+  }
+  return h(
+    "div",
+    { class: `nb-status nb-status-${kind}`, role: "status" },
+    h("span", { class: "nb-dot" }),
+    h("span", { class: "nb-status-text" }, parts),
+  );
+}
+
+// Greedy interval packing: overlapping items (parallel tool calls) get their own rows.
+function packRows(items, t1) {
+  const rowEnds = [];
+  for (const item of items) {
+    const end = item.end ?? t1;
+    let row = rowEnds.findIndex((e) => e <= item.start + 1e-9);
+    if (row < 0) {
+      row = rowEnds.length;
+      rowEnds.push(end);
+    } else {
+      rowEnds[row] = end;
+    }
+    item.row = row;
+  }
+  return Math.max(1, rowEnds.length);
+}
+
+function niceStep(span) {
+  const steps = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600];
+  return steps.find((s) => span / s <= 8) || 7200;
+}
+
+function timeline(state, ui) {
+  const bars = (state.bars || []).map((b) => ({ ...b }));
+  const waits = (state.waits || []).map((w) => ({ ...w }));
+  const fallbacks = state.fallbacks || [];
+  let t0 = state.start;
+  let t1 = state.now ?? t0;
+  for (const item of [...bars, ...waits]) {
+    if (t0 === null || t0 === undefined || item.start < t0) t0 = item.start;
+    t1 = Math.max(t1 ?? item.start, item.start, item.end ?? item.start);
+  }
+  if (t0 === null || t0 === undefined) {
+    return h("div", { class: "nb-timeline nb-empty" }, "No attempts yet.");
+  }
+  const span = Math.max(t1 - t0, 0.001) * 1.02;
+  const pct = (t) => `${(((t - t0) / span) * 100).toFixed(3)}%`;
+  const width = (a, b) => `${(((b - a) / span) * 100).toFixed(3)}%`;
+  const activeWait = remaining(state) !== null ? state.wait_until : null;
+
+  const lanes = LANES.map(([lane, title]) => {
+    const laneBars = bars.filter((b) => b.lane === lane);
+    // Compaction spans go below the summarising requests they contain.
+    const spans = laneBars.filter((b) => b.kind === "compaction");
+    const others = laneBars.filter((b) => b.kind !== "compaction");
+    const othersRows = others.length ? packRows(others, t1) : 0;
+    const spanRows = spans.length ? packRows(spans, t1) : 0;
+    for (const s of spans) s.row += othersRows;
+    const rows = Math.max(1, othersRows + spanRows);
+    const track = h("div", {
+      class: "nb-track",
+      style: { height: `${rows * ROW_HEIGHT + (rows + 1) * ROW_GAP}px` },
+    });
+    for (const w of waits.filter((x) => x.lane === lane)) {
+      const active = activeWait !== null && Math.abs(w.end - activeWait) < 1e-6;
+      const cls = ["nb-wait", w.server_wish ? "nb-server-wish" : "", active ? "nb-wait-active" : ""];
+      const label = w.server_wish
+        ? `Retry-After ${seconds(w.delay_s)}`
+        : w.kind === "paced"
+          ? `paced ${seconds(w.delay_s)}`
+          : `backoff ${seconds(w.delay_s)}`;
+      track.append(
+        h(
+          "div",
+          {
+            class: cls.filter(Boolean).join(" "),
+            title: `${w.detail || w.label}\nwaited ${seconds(w.delay_s)}${
+              w.server_wish ? " (the server's Retry-After)" : " (backoff policy)"
+            }`,
+            style: {
+              left: pct(w.start),
+              width: width(w.start, w.end),
+              top: `${ROW_GAP}px`,
+              height: `${rows * ROW_HEIGHT + (rows - 1) * ROW_GAP}px`,
+            },
+          },
+          h("span", { class: "nb-wait-label" }, active ? countdownText(state) : label),
+        ),
+      );
+    }
+    for (const b of laneBars) {
+      const end = b.end ?? t1;
+      const cls = ["nb-bar", `nb-${b.outcome}`, `nb-kind-${b.kind}`];
+      if (b.kind === "tool" && b.outcome !== "running") {
+        cls.push(b.is_error ? "nb-tool-error" : "nb-tool-ok");
+      }
+      if (ui.selected === b.id) cls.push("nb-selected");
+      const title = b.detail ? `${b.label}\n${b.detail}` : b.label;
+      track.append(
+        h(
+          "div",
+          {
+            class: cls.join(" "),
+            "data-id": b.id,
+            "data-short": shortLabel(b),
+            title,
+            tabindex: "0",
+            style: {
+              left: pct(b.start),
+              width: width(b.start, end),
+              top: `${ROW_GAP + b.row * (ROW_HEIGHT + ROW_GAP)}px`,
+              height: `${ROW_HEIGHT}px`,
+            },
+            onclick: () => ui.select(b.id),
+            onkeydown: (e) => {
+              if (e.key === "Enter" || e.key === " ") ui.select(b.id);
+            },
+          },
+          h("span", { class: "nb-bar-label" }, barLabel(b)),
+        ),
+      );
+    }
+    if (lane === "request") {
+      for (const f of fallbacks) {
+        track.append(
+          h(
+            "div",
+            {
+              class: "nb-fallback",
+              title: `${f.label}: fallback from ${f.from_model} to ${f.to_model}${
+                f.message ? `\n${f.message}` : ""
+              }`,
+              style: { left: pct(f.time) },
+            },
+            h("span", { class: "nb-fallback-label" }, `↪ ${f.to_model}`),
+          ),
+        );
+      }
+    }
+    const empty = laneBars.length === 0 && !waits.some((w) => w.lane === lane);
+    return h(
+      "div",
+      { class: `nb-lane nb-lane-${lane}${empty ? " nb-lane-empty" : ""}`, "data-lane": lane },
+      h("div", { class: "nb-lane-label" }, title),
+      track,
+    );
+  });
+
+  const step = niceStep(span);
+  const ticks = [];
+  for (let t = 0; t <= span + 1e-9; t += step) {
+    ticks.push(
+      h(
+        "span",
+        { class: "nb-tick", style: { left: `${((t / span) * 100).toFixed(3)}%` } },
+        step < 1 ? `${t.toFixed(1)}s` : seconds(t).replace(".0s", "s"),
+      ),
+    );
+  }
+  const axis = h(
+    "div",
+    { class: "nb-lane nb-axis" },
+    h("div", { class: "nb-lane-label" }),
+    h("div", { class: "nb-axis-track" }, ticks),
+  );
+  return h("div", { class: "nb-timeline" }, lanes, axis);
+}
+
+function barLabel(b) {
+  if (b.kind === "attempt" && b.outcome === "error") {
+    return b.status_code ? String(b.status_code) : b.error || "error";
+  }
+  if (b.kind === "attempt" && b.outcome === "cancelled") return "cancelled";
+  if (b.kind === "attempt" && b.lane === "request") return `attempt ${b.attempt}`;
+  return b.label;
+}
+
+function shortLabel(b) {
+  if (b.kind !== "attempt") return null;
+  if (b.outcome === "error" && b.status_code) return String(b.status_code);
+  return `#${b.attempt}`;
+}
+
+// A label that does not fit its bar moves to the right of it, when that space is free.
+function placeLabels(root) {
+  for (const track of root.querySelectorAll(".nb-track")) {
+    const items = [...track.querySelectorAll(".nb-bar, .nb-wait")].map((node) => ({
+      node,
+      top: node.offsetTop,
+      left: node.offsetLeft,
+      right: node.offsetLeft + node.offsetWidth,
+    }));
+    for (const item of items) {
+      const label = item.node.querySelector(".nb-bar-label");
+      if (!label || label.scrollWidth <= label.clientWidth) continue;
+      const need = label.scrollWidth + 12;
+      const blocked = items.some(
+        (other) =>
+          other !== item &&
+          Math.abs(other.top - item.top) < 4 &&
+          other.left >= item.right - 1 &&
+          other.left < item.right + need,
+      );
+      if (!blocked && item.right + need <= track.clientWidth) {
+        item.node.classList.add("nb-label-outside");
+      } else if (item.node.dataset.short) {
+        label.textContent = item.node.dataset.short; // "#2" fits where "attempt 2" does not
+        item.node.classList.add("nb-tight");
+      }
+    }
+  }
+}
+
+function legend() {
+  const item = (cls, text) => h("span", { class: "nb-legend-item" }, h("i", { class: cls }), text);
+  return h(
+    "div",
+    { class: "nb-legend" },
+    item("nb-ok", "ok"),
+    item("nb-error", "failed"),
+    item("nb-cancelled", "cancelled"),
+    item("nb-running", "running"),
+    item("nb-wait", "backoff"),
+    item("nb-wait nb-server-wish", "server's Retry-After"),
+    item("nb-kind-compaction nb-ok", "compaction"),
+    item("nb-tool-ok", "tool ok"),
+    item("nb-tool-error", "tool error"),
+  );
+}
+
+function detailPanel(state, ui) {
+  if (ui.selected === null) return null;
+  const bar = (state.bars || []).find((b) => b.id === ui.selected);
+  if (!bar) return null;
+  const heading =
+    bar.kind === "tool"
+      ? `${bar.name || bar.label} — ${bar.is_error ? "tool error" : bar.outcome === "ok" ? "ok" : bar.outcome}`
+      : `${bar.label} — ${bar.outcome}${bar.action && bar.action !== "none" ? ` → ${bar.action}` : ""}`;
+  const duration = bar.end !== null && bar.end !== undefined ? seconds(bar.end - bar.start) : "running";
+  return h(
+    "div",
+    { class: `nb-detail${bar.is_error || bar.outcome === "error" ? " nb-detail-error" : ""}` },
+    h(
+      "div",
+      { class: "nb-detail-head" },
+      h("strong", {}, heading),
+      h("span", { class: "nb-muted" }, ` · ${duration}`),
+      h("button", { class: "nb-close", title: "Close", onclick: () => ui.select(null) }, "×"),
+    ),
+    bar.arguments ? h("pre", { class: "nb-args" }, `arguments: ${bar.arguments}`) : null,
+    h("pre", { class: "nb-detail-text" }, bar.detail || "(no details)"),
+  );
+}
+
+function block(b) {
+  if (b.type === "text") return h("div", { class: "nb-text" }, b.text);
+  if (b.type === "thinking") return h("div", { class: "nb-thinking" }, b.text);
+  if (b.type === "image") return h("div", { class: "nb-muted" }, `[image ${b.media_type}]`);
+  if (b.type === "tool_use") {
+    return h(
+      "div",
+      { class: "nb-tool-use" },
+      h("span", { class: "nb-tool-name" }, `→ ${b.name}`),
+      h("code", {}, b.arguments),
+    );
+  }
+  if (b.type === "tool_result") {
+    const cls = b.is_error ? "nb-result nb-result-error" : "nb-result nb-result-ok";
+    const head = `${b.is_error ? "✗" : "✓"} ${b.name || "tool"} ${b.is_error ? "error" : "result"}`;
+    return h(
+      "div",
+      { class: cls },
+      h("div", { class: "nb-result-head" }, head),
+      h("pre", {}, b.text),
+    );
+  }
+  return null;
+}
+
+function conversation(state, ui) {
+  const entries = state.conversation || [];
+  const list = h("div", { class: "nb-conv-list" });
+  for (const e of entries) {
+    if (e.kind === "message") {
+      list.append(
+        h(
+          "div",
+          { class: `nb-msg nb-${e.role}` },
+          h("div", { class: "nb-role" }, e.role),
+          h("div", { class: "nb-blocks" }, (e.blocks || []).map(block)),
+        ),
+      );
+    } else if (e.kind === "discarded") {
+      list.append(
+        h(
+          "div",
+          { class: "nb-msg nb-assistant nb-discarded-msg" },
+          h("div", { class: "nb-role" }, "discarded"),
+          h(
+            "div",
+            { class: "nb-blocks" },
+            h("s", { class: "nb-discarded" }, e.text),
+            h(
+              "div",
+              { class: "nb-muted nb-small" },
+              `attempt ${e.attempt} failed: ${e.reason}; its partial reply was discarded → ${e.action}`,
+            ),
+          ),
+        ),
+      );
+    } else if (e.kind === "note") {
+      list.append(h("div", { class: `nb-note${e.ok === false ? " nb-note-error" : ""}` }, e.text));
+    } else if (e.kind === "streaming") {
+      list.append(
+        h(
+          "div",
+          { class: "nb-msg nb-assistant nb-streaming" },
+          h("div", { class: "nb-role" }, state.active ? "streaming" : "partial"),
+          h(
+            "div",
+            { class: "nb-blocks" },
+            e.thinking ? h("div", { class: "nb-thinking" }, e.thinking) : null,
+            h(
+              "div",
+              { class: "nb-text" },
+              e.text,
+              state.active ? h("span", { class: "nb-cursor" }, "▍") : null,
+            ),
+            (e.tool_calls || []).map((c) =>
+              h(
+                "div",
+                { class: "nb-tool-use" },
+                h("span", { class: "nb-tool-name" }, `→ ${c.name}`),
+                h("code", {}, c.arguments),
+              ),
+            ),
+          ),
+        ),
+      );
+    }
+  }
+  const messages = entries.filter((e) => e.kind === "message").length;
+  const details = h(
+    "details",
+    { class: "nb-conv", open: ui.convOpen ? "" : null },
+    h("summary", {}, `Conversation (${messages} message${messages === 1 ? "" : "s"})`),
+    list,
+  );
+  details.addEventListener("toggle", () => {
+    ui.convOpen = details.open;
+  });
+  return details;
+}
+
+function summary(state) {
+  const s = state.summary;
+  if (!s) return null;
+  const ok = !s.error && s.end_reason !== "cancelled" && s.end_reason !== "error";
+  const stat = (label, value, cls) =>
+    h("div", { class: `nb-stat${cls ? ` ${cls}` : ""}` }, h("span", {}, label), h("b", {}, value));
+  return h(
+    "div",
+    { class: "nb-summary" },
+    stat("end", s.end_reason || "—", ok ? "nb-stat-ok" : "nb-stat-error"),
+    stat("attempts", `${s.attempts}${s.failed_attempts ? ` (${s.failed_attempts} failed)` : ""}`),
+    stat("retries", String(s.retries)),
+    stat("waiting", seconds(s.waiting_s)),
+    stat(
+      "tools",
+      `${s.tool_calls}${s.tool_errors ? ` (${s.tool_errors} error${s.tool_errors === 1 ? "" : "s"})` : ""}`,
+    ),
+    s.compactions ? stat("compactions", String(s.compactions)) : null,
+    s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
+    stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
+    stat("cost", money(s.cost_usd)),
+    stat("time", seconds(s.duration_s)),
+  );
+}
+
+function header(model, state) {
+  const runs = state.runs || [];
+  const run = runs[runs.length - 1];
+  const stopWanted = model.get("stop_requested");
+  const showStop = model.get("show_stop") !== false && state.active;
+  const stop = showStop
+    ? h(
+        "button",
+        {
+          class: "nb-stop",
+          disabled: stopWanted ? "" : null,
+          title: "Cancel the run",
+          onclick: () => {
+            model.set("stop_requested", true);
+            model.save_changes();
+          },
+        },
+        stopWanted ? "stopping…" : "■ Stop",
+      )
+    : null;
+  return h(
+    "div",
+    { class: "nb-header" },
+    h("span", { class: "nb-brand" }, "nbagent"),
+    run && run.model ? h("span", { class: "nb-chip" }, run.model) : null,
+    run && run.prompt ? h("span", { class: "nb-prompt", title: run.prompt }, run.prompt) : null,
+    h("span", { class: "nb-spacer" }),
+    stop,
+  );
+}
+
+function render({ model, el }) {
+  const ui = { selected: null, convOpen: true, select: null };
+  const root = h("div", { class: "nb-root" });
+  el.append(root);
+  let timer = null;
+
+  function tick() {
+    const state = model.get("state") || {};
+    const rem = remaining(state);
+    if (rem === null) {
+      stopTimer();
+      return;
+    }
+    const text = countdownText(state);
+    for (const node of root.querySelectorAll(".nb-countdown, .nb-wait-active .nb-wait-label")) {
+      node.textContent = text;
+    }
+  }
+
+  function stopTimer() {
+    if (timer !== null) {
+      clearInterval(timer);
+      timer = null;
+    }
+  }
+
+  function draw() {
+    const state = model.get("state") || {};
+    const oldList = root.querySelector(".nb-conv-list");
+    const atBottom = !oldList || oldList.scrollTop + oldList.clientHeight >= oldList.scrollHeight - 8;
+    const oldScroll = oldList ? oldList.scrollTop : 0;
+    const parts = [
+      header(model, state),
+      statusNode(state),
+      (state.warnings || []).length
+        ? h("div", { class: "nb-warnings" }, state.warnings.map((w) => h("div", {}, `⚠ ${w.text}`)))
+        : null,
+      timeline(state, ui),
+      detailPanel(state, ui),
+      legend(),
+      summary(state),
+      conversation(state, ui),
+    ];
+    root.replaceChildren(...parts.filter(Boolean));
+    placeLabels(root);
+    const list = root.querySelector(".nb-conv-list");
+    if (list) list.scrollTop = atBottom ? list.scrollHeight : oldScroll;
+    if (remaining(state) !== null) {
+      if (timer === null) timer = setInterval(tick, 100);
+    } else {
+      stopTimer();
+    }
+  }
+
+  ui.select = (id) => {
+    ui.selected = ui.selected === id ? null : id;
+    draw();
+  };
+
+  model.on("change:state", draw);
+  model.on("change:stop_requested", draw);
+  model.on("change:show_stop", draw);
+  draw();
+
+  return () => {
+    stopTimer();
+    model.off("change:state", draw);
+    model.off("change:stop_requested", draw);
+    model.off("change:show_stop", draw);
+  };
+}
+
+export default { render };

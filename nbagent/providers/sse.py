@@ -1,0 +1,513 @@
+"""Shared HTTP plumbing for the streaming providers: connect, caps, idle timeout, error mapping.
+
+`HTTPProvider` holds what both wire formats share: the key (never shown), the base URL, an
+`httpx.AsyncClient` (given, or created per event loop and closed by `aclose`), the timeouts and
+the size caps. `HTTPProvider._open(url, body, headers)` posts the request through
+`httpx_sse.aconnect_sse` and yields an `EventStream` whose `events()` are `httpx_sse` events.
+
+Failures come out typed:
+
+* connect, DNS, TLS, reset before the response, no response within the idle timeout
+  -> `TransportError`;
+* a non-2xx answer -> `errors_http.error_from_response` (the body is read in bounded chunks);
+* a body over `max_body_bytes`, one SSE event over `max_event_bytes`, a 2xx that is neither an
+  event stream nor JSON -> `InvalidResponse`;
+* no bytes for `idle_timeout` seconds mid-stream -> `TransportError` naming the seconds;
+* the connection dying after the 200 -> `StreamInterrupted`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import re
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
+
+from ..errors import (
+    ConfigError,
+    InvalidResponse,
+    NbAgentError,
+    ProviderError,
+    StreamInterrupted,
+    TransportError,
+)
+from .base import ModelRequest, StreamPart
+from .errors_http import error_from_response, redact, request_id_from
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "EventStream",
+    "HTTPProvider",
+    "Limits",
+    "check_base_url",
+    "read_body",
+    "transport_error",
+]
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+
+USER_AGENT = "nbagent/0.1"
+
+# A blank line (the end of an SSE event) is two line terminators in a row.
+_BOUNDARY = re.compile(rb"\n\n|\n\r|\r\r")
+
+
+@dataclass(frozen=True)
+class Limits:
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+
+    def httpx_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(
+            connect=self.connect_timeout,
+            read=self.idle_timeout,
+            write=self.idle_timeout,
+            pool=self.connect_timeout,
+        )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def check_base_url(base_url: str, *, what: str = "base_url") -> str:
+    """`base_url` without a trailing slash; `ConfigError` unless it is http(s) with a host."""
+    if not isinstance(base_url, str) or not base_url.strip():
+        raise ConfigError(
+            f"{what} is empty: pass an http(s) URL such as 'http://localhost:8080/v1'."
+        )
+    url = base_url.strip()
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        _ = parts.port  # raises ValueError for a port that is not a number
+    except ValueError:
+        host = None
+        parts = urlsplit("")
+    if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
+        raise ConfigError(
+            f"{what} {url!r} is not an http(s) URL with a host: "
+            "write it like 'https://api.example.com/v1' or 'http://localhost:11434/v1'."
+        )
+    return url.rstrip("/")
+
+
+def transport_error(
+    exc: BaseException,
+    *,
+    provider: str,
+    limits: Limits,
+    after_response: bool,
+    secrets: tuple[str, ...] = (),
+    request_id: str | None = None,
+) -> NbAgentError:
+    """A typed error for an httpx / socket failure.
+
+    Before the response: `TransportError`. After the 200 (mid-stream): `StreamInterrupted`,
+    except an idle stream, which is a `TransportError` naming the idle seconds.
+    """
+    detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
+    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+        return ConfigError(f"the request URL cannot be used ({detail}); check base_url.")
+    if isinstance(exc, httpx.ConnectTimeout):
+        msg = f"could not connect within {_seconds(limits.connect_timeout)} ({detail})"
+        return TransportError(msg, provider=provider, request_id=request_id)
+    if isinstance(exc, httpx.PoolTimeout):
+        msg = f"no free connection within {_seconds(limits.connect_timeout)} ({detail})"
+        return TransportError(msg, provider=provider, request_id=request_id)
+    if isinstance(exc, (httpx.ReadTimeout, TimeoutError)):
+        if after_response:
+            msg = f"stream idle: no data for {_seconds(limits.idle_timeout)} (idle timeout)"
+        else:
+            msg = f"no response within {_seconds(limits.idle_timeout)} (idle timeout)"
+        return TransportError(msg, provider=provider, request_id=request_id)
+    if isinstance(exc, httpx.DecodingError):
+        return InvalidResponse(
+            f"the response body does not decode ({detail})",
+            provider=provider,
+            request_id=request_id,
+        )
+    if after_response:
+        return StreamInterrupted(
+            f"connection lost mid-stream ({detail})", provider=provider, request_id=request_id
+        )
+    return TransportError(detail, provider=provider, request_id=request_id)
+
+
+async def _chunks(response: httpx.Response, idle_timeout: float) -> AsyncGenerator[bytes, None]:
+    """The response's decoded bytes; `TimeoutError` when none arrive for `idle_timeout` s."""
+    it = response.aiter_bytes().__aiter__()
+    try:
+        while True:
+            try:
+                with anyio.fail_after(idle_timeout):
+                    chunk = await it.__anext__()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def read_body(
+    response: httpx.Response,
+    *,
+    provider: str,
+    limits: Limits,
+    secrets: tuple[str, ...] = (),
+) -> bytes:
+    """The whole body, read in bounded chunks; `InvalidResponse` past `max_body_bytes`."""
+    cap = limits.max_body_bytes
+    declared = response.headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > cap:
+        what = f"the response body ({int(declared)} bytes)"
+        raise _too_large(provider, response, what, cap, secrets)
+    buf = bytearray()
+    try:
+        async with contextlib.aclosing(_chunks(response, limits.idle_timeout)) as chunks:
+            async for chunk in chunks:
+                buf += chunk
+                if len(buf) > cap:
+                    raise _too_large(provider, response, "the response body", cap, secrets)
+    except ProviderError:
+        raise
+    except (httpx.HTTPError, OSError, TimeoutError) as exc:
+        err = transport_error(
+            exc, provider=provider, limits=limits, after_response=False, secrets=secrets
+        )
+        raise err from None
+    return bytes(buf)
+
+
+def _too_large(
+    provider: str, response: httpx.Response, what: str, cap: int, secrets: tuple[str, ...]
+) -> InvalidResponse:
+    return InvalidResponse(
+        f"{what} is larger than the {cap}-byte cap (max_body_bytes)",
+        provider=provider,
+        status_code=response.status_code,
+        request_id=request_id_from(response.headers, secrets=secrets),
+    )
+
+
+class _BoundedStream(httpx.AsyncByteStream):
+    """The upstream bytes with the idle timeout and the per-event size cap applied.
+
+    It ends the stream with a blank line when the server did not, so that a last event the server
+    sent whole but without its final newline (as in the Anthropic SDK's recorded fixtures) is
+    dispatched.
+    """
+
+    def __init__(self, stream: EventStream) -> None:
+        self._s = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        s = self._s
+        cap = s.limits.max_event_bytes
+        pending = 0  # bytes of the event being received so far
+        prev = b""
+        try:
+            async with contextlib.aclosing(_chunks(s.response, s.limits.idle_timeout)) as chunks:
+                async for chunk in chunks:
+                    if not chunk:
+                        continue
+                    data = prev + chunk
+                    start = len(prev)
+                    first = True
+                    for m in _BOUNDARY.finditer(data):
+                        seg = max(0, m.start() - start)
+                        if (pending + seg if first else seg) > cap:
+                            raise s.event_too_large()
+                        first = False
+                        start = m.end()
+                    seg = max(0, len(data) - start)
+                    pending = pending + seg if first else seg
+                    if pending > cap:
+                        raise s.event_too_large()
+                    prev = chunk[-1:]
+                    yield chunk
+        except ProviderError:
+            raise
+        except (httpx.HTTPError, OSError, TimeoutError) as exc:
+            err = transport_error(
+                exc,
+                provider=s.provider,
+                limits=s.limits,
+                after_response=True,
+                secrets=s.secrets,
+                request_id=s.request_id,
+            )
+            raise err from None
+        if pending:
+            yield b"\n\n"
+
+    async def aclose(self) -> None:
+        return None
+
+
+class EventStream:
+    """A 2xx event-stream response: `events()` yields its SSE events, bounded and timed."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        *,
+        provider: str,
+        limits: Limits,
+        secrets: tuple[str, ...],
+    ) -> None:
+        self.response = response
+        self.provider = provider
+        self.limits = limits
+        self.secrets = secrets
+
+    @property
+    def headers(self) -> httpx.Headers:
+        return self.response.headers
+
+    @property
+    def request_id(self) -> str | None:
+        return request_id_from(self.response.headers, secrets=self.secrets)
+
+    def event_too_large(self) -> InvalidResponse:
+        return InvalidResponse(
+            f"one server-sent event is larger than the {self.limits.max_event_bytes}-byte cap "
+            "(max_event_bytes)",
+            provider=self.provider,
+            status_code=self.response.status_code,
+            request_id=self.request_id,
+        )
+
+    def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
+        snippet = redact(event.data[:200], self.secrets)
+        return StreamInterrupted(
+            f"bad server-sent event ({why}): {snippet!r}",
+            provider=self.provider,
+            request_id=self.request_id,
+        )
+
+    def json(self, event: ServerSentEvent) -> dict[str, Any]:
+        """An event's data as a JSON object, or `StreamInterrupted` (bad SSE)."""
+        try:
+            data = json.loads(event.data)
+        except (ValueError, RecursionError):
+            raise self.bad_data(event, "data is not JSON") from None
+        if not isinstance(data, dict):
+            raise self.bad_data(event, "data is not a JSON object")
+        return data
+
+    def interrupted(self, message: str) -> StreamInterrupted:
+        return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
+
+    async def events(self) -> AsyncGenerator[ServerSentEvent, None]:
+        bounded = httpx.Response(
+            self.response.status_code,
+            headers={"content-type": "text/event-stream"},
+            stream=_BoundedStream(self),
+        )
+        source = EventSource(bounded)
+        it = source.aiter_sse()
+        try:
+            async for event in it:
+                yield event
+        finally:
+            await it.aclose()
+            await bounded.aclose()
+
+
+class HTTPProvider:
+    """What the Anthropic and OpenAI-format providers share. Subclasses implement `stream`."""
+
+    name: str
+    model: str
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str,
+        client: httpx.AsyncClient | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        extra_headers: Mapping[str, str] | None = None,
+        name: str,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError("the model name is empty: pass the model id, e.g. 'gpt-4o'.")
+        if api_key is not None:
+            if not isinstance(api_key, str):
+                raise ConfigError("api_key must be a string: pass the key text, or None.")
+            if any(ord(c) < 33 or ord(c) == 127 for c in api_key):
+                raise ConfigError(
+                    "the API key contains spaces or control characters: "
+                    "check it for a stray newline or space."
+                )
+        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{label} must be a positive number of seconds, not {value!r}.")
+        for label, ivalue in (
+            ("max_body_bytes", max_body_bytes),
+            ("max_event_bytes", max_event_bytes),
+        ):
+            if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue <= 0:
+                raise ConfigError(
+                    f"{label} must be a positive whole number of bytes, not {ivalue!r}."
+                )
+        self.model = model
+        self.name = name
+        self.base_url = check_base_url(base_url)
+        self._api_key = api_key or None
+        self._client = client
+        self._owned: httpx.AsyncClient | None = None
+        self._owned_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self.limits = Limits(
+            float(connect_timeout), float(idle_timeout), max_body_bytes, max_event_bytes
+        )
+        self._extra_headers = dict(extra_headers or {})
+
+    # -- secrets and repr ------------------------------------------------------------------
+
+    @property
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._api_key,) if self._api_key else ()
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._api_key else "None"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, name={self.name!r}, "
+            f"base_url={self.base_url!r}, api_key={key})"
+        )
+
+    __str__ = __repr__
+
+    # -- client ----------------------------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is not None:
+            return self._client
+        loop = asyncio.get_running_loop()
+        if self._owned is None or self._owned_loop is None or self._owned_loop() is not loop:
+            # A client's connections belong to the loop that opened them (each asyncio.run
+            # has its own), so a new loop gets a new client.
+            self._owned = httpx.AsyncClient(timeout=self.limits.httpx_timeout())
+            self._owned_loop = weakref.ref(loop)
+        return self._owned
+
+    async def aclose(self) -> None:
+        """Close the client this provider created (a client passed in stays open)."""
+        client, self._owned = self._owned, None
+        ref, self._owned_loop = self._owned_loop, None
+        if client is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - aclose is awaited, so a loop runs
+            running = None
+        if ref is not None and ref() is running:
+            await client.aclose()
+
+    # -- request ---------------------------------------------------------------------------
+
+    def _encode(self, body: dict[str, Any]) -> bytes:
+        try:
+            return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"the request cannot be encoded as JSON ({exc}): "
+                "pass options and tool schemas made of plain JSON values."
+            ) from None
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Deltas as they arrive, then exactly one `Completed` (implemented by each format)."""
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def _open(self, url: str, content: bytes) -> AsyncIterator[EventStream]:
+        """POST `content` to `url` and yield the event stream of a 2xx answer."""
+        headers = {"user-agent": USER_AGENT, "content-type": "application/json"}
+        headers.update(self._headers())
+        headers.update(self._extra_headers)
+        limits = self.limits
+        client = self._http()
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                with anyio.fail_after(limits.connect_timeout + limits.idle_timeout):
+                    source = await stack.enter_async_context(
+                        aconnect_sse(
+                            client,
+                            "POST",
+                            url,
+                            content=content,
+                            headers=headers,
+                            timeout=limits.httpx_timeout(),
+                        )
+                    )
+            except (httpx.HTTPError, OSError, TimeoutError) as exc:
+                err = transport_error(
+                    exc,
+                    provider=self.name,
+                    limits=limits,
+                    after_response=False,
+                    secrets=self._secrets,
+                )
+                raise err from None
+            response = source.response
+            if not 200 <= response.status_code < 300:
+                raw = await read_body(
+                    response, provider=self.name, limits=limits, secrets=self._secrets
+                )
+                raise error_from_response(
+                    self.name, response.status_code, raw, response.headers, secrets=self._secrets
+                )
+            ctype = response.headers.get("content-type", "").lower()
+            if ctype and "text/event-stream" not in ctype:
+                raw = await read_body(
+                    response, provider=self.name, limits=limits, secrets=self._secrets
+                )
+                raise self._not_a_stream(response, ctype, raw)
+            yield EventStream(response, provider=self.name, limits=limits, secrets=self._secrets)
+
+    def _not_a_stream(self, response: httpx.Response, ctype: str, raw: bytes) -> ProviderError:
+        """A 2xx that is not an event stream: an error object inside, or an invalid response."""
+        if "json" in ctype:
+            try:
+                doc = json.loads(raw.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):
+                doc = None
+            if isinstance(doc, dict) and doc.get("error"):
+                return error_from_response(
+                    self.name, response.status_code, doc, response.headers, secrets=self._secrets
+                )
+        snippet = redact(raw[:200].decode("utf-8", errors="replace"), self._secrets)
+        return InvalidResponse(
+            f"expected an event stream (text/event-stream) but got {ctype}: {snippet!r}",
+            provider=self.name,
+            status_code=response.status_code,
+            request_id=request_id_from(response.headers, secrets=self._secrets),
+        )

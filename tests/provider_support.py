@@ -1,0 +1,167 @@
+"""Helpers for the provider tests: recorded fixtures, MockTransport servers, a sentinel key."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml  # type: ignore[import-untyped]
+
+from nbagent.messages import Message
+from nbagent.providers import Completed, ModelRequest, StreamPart
+from nbagent.providers.sse import HTTPProvider
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"
+SENTINEL_KEY = "sk-SENTINEL-7f3a9c1e5b2d4680"
+SSE = {"content-type": "text/event-stream"}
+
+
+def fixture_text(name: str) -> str:
+    """A fixture file without its `# source:` first line."""
+    raw = (FIXTURES / name).read_text(encoding="utf-8")
+    first, _, rest = raw.partition("\n")
+    assert first.startswith("# source:"), name
+    return rest
+
+
+def txtar_section(name: str, section: str) -> str:
+    """The named `-- section --` of a txtar fixture."""
+    out: list[str] = []
+    inside = False
+    for line in fixture_text(name).splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("-- ") and stripped.endswith(" --"):
+            inside = stripped[3:-3] == section
+            continue
+        if inside:
+            out.append(line)
+    assert out, f"no section {section!r} in {name}"
+    return "".join(out)
+
+
+def raw_http(text: str) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of a raw HTTP response as recorded in a txtar section."""
+    head, _, body = text.lstrip().partition("\n\n")
+    lines = head.splitlines()
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        if k.lower() != "content-length":
+            headers[k.strip()] = v.strip()
+    return status, headers, body.strip().encode()
+
+
+def vcr(name: str) -> dict[str, Any]:
+    """The first interaction of a VCR cassette."""
+    doc = yaml.safe_load(fixture_text(name))
+    interaction: dict[str, Any] = doc["interactions"][0]
+    return interaction
+
+
+def vcr_body_string(name: str) -> str:
+    body: str = vcr(name)["response"]["body"]["string"]
+    return body
+
+
+@dataclass
+class Served:
+    """What a MockTransport-backed exchange saw and produced."""
+
+    requests: list[httpx.Request] = field(default_factory=list)
+    parts: list[StreamPart] = field(default_factory=list)
+    error: BaseException | None = None
+
+    @property
+    def completed(self) -> Completed:
+        last = self.parts[-1]
+        assert isinstance(last, Completed), self.error
+        return last
+
+    @property
+    def body(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.requests[0].content)
+        return data
+
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def respond(
+    content: bytes | str = b"",
+    *,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    stream: httpx.AsyncByteStream | None = None,
+) -> Handler:
+    data = content.encode() if isinstance(content, str) else content
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        h = dict(SSE if headers is None else headers)
+        if stream is not None:
+            return httpx.Response(status, headers=h, stream=stream)
+        return httpx.Response(status, headers=h, content=data)
+
+    return handler
+
+
+def request(*messages: Message, **kw: Any) -> ModelRequest:
+    return ModelRequest(messages or (Message.user("hi"),), **kw)
+
+
+def run(
+    make: Callable[[httpx.AsyncClient], HTTPProvider],
+    handler: Handler,
+    req: ModelRequest | None = None,
+) -> Served:
+    """Stream one request through `make(client)` against `handler`; errors land in `.error`."""
+    served = Served()
+
+    def record(r: httpx.Request) -> httpx.Response:
+        served.requests.append(r)
+        return handler(r)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(record)) as client:
+            provider = make(client)
+            try:
+                async for part in provider.stream(req or request()):
+                    served.parts.append(part)
+            except Exception as exc:
+                served.error = exc
+            finally:
+                await provider.aclose()
+
+    asyncio.run(main())
+    return served
+
+
+class Chunks(httpx.AsyncByteStream):
+    """A response body sent chunk by chunk; an exception instance in the list is raised, a
+    float is a pause in seconds."""
+
+    def __init__(self, items: Iterable[bytes | float | BaseException]) -> None:
+        self.items = list(items)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for item in self.items:
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, float):
+                await asyncio.sleep(item)
+                continue
+            yield item
+
+    async def aclose(self) -> None:
+        return None
+
+
+def sse_event(data: dict[str, Any] | str, event: str | None = None) -> str:
+    text = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n"

@@ -1,0 +1,496 @@
+"""Fault grammar, the fault plan, every fault kind on the wire, and the rate limiter."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+import httpx
+import pytest
+
+from nbagent.mock import Fault, MockServer, RateLimit, parse_faults, serve
+from nbagent.mock.faults import FaultPlan, parse_fault
+from nbagent.mock.ratelimit import format_duration, format_seconds
+
+ANTHROPIC = "/v1/messages"
+OPENAI = "/v1/chat/completions"
+
+
+def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
+    events: list[tuple[str | None, str]] = []
+    for block in raw.decode().split("\n\n"):
+        name: str | None = None
+        data: list[str] = []
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                name = value
+            elif field == "data":
+                data.append(value)
+        if name is not None or data:
+            events.append((name, "\n".join(data)))
+    return events
+
+
+def body(path: str, prompt: str = "Tell me something.", stream: bool = True) -> dict[str, Any]:
+    if path == ANTHROPIC:
+        return {
+            "model": "demo-model",
+            "max_tokens": 512,
+            "messages": [{"role": "user", "content": prompt}],
+            "stream": stream,
+        }
+    return {
+        "model": "demo-model",
+        "messages": [{"role": "user", "content": prompt}],
+        "stream": stream,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def read_until_break(
+    client: httpx.Client, path: str, payload: dict[str, Any]
+) -> tuple[int, bytes, bool]:
+    """Stream a response; return (status, bytes received, whether the connection broke)."""
+    received = b""
+    with client.stream("POST", path, json=payload) as r:
+        try:
+            for chunk in r.iter_raw():
+                received += chunk
+        except httpx.RemoteProtocolError:
+            return r.status_code, received, True
+    return r.status_code, received, False
+
+
+@pytest.fixture
+def server() -> Iterator[MockServer]:
+    with serve() as s:
+        yield s
+
+
+@pytest.fixture
+def client(server: MockServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        yield c
+
+
+# --- grammar ------------------------------------------------------------------------------------
+
+
+def test_parse_faults_grammar() -> None:
+    faults = parse_faults(
+        [
+            "ok",
+            "429:retry_after=2",
+            "500",
+            "drop_after_tokens=20",
+            "stall=0.5:should_retry=false",
+            "slow=0.1",
+            "quota",
+            "OVERFLOW",
+            "503:should_retry=true",
+            "close",
+        ]
+    )
+    assert faults[0] == Fault("ok")
+    assert faults[1] == Fault("429", retry_after_s=2.0)
+    assert faults[3].tokens == 20 and faults[3].kind == "drop_after_tokens"
+    assert faults[4] == Fault("stall", seconds=0.5, should_retry=False)
+    assert faults[7].kind == "overflow" and faults[7].status == 400
+    assert faults[8].should_retry is True and faults[8].status == 503
+    assert parse_fault("429").retry_after_s == 1.0  # the default
+    assert [str(f) for f in faults[:5]] == [
+        "ok",
+        "429:retry_after=2",
+        "500",
+        "drop_after_tokens=20",
+        "stall=0.5:should_retry=false",
+    ]
+    assert parse_faults([Fault("500")]) == [Fault("500")]
+
+
+@pytest.mark.parametrize(
+    ("entry", "fragment"),
+    [
+        ("teapot", "unknown kind 'teapot'"),
+        ("418", "unknown kind '418'"),
+        ("drop_after_tokens", "needs a value"),
+        ("drop_after_tokens=x", "whole number"),
+        ("drop_after_tokens=-1", "must not be negative"),
+        ("stall=soon", "number of seconds"),
+        ("slow=-1", "between 0 and"),
+        ("500=3", "takes no '=value'"),
+        ("500:retry_after=2", "unknown parameter 'retry_after'"),
+        ("429:retry_after", "not key=value"),
+        ("429:should_retry=maybe", "true or false"),
+    ],
+)
+def test_parse_faults_rejects_bad_entries(entry: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match="Fault") as info:
+        parse_faults(["ok", entry])
+    message = str(info.value)
+    assert repr(entry) in message and fragment in message
+    assert message.count(". ") == 0 and message.endswith(".")  # one sentence
+
+
+def test_parse_faults_rejects_a_bare_string() -> None:
+    with pytest.raises(ValueError, match="list"):
+        parse_faults("500")
+
+
+def test_plan_script_then_ok() -> None:
+    plan = FaultPlan(["500", "429"])
+    assert [plan.next().kind for _ in range(4)] == ["500", "429", "ok", "ok"]
+    plan.set_script(["close"])
+    assert plan.remaining == 1 and plan.next().kind == "close"
+
+
+def test_plan_random_rates_are_seeded() -> None:
+    rates = {"500": 0.2, "429": 0.2, "stall=0.1": 0.1}
+    first = [str(FaultPlan(seed=7, fault_rates=rates).next()) for _ in range(1)]
+    a, b = FaultPlan(seed=7, fault_rates=rates), FaultPlan(seed=7, fault_rates=rates)
+    seq_a = [str(a.next()) for _ in range(200)]
+    assert seq_a == [str(b.next()) for _ in range(200)]
+    assert first[0] == seq_a[0]
+    counts = {k: seq_a.count(k) for k in ("500", "429:retry_after=1", "stall=0.1", "ok")}
+    assert 15 < counts["500"] < 65 and 15 < counts["429:retry_after=1"] < 65
+    assert counts["ok"] > 60 and sum(counts.values()) == 200
+    with pytest.raises(ValueError, match="at most 1"):
+        FaultPlan(fault_rates={"500": 0.7, "429": 0.6})
+    with pytest.raises(ValueError, match="probability"):
+        FaultPlan(fault_rates={"500": 1.5})
+
+
+# --- status faults on the wire ------------------------------------------------------------------
+
+STATUS_CASES = [
+    ("500", 500, "api_error", "server_error"),
+    ("502", 502, "api_error", "server_error"),
+    ("503", 503, "api_error", "server_error"),
+    ("504", 504, "timeout_error", "server_error"),
+    ("529", 529, "overloaded_error", "server_error"),
+    ("401", 401, "authentication_error", "invalid_request_error"),
+    ("404", 404, "not_found_error", "invalid_request_error"),
+    ("400", 400, "invalid_request_error", "invalid_request_error"),
+]
+
+
+@pytest.mark.parametrize(("fault", "status", "a_type", "o_type"), STATUS_CASES)
+def test_status_faults_in_both_formats(
+    server: MockServer, client: httpx.Client, fault: str, status: int, a_type: str, o_type: str
+) -> None:
+    server.set_faults([fault, fault])
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC))
+    assert r.status_code == status
+    error = r.json()
+    assert error["type"] == "error" and error["error"]["type"] == a_type
+    assert error["request_id"] == r.headers["request-id"]
+    r = client.post(OPENAI, json=body(OPENAI))
+    assert r.status_code == status
+    assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+    assert r.json()["error"]["type"] == o_type
+    if fault == "404":
+        assert (
+            r.json()["error"]["code"] == "model_not_found"
+            and "demo-model" in r.json()["error"]["message"]
+        )
+    if fault == "401":
+        assert r.json()["error"]["code"] == "invalid_api_key"
+    assert [rec.fault for rec in server.requests] == [fault, fault]
+    assert [rec.status for rec in server.requests] == [status, status]
+    assert client.post(ANTHROPIC, json=body(ANTHROPIC)).status_code == 200  # script over
+
+
+def test_429_headers_in_each_style(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["429:retry_after=2", "429:retry_after=0.25"])
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC))
+    assert r.status_code == 429 and r.json()["error"]["type"] == "rate_limit_error"
+    assert r.headers["retry-after"] == "2" and r.headers["retry-after-ms"] == "2000"
+    assert r.headers["anthropic-ratelimit-requests-remaining"] == "0"
+    reset = datetime.strptime(r.headers["anthropic-ratelimit-requests-reset"], "%Y-%m-%dT%H:%M:%SZ")
+    wait = reset.replace(tzinfo=timezone.utc).timestamp() - time.time()
+    assert 1.0 < wait <= 3.0
+    r = client.post(OPENAI, json=body(OPENAI))
+    assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limit_exceeded"
+    assert r.headers["retry-after"] == "0.25" and r.headers["retry-after-ms"] == "250"
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
+    assert r.headers["x-ratelimit-reset-requests"] == "250ms"
+
+
+def test_quota_in_each_format(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["quota", "quota"])
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC))
+    assert r.status_code == 429 and "retry-after" not in r.headers
+    assert r.json()["error"]["details"]["error_code"] == "enforced_spend_limit_reached"
+    r = client.post(OPENAI, json=body(OPENAI))
+    assert r.status_code == 429 and "retry-after" not in r.headers
+    assert r.json()["error"]["code"] == "insufficient_quota"
+
+
+def test_overflow_in_each_format(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["overflow", "overflow"])
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC))
+    message = r.json()["error"]["message"]
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    tokens, maximum = message.removeprefix("prompt is too long: ").split(" tokens > ")
+    assert maximum == "200000 maximum" and int(tokens) > 200000
+    r = client.post(OPENAI, json=body(OPENAI))
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["code"] == "context_length_exceeded"
+    assert error["message"].startswith("This model's maximum context length is 128000 tokens.")
+
+
+def test_should_retry_header(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["500:should_retry=false", "ok:should_retry=true"])
+    assert client.post(ANTHROPIC, json=body(ANTHROPIC)).headers["x-should-retry"] == "false"
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC))
+    assert r.status_code == 200 and r.headers["x-should-retry"] == "true"
+    assert "x-should-retry" not in client.post(ANTHROPIC, json=body(ANTHROPIC)).headers
+
+
+# --- connection and stream faults ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
+def test_close_before_any_bytes(server: MockServer, client: httpx.Client, path: str) -> None:
+    server.set_faults(["close"])
+    with pytest.raises(httpx.RemoteProtocolError):
+        client.post(path, json=body(path))
+    assert server.requests[-1].fault == "close"
+    assert client.post(path, json=body(path)).status_code == 200
+
+
+@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
+def test_drop_after_tokens(server: MockServer, client: httpx.Client, path: str) -> None:
+    server.set_faults(["drop_after_tokens=5"])
+    status, raw, broke = read_until_break(client, path, body(path, "[demo:deltas=50]"))
+    assert status == 200 and broke
+    events = sse_events(raw)
+    if path == ANTHROPIC:
+        assert sum(1 for _, d in events if '"text_delta"' in d) == 5
+        assert "message_stop" not in {n for n, _ in events}
+    else:
+        assert sum(1 for _, d in events if '"content":"' in d and '"role"' not in d) == 5
+        assert (None, "[DONE]") not in events
+    assert server.requests[-1].fault == "drop_after_tokens=5"
+
+
+def test_drop_after_more_tokens_than_the_reply_has(
+    server: MockServer, client: httpx.Client
+) -> None:
+    server.set_faults(["drop_after_tokens=1000"])
+    _, raw, broke = read_until_break(client, ANTHROPIC, body(ANTHROPIC, "[demo:deltas=7]"))
+    assert broke and b"text_delta" in raw and b"message_delta" not in raw
+
+
+def test_non_streaming_drop_is_an_incomplete_body(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["drop_after_tokens=3"])
+    with pytest.raises(httpx.RemoteProtocolError):
+        client.post(ANTHROPIC, json=body(ANTHROPIC, stream=False))
+
+
+def test_overloaded_midstream_anthropic(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["overloaded_midstream"])
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC, "[demo:deltas=20]"))
+    events = sse_events(r.content)
+    assert r.status_code == 200
+    assert events[-1][0] == "error"
+    assert json.loads(events[-1][1])["error"]["type"] == "overloaded_error"
+    assert sum(1 for _, d in events if '"text_delta"' in d) == 3
+    assert "message_stop" not in {n for n, _ in events}
+
+
+def test_overloaded_midstream_openai(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["overloaded_midstream"])
+    r = client.post(OPENAI, json=body(OPENAI, "[demo:deltas=20]"))
+    events = sse_events(r.content)
+    last = json.loads(events[-1][1])
+    assert set(last) == {"error"} and last["error"]["type"] == "server_error"
+    assert (None, "[DONE]") not in events
+
+
+def test_overloaded_midstream_without_stream_is_529(
+    server: MockServer, client: httpx.Client
+) -> None:
+    server.set_faults(["overloaded_midstream"])
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC, stream=False))
+    assert r.status_code == 529 and r.json()["error"]["type"] == "overloaded_error"
+
+
+@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
+def test_malformed_data_line(server: MockServer, client: httpx.Client, path: str) -> None:
+    server.set_faults(["malformed"])
+    r = client.post(path, json=body(path, "[demo:deltas=20]"))
+    events = sse_events(r.content)
+    assert r.status_code == 200
+    _, data = events[-1]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(data)
+    for _, good in events[:-1]:
+        json.loads(good)
+    assert len(events) > 3
+
+
+@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
+def test_stall_pauses_then_completes(server: MockServer, client: httpx.Client, path: str) -> None:
+    server.set_faults(["stall=0.3"])
+    gaps: list[float] = []
+    received = b""
+    with client.stream("POST", path, json=body(path, "[demo:deltas=10]")) as r:
+        last = time.monotonic()
+        for chunk in r.iter_raw():
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+            received += chunk
+    assert max(gaps) >= 0.25
+    if path == ANTHROPIC:
+        assert received.rstrip().endswith(b'{"type":"message_stop"}')
+    else:
+        assert received.rstrip().endswith(b"data: [DONE]")
+    assert received.count(b"text_delta" if path == ANTHROPIC else b'"content":" ') >= 9
+
+
+def test_slow_delays_headers(server: MockServer, client: httpx.Client) -> None:
+    server.set_faults(["slow=0.3"])
+    started = time.monotonic()
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC, stream=False))
+    assert r.status_code == 200 and time.monotonic() - started >= 0.28
+    server.set_faults(["slow=2"])
+    with pytest.raises(httpx.ReadTimeout):
+        client.post(ANTHROPIC, json=body(ANTHROPIC), timeout=0.2)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_empty_reply(server: MockServer, client: httpx.Client, stream: bool) -> None:
+    server.set_faults(["empty", "empty"])
+    r = client.post(ANTHROPIC, json=body(ANTHROPIC, stream=stream))
+    assert r.status_code == 200
+    if stream:
+        names = [n for n, _ in sse_events(r.content)]
+        assert names == ["message_start", "ping", "message_delta", "message_stop"]
+    else:
+        assert r.json()["content"] == [] and r.json()["stop_reason"] == "end_turn"
+    r = client.post(OPENAI, json=body(OPENAI, stream=stream))
+    if stream:
+        text = "".join(
+            json.loads(d)["choices"][0]["delta"].get("content") or ""
+            for _, d in sse_events(r.content)
+            if d != "[DONE]" and json.loads(d)["choices"]
+        )
+        assert text == "" and r.content.rstrip().endswith(b"[DONE]")
+    else:
+        assert r.json()["choices"][0]["message"]["content"] == ""
+
+
+def test_random_faults_are_deterministic_over_http() -> None:
+    def statuses() -> list[int]:
+        with (
+            serve(seed=3, fault_rates={"500": 0.3, "503": 0.2}) as s,
+            httpx.Client(base_url=s.url) as c,
+        ):
+            return [
+                c.post(ANTHROPIC, json=body(ANTHROPIC, stream=False)).status_code for _ in range(20)
+            ]
+
+    first = statuses()
+    assert first == statuses()
+    assert {500, 503, 200} <= set(first)
+
+
+# --- rate limiter -------------------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_rate_limit_token_bucket_with_fake_clock() -> None:
+    clock = FakeClock()
+    limit = RateLimit(requests_per_s=4, burst=2, now=clock)
+    first, second, third = limit.acquire(), limit.acquire(), limit.acquire()
+    assert first.allowed and first.requests_remaining == 1
+    assert second.allowed and second.requests_remaining == 0
+    assert second.requests_reset_s == pytest.approx(0.5)  # until full again
+    assert not third.allowed and third.retry_after_s == pytest.approx(0.25)
+    assert third.requests_reset_s == pytest.approx(0.25)
+    clock.t += 0.2
+    assert limit.acquire().retry_after_s == pytest.approx(0.05)
+    clock.t += 0.05
+    assert limit.acquire().allowed
+    clock.t += 10
+    assert limit.acquire().requests_remaining == 1  # capped at burst
+
+
+def test_rate_limit_tokens_per_minute() -> None:
+    clock = FakeClock()
+    limit = RateLimit(requests_per_s=100, burst=100, tokens_per_min=600, now=clock)  # 10 tokens/s
+    assert limit.acquire(500).allowed
+    refused = limit.acquire(200)
+    assert not refused.allowed and refused.retry_after_s == pytest.approx(10.0)
+    clock.t += 10
+    big = limit.acquire(5000)  # larger than the bucket: admitted once the bucket is full
+    assert not big.allowed and big.retry_after_s == pytest.approx(40.0)
+    clock.t += 40
+    assert limit.acquire(5000).allowed
+
+
+def test_rate_limit_rejects_bad_config() -> None:
+    with pytest.raises(ValueError, match="requests_per_s"):
+        RateLimit(requests_per_s=0)
+    with pytest.raises(ValueError, match="burst"):
+        RateLimit(burst=0)
+
+
+def test_duration_formats() -> None:
+    assert format_duration(0.12) == "120ms"
+    assert format_duration(1.0) == "1s"
+    assert format_duration(1.5) == "1.5s"
+    assert format_duration(360.0) == "6m0s"
+    assert format_duration(3723.0) == "1h2m3s"
+    assert format_seconds(0.1) == "0.1" and format_seconds(2.0) == "2"
+    assert format_seconds(0.0001) == "0.001"
+
+
+@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
+def test_rate_limit_is_honest_over_http(path: str) -> None:
+    with (
+        serve(rate_limit=RateLimit(requests_per_s=20, burst=1)) as s,
+        httpx.Client(base_url=s.url) as c,
+    ):
+        assert c.post(path, json=body(path, stream=False)).status_code == 200
+        refused = c.post(path, json=body(path, stream=False))
+        assert refused.status_code == 429
+        wait_ms = int(refused.headers["retry-after-ms"])
+        assert 0 < wait_ms <= 50
+        assert float(refused.headers["retry-after"]) == pytest.approx(wait_ms / 1000)
+        if path == ANTHROPIC:
+            assert refused.json()["error"]["type"] == "rate_limit_error"
+            assert refused.headers["anthropic-ratelimit-requests-remaining"] == "0"
+            assert refused.headers["anthropic-ratelimit-requests-reset"].endswith("Z")
+        else:
+            assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+            assert refused.headers["x-ratelimit-remaining-requests"] == "0"
+            assert refused.headers["x-ratelimit-reset-requests"] == f"{wait_ms}ms"
+        assert s.requests[-1].fault == "rate_limit"
+        time.sleep(wait_ms / 1000)
+        assert c.post(path, json=body(path, stream=False)).status_code == 200
+
+
+def test_rate_limited_requests_do_not_consume_faults() -> None:
+    limit = RateLimit(requests_per_s=50, burst=1)
+    with serve(faults=["500"], rate_limit=limit) as s, httpx.Client(base_url=s.url) as c:
+        assert c.post(ANTHROPIC, json=body(ANTHROPIC, stream=False)).status_code == 500
+        assert c.post(ANTHROPIC, json=body(ANTHROPIC, stream=False)).status_code == 429
+        time.sleep(0.03)
+        assert c.post(ANTHROPIC, json=body(ANTHROPIC, stream=False)).status_code == 200

@@ -1,0 +1,235 @@
+"""resolve_model: model strings -> providers, and the ConfigErrors raised before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+
+import httpx
+import pytest
+from provider_support import SENTINEL_KEY
+
+from nbagent.errors import ConfigError
+from nbagent.messages import Message
+from nbagent.providers import (
+    AnthropicProvider,
+    Completed,
+    ModelRequest,
+    OpenAIProvider,
+    Provider,
+    resolve_model,
+)
+
+ENV_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY")
+ENV_URLS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV_KEYS + ENV_URLS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("spec", "env", "cls", "name", "model", "base_url"),
+    [
+        (
+            "anthropic:claude-sonnet-4-0",
+            "ANTHROPIC_API_KEY",
+            AnthropicProvider,
+            "anthropic",
+            "claude-sonnet-4-0",
+            "https://api.anthropic.com",
+        ),
+        (
+            "openai:gpt-4o",
+            "OPENAI_API_KEY",
+            OpenAIProvider,
+            "openai",
+            "gpt-4o",
+            "https://api.openai.com/v1",
+        ),
+        (
+            "openrouter:anthropic/claude-sonnet-4",
+            "OPENROUTER_API_KEY",
+            OpenAIProvider,
+            "openrouter",
+            "anthropic/claude-sonnet-4",
+            "https://openrouter.ai/api/v1",
+        ),
+        (
+            "openrouter:google/gemini-2.0-flash-exp:free",
+            "OPENROUTER_API_KEY",
+            OpenAIProvider,
+            "openrouter",
+            "google/gemini-2.0-flash-exp:free",
+            "https://openrouter.ai/api/v1",
+        ),
+        (
+            "ollama:llama3.2",
+            None,
+            OpenAIProvider,
+            "ollama",
+            "llama3.2",
+            "http://localhost:11434/v1",
+        ),
+        (
+            "  openai:gpt-4o-mini ",
+            "OPENAI_API_KEY",
+            OpenAIProvider,
+            "openai",
+            "gpt-4o-mini",
+            "https://api.openai.com/v1",
+        ),
+    ],
+)
+def test_model_string_table(
+    monkeypatch: pytest.MonkeyPatch,
+    spec: str,
+    env: str | None,
+    cls: type[Provider],
+    name: str,
+    model: str,
+    base_url: str,
+) -> None:
+    if env:
+        monkeypatch.setenv(env, SENTINEL_KEY)
+    provider = resolve_model(spec)
+    assert type(provider) is cls
+    assert isinstance(provider, Provider)
+    assert (provider.name, provider.model) == (name, model)
+    assert provider.base_url == base_url  # type: ignore[attr-defined]
+    assert SENTINEL_KEY not in repr(provider)
+
+
+def test_explicit_key_and_base_url_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env-0000")
+    p = resolve_model("openai:qwen2.5", api_key=SENTINEL_KEY, base_url="http://gpu-box:8000/v1/")
+    assert isinstance(p, OpenAIProvider)
+    assert p.base_url == "http://gpu-box:8000/v1"
+    assert p._api_key == SENTINEL_KEY
+
+
+def test_base_url_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://proxy.example/v1")
+    assert resolve_model("openai:gpt-4o").base_url == "https://proxy.example/v1"  # type: ignore[attr-defined]
+    monkeypatch.setenv("OPENAI_BASE_URL", "not a url")
+    with pytest.raises(ConfigError, match="OPENAI_BASE_URL"):
+        resolve_model("openai:gpt-4o")
+
+
+def test_local_servers_need_no_key() -> None:
+    p = resolve_model("openai:llama-3-8b", base_url="http://127.0.0.1:8080/v1")
+    assert p.name == "openai"
+    p = resolve_model("ollama:qwen3", base_url="http://localhost:11435/v1")
+    assert p._api_key is None  # type: ignore[attr-defined]
+
+
+def test_options_go_to_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SENTINEL_KEY)
+    p = resolve_model(
+        "anthropic:claude-haiku-4-5",
+        idle_timeout=5.0,
+        max_event_bytes=1000,
+        extra_headers={"anthropic-beta": "x"},
+        name="work",
+    )
+    assert isinstance(p, AnthropicProvider)
+    assert p.limits.idle_timeout == 5.0 and p.limits.max_event_bytes == 1000
+    assert p.name == "work"
+
+
+@pytest.mark.parametrize(
+    ("spec", "kw", "match"),
+    [
+        ("gpt-4o", {}, "no provider prefix.*'openai:gpt-4o'"),
+        ("claude-sonnet-4-0", {}, "'anthropic:claude-sonnet-4-0'"),
+        ("mystery", {}, "no provider prefix"),
+        ("", {}, "no provider prefix"),
+        ("gemini:gemini-2.5-pro", {}, "unknown provider 'gemini'"),
+        ("openai:", {}, "names no model"),
+        ("anthropic:   ", {}, "names no model"),
+        ("anthropic:claude-sonnet-4-0", {}, "ANTHROPIC_API_KEY"),
+        ("openai:gpt-4o", {}, "OPENAI_API_KEY"),
+        ("openrouter:x/y", {}, "OPENROUTER_API_KEY"),
+        ("openai:gpt-4o", {"api_key": ""}, "OPENAI_API_KEY"),
+        (
+            "openai:gpt-4o",
+            {"api_key": SENTINEL_KEY, "base_url": "ftp://example.com"},
+            "not an http",
+        ),
+        ("openai:gpt-4o", {"api_key": SENTINEL_KEY, "base_url": "http://"}, "not an http"),
+        ("openai:gpt-4o", {"api_key": SENTINEL_KEY, "base_url": "localhost:8080"}, "not an http"),
+        (
+            "openai:gpt-4o",
+            {"api_key": SENTINEL_KEY, "base_url": "http://host:port/v1"},
+            "not an http",
+        ),
+        ("openai:gpt-4o", {"api_key": SENTINEL_KEY, "bogus": 1}, "unknown option 'bogus'"),
+        ("openai:gpt-4o", {"api_key": "sk-has-a-newline\n"}, None),
+        ("openai:gpt-4o", {"api_key": "sk-has a-space"}, "spaces or control characters"),
+    ],
+)
+def test_config_errors(spec: str, kw: dict[str, object], match: str | None) -> None:
+    if match is None:  # a trailing newline is stripped, like the env var would be
+        resolve_model(spec, **kw)  # type: ignore[arg-type]
+        return
+    with pytest.raises(ConfigError, match=match) as info:
+        resolve_model(spec, **kw)  # type: ignore[arg-type]
+    text = str(info.value)
+    assert SENTINEL_KEY not in text
+    assert text.endswith(".") and ". " not in text  # one sentence
+
+
+def test_non_string_spec_is_config_error() -> None:
+    with pytest.raises(ConfigError):
+        resolve_model(42)  # type: ignore[arg-type]
+
+
+def test_nothing_is_sent_on_config_error() -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(500)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            with pytest.raises(ConfigError):
+                resolve_model("openai:gpt-4o", client=client)
+
+    asyncio.run(main())
+    assert sent == []
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("nbagent.mock") is None, reason="nbagent.mock not there yet"
+)
+def test_demo_uses_the_shared_mock_server() -> None:
+    mock = importlib.import_module("nbagent.mock")
+    server = mock.shared_server()
+    provider = resolve_model("demo")
+    assert isinstance(provider, AnthropicProvider)
+    assert (provider.name, provider.model) == ("demo", "demo")
+    assert provider.base_url == str(server.url).rstrip("/")
+
+    async def main() -> Completed:
+        try:
+            parts = [p async for p in provider.stream(ModelRequest((Message.user("hello"),)))]
+        finally:
+            owned = provider._owned
+            await provider.aclose()
+        assert owned is not None and owned.is_closed  # the client it created is closed
+        last = parts[-1]
+        assert isinstance(last, Completed)
+        return last
+
+    done = asyncio.run(main())
+    assert done.usage.cost_usd == 0.0
+    assert done.message.blocks
+
+
+def test_demo_with_base_url_needs_no_server() -> None:
+    p = resolve_model("demo", base_url="http://127.0.0.1:5999")
+    assert p.name == "demo" and p.base_url == "http://127.0.0.1:5999"  # type: ignore[attr-defined]

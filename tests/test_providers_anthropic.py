@@ -1,0 +1,575 @@
+"""AnthropicProvider against recorded Anthropic streams and errors, served through MockTransport."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+from provider_support import (
+    SENTINEL_KEY,
+    SSE,
+    Chunks,
+    fixture_text,
+    raw_http,
+    request,
+    respond,
+    run,
+    sse_event,
+    txtar_section,
+    vcr,
+    vcr_body_string,
+)
+
+from nbagent.errors import (
+    Action,
+    ConfigError,
+    ContentFiltered,
+    ContextOverflow,
+    InvalidResponse,
+    Overloaded,
+    StreamInterrupted,
+    TransportError,
+    classify,
+)
+from nbagent.messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from nbagent.providers import (
+    AnthropicProvider,
+    Completed,
+    ModelRequest,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolSpec,
+)
+from nbagent.providers.anthropic import build_anthropic_body
+
+TEXT = "anthropic-sdk-python__stream-text.txt"
+TOOL = "anthropic-sdk-python__stream-tool-use.txt"
+THINKING = "pydantic-ai__anthropic-stream-thinking.txt"
+MIDSTREAM = "aibridge__anthropic-midstream-error.txt"
+TOO_LONG = "aibridge__anthropic-400-prompt-too-long.txt"
+
+
+def make(**kw: Any) -> Any:
+    def factory(client: httpx.AsyncClient) -> AnthropicProvider:
+        return AnthropicProvider("claude-sonnet-4-0", api_key=SENTINEL_KEY, client=client, **kw)
+
+    return factory
+
+
+def start(input_tokens: int = 5) -> str:
+    return sse_event(
+        {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "model": "claude-sonnet-4-20250514",
+                "content": [],
+                "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+            },
+        },
+        "message_start",
+    )
+
+
+def text_block(text: str, index: int = 0) -> str:
+    return (
+        sse_event(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "text", "text": ""},
+            },
+            "content_block_start",
+        )
+        + sse_event(
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": text},
+            },
+            "content_block_delta",
+        )
+        + sse_event({"type": "content_block_stop", "index": index}, "content_block_stop")
+    )
+
+
+def finish(stop_reason: str = "end_turn", output_tokens: int = 7) -> str:
+    return sse_event(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason},
+            "usage": {"output_tokens": output_tokens},
+        },
+        "message_delta",
+    ) + sse_event({"type": "message_stop"}, "message_stop")
+
+
+# -- recorded streams --------------------------------------------------------------------------
+
+
+def test_text_stream_fixture() -> None:
+    served = run(make(), respond(fixture_text(TEXT), headers={**SSE, "request-id": "req_abc"}))
+    assert served.error is None
+    deltas = [p.text for p in served.parts if isinstance(p, TextPart)]
+    assert deltas == ["Hello", " there", "!"]
+    done = served.completed
+    assert done.message == Message("assistant", (TextBlock("Hello there!"),))
+    assert done.stop_reason == "end_turn"
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (11, 6)  # cumulative, not summed
+    assert done.usage.requests == 1
+    assert done.request_id == "req_abc"
+    assert done.headers == {"request-id": "req_abc"}  # rate-limit headers only, for pacing
+    assert done.model == "claude-3-opus-latest"
+    assert done.usage.cost_usd is not None and done.usage.cost_usd > 0
+    assert sum(isinstance(p, Completed) for p in served.parts) == 1
+
+
+def test_tool_use_stream_fixture() -> None:
+    served = run(make(), respond(fixture_text(TOOL)))
+    done = served.completed
+    assert done.stop_reason == "tool_use"
+    text, call = done.message.blocks
+    assert text == TextBlock("I'll check the current weather in Paris for you.")
+    assert call == ToolUseBlock(
+        "toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", {"location": "Paris"}
+    )
+    calls = [p for p in served.parts if isinstance(p, ToolCallPart)]
+    assert calls[0] == ToolCallPart(0, "toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", "")
+    assert "".join(p.arguments for p in calls) == '{"location": "Paris"}'
+    assert all(p.index == 0 for p in calls)
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (377, 65)
+
+
+def test_thinking_stream_fixture_vcr() -> None:
+    interaction = vcr(THINKING)
+    assert interaction["request"]["parsed_body"]["thinking"]["type"] == "enabled"
+    served = run(make(), respond(vcr_body_string(THINKING)))
+    done = served.completed
+    thinking, text = done.message.blocks
+    assert isinstance(thinking, ThinkingBlock)
+    assert thinking.thinking.startswith("This is a straightforward question about pedestrian")
+    assert thinking.thinking.endswith("help prevent accidents.")
+    assert thinking.signature.startswith("EvMCCkYICxgCKkCHP2cSuEdcJK")
+    assert thinking.signature.endswith("fQYAQ==")
+    assert isinstance(text, TextBlock)
+    assert text.text.startswith("Here are the basic steps for safely crossing the street:")
+    assert text.text.endswith("Always prioritize safety over speed when crossing streets.")
+    assert done.stop_reason == "end_turn"
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (43, 282)
+    sigs = [p.signature for p in served.parts if isinstance(p, ThinkingPart) and p.signature]
+    assert "".join(sigs) == thinking.signature
+    streamed = "".join(p.text for p in served.parts if isinstance(p, ThinkingPart))
+    assert streamed == thinking.thinking
+
+
+def test_midstream_api_error_fixture_is_stream_interrupted() -> None:
+    body = txtar_section(MIDSTREAM, "streaming")
+    served = run(make(), respond(body, headers={**SSE, "request-id": "req_mid"}))
+    err = served.error
+    assert isinstance(err, StreamInterrupted)
+    assert err.message == "Overloaded"
+    assert err.code == "api_error"
+    assert err.request_id == "req_mid"
+    assert classify(err) is Action.RETRY
+    assert not any(isinstance(p, Completed) for p in served.parts)
+
+
+def test_midstream_overloaded_error_is_overloaded() -> None:
+    body = (
+        start()
+        + sse_event({"type": "ping"}, "ping")
+        + sse_event(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            "error",
+        )
+    )
+    err = run(make(), respond(body)).error
+    assert isinstance(err, Overloaded)
+    assert err.message == "Overloaded"
+    assert classify(err) is Action.RETRY
+
+
+def test_400_prompt_too_long_fixture() -> None:
+    status, headers, body = raw_http(txtar_section(TOO_LONG, "streaming"))
+    assert status == 400
+    err = run(make(), respond(body, status=status, headers=headers)).error
+    assert isinstance(err, ContextOverflow)
+    assert err.message == "prompt is too long: 205429 tokens > 200000 maximum"
+    assert (err.tokens, err.limit) == (205429, 200000)
+    assert err.status_code == 400
+    assert err.code == "invalid_request_error"
+    assert err.request_id == "req_011CV5Jab6gR3ZNs9Sj6apiD"
+    assert classify(err) is Action.COMPACT
+    assert "prompt is too long: 205429 tokens > 200000 maximum" in str(err)
+
+
+# -- stream shapes --------------------------------------------------------------------------
+
+
+def test_stream_without_message_stop_is_interrupted() -> None:
+    text = fixture_text(TEXT)
+    cut = text[: text.index("event: message_delta")]
+    err = run(make(), respond(cut)).error
+    assert isinstance(err, StreamInterrupted)
+    assert "message_stop" in err.message
+
+
+def test_refusal_stop_reason_is_content_filtered() -> None:
+    body = start() + text_block("I can") + finish("refusal")
+    err = run(make(), respond(body)).error
+    assert isinstance(err, ContentFiltered)
+    assert classify(err) is Action.FAIL
+
+
+def test_ping_comments_and_unknown_events_are_skipped() -> None:
+    body = (
+        ": keep-alive comment\n\n"
+        + start()
+        + sse_event({"type": "ping"}, "ping")
+        + sse_event({"type": "brand_new_event", "x": 1}, "brand_new_event")
+        + text_block("ok")
+        + ": another comment\n\n"
+        + finish()
+    )
+    served = run(make(), respond(body))
+    assert served.error is None
+    assert served.completed.message.text == "ok"
+    assert served.completed.usage.output_tokens == 7
+
+
+def test_crlf_line_endings() -> None:
+    body = (start() + text_block("crlf") + finish()).replace("\n", "\r\n")
+    assert run(make(), respond(body)).completed.message.text == "crlf"
+
+
+def test_events_split_across_tiny_chunks() -> None:
+    body = (start() + text_block("chunky") + finish()).encode()
+    chunks = [body[i : i + 3] for i in range(0, len(body), 3)]
+    served = run(make(), respond(stream=Chunks(chunks)))
+    assert served.completed.message.text == "chunky"
+
+
+def test_tool_arguments_that_are_not_json_become_raw_input() -> None:
+    body = (
+        start()
+        + sse_event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {}},
+            }
+        )
+        + sse_event(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": '{"expr": 1+'},
+            }
+        )
+        + sse_event({"type": "content_block_stop", "index": 0})
+        + finish("tool_use")
+    )
+    served = run(make(), respond(body))
+    (call,) = served.completed.message.blocks
+    assert call == ToolUseBlock("toolu_1", "calc", {}, raw_input='{"expr": 1+')
+
+
+def test_tool_call_with_no_arguments_is_empty_input() -> None:
+    body = (
+        start()
+        + sse_event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": "toolu_2", "name": "now", "input": {}},
+            }
+        )
+        + sse_event({"type": "content_block_stop", "index": 0})
+        + finish("tool_use")
+    )
+    (call,) = run(make(), respond(body)).completed.message.blocks
+    assert call == ToolUseBlock("toolu_2", "now", {}, None)
+
+
+def test_data_that_is_not_json_is_stream_interrupted() -> None:
+    body = start() + "event: content_block_delta\ndata: {not json\n\n"
+    err = run(make(), respond(body)).error
+    assert isinstance(err, StreamInterrupted)
+    assert "not JSON" in err.message
+
+
+def test_cache_tokens_count_as_input() -> None:
+    body = (
+        sse_event(
+            {
+                "type": "message_start",
+                "message": {
+                    "model": "claude-sonnet-4-0",
+                    "usage": {
+                        "input_tokens": 10,
+                        "cache_read_input_tokens": 100,
+                        "cache_creation_input_tokens": 20,
+                        "output_tokens": 1,
+                    },
+                },
+            }
+        )
+        + text_block("x")
+        + finish()
+    )
+    usage = run(make(), respond(body)).completed.usage
+    assert (usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (130, 100, 20)
+
+
+# -- transport and caps -----------------------------------------------------------------------
+
+
+def test_connection_reset_mid_stream_is_stream_interrupted() -> None:
+    chunks = Chunks([start().encode(), httpx.ReadError("Connection reset by peer")])
+    err = run(make(), respond(stream=chunks, headers={**SSE, "request-id": "req_r"})).error
+    assert isinstance(err, StreamInterrupted)
+    assert "Connection reset by peer" in err.message
+    assert err.request_id == "req_r"
+    assert classify(err) is Action.RETRY
+
+
+def test_os_error_mid_stream_is_stream_interrupted() -> None:
+    chunks = Chunks([start().encode(), ConnectionResetError(104, "reset")])
+    assert isinstance(run(make(), respond(stream=chunks)).error, StreamInterrupted)
+
+
+def test_idle_stream_is_transport_error_naming_the_seconds() -> None:
+    chunks = Chunks([start().encode(), 5.0, finish().encode()])
+    err = run(make(idle_timeout=0.1), respond(stream=chunks)).error
+    assert isinstance(err, TransportError)
+    assert "0.1 s" in err.message
+    assert "idle" in err.message
+    assert classify(err) is Action.RETRY
+
+
+def test_oversized_event_is_invalid_response() -> None:
+    big = sse_event(
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "x" * 5000},
+        }
+    )
+    body = start() + text_block("a") + big + finish()
+    err = run(make(max_event_bytes=1000), respond(body)).error
+    assert isinstance(err, InvalidResponse)
+    assert "max_event_bytes" in err.message
+    assert classify(err) is Action.FAIL
+    # the same stream within the cap is fine
+    assert run(make(max_event_bytes=10_000), respond(body)).error is None
+
+
+def test_oversized_event_in_small_chunks_is_invalid_response() -> None:
+    data = ("data: " + "y" * 4000).encode()
+    chunks = Chunks([start().encode()] + [data[i : i + 100] for i in range(0, len(data), 100)])
+    err = run(make(max_event_bytes=1000), respond(stream=chunks)).error
+    assert isinstance(err, InvalidResponse)
+
+
+def test_oversized_error_body_is_invalid_response() -> None:
+    body = json.dumps({"error": {"type": "api_error", "message": "z" * 5000}})
+    err = run(make(max_body_bytes=1000), respond(body, status=500, headers={})).error
+    assert isinstance(err, InvalidResponse)
+    assert "max_body_bytes" in err.message
+
+
+def test_oversized_error_body_streamed_without_length_is_invalid_response() -> None:
+    chunks = Chunks([b"x" * 600, b"x" * 600, b"x" * 600])
+    err = run(make(max_body_bytes=1000), respond(status=502, headers={}, stream=chunks)).error
+    assert isinstance(err, InvalidResponse)
+
+
+def test_2xx_json_that_is_not_a_stream_is_invalid_response() -> None:
+    headers = {"content-type": "application/json"}
+    err = run(make(), respond('{"id": "msg_1", "type": "message"}', headers=headers)).error
+    assert isinstance(err, InvalidResponse)
+    html = {"content-type": "text/html"}
+    err = run(make(), respond("<html>captive portal</html>", headers=html)).error
+    assert isinstance(err, InvalidResponse)
+
+
+def test_2xx_json_error_object_is_classified() -> None:
+    body = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
+    err = run(make(), respond(body, headers={"content-type": "application/json"})).error
+    assert isinstance(err, Overloaded)
+
+
+def test_connect_failure_with_owned_client_is_transport_error() -> None:
+    async def main() -> BaseException | None:
+        provider = AnthropicProvider(
+            "m", api_key=SENTINEL_KEY, base_url="http://127.0.0.1:9", connect_timeout=2.0
+        )
+        try:
+            async for _ in provider.stream(request()):
+                pass
+        except Exception as exc:
+            return exc
+        finally:
+            await provider.aclose()
+        return None
+
+    err = asyncio.run(main())
+    assert isinstance(err, TransportError)
+    assert SENTINEL_KEY not in str(err)
+    assert classify(err) is Action.RETRY
+
+
+def test_consumer_stopping_early_closes_cleanly() -> None:
+    async def main() -> None:
+        handler = respond(fixture_text(TEXT))
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            provider = AnthropicProvider("m", api_key=SENTINEL_KEY, client=client)
+            gen = provider.stream(request())
+            first = await gen.__anext__()
+            assert isinstance(first, TextPart)
+            await gen.aclose()  # type: ignore[attr-defined]
+
+    asyncio.run(main())
+
+
+# -- the request -------------------------------------------------------------------------------
+
+
+def conversation() -> tuple[Message, ...]:
+    return (
+        Message("user", (TextBlock("Look:"), ImageBlock("aGVsbG8=", "image/jpeg"))),
+        Message(
+            "assistant",
+            (
+                ThinkingBlock("let me think", "sig-123"),
+                ThinkingBlock("unsigned, from elsewhere"),
+                TextBlock("Calling."),
+                ToolUseBlock("toolu_1", "calc", {"expr": "2+2"}),
+                ToolUseBlock("toolu_2", "calc", {}, raw_input="{bad"),
+            ),
+        ),
+        Message(
+            "user",
+            (
+                ToolResultBlock("toolu_1", (TextBlock("4"),)),
+                ToolResultBlock("toolu_2", (TextBlock("arguments are not JSON"),), is_error=True),
+            ),
+        ),
+    )
+
+
+def test_request_body_and_headers_on_the_wire() -> None:
+    req = ModelRequest(
+        conversation(),
+        system="Be brief.",
+        tools=(ToolSpec("calc", "Evaluate.", {"type": "object", "properties": {}}),),
+        max_tokens=321,
+        options={"temperature": 0.2, "thinking": {"type": "enabled", "budget_tokens": 1024}},
+    )
+    served = run(make(), respond(fixture_text(TEXT)), req)
+    (sent,) = served.requests
+    assert str(sent.url) == "https://api.anthropic.com/v1/messages"
+    assert sent.headers["x-api-key"] == SENTINEL_KEY
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in sent.headers
+    body = served.body
+    assert body["model"] == "claude-sonnet-4-0"
+    assert body["stream"] is True
+    assert body["max_tokens"] == 321
+    assert body["system"] == "Be brief."
+    assert body["temperature"] == 0.2
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 1024}
+    assert body["tools"] == [
+        {
+            "name": "calc",
+            "description": "Evaluate.",
+            "input_schema": {"type": "object", "properties": {}},
+        }
+    ]
+    user, assistant, results = body["messages"]
+    assert user["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/jpeg", "data": "aGVsbG8="},
+    }
+    assert assistant["content"] == [
+        {"type": "thinking", "thinking": "let me think", "signature": "sig-123"},
+        {"type": "text", "text": "Calling."},
+        {"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {"expr": "2+2"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "calc", "input": {}},
+    ]
+    assert results["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": [{"type": "text", "text": "4"}],
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_2",
+            "content": [{"type": "text", "text": "arguments are not JSON"}],
+            "is_error": True,
+        },
+    ]
+
+
+def test_round_trip_of_a_streamed_message() -> None:
+    """What the provider parsed goes back on the wire as Anthropic wrote it."""
+    done = run(make(), respond(vcr_body_string(THINKING))).completed
+    body = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message)))
+    thinking, text = body["messages"][1]["content"]
+    assert thinking["type"] == "thinking"
+    assert thinking["signature"] == done.message.blocks[0].signature  # type: ignore[union-attr]
+    assert text == {"type": "text", "text": done.message.text}
+    done = run(make(), respond(fixture_text(TOOL))).completed
+    body = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message)))
+    assert body["messages"][1]["content"][1] == {
+        "type": "tool_use",
+        "id": "toolu_01NRLabsLyVHZPKxbKvkfSMn",
+        "name": "get_weather",
+        "input": {"location": "Paris"},
+    }
+
+
+def test_reserved_options_do_not_override_the_request() -> None:
+    req = ModelRequest((Message.user("hi"),), options={"model": "other", "stream": False})
+    body = build_anthropic_body("mine", req)
+    assert body["model"] == "mine" and body["stream"] is True
+
+
+def test_base_url_forms() -> None:
+    p = AnthropicProvider("m", api_key="k-1234", base_url="http://127.0.0.1:8000/")
+    assert p.url == "http://127.0.0.1:8000/v1/messages"
+    p = AnthropicProvider("m", api_key="k-1234", base_url="https://proxy.example/anthropic/v1")
+    assert p.url == "https://proxy.example/anthropic/v1/messages"
+    with pytest.raises(ConfigError):
+        AnthropicProvider("m", api_key="k-1234", base_url="ftp://x")
+    with pytest.raises(ConfigError):
+        AnthropicProvider("m", api_key="k-1234\n")
+    with pytest.raises(ConfigError):
+        AnthropicProvider("m", api_key="k-1234", idle_timeout=0)
+
+
+def test_options_that_are_not_json_are_config_errors() -> None:
+    req = ModelRequest((Message.user("hi"),), options={"temperature": object()})
+    served = run(make(), respond(fixture_text(TEXT)), req)
+    assert isinstance(served.error, ConfigError)
+    assert served.requests == []
+
+
+def test_repr_hides_the_key() -> None:
+    p = AnthropicProvider("claude-x", api_key=SENTINEL_KEY)
+    assert SENTINEL_KEY not in repr(p)
+    assert SENTINEL_KEY not in str(p)
+    assert "api_key='***'" in repr(p)
+    assert (p.name, p.model) == ("anthropic", "claude-x")

@@ -1,0 +1,199 @@
+"""The timeline's ES module, rendered by headless Chromium from the exported HTML page.
+
+The page is the real export (the module inlined, driven by its small fake model), loaded from a
+file:// URL; every request the page makes is recorded and must stay off the network. Chromium
+is Debian's (/usr/bin/chromium), never a Playwright download: when it is missing the test fails
+and says so, because CI installs it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.timeline_script import TOOL_ERROR, live_events, run_events
+
+from nbagent.notebook import TimelineState, export_html
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).parent / "artifacts"
+COUNTDOWN = re.compile(r"retrying in (\d+(?:\.\d)?)s")
+
+
+def snapshot(events: list[Any], *, ahead: float = 0.0) -> dict[str, Any]:
+    """The state after `events`, as if the last one happened `ahead` seconds from now."""
+    timeline = TimelineState(wall=lambda: time.time() + ahead)
+    for event in events:
+        timeline(event)
+    return timeline.snapshot()
+
+
+def rgb(css: str) -> tuple[int, int, int]:
+    match = re.match(r"rgba?\((\d+), (\d+), (\d+)", css)
+    assert match is not None, css
+    r, g, b = (int(x) for x in match.groups())
+    return r, g, b
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); "
+            "the widget's browser tests need it and never download a browser",
+            pytrace=False,
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def open_page(browser: Any, tmp_path: Path) -> Iterator[Any]:
+    pages: list[Any] = []
+
+    def open_state(state: dict[str, Any], name: str = "run.html") -> Any:
+        path = tmp_path / name
+        export_html(state, path, title="nbagent test run")
+        page = browser.new_page(viewport={"width": 1000, "height": 900}, device_scale_factor=2)
+        pages.append(page)
+        page.errors = []
+        page.requests = []
+        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+        page.on(
+            "console",
+            lambda msg: page.errors.append(msg.text) if msg.type == "error" else None,
+        )
+        page.on("request", lambda req: page.requests.append(req.url))
+        page.goto(path.as_uri())
+        page.wait_for_selector(".nb-root .nb-timeline")
+        return page
+
+    yield open_state
+    for page in pages:
+        assert page.errors == [], page.errors
+        assert all(url.startswith("file://") for url in page.requests), page.requests
+        page.close()
+
+
+def test_lanes_bars_and_colours(open_page: Any) -> None:
+    page = open_page(snapshot(run_events()))
+    for lane in ("request", "compaction", "tool"):
+        assert page.locator(f'.nb-lane[data-lane="{lane}"] .nb-track').count() == 1
+    assert page.locator('.nb-lane[data-lane="request"] .nb-bar.nb-error').count() == 3
+    assert page.locator('.nb-lane[data-lane="request"] .nb-bar.nb-ok').count() == 2
+    assert page.locator(".nb-track .nb-wait").count() == 2
+    assert page.locator(".nb-track .nb-wait.nb-server-wish").count() == 1
+
+    ok = page.locator(".nb-bar.nb-tool-ok")
+    error = page.locator(".nb-bar.nb-tool-error")
+    assert ok.count() == 1 and error.count() == 1
+    assert "nb-ok" in (ok.get_attribute("class") or "")
+    assert "nb-error" in (error.get_attribute("class") or "")
+    r, g, b = rgb(ok.evaluate("n => getComputedStyle(n).backgroundColor"))
+    assert g > r + 40 and g > b, (r, g, b)  # green
+    r, g, b = rgb(error.evaluate("n => getComputedStyle(n).backgroundColor"))
+    assert r > g + 80 and r > b + 80, (r, g, b)  # red
+    assert TOOL_ERROR in (error.get_attribute("title") or "")
+
+    compaction = page.locator(".nb-bar.nb-kind-compaction")
+    assert "48,210 → 12,400 tokens" in compaction.inner_text()
+    assert page.locator(".nb-status").inner_text() == "done: end_turn"
+    summary = page.locator(".nb-summary").inner_text()
+    assert "6 (3 failed)" in summary and "14,100 in" in summary
+
+
+def test_discarded_text_is_struck_through_and_tool_errors_are_red(open_page: Any) -> None:
+    page = open_page(snapshot(run_events()))
+    struck = page.locator(".nb-conv s.nb-discarded")
+    assert struck.count() == 1
+    assert struck.inner_text() == "Hel"
+    result = page.locator(".nb-result-error")
+    assert result.count() == 1
+    assert TOOL_ERROR in result.inner_text()
+    assert page.locator(".nb-result-ok").count() == 1
+
+
+def test_clicking_a_failed_tool_shows_its_error(open_page: Any) -> None:
+    page = open_page(snapshot(run_events()))
+    assert page.locator(".nb-detail").count() == 0
+    page.locator(".nb-bar.nb-tool-error").click()
+    detail = page.locator(".nb-detail")
+    assert detail.count() == 1
+    assert "tool error" in detail.inner_text()
+    assert page.locator(".nb-detail-text").inner_text() == TOOL_ERROR
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(".nb-root").screenshot(path=str(ARTIFACTS / "widget.png"))
+    page.locator(".nb-close").click()
+    assert page.locator(".nb-detail").count() == 0
+
+
+def test_countdown_runs_down_while_waiting(open_page: Any) -> None:
+    # The Retry-After wait (2.0 s) is shown as if it began 2 s from now: about 4 s remain.
+    page = open_page(snapshot(live_events(), ahead=2.0))
+    countdown = page.locator(".nb-status .nb-countdown")
+    first = countdown.inner_text()
+    match = COUNTDOWN.fullmatch(first)
+    assert match, first
+    status = page.locator(".nb-status").inner_text()
+    assert status.startswith("rate limit: server asked to wait 2.0s, retrying in ")
+    assert status.endswith("(attempt 2/4)")
+    active = page.locator(".nb-wait.nb-server-wish.nb-wait-active")
+    assert COUNTDOWN.fullmatch(active.inner_text())
+    page.wait_for_timeout(1_000)
+    later = COUNTDOWN.fullmatch(countdown.inner_text())
+    assert later, countdown.inner_text()
+    assert 0.5 <= float(match.group(1)) - float(later.group(1)) <= 1.8
+    page.locator(".nb-root").screenshot(path=str(ARTIFACTS / "widget-live.png"))
+
+    # A new state (the run went on and finished) re-renders and stops the countdown.
+    page.evaluate("s => window.nbagentModel.set('state', s)", snapshot(run_events()))
+    assert page.locator(".nb-status").inner_text() == "done: end_turn"
+    assert page.locator(".nb-countdown").count() == 0
+    assert page.locator(".nb-summary").count() == 1
+
+
+def test_the_front_ends_stop_control(open_page: Any) -> None:
+    page = open_page(snapshot(live_events(), ahead=2.0))
+    assert page.locator(".nb-stop").count() == 0  # the export hides it, like make_view does
+    page.evaluate("() => window.nbagentModel.set('show_stop', true)")
+    stop = page.locator(".nb-stop")
+    assert stop.count() == 1
+    stop.click()
+    assert page.evaluate("() => window.nbagentModel.get('stop_requested')") is True
+    assert page.locator(".nb-stop").inner_text() == "stopping…"
+    assert page.locator(".nb-stop").is_disabled()
+
+
+def test_cleanup_stops_the_timer_and_listeners(open_page: Any) -> None:
+    page = open_page(snapshot(live_events(), ahead=2.0))
+    page.evaluate("() => window.nbagentCleanup()")
+    frozen = page.locator(".nb-countdown").inner_text()
+    page.wait_for_timeout(400)
+    assert page.locator(".nb-countdown").inner_text() == frozen
+    page.evaluate("s => window.nbagentModel.set('state', s)", snapshot(run_events()))
+    assert page.locator(".nb-summary").count() == 0  # no longer listening
+
+
+def test_an_empty_state_renders(open_page: Any) -> None:
+    page = open_page(TimelineState().snapshot())
+    assert page.locator(".nb-status").inner_text() == "idle"
+    assert "No attempts yet." in page.locator(".nb-timeline").inner_text()
