@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 from .attempts import AttemptLog
 from .budget import Budget, Usage
 from .clock import Clock, RealClock
-from .compaction import CompactionContext, Compactor, StubOldToolOutput, estimate_tokens
+from .compaction import CompactionContext, Compactor, DefaultCompaction, estimate_tokens
 from .errors import (
     Aborted,
     Action,
     ConfigError,
     ContextOverflow,
     EmptyResponse,
+    RateLimited,
     LengthResumeExhausted,
     ModelNotFound,
     ProviderError,
@@ -46,6 +47,7 @@ from .events import (
     EventBus,
     FallbackStarted,
     MessageCommitted,
+    PacedWait,
     RetryScheduled,
     RunFinished,
     RunStarted,
@@ -63,6 +65,7 @@ from .providers.base import (
     ThinkingPart,
     ToolCallPart,
 )
+from .limiter import RateLimiter, shared_limiter
 from .retry import RetryPolicy
 from .tools import Tool, Toolbox, ToolCall, ToolSource
 
@@ -142,6 +145,7 @@ class Agent:
         api_key: str | None = None,
         base_url: str | None = None,
         options: dict[str, Any] | None = None,
+        limiter: RateLimiter | bool = True,
     ) -> None:
         specs: list[ModelSpec] = (
             list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
@@ -160,7 +164,7 @@ class Agent:
         self.system = system
         self.retry = retry or RetryPolicy()
         self.budget = budget or Budget()
-        self.compaction: Compactor = compaction or StubOldToolOutput()
+        self.compaction: Compactor = compaction or DefaultCompaction()
         self.clock: Clock = clock or RealClock()
         self.max_tokens = max_tokens
         self.max_length_resumes = max(0, int(max_length_resumes))
@@ -191,6 +195,9 @@ class Agent:
         self.transcript: list[Message] = list(repaired)
         self._rng = self.retry.rng()
         self._run: _Run | None = None
+        if not isinstance(limiter, (bool, RateLimiter)):
+            raise ConfigError("limiter= takes True (shared), False (off) or a RateLimiter")
+        self.limiter = limiter
 
     # -- public surface ---------------------------------------------------------------------
 
@@ -264,7 +271,20 @@ class Agent:
         """
         from .runner import run_blocking
 
-        return run_blocking(lambda: self.run(prompt, show=show))
+        if show is None:
+            show = _in_notebook()
+        detach: Callable[[], None] | None = None
+        if show:
+            # Display from this (the cell's) thread; the run itself goes to a worker thread.
+            from .notebook.display import attach
+
+            widget, detach = attach(self)
+        try:
+            return run_blocking(lambda: self._run_guarded(prompt))
+        finally:
+            if detach is not None:
+                detach()
+                widget.flush()
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -406,6 +426,7 @@ class Agent:
         window = self.context_window or getattr(
             self._providers[run.model_index], "context_window", None
         )
+        working = await self._apply_remembered(working)
         if window:
             specs = tuple(await self.toolbox.specs())
             estimate = self._estimate(working, specs)
@@ -428,7 +449,10 @@ class Agent:
                     model=model,
                 )
                 request = await self._request(working)
+                lim = self._limiter_for(provider)
                 try:
+                    if lim is not None:
+                        await self._pace(lim, model)
                     completed, ttft = await self._stream_once(provider, request, attempt)
                 except asyncio.CancelledError:
                     self._emit(
@@ -448,7 +472,18 @@ class Agent:
                     if isinstance(err, ProviderError):
                         err = policy.escalate(err)
                     action = classify(err)
+                    budget_note = ""
+                    if lim is not None:
+                        if isinstance(err, RateLimited):
+                            lim.on_rate_limited(self.clock.now(), err.retry_after)
+                        else:
+                            lim.on_other()
                     if action is Action.RETRY:
+                        if lim is not None and not lim.budget.withdraw(
+                            timeout=isinstance(err, TransportError)
+                        ):
+                            action = Action.FAIL
+                            budget_note = " (retry budget exhausted: too many failures lately)"
                         if isinstance(err, EmptyResponse):
                             empties += 1
                             if empties > policy.max_empty_retries:
@@ -470,6 +505,7 @@ class Agent:
                     )
                     shown = "fallback" if fallback else action.value
                     info = _error_fields(err)
+                    info["message"] += budget_note
                     self._emit(
                         AttemptFailed,
                         phase="request",
@@ -519,6 +555,8 @@ class Agent:
                         working = shorter
                         continue
                     raise err from None
+                if lim is not None:
+                    lim.on_success(self.clock.now(), completed.headers)
                 self._emit(
                     AttemptSucceeded,
                     phase="request",
@@ -532,6 +570,7 @@ class Agent:
                     cost_usd=completed.usage.cost_usd,
                     stop_reason=completed.stop_reason,
                 )
+                self._calibrate(request, completed.usage.input_tokens)
                 return completed, working
 
     async def _stream_once(
@@ -586,6 +625,41 @@ class Agent:
             raise _StreamFailed(err, "".join(text), "".join(thinking), ttft) from exc
         return completed, ttft
 
+    def _limiter_for(self, provider: Provider) -> RateLimiter | None:
+        if self.limiter is False:
+            return None
+        if isinstance(self.limiter, RateLimiter):
+            return self.limiter
+        return shared_limiter(provider, self.clock)
+
+    async def _pace(self, lim: RateLimiter, model: str) -> None:
+        """Wait for the shared limiter's slot; a paced wait is an event and a log row."""
+        held = 0.0
+        while True:
+            delay, slot = lim.reserve(self.clock.now())
+            if slot and delay <= 0:
+                break
+            if slot or delay > 0.05:
+                reason = (
+                    "pacing to the provider's learned rate"
+                    if slot
+                    else ("the provider asked everyone to wait")
+                )
+                self._emit(PacedWait, delay_s=delay, model=model, reason=reason)
+                await self.clock.sleep(delay)
+                if slot:
+                    break
+                continue
+            held += delay
+            await self.clock.sleep(delay)
+        if held > 0:
+            self._emit(
+                PacedWait,
+                delay_s=held,
+                model=model,
+                reason="held back while another request probes the rate limit",
+            )
+
     def _estimate(self, working: Sequence[Message], specs: Sequence[Any]) -> int:
         estimator = getattr(self.compaction, "estimate", None)
         if callable(estimator):
@@ -632,6 +706,7 @@ class Agent:
             strategy=result.strategy,
             removed=result.removed,
             ok=True,
+            message=result.note,
         )
         return result.messages
 
@@ -712,6 +787,37 @@ class Agent:
                 stop_reason=completed.stop_reason,
             )
             return completed.message.text
+
+    def _calibrate(self, request: ModelRequest, reported: int | None) -> None:
+        """Teach the compactor's token estimator what the provider counted for `request`."""
+        observe = getattr(self.compaction, "observe", None)
+        if callable(observe) and reported:
+            observe(estimate_tokens(request.messages, request.system, request.tools), reported)
+
+    async def _apply_remembered(self, working: list[Message]) -> list[Message]:
+        """Apply what the compactor remembers (e.g. its stub cutoff) before every request."""
+        prepare = getattr(self.compaction, "prepare", None)
+        if not callable(prepare):
+            return working
+        specs = tuple(await self.toolbox.specs())
+        ctx = CompactionContext("proactive", 0, None, self.system, specs)
+        result = await prepare(list(working), ctx)
+        if result is None:
+            return working
+        name = getattr(self.compaction, "name", type(self.compaction).__name__)
+        self._emit(
+            CompactionStarted, reason="proactive", tokens_before=result.tokens_before, strategy=name
+        )
+        self._emit(
+            CompactionFinished,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            strategy=result.strategy,
+            removed=result.removed,
+            ok=True,
+            message=result.note,
+        )
+        return list(result.messages)
 
 
 class RunHandle:

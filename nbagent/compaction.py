@@ -62,7 +62,9 @@ IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
 STUB_SUFFIX = "removed to fit the context window]"
 SUMMARY_MARKER = "[Summary of the earlier conversation"
-SUMMARY_ACK = "Understood. I have the summary of our earlier conversation and will continue from it."
+SUMMARY_ACK = (
+    "Understood. I have the summary of our earlier conversation and will continue from it."
+)
 
 Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]
 
@@ -286,8 +288,9 @@ class StubOldToolOutput(_Estimating):
     result. Outputs are stubbed oldest first until the estimate is below the target (`ratio` of
     the provider's limit or of the window; without one, everything before the newest
     `keep_last` messages). The newest `keep_last` messages (the output the model has not seen
-    yet) are only touched when nothing else can be shed, or on a further overflow in the same
-    step. Outputs of at most `min_chars` characters are left alone: a stub would not be shorter.
+    yet) are only touched when nothing else can be shed (and, before sending, only when the
+    estimate passes the window itself), or on a further overflow in the same step. Outputs of
+    at most `min_chars` characters are left alone: a stub would not be shorter.
 
     The cutoff is remembered, as a number of newest messages kept whole: `prepare()` applies it
     to every later request, so a long session does not overflow again turn after turn.
@@ -335,6 +338,9 @@ class StubOldToolOutput(_Estimating):
         target = target_estimate(out, ctx, lambda ms: self._est(ms, ctx), self.ratio)
         protect = max(0, self.keep_last - max(0, ctx.round - 1))
         outside = [i for i in candidates if i < n - protect]
+        fits_window = target is not None and before <= target / self.ratio
+        if not outside and ctx.reason == "proactive" and fits_window:
+            return None  # only the fresh output could go, and the whole still fits the window
         names = _tool_names(out)
         removed = 0
         cutoff = 0

@@ -73,8 +73,9 @@ def test_429_is_retried_then_succeeds_with_no_duplicate_message() -> None:
 
 def test_500_retry_event_arrives_before_the_sleep_with_its_fields() -> None:
     clock = VirtualClock(auto_advance=False)
-    agent, _, events, _ = make([fault("500"), "ok"], clock=clock,
-                               retry=RetryPolicy(jitter=None, initial_delay=2.0))
+    agent, _, events, _ = make(
+        [fault("500"), "ok"], clock=clock, retry=RetryPolicy(jitter=None, initial_delay=2.0)
+    )
 
     async def main() -> None:
         task = asyncio.create_task(agent.run("hi", show=False))
@@ -111,14 +112,17 @@ def test_retry_after_is_honoured_and_a_far_one_is_final() -> None:
     assert of(events, RetryScheduled)[0].retry_after_s == 7.0
 
     agent, model, _, clock = make([fault("429", retry_after=6300, provider="anthropic"), "x"])
-    with pytest.raises(E.QuotaExceeded, match="Anthropic rate limit reached. Resets in 1 h 45 min."):
+    with pytest.raises(
+        E.QuotaExceeded, match="Anthropic rate limit reached. Resets in 1 h 45 min."
+    ):
         run(agent)
     assert clock.slept == [] and len(model.requests) == 1
 
 
 def test_retries_are_bounded_by_max_attempts() -> None:
-    agent, model, events, clock = make([fault("503")] * 5,
-                                       retry=RetryPolicy(max_attempts=3, jitter=None))
+    agent, model, events, clock = make(
+        [fault("503")] * 5, retry=RetryPolicy(max_attempts=3, jitter=None)
+    )
     with pytest.raises(E.ServerError):
         run(agent)
     assert len(model.requests) == 3
@@ -128,9 +132,20 @@ def test_retries_are_bounded_by_max_attempts() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "retried"),
-    [("529", True), ("502", True), ("504", True), ("408", True), ("transport", True),
-     ("stream", True), ("quota", False), ("403", False), ("404", False), ("400", False),
-     ("invalid", False), ("filtered", False)],
+    [
+        ("529", True),
+        ("502", True),
+        ("504", True),
+        ("408", True),
+        ("transport", True),
+        ("stream", True),
+        ("quota", False),
+        ("403", False),
+        ("404", False),
+        ("400", False),
+        ("invalid", False),
+        ("filtered", False),
+    ],
 )
 def test_each_provider_fault_gets_its_action(kind: str, retried: bool) -> None:
     agent, model, _, _ = make([fault(kind), "recovered"])
@@ -151,8 +166,9 @@ def test_x_should_retry_false_stops_a_retryable_error() -> None:
 
 
 def test_a_broken_stream_is_discarded_whole_and_reported() -> None:
-    agent, _, events, _ = make([Partial(fault("stream"), text="Hello wor", thinking="hmm"),
-                                "Hello world."])
+    agent, _, events, _ = make(
+        [Partial(fault("stream"), text="Hello wor", thinking="hmm"), "Hello world."]
+    )
     run(agent)
     assert [m.text for m in agent.history] == ["hi", "Hello world."]
     (retry,) = of(events, RetryScheduled)
@@ -162,15 +178,16 @@ def test_a_broken_stream_is_discarded_whole_and_reported() -> None:
 
 @pytest.mark.parametrize(
     ("mode", "partial", "retried"),
-    [("never", Partial(fault("stream"), text="Hel"), False),
-     ("never", Partial(fault("stream")), True),
-     ("reasoning_only", Partial(fault("stream"), thinking="hmm"), True),
-     ("reasoning_only", Partial(fault("stream"), text="Hel"), False),
-     ("always", Partial(fault("stream"), text="Hel"), True)],
+    [
+        ("never", Partial(fault("stream"), text="Hel"), False),
+        ("never", Partial(fault("stream")), True),
+        ("reasoning_only", Partial(fault("stream"), thinking="hmm"), True),
+        ("reasoning_only", Partial(fault("stream"), text="Hel"), False),
+        ("always", Partial(fault("stream"), text="Hel"), True),
+    ],
 )
 def test_retry_after_partial_modes(mode: str, partial: Partial, retried: bool) -> None:
-    agent, model, _, _ = make([partial, "done"],
-                              retry=RetryPolicy(retry_after_partial=mode))  # type: ignore[arg-type]
+    agent, model, _, _ = make([partial, "done"], retry=RetryPolicy(retry_after_partial=mode))  # type: ignore[arg-type]
     if retried:
         assert run(agent).final_text == "done"
     else:
@@ -222,9 +239,13 @@ def test_overflow_with_nothing_to_shed_hard_fails_with_token_counts() -> None:
 def test_unknown_tool_and_handler_error_become_results_and_the_model_continues() -> None:
     agent, model, events, _ = make(
         [
-            Reply(tool_calls=[ToolUse("delete_everything", {}),
-                              ToolUse("calculator", {"expression": "import os"}),
-                              ToolUse("calculator", {"expression": "6*7"})]),
+            Reply(
+                tool_calls=[
+                    ToolUse("delete_everything", {}),
+                    ToolUse("calculator", {"expression": "import os"}),
+                    ToolUse("calculator", {"expression": "6*7"}),
+                ]
+            ),
             "Sorry, 6*7 = 42.",
         ],
         tools=[calculator],
@@ -275,8 +296,12 @@ def test_max_tokens_without_content_resumes_then_gives_up() -> None:
 
 def test_tool_json_cut_off_by_max_tokens_becomes_an_error_result() -> None:
     agent, _, _, _ = make(
-        [Reply(tool_calls=[ToolUse("calculator", '{"expression": "1+')], stop_reason="max_tokens"),
-         "ok"],
+        [
+            Reply(
+                tool_calls=[ToolUse("calculator", '{"expression": "1+')], stop_reason="max_tokens"
+            ),
+            "ok",
+        ],
         tools=[calculator],
     )
     run(agent)
@@ -297,16 +322,22 @@ def test_a_subscriber_that_raises_is_a_host_error_and_history_stays() -> None:
 
 
 def test_budgets_are_checked_after_each_turn() -> None:
-    loop_forever = [Reply(tool_calls=[ToolUse("calculator", {"expression": "1"})],
-                          input_tokens=100, output_tokens=50)] * 10
+    loop_forever = [
+        Reply(
+            tool_calls=[ToolUse("calculator", {"expression": "1"})],
+            input_tokens=100,
+            output_tokens=50,
+        )
+    ] * 10
     agent, _, _, _ = make(list(loop_forever), tools=[calculator], budget=Budget(max_turns=3))
     with pytest.raises(E.BudgetExceeded) as info:
         run(agent)
     assert (info.value.limit, info.value.actual, info.value.limit_value) == ("max_turns", 3, 3)
     assert len(agent.history) == 7  # three whole steps were committed before the cap
 
-    agent, _, _, _ = make(list(loop_forever), tools=[calculator],
-                          budget=Budget(max_total_tokens=400))
+    agent, _, _, _ = make(
+        list(loop_forever), tools=[calculator], budget=Budget(max_total_tokens=400)
+    )
     with pytest.raises(E.BudgetExceeded, match="max_total_tokens is 450"):
         run(agent)
 
@@ -322,10 +353,12 @@ def test_cost_wins_over_tokens_when_both_trip() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "fix"),
-    [({"max_cost_usd": -1}, "max_cost_usd must be a positive number"),
-     ({"max_turns": 0}, "max_turns must be a positive number"),
-     ({"max_wall_s": "soon"}, "max_wall_s must be a number"),
-     ({"max_turns_warning": 0}, "max_turns_warning must be a positive whole number")],
+    [
+        ({"max_cost_usd": -1}, "max_cost_usd must be a positive number"),
+        ({"max_turns": 0}, "max_turns must be a positive number"),
+        ({"max_wall_s": "soon"}, "max_wall_s must be a number"),
+        ({"max_turns_warning": 0}, "max_turns_warning must be a positive whole number"),
+    ],
 )
 def test_bad_budgets_say_what_to_change(kwargs: dict[str, Any], fix: str) -> None:
     with pytest.raises(E.ConfigError, match=fix):
@@ -334,8 +367,9 @@ def test_bad_budgets_say_what_to_change(kwargs: dict[str, Any], fix: str) -> Non
 
 def test_wrap_up_note_tells_the_model_when_turns_run_out() -> None:
     script = [Reply(tool_calls=[ToolUse("calculator", {"expression": "1"})])] * 2 + ["done"]
-    agent, model, events, _ = make(script, tools=[calculator],
-                                   budget=Budget(max_turns=5, max_turns_warning=3))
+    agent, model, events, _ = make(
+        script, tools=[calculator], budget=Budget(max_turns=5, max_turns_warning=3)
+    )
     run(agent)
     last_user = model.requests[-1].messages[-1]
     assert "3 turns left" in last_user.text
@@ -354,18 +388,27 @@ def test_fallback_chain_moves_on_after_retries_or_missing_model() -> None:
     second = ScriptedModel([fault("404")], model="b")
     third = ScriptedModel(["from c"], model="c")
     events: list[Event] = []
-    agent = Agent([first, second, third], clock=VirtualClock(), subscribers=[events.append],
-                  retry=RetryPolicy(max_attempts=2))
+    agent = Agent(
+        [first, second, third],
+        clock=VirtualClock(),
+        subscribers=[events.append],
+        retry=RetryPolicy(max_attempts=2),
+    )
     result = run(agent)
     assert result.final_text == "from c" and result.model == "scripted:c"
     assert [(e.from_model, e.to_model) for e in of(events, FallbackStarted)] == [
-        ("scripted:a", "scripted:b"), ("scripted:b", "scripted:c")]
+        ("scripted:a", "scripted:b"),
+        ("scripted:b", "scripted:c"),
+    ]
     assert "fallback" in agent.attempts["action"].tolist()
 
 
 def test_no_fallback_for_auth_or_overflow() -> None:
-    for kind, exc in (("401", E.AuthFailed), ("overflow", E.ContextOverflow),
-                      ("400", E.BadRequest)):
+    for kind, exc in (
+        ("401", E.AuthFailed),
+        ("overflow", E.ContextOverflow),
+        ("400", E.BadRequest),
+    ):
         second = ScriptedModel(["never"])
         agent = Agent([ScriptedModel([fault(kind)]), second], clock=VirtualClock())
         with pytest.raises(exc):
@@ -380,8 +423,9 @@ def test_running_out_of_script_is_its_own_error() -> None:
 
 
 def test_session_save_and_load_round_trip(tmp_path: Path) -> None:
-    agent, _, _, _ = make([Reply(tool_calls=[ToolUse("calculator", {"expression": "2*2"})]),
-                           "4"], tools=[calculator])
+    agent, _, _, _ = make(
+        [Reply(tool_calls=[ToolUse("calculator", {"expression": "2*2"})]), "4"], tools=[calculator]
+    )
     run(agent)
     agent.save(tmp_path / "s.json")
     other = Agent(ScriptedModel([]))

@@ -55,10 +55,20 @@ def test_session_round_trip_keeps_every_block(tmp_path: Path) -> None:
 def test_old_file_without_is_error_loads_with_false(tmp_path: Path) -> None:
     old = [
         {"role": "user", "content": "hi"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f",
-                                           "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
-                                      "content": [{"type": "text", "text": "ok"}]}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "a",
+                    "content": [{"type": "text", "text": "ok"}],
+                }
+            ],
+        },
     ]
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
@@ -76,10 +86,15 @@ def test_old_file_without_is_error_loads_with_false(tmp_path: Path) -> None:
         (b'{"format": 1}', "'messages' is missing"),
         (b'{"format": 99, "messages": []}', "newer than this nbagent reads"),
         (b'{"format": 1, "messages": [{"role": "robot", "content": []}]}', "message 0: unknown"),
-        (b'{"format": 1, "messages": [{"role": "user", "content": [{"type": "video"}]}]}',
-         "unknown content block type 'video'"),
-        (b'{"format": 1, "messages": [{"role": "user", "content": [{"type": "tool_result", '
-         b'"tool_use_id": "x", "is_error": "yes"}]}]}', "is_error must be true or false"),
+        (
+            b'{"format": 1, "messages": [{"role": "user", "content": [{"type": "video"}]}]}',
+            "unknown content block type 'video'",
+        ),
+        (
+            b'{"format": 1, "messages": [{"role": "user", "content": [{"type": "tool_result", '
+            b'"tool_use_id": "x", "is_error": "yes"}]}]}',
+            "is_error must be true or false",
+        ),
     ],
 )
 def test_corrupt_file_raises_a_clear_error_naming_file_and_problem(

@@ -67,8 +67,11 @@ def test_schema_from_signature_and_docstring() -> None:
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path of the file, relative to the project."},
-            "max_lines": {"type": "integer", "description": "Stop after this many lines.",
-                          "default": 100},
+            "max_lines": {
+                "type": "integer",
+                "description": "Stop after this many lines.",
+                "default": 100,
+            },
         },
         "required": ["path"],
         "additionalProperties": False,
@@ -77,8 +80,13 @@ def test_schema_from_signature_and_docstring() -> None:
 
 def test_schema_for_richer_types() -> None:
     @tool
-    def paint(color: Color, tags: list[str], mode: Literal["fast", "slow"] = "fast",
-              note: str | None = None, extra: dict[str, int] | None = None) -> None:
+    def paint(
+        color: Color,
+        tags: list[str],
+        mode: Literal["fast", "slow"] = "fast",
+        note: str | None = None,
+        extra: dict[str, int] | None = None,
+    ) -> None:
         """Paint."""
 
     props = paint.input_schema["properties"]
@@ -120,9 +128,11 @@ def test_calls_run_concurrently_and_results_keep_call_order() -> None:
         return label
 
     box = Toolbox([wait])
-    calls = [ToolCall("1", "wait", {"seconds": 0.2, "label": "first"}),
-             ToolCall("2", "wait", {"seconds": 0.01, "label": "second"}),
-             ToolCall("3", "wait", {"seconds": 0.1, "label": "third"})]
+    calls = [
+        ToolCall("1", "wait", {"seconds": 0.2, "label": "first"}),
+        ToolCall("2", "wait", {"seconds": 0.01, "label": "second"}),
+        ToolCall("3", "wait", {"seconds": 0.1, "label": "third"}),
+    ]
     t0 = time.perf_counter()
     results, events = run(calls, box)
     assert time.perf_counter() - t0 < 0.3  # concurrently, not 0.31 s in a row
@@ -160,8 +170,15 @@ def test_every_kind_of_tool_failure_is_an_error_result_and_successes_survive() -
     assert "timed out after 0.05 s" in texts[5]
     assert "'c' is not a parameter (parameters: a, b)" in texts[6]
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
-    assert [e.error for e in finished] == ["", "raised", "unknown_tool", "invalid_json",
-                                           "invalid_arguments", "timeout", "invalid_arguments"]
+    assert [e.error for e in finished] == [
+        "",
+        "raised",
+        "unknown_tool",
+        "invalid_json",
+        "invalid_arguments",
+        "timeout",
+        "invalid_arguments",
+    ]
 
 
 def test_truncated_arguments_say_max_tokens_cut_them() -> None:
@@ -174,7 +191,9 @@ def test_calls_outside_allowed_tools_are_refused_as_results() -> None:
     box = Toolbox([read_file, add], allowed_tools=["add"])
     results, _ = run([ToolCall("a", "read_file", {"path": "x"})], box)
     assert results[0].is_error
-    assert results[0].text.startswith("Tool `read_file` is not allowed in this run. Allowed tools: add")
+    assert results[0].text.startswith(
+        "Tool `read_file` is not allowed in this run. Allowed tools: add"
+    )
 
     async def offered() -> list[str]:
         return [s.name for s in await box.specs()]
@@ -206,8 +225,10 @@ def test_host_trouble_in_a_tool_hard_fails(exc: BaseException) -> None:
         raise exc
 
     with pytest.raises(type(exc)):
-        run([ToolCall("a", "boom", {}), ToolCall("b", "add", {"a": 1, "b": 1})],
-            Toolbox([boom, add]))
+        run(
+            [ToolCall("a", "boom", {}), ToolCall("b", "add", {"a": 1, "b": 1})],
+            Toolbox([boom, add]),
+        )
 
 
 class Source:
@@ -239,8 +260,12 @@ class Source:
 def test_tool_source_batch_results_and_per_call_errors() -> None:
     src = Source()
     box = Toolbox([add, src])
-    calls = [ToolCall("1", "search", {"q": "x"}), ToolCall("2", "add", {"a": 1, "b": 1}),
-             ToolCall("3", "lookup", {"q": "y"}), ToolCall("4", "search", {})]
+    calls = [
+        ToolCall("1", "search", {"q": "x"}),
+        ToolCall("2", "add", {"a": 1, "b": 1}),
+        ToolCall("3", "lookup", {"q": "y"}),
+        ToolCall("4", "search", {}),
+    ]
     results, events = run(calls, box)
     assert [r.tool_use_id for r in results] == ["1", "2", "3", "4"]
     assert [r.is_error for r in results] == [False, False, True, True]
@@ -252,8 +277,11 @@ def test_tool_source_batch_results_and_per_call_errors() -> None:
 
 def test_a_whole_batch_failure_maps_to_every_call_of_the_batch() -> None:
     box = Toolbox([add, Source(fail_batch=True)])
-    calls = [ToolCall("1", "search", {"q": "x"}), ToolCall("2", "add", {"a": 1, "b": 1}),
-             ToolCall("3", "lookup", {"q": "y"})]
+    calls = [
+        ToolCall("1", "search", {"q": "x"}),
+        ToolCall("2", "add", {"a": 1, "b": 1}),
+        ToolCall("3", "lookup", {"q": "y"}),
+    ]
     results, _ = run(calls, box)
     assert [r.is_error for r in results] == [True, False, True]
     for r in (results[0], results[2]):
