@@ -1,0 +1,130 @@
+"""A misbehaving MCP server for nbagent's tests, spoken to over stdio (or streamable HTTP).
+
+Tools: `echo(text)`, `fail(message)` (an isError result), `slow(seconds)`, `crash()` (the
+process dies mid-call), `protocol_error()` (a JSON-RPC error response), `image()` (image
+content), `pid()` (so a test can kill the process from outside).
+
+    python flaky_server.py                      # stdio
+    python flaky_server.py --http PORT          # streamable HTTP on 127.0.0.1:PORT/mcp
+    python flaky_server.py --exit-at-start      # dies before the handshake
+    python flaky_server.py --hang-at-start      # never answers the handshake
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+from typing import Any
+
+# A 1x1 transparent PNG.
+PNG_1X1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+def _server_class() -> Any:
+    try:
+        from mcp.server.mcpserver import MCPServer  # mcp >= 2
+
+        return MCPServer
+    except ImportError:
+        from mcp.server.fastmcp import FastMCP  # mcp 1.x
+
+        return FastMCP
+
+
+def _error_class() -> Any:
+    try:
+        from mcp.shared.exceptions import MCPError
+
+        return MCPError
+    except ImportError:
+        from mcp.shared.exceptions import McpError
+
+        return McpError
+
+
+def _tool_error_class() -> Any:
+    try:
+        from mcp.server.mcpserver.exceptions import ToolError
+    except ImportError:
+        from mcp.server.fastmcp.exceptions import ToolError
+    return ToolError
+
+
+def build() -> Any:
+    import anyio
+    from mcp import types
+
+    server = _server_class()("flaky")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def fail(message: str) -> str:
+        """Fail with an isError result carrying `message`."""
+        raise _tool_error_class()(message)
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then say so."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds:g} s"
+
+    @server.tool()
+    def crash() -> str:
+        """Kill the server process mid-call."""
+        sys.stderr.write("flaky: crashing on purpose\n")
+        sys.stderr.flush()
+        os._exit(3)
+
+    @server.tool()
+    def protocol_error() -> str:
+        """Answer with a JSON-RPC error instead of a result."""
+        err = _error_class()
+        raise err(-32603, "flaky server: deliberate protocol error")
+
+    @server.tool()
+    def image() -> list[Any]:
+        """Return a caption and a 1x1 PNG."""
+        return [
+            types.TextContent(type="text", text="a tiny image"),
+            types.ImageContent(
+                type="image", data=base64.b64encode(PNG_1X1).decode(), mimeType="image/png"
+            ),
+        ]
+
+    @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
+
+    return server
+
+
+def main(argv: list[str]) -> None:
+    if "--exit-at-start" in argv:
+        sys.stderr.write("flaky: refusing to start (missing configuration)\n")
+        sys.exit(2)
+    if "--hang-at-start" in argv:
+        sys.stdin.read()  # never answers; exits when its stdin closes
+        return
+    server = build()
+    if "--http" in argv:
+        port = int(argv[argv.index("--http") + 1])
+        try:
+            server.run("streamable-http", host="127.0.0.1", port=port)
+        except TypeError:  # mcp 1.x: host and port are settings
+            server.settings.host = "127.0.0.1"
+            server.settings.port = port
+            server.run("streamable-http")
+        return
+    server.run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,165 @@
+"""End to end over real sockets: the agent, a real provider, the loopback mock server.
+
+Every fault the mock server can inject ends in the action DESIGN's table gives it, for both wire
+formats, with the conversation intact: retried faults leave exactly one user and one assistant
+message; final ones leave the history as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from nbagent import Agent, Budget, RetryPolicy
+from nbagent import errors as E
+from nbagent.events import Event, FallbackStarted, RetryScheduled
+from nbagent.mock import MockServer
+from nbagent.providers import AnthropicProvider, OpenAIProvider
+
+FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05, seed=1, max_retry_after=5)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MockServer]:
+    with MockServer() as s:
+        yield s
+
+
+def provider(fmt: str, server: MockServer, **kw: Any) -> Any:
+    if fmt == "anthropic":
+        return AnthropicProvider("demo", api_key="test-key", base_url=server.url, **kw)
+    return OpenAIProvider("demo", api_key="test-key", base_url=server.openai_base_url, **kw)
+
+
+def run(agent: Agent, prompt: str = "Tell me about backoff.") -> Any:
+    async def main() -> Any:
+        try:
+            return await agent.run(prompt, show=False)
+        finally:
+            await agent.aclose()
+
+    return asyncio.run(main())
+
+
+RETRIED = [
+    "429:retry_after=0.05",
+    "529",
+    "overloaded_midstream",
+    "500",
+    "502",
+    "503",
+    "504",
+    "close",
+    "drop_after_tokens=3",
+    "malformed",
+    "empty",
+    "stall=1.5",
+]
+FINAL = {
+    "quota": E.QuotaExceeded,
+    "401": E.AuthFailed,
+    "404": E.ModelNotFound,
+    "400": E.BadRequest,
+}
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+@pytest.mark.parametrize("fault", RETRIED)
+def test_retryable_faults_are_retried_and_the_reply_is_kept_once(
+    server: MockServer, fmt: str, fault: str
+) -> None:
+    server.set_faults([fault])
+    events: list[Event] = []
+    agent = Agent(provider(fmt, server, idle_timeout=0.4), retry=FAST, limiter=False,
+                  subscribers=[events.append])
+    result = run(agent)
+    assert result.final_text
+    assert [m.role for m in agent.history] == ["user", "assistant"]
+    assert agent.history[1].text == result.final_text
+    retries = [e for e in events if isinstance(e, RetryScheduled)]
+    assert len(retries) == 1, fault
+    frame = agent.attempts
+    assert frame["action"].tolist() == ["retry", "none"]
+    if fault.startswith("429"):
+        assert retries[0].retry_after_s == pytest.approx(0.05)
+    if fault == "stall=1.5":
+        assert retries[0].error == "TransportError" and "idle" in retries[0].message
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+@pytest.mark.parametrize(("fault", "error"), list(FINAL.items()))
+def test_final_faults_fail_at_once_with_history_intact(
+    server: MockServer, fmt: str, fault: str, error: type[E.ProviderError]
+) -> None:
+    server.set_faults([fault])
+    agent = Agent(provider(fmt, server), retry=FAST, limiter=False)
+    with pytest.raises(error):
+        run(agent)
+    assert agent.history == []
+    assert agent.attempts["action"].tolist() == ["fail"]
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+def test_overflow_with_nothing_to_shed_fails_with_the_servers_numbers(
+    server: MockServer, fmt: str
+) -> None:
+    server.set_faults(["overflow", "overflow", "overflow"])
+    agent = Agent(provider(fmt, server), retry=FAST, limiter=False)
+    with pytest.raises(E.ContextOverflow) as info:
+        run(agent)
+    assert info.value.tokens and info.value.limit and info.value.tokens > info.value.limit
+    assert agent.history == []
+
+
+def test_x_should_retry_header_overrides_the_table(server: MockServer) -> None:
+    server.set_faults(["400:should_retry=true"])
+    agent = Agent(provider("anthropic", server), retry=FAST, limiter=False)
+    assert run(agent).final_text
+    server.set_faults(["503:should_retry=false"])
+    agent = Agent(provider("anthropic", server), retry=FAST, limiter=False)
+    with pytest.raises(E.ServerError):
+        run(agent)
+
+
+def test_size_cap_makes_an_oversized_event_an_invalid_response(server: MockServer) -> None:
+    server.set_faults([])
+    agent = Agent(provider("anthropic", server, max_event_bytes=64), retry=FAST, limiter=False)
+    with pytest.raises(E.InvalidResponse):
+        run(agent)
+    assert agent.history == []
+
+
+def test_fallback_chain_across_servers_and_formats() -> None:
+    with MockServer(faults=["503", "503"]) as bad, MockServer() as good:
+        events: list[Event] = []
+        agent = Agent(
+            [provider("anthropic", bad), provider("openai", good)],
+            retry=RetryPolicy(max_attempts=2, initial_delay=0.01),
+            limiter=False,
+            subscribers=[events.append],
+        )
+        result = run(agent)
+    assert result.final_text
+    (fb,) = [e for e in events if isinstance(e, FallbackStarted)]
+    assert (fb.from_model, fb.to_model) == ("anthropic:demo", "openai:demo")
+    assert agent.attempts["action"].tolist() == ["retry", "fallback", "none"]
+
+
+def test_cost_budget_trips_on_a_priced_model(server: MockServer) -> None:
+    server.set_faults([])
+    from nbagent import tool
+
+    @tool
+    def calculator(expression: str) -> str:
+        """Arithmetic."""
+        return "395"
+
+    priced = AnthropicProvider("claude-sonnet-4-20250514", api_key="k", base_url=server.url)
+    agent = Agent(priced, tools=[calculator], retry=FAST, limiter=False,
+                  budget=Budget(max_cost_usd=1e-7))
+    with pytest.raises(E.BudgetExceeded) as info:
+        run(agent, "What is 17 * 23 + 4?")
+    assert info.value.limit == "max_cost_usd" and info.value.actual > 1e-7
