@@ -5,9 +5,10 @@ compact and retry, a tool error result the model can read, or a typed hard failu
 """
 
 from .agent import Agent, RunHandle, RunResult
+from .batch import BatchResult, amap, map
 from .budget import Budget, Usage
 from .clock import RealClock, VirtualClock
-from .compaction import StubOldToolOutput
+from .compaction import DefaultCompaction, StubOldToolOutput, Summarize, TokenEstimator
 from .errors import (
     Aborted,
     Action,
@@ -35,6 +36,8 @@ from .errors import (
     TransportError,
     classify,
 )
+from .limiter import RateLimiter, RetryBudget
+from .mcp_source import MCPSource
 from .messages import (
     ImageBlock,
     Message,
@@ -57,16 +60,19 @@ __all__ = [
     "Agent",
     "AuthFailed",
     "BadRequest",
+    "BatchResult",
     "Budget",
     "BudgetExceeded",
     "ConfigError",
     "ContentFiltered",
     "ContextOverflow",
+    "DefaultCompaction",
     "EmptyResponse",
     "HostError",
     "ImageBlock",
     "InvalidResponse",
     "LengthResumeExhausted",
+    "MCPSource",
     "Message",
     "ModelNotFound",
     "NbAgentError",
@@ -75,8 +81,10 @@ __all__ = [
     "ProviderError",
     "QuotaExceeded",
     "RateLimited",
+    "RateLimiter",
     "RealClock",
     "Reply",
+    "RetryBudget",
     "RetryPolicy",
     "RunHandle",
     "RunResult",
@@ -86,8 +94,10 @@ __all__ = [
     "SessionFileError",
     "StreamInterrupted",
     "StubOldToolOutput",
+    "Summarize",
     "TextBlock",
     "ThinkingBlock",
+    "TokenEstimator",
     "Tool",
     "ToolCall",
     "ToolOutcome",
@@ -99,9 +109,18 @@ __all__ = [
     "TransportError",
     "Usage",
     "VirtualClock",
+    "amap",
     "classify",
     "fault",
     "load_session",
+    "map",
     "save_session",
     "tool",
 ]
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """`%load_ext nbagent`: register the `%%agent` cell magic and `%agent_reset`."""
+    from .notebook.magic import load_ipython_extension as load
+
+    load(ipython)

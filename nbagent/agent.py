@@ -12,6 +12,7 @@ from the clock; everything that happens is an event on the bus, delivered before
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -28,10 +29,11 @@ from .errors import (
     ConfigError,
     ContextOverflow,
     EmptyResponse,
-    RateLimited,
+    HostError,
     LengthResumeExhausted,
     ModelNotFound,
     ProviderError,
+    RateLimited,
     StreamInterrupted,
     TransportError,
     classify,
@@ -56,6 +58,7 @@ from .events import (
     ThinkingDelta,
     ToolCallDelta,
 )
+from .limiter import RateLimiter, shared_limiter
 from .messages import Message, TextBlock, load_session, repair_tool_pairing, save_session
 from .providers.base import (
     Completed,
@@ -65,7 +68,6 @@ from .providers.base import (
     ThinkingPart,
     ToolCallPart,
 )
-from .limiter import RateLimiter, shared_limiter
 from .retry import RetryPolicy
 from .tools import Tool, Toolbox, ToolCall, ToolSource
 
@@ -106,12 +108,21 @@ class _Run:
 class _StreamFailed(Exception):
     """Internal: carries what a broken attempt had streamed before its error."""
 
-    def __init__(self, error: BaseException, text: str, thinking: str, ttft: float | None) -> None:
+    def __init__(
+        self,
+        error: BaseException,
+        text: str,
+        thinking: str,
+        ttft: float | None,
+        *,
+        paced: bool = False,
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.text = text
         self.thinking = thinking
         self.ttft = ttft
+        self.paced = paced  # the shared limiter's wait would pass the deadline; nothing was sent
 
 
 class Agent:
@@ -152,6 +163,19 @@ class Agent:
         )
         if not specs:
             raise ConfigError("model= needs at least one model, e.g. model='demo'")
+        subscribers, history = _check_arguments(
+            system=system,
+            clock=clock,
+            subscribers=subscribers,
+            max_tokens=max_tokens,
+            max_length_resumes=max_length_resumes,
+            max_compactions_per_step=max_compactions_per_step,
+            context_window=context_window,
+            compaction_threshold=compaction_threshold,
+            history=history,
+            options=options,
+            compaction=compaction,
+        )
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
         if retry is not None and not isinstance(retry, RetryPolicy):
@@ -219,11 +243,16 @@ class Agent:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Save the conversation (and its full transcript) atomically. No keys are stored."""
-        save_session(
-            path,
-            self.history,
-            {"models": self.models, "transcript": [m.to_dict() for m in self.transcript]},
-        )
+        try:
+            save_session(
+                path,
+                self.history,
+                {"models": self.models, "transcript": [m.to_dict() for m in self.transcript]},
+            )
+        except OSError as exc:
+            # strerror, not str(exc): the latter names the hidden temporary file, not `path`
+            why = exc.strerror or str(exc)
+            raise HostError(f"saving the session to {path} failed: {why}") from exc
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace the conversation with a saved one (tool calls without results are repaired)."""
@@ -260,7 +289,15 @@ class Agent:
     def start(self, prompt: str | Message, *, show: bool | None = None) -> RunHandle:
         """Run in a background task; the kernel stays responsive. Returns an awaitable handle."""
         loop = asyncio.get_running_loop()
-        task = loop.create_task(self.run(prompt, show=show))
+        if show is None:
+            show = _in_notebook()
+        if show:
+            # The widget is displayed here, from the calling cell: output a task displays
+            # after the cell has finished reaches no cell.
+            from .notebook.display import start_shown
+
+            return start_shown(self, prompt)[0]
+        task = loop.create_task(self._run_guarded(prompt))
         return RunHandle(task)
 
     def run_sync(self, prompt: str | Message, *, show: bool | None = None) -> RunResult:
@@ -279,8 +316,17 @@ class Agent:
             from .notebook.display import attach
 
             widget, detach = attach(self)
+
+        async def once() -> RunResult:
+            try:
+                return await self._run_guarded(prompt)
+            finally:
+                # This loop ends with the run: close the connections opened on it (the next
+                # run_sync gets a new loop and a new client), or their sockets leak.
+                await self.aclose()
+
         try:
-            return run_blocking(lambda: self._run_guarded(prompt))
+            return run_blocking(once)
         finally:
             if detach is not None:
                 detach()
@@ -292,6 +338,10 @@ class Agent:
         if self._run is not None:
             raise ConfigError(
                 "this agent is already running; await the running call, or use another Agent"
+            )
+        if not isinstance(prompt, (str, Message)):
+            raise ConfigError(
+                f"a prompt is a string or a Message.user(...), not {type(prompt).__name__}"
             )
         user = Message.user(prompt) if isinstance(prompt, str) else prompt
         if user.role != "user":
@@ -452,7 +502,7 @@ class Agent:
                 lim = self._limiter_for(provider)
                 try:
                     if lim is not None:
-                        await self._pace(lim, model)
+                        await self._pace(lim, model, provider.name, run.deadline)
                     completed, ttft = await self._stream_once(provider, request, attempt)
                 except asyncio.CancelledError:
                     self._emit(
@@ -473,14 +523,16 @@ class Agent:
                         err = policy.escalate(err)
                     action = classify(err)
                     budget_note = ""
-                    if lim is not None:
+                    if lim is not None and not failed.paced:
                         if isinstance(err, RateLimited):
                             lim.on_rate_limited(self.clock.now(), err.retry_after)
                         else:
                             lim.on_other()
                     if action is Action.RETRY:
-                        if lim is not None and not lim.budget.withdraw(
-                            timeout=isinstance(err, TransportError)
+                        if (
+                            lim is not None
+                            and not failed.paced
+                            and not lim.budget.withdraw(timeout=isinstance(err, TransportError))
                         ):
                             action = Action.FAIL
                             budget_note = " (retry budget exhausted: too many failures lately)"
@@ -582,8 +634,9 @@ class Agent:
         t0 = self.clock.now()
         ttft: float | None = None
         completed: Completed | None = None
+        stream = provider.stream(request)
         try:
-            async for part in provider.stream(request):
+            async for part in stream:
                 if ttft is None:
                     ttft = self.clock.now() - t0
                 if isinstance(part, TextPart):
@@ -623,6 +676,8 @@ class Agent:
             if isinstance(exc, OSError):
                 err = TransportError(str(exc) or type(exc).__name__, provider=provider.name)
             raise _StreamFailed(err, "".join(text), "".join(thinking), ttft) from exc
+        finally:
+            await _close_stream(stream)
         return completed, ttft
 
     def _limiter_for(self, provider: Provider) -> RateLimiter | None:
@@ -632,13 +687,38 @@ class Agent:
             return self.limiter
         return shared_limiter(provider, self.clock)
 
-    async def _pace(self, lim: RateLimiter, model: str) -> None:
-        """Wait for the shared limiter's slot; a paced wait is an event and a log row."""
+    async def _pace(
+        self, lim: RateLimiter, model: str, provider: str = "", deadline: float | None = None
+    ) -> None:
+        """Wait for the shared limiter's slot; a paced wait is an event and a log row.
+
+        Short holds behind a probe add up to one row. A reservation that a 429 voided while we
+        waited (the limiter's epoch moved on) is made again; a cancelled wait hands its slot back.
+        """
         held = 0.0
         while True:
+            epoch = lim.epoch
             delay, slot = lim.reserve(self.clock.now())
             if slot and delay <= 0:
                 break
+            past_deadline = deadline is not None and self.clock.now() + delay > deadline
+            if past_deadline or delay > self.retry.max_retry_after:
+                # A wait that would end past the run's deadline is not taken (DESIGN, "Retry
+                # policy"), nor one longer than a server may ask for: the attempt fails at once
+                # as the rate limit it waits for (a quota, when the wait is that long).
+                if slot:
+                    lim.release(self.clock.now(), epoch)
+                why = (
+                    "which ends past this run's wall-clock budget"
+                    if past_deadline
+                    else "because the provider asked everyone to wait that long"
+                )
+                err = RateLimited(
+                    f"the shared rate limiter asks to wait {delay:.3g} s before sending, {why}",
+                    provider=provider,
+                    retry_after=delay,
+                )
+                raise _StreamFailed(err, "", "", None, paced=True)
             if slot or delay > 0.05:
                 reason = (
                     "pacing to the provider's learned rate"
@@ -646,8 +726,13 @@ class Agent:
                     else ("the provider asked everyone to wait")
                 )
                 self._emit(PacedWait, delay_s=delay, model=model, reason=reason)
-                await self.clock.sleep(delay)
-                if slot:
+                try:
+                    await self.clock.sleep(delay)
+                except asyncio.CancelledError:
+                    if slot:
+                        lim.release(self.clock.now(), epoch)
+                    raise
+                if slot and lim.epoch == epoch:
                     break
                 continue
             held += delay
@@ -737,6 +822,19 @@ class Agent:
             )
             try:
                 completed, ttft = await self._stream_once(provider, request, attempt, quiet=True)
+            except asyncio.CancelledError:
+                self._emit(
+                    AttemptFailed,
+                    phase="compaction",
+                    attempt=attempt,
+                    max_attempts=policy.max_attempts,
+                    model=model,
+                    error="Aborted",
+                    message="cancelled",
+                    action="fail",
+                    cancelled=True,
+                )
+                raise
             except _StreamFailed as failed:
                 err = failed.error
                 if isinstance(err, ProviderError):
@@ -851,6 +949,16 @@ class RunHandle:
         return f"<RunHandle {state}>"
 
 
+async def _close_stream(stream: object) -> None:
+    """Close a provider stream the loop stopped reading early (a subscriber raised mid-stream),
+    and its HTTP response with it, now rather than whenever the garbage collector gets to it
+    (a notebook keeps the last exception, and with it the suspended stream, alive)."""
+    aclose = getattr(stream, "aclose", None)
+    if callable(aclose):
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
 def _partial_forbids_retry(mode: str, failed: _StreamFailed) -> bool:
     if mode == "never":
         return bool(failed.text or failed.thinking)
@@ -875,6 +983,73 @@ def _error_fields(err: BaseException) -> dict[str, Any]:
         "request_id": None,
         "retry_after_s": None,
     }
+
+
+def _check_arguments(
+    *,
+    system: Any,
+    clock: Any,
+    subscribers: Any,
+    max_tokens: Any,
+    max_length_resumes: Any,
+    max_compactions_per_step: Any,
+    context_window: Any,
+    compaction_threshold: Any,
+    history: Any,
+    options: Any,
+    compaction: Any,
+) -> tuple[list[Subscriber], list[Message]]:
+    """Arguments of a wrong kind, caught before anything runs: one sentence each on what to
+    change. (Out-of-range numbers are checked or normalised where they are used.) Returns the
+    subscribers and the history as lists (either may have been a one-shot iterator)."""
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if isinstance(max_tokens, bool):
+        raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
+    for name, value in (
+        ("max_length_resumes", max_length_resumes),
+        ("max_compactions_per_step", max_compactions_per_step),
+    ):
+        if not number(value) or value != int(value):
+            raise ConfigError(f"{name} must be a whole number such as 2, not {value!r}")
+    if isinstance(context_window, bool):
+        raise ConfigError(
+            f"context_window must be a positive number of tokens, not {context_window!r}"
+        )
+    if not number(compaction_threshold):
+        raise ConfigError(
+            "compaction_threshold is a share of the window in (0, 1] such as 0.85, "
+            f"not {compaction_threshold!r}"
+        )
+    if system is not None and not isinstance(system, str):
+        raise ConfigError(f"system= takes the system prompt as a string, not {system!r}")
+    if clock is not None and not isinstance(clock, Clock):
+        raise ConfigError(
+            f"clock= takes a clock such as VirtualClock() or RealClock(), not {clock!r}"
+        )
+    if callable(subscribers) or isinstance(subscribers, (str, bytes)):
+        raise ConfigError("subscribers= takes a list of callables, e.g. subscribers=[print]")
+    subscribers = list(subscribers)
+    for fn in subscribers:
+        if not callable(fn):
+            raise ConfigError(f"each subscriber must be a callable taking one event, not {fn!r}")
+    if not isinstance(history, (str, bytes, Message)):
+        history = list(history)
+    if not isinstance(history, list) or any(not isinstance(m, Message) for m in history):
+        raise ConfigError(
+            "history= takes a list of Message objects, e.g. "
+            "[Message.user('hi'), Message.assistant('hello')] (Message.from_dict reads dicts)"
+        )
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(f"options= takes a dict of request fields, not {options!r}")
+    if compaction is not None and not callable(getattr(compaction, "compact", None)):
+        raise ConfigError(
+            "compaction= takes a strategy such as DefaultCompaction() or StubOldToolOutput(), "
+            f"not {compaction!r}"
+        )
+    return subscribers, history
 
 
 def _resolve(spec: ModelSpec, *, api_key: str | None, base_url: str | None) -> Provider:

@@ -77,6 +77,8 @@ def estimate_cost(provider: str, model: str, usage: Usage) -> float | None:
 def _check_limit(name: str, value: float | None) -> float | None:
     if value is None:
         return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number, not {value!r}; use None for no limit")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -99,6 +101,11 @@ class Budget:
     def __post_init__(self) -> None:
         for name in ("max_cost_usd", "max_total_tokens", "max_wall_s", "max_turns"):
             _check_limit(name, getattr(self, name))
+        turns = self.max_turns
+        if turns is not None and (not math.isfinite(float(turns)) or turns != int(turns)):
+            raise ConfigError(
+                f"max_turns must be a whole number of turns, not {turns!r}; use None for no limit"
+            )
         if self.max_turns_warning is not None and (
             not isinstance(self.max_turns_warning, int) or self.max_turns_warning < 1
         ):

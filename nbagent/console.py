@@ -44,9 +44,8 @@ class ConsoleReporter:
             return
         status = self.state.status
         quiet = status.startswith(_QUIET_PREFIXES) or status.endswith(_QUIET_SUFFIXES)
-        if status != self._last and not quiet:
-            if not isinstance(event, RunFinished):
-                self._print(status)
+        if status != self._last and not quiet and not isinstance(event, RunFinished):
+            self._print(status)
         self._last = status
 
     def _print(self, line: str) -> None:

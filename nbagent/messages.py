@@ -234,7 +234,12 @@ def save_session(
         "meta": meta or {},
         "messages": [m.to_dict() for m in messages],
     }
-    data = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8")
+    try:
+        data = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (half of an emoji split across stream deltas) is not UTF-8: escape
+        # everything as \uXXXX, which json.loads turns back into exactly the same text.
+        data = json.dumps(doc, ensure_ascii=True, indent=1).encode("ascii")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

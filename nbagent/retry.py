@@ -81,6 +81,24 @@ class RetryPolicy:
         def put(name: str, value: object) -> None:
             object.__setattr__(self, name, value)
 
+        # Out-of-range numbers are normalised below; a value that is not a number at all is
+        # a mistake to point out, not to guess at.
+        for name in (
+            "max_attempts",
+            "initial_delay",
+            "max_delay",
+            "multiplier",
+            "max_retry_after",
+            "max_empty_retries",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ConfigError(
+                    f"RetryPolicy {name} must be a number, not {value!r}, "
+                    f"e.g. RetryPolicy({name}={getattr(RetryPolicy, name)!r})"
+                )
+            if name in ("max_attempts", "max_empty_retries") and not math.isfinite(value):
+                raise ConfigError(f"RetryPolicy {name} must be a whole number, not {value!r}")
         put("max_attempts", max(1, int(self.max_attempts)))
         if not self.initial_delay > 0:  # also catches NaN
             put("initial_delay", 0.0)
@@ -97,6 +115,10 @@ class RetryPolicy:
                     f"unknown jitter {jitter!r}: use 'full', 'equal', a fraction 0..1, or None"
                 )
         elif jitter is not None:
+            if not isinstance(jitter, (int, float)) or isinstance(jitter, bool):
+                raise ConfigError(
+                    f"unknown jitter {jitter!r}: use 'full', 'equal', a fraction 0..1, or None"
+                )
             f = float(jitter)
             put("jitter", None if not f > 0 else min(f, 1.0))
         if self.retry_after_partial not in ("always", "reasoning_only", "never"):

@@ -116,7 +116,9 @@ def tool(
             raise ConfigError(
                 f"tool name {tname!r} must be letters, digits, '_' or '-'; pass name=..."
             )
-        if timeout is not None and not timeout > 0:
+        if timeout is not None and (
+            not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0
+        ):
             raise ConfigError(f"tool `{tname}`: timeout must be a positive number of seconds")
         desc, schema = schema_from_function(f, tname)
         return Tool(tname, description or desc, schema, f, timeout)
@@ -187,6 +189,8 @@ class Toolbox:
     ) -> None:
         self.tools: dict[str, Tool] = {}
         self.sources: list[ToolSource] = []
+        if isinstance(tools, (Tool, ToolSource, str, bytes)) or callable(tools):
+            raise ConfigError("tools= takes a list of tools, e.g. tools=[calculator]")
         for t in tools:
             if isinstance(t, Tool):
                 item = t
@@ -200,8 +204,17 @@ class Toolbox:
             if item.name in self.tools:
                 raise ConfigError(f"two tools are named `{item.name}`; give one another name")
             self.tools[item.name] = item
+        if isinstance(allowed_tools, (str, bytes)):
+            raise ConfigError(
+                "allowed_tools= takes a list of tool names, e.g. "
+                f"allowed_tools=[{allowed_tools!r}], not a single string"
+            )
         self.allowed = None if allowed_tools is None else frozenset(allowed_tools)
-        if default_timeout is not None and not default_timeout > 0:
+        if default_timeout is not None and (
+            not isinstance(default_timeout, (int, float))
+            or isinstance(default_timeout, bool)
+            or not default_timeout > 0
+        ):
             raise ConfigError("tool_timeout must be a positive number of seconds")
         self.default_timeout = default_timeout
         self._source_specs: dict[str, tuple[ToolSource, ToolSpec]] = {}

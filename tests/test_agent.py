@@ -451,3 +451,10 @@ def test_bad_agent_arguments_say_what_to_change() -> None:
         Agent(ScriptedModel([]), retry={"max_attempts": 3})  # type: ignore[arg-type]
     with pytest.raises(E.ConfigError, match="model= takes a model string"):
         Agent(42)  # type: ignore[arg-type]
+
+
+def test_a_failing_session_save_is_a_host_error(tmp_path: Path) -> None:
+    agent, _, _, _ = make(["hi"])
+    run(agent)
+    with pytest.raises(E.HostError, match="saving the session"):
+        agent.save(tmp_path / "no-such-folder" / "s.json")

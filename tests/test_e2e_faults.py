@@ -73,8 +73,12 @@ def test_retryable_faults_are_retried_and_the_reply_is_kept_once(
 ) -> None:
     server.set_faults([fault])
     events: list[Event] = []
-    agent = Agent(provider(fmt, server, idle_timeout=0.4), retry=FAST, limiter=False,
-                  subscribers=[events.append])
+    agent = Agent(
+        provider(fmt, server, idle_timeout=0.4),
+        retry=FAST,
+        limiter=False,
+        subscribers=[events.append],
+    )
     result = run(agent)
     assert result.final_text
     assert [m.role for m in agent.history] == ["user", "assistant"]
@@ -158,8 +162,22 @@ def test_cost_budget_trips_on_a_priced_model(server: MockServer) -> None:
         return "395"
 
     priced = AnthropicProvider("claude-sonnet-4-20250514", api_key="k", base_url=server.url)
-    agent = Agent(priced, tools=[calculator], retry=FAST, limiter=False,
-                  budget=Budget(max_cost_usd=1e-7))
+    agent = Agent(
+        priced, tools=[calculator], retry=FAST, limiter=False, budget=Budget(max_cost_usd=1e-7)
+    )
     with pytest.raises(E.BudgetExceeded) as info:
         run(agent, "What is 17 * 23 + 4?")
     assert info.value.limit == "max_cost_usd" and info.value.actual > 1e-7
+
+
+def test_a_far_reset_blocks_the_shared_limiter_without_hanging_later_runs() -> None:
+    with MockServer(faults=["429:retry_after=3000"]) as s:
+        first = Agent(provider("anthropic", s), retry=FAST)
+        with pytest.raises(E.QuotaExceeded, match="Resets in 50 min"):
+            run(first)
+        # the next agent on the same provider and key is told at once, not left waiting 50 min
+        second = Agent(provider("anthropic", s), retry=FAST)
+        with pytest.raises(E.QuotaExceeded):
+            run(second)
+        assert len(s.requests) == 1
+        assert second.attempts["action"].tolist() == ["fail"]

@@ -218,9 +218,10 @@ def test_demo_uses_the_shared_mock_server() -> None:
         try:
             parts = [p async for p in provider.stream(ModelRequest((Message.user("hello"),)))]
         finally:
-            owned = provider._owned
+            owned = list(provider._owned.values())
             await provider.aclose()
-        assert owned is not None and owned.is_closed  # the client it created is closed
+        assert len(owned) == 1 and owned[0].is_closed  # the client it created is closed
+        assert not provider._owned
         last = parts[-1]
         assert isinstance(last, Completed)
         return last

@@ -122,7 +122,8 @@ def test_text_stream_fixture() -> None:
     served = run(make(), respond(fixture_text(TEXT), headers={**SSE, "request-id": "req_abc"}))
     assert served.error is None
     deltas = [p.text for p in served.parts if isinstance(p, TextPart)]
-    assert deltas == ["Hello", " there", "!"]
+    # the recording arrives in one read: its three deltas reach the agent as one part
+    assert deltas == ["Hello there!"]
     done = served.completed
     assert done.message == Message("assistant", (TextBlock("Hello there!"),))
     assert done.stop_reason == "end_turn"
@@ -135,6 +136,32 @@ def test_text_stream_fixture() -> None:
     assert sum(isinstance(p, Completed) for p in served.parts) == 1
 
 
+class _Pieces(httpx.AsyncByteStream):
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    async def __aiter__(self) -> Any:
+        for piece in self.pieces:
+            yield piece
+
+
+def test_deltas_that_arrive_in_separate_reads_stay_separate_parts() -> None:
+    events = fixture_text(TEXT).split("\n\n")
+    pieces = [(e + "\n\n").encode() for e in events if e.strip()]
+    served = run(make(), respond(stream=_Pieces(pieces)))
+    assert served.error is None
+    assert [p.text for p in served.parts if isinstance(p, TextPart)] == ["Hello", " there", "!"]
+    assert served.completed.message.text == "Hello there!"
+
+
+def test_a_crlf_split_across_reads_still_ends_its_line() -> None:
+    raw = fixture_text(TEXT).replace("\n", "\r\n").encode()
+    pieces = [raw[i : i + 7] for i in range(0, len(raw), 7)]  # splits land inside CRLFs too
+    served = run(make(), respond(stream=_Pieces(pieces)))
+    assert served.error is None
+    assert served.completed.message.text == "Hello there!"
+
+
 def test_tool_use_stream_fixture() -> None:
     served = run(make(), respond(fixture_text(TOOL)))
     done = served.completed
@@ -145,7 +172,9 @@ def test_tool_use_stream_fixture() -> None:
         "toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", {"location": "Paris"}
     )
     calls = [p for p in served.parts if isinstance(p, ToolCallPart)]
-    assert calls[0] == ToolCallPart(0, "toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", "")
+    assert calls[0] == ToolCallPart(
+        0, "toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", '{"location": "Paris"}'
+    )
     assert "".join(p.arguments for p in calls) == '{"location": "Paris"}'
     assert all(p.index == 0 for p in calls)
     assert (done.usage.input_tokens, done.usage.output_tokens) == (377, 65)

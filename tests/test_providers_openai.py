@@ -126,7 +126,13 @@ def test_parallel_tool_calls_fixture() -> None:
         ),
     )
     parts = [p for p in served.parts if isinstance(p, ToolCallPart)]
-    assert parts[0] == ToolCallPart(0, "call_JMW1whyEaYG438VE1OIflxA2", "GetWeatherArgs", "")
+    # one read: each call's start and its argument fragments reach the agent as one part
+    assert parts[0] == ToolCallPart(
+        0,
+        "call_JMW1whyEaYG438VE1OIflxA2",
+        "GetWeatherArgs",
+        '{"city": "Edinburgh", "country": "GB", "units": "c"}',
+    )
     assert {p.index for p in parts} == {0, 1}
     second = "".join(p.arguments for p in parts if p.index == 1)
     assert json.loads(second) == {"ticker": "AAPL", "exchange": "NASDAQ"}

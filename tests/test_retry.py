@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from email.utils import format_datetime
 from datetime import datetime, timezone
+from email.utils import format_datetime
 
 import pytest
 

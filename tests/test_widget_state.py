@@ -448,3 +448,47 @@ def test_fallback_representation_for_frontends_without_widgets() -> None:
     view = make_view(widget)
     view_data, _ = view._repr_mimebundle_()
     assert view_data["text/plain"] == data["text/plain"]
+
+
+def test_a_wait_cut_short_by_cancellation_counts_only_the_time_waited() -> None:
+    from nbagent.events import (
+        AttemptFailed,
+        AttemptStarted,
+        RetryScheduled,
+        RunFinished,
+        RunStarted,
+    )
+
+    state = TimelineState()
+    state(RunStarted(run_id="r", time=0.0, prompt="hi", model="demo"))
+    state(AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"))
+    state(
+        AttemptFailed(
+            run_id="r",
+            time=0.5,
+            attempt=1,
+            max_attempts=4,
+            error="RateLimited",
+            status_code=429,
+            action="retry",
+            retry_after_s=30.0,
+        )
+    )
+    state(
+        RetryScheduled(
+            run_id="r",
+            time=0.5,
+            attempt=1,
+            next_attempt=2,
+            max_attempts=4,
+            delay_s=30.0,
+            retry_after_s=30.0,
+            error="RateLimited",
+            status_code=429,
+        )
+    )
+    state(RunFinished(run_id="r", time=2.5, end_reason="cancelled", error="Aborted"))
+    snap = state.snapshot()
+    (wait,) = snap["waits"]
+    assert wait["end"] == 2.5 and wait["delay_s"] == 2.0 and wait["cut"] is True
+    assert snap["summary"]["waiting_s"] == 2.0

@@ -63,7 +63,7 @@ class _HTTPServer(ThreadingHTTPServer):
         thread = threading.Thread(
             target=self._serve_connection,
             args=(request, client_address),
-            name="nbagent-mock-conn",
+            name=f"nbagent-mock-conn-{self.server_address[1]}",
             daemon=True,
         )
         with self._conn_lock:
@@ -138,7 +138,7 @@ class MockServer:
             httpd = _HTTPServer(self._port, self)
             thread = threading.Thread(
                 target=httpd.run,
-                name="nbagent-mock-server",
+                name=f"nbagent-mock-server-{httpd.server_address[1]}",
                 daemon=True,
             )
             self._httpd, self._thread = httpd, thread

@@ -6,29 +6,80 @@ The widget is a subscriber like any other; the Stop button cancels the task runn
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..errors import Aborted
 from ..messages import Message
-from .widget import TimelineWidget, make_view
+from .widget import AgentView, TimelineWidget, make_view
 
 if TYPE_CHECKING:
-    from ..agent import Agent, RunResult
+    from ..agent import Agent, RunHandle, RunResult
 
-__all__ = ["attach", "show_run"]
+__all__ = ["attach", "display_view", "show_run", "start_shown"]
+
+
+def display_view(on_stop: Callable[[], None] | None = None) -> AgentView:
+    """Display a Stop button and an empty timeline under the current cell (not subscribed)."""
+    from IPython.display import display
+
+    view = make_view(TimelineWidget(), on_stop=on_stop)
+    display(view)  # type: ignore[no-untyped-call]
+    return view
 
 
 def attach(
     agent: Agent, on_stop: Callable[[], None] | None = None
 ) -> tuple[TimelineWidget, Callable[[], None]]:
     """Display a timeline under the current cell and subscribe it; returns (widget, detach)."""
-    from IPython.display import display
+    widget = display_view(on_stop).timeline
+    return widget, agent.subscribe(widget)
 
-    widget = TimelineWidget()
-    detach = agent.subscribe(widget)
-    display(make_view(widget, on_stop=on_stop))  # type: ignore[no-untyped-call]
-    return widget, detach
+
+def start_shown(
+    agent: Agent,
+    prompt: str | Message,
+    *,
+    before: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[RunHandle, AgentView]:
+    """Show the timeline now and run in a background task; Stop cancels the task.
+
+    The view is displayed by the caller (the cell), not by the task: a task runs after the
+    cell has finished, when ipykernel no longer routes its display output to any cell. The
+    widget subscribes when the run begins, after `before()` (e.g. waiting for a queued run).
+    """
+    from ..agent import RunHandle
+
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[RunResult]] = []
+
+    def stop() -> None:
+        for task in tasks:
+            task.cancel()
+
+    view = display_view(stop)
+    widget = view.timeline
+
+    async def go() -> RunResult:
+        if before is not None:
+            await before()
+        detach = agent.subscribe(widget)
+        try:
+            return await agent.run(prompt, show=False)
+        finally:
+            detach()
+            widget.flush()
+
+    task = loop.create_task(go())
+    task.add_done_callback(_retrieve)
+    tasks.append(task)
+    return RunHandle(task), view
+
+
+def _retrieve(task: asyncio.Task[RunResult]) -> None:
+    """Mark a failure as seen (the timeline shows it; awaiting the handle raises it)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def show_run(agent: Agent, prompt: str | Message) -> RunResult:

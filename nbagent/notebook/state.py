@@ -690,6 +690,10 @@ class TimelineState:
             k: b for k, b in self._open_tools.items() if b["run_id"] != event.run_id
         }
         self._open_compaction.pop(event.run_id, None)
+        if t is not None:
+            for wait in self._waits:  # a wait the run did not live to finish is cut short
+                if wait["run_id"] == event.run_id and wait["end"] > t:
+                    wait.update(end=t, delay_s=max(0.0, t - wait["start"]), cut=True)
         for entry in self._conversation:
             if entry.get("run_id") == event.run_id:
                 entry.pop("pending", None)

@@ -31,6 +31,7 @@ from .sse import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_EVENT_BYTES,
     HTTPProvider,
+    PartBuffer,
 )
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
@@ -206,106 +207,116 @@ class AnthropicProvider(HTTPProvider):
         stop_reason: str | None = None
         answered_model: str | None = None
         finished = False
-        async with self._open(self.url, content) as es, aclosing(es.events()) as events:
-            async for event in events:
-                if event.event == "ping":
-                    continue
-                data = es.json(event)
-                kind = data.get("type", event.event)
-                if kind == "ping":
-                    continue
-                if kind == "error" or event.event == "error":
-                    raise error_from_payload(self.name, data, es.headers, secrets=self._secrets)
-                if kind == "message_start":
-                    msg = data.get("message")
-                    if isinstance(msg, dict):
-                        if isinstance(msg.get("model"), str):
-                            answered_model = msg["model"]
-                        usage = msg.get("usage")
+        buf = PartBuffer()
+        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    if event.event == "ping":
+                        continue
+                    data = es.json(event)
+                    kind = data.get("type", event.event)
+                    if kind == "ping":
+                        continue
+                    if kind == "error" or event.event == "error":
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise error_from_payload(self.name, data, es.headers, secrets=self._secrets)
+                    if kind == "message_start":
+                        msg = data.get("message")
+                        if isinstance(msg, dict):
+                            if isinstance(msg.get("model"), str):
+                                answered_model = msg["model"]
+                            usage = msg.get("usage")
+                            if isinstance(usage, dict):
+                                input_tokens = _int(usage.get("input_tokens")) or 0
+                                output_tokens = _int(usage.get("output_tokens")) or 0
+                                cache_read = _int(usage.get("cache_read_input_tokens")) or 0
+                                cache_write = _int(usage.get("cache_creation_input_tokens")) or 0
+                    elif kind == "content_block_start":
+                        index = data.get("index")
+                        cb = data.get("content_block")
+                        if not isinstance(index, int) or not isinstance(cb, dict):
+                            raise es.bad_data(event, "content_block_start without index or block")
+                        btype = cb.get("type")
+                        state = _BlockState(kind=str(btype))
+                        if btype == "text":
+                            text = cb.get("text")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(TextPart(text))
+                        elif btype == "thinking":
+                            text = cb.get("thinking")
+                            sig = cb.get("signature")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(ThinkingPart(text))
+                            if isinstance(sig, str) and sig:
+                                state.signature.append(sig)
+                        elif btype == "tool_use":
+                            state.tool_id = str(cb.get("id") or f"toolu_{index}")
+                            state.tool_name = str(cb.get("name") or "")
+                            state.tool_index = tool_calls
+                            tool_calls += 1
+                            initial = cb.get("input")
+                            if isinstance(initial, dict) and initial:
+                                state.text.append(json.dumps(initial))
+                            buf.add(
+                                ToolCallPart(state.tool_index, state.tool_id, state.tool_name, "")
+                            )
+                        if index not in blocks:
+                            order.append(index)
+                        blocks[index] = state
+                    elif kind == "content_block_delta":
+                        index = data.get("index")
+                        delta = data.get("delta")
+                        state_or_none = blocks.get(index) if isinstance(index, int) else None
+                        if state_or_none is None or not isinstance(delta, dict):
+                            raise es.bad_data(event, "delta for a content block that never started")
+                        state = state_or_none
+                        dtype = delta.get("type")
+                        if dtype == "text_delta":
+                            text = delta.get("text")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(TextPart(text))
+                        elif dtype == "thinking_delta":
+                            text = delta.get("thinking")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(ThinkingPart(text))
+                        elif dtype == "signature_delta":
+                            sig = delta.get("signature")
+                            if isinstance(sig, str) and sig:
+                                state.signature.append(sig)
+                                buf.add(ThinkingPart("", signature=sig))
+                        elif dtype == "input_json_delta":
+                            frag = delta.get("partial_json")
+                            if isinstance(frag, str) and frag:
+                                state.text.append(frag)
+                                buf.add(ToolCallPart(state.tool_index, arguments=frag))
+                    elif kind == "message_delta":
+                        delta = data.get("delta")
+                        if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+                            stop_reason = delta["stop_reason"]
+                        usage = data.get("usage")
                         if isinstance(usage, dict):
-                            input_tokens = _int(usage.get("input_tokens")) or 0
-                            output_tokens = _int(usage.get("output_tokens")) or 0
-                            cache_read = _int(usage.get("cache_read_input_tokens")) or 0
-                            cache_write = _int(usage.get("cache_creation_input_tokens")) or 0
-                elif kind == "content_block_start":
-                    index = data.get("index")
-                    cb = data.get("content_block")
-                    if not isinstance(index, int) or not isinstance(cb, dict):
-                        raise es.bad_data(event, "content_block_start without index or block")
-                    btype = cb.get("type")
-                    state = _BlockState(kind=str(btype))
-                    if btype == "text":
-                        text = cb.get("text")
-                        if isinstance(text, str) and text:
-                            state.text.append(text)
-                            yield TextPart(text)
-                    elif btype == "thinking":
-                        text = cb.get("thinking")
-                        sig = cb.get("signature")
-                        if isinstance(text, str) and text:
-                            state.text.append(text)
-                            yield ThinkingPart(text)
-                        if isinstance(sig, str) and sig:
-                            state.signature.append(sig)
-                    elif btype == "tool_use":
-                        state.tool_id = str(cb.get("id") or f"toolu_{index}")
-                        state.tool_name = str(cb.get("name") or "")
-                        state.tool_index = tool_calls
-                        tool_calls += 1
-                        initial = cb.get("input")
-                        if isinstance(initial, dict) and initial:
-                            state.text.append(json.dumps(initial))
-                        yield ToolCallPart(state.tool_index, state.tool_id, state.tool_name, "")
-                    if index not in blocks:
-                        order.append(index)
-                    blocks[index] = state
-                elif kind == "content_block_delta":
-                    index = data.get("index")
-                    delta = data.get("delta")
-                    state_or_none = blocks.get(index) if isinstance(index, int) else None
-                    if state_or_none is None or not isinstance(delta, dict):
-                        raise es.bad_data(event, "delta for a content block that never started")
-                    state = state_or_none
-                    dtype = delta.get("type")
-                    if dtype == "text_delta":
-                        text = delta.get("text")
-                        if isinstance(text, str) and text:
-                            state.text.append(text)
-                            yield TextPart(text)
-                    elif dtype == "thinking_delta":
-                        text = delta.get("thinking")
-                        if isinstance(text, str) and text:
-                            state.text.append(text)
-                            yield ThinkingPart(text)
-                    elif dtype == "signature_delta":
-                        sig = delta.get("signature")
-                        if isinstance(sig, str) and sig:
-                            state.signature.append(sig)
-                            yield ThinkingPart("", signature=sig)
-                    elif dtype == "input_json_delta":
-                        frag = delta.get("partial_json")
-                        if isinstance(frag, str) and frag:
-                            state.text.append(frag)
-                            yield ToolCallPart(state.tool_index, arguments=frag)
-                elif kind == "message_delta":
-                    delta = data.get("delta")
-                    if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-                        stop_reason = delta["stop_reason"]
-                    usage = data.get("usage")
-                    if isinstance(usage, dict):
-                        # cumulative counts: the latest value replaces the earlier one
-                        if _int(usage.get("output_tokens")) is not None:
-                            output_tokens = usage["output_tokens"]
-                        if _int(usage.get("input_tokens")) is not None:
-                            input_tokens = usage["input_tokens"]
-                        if _int(usage.get("cache_read_input_tokens")) is not None:
-                            cache_read = usage["cache_read_input_tokens"]
-                        if _int(usage.get("cache_creation_input_tokens")) is not None:
-                            cache_write = usage["cache_creation_input_tokens"]
-                elif kind == "message_stop":
-                    finished = True
+                            # cumulative counts: the latest value replaces the earlier one
+                            if _int(usage.get("output_tokens")) is not None:
+                                output_tokens = usage["output_tokens"]
+                            if _int(usage.get("input_tokens")) is not None:
+                                input_tokens = usage["input_tokens"]
+                            if _int(usage.get("cache_read_input_tokens")) is not None:
+                                cache_read = usage["cache_read_input_tokens"]
+                            if _int(usage.get("cache_creation_input_tokens")) is not None:
+                                cache_write = usage["cache_creation_input_tokens"]
+                    elif kind == "message_stop":
+                        finished = True
+                        break
+                    # content_block_stop and unknown event types need nothing
+                for part in buf.take():
+                    yield part
+                if finished:
                     break
-                # content_block_stop and unknown event types need nothing
             request_id = es.request_id
             headers = es.headers
         if not finished:

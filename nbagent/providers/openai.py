@@ -35,6 +35,7 @@ from .sse import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_EVENT_BYTES,
     HTTPProvider,
+    PartBuffer,
 )
 
 __all__ = ["OpenAIProvider", "build_openai_body", "messages_to_openai"]
@@ -225,57 +226,67 @@ class OpenAIProvider(HTTPProvider):
         done = False
         answered_model: str | None = None
         input_tokens = output_tokens = cache_read = 0
-        async with self._open(self.url, content) as es, aclosing(es.events()) as events:
-            async for event in events:
-                if event.data.strip() == "[DONE]":
-                    done = True
+        buf = PartBuffer()
+        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    if event.data.strip() == "[DONE]":
+                        done = True
+                        break
+                    if not event.data.strip():
+                        continue
+                    data = es.json(event)
+                    if event.event == "error" or data.get("error"):
+                        payload = data if "error" in data else {"error": data}
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise error_from_payload(
+                            self.name, payload, es.headers, secrets=self._secrets
+                        )
+                    if isinstance(data.get("model"), str) and data["model"]:
+                        answered_model = data["model"]
+                    usage = data.get("usage")
+                    if isinstance(usage, dict):
+                        input_tokens = _int(usage.get("prompt_tokens")) or 0
+                        output_tokens = _int(usage.get("completion_tokens")) or 0
+                        details = usage.get("prompt_tokens_details")
+                        if isinstance(details, dict):
+                            cache_read = _int(details.get("cached_tokens")) or 0
+                    choices = data.get("choices")
+                    if not isinstance(choices, list) or not choices:
+                        continue
+                    choice = choices[0]
+                    if not isinstance(choice, dict):
+                        raise es.bad_data(event, "a choice is not an object")
+                    delta = choice.get("delta")
+                    if isinstance(delta, dict):
+                        for key in ("reasoning_content", "reasoning"):
+                            r = delta.get(key)
+                            if isinstance(r, str) and r:
+                                thinking.append(r)
+                                buf.add(ThinkingPart(r))
+                                break
+                        c = delta.get("content")
+                        if isinstance(c, str) and c:
+                            text.append(c)
+                            buf.add(TextPart(c))
+                        ref = delta.get("refusal")
+                        if isinstance(ref, str) and ref:
+                            refusal.append(ref)
+                        tcs = delta.get("tool_calls")
+                        if isinstance(tcs, list):
+                            for tc in tcs:
+                                if isinstance(tc, dict):
+                                    call_part = self._tool_delta(tc, calls)
+                                    if call_part is not None:
+                                        buf.add(call_part)
+                    fr = choice.get("finish_reason")
+                    if isinstance(fr, str) and fr:
+                        finish = fr
+                for part in buf.take():
+                    yield part
+                if done:
                     break
-                if not event.data.strip():
-                    continue
-                data = es.json(event)
-                if event.event == "error" or data.get("error"):
-                    payload = data if "error" in data else {"error": data}
-                    raise error_from_payload(self.name, payload, es.headers, secrets=self._secrets)
-                if isinstance(data.get("model"), str) and data["model"]:
-                    answered_model = data["model"]
-                usage = data.get("usage")
-                if isinstance(usage, dict):
-                    input_tokens = _int(usage.get("prompt_tokens")) or 0
-                    output_tokens = _int(usage.get("completion_tokens")) or 0
-                    details = usage.get("prompt_tokens_details")
-                    if isinstance(details, dict):
-                        cache_read = _int(details.get("cached_tokens")) or 0
-                choices = data.get("choices")
-                if not isinstance(choices, list) or not choices:
-                    continue
-                choice = choices[0]
-                if not isinstance(choice, dict):
-                    raise es.bad_data(event, "a choice is not an object")
-                delta = choice.get("delta")
-                if isinstance(delta, dict):
-                    for key in ("reasoning_content", "reasoning"):
-                        r = delta.get(key)
-                        if isinstance(r, str) and r:
-                            thinking.append(r)
-                            yield ThinkingPart(r)
-                            break
-                    c = delta.get("content")
-                    if isinstance(c, str) and c:
-                        text.append(c)
-                        yield TextPart(c)
-                    ref = delta.get("refusal")
-                    if isinstance(ref, str) and ref:
-                        refusal.append(ref)
-                    tcs = delta.get("tool_calls")
-                    if isinstance(tcs, list):
-                        for tc in tcs:
-                            if isinstance(tc, dict):
-                                part = self._tool_delta(tc, calls)
-                                if part is not None:
-                                    yield part
-                fr = choice.get("finish_reason")
-                if isinstance(fr, str) and fr:
-                    finish = fr
             request_id = es.request_id
             headers = es.headers
         if not done:

@@ -19,6 +19,7 @@ Failures come out typed:
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import math
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx
-from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
+from httpx_sse import ServerSentEvent, aconnect_sse
 
 from ..errors import (
     ConfigError,
@@ -41,7 +42,7 @@ from ..errors import (
     StreamInterrupted,
     TransportError,
 )
-from .base import ModelRequest, StreamPart
+from .base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from .errors_http import error_from_response, redact, request_id_from
 
 __all__ = [
@@ -221,7 +222,7 @@ class _BoundedStream(httpx.AsyncByteStream):
     def __init__(self, stream: EventStream) -> None:
         self._s = stream
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def __aiter__(self) -> AsyncGenerator[bytes, None]:
         s = self._s
         cap = s.limits.max_event_bytes
         pending = 0  # bytes of the event being received so far
@@ -280,6 +281,7 @@ class EventStream:
         self.provider = provider
         self.limits = limits
         self.secrets = secrets
+        self.at_batch_end = False
 
     @property
     def headers(self) -> httpx.Headers:
@@ -319,20 +321,127 @@ class EventStream:
     def interrupted(self, message: str) -> StreamInterrupted:
         return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
 
+    async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
+        """The events, a list per network read: what arrived together is parsed together, so
+        a provider can hand the agent one part for many small deltas."""
+        parser = SSEParser()
+        async with contextlib.aclosing(_BoundedStream(self).__aiter__()) as chunks:
+            async for chunk in chunks:
+                batch = parser.feed(chunk)
+                if batch:
+                    yield batch
+        tail = parser.feed(b"", final=True)
+        if tail:
+            yield tail
+
     async def events(self) -> AsyncGenerator[ServerSentEvent, None]:
-        bounded = httpx.Response(
-            self.response.status_code,
-            headers={"content-type": "text/event-stream"},
-            stream=_BoundedStream(self),
-        )
-        source = EventSource(bounded)
-        it = source.aiter_sse()
-        try:
-            async for event in it:
-                yield event
-        finally:
-            await it.aclose()
-            await bounded.aclose()
+        """The events one by one; `at_batch_end` is true on the last of each network read."""
+        async with contextlib.aclosing(self.batches()) as batches:
+            async for batch in batches:
+                last = len(batch) - 1
+                for i, event in enumerate(batch):
+                    self.at_batch_end = i == last
+                    yield event
+
+
+class SSEParser:
+    """Server-sent events from bytes, as the WHATWG event-stream rules read them.
+
+    Lines end at CRLF, LF or CR; a blank line dispatches the event; `:` lines are comments;
+    `data` lines join with newlines; unknown fields are ignored. Incremental: `feed` takes each
+    chunk as it comes and returns the events it completed.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._tail = ""
+        self._event = ""
+        self._data: list[str] = []
+        self._id = ""
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes, *, final: bool = False) -> list[ServerSentEvent]:
+        text = self._tail + self._decoder.decode(chunk, final)
+        self._tail = ""
+        if not final and text.endswith("\r"):
+            self._tail, text = "\r", text[:-1]  # may be the first half of a CRLF
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        rest = lines.pop()  # the line still being received
+        if final:
+            lines += [rest, ""] if rest else [""]
+        else:
+            self._tail = rest + self._tail
+        out: list[ServerSentEvent] = []
+        for line in lines:
+            if not line:
+                if self._data or self._event:
+                    out.append(
+                        ServerSentEvent(
+                            event=self._event,
+                            data="\n".join(self._data),
+                            id=self._id,
+                            retry=self._retry,
+                        )
+                    )
+                self._event, self._data, self._retry = "", [], None
+                continue
+            if line[0] == ":":
+                continue
+            field, _, value = line.partition(":")
+            if value[:1] == " ":
+                value = value[1:]
+            if field == "data":
+                self._data.append(value)
+            elif field == "event":
+                self._event = value
+            elif field == "id":
+                if "\0" not in value:
+                    self._id = value
+            elif field == "retry" and value.isdigit():
+                self._retry = int(value)
+        return out
+
+
+class PartBuffer:
+    """Deltas that arrived together, merged: consecutive text (or thinking, or one tool call's
+    argument fragments) become one part, so a fast stream does not cost one event per token."""
+
+    def __init__(self) -> None:
+        self.parts: list[StreamPart] = []
+
+    def add(self, part: StreamPart) -> None:
+        parts = self.parts
+        if parts:
+            last = parts[-1]
+            if type(part) is TextPart and type(last) is TextPart:
+                parts[-1] = TextPart(last.text + part.text)
+                return
+            if (
+                type(part) is ThinkingPart
+                and type(last) is ThinkingPart
+                and not part.signature
+                and not last.signature
+            ):
+                parts[-1] = ThinkingPart(last.text + part.text)
+                return
+            if (
+                type(part) is ToolCallPart
+                and type(last) is ToolCallPart
+                and part.index == last.index
+                and not part.call_id
+                and not part.name
+            ):
+                parts[-1] = ToolCallPart(
+                    last.index, last.call_id, last.name, last.arguments + part.arguments
+                )
+                return
+        parts.append(part)
+
+    def take(self) -> list[StreamPart]:
+        parts, self.parts = self.parts, []
+        return parts
 
 
 class HTTPProvider:
@@ -381,8 +490,11 @@ class HTTPProvider:
         self.base_url = check_base_url(base_url)
         self._api_key = api_key or None
         self._client = client
-        self._owned: httpx.AsyncClient | None = None
-        self._owned_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        # one client per event loop: a client's connections belong to the loop that opened them
+        # (each asyncio.run has its own, and a notebook mixes the kernel's loop with run_sync's)
+        self._owned: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
         self.limits = Limits(
             float(connect_timeout), float(idle_timeout), max_body_bytes, max_event_bytes
         )
@@ -409,31 +521,30 @@ class HTTPProvider:
         if self._client is not None:
             return self._client
         loop = asyncio.get_running_loop()
-        if self._owned is None or self._owned_loop is None or self._owned_loop() is not loop:
-            # A client's connections belong to the loop that opened them (each asyncio.run
-            # has its own), so a new loop gets a new client.
-            self._owned = httpx.AsyncClient(timeout=self.limits.httpx_timeout())
-            self._owned_loop = weakref.ref(loop)
-        return self._owned
+        client = self._owned.get(loop)
+        if client is None:
+            client = self._owned[loop] = httpx.AsyncClient(timeout=self.limits.httpx_timeout())
+        return client
 
     async def aclose(self) -> None:
-        """Close the client this provider created (a client passed in stays open)."""
-        client, self._owned = self._owned, None
-        ref, self._owned_loop = self._owned_loop, None
-        if client is None:
-            return
+        """Close the client this provider created for the running loop (one passed in stays
+        open); clients of other loops are closed when those loops run `aclose` themselves."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:  # pragma: no cover - aclose is awaited, so a loop runs
-            running = None
-        if ref is not None and ref() is running:
+            return
+        client = self._owned.pop(running, None)
+        if client is not None:
             await client.aclose()
 
     # -- request ---------------------------------------------------------------------------
 
     def _encode(self, body: dict[str, Any]) -> bytes:
         try:
-            return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            try:
+                return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate in the text: send it \u-escaped
+                return json.dumps(body, ensure_ascii=True, allow_nan=False).encode("ascii")
         except (TypeError, ValueError) as exc:
             raise ConfigError(
                 f"the request cannot be encoded as JSON ({exc}): "

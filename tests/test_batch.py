@@ -1,0 +1,105 @@
+"""`nbagent.batch.map`: one agent per prompt under the shared limiter, one results frame."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pandas as pd
+import pytest
+
+from nbagent import ConfigError
+from nbagent.batch import RESULT_COLUMNS, BatchProgress, BatchResult, amap, map
+from nbagent.limiter import reset_shared_limiters
+from nbagent.mock import RateLimit, serve
+
+
+@pytest.fixture(autouse=True)
+def _fresh_limiters() -> Iterator[None]:
+    reset_shared_limiters()
+    yield
+    reset_shared_limiters()
+
+
+def test_map_over_a_list_against_a_rate_limited_server() -> None:
+    prompts = [f"What is {i} * 7?" for i in range(10)]
+    with serve(rate_limit=RateLimit(requests_per_s=40, burst=2)) as server:
+        out = map(prompts, model="demo", base_url=server.url, concurrency=4, show=False)
+        statuses = [r.status for r in server.requests]
+    assert isinstance(out, BatchResult)
+    df = out.results
+    assert list(df.columns) == list(RESULT_COLUMNS)
+    assert df["prompt"].tolist() == prompts  # prompt order, whatever the finishing order
+    assert df["error"].isna().all()
+    assert (df["end_reason"] == "end_turn").all()
+    assert df["final_text"].str.len().gt(0).all()
+    assert (df["input_tokens"] > 0).all() and (df["turns"] >= 1).all()
+    assert set(out.attempts["run_id"]) >= set(df["run_id"])
+    assert sorted(set(out.attempts["prompt_index"])) == list(range(10))
+    assert statuses.count(200) >= 10
+    assert len(out) == 10 and "10/10 prompts ok" in repr(out)
+    assert "<table" in out._repr_html_()
+
+
+def test_map_over_a_dataframe_column_keeps_the_index() -> None:
+    frame = pd.DataFrame(
+        {"id": [1, 2, 3], "question": ["Say hi.", "What is 2 + 2?", "Say bye."]},
+        index=["a", "b", "c"],
+    )
+    with serve() as server:
+        out = map(frame, column="question", base_url=server.url, show=False)
+    assert out.results.index.tolist() == ["a", "b", "c"]
+    assert out.results["prompt"].tolist() == frame["question"].tolist()
+    joined = frame.join(out.results[["final_text"]])
+    assert joined["final_text"].notna().all()
+    with pytest.raises(ConfigError, match="column"):
+        map(frame, show=False)
+
+
+def test_a_prompt_that_fails_hard_does_not_stop_the_others() -> None:
+    with serve(faults=["ok", "401", "ok"]) as server:
+        out = map(
+            ["one", "two", "three"],
+            base_url=server.url,
+            api_key="sk-very-secret-key",
+            concurrency=1,
+            show=False,
+        )
+    df = out.results
+    assert df["error"].tolist()[1] == "AuthFailed"
+    assert df["end_reason"].tolist() == ["end_turn", "error", "end_turn"]
+    assert df["error_message"].notna().tolist() == [False, True, False]
+    assert df["final_text"].isna().tolist() == [False, True, False]
+    assert len(out.ok) == 2 and len(out.failed) == 1
+    text = df.to_csv() + out.attempts.to_csv() + repr(out) + out.limiter
+    assert "sk-very-secret-key" not in text
+
+
+def test_amap_in_a_running_loop_and_progress_counts() -> None:
+    seen: list[tuple[int, int]] = []
+
+    async def main(url: str) -> BatchResult:
+        return await amap(["a", "b"], base_url=url, show=False, subscribers=[_count(seen)])
+
+    with serve(faults=["503", "ok", "ok"]) as server:
+        out = asyncio.run(main(server.url))
+    assert out.results["error"].isna().all()
+    assert int((out.attempts["action"] == "retry").sum()) == 1
+    assert seen  # extra subscribers see every agent's events
+
+
+def _count(seen: list[tuple[int, int]]) -> BatchProgress:
+    progress = BatchProgress(total=2)
+    progress.on_change = lambda p, final: seen.append((p.done, p.retries))
+    return progress
+
+
+def test_bad_arguments_fail_before_anything_is_sent() -> None:
+    with pytest.raises(ConfigError):
+        map(["x"], model="nonsense:model", show=False)
+    with pytest.raises(ConfigError, match="concurrency"):
+        map(["x"], concurrency=0, show=False)
+    with pytest.raises(ConfigError, match="many prompts"):
+        map("one prompt", show=False)
+    with serve() as server:  # (not the process-wide demo server: it would outlive the test)
+        assert len(map([], base_url=server.url, show=False)) == 0

@@ -1,0 +1,285 @@
+"""The shared client-side rate limiter and the retry budget."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections.abc import Iterator
+
+import pytest
+
+from nbagent import Agent, RateLimiter, RetryBudget, RetryPolicy, ScriptedModel, VirtualClock
+from nbagent.clock import RealClock
+from nbagent.limiter import limiter_key, reset_shared_limiters, shared_limiter
+from nbagent.mock import RateLimit, serve
+from nbagent.mock.ratelimit import anthropic_headers
+from nbagent.providers.anthropic import AnthropicProvider
+
+
+@pytest.fixture(autouse=True)
+def _fresh_limiters() -> Iterator[None]:
+    reset_shared_limiters()
+    yield
+    reset_shared_limiters()
+
+
+# --- the limiter against a simulated token-bucket server, in virtual time --------------------
+
+
+def simulate(
+    n: int, rate: float = 10.0, burst: int = 5, latency: float = 0.005
+) -> tuple[float, int, RateLimiter]:
+    """`n` clients that each need one success; returns (makespan, rejected, limiter)."""
+    now = [0.0]
+    bucket = RateLimit(requests_per_s=rate, burst=burst, now=lambda: now[0])
+    lim = RateLimiter()
+    # events: (time, seq, client, kind, epoch)
+    queue: list[tuple[float, int, int, str, int]] = []
+    seq = 0
+    for c in range(n):
+        queue.append((0.0, seq, c, "ask", -1))
+        seq += 1
+    heapq.heapify(queue)
+    done: set[int] = set()
+    rejected = 0
+    while queue:
+        t, _, c, kind, epoch = heapq.heappop(queue)
+        now[0] = t
+        if kind == "slot" and lim.epoch != epoch:
+            kind = "ask"  # the reservation was voided by a 429 meanwhile
+        if kind == "ask":
+            e = lim.epoch
+            delay, slot = lim.reserve(t)
+            if slot and delay <= 0:
+                kind = "slot"
+            else:
+                heapq.heappush(queue, (t + delay, seq, c, "slot" if slot else "ask", e))
+                seq += 1
+                continue
+        decision = bucket.acquire()
+        headers = anthropic_headers(decision)
+        answered = t + latency
+        if decision.allowed:
+            lim.on_success(answered, headers)
+            done.add(c)
+            continue
+        rejected += 1
+        lim.on_rate_limited(answered, decision.retry_after_s)
+        heapq.heappush(queue, (answered + decision.retry_after_s, seq, c, "ask", -1))
+        seq += 1
+    assert done == set(range(n))
+    return now[0], rejected, lim
+
+
+def test_limiter_learns_the_rate_and_paces() -> None:
+    span, rejected, lim = simulate(64)
+    ideal = 64 / 10.0
+    assert span <= 1.1 * ideal
+    assert rejected <= 8  # a few to learn from, not a storm
+    assert lim.rate is not None and 9.0 <= lim.rate <= 10.0
+    assert lim.capacity == 5
+    assert lim.paced > 40  # most requests waited for their own slot
+
+
+def test_limiter_with_a_slow_server_and_a_big_burst() -> None:
+    span, rejected, lim = simulate(40, rate=2.0, burst=10, latency=0.05)
+    assert rejected <= 6
+    assert span <= 1.15 * (40 - 10) / 2.0 + 1.0
+    assert lim.rate is not None and 1.8 <= lim.rate <= 2.0
+
+
+def test_no_headers_no_limit_means_a_quick_slow_start() -> None:
+    lim = RateLimiter()
+    granted = 0
+    t = 0.0
+    for _ in range(6):  # each success widens the window by one: 1, 2, 4, 8, ... per round
+        batch = 0
+        while True:
+            delay, slot = lim.reserve(t)
+            if not slot:
+                break
+            batch += 1
+        granted += batch
+        for _ in range(batch):
+            lim.on_success(t, {})
+        t += 0.01
+    assert granted == 1 + 2 + 4 + 8 + 16 + 32
+
+
+def test_a_probe_that_never_answers_does_not_block_forever() -> None:
+    lim = RateLimiter(probe_timeout=1.0)
+    assert lim.reserve(0.0) == (0.0, True)  # the probe; its run is then cancelled mid-stream
+    delay, slot = lim.reserve(0.1)
+    assert not slot and delay > 0
+    assert lim.reserve(1.5)[1]  # the lost probe no longer holds the others back
+
+
+def test_a_429_blocks_everyone_until_its_retry_after_and_voids_reservations() -> None:
+    lim = RateLimiter()
+    lim.on_success(
+        0.0,
+        {
+            "x-ratelimit-limit-requests": "2",
+            "x-ratelimit-remaining-requests": "1",
+            "x-ratelimit-reset-requests": "500ms",
+        },
+    )
+    assert lim.rate is not None and lim.rate == pytest.approx(2.0 / 1.01)
+    epoch = lim.epoch
+    lim.reserve(0.0)
+    lim.reserve(0.0)
+    lim.on_rate_limited(0.1, 2.0)
+    assert lim.epoch != epoch
+    delay, slot = lim.reserve(0.5)
+    assert not slot and delay == pytest.approx(1.6)
+    delay, slot = lim.reserve(2.1)
+    assert slot and delay == pytest.approx(0.0, abs=1e-9)
+
+
+def test_release_hands_a_cancelled_slot_back() -> None:
+    lim = RateLimiter()
+    lim.on_success(
+        0.0,
+        {
+            "x-ratelimit-limit-requests": "1",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "1s",
+        },
+    )
+    e = lim.epoch
+    d1, _ = lim.reserve(0.0)
+    d2, _ = lim.reserve(0.0)
+    assert d2 > d1
+    lim.release(0.0, e)
+    d3, _ = lim.reserve(0.0)
+    assert d3 == pytest.approx(d2)
+
+
+# --- the retry budget --------------------------------------------------------------------------
+
+
+def test_retry_budget_drains_on_an_outage_and_refills_on_success() -> None:
+    budget = RetryBudget(capacity=20)
+    assert [budget.withdraw() for _ in range(5)] == [True, True, True, True, False]
+    assert budget.tokens == 0 and budget.refused == 1
+    budget.refill()  # a success after a retry gives back that retry's cost
+    assert budget.tokens == 5
+    budget.refill()  # a success without a retry gives back 1
+    assert budget.tokens == 6
+    assert not budget.withdraw(timeout=True)  # a timeout costs 10
+    budget.reset()
+    assert budget.tokens == 20
+
+
+def test_the_retry_budget_stops_a_storm_against_an_always_503_server() -> None:
+    budget = RetryBudget(capacity=50)  # room for 10 retries, across everybody
+    lim = RateLimiter(budget=budget)
+    policy = RetryPolicy(max_attempts=50, initial_delay=0.001, max_delay=0.002)
+
+    async def main(url: str) -> list[BaseException | object]:
+        agents = [Agent("demo", base_url=url, retry=policy, limiter=lim) for _ in range(8)]
+        try:
+            return await asyncio.gather(
+                *(a.run("hi", show=False) for a in agents), return_exceptions=True
+            )
+        finally:
+            for a in agents:
+                messages.extend(a.attempts["message"].dropna().tolist())
+                await a.aclose()
+
+    messages: list[str] = []
+
+    with serve(fault_rates={"503": 1.0}) as server:
+        results = asyncio.run(main(server.url))
+        requests = len(server.requests)
+    assert all(isinstance(r, Exception) for r in results)
+    assert budget.retries == 10
+    assert requests == 8 + 10  # each agent's first attempt, then the budget's ten retries
+    assert sum("retry budget exhausted" in m for m in messages) == 8
+
+
+# --- agents sharing a limiter ------------------------------------------------------------------
+
+
+def _paced_limiter(interval_headers: str = "1s") -> RateLimiter:
+    lim = RateLimiter()
+    lim.on_success(
+        0.0,
+        {
+            "x-ratelimit-limit-requests": "1",
+            "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": interval_headers,
+        },
+    )
+    return lim
+
+
+def test_agents_sharing_the_limiter_log_paced_rows() -> None:
+    clock = VirtualClock()
+    lim = _paced_limiter()
+
+    async def main() -> None:
+        agents = [Agent(ScriptedModel(["hello"]), clock=clock, limiter=lim) for _ in range(3)]
+        await asyncio.gather(*(a.run("hi", show=False) for a in agents))
+        paced = [a.attempts[a.attempts["action"] == "paced"] for a in agents]
+        # virtual time moves on at each sleep: each agent waits one interval after the last
+        assert [float(p["delay_s"].sum()) for p in paced] == pytest.approx([1.01] * 3)
+        assert clock.now() == pytest.approx(3.03)
+        for p in paced:
+            assert (p["phase"] == "request").all()
+            assert p["message"].str.contains("pacing").all()
+
+    asyncio.run(main())
+
+
+def test_limiter_false_switches_it_off() -> None:
+    clock = VirtualClock()
+
+    async def main() -> None:
+        agents = [Agent(ScriptedModel(["hello"]), clock=clock, limiter=False) for _ in range(3)]
+        assert agents[0]._limiter_for(agents[0]._providers[0]) is None
+        await asyncio.gather(*(a.run("hi", show=False) for a in agents))
+        for a in agents:
+            assert not (a.attempts["action"] == "paced").any()
+        assert clock.now() == 0.0
+
+    asyncio.run(main())
+
+
+def test_rate_limited_agents_on_the_mock_server_are_paced() -> None:
+    async def main(url: str) -> list[Agent]:
+        agents = [Agent("demo", base_url=url) for _ in range(12)]
+        await asyncio.gather(*(a.run("hi", show=False) for a in agents))
+        for a in agents:
+            await a.aclose()
+        return agents
+
+    with serve(rate_limit=RateLimit(requests_per_s=40, burst=2)) as server:
+        agents = asyncio.run(main(server.url))
+        statuses = [r.status for r in server.requests]
+    assert statuses.count(200) == 12
+    assert statuses.count(429) <= 6
+    rows = [a.attempts for a in agents]
+    assert sum(int((df["action"] == "paced").sum()) for df in rows) > 0
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+
+def test_shared_limiter_is_per_provider_endpoint_key_and_clock() -> None:
+    real = RealClock()
+    a = AnthropicProvider("m", api_key="sk-secret-1", base_url="http://127.0.0.1:1")
+    b = AnthropicProvider("m", api_key="sk-secret-1", base_url="http://127.0.0.1:1")
+    c = AnthropicProvider("m", api_key="sk-secret-2", base_url="http://127.0.0.1:1")
+    d = AnthropicProvider("m", api_key="sk-secret-1", base_url="http://127.0.0.1:2")
+    assert shared_limiter(a, real) is shared_limiter(b, real)
+    assert shared_limiter(a, real) is not shared_limiter(c, real)
+    assert shared_limiter(a, real) is not shared_limiter(d, real)
+    v1, v2 = VirtualClock(), VirtualClock()
+    assert shared_limiter(a, v1) is shared_limiter(b, v1)
+    assert shared_limiter(a, v1) is not shared_limiter(a, v2)
+    assert shared_limiter(a, v1) is not shared_limiter(a, real)
+    assert "sk-secret-1" not in repr(limiter_key(a)) + repr(shared_limiter(a, real))
+    before = shared_limiter(a, real)
+    reset_shared_limiters()
+    assert shared_limiter(a, real) is not before

@@ -1,0 +1,110 @@
+"""The notebooks are committed clean and each teaches its concept in prose.
+
+Executing them is CI's job (`pytest --nbmake notebooks` in scripts/test.sh); these checks are
+cheap and run with the rest of the suite: the seven expected notebooks exist, are valid nbformat
+4 with the python3 kernel, carry no outputs or execution counts, and explain themselves in
+markdown. Binder's files are checked too, since the README's badge depends on them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+BINDER = ROOT / "binder"
+EXPECTED = [
+    "01_quickstart.ipynb",
+    "02_fault_lab.ipynb",
+    "03_backoff_analysis.ipynb",
+    "04_tool_errors.ipynb",
+    "05_compaction.ipynb",
+    "06_budgets_and_fallbacks.ipynb",
+    "07_real_providers.ipynb",
+]
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))
+    return data
+
+
+def source(cell: dict[str, Any]) -> str:
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else str(text)
+
+
+def test_the_seven_notebooks_are_there() -> None:
+    assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == EXPECTED
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_notebook_is_nbformat_4_with_the_python3_kernel(name: str) -> None:
+    nb = load(name)
+    assert nb["nbformat"] == 4
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert nb["cells"], "an empty notebook"
+    assert all(c["cell_type"] in ("markdown", "code") for c in nb["cells"])
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_notebook_carries_no_outputs(name: str) -> None:
+    nb = load(name)
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        assert cell.get("outputs") == [], f"cell {i} has outputs: run nbstripout"
+        assert cell.get("execution_count") is None, f"cell {i} has an execution count"
+    # nbstripout also drops widget state and other run-time metadata
+    assert "widgets" not in nb["metadata"]
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_notebook_explains_its_concept_in_markdown(name: str) -> None:
+    nb = load(name)
+    markdown = [source(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert len(markdown) >= 3
+    assert nb["cells"][0]["cell_type"] == "markdown"
+    assert source(nb["cells"][0]).startswith("# "), "the first cell is the title"
+    assert sum(len(m.split()) for m in markdown) >= 150, "too little explanation"
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_notebook_needs_no_key_and_no_network(name: str) -> None:
+    code = "\n".join(source(c) for c in load(name)["cells"] if c["cell_type"] == "code")
+    assert "https://" not in code and "http://" not in code
+    if name != "07_real_providers.ipynb":
+        assert "API_KEY" not in code
+
+
+def test_real_provider_notebook_skips_cleanly_without_a_key() -> None:
+    code = [source(c) for c in load("07_real_providers.ipynb")["cells"] if c["cell_type"] == "code"]
+    skip = (
+        "No ANTHROPIC_API_KEY / OPENAI_API_KEY / OPENROUTER_API_KEY set: "
+        "skipping the real-provider cells."
+    )
+    (check,) = [i for i, c in enumerate(code) if skip in c]
+    for cell in code[check + 1 :]:
+        assert "HAVE_KEY" in cell, f"a cell after the key check is not guarded:\n{cell}"
+
+
+def test_binder_installs_the_package_and_pins_python() -> None:
+    requirements = (BINDER / "requirements.txt").read_text(encoding="utf-8").split("\n")
+    lines = [line.strip() for line in requirements if line.strip() and not line.startswith("#")]
+    assert "-e ." in lines
+    assert any(line.startswith("jupyterlab") for line in lines)
+    runtime = (BINDER / "runtime.txt").read_text(encoding="utf-8").strip()
+    assert runtime.startswith("python-3.")
+    assert int(runtime.split(".")[1]) >= 10
+
+
+def test_readme_links_every_notebook_and_the_binder_badge() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name in EXPECTED:
+        assert f"notebooks/{name}" in readme
+    assert "mybinder.org/v2/gh/" in readme
+    assert "urlpath=lab/tree/notebooks/01_quickstart.ipynb" in readme
