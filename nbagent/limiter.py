@@ -135,7 +135,7 @@ class RateLimiter:
     def __init__(
         self,
         *,
-        margin: float = 1.01,
+        margin: float = 1.0,
         slowdown: float = 1.02,
         probe_timeout: float = 1.0,
         learn_admissions: int = 3,

@@ -21,9 +21,11 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import functools
 import json
 import math
 import re
+import ssl
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -444,6 +446,13 @@ class PartBuffer:
         return parts
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for every client: loading the CA bundle costs tens of milliseconds,
+    which a notebook creating many agents (or `nbagent.map`) would otherwise pay per agent."""
+    return httpx.create_ssl_context()
+
+
 class HTTPProvider:
     """What the Anthropic and OpenAI-format providers share. Subclasses implement `stream`."""
 
@@ -523,7 +532,9 @@ class HTTPProvider:
         loop = asyncio.get_running_loop()
         client = self._owned.get(loop)
         if client is None:
-            client = self._owned[loop] = httpx.AsyncClient(timeout=self.limits.httpx_timeout())
+            client = self._owned[loop] = httpx.AsyncClient(
+                timeout=self.limits.httpx_timeout(), verify=_ssl_context()
+            )
         return client
 
     async def aclose(self) -> None:
