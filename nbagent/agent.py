@@ -16,13 +16,14 @@ import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .agent_args import ModelSpec, check_arguments, in_notebook, resolve_model_spec
 from .attempts import AttemptLog
-from .budget import Budget, Usage
+from .budget import Budget
 from .clock import Clock, RealClock
-from .compaction import CompactionContext, Compactor, DefaultCompaction, estimate_tokens
+from .compacting import CompactingMixin
+from .compaction import Compactor, DefaultCompaction
 from .errors import (
     Aborted,
     Action,
@@ -43,8 +44,6 @@ from .events import (
     AttemptStarted,
     AttemptSucceeded,
     BudgetWarning,
-    CompactionFinished,
-    CompactionStarted,
     Event,
     EventBus,
     FallbackStarted,
@@ -69,6 +68,14 @@ from .providers.base import (
     ToolCallPart,
 )
 from .retry import RetryPolicy
+from .runs import (
+    RunHandle,
+    RunResult,
+    RunState,
+    StreamFailed,
+    error_fields,
+    partial_forbids_retry,
+)
 from .tools import Tool, Toolbox, ToolCall, ToolSource
 
 if TYPE_CHECKING:
@@ -76,56 +83,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Agent", "RunHandle", "RunResult"]
 
-ModelSpec = str | Provider
 
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a finished run produced."""
-
-    final_text: str
-    messages: list[Message]
-    usage: Usage
-    end_reason: str  # end_turn | max_tokens | stop_sequence | ...
-    run_id: str
-    turns: int
-    model: str
-
-    def __str__(self) -> str:
-        return self.final_text
-
-
-@dataclass
-class _Run:
-    run_id: str
-    started: float
-    deadline: float | None
-    turn: int = 0
-    usage: Usage = field(default_factory=Usage)
-    model_index: int = 0
-
-
-class _StreamFailed(Exception):
-    """Internal: carries what a broken attempt had streamed before its error."""
-
-    def __init__(
-        self,
-        error: BaseException,
-        text: str,
-        thinking: str,
-        ttft: float | None,
-        *,
-        paced: bool = False,
-    ) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.text = text
-        self.thinking = thinking
-        self.ttft = ttft
-        self.paced = paced  # the shared limiter's wait would pass the deadline; nothing was sent
-
-
-class Agent:
+class Agent(CompactingMixin):
     """An LLM agent that makes every failure visible.
 
     `model` is a model string ("demo", "anthropic:claude-…", "openai:gpt-…", "openrouter:…",
@@ -163,7 +122,7 @@ class Agent:
         )
         if not specs:
             raise ConfigError("model= needs at least one model, e.g. model='demo'")
-        subscribers, history = _check_arguments(
+        subscribers, history = check_arguments(
             system=system,
             clock=clock,
             subscribers=subscribers,
@@ -183,7 +142,7 @@ class Agent:
         if budget is not None and not isinstance(budget, Budget):
             raise ConfigError("budget= takes a Budget(...), e.g. Budget(max_cost_usd=0.50)")
         self._providers: list[Provider] = [
-            _resolve(s, api_key=api_key, base_url=base_url) for s in specs
+            resolve_model_spec(s, api_key=api_key, base_url=base_url) for s in specs
         ]
         self.system = system
         self.retry = retry or RetryPolicy()
@@ -218,7 +177,7 @@ class Agent:
         self.history: list[Message] = list(repaired)
         self.transcript: list[Message] = list(repaired)
         self._rng = self.retry.rng()
-        self._run: _Run | None = None
+        self._run: RunState | None = None
         if not isinstance(limiter, (bool, RateLimiter)):
             raise ConfigError("limiter= takes True (shared), False (off) or a RateLimiter")
         self.limiter = limiter
@@ -279,7 +238,7 @@ class Agent:
         to opt out).
         """
         if show is None:
-            show = _in_notebook()
+            show = in_notebook()
         if show:
             from .notebook.display import show_run
 
@@ -290,7 +249,7 @@ class Agent:
         """Run in a background task; the kernel stays responsive. Returns an awaitable handle."""
         loop = asyncio.get_running_loop()
         if show is None:
-            show = _in_notebook()
+            show = in_notebook()
         if show:
             # The widget is displayed here, from the calling cell: output a task displays
             # after the cell has finished reaches no cell.
@@ -309,7 +268,7 @@ class Agent:
         from .runner import run_blocking
 
         if show is None:
-            show = _in_notebook()
+            show = in_notebook()
         detach: Callable[[], None] | None = None
         if show:
             # Display from this (the cell's) thread; the run itself goes to a worker thread.
@@ -348,7 +307,7 @@ class Agent:
             raise ConfigError("a prompt must be a user message")
         now = self.clock.now()
         deadline = now + self.budget.max_wall_s if self.budget.max_wall_s else None
-        run = _Run(uuid.uuid4().hex[:8], now, deadline)
+        run = RunState(uuid.uuid4().hex[:8], now, deadline)
         self._run = run
         try:
             self._emit(RunStarted, prompt=user.text, model=self.models[0])
@@ -361,7 +320,7 @@ class Agent:
         fields.setdefault("turn", run.turn if run else 0)
         self.events.emit(cls(run_id=run.run_id if run else "", time=self.clock.now(), **fields))
 
-    async def _steps(self, run: _Run, user: Message) -> RunResult:
+    async def _steps(self, run: RunState, user: Message) -> RunResult:
         pending: list[Message] = [user]
         added: list[Message] = []
         resumes = 0
@@ -445,7 +404,7 @@ class Agent:
             final_text, added, run.usage, end_reason, run.run_id, run.turn, self._model_name(run)
         )
 
-    def _model_name(self, run: _Run) -> str:
+    def _model_name(self, run: RunState) -> str:
         return self.models[min(run.model_index, len(self.models) - 1)]
 
     def _commit(self, history: list[Message], new: list[Message]) -> None:
@@ -456,7 +415,7 @@ class Agent:
         for i, m in enumerate(new):
             self._emit(MessageCommitted, message=m, index=start + i)
 
-    def _check_budget(self, run: _Run) -> None:
+    def _check_budget(self, run: RunState) -> None:
         self.budget.check(run.usage, turns=run.turn, elapsed_s=self.clock.now() - run.started)
 
     async def _request(self, working: list[Message]) -> ModelRequest:
@@ -468,7 +427,9 @@ class Agent:
             options=self.options,
         )
 
-    async def _produce(self, run: _Run, working: list[Message]) -> tuple[Completed, list[Message]]:
+    async def _produce(
+        self, run: RunState, working: list[Message]
+    ) -> tuple[Completed, list[Message]]:
         """Get the next assistant message, retrying, compacting and falling back as classified."""
         policy = self.retry
         compactions = 0
@@ -517,7 +478,7 @@ class Agent:
                         cancelled=True,
                     )
                     raise
-                except _StreamFailed as failed:
+                except StreamFailed as failed:
                     err = failed.error
                     if isinstance(err, ProviderError):
                         err = policy.escalate(err)
@@ -540,7 +501,7 @@ class Agent:
                             empties += 1
                             if empties > policy.max_empty_retries:
                                 action = Action.FAIL
-                        if _partial_forbids_retry(policy.retry_after_partial, failed):
+                        if partial_forbids_retry(policy.retry_after_partial, failed):
                             action = Action.FAIL
                     plan = None
                     if action is Action.RETRY:
@@ -556,7 +517,7 @@ class Agent:
                         and (isinstance(err, ModelNotFound) or classify(err) is Action.RETRY)
                     )
                     shown = "fallback" if fallback else action.value
-                    info = _error_fields(err)
+                    info = error_fields(err)
                     info["message"] += budget_note
                     self._emit(
                         AttemptFailed,
@@ -628,7 +589,7 @@ class Agent:
     async def _stream_once(
         self, provider: Provider, request: ModelRequest, attempt: int, *, quiet: bool = False
     ) -> tuple[Completed, float | None]:
-        """One attempt. Deltas become events; any failure comes back as `_StreamFailed`."""
+        """One attempt. Deltas become events; any failure comes back as `StreamFailed`."""
         text: list[str] = []
         thinking: list[str] = []
         t0 = self.clock.now()
@@ -675,7 +636,7 @@ class Agent:
             err: Exception = exc
             if isinstance(exc, OSError):
                 err = TransportError(str(exc) or type(exc).__name__, provider=provider.name)
-            raise _StreamFailed(err, "".join(text), "".join(thinking), ttft) from exc
+            raise StreamFailed(err, "".join(text), "".join(thinking), ttft) from exc
         finally:
             await _close_stream(stream)
         return completed, ttft
@@ -718,7 +679,7 @@ class Agent:
                     provider=provider,
                     retry_after=delay,
                 )
-                raise _StreamFailed(err, "", "", None, paced=True)
+                raise StreamFailed(err, "", "", None, paced=True)
             if slot or delay > 0.05:
                 reason = (
                     "pacing to the provider's learned rate"
@@ -745,209 +706,6 @@ class Agent:
                 reason="held back while another request probes the rate limit",
             )
 
-    def _estimate(self, working: Sequence[Message], specs: Sequence[Any]) -> int:
-        estimator = getattr(self.compaction, "estimate", None)
-        if callable(estimator):
-            return int(estimator(working, self.system, specs))
-        return estimate_tokens(working, self.system, specs)
-
-    async def _compact(
-        self,
-        working: list[Message],
-        error: ContextOverflow | None,
-        round_: int,
-        *,
-        target: int | None = None,
-    ) -> list[Message] | None:
-        specs = tuple(await self.toolbox.specs())
-        before = self._estimate(working, specs)
-        name = getattr(self.compaction, "name", type(self.compaction).__name__)
-        reason = "overflow" if error else "proactive"
-        self._emit(CompactionStarted, reason=reason, tokens_before=before, strategy=name)
-        ctx = CompactionContext(
-            reason,
-            round_,
-            error,
-            self.system,
-            specs,
-            extra={"target_tokens": target, "summarize": self._summarize},
-        )
-        result = await self.compaction.compact(list(working), ctx)
-        if result is None:
-            self._emit(
-                CompactionFinished,
-                tokens_before=before,
-                tokens_after=before,
-                strategy=name,
-                removed=0,
-                ok=False,
-                message="nothing left to shed",
-            )
-            return None
-        self._emit(
-            CompactionFinished,
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
-            strategy=result.strategy,
-            removed=result.removed,
-            ok=True,
-            message=result.note,
-        )
-        return result.messages
-
-    async def _summarize(self, messages: Sequence[Message], instruction: str) -> str:
-        """Ask the current model for a summary: a `compaction` request under the same policy.
-
-        Raises the final error when the summary cannot be had, so the strategy can fall back.
-        """
-        run = self._run
-        assert run is not None
-        provider = self._providers[run.model_index]
-        model = self._model_name(run)
-        policy = self.retry
-        request = ModelRequest(
-            (*messages, Message.user(instruction)),
-            system="You summarise conversations faithfully and briefly.",
-            max_tokens=min(self.max_tokens, 2048),
-        )
-        attempt = 0
-        while True:
-            attempt += 1
-            self._emit(
-                AttemptStarted,
-                phase="compaction",
-                attempt=attempt,
-                max_attempts=policy.max_attempts,
-                model=model,
-            )
-            try:
-                completed, ttft = await self._stream_once(provider, request, attempt, quiet=True)
-            except asyncio.CancelledError:
-                self._emit(
-                    AttemptFailed,
-                    phase="compaction",
-                    attempt=attempt,
-                    max_attempts=policy.max_attempts,
-                    model=model,
-                    error="Aborted",
-                    message="cancelled",
-                    action="fail",
-                    cancelled=True,
-                )
-                raise
-            except _StreamFailed as failed:
-                err = failed.error
-                if isinstance(err, ProviderError):
-                    err = policy.escalate(err)
-                plan = None
-                if classify(err) is Action.RETRY:
-                    left = None if run.deadline is None else run.deadline - self.clock.now()
-                    plan = policy.plan(err, attempt, rng=self._rng, time_left=left)
-                info = _error_fields(err)
-                self._emit(
-                    AttemptFailed,
-                    phase="compaction",
-                    attempt=attempt,
-                    max_attempts=policy.max_attempts,
-                    model=model,
-                    action="retry" if plan else "fail",
-                    ttft_s=failed.ttft,
-                    **info,
-                )
-                if plan is None:
-                    raise err from None
-                self._emit(
-                    RetryScheduled,
-                    attempt=attempt,
-                    next_attempt=attempt + 1,
-                    max_attempts=policy.max_attempts,
-                    delay_s=plan.delay_s,
-                    policy_delay_s=plan.policy_delay_s,
-                    retry_after_s=plan.retry_after_s,
-                    phase="compaction",
-                    model=model,
-                    **{k: v for k, v in info.items() if k != "retry_after_s"},
-                )
-                await self.clock.sleep(plan.delay_s)
-                continue
-            run.usage = run.usage + completed.usage
-            self._emit(
-                AttemptSucceeded,
-                phase="compaction",
-                attempt=attempt,
-                max_attempts=policy.max_attempts,
-                model=model,
-                request_id=completed.request_id,
-                ttft_s=ttft,
-                input_tokens=completed.usage.input_tokens,
-                output_tokens=completed.usage.output_tokens,
-                cost_usd=completed.usage.cost_usd,
-                stop_reason=completed.stop_reason,
-            )
-            return completed.message.text
-
-    def _calibrate(self, request: ModelRequest, reported: int | None) -> None:
-        """Teach the compactor's token estimator what the provider counted for `request`."""
-        observe = getattr(self.compaction, "observe", None)
-        if callable(observe) and reported:
-            observe(estimate_tokens(request.messages, request.system, request.tools), reported)
-
-    async def _apply_remembered(self, working: list[Message]) -> list[Message]:
-        """Apply what the compactor remembers (e.g. its stub cutoff) before every request."""
-        prepare = getattr(self.compaction, "prepare", None)
-        if not callable(prepare):
-            return working
-        specs = tuple(await self.toolbox.specs())
-        ctx = CompactionContext("proactive", 0, None, self.system, specs)
-        result = await prepare(list(working), ctx)
-        if result is None:
-            return working
-        name = getattr(self.compaction, "name", type(self.compaction).__name__)
-        self._emit(
-            CompactionStarted, reason="proactive", tokens_before=result.tokens_before, strategy=name
-        )
-        self._emit(
-            CompactionFinished,
-            tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after,
-            strategy=result.strategy,
-            removed=result.removed,
-            ok=True,
-            message=result.note,
-        )
-        return list(result.messages)
-
-
-class RunHandle:
-    """A run in a background task: await it, or `cancel()` it (the Stop button does)."""
-
-    def __init__(self, task: asyncio.Task[RunResult]) -> None:
-        self.task = task
-
-    def cancel(self) -> None:
-        self.task.cancel()
-
-    def done(self) -> bool:
-        return self.task.done()
-
-    def result(self) -> RunResult:
-        return self.task.result()
-
-    def __await__(self) -> Any:
-        return self._wait().__await__()
-
-    async def _wait(self) -> RunResult:
-        try:
-            return await asyncio.shield(self.task)
-        except asyncio.CancelledError:
-            if self.task.cancelled():
-                raise Aborted("the run was cancelled") from None
-            raise
-
-    def __repr__(self) -> str:
-        state = "done" if self.task.done() else "running"
-        return f"<RunHandle {state}>"
-
 
 async def _close_stream(stream: object) -> None:
     """Close a provider stream the loop stopped reading early (a subscriber raised mid-stream),
@@ -957,117 +715,3 @@ async def _close_stream(stream: object) -> None:
     if callable(aclose):
         with contextlib.suppress(Exception):
             await aclose()
-
-
-def _partial_forbids_retry(mode: str, failed: _StreamFailed) -> bool:
-    if mode == "never":
-        return bool(failed.text or failed.thinking)
-    if mode == "reasoning_only":
-        return bool(failed.text)
-    return False
-
-
-def _error_fields(err: BaseException) -> dict[str, Any]:
-    if isinstance(err, ProviderError):
-        return {
-            "error": type(err).__name__,
-            "message": str(err),
-            "status_code": err.status_code,
-            "request_id": err.request_id,
-            "retry_after_s": err.retry_after,
-        }
-    return {
-        "error": type(err).__name__,
-        "message": str(err),
-        "status_code": None,
-        "request_id": None,
-        "retry_after_s": None,
-    }
-
-
-def _check_arguments(
-    *,
-    system: Any,
-    clock: Any,
-    subscribers: Any,
-    max_tokens: Any,
-    max_length_resumes: Any,
-    max_compactions_per_step: Any,
-    context_window: Any,
-    compaction_threshold: Any,
-    history: Any,
-    options: Any,
-    compaction: Any,
-) -> tuple[list[Subscriber], list[Message]]:
-    """Arguments of a wrong kind, caught before anything runs: one sentence each on what to
-    change. (Out-of-range numbers are checked or normalised where they are used.) Returns the
-    subscribers and the history as lists (either may have been a one-shot iterator)."""
-
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-    if isinstance(max_tokens, bool):
-        raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
-    for name, value in (
-        ("max_length_resumes", max_length_resumes),
-        ("max_compactions_per_step", max_compactions_per_step),
-    ):
-        if not number(value) or value != int(value):
-            raise ConfigError(f"{name} must be a whole number such as 2, not {value!r}")
-    if isinstance(context_window, bool):
-        raise ConfigError(
-            f"context_window must be a positive number of tokens, not {context_window!r}"
-        )
-    if not number(compaction_threshold):
-        raise ConfigError(
-            "compaction_threshold is a share of the window in (0, 1] such as 0.85, "
-            f"not {compaction_threshold!r}"
-        )
-    if system is not None and not isinstance(system, str):
-        raise ConfigError(f"system= takes the system prompt as a string, not {system!r}")
-    if clock is not None and not isinstance(clock, Clock):
-        raise ConfigError(
-            f"clock= takes a clock such as VirtualClock() or RealClock(), not {clock!r}"
-        )
-    if callable(subscribers) or isinstance(subscribers, (str, bytes)):
-        raise ConfigError("subscribers= takes a list of callables, e.g. subscribers=[print]")
-    subscribers = list(subscribers)
-    for fn in subscribers:
-        if not callable(fn):
-            raise ConfigError(f"each subscriber must be a callable taking one event, not {fn!r}")
-    if not isinstance(history, (str, bytes, Message)):
-        history = list(history)
-    if not isinstance(history, list) or any(not isinstance(m, Message) for m in history):
-        raise ConfigError(
-            "history= takes a list of Message objects, e.g. "
-            "[Message.user('hi'), Message.assistant('hello')] (Message.from_dict reads dicts)"
-        )
-    if options is not None and not isinstance(options, dict):
-        raise ConfigError(f"options= takes a dict of request fields, not {options!r}")
-    if compaction is not None and not callable(getattr(compaction, "compact", None)):
-        raise ConfigError(
-            "compaction= takes a strategy such as DefaultCompaction() or StubOldToolOutput(), "
-            f"not {compaction!r}"
-        )
-    return subscribers, history
-
-
-def _resolve(spec: ModelSpec, *, api_key: str | None, base_url: str | None) -> Provider:
-    if isinstance(spec, str):
-        from .providers.models import resolve_model
-
-        return resolve_model(spec, api_key=api_key, base_url=base_url)
-    if isinstance(spec, Provider):
-        return spec
-    raise ConfigError(
-        f"model= takes a model string such as 'demo' or 'anthropic:claude-sonnet-4-5', "
-        f"or a Provider, not {type(spec).__name__}"
-    )
-
-
-def _in_notebook() -> bool:
-    try:
-        from .notebook import in_notebook
-    except ImportError:
-        return False
-    return in_notebook()

@@ -25,7 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from .agent import Agent, ModelSpec, RunResult, _in_notebook
+from .agent import Agent, RunResult
+from .agent_args import ModelSpec, in_notebook
 from .attempts import empty_frame
 from .errors import Aborted, BudgetExceeded, ConfigError
 from .events import (
@@ -232,7 +233,7 @@ async def amap(
     texts, index = _prompts(prompts, column)
     progress = BatchProgress(total=len(texts))
     if show is None:
-        show = _in_notebook()
+        show = in_notebook()
     view = _ProgressView(progress) if show and texts else None
     try:
         return await _run_batch(
@@ -403,7 +404,7 @@ def map(
     texts, index = _prompts(prompts, column)
     progress = BatchProgress(total=len(texts))
     if show is None:
-        show = _in_notebook()
+        show = in_notebook()
     # the widget is displayed from this (the cell's) thread; the batch may run on a worker thread
     view = _ProgressView(progress) if show and texts else None
     try:

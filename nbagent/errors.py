@@ -166,7 +166,7 @@ class ProviderError(NbAgentError):
         if self.message.startswith(who + " "):
             text = self.message  # already a whole sentence about this provider
         else:
-            text = f"{who} {describe(type(self).__name__)}"
+            text = f"{who}: {describe(type(self).__name__)}"
             if self.status_code is not None:
                 text += (
                     f" (HTTP {self.status_code}, {self.code})"

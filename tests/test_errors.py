@@ -95,7 +95,7 @@ def test_provider_error_message_is_readable_and_carries_fields() -> None:
         retry_after=2.0,
     )
     assert str(err) == (
-        "Anthropic rate limit (HTTP 429, rate_limit_error): slow down [request id req_1]"
+        "Anthropic: rate limit (HTTP 429, rate_limit_error): slow down [request id req_1]"
     )
     assert (err.provider, err.status_code, err.request_id, err.retry_after) == (
         "anthropic",

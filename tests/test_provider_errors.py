@@ -273,7 +273,7 @@ def test_messages_are_the_providers_own() -> None:
     )
     assert err.message == "prompt is too long: 203042 tokens > 200000 maximum"
     assert str(err).startswith(
-        "Anthropic context window exceeded (HTTP 400, invalid_request_error)"
+        "Anthropic: context window exceeded (HTTP 400, invalid_request_error)"
     )
     html = error_from_response("openai", 502, b"<html><title>502 Bad Gateway</title></html>", {})
     assert html.message == "502 Bad Gateway"

@@ -287,9 +287,10 @@ def _after_tools(
                 conv,
                 intent.tool,
                 right[1],
-                f"Sorry, that call failed ({reason}). Let me use the {intent.tool} tool properly.",
+                f"Sorry, that call failed ({reason.rstrip('.')}). "
+                f"Let me use the {intent.tool} tool properly.",
             )
-    text = f"The {call.name} tool reported an error: {reason}."
+    text = f"The {call.name} tool reported an error: {reason.rstrip('.')}."
     expression = find_expression(prompt)
     value = evaluate(expression) if expression else None
     if expression and value is not None:
