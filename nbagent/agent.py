@@ -67,7 +67,7 @@ from .providers.base import (
     ThinkingPart,
     ToolCallPart,
 )
-from .retry import RetryPolicy
+from .retry import RetryPlan, RetryPolicy
 from .runs import (
     RunHandle,
     RunResult,
@@ -466,17 +466,7 @@ class Agent(CompactingMixin):
                         await self._pace(lim, model, provider.name, run.deadline)
                     completed, ttft = await self._stream_once(provider, request, attempt)
                 except asyncio.CancelledError:
-                    self._emit(
-                        AttemptFailed,
-                        phase="request",
-                        attempt=attempt,
-                        max_attempts=policy.max_attempts,
-                        model=model,
-                        error="Aborted",
-                        message="cancelled",
-                        action="fail",
-                        cancelled=True,
-                    )
+                    self._attempt_cancelled("request", attempt, model)
                     raise
                 except StreamFailed as failed:
                     err = failed.error
@@ -542,20 +532,7 @@ class Agent(CompactingMixin):
                         )
                         break
                     if action is Action.RETRY and plan is not None:
-                        self._emit(
-                            RetryScheduled,
-                            attempt=attempt,
-                            next_attempt=attempt + 1,
-                            max_attempts=policy.max_attempts,
-                            delay_s=plan.delay_s,
-                            policy_delay_s=plan.policy_delay_s,
-                            retry_after_s=plan.retry_after_s,
-                            discarded_text=failed.text,
-                            discarded_thinking=failed.thinking,
-                            model=model,
-                            **{k: v for k, v in info.items() if k != "retry_after_s"},
-                        )
-                        await self.clock.sleep(plan.delay_s)
+                        await self._wait_for_retry("request", attempt, model, plan, info, failed)
                         continue
                     if action is Action.COMPACT:
                         assert isinstance(err, ContextOverflow)
@@ -570,21 +547,65 @@ class Agent(CompactingMixin):
                     raise err from None
                 if lim is not None:
                     lim.on_success(self.clock.now(), completed.headers)
-                self._emit(
-                    AttemptSucceeded,
-                    phase="request",
-                    attempt=attempt,
-                    max_attempts=policy.max_attempts,
-                    model=model,
-                    request_id=completed.request_id,
-                    ttft_s=ttft,
-                    input_tokens=completed.usage.input_tokens,
-                    output_tokens=completed.usage.output_tokens,
-                    cost_usd=completed.usage.cost_usd,
-                    stop_reason=completed.stop_reason,
-                )
+                self._attempt_succeeded("request", attempt, model, completed, ttft)
                 self._calibrate(request, completed.usage.input_tokens)
                 return completed, working
+
+    def _attempt_cancelled(self, phase: str, attempt: int, model: str) -> None:
+        self._emit(
+            AttemptFailed,
+            phase=phase,
+            attempt=attempt,
+            max_attempts=self.retry.max_attempts,
+            model=model,
+            error="Aborted",
+            message="cancelled",
+            action="fail",
+            cancelled=True,
+        )
+
+    def _attempt_succeeded(
+        self, phase: str, attempt: int, model: str, completed: Completed, ttft: float | None
+    ) -> None:
+        self._emit(
+            AttemptSucceeded,
+            phase=phase,
+            attempt=attempt,
+            max_attempts=self.retry.max_attempts,
+            model=model,
+            request_id=completed.request_id,
+            ttft_s=ttft,
+            input_tokens=completed.usage.input_tokens,
+            output_tokens=completed.usage.output_tokens,
+            cost_usd=completed.usage.cost_usd,
+            stop_reason=completed.stop_reason,
+        )
+
+    async def _wait_for_retry(
+        self,
+        phase: str,
+        attempt: int,
+        model: str,
+        plan: RetryPlan,
+        info: dict[str, Any],
+        failed: StreamFailed,
+    ) -> None:
+        """Announce the retry (before the wait, so a widget can count down), then wait."""
+        self._emit(
+            RetryScheduled,
+            phase=phase,
+            attempt=attempt,
+            next_attempt=attempt + 1,
+            max_attempts=self.retry.max_attempts,
+            delay_s=plan.delay_s,
+            policy_delay_s=plan.policy_delay_s,
+            retry_after_s=plan.retry_after_s,
+            discarded_text=failed.text,
+            discarded_thinking=failed.thinking,
+            model=model,
+            **{k: v for k, v in info.items() if k != "retry_after_s"},
+        )
+        await self.clock.sleep(plan.delay_s)
 
     async def _stream_once(
         self, provider: Provider, request: ModelRequest, attempt: int, *, quiet: bool = False

@@ -14,10 +14,8 @@ from .errors import Action, ContextOverflow, ProviderError, classify
 from .events import (
     AttemptFailed,
     AttemptStarted,
-    AttemptSucceeded,
     CompactionFinished,
     CompactionStarted,
-    RetryScheduled,
 )
 from .messages import Message
 from .providers.base import ModelRequest
@@ -30,7 +28,7 @@ if TYPE_CHECKING:
     from .compaction import Compactor
     from .events import Event
     from .providers.base import Completed, Provider
-    from .retry import RetryPolicy
+    from .retry import RetryPlan, RetryPolicy
     from .runs import RunState
     from .tools import Toolbox
 
@@ -52,6 +50,22 @@ class CompactingMixin:
         def _emit(self, cls: type[Event], **fields: Any) -> None: ...
 
         def _model_name(self, run: RunState) -> str: ...
+
+        def _attempt_cancelled(self, phase: str, attempt: int, model: str) -> None: ...
+
+        def _attempt_succeeded(
+            self, phase: str, attempt: int, model: str, completed: Completed, ttft: float | None
+        ) -> None: ...
+
+        async def _wait_for_retry(
+            self,
+            phase: str,
+            attempt: int,
+            model: str,
+            plan: RetryPlan,
+            info: dict[str, Any],
+            failed: StreamFailed,
+        ) -> None: ...
 
         async def _stream_once(
             self, provider: Provider, request: ModelRequest, attempt: int, *, quiet: bool = False
@@ -135,17 +149,7 @@ class CompactingMixin:
             try:
                 completed, ttft = await self._stream_once(provider, request, attempt, quiet=True)
             except asyncio.CancelledError:
-                self._emit(
-                    AttemptFailed,
-                    phase="compaction",
-                    attempt=attempt,
-                    max_attempts=policy.max_attempts,
-                    model=model,
-                    error="Aborted",
-                    message="cancelled",
-                    action="fail",
-                    cancelled=True,
-                )
+                self._attempt_cancelled("compaction", attempt, model)
                 raise
             except StreamFailed as failed:
                 err = failed.error
@@ -168,34 +172,10 @@ class CompactingMixin:
                 )
                 if plan is None:
                     raise err from None
-                self._emit(
-                    RetryScheduled,
-                    attempt=attempt,
-                    next_attempt=attempt + 1,
-                    max_attempts=policy.max_attempts,
-                    delay_s=plan.delay_s,
-                    policy_delay_s=plan.policy_delay_s,
-                    retry_after_s=plan.retry_after_s,
-                    phase="compaction",
-                    model=model,
-                    **{k: v for k, v in info.items() if k != "retry_after_s"},
-                )
-                await self.clock.sleep(plan.delay_s)
+                await self._wait_for_retry("compaction", attempt, model, plan, info, failed)
                 continue
             run.usage = run.usage + completed.usage
-            self._emit(
-                AttemptSucceeded,
-                phase="compaction",
-                attempt=attempt,
-                max_attempts=policy.max_attempts,
-                model=model,
-                request_id=completed.request_id,
-                ttft_s=ttft,
-                input_tokens=completed.usage.input_tokens,
-                output_tokens=completed.usage.output_tokens,
-                cost_usd=completed.usage.cost_usd,
-                stop_reason=completed.stop_reason,
-            )
+            self._attempt_succeeded("compaction", attempt, model, completed, ttft)
             return completed.message.text
 
     def _calibrate(self, request: ModelRequest, reported: int | None) -> None:
