@@ -19,7 +19,7 @@ import pytest
 
 from nbagent.mock import MockServer, RateLimit, serve, shared_server
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"  # copies, sources inside
 CALC = {
     "name": "calculator",
     "description": "Evaluate arithmetic.",
@@ -195,8 +195,6 @@ def test_anthropic_stream_text(client: httpx.Client) -> None:
 
 def test_anthropic_stream_matches_recorded_fixture_shapes(client: httpx.Client) -> None:
     fixture = FIXTURES / "anthropic-sdk-python__stream-tool-use.txt"
-    if not fixture.exists():
-        pytest.skip("shared fixtures not present")
     recorded = fixture.read_text().split("\n", 1)[1]
     reference: dict[str, set[str]] = {}
     for name, data in sse_events(recorded):

@@ -203,9 +203,6 @@ def test_nothing_is_sent_on_config_error() -> None:
     assert sent == []
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("nbagent.mock") is None, reason="nbagent.mock not there yet"
-)
 def test_demo_uses_the_shared_mock_server() -> None:
     mock = importlib.import_module("nbagent.mock")
     server = mock.shared_server()
