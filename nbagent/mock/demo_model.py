@@ -196,9 +196,38 @@ def _exact_deltas(n: int) -> tuple[str, ...]:
     return (*deltas[:-1], deltas[-1] + ".") if deltas else ()
 
 
+_TRANSCRIPT = re.compile(r"<conversation>\n?(.*?)\n?</conversation>", re.S)
+_CALLED = re.compile(r"^Assistant called the tool (\w[\w-]*)\(", re.M)
+_EARLIER_SUMMARY = "[Summary of the earlier conversation"
+
+
 def _summary_text(conv: Conversation, prompt_index: int, prompt: str) -> str:
-    earlier = [t.text for t in conv.turns[:prompt_index] if t.role == "user" and t.text]
-    tools = [u.name for t in conv.turns[:prompt_index] for u in t.tool_uses]
+    quoted = _TRANSCRIPT.search(prompt)
+    if quoted:  # a summary request: the conversation comes as a plain-text transcript
+        body = quoted.group(1)
+        earlier = [
+            line[len("User: ") :]
+            for line in body.splitlines()
+            if line.startswith("User: ") and not line[6:].startswith(_EARLIER_SUMMARY)
+        ]
+        tools = _CALLED.findall(body)
+    else:
+        turns = conv.turns[:prompt_index]
+        summaries = [
+            t.text.partition("\n")[2].strip()
+            for t in turns
+            if t.role == "user" and t.text.startswith(_EARLIER_SUMMARY)
+        ]
+        earlier = [
+            t.text
+            for t in turns
+            if t.role == "user" and t.text and not t.text.startswith(_EARLIER_SUMMARY)
+        ]
+        tools = [u.name for t in turns for u in t.tool_uses]
+        if summaries and summaries[-1]:
+            since = "; ".join(f"“{_topic(t)}”" for t in earlier[-5:])
+            more = f" Since then the user asked {since}." if since else ""
+            return f"{summaries[-1]}{more}"
     if not earlier:
         sentences = re.split(r"(?<=[.!?])\s+", " ".join(prompt.split()))
         return "Summary: " + " ".join(sentences[:3])
