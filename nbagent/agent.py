@@ -56,6 +56,7 @@ from .events import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
+    ToolSourceUnavailable,
 )
 from .limiter import RateLimiter, shared_limiter
 from .messages import Message, TextBlock, load_session, repair_tool_pairing, save_session
@@ -178,6 +179,7 @@ class Agent(CompactingMixin):
         self.transcript: list[Message] = list(repaired)
         self._rng = self.retry.rng()
         self._run: RunState | None = None
+        self._reported_unavailable: set[str] = set()
         if not isinstance(limiter, (bool, RateLimiter)):
             raise ConfigError("limiter= takes True (shared), False (off) or a RateLimiter")
         self.limiter = limiter
@@ -309,6 +311,8 @@ class Agent(CompactingMixin):
         deadline = now + self.budget.max_wall_s if self.budget.max_wall_s else None
         run = RunState(uuid.uuid4().hex[:8], now, deadline)
         self._run = run
+        self.toolbox.retry_unavailable()  # a server that could not start may be up by now
+        self._reported_unavailable.clear()
         try:
             self._emit(RunStarted, prompt=user.text, model=self.models[0])
             return await self._steps(run, user)
@@ -419,10 +423,15 @@ class Agent(CompactingMixin):
         self.budget.check(run.usage, turns=run.turn, elapsed_s=self.clock.now() - run.started)
 
     async def _request(self, working: list[Message]) -> ModelRequest:
+        tools = tuple(await self.toolbox.specs())
+        for source, reason in self.toolbox.unavailable.items():
+            if source not in self._reported_unavailable:
+                self._reported_unavailable.add(source)
+                self._emit(ToolSourceUnavailable, source=source, reason=reason)
         return ModelRequest(
             tuple(working),
             system=self.system,
-            tools=tuple(await self.toolbox.specs()),
+            tools=tools,
             max_tokens=self.max_tokens,
             options=self.options,
         )

@@ -38,6 +38,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolSourceUnavailable",
 ]
 
 
@@ -179,6 +180,14 @@ class ToolCallFinished(Event):
     duration_s: float = 0.0
     error: str = ""  # why it failed: unknown_tool, invalid_arguments, raised, timeout, ...
     source: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSourceUnavailable(Event):
+    """A tool source (an MCP server, say) offers no tools this run; the model cannot call them."""
+
+    source: str = ""
+    reason: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -218,16 +218,39 @@ class Toolbox:
             raise ConfigError("tool_timeout must be a positive number of seconds")
         self.default_timeout = default_timeout
         self._source_specs: dict[str, tuple[ToolSource, ToolSpec]] = {}
-        self._listed = False
+        self._pending: list[ToolSource] = list(self.sources)  # not listed yet
+        self.unavailable: dict[str, str] = {}  # source name -> why it offers no tools
+
+    def retry_unavailable(self) -> None:
+        """List the sources that offered nothing again (at the next `specs()`): a server that
+        could not start may be there by the next run."""
+        names = set(self.unavailable)
+        self._pending += [s for s in self.sources if s.name in names and s not in self._pending]
+        self.unavailable.clear()
 
     async def specs(self) -> list[ToolSpec]:
-        """What the model is offered: allowed functions, then the tools each source lists."""
-        if not self._listed:
-            for src in self.sources:
-                for spec in await src.list_tools():
-                    if spec.name not in self.tools:
-                        self._source_specs[spec.name] = (src, spec)
-            self._listed = True
+        """What the model is offered: allowed functions, then the tools each source lists.
+
+        A source that cannot list its tools offers none; `unavailable` says why (a tool source
+        failing is the model's problem to work around, not a reason to stop the run).
+        """
+        while self._pending:
+            src = self._pending.pop(0)
+            try:
+                listed = await src.list_tools()
+            except BaseException as exc:
+                if classify(exc, phase="tool") is Action.FAIL:
+                    self._pending.insert(0, src)
+                    raise
+                self.unavailable[src.name] = _exc_text(exc)
+                continue
+            if not listed:
+                reason = getattr(src, "unavailable_reason", None)
+                if reason:
+                    self.unavailable[src.name] = str(reason)
+            for spec in listed:
+                if spec.name not in self.tools:
+                    self._source_specs[spec.name] = (src, spec)
         out = [t.spec() for t in self.tools.values()]
         out += [spec for _, spec in self._source_specs.values()]
         return [s for s in out if self.allowed is None or s.name in self.allowed]

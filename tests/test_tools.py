@@ -292,3 +292,68 @@ def test_a_whole_batch_failure_maps_to_every_call_of_the_batch() -> None:
 def test_duplicate_tool_names_are_a_config_error() -> None:
     with pytest.raises(E.ConfigError, match="two tools are named `add`"):
         Toolbox([add, add])
+
+
+class _Flaky:
+    """A source that cannot list its tools the first time, and can the second."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        self.listings = 0
+        self.unavailable_reason: str | None = None
+
+    async def list_tools(self) -> list[ToolSpec]:
+        self.listings += 1
+        if self.listings == 1:
+            self.unavailable_reason = "the server exited at start"
+            return []
+        self.unavailable_reason = None
+        return [ToolSpec("ping", "Ping.", {"type": "object", "properties": {}})]
+
+    async def call_batch(self, calls: Sequence[ToolCall]) -> list[ToolOutcome | BaseException]:
+        return [ToolOutcome(c.id, (TextBlock("pong"),)) for c in calls]
+
+
+class _Broken:
+    name = "broken"
+
+    async def list_tools(self) -> list[ToolSpec]:
+        raise ConnectionRefusedError("connection refused")
+
+    async def call_batch(self, calls: Sequence[ToolCall]) -> list[ToolOutcome | BaseException]:
+        raise AssertionError("never called")
+
+
+def test_a_source_that_cannot_list_offers_nothing_and_says_why() -> None:
+    box = Toolbox([add, _Broken(), _Flaky()])
+
+    async def offered() -> list[str]:
+        return [s.name for s in await box.specs()]
+
+    assert asyncio.run(offered()) == ["add"]
+    assert box.unavailable == {
+        "broken": "connection refused",
+        "flaky": "the server exited at start",
+    }
+    assert asyncio.run(offered()) == ["add"]  # not listed again within the run
+    box.retry_unavailable()  # the next run tries again
+    assert asyncio.run(offered()) == ["add", "ping"]
+    assert box.unavailable == {"broken": "connection refused"}
+
+
+def test_the_agent_reports_an_unavailable_source_once_per_run() -> None:
+    from nbagent import Agent, ScriptedModel, VirtualClock
+    from nbagent.events import ToolSourceUnavailable
+
+    events: list[Event] = []
+    source = _Flaky()
+    agent = Agent(
+        ScriptedModel(["a", "b"]), tools=[source], clock=VirtualClock(), subscribers=[events.append]
+    )
+    asyncio.run(agent.run("one", show=False))
+    (event,) = [e for e in events if isinstance(e, ToolSourceUnavailable)]
+    assert (event.source, event.reason) == ("flaky", "the server exited at start")
+    asyncio.run(agent.run("two", show=False))  # listed again: now it works
+    assert len([e for e in events if isinstance(e, ToolSourceUnavailable)]) == 1
+    assert agent._providers[0].requests[-1].tools[0].name == "ping"  # type: ignore[attr-defined]

@@ -42,6 +42,7 @@ from ..events import (
     ToolCallDelta,
     ToolCallFinished,
     ToolCallStarted,
+    ToolSourceUnavailable,
 )
 from ..messages import (
     ImageBlock,
@@ -665,6 +666,11 @@ class TimelineState:
             "wait",
         )
 
+    def _on_source_unavailable(self, event: ToolSourceUnavailable) -> None:
+        text = f"tool source {event.source} is unavailable: {event.reason}"
+        self._warnings.append({"run_id": event.run_id, "time": _num(event.time), "text": text})
+        self._set_status(text, "running")
+
     def _on_budget_warning(self, event: BudgetWarning) -> None:
         text = event.message or (
             f"budget warning: {event.limit} at {event.actual:g} of {event.limit_value:g}"
@@ -785,5 +791,6 @@ _HANDLERS: dict[type[Event], Callable[[TimelineState, Any], None]] = {
     ToolCallDelta: TimelineState._on_tool_delta,
     FallbackStarted: TimelineState._on_fallback,
     BudgetWarning: TimelineState._on_budget_warning,
+    ToolSourceUnavailable: TimelineState._on_source_unavailable,
     RunFinished: TimelineState._on_run_finished,
 }
