@@ -258,6 +258,7 @@ function placeLabels(root) {
     const items = [...track.querySelectorAll(".nb-bar, .nb-wait")].map((node) => ({
       node,
       top: node.offsetTop,
+      bottom: node.offsetTop + node.offsetHeight,
       left: node.offsetLeft,
       right: node.offsetLeft + node.offsetWidth,
     }));
@@ -268,8 +269,9 @@ function placeLabels(root) {
       const blocked = items.some(
         (other) =>
           other !== item &&
-          Math.abs(other.top - item.top) < 4 &&
-          other.left >= item.right - 1 &&
+          other.top < item.bottom &&
+          other.bottom > item.top && // the same row, whatever each one's own height
+          other.right > item.right &&
           other.left < item.right + need,
       );
       if (!blocked && item.right + need <= track.clientWidth) {
@@ -277,6 +279,13 @@ function placeLabels(root) {
       } else if (item.node.dataset.short) {
         label.textContent = item.node.dataset.short; // "#2" fits where "attempt 2" does not
         item.node.classList.add("nb-tight");
+      }
+      if (
+        !item.node.classList.contains("nb-label-outside") &&
+        label.scrollWidth > label.clientWidth + 1
+      ) {
+        // too narrow even for "503": no text spilling over the next segment; hover tells
+        label.style.visibility = "hidden";
       }
     }
   }
