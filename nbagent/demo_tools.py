@@ -6,58 +6,14 @@ a path that leaves it is refused, so a model cannot read the rest of the disk.
 
 from __future__ import annotations
 
-import ast
-import operator
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from .arithmetic import safe_eval
 from .tools import Tool, tool
 
-__all__ = ["DEMO_DATA", "calculator", "file_tools", "safe_eval"]
+__all__ = ["DEMO_DATA", "calculator", "file_tools"]
 
 DEMO_DATA = Path(__file__).parent / "demo_data"
-
-_OPS: dict[type, Callable[..., Any]] = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-}
-
-
-def safe_eval(expression: str) -> float | int:
-    """Evaluate arithmetic only: numbers, + - * / // % ** and parentheses."""
-    if len(expression) > 200:
-        raise ValueError("expression is longer than 200 characters")
-    try:
-        tree = ast.parse(expression, mode="eval")
-    except SyntaxError:
-        raise ValueError(f"not an arithmetic expression: {expression!r}") from None
-
-    def ev(node: ast.AST) -> Any:
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            left, right = ev(node.left), ev(node.right)
-            if isinstance(node.op, ast.Pow) and abs(right) > 100:
-                raise ValueError("exponent too large")
-            return _OPS[type(node.op)](left, right)
-        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.operand))
-        raise ValueError(f"only arithmetic is allowed, not {type(node).__name__}")
-
-    value = ev(tree)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value  # type: ignore[no-any-return]
 
 
 @tool

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nbagent.arithmetic import evaluate, find_expression
 from nbagent.mock import MockServer, demo_reply, parse_request, serve
-from nbagent.mock.arithmetic import evaluate, find_expression
 from nbagent.mock.conversation import RequestError
 
 SCHEMAS: dict[str, dict[str, Any]] = {

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nbagent.mock.arithmetic import evaluate, find_expression
+from nbagent.arithmetic import evaluate, find_expression
 from nbagent.mock.conversation import Conversation, ToolResult, ToolUse, Turn, estimate_tokens
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens"]

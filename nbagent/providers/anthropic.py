@@ -6,12 +6,10 @@ Also the wire format of the embedded `demo` model (the loopback mock server spea
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
 
 from ..budget import Usage, estimate_cost
 from ..errors import ContentFiltered
@@ -26,12 +24,9 @@ from ..messages import (
 from .base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from .errors_http import error_from_payload, kept_headers
 from .sse import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_EVENT_BYTES,
     HTTPProvider,
     PartBuffer,
+    _int,
 )
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
@@ -148,39 +143,11 @@ class _BlockState:
         return None
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class AnthropicProvider(HTTPProvider):
     """Streams Claude models through the Messages API."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str = "https://api.anthropic.com",
-        client: httpx.AsyncClient | None = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        extra_headers: Mapping[str, str] | None = None,
-        name: str = "anthropic",
-    ) -> None:
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            client=client,
-            connect_timeout=connect_timeout,
-            idle_timeout=idle_timeout,
-            max_body_bytes=max_body_bytes,
-            max_event_bytes=max_event_bytes,
-            extra_headers=extra_headers,
-            name=name,
-        )
+    default_base_url = "https://api.anthropic.com"
+    default_name = "anthropic"
 
     @property
     def url(self) -> str:

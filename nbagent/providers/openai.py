@@ -8,12 +8,10 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
 
 from ..budget import Usage, estimate_cost
 from ..errors import ContentFiltered
@@ -30,12 +28,9 @@ from .anthropic import decode_arguments
 from .base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from .errors_http import error_from_payload, kept_headers
 from .sse import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_EVENT_BYTES,
     HTTPProvider,
     PartBuffer,
+    _int,
 )
 
 __all__ = ["OpenAIProvider", "build_openai_body", "messages_to_openai"]
@@ -167,39 +162,11 @@ class _Call:
     args: list[str] = field(default_factory=list)
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class OpenAIProvider(HTTPProvider):
     """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str = "https://api.openai.com/v1",
-        client: httpx.AsyncClient | None = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-        extra_headers: Mapping[str, str] | None = None,
-        name: str = "openai",
-    ) -> None:
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            client=client,
-            connect_timeout=connect_timeout,
-            idle_timeout=idle_timeout,
-            max_body_bytes=max_body_bytes,
-            max_event_bytes=max_event_bytes,
-            extra_headers=extra_headers,
-            name=name,
-        )
+    default_base_url = "https://api.openai.com/v1"
+    default_name = "openai"
 
     @property
     def url(self) -> str:

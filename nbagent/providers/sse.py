@@ -453,26 +453,36 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+def _int(value: Any) -> int | None:
+    """A JSON integer (not a bool), or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 class HTTPProvider:
-    """What the Anthropic and OpenAI-format providers share. Subclasses implement `stream`."""
+    """What the Anthropic and OpenAI-format providers share. Subclasses implement `stream`
+    and name their public endpoint and provider in `default_base_url` and `default_name`."""
 
     name: str
     model: str
+    default_base_url = ""
+    default_name = ""
 
     def __init__(
         self,
         model: str,
         *,
         api_key: str | None,
-        base_url: str,
+        base_url: str | None = None,
         client: httpx.AsyncClient | None = None,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         extra_headers: Mapping[str, str] | None = None,
-        name: str,
+        name: str | None = None,
     ) -> None:
+        base_url = self.default_base_url if base_url is None else base_url
+        name = self.default_name if name is None else name
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("the model name is empty: pass the model id, e.g. 'gpt-4o'.")
         if api_key is not None:

@@ -1,4 +1,8 @@
-"""Safe arithmetic for the demo model: find an expression in a prompt and evaluate it."""
+"""Safe arithmetic: the demo's calculator tool, and the demo model finding sums in prompts.
+
+Only numbers, + - * / // % ** (or ^ × ÷) and parentheses are evaluated, through the AST; no
+names, calls or attributes, so a prompt or a model cannot run code through it.
+"""
 
 from __future__ import annotations
 
@@ -39,25 +43,39 @@ def _eval_node(node: ast.AST) -> float | int:
             raise ValueError("exponent too large")
         result: int | float = _BINOPS[type(node.op)](left, right)
         return result
-    raise ValueError("not arithmetic")
+    raise ValueError(f"only arithmetic is allowed, not {type(node).__name__}")
 
 
-def evaluate(expression: str) -> str | None:
-    """Evaluate plain arithmetic safely; None when it is not arithmetic or fails."""
+def safe_eval(expression: str) -> int | float:
+    """The value of plain arithmetic; `ValueError` saying why when it is not that."""
     if len(expression) > 500:
-        return None
+        raise ValueError("the expression is longer than 500 characters")
     text = expression.replace("^", "**").replace("×", "*").replace("÷", "/")
     try:
         value = _eval_node(ast.parse(text.strip(), mode="eval"))
-    except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, TypeError, RecursionError):
-        return None
+    except SyntaxError:
+        raise ValueError(f"not an arithmetic expression: {expression!r}") from None
+    except ZeroDivisionError:
+        raise ValueError("division by zero") from None
+    except (OverflowError, RecursionError):
+        raise ValueError("the result is too large") from None
+    except TypeError:
+        raise ValueError(f"not an arithmetic expression: {expression!r}") from None
     if isinstance(value, float):
         if not math.isfinite(value):
-            return None
+            raise ValueError("the result is not a finite number")
         if value.is_integer() and abs(value) < 1e15:
-            return str(int(value))
-        return f"{value:.10g}"
-    return str(value)
+            return int(value)
+    return value
+
+
+def evaluate(expression: str) -> str | None:
+    """Evaluate plain arithmetic safely, as text; None when it is not arithmetic or fails."""
+    try:
+        value = safe_eval(expression)
+    except ValueError:
+        return None
+    return f"{value:.10g}" if isinstance(value, float) else str(value)
 
 
 def find_expression(prompt: str) -> str | None:
