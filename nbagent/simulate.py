@@ -28,7 +28,7 @@ import pandas as pd
 from .attempts import AttemptLog
 from .errors import ProviderError, RateLimited, ServerError
 from .events import AttemptFailed, AttemptStarted, AttemptSucceeded, RetryScheduled, RunStarted
-from .retry import RetryPolicy
+from .retry import RetryPlan, RetryPolicy
 
 __all__ = [
     "ContentionJitter",
@@ -110,39 +110,9 @@ def simulate_retries(
             else:
                 error = ServerError("simulated failure", status_code=503)
             plan = policy.plan(error, attempt, rng=jitter_rng)
-            log(
-                AttemptFailed(
-                    run_id=run,
-                    time=t,
-                    turn=1,
-                    attempt=attempt,
-                    max_attempts=policy.max_attempts,
-                    model=model,
-                    error=type(error).__name__,
-                    message=error.message,
-                    status_code=error.status_code,
-                    retry_after_s=error.retry_after,
-                    action="retry" if plan is not None else "fail",
-                )
-            )
+            _log_failure(log, run, t, attempt, policy, model, error, plan)
             if plan is None:
                 break
-            log(
-                RetryScheduled(
-                    run_id=run,
-                    time=t,
-                    turn=1,
-                    attempt=attempt,
-                    next_attempt=attempt + 1,
-                    max_attempts=policy.max_attempts,
-                    delay_s=plan.delay_s,
-                    policy_delay_s=plan.policy_delay_s,
-                    retry_after_s=plan.retry_after_s,
-                    error=type(error).__name__,
-                    status_code=error.status_code,
-                    model=model,
-                )
-            )
             t += plan.delay_s
             attempt += 1
     return log.frame()
@@ -268,39 +238,9 @@ def simulate_contention(
             sleep = min(cap, rng.uniform(base, prev_sleep[c] * 3))
             prev_sleep[c] = sleep
             plan = dataclasses.replace(plan, delay_s=sleep, policy_delay_s=sleep)
-        log(
-            AttemptFailed(
-                run_id=run,
-                time=end,
-                turn=1,
-                attempt=attempt,
-                max_attempts=pol.max_attempts,
-                model=model,
-                error=type(error).__name__,
-                message=error.message,
-                status_code=error.status_code,
-                retry_after_s=error.retry_after,
-                action="retry" if plan is not None else "fail",
-            )
-        )
+        _log_failure(log, run, end, attempt, pol, model, error, plan)
         if plan is None:
             continue
-        log(
-            RetryScheduled(
-                run_id=run,
-                time=end,
-                turn=1,
-                attempt=attempt,
-                next_attempt=attempt + 1,
-                max_attempts=pol.max_attempts,
-                delay_s=plan.delay_s,
-                policy_delay_s=plan.policy_delay_s,
-                retry_after_s=plan.retry_after_s,
-                error=type(error).__name__,
-                status_code=error.status_code,
-                model=model,
-            )
-        )
         heapq.heappush(heap, (end + plan.delay_s, c, attempt + 1))
     return log.frame()
 
@@ -362,3 +302,48 @@ def compare_jitter(
             )
     out: pd.DataFrame = pd.DataFrame(rows)
     return out
+
+
+def _log_failure(
+    log: AttemptLog,
+    run: str,
+    t: float,
+    attempt: int,
+    policy: RetryPolicy,
+    model: str,
+    error: ProviderError,
+    plan: RetryPlan | None,
+) -> None:
+    """The events the agent would emit for a failed attempt (and its retry, when planned)."""
+    log(
+        AttemptFailed(
+            run_id=run,
+            time=t,
+            turn=1,
+            attempt=attempt,
+            max_attempts=policy.max_attempts,
+            model=model,
+            error=type(error).__name__,
+            message=error.message,
+            status_code=error.status_code,
+            retry_after_s=error.retry_after,
+            action="retry" if plan is not None else "fail",
+        )
+    )
+    if plan is not None:
+        log(
+            RetryScheduled(
+                run_id=run,
+                time=t,
+                turn=1,
+                attempt=attempt,
+                next_attempt=attempt + 1,
+                max_attempts=policy.max_attempts,
+                delay_s=plan.delay_s,
+                policy_delay_s=plan.policy_delay_s,
+                retry_after_s=plan.retry_after_s,
+                error=type(error).__name__,
+                status_code=error.status_code,
+                model=model,
+            )
+        )
