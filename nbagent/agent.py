@@ -229,8 +229,18 @@ class Agent(CompactingMixin):
             self.transcript = list(messages)
 
     async def aclose(self) -> None:
+        """Close the HTTP connections the providers opened in this event loop. A script that
+        ends its loop (`asyncio.run`) should call it, or use `async with Agent(...) as agent:`.
+        Tool sources are not closed: they may serve other agents (close an MCPSource yourself).
+        """
         for p in self._providers:
             await p.aclose()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def run(self, prompt: str | Message, *, show: bool | None = None) -> RunResult:
         """Run the agent on `prompt` until the model ends its turn.

@@ -80,22 +80,25 @@ async def _run_steps(
     scripted: bool,
 ) -> list[str]:
     outcomes: list[str] = []
-    for i, step in enumerate(plan, 1):
-        print(f"\n▶ {i}/{len(plan)}  {step.prompt}", file=out)
-        if step.teaches:
-            print(f"  ({step.teaches})", file=out)
-        if scripted and callable(set_faults):
-            set_faults(list(step.faults))
-        try:
-            result = await agent.run(step.prompt, show=False)
-        except NbAgentError as exc:
-            print(f"  ✗ {type(exc).__name__}: {exc}", file=out)
-            print("    the conversation is as it was before this step", file=out)
-            outcomes.append(type(exc).__name__)
-        else:
-            text = " ".join(result.final_text.split())
-            print(f"  ✓ {text[:300]}{'…' if len(text) > 300 else ''}", file=out)
-            outcomes.append(result.end_reason)
+    try:
+        for i, step in enumerate(plan, 1):
+            print(f"\n▶ {i}/{len(plan)}  {step.prompt}", file=out)
+            if step.teaches:
+                print(f"  ({step.teaches})", file=out)
+            if scripted and callable(set_faults):
+                set_faults(list(step.faults))
+            try:
+                result = await agent.run(step.prompt, show=False)
+            except NbAgentError as exc:
+                print(f"  ✗ {type(exc).__name__}: {exc}", file=out)
+                print("    the conversation is as it was before this step", file=out)
+                outcomes.append(type(exc).__name__)
+            else:
+                text = " ".join(result.final_text.split())
+                print(f"  ✓ {text[:300]}{'…' if len(text) > 300 else ''}", file=out)
+                outcomes.append(result.end_reason)
+    finally:
+        await agent.aclose()  # its connections belong to this event loop, which ends now
     return outcomes
 
 

@@ -458,3 +458,14 @@ def test_a_failing_session_save_is_a_host_error(tmp_path: Path) -> None:
     run(agent)
     with pytest.raises(E.HostError, match="saving the session"):
         agent.save(tmp_path / "no-such-folder" / "s.json")
+
+
+def test_async_with_closes_the_providers() -> None:
+    model = ScriptedModel(["hi"])
+
+    async def main() -> None:
+        async with Agent(model, clock=VirtualClock()) as agent:
+            await agent.run("hello", show=False)
+        assert model.closed
+
+    asyncio.run(main())
