@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -85,12 +86,22 @@ class Server:
     def __init__(self, url: str, token: str, root: Path, proc: subprocess.Popen[bytes]) -> None:
         self.url, self.token, self.root, self.proc = url, token, root, proc
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, *, attempts: int = 20) -> Any:
+        """GET a JSON API path. jupyter_server answers 500 now and then while a kernel is
+        starting (a race inside it, seen on /api/kernels): such an answer is asked again."""
         request = urllib.request.Request(
             self.url + path, headers={"Authorization": f"token {self.token}"}
         )
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.loads(response.read())
+        for attempt in range(attempts):
+            try:
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    return json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                if exc.code < 500 or attempt == attempts - 1:
+                    raise
+                time.sleep(0.1)
+        raise AssertionError("unreachable")
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
