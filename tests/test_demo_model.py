@@ -10,6 +10,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mock_support import sse_events
 
 from nbagent.arithmetic import evaluate, find_expression
 from nbagent.mock import MockServer, demo_reply, parse_request, serve
@@ -34,25 +35,6 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 FORMATS = ["anthropic", "openai"]
 ToolFn = Callable[[str, str], tuple[str, bool]]  # (name, raw arguments) -> (content, is_error)
-
-
-def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
-    events: list[tuple[str | None, str]] = []
-    for block in raw.decode().split("\n\n"):
-        name: str | None = None
-        data: list[str] = []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                name = value
-            elif field == "data":
-                data.append(value)
-        if name is not None or data:
-            events.append((name, "\n".join(data)))
-    return events
 
 
 class Turn:

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mock_support import sse_events
 
 from nbagent.mock import Fault, MockServer, RateLimit, parse_faults, serve
 from nbagent.mock.faults import FaultPlan, parse_fault
@@ -17,25 +18,6 @@ from nbagent.mock.ratelimit import format_duration, format_seconds
 
 ANTHROPIC = "/v1/messages"
 OPENAI = "/v1/chat/completions"
-
-
-def sse_events(raw: bytes) -> list[tuple[str | None, str]]:
-    events: list[tuple[str | None, str]] = []
-    for block in raw.decode().split("\n\n"):
-        name: str | None = None
-        data: list[str] = []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                name = value
-            elif field == "data":
-                data.append(value)
-        if name is not None or data:
-            events.append((name, "\n".join(data)))
-    return events
 
 
 def body(path: str, prompt: str = "Tell me something.", stream: bool = True) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mock_support import sse_events
 
 from nbagent.mock import MockServer, RateLimit, serve, shared_server
 
@@ -32,27 +33,6 @@ CALC = {
 
 
 # --- helpers: a small SSE decoder and stream reassembly ----------------------------------------
-
-
-def sse_events(raw: bytes | str) -> list[tuple[str | None, str]]:
-    """Decode raw SSE into (event name, data) pairs; comment lines are skipped."""
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    events: list[tuple[str | None, str]] = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        name: str | None = None
-        data: list[str] = []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                name = value
-            elif field == "data":
-                data.append(value)
-        if name is not None or data:
-            events.append((name, "\n".join(data)))
-    return events
 
 
 def anthropic_assemble(raw: bytes) -> dict[str, Any]:
