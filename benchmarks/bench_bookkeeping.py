@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 from common import Goal, Report, median
 
-from nbagent.attempts import COLUMNS, AttemptLog
+from nbagent._loop._attempt_log import COLUMNS, AttemptLog
 from nbagent.events import (
     AttemptFailed,
     AttemptStarted,
@@ -120,7 +120,7 @@ def per_event_us(events: list[Event], make: Any) -> float:
 
 
 def run(short: bool = False) -> Report:
-    from nbagent.notebook.widget import TimelineWidget
+    from nbagent.notebook._widget import TimelineWidget
 
     deltas = 2_000 if short else 20_000
     n_attempts = 5_000 if short else 100_000

@@ -15,7 +15,7 @@ from typing import Any
 from common import Goal, Report, median, mock_process
 
 from nbagent import Agent, RetryPolicy
-from nbagent.limiter import reset_shared_limiters
+from nbagent._loop._limiter import reset_shared_limiters
 
 FULL = 1000  # attempts for the comparators, so that every client finishes
 RATE = 10.0

@@ -33,7 +33,7 @@ def _body(deltas: int) -> dict[str, Any]:
 
 
 async def nbagent_turn(url: str, deltas: int) -> int:
-    from nbagent.notebook.widget import TimelineWidget
+    from nbagent.notebook._widget import TimelineWidget
 
     agent = Agent("demo", base_url=url, max_tokens=100_000)
     agent.subscribe(TimelineWidget())  # the widget model (no front end attached)

@@ -4,11 +4,27 @@ Each failure while producing the next message gets one of four actions: retry wi
 compact and retry, a tool error result the model can read, or a typed hard failure.
 """
 
-from .agent import Agent, RunHandle, RunResult
+from ._core._budget import Budget, Usage
+from ._core._clock import RealClock, VirtualClock
+from ._core._messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    load_session,
+    save_session,
+)
+from ._core._presenter import set_presenter as _set_presenter
+from ._core._retry import RetryPolicy
+from ._loop._agent import Agent, RunHandle, RunResult
+from ._loop._compaction import DefaultCompaction, StubOldToolOutput, Summarize, TokenEstimator
+from ._loop._limiter import RateLimiter, RetryBudget
+from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
+from ._mcp import MCPSource
 from .batch import BatchResult, amap, map
-from .budget import Budget, Usage
-from .clock import RealClock, VirtualClock
-from .compaction import DefaultCompaction, StubOldToolOutput, Summarize, TokenEstimator
+from .demo import install as _install_demo
 from .errors import (
     Aborted,
     Action,
@@ -36,23 +52,15 @@ from .errors import (
     TransportError,
     classify,
 )
-from .limiter import RateLimiter, RetryBudget
-from .mcp_source import MCPSource
-from .messages import (
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-    load_session,
-    save_session,
-)
-from .providers.scripted import Partial, Reply, ScriptedModel, ToolUse, fault
-from .retry import RetryPolicy
-from .tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
+from .notebook import NotebookPresenter as _NotebookPresenter
+from .providers._scripted import Partial, Reply, ScriptedModel, ToolUse, fault
 
 __version__ = "0.1.0"
+
+# The seams the core defines, filled here, explicitly: the model string "demo" (the demo model
+# behind the loopback mock server) and how a run is shown in a notebook (the live widget).
+_install_demo()
+_set_presenter(_NotebookPresenter())
 
 __all__ = [
     "Aborted",
@@ -121,6 +129,6 @@ __all__ = [
 
 def load_ipython_extension(ipython: object) -> None:
     """`%load_ext nbagent`: register the `%%agent` cell magic and `%agent_reset`."""
-    from .notebook.magic import load_ipython_extension as load
+    from ._magic import load_ipython_extension as load
 
     load(ipython)

@@ -18,13 +18,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .attempts import COLUMNS, coerce, empty_frame
-from .retry import RetryPolicy
+from ._core._retry import RetryPolicy, format_duration
+from ._loop._attempt_log import COLUMNS, coerce, empty_frame
 
 __all__ = [
     "ACTION_COLORS",
     "OUTCOME_COLORS",
     "WAIT_STYLES",
+    "format_duration",
     "plot_backoff",
     "plot_delays",
     "plot_timeline",

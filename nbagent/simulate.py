@@ -25,10 +25,10 @@ from typing import Literal
 
 import pandas as pd
 
-from .attempts import AttemptLog
+from ._core._retry import RetryPlan, RetryPolicy
+from ._loop._attempt_log import AttemptLog
 from .errors import ProviderError, RateLimited, ServerError
 from .events import AttemptFailed, AttemptStarted, AttemptSucceeded, RetryScheduled, RunStarted
-from .retry import RetryPlan, RetryPolicy
 
 __all__ = [
     "ContentionJitter",

@@ -12,6 +12,8 @@ ruff check .
 ruff format --check .
 echo "== mypy"
 mypy
+echo "== import-linter (the layers)"
+lint-imports
 echo "== pytest"
 # pytest exits 5 when it collects no test: that is a failure here, as any non-zero code is.
 pytest -q -p no:cacheprovider tests

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nbagent.limiter import reset_shared_limiters
+from nbagent._loop._limiter import reset_shared_limiters
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import yaml  # type: ignore[import-untyped]
 
-from nbagent.messages import Message
+from nbagent._core._messages import Message
 from nbagent.providers import Completed, ModelRequest, StreamPart
-from nbagent.providers.sse import HTTPProvider
+from nbagent.providers._http import HTTPProvider
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"
 SENTINEL_KEY = "sk-SENTINEL-7f3a9c1e5b2d4680"

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from nbagent import errors as E
+from nbagent._core._messages import Message
 from nbagent.events import (
     AttemptFailed,
     AttemptStarted,
@@ -24,7 +25,6 @@ from nbagent.events import (
     RunFinished,
     RunStarted,
 )
-from nbagent.messages import Message
 
 # Every typed error of DESIGN.md's table ("The four actions"). A run must end in success or one
 # of these; anything else (a bare ValueError, ScriptExhausted, a CancelledError leaking out of

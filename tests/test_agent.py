@@ -343,7 +343,7 @@ def test_budgets_are_checked_after_each_turn() -> None:
 
 
 def test_cost_wins_over_tokens_when_both_trip() -> None:
-    from nbagent.budget import Usage
+    from nbagent._core._budget import Usage
 
     b = Budget(max_cost_usd=0.01, max_total_tokens=10)
     with pytest.raises(E.BudgetExceeded) as info:

@@ -9,6 +9,8 @@ import pytest
 from matplotlib.figure import Figure
 from test_attempts import scripted_frame
 
+from nbagent._core._retry import RetryPolicy
+from nbagent._loop._attempt_log import AttemptLog, coerce, empty_frame
 from nbagent.analysis import (
     plot_backoff,
     plot_delays,
@@ -17,9 +19,7 @@ from nbagent.analysis import (
     summary,
     wait_kind,
 )
-from nbagent.attempts import AttemptLog, coerce, empty_frame
 from nbagent.events import AttemptFailed, AttemptStarted, AttemptSucceeded, RetryScheduled
-from nbagent.retry import RetryPolicy
 from nbagent.simulate import simulate_contention, simulate_retries
 
 ARTIFACTS = Path(__file__).parent / "artifacts"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbagent.arithmetic import evaluate, safe_eval
-from nbagent.demo_tools import calculator
+from nbagent.demo._arithmetic import evaluate, safe_eval
+from nbagent.demo._tools import calculator
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import nbagent.attempts as attempts_mod
-from nbagent.attempts import (
+import nbagent._loop._attempt_log as attempts_mod
+from nbagent._loop._attempt_log import (
     COLUMNS,
     DTYPES,
     AttemptLog,

@@ -25,9 +25,9 @@ from nbagent import (
     tool,
 )
 from nbagent.errors import ConfigError
-from nbagent.providers.anthropic import AnthropicProvider
-from nbagent.providers.models import resolve_model
-from nbagent.providers.openai import OpenAIProvider
+from nbagent.providers._anthropic import AnthropicProvider
+from nbagent.providers._models import resolve_model
+from nbagent.providers._openai_chat import OpenAIProvider
 
 
 @tool
@@ -253,7 +253,7 @@ def test_mock_fault_mistakes_get_one_sentence() -> None:
 def test_cli_mistakes_exit_2_with_one_message(
     argv: list[str], says: str, capsys: pytest.CaptureFixture[str], tmp_path: Any
 ) -> None:
-    from nbagent.cli import main
+    from nbagent._cli import main
 
     if argv[0] == "demo":
         argv = [*argv, "--out", str(tmp_path / "o")]

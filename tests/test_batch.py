@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from nbagent import ConfigError
-from nbagent.batch import RESULT_COLUMNS, BatchProgress, BatchResult, amap, map
-from nbagent.limiter import reset_shared_limiters
+from nbagent._loop._limiter import reset_shared_limiters
+from nbagent.batch._map import RESULT_COLUMNS, BatchProgress, BatchResult, amap, map
 from nbagent.mock import RateLimit, serve
 
 

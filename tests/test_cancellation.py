@@ -48,7 +48,7 @@ from nbagent.events import (
     RunFinished,
     ToolCallStarted,
 )
-from nbagent.providers.base import ModelRequest, StreamPart
+from nbagent.providers._base import ModelRequest, StreamPart
 
 SUMMARY_SYSTEM = "You summarise conversations faithfully and briefly."
 
@@ -399,8 +399,8 @@ def test_cancel_while_a_worker_thread_tool_runs() -> None:
 @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
 def test_cancel_over_real_sockets_then_run_again(fmt: str, fault_spec: str) -> None:
     from nbagent.mock import serve
-    from nbagent.providers.anthropic import AnthropicProvider
-    from nbagent.providers.openai import OpenAIProvider
+    from nbagent.providers._anthropic import AnthropicProvider
+    from nbagent.providers._openai_chat import OpenAIProvider
 
     with no_leaks(), serve([fault_spec]) as server:
 
@@ -487,7 +487,7 @@ def test_a_subscriber_raising_mid_stream_closes_the_stream_at_once() -> None:
 
 def test_a_subscriber_raising_mid_stream_over_a_socket_leaves_nothing_open() -> None:
     from nbagent.mock import serve
-    from nbagent.providers.anthropic import AnthropicProvider
+    from nbagent.providers._anthropic import AnthropicProvider
 
     errors: list[BaseException] = []
 

@@ -54,11 +54,11 @@ from nbagent import (
     fault,
     tool,
 )
+from nbagent._loop._tools import Tool
 from nbagent.events import Event, MessageCommitted, ToolCallFinished
-from nbagent.providers.anthropic import AnthropicProvider
-from nbagent.providers.base import ModelRequest
-from nbagent.providers.openai import OpenAIProvider
-from nbagent.tools import Tool
+from nbagent.providers._anthropic import AnthropicProvider
+from nbagent.providers._base import ModelRequest
+from nbagent.providers._openai_chat import OpenAIProvider
 
 FULL = os.environ.get("NBAGENT_SOAK", "").strip().lower() == "full"
 VIRTUAL_RUNS = 10_000 if FULL else 1_000
@@ -418,7 +418,7 @@ MOCK_PROMPTS = (
 
 
 def test_mock_server_soak_over_real_sockets() -> None:
-    from nbagent.demo_tools import calculator, file_tools
+    from nbagent.demo._tools import calculator, file_tools
     from nbagent.mock import serve
 
     assert sum(MOCK_FAULT_RATES.values()) >= 0.30

@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nbagent.cli import main
-from nbagent.demo import run_demo
+from nbagent._cli import main
+from nbagent.demo._command import run_demo
 
 
 def test_demo_shows_all_four_actions_and_writes_its_files(tmp_path: Path) -> None:

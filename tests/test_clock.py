@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nbagent.clock import Clock, RealClock, VirtualClock
+from nbagent._core._clock import Clock, RealClock, VirtualClock
 
 
 def test_virtual_clock_sleeps_without_waiting() -> None:

@@ -30,7 +30,7 @@ from nbagent import (
     tool,
 )
 from nbagent import errors as E
-from nbagent.compaction import (
+from nbagent._loop._compaction import (
     SUMMARY_ACK,
     SUMMARY_MARKER,
     CompactionContext,
@@ -49,7 +49,7 @@ from nbagent.events import (
     CompactionStarted,
     Event,
 )
-from nbagent.providers.base import ModelRequest
+from nbagent.providers._base import ModelRequest
 
 FILES = {"a": "a" * 20_000, "b": "b" * 20_000, "c": "c" * 20_000, "small": "tiny"}
 

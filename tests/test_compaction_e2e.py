@@ -17,13 +17,13 @@ import pytest
 
 from nbagent import Agent, RetryPolicy, VirtualClock, tool
 from nbagent import errors as E
-from nbagent.compaction import SUMMARY_MARKER, stub_text
+from nbagent._core._messages import Message
+from nbagent._loop._compaction import SUMMARY_MARKER, stub_text
 from nbagent.events import AttemptFailed, CompactionFinished, CompactionStarted, Event
-from nbagent.messages import Message
 from nbagent.mock import MockServer, serve
-from nbagent.providers.anthropic import AnthropicProvider
-from nbagent.providers.base import Provider
-from nbagent.providers.openai import OpenAIProvider
+from nbagent.providers._anthropic import AnthropicProvider
+from nbagent.providers._base import Provider
+from nbagent.providers._openai_chat import OpenAIProvider
 
 WINDOW = 8000
 FILES = {

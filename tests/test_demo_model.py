@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mock_support import sse_events
 
-from nbagent.arithmetic import evaluate, find_expression
-from nbagent.mock import MockServer, demo_reply, parse_request, serve
-from nbagent.mock.conversation import RequestError
+from nbagent.demo import demo_reply
+from nbagent.demo._arithmetic import evaluate, find_expression
+from nbagent.mock import MockServer, parse_request, serve
+from nbagent.mock._conversation import RequestError
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "calculator": {

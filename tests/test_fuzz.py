@@ -23,6 +23,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nbagent._core._messages import Message, load_session, repair_tool_pairing
 from nbagent.errors import (
     Action,
     NbAgentError,
@@ -31,12 +32,11 @@ from nbagent.errors import (
     ToolPairingError,
     classify,
 )
-from nbagent.messages import Message, load_session, repair_tool_pairing
-from nbagent.providers.anthropic import AnthropicProvider
-from nbagent.providers.base import Completed, ModelRequest
-from nbagent.providers.errors_http import error_from_payload, error_from_response
-from nbagent.providers.openai import OpenAIProvider
-from nbagent.retry import parse_duration, parse_retry_after, server_wish
+from nbagent.providers._anthropic import AnthropicProvider
+from nbagent.providers._base import Completed, ModelRequest
+from nbagent.providers._http_errors import error_from_payload, error_from_response
+from nbagent.providers._openai_chat import OpenAIProvider
+from nbagent.providers._server_wish import parse_duration, parse_retry_after, server_wish
 
 FUZZ = settings(
     max_examples=int(os.environ.get("NBAGENT_FUZZ_EXAMPLES", "150")),

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from nbagent import Agent, RateLimiter, RetryBudget, RetryPolicy, ScriptedModel, VirtualClock
-from nbagent.clock import RealClock
-from nbagent.limiter import limiter_key, reset_shared_limiters, shared_limiter
+from nbagent._core._clock import RealClock
+from nbagent._loop._limiter import limiter_key, reset_shared_limiters, shared_limiter
 from nbagent.mock import RateLimit, serve
-from nbagent.mock.ratelimit import anthropic_headers
-from nbagent.providers.anthropic import AnthropicProvider
+from nbagent.mock._ratelimit import anthropic_headers
+from nbagent.providers._anthropic import AnthropicProvider
 
 
 @pytest.fixture(autouse=True)

@@ -18,8 +18,8 @@ from traitlets.config import Config
 
 import nbagent
 from nbagent import Aborted, Agent, ServerError
-from nbagent.notebook import magic
-from nbagent.notebook.magic import AgentMagics, split_faults
+from nbagent import _magic as magic
+from nbagent._magic import AgentMagics, split_faults
 
 
 @pytest.fixture(scope="module")

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from nbagent.agent import Agent
-from nbagent.demo_servers import notes_server_command, notes_source
+from nbagent._core._messages import ImageBlock, TextBlock
+from nbagent._loop._agent import Agent
+from nbagent._loop._tools import ToolCall, ToolOutcome, ToolSource
+from nbagent._mcp._source import MCPSource
+from nbagent.demo._servers import notes_server_command, notes_source
 from nbagent.errors import ConfigError
-from nbagent.mcp_source import MCPSource
-from nbagent.messages import ImageBlock, TextBlock
-from nbagent.providers.scripted import Reply, ScriptedModel, ToolUse
-from nbagent.tools import ToolCall, ToolOutcome, ToolSource
+from nbagent.providers._scripted import Reply, ScriptedModel, ToolUse
 
 FLAKY = Path(__file__).parent / "mcp_servers" / "flaky_server.py"
 FLAKY_CMD = [sys.executable, str(FLAKY)]

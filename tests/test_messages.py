@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nbagent import errors as E
-from nbagent.messages import (
+from nbagent._core._messages import (
     ImageBlock,
     Message,
     TextBlock,

@@ -13,8 +13,8 @@ import pytest
 from mock_support import sse_events
 
 from nbagent.mock import Fault, MockServer, RateLimit, parse_faults, serve
-from nbagent.mock.faults import FaultPlan, parse_fault
-from nbagent.mock.ratelimit import format_duration, format_seconds
+from nbagent.mock._faults import FaultPlan, parse_fault
+from nbagent.mock._ratelimit import format_duration, format_seconds
 
 ANTHROPIC = "/v1/messages"
 OPENAI = "/v1/chat/completions"

@@ -475,14 +475,15 @@ def test_cli_rejects_bad_fault() -> None:
 
 
 def test_a_bug_in_the_mock_is_a_visible_500(
-    client: httpx.Client, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    server: MockServer,
+    client: httpx.Client,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import nbagent.mock.handler as handler
-
     def broken(conversation: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(handler, "demo_reply", broken)
+    monkeypatch.setattr(server, "responder", broken)
     r = client.post("/v1/messages", json=anthropic_body("hi"))
     assert r.status_code == 500
     assert r.json()["error"]["message"] == "nbagent mock server internal error: RuntimeError: boom"

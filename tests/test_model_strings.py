@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 
 import httpx
 import pytest
 from provider_support import SENTINEL_KEY
 
+from nbagent._core._messages import Message
 from nbagent.errors import ConfigError
-from nbagent.messages import Message
+from nbagent.mock import shared_server
 from nbagent.providers import (
     AnthropicProvider,
     Completed,
@@ -204,8 +204,7 @@ def test_nothing_is_sent_on_config_error() -> None:
 
 
 def test_demo_uses_the_shared_mock_server() -> None:
-    mock = importlib.import_module("nbagent.mock")
-    server = mock.shared_server()
+    server = shared_server()
     provider = resolve_model("demo")
     assert isinstance(provider, AnthropicProvider)
     assert (provider.name, provider.model) == ("demo", "demo")

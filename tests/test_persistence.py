@@ -34,8 +34,8 @@ from nbagent import (
     VirtualClock,
 )
 from nbagent import errors as E
-from nbagent import messages as M
-from nbagent.messages import (
+from nbagent._core import _messages as M
+from nbagent._core._messages import (
     ImageBlock,
     TextBlock,
     ThinkingBlock,
@@ -262,7 +262,7 @@ def test_a_process_killed_while_saving_leaves_a_loadable_file(tmp_path: Path) ->
     script = textwrap.dedent(
         f"""
         import sys
-        from nbagent.messages import Message, save_session
+        from nbagent._core._messages import Message, save_session
         big = "y" * 200_000
         i = 0
         sys.stdout.write("ready\\n"); sys.stdout.flush()

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from provider_support import SENTINEL_KEY, SSE, Chunks, respond, run
 
+from nbagent._core._messages import Message
 from nbagent.errors import (
     Action,
     AuthFailed,
@@ -28,15 +29,14 @@ from nbagent.errors import (
     TransportError,
     classify,
 )
-from nbagent.messages import Message
 from nbagent.providers import AnthropicProvider, ModelRequest, OpenAIProvider
-from nbagent.providers.errors_http import (
+from nbagent.providers._http_errors import (
     context_numbers,
     error_from_payload,
     error_from_response,
     kept_headers,
 )
-from nbagent.providers.sse import Limits, transport_error
+from nbagent.providers._limits import Limits, transport_error
 
 
 def anthropic_body(etype: str, message: str = "msg", **extra: Any) -> str:

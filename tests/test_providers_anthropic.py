@@ -23,6 +23,14 @@ from provider_support import (
     vcr_body_string,
 )
 
+from nbagent._core._messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from nbagent.errors import (
     Action,
     ConfigError,
@@ -34,14 +42,6 @@ from nbagent.errors import (
     TransportError,
     classify,
 )
-from nbagent.messages import (
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
 from nbagent.providers import (
     AnthropicProvider,
     Completed,
@@ -51,7 +51,7 @@ from nbagent.providers import (
     ToolCallPart,
     ToolSpec,
 )
-from nbagent.providers.anthropic import build_anthropic_body
+from nbagent.providers._anthropic import build_anthropic_body
 
 TEXT = "anthropic-sdk-python__stream-text.txt"
 TOOL = "anthropic-sdk-python__stream-tool-use.txt"

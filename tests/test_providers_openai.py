@@ -20,6 +20,14 @@ from provider_support import (
     vcr_body_string,
 )
 
+from nbagent._core._messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from nbagent.errors import (
     Action,
     ContentFiltered,
@@ -30,14 +38,6 @@ from nbagent.errors import (
     TransportError,
     classify,
 )
-from nbagent.messages import (
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
 from nbagent.providers import (
     Completed,
     ModelRequest,
@@ -47,7 +47,7 @@ from nbagent.providers import (
     ToolCallPart,
     ToolSpec,
 )
-from nbagent.providers.openai import messages_to_openai
+from nbagent.providers._openai_chat import messages_to_openai
 
 TEXT = "openai-python__chat-stream-text.txt"
 TOOLS = "openai-python__chat-stream-parallel-tool-calls.txt"

@@ -10,16 +10,9 @@ from email.utils import format_datetime
 import pytest
 
 from nbagent import errors as E
-from nbagent.clock import VirtualClock
-from nbagent.retry import (
-    RetryPolicy,
-    acall,
-    call,
-    format_duration,
-    parse_duration,
-    parse_retry_after,
-    server_wish,
-)
+from nbagent._core._clock import VirtualClock
+from nbagent._core._retry import RetryPolicy, acall, call, format_duration
+from nbagent.providers._server_wish import parse_duration, parse_retry_after, server_wish
 
 NOW = 1_750_000_000.0
 

@@ -26,9 +26,9 @@ from reliability_support import TABLE_ERRORS, no_leaks
 
 from nbagent import Agent, RetryPolicy, VirtualClock
 from nbagent.events import Event
-from nbagent.notebook.export import export_html, render_static_html, render_text
-from nbagent.notebook.state import TimelineState
-from nbagent.providers.models import resolve_model
+from nbagent.notebook._export import export_html, render_static_html, render_text
+from nbagent.notebook._state import TimelineState
+from nbagent.providers._models import resolve_model
 
 SENTINEL = "sk-ant-SENTINEL0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 FRAGMENT = "SENTINEL0a1b2c3d4e5f"  # a leak of part of the key counts too
@@ -267,7 +267,7 @@ def test_a_reflected_key_never_comes_out(
 
 def test_the_widget_state_holds_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """The live widget (anywidget) syncs only what the events carry."""
-    from nbagent.notebook.widget import TimelineWidget
+    from nbagent.notebook._widget import TimelineWidget
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", SENTINEL)
     reflector = Reflector("anthropic")
@@ -323,7 +323,7 @@ def test_cli_demo_with_a_real_provider_string_prints_and_writes_no_key(
     debug_log: io.StringIO,
     mock_server: Any,
 ) -> None:
-    from nbagent.cli import main
+    from nbagent._cli import main
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", SENTINEL)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", mock_server.url)
@@ -349,7 +349,7 @@ def test_cli_demo_with_a_real_provider_string_prints_and_writes_no_key(
 def test_cli_reports_a_missing_key_without_a_traceback(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from nbagent.cli import main
+    from nbagent._cli import main
 
     for name in KEY_ENVS:
         monkeypatch.delenv(name, raising=False)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from test_attempts import check_schema
 
-from nbagent.retry import RetryPolicy
+from nbagent._core._retry import RetryPolicy
 from nbagent.simulate import compare_jitter, simulate_contention, simulate_retries
 
 

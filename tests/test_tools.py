@@ -11,10 +11,10 @@ from typing import Any, Literal
 import pytest
 
 from nbagent import errors as E
+from nbagent._core._messages import TextBlock
+from nbagent._loop._tools import Tool, Toolbox, ToolCall, ToolOutcome, tool
 from nbagent.events import Event, ToolCallFinished, ToolCallStarted
-from nbagent.messages import TextBlock
-from nbagent.providers.base import ToolSpec
-from nbagent.tools import Tool, Toolbox, ToolCall, ToolOutcome, tool
+from nbagent.providers._base import ToolSpec
 
 
 class Color(enum.Enum):

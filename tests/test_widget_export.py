@@ -8,10 +8,10 @@ from pathlib import Path
 
 from harness.timeline_script import TOOL_ERROR, run_events
 
+from nbagent._core._messages import Message
 from nbagent.events import MessageCommitted, RunFinished
-from nbagent.messages import Message
 from nbagent.notebook import TimelineState, TimelineWidget, export_html
-from nbagent.notebook.export import render_static_html, render_text, script_json
+from nbagent.notebook._export import render_static_html, render_text, script_json
 
 SENTINEL_KEY = "sk-ant-SENTINEL-do-not-leak-0123456789"
 BREAKOUT = "</script><script>alert('owned')</script><!-- & \u2028"

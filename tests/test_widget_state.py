@@ -66,11 +66,14 @@ def test_public_names() -> None:
     assert sorted(nb.__all__) == nb.__all__
     assert set(nb.__all__) == {
         "AgentView",
+        "NotebookPresenter",
         "TimelineState",
         "TimelineWidget",
+        "display_view",
         "export_html",
         "in_notebook",
         "make_view",
+        "start_shown",
     }
 
 

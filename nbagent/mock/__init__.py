@@ -1,9 +1,10 @@
-"""The loopback mock provider and the offline demo model.
+"""The loopback mock provider.
 
 ``serve()`` / ``MockServer`` run a real HTTP server on 127.0.0.1 speaking the Anthropic Messages
 (``POST /v1/messages``) and OpenAI Chat Completions (``POST /v1/chat/completions``) wire formats,
 with scripted or random faults, a token-bucket rate limiter and a context window.
-``shared_server()`` is the process-wide server behind ``model="demo"``.
+``shared_server()`` is the process-wide server behind ``model="demo"``. What it answers comes
+from a responder (the demo model, `nbagent.demo.demo_reply`, unless another is given).
 
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
@@ -12,29 +13,52 @@ Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` 
 ``should_retry=true|false``.
 """
 
-from nbagent.mock.cli import main
-from nbagent.mock.conversation import Conversation, parse_request
-from nbagent.mock.demo_model import DemoReply, DemoToolCall, demo_reply
-from nbagent.mock.faults import Fault, FaultPlan, parse_fault, parse_faults
-from nbagent.mock.ratelimit import RateDecision, RateLimit
-from nbagent.mock.records import RequestRecord
-from nbagent.mock.server import MockServer, serve, shared_server
+from ._cli import main
+from ._conversation import (
+    Conversation,
+    ToolResult,
+    ToolUse,
+    Turn,
+    estimate_tokens,
+    parse_request,
+)
+from ._faults import Fault, FaultPlan, parse_fault, parse_faults
+from ._ratelimit import RateDecision, RateLimit
+from ._records import RequestRecord
+from ._reply import (
+    MockReply,
+    MockToolCall,
+    Responder,
+    StopReason,
+    default_responder,
+    set_default_responder,
+    split_words,
+)
+from ._server import MockServer, serve, shared_server
 
 __all__ = [
     "Conversation",
-    "DemoReply",
-    "DemoToolCall",
     "Fault",
     "FaultPlan",
+    "MockReply",
     "MockServer",
+    "MockToolCall",
     "RateDecision",
     "RateLimit",
     "RequestRecord",
-    "demo_reply",
+    "Responder",
+    "StopReason",
+    "ToolResult",
+    "ToolUse",
+    "Turn",
+    "default_responder",
+    "estimate_tokens",
     "main",
     "parse_fault",
     "parse_faults",
     "parse_request",
     "serve",
+    "set_default_responder",
     "shared_server",
+    "split_words",
 ]

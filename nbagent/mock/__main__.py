@@ -1,5 +1,5 @@
 import sys
 
-from nbagent.mock.cli import main
+from ._cli import main
 
 sys.exit(main())

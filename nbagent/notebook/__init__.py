@@ -12,25 +12,19 @@ export and the tests share.
 
 from __future__ import annotations
 
-from .export import export_html
-from .state import TimelineState
-from .widget import AgentView, TimelineWidget, make_view
+from ._display import NotebookPresenter, display_view, in_notebook, start_shown
+from ._export import export_html
+from ._state import TimelineState
+from ._widget import AgentView, TimelineWidget, make_view
 
 __all__ = [
     "AgentView",
+    "NotebookPresenter",
     "TimelineState",
     "TimelineWidget",
+    "display_view",
     "export_html",
     "in_notebook",
     "make_view",
+    "start_shown",
 ]
-
-
-def in_notebook() -> bool:
-    """True under an IPython kernel with a frontend (Jupyter, VS Code, Colab), not a terminal."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None

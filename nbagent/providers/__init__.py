@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .anthropic import AnthropicProvider
-from .base import (
+from ._anthropic import AnthropicProvider
+from ._base import (
     Completed,
     ModelRequest,
     Provider,
@@ -13,10 +13,10 @@ from .base import (
     ToolCallPart,
     ToolSpec,
 )
-from .errors_http import error_from_payload, error_from_response
-from .models import resolve_model
-from .openai import OpenAIProvider
-from .sse import HTTPProvider
+from ._http import HTTPProvider
+from ._http_errors import error_from_payload, error_from_response
+from ._models import register_model, resolve_model
+from ._openai_chat import OpenAIProvider
 
 __all__ = [
     "AnthropicProvider",
@@ -32,5 +32,6 @@ __all__ = [
     "ToolSpec",
     "error_from_payload",
     "error_from_response",
+    "register_model",
     "resolve_model",
 ]

@@ -8,7 +8,8 @@ overflow that is compacted, a 429 whose Retry-After is honoured, and a final ans
 
 from __future__ import annotations
 
-from nbagent.budget import Usage
+from nbagent._core._budget import Usage
+from nbagent._core._messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from nbagent.events import (
     AttemptFailed,
     AttemptStarted,
@@ -24,7 +25,6 @@ from nbagent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from nbagent.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 RUN = "run-1"
 PROMPT = "Summarise notes.txt and list what else is in the folder."

@@ -1,0 +1,111 @@
+"""Usage, cost and budgets.
+
+Budgets are soft caps checked after each turn: a turn that is already running finishes (its
+tokens are paid for either way), then the run stops with `BudgetExceeded`. Cost wins over tokens
+when both trip, because money is what users set budgets to protect.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..errors import BudgetExceeded, ConfigError
+
+__all__ = ["Budget", "Usage"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        if self.cost_usd is None and other.cost_usd is None:
+            cost = None
+        else:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            cost,
+            self.requests + other.requests,
+        )
+
+    def with_cost(self, cost: float | None) -> Usage:
+        return replace(self, cost_usd=cost)
+
+
+def _check_limit(name: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a number, not {value!r}; use None for no limit")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, not {value!r}") from None
+    if math.isnan(v) or v <= 0:
+        raise ConfigError(f"{name} must be a positive number, not {value!r}; use None for no limit")
+    return v
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits for one run. None means no limit."""
+
+    max_cost_usd: float | None = None
+    max_total_tokens: int | None = None
+    max_wall_s: float | None = None
+    max_turns: int | None = None
+    max_turns_warning: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_cost_usd", "max_total_tokens", "max_wall_s", "max_turns"):
+            _check_limit(name, getattr(self, name))
+        turns = self.max_turns
+        if turns is not None and (not math.isfinite(float(turns)) or turns != int(turns)):
+            raise ConfigError(
+                f"max_turns must be a whole number of turns, not {turns!r}; use None for no limit"
+            )
+        if self.max_turns_warning is not None and (
+            not isinstance(self.max_turns_warning, int) or self.max_turns_warning < 1
+        ):
+            raise ConfigError(
+                f"max_turns_warning must be a positive whole number of turns, "
+                f"not {self.max_turns_warning!r}"
+            )
+
+    def check(self, usage: Usage, *, turns: int, elapsed_s: float) -> None:
+        """Raise `BudgetExceeded` for the first limit passed (cost before tokens)."""
+        if self.max_cost_usd is not None and (usage.cost_usd or 0.0) > self.max_cost_usd:
+            raise BudgetExceeded("max_cost_usd", usage.cost_usd or 0.0, self.max_cost_usd)
+        if self.max_total_tokens is not None and usage.total_tokens > self.max_total_tokens:
+            raise BudgetExceeded("max_total_tokens", usage.total_tokens, self.max_total_tokens)
+        if self.max_wall_s is not None and elapsed_s > self.max_wall_s:
+            raise BudgetExceeded("max_wall_s", elapsed_s, self.max_wall_s)
+        if self.max_turns is not None and turns >= self.max_turns:
+            raise BudgetExceeded("max_turns", turns, self.max_turns)
+
+    def turns_left(self, turns: int) -> int | None:
+        return None if self.max_turns is None else self.max_turns - turns
+
+    def wrap_up_note(self, turns: int) -> str | None:
+        """The note that tells the model to wrap up, when `max_turns_warning` turns remain."""
+        left = self.turns_left(turns)
+        if left is None or self.max_turns_warning is None or left > self.max_turns_warning:
+            return None
+        return (
+            f"[nbagent] {left} turn{'s' if left != 1 else ''} left in this run's budget: "
+            "finish the task now and give your final answer."
+        )

@@ -1,0 +1,298 @@
+"""The conversation: content blocks, messages, and session files.
+
+A session file is JSON with a `format` version. Version 0 files (written before tool results had
+an `is_error` flag) still load, with `is_error=False`. Saving is atomic: the new content goes to a
+temporary file beside the target, is flushed to disk, then renamed over it, so a crash mid-save
+leaves the previous file whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import SessionFileError, ToolPairingError
+
+__all__ = [
+    "SESSION_FORMAT",
+    "Block",
+    "ImageBlock",
+    "Message",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "load_session",
+    "repair_tool_pairing",
+    "save_session",
+]
+
+SESSION_FORMAT = 1
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True)
+class ThinkingBlock:
+    thinking: str
+    signature: str = ""
+    type: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True)
+class ImageBlock:
+    data: str  # base64
+    media_type: str = "image/png"
+    type: Literal["image"] = "image"
+
+
+@dataclass(frozen=True)
+class ToolUseBlock:
+    """A tool call. `input` is the decoded arguments; `raw_input` keeps text that did not decode."""
+
+    id: str
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    raw_input: str | None = None
+    type: Literal["tool_use"] = "tool_use"
+
+
+@dataclass(frozen=True)
+class ToolResultBlock:
+    tool_use_id: str
+    content: tuple[TextBlock | ImageBlock, ...] = ()
+    is_error: bool = False
+    type: Literal["tool_result"] = "tool_result"
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextBlock))
+
+
+Block = TextBlock | ThinkingBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    blocks: tuple[Block, ...] = ()
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls("user", (TextBlock(text),))
+
+    @classmethod
+    def assistant(cls, text: str) -> Message:
+        return cls("assistant", (TextBlock(text),))
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.blocks if isinstance(b, TextBlock))
+
+    @property
+    def tool_uses(self) -> list[ToolUseBlock]:
+        return [b for b in self.blocks if isinstance(b, ToolUseBlock)]
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        return [b for b in self.blocks if isinstance(b, ToolResultBlock)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"role": self.role, "content": [block_to_dict(b) for b in self.blocks]}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Message:
+        if not isinstance(data, dict):
+            raise ValueError(f"a message must be an object, not {type(data).__name__}")
+        role = data.get("role")
+        if role not in ("user", "assistant"):
+            raise ValueError(f"unknown message role {role!r}")
+        content = data.get("content", [])
+        if isinstance(content, str):
+            return cls(role, (TextBlock(content),))
+        if not isinstance(content, list):
+            raise ValueError("message content must be a list of blocks")
+        return cls(role, tuple(block_from_dict(b) for b in content))
+
+
+def block_to_dict(block: Block) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ThinkingBlock):
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, ImageBlock):
+        return {"type": "image", "media_type": block.media_type, "data": block.data}
+    if isinstance(block, ToolUseBlock):
+        d: dict[str, Any] = {"type": "tool_use", "id": block.id, "name": block.name}
+        d["input"] = block.input
+        if block.raw_input is not None:
+            d["raw_input"] = block.raw_input
+        return d
+    return {
+        "type": "tool_result",
+        "tool_use_id": block.tool_use_id,
+        "content": [block_to_dict(p) for p in block.content],
+        "is_error": block.is_error,
+    }
+
+
+def _str(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{data.get('type', 'block')} block needs a string {key!r}")
+    return value
+
+
+def block_from_dict(data: Any) -> Block:
+    if not isinstance(data, dict):
+        raise ValueError(f"a content block must be an object, not {type(data).__name__}")
+    kind = data.get("type")
+    if kind == "text":
+        return TextBlock(_str(data, "text"))
+    if kind == "thinking":
+        return ThinkingBlock(_str(data, "thinking"), str(data.get("signature") or ""))
+    if kind == "image":
+        return ImageBlock(_str(data, "data"), str(data.get("media_type") or "image/png"))
+    if kind == "tool_use":
+        args = data.get("input", {})
+        if not isinstance(args, dict):
+            raise ValueError("tool_use input must be an object")
+        raw = data.get("raw_input")
+        return ToolUseBlock(_str(data, "id"), _str(data, "name"), args, raw)
+    if kind == "tool_result":
+        content = data.get("content", [])
+        if isinstance(content, str):
+            parts: tuple[TextBlock | ImageBlock, ...] = (TextBlock(content),)
+        elif isinstance(content, list):
+            items = [block_from_dict(p) for p in content]
+            if not all(isinstance(p, (TextBlock, ImageBlock)) for p in items):
+                raise ValueError("tool_result content holds only text and image parts")
+            parts = tuple(p for p in items if isinstance(p, (TextBlock, ImageBlock)))
+        else:
+            raise ValueError("tool_result content must be a list or a string")
+        is_error = data.get("is_error", False)
+        if not isinstance(is_error, bool):
+            raise ValueError("tool_result is_error must be true or false")
+        return ToolResultBlock(_str(data, "tool_use_id"), parts, is_error)
+    raise ValueError(f"unknown content block type {kind!r}")
+
+
+def repair_tool_pairing(messages: list[Message], *, strict: bool = False) -> list[Message]:
+    """Give every tool_use exactly one tool_result in the next message.
+
+    A history cut off between a tool call and its result (a crash, a hand-edited file) cannot be
+    sent: providers reject it. With `strict=False` the missing results are synthesised as error
+    results the model can read; with `strict=True` a `ToolPairingError` says where.
+    """
+    out = list(messages)
+    i = 0
+    while i < len(out):
+        uses = out[i].tool_uses if out[i].role == "assistant" else []
+        nxt = out[i + 1] if i + 1 < len(out) else None
+        answered = (
+            {r.tool_use_id for r in nxt.tool_results} if nxt and nxt.role == "user" else set()
+        )
+        missing = [u for u in uses if u.id not in answered]
+        if missing:
+            if strict:
+                names = ", ".join(f"{u.name} ({u.id})" for u in missing)
+                raise ToolPairingError(f"message {i} has tool calls without results: {names}")
+            synth = tuple(
+                ToolResultBlock(
+                    u.id,
+                    (TextBlock(f"Tool `{u.name}` produced no result (the run was interrupted)."),),
+                    is_error=True,
+                )
+                for u in missing
+            )
+            if nxt is not None and nxt.role == "user":
+                out[i + 1] = Message("user", synth + nxt.blocks)
+            else:
+                out.insert(i + 1, Message("user", synth))
+        i += 1
+    return out
+
+
+def save_session(
+    path: str | os.PathLike[str], messages: list[Message], meta: dict[str, Any] | None = None
+) -> None:
+    """Write a session file atomically."""
+    target = Path(path)
+    doc = {
+        "format": SESSION_FORMAT,
+        "meta": meta or {},
+        "messages": [m.to_dict() for m in messages],
+    }
+    try:
+        data = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (half of an emoji split across stream deltas) is not UTF-8: escape
+        # everything as \uXXXX, which json.loads turns back into exactly the same text.
+        data = json.dumps(doc, ensure_ascii=True, indent=1).encode("ascii")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def load_session(
+    path: str | os.PathLike[str], *, strict_tool_pairing: bool = False
+) -> tuple[list[Message], dict[str, Any]]:
+    """Read a session file: (messages, meta). Raises `SessionFileError` naming what is wrong."""
+    target = Path(path)
+    try:
+        raw = target.read_bytes()
+    except OSError as exc:
+        raise SessionFileError(target, exc.strerror or str(exc)) from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SessionFileError(target, f"not UTF-8 text (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise SessionFileError(
+            target, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    except RecursionError:
+        raise SessionFileError(target, "JSON nested too deeply") from None
+    if isinstance(doc, list):  # format 0: a bare list of messages
+        doc = {"format": 0, "messages": doc}
+    if not isinstance(doc, dict):
+        raise SessionFileError(target, "the top level must be an object with 'messages'")
+    version = doc.get("format", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise SessionFileError(target, f"format version {version!r} is not a number")
+    if version > SESSION_FORMAT:
+        raise SessionFileError(
+            target, f"format version {version} is newer than this nbagent reads ({SESSION_FORMAT})"
+        )
+    items = doc.get("messages")
+    if not isinstance(items, list):
+        raise SessionFileError(target, "'messages' is missing or not a list")
+    messages: list[Message] = []
+    for i, item in enumerate(items):
+        try:
+            messages.append(Message.from_dict(item))
+        except (ValueError, TypeError) as exc:
+            raise SessionFileError(target, f"message {i}: {exc}") from None
+    meta = doc.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise SessionFileError(target, "'meta' must be an object")
+    return repair_tool_pairing(messages, strict=strict_tool_pairing), meta

@@ -1,0 +1,55 @@
+"""The seam through which a run is shown while it runs.
+
+The core knows that a run may be shown, not how: the notebook package registers a `Presenter`
+(the live timeline widget with its Stop button) when nbagent is imported, and the agent asks it
+for a view when it runs in a notebook. Nothing below the notebook layer imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from ..events import Event
+
+__all__ = ["LiveView", "Presenter", "presenter", "set_presenter"]
+
+
+class LiveView(Protocol):
+    """A view of one run: a subscriber to its events, closed when the run ends."""
+
+    def __call__(self, event: Event) -> None: ...
+
+    def close(self) -> None:
+        """The run ended: show what is still pending. The view stays on screen."""
+        ...
+
+
+class Presenter(Protocol):
+    def active(self) -> bool:
+        """True where a run can be shown (a notebook with a frontend), False in a terminal."""
+        ...
+
+    def open(self, on_stop: Callable[[], None] | None = None) -> LiveView:
+        """Show an empty view now, under the current cell; `on_stop` is its Stop button."""
+        ...
+
+
+class _Nowhere:
+    def active(self) -> bool:
+        return False
+
+    def open(self, on_stop: Callable[[], None] | None = None) -> LiveView:
+        raise RuntimeError("no presenter is registered: import nbagent.notebook to show runs")
+
+
+_current: list[Presenter] = [_Nowhere()]
+
+
+def set_presenter(p: Presenter) -> None:
+    """Register how runs are shown (the notebook package does, at `import nbagent`)."""
+    _current[0] = p
+
+
+def presenter() -> Presenter:
+    return _current[0]

@@ -1,0 +1,95 @@
+"""Checking `Agent(...)` arguments and turning model specs into providers, before anything runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._core._clock import Clock
+from .._core._messages import Message
+from ..errors import ConfigError
+from ..events import Subscriber
+from ..providers._base import Provider
+
+__all__ = ["check_arguments", "resolve_model_spec"]
+
+ModelSpec = str | Provider
+
+
+def check_arguments(
+    *,
+    system: Any,
+    clock: Any,
+    subscribers: Any,
+    max_tokens: Any,
+    max_length_resumes: Any,
+    max_compactions_per_step: Any,
+    context_window: Any,
+    compaction_threshold: Any,
+    history: Any,
+    options: Any,
+    compaction: Any,
+) -> tuple[list[Subscriber], list[Message]]:
+    """Arguments of a wrong kind, caught before anything runs: one sentence each on what to
+    change. (Out-of-range numbers are checked or normalised where they are used.) Returns the
+    subscribers and the history as lists (either may have been a one-shot iterator)."""
+
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if isinstance(max_tokens, bool):
+        raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
+    for name, value in (
+        ("max_length_resumes", max_length_resumes),
+        ("max_compactions_per_step", max_compactions_per_step),
+    ):
+        if not number(value) or value != int(value):
+            raise ConfigError(f"{name} must be a whole number such as 2, not {value!r}")
+    if isinstance(context_window, bool):
+        raise ConfigError(
+            f"context_window must be a positive number of tokens, not {context_window!r}"
+        )
+    if not number(compaction_threshold):
+        raise ConfigError(
+            "compaction_threshold is a share of the window in (0, 1] such as 0.85, "
+            f"not {compaction_threshold!r}"
+        )
+    if system is not None and not isinstance(system, str):
+        raise ConfigError(f"system= takes the system prompt as a string, not {system!r}")
+    if clock is not None and not isinstance(clock, Clock):
+        raise ConfigError(
+            f"clock= takes a clock such as VirtualClock() or RealClock(), not {clock!r}"
+        )
+    if callable(subscribers) or isinstance(subscribers, (str, bytes)):
+        raise ConfigError("subscribers= takes a list of callables, e.g. subscribers=[print]")
+    subscribers = list(subscribers)
+    for fn in subscribers:
+        if not callable(fn):
+            raise ConfigError(f"each subscriber must be a callable taking one event, not {fn!r}")
+    if not isinstance(history, (str, bytes, Message)):
+        history = list(history)
+    if not isinstance(history, list) or any(not isinstance(m, Message) for m in history):
+        raise ConfigError(
+            "history= takes a list of Message objects, e.g. "
+            "[Message.user('hi'), Message.assistant('hello')] (Message.from_dict reads dicts)"
+        )
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(f"options= takes a dict of request fields, not {options!r}")
+    if compaction is not None and not callable(getattr(compaction, "compact", None)):
+        raise ConfigError(
+            "compaction= takes a strategy such as DefaultCompaction() or StubOldToolOutput(), "
+            f"not {compaction!r}"
+        )
+    return subscribers, history
+
+
+def resolve_model_spec(spec: ModelSpec, *, api_key: str | None, base_url: str | None) -> Provider:
+    if isinstance(spec, str):
+        from ..providers._models import resolve_model
+
+        return resolve_model(spec, api_key=api_key, base_url=base_url)
+    if isinstance(spec, Provider):
+        return spec
+    raise ConfigError(
+        f"model= takes a model string such as 'demo' or 'anthropic:claude-sonnet-4-5', "
+        f"or a Provider, not {type(spec).__name__}"
+    )

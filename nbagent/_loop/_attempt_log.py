@@ -1,0 +1,590 @@
+"""Events in, one row per attempt out: the attempt log behind `agent.attempts`.
+
+`AttemptLog` is an ordinary event subscriber. It turns the event stream into rows, one per
+provider request attempt, compaction request, tool call and rate-limiter wait, and hands them
+out as a pandas DataFrame with the columns of DESIGN.md ("Attempt log")::
+
+    log = AttemptLog()
+    bus.subscribe(log)
+    ...
+    log.frame()          # a DataFrame with exactly COLUMNS, cached until a row changes
+
+Conventions of the rows:
+
+* times are seconds on the agent's clock; `duration_s = ended_at - started_at`;
+* the wait *after* a row is `[ended_at, ended_at + delay_s]`: a failed attempt carries the
+  backoff that follows it (`delay_s` the wait taken, `policy_delay_s` what the policy alone
+  said, `retry_after_s` the server's wish), a `paced` row the shared rate limiter's hold;
+* `attempt` counts from 1 within one logical request; tool rows have no attempt number.
+
+Rows are stored column-wise, so building a frame of 100,000 rows stays cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..events import (
+    AttemptFailed,
+    AttemptStarted,
+    AttemptSucceeded,
+    CompactionFinished,
+    CompactionStarted,
+    Event,
+    FallbackStarted,
+    PacedWait,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+__all__ = [
+    "ACTIONS",
+    "CATEGORIES",
+    "COLUMNS",
+    "DTYPES",
+    "OUTCOMES",
+    "PHASES",
+    "AttemptLog",
+    "coerce",
+    "empty_frame",
+    "frame_from_records",
+]
+
+COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "turn",
+    "phase",
+    "attempt",
+    "max_attempts",
+    "model",
+    "started_at",
+    "ended_at",
+    "duration_s",
+    "ttft_s",
+    "outcome",
+    "error_kind",
+    "status_code",
+    "action",
+    "policy_delay_s",
+    "retry_after_s",
+    "delay_s",
+    "request_id",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "discarded_chars",
+    "tool_name",
+    "message",
+)
+
+PHASES: tuple[str, ...] = ("request", "compaction", "tool")
+OUTCOMES: tuple[str, ...] = ("ok", "error", "cancelled")
+ACTIONS: tuple[str, ...] = ("none", "retry", "compact", "tool_result", "fallback", "fail", "paced")
+CATEGORIES: dict[str, tuple[str, ...]] = {"phase": PHASES, "outcome": OUTCOMES, "action": ACTIONS}
+
+INT_COLUMNS: frozenset[str] = frozenset(
+    {
+        "turn",
+        "attempt",
+        "max_attempts",
+        "status_code",
+        "input_tokens",
+        "output_tokens",
+        "discarded_chars",
+    }
+)
+FLOAT_COLUMNS: frozenset[str] = frozenset(
+    {
+        "started_at",
+        "ended_at",
+        "duration_s",
+        "ttft_s",
+        "policy_delay_s",
+        "retry_after_s",
+        "delay_s",
+        "cost_usd",
+    }
+)
+STRING_COLUMNS: frozenset[str] = frozenset(
+    c for c in COLUMNS if c not in INT_COLUMNS and c not in FLOAT_COLUMNS and c not in CATEGORIES
+)
+
+DTYPES: dict[str, str] = {
+    c: (
+        "Int64"
+        if c in INT_COLUMNS
+        else "float64"
+        if c in FLOAT_COLUMNS
+        else "category"
+        if c in CATEGORIES
+        else "string"
+    )
+    for c in COLUMNS
+}
+"""The dtype of each column (categoricals have the fixed categories of `CATEGORIES`)."""
+
+_IDX: dict[str, int] = {c: i for i, c in enumerate(COLUMNS)}
+_NAN = math.nan
+MESSAGE_LIMIT = 500
+"""Tool error contents longer than this are cut in the `message` column."""
+
+# column indices, for the hot paths
+_RUN, _TURN, _PHASE, _ATTEMPT, _MAXATT, _MODEL = 0, 1, 2, 3, 4, 5
+_START, _END, _DUR, _TTFT, _OUTCOME, _KIND, _STATUS, _ACTION = 6, 7, 8, 9, 10, 11, 12, 13
+_PDELAY, _RA, _DELAY, _REQID, _IN, _OUT, _COST, _DISC, _TOOL, _MSG = range(14, 24)
+
+
+def _f(value: float | None) -> float:
+    return _NAN if value is None else float(value)
+
+
+def _s(value: str | None) -> str | None:
+    return value if value else None
+
+
+def _truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _int_array(values: list[Any]) -> pd.arrays.IntegerArray:
+    n = len(values)
+    mask = np.fromiter((v is None for v in values), dtype=bool, count=n)
+    data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=n)
+    return pd.arrays.IntegerArray(data, mask)
+
+
+def _categorical(values: list[Any], categories: tuple[str, ...]) -> Any:
+    lookup: dict[Any, int] = {c: i for i, c in enumerate(categories)}
+    lookup[None] = -1
+    try:
+        codes = np.fromiter(map(lookup.__getitem__, values), dtype=np.int16, count=len(values))
+    except KeyError:  # a value outside the fixed categories: keep it, after the known ones
+        extra = sorted({v for v in values if v not in lookup})
+        return pd.Categorical(values, categories=[*categories, *extra])
+    cat: Any = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
+    return cat
+
+
+def _build(columns: list[list[Any]]) -> pd.DataFrame:
+    data: dict[str, Any] = {}
+    for name, values in zip(COLUMNS, columns, strict=True):
+        if name in INT_COLUMNS:
+            data[name] = _int_array(values)
+        elif name in FLOAT_COLUMNS:
+            data[name] = np.array(values, dtype=np.float64)
+        elif name in CATEGORIES:
+            data[name] = _categorical(values, CATEGORIES[name])
+        else:
+            data[name] = pd.array(np.array(values, dtype=object), dtype="string")
+    df: pd.DataFrame = pd.DataFrame(data, copy=False)
+    return df
+
+
+def empty_frame() -> pd.DataFrame:
+    """An attempt frame with no rows: exactly COLUMNS, with their dtypes."""
+    return _build([[] for _ in COLUMNS])
+
+
+def coerce(df: pd.DataFrame) -> pd.DataFrame:
+    """A frame with exactly COLUMNS and their dtypes, from anything close to one.
+
+    Use it on a frame read back from CSV (`coerce(pd.read_csv(path))`): missing columns are
+    added empty, extra columns dropped, the categoricals get their fixed categories.
+    """
+    n = len(df)
+    data: dict[str, Any] = {}
+    for name in COLUMNS:
+        if name not in df.columns:
+            col: pd.Series[Any] = pd.Series([None] * n, index=df.index, dtype=object)
+        else:
+            col = df[name]
+        if name in INT_COLUMNS:
+            data[name] = pd.to_numeric(col, errors="coerce").astype("Int64")
+        elif name in FLOAT_COLUMNS:
+            data[name] = pd.to_numeric(col, errors="coerce").astype("float64")
+        elif name in CATEGORIES:
+            values = [None if _missing(v) else str(v) for v in col.tolist()]
+            data[name] = pd.Series(
+                _categorical(values, CATEGORIES[name]), index=df.index, name=name
+            )
+        else:
+            values = [None if _missing(v) else str(v) for v in col.tolist()]
+            data[name] = pd.Series(
+                pd.array(np.array(values, dtype=object), dtype="string"),
+                index=df.index,
+                name=name,
+            )
+    out: pd.DataFrame = pd.DataFrame(data).reset_index(drop=True)
+    return out
+
+
+def _missing(value: Any) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def frame_from_records(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """An attempt frame from row dicts (missing keys are empty)."""
+    cols: list[list[Any]] = [[] for _ in COLUMNS]
+    for rec in records:
+        for i, name in enumerate(COLUMNS):
+            v = rec.get(name)
+            if name in FLOAT_COLUMNS:
+                v = _NAN if v is None else float(v)
+            elif name in STRING_COLUMNS and v is not None:
+                v = str(v)
+            cols[i].append(v)
+    return _build(cols)
+
+
+class AttemptLog:
+    """A subscriber that builds the attempt log from events, across any number of runs.
+
+    Call it with each event (or `bus.subscribe(log)`); `frame()` gives the DataFrame.
+    """
+
+    def __init__(self) -> None:
+        self._version = 0
+        self._frame: pd.DataFrame | None = None
+        self._frame_version = -1
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cols: list[list[Any]] = [[] for _ in COLUMNS]
+        self._version += 1
+        # (run_id, phase) -> row index of the attempt in flight
+        self._open: dict[tuple[str, str], int] = {}
+        # (run_id, call_id) -> row index of the tool call in flight
+        self._open_tools: dict[tuple[str, str], int] = {}
+        # (run_id, phase) -> row index of the last attempt that ended
+        self._last: dict[tuple[str, str], int] = {}
+        # run_id -> row index of the last failed request attempt
+        self._last_failed: dict[str, int] = {}
+        # run_id -> [CompactionStarted, whether a compaction attempt row came with it]
+        self._compaction: dict[str, list[Any]] = {}
+        self._run_model: dict[str, str] = {}
+
+    # -- public ---------------------------------------------------------------------------
+
+    def __call__(self, event: Event) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is None:
+            for cls, fn in _HANDLERS.items():  # subclasses of the known events
+                if isinstance(event, cls):
+                    handler = fn
+                    break
+            else:
+                return
+        handler(self, event)
+
+    def __len__(self) -> int:
+        return len(self._cols[0])
+
+    def __repr__(self) -> str:
+        return f"AttemptLog({len(self)} rows)"
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame with exactly COLUMNS; rebuilt only after a change."""
+        if self._frame is None or self._frame_version != self._version:
+            self._frame = _build(self._cols)
+            self._frame_version = self._version
+        df: pd.DataFrame = self._frame.copy(deep=False)
+        return df
+
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as plain dicts (NaN for missing times, None for other missing values)."""
+        return [dict(zip(COLUMNS, row, strict=True)) for row in zip(*self._cols, strict=True)]
+
+    def clear(self) -> None:
+        """Forget every row (and every attempt in flight)."""
+        self._reset()
+
+    def add_row(self, **fields: Any) -> int:
+        """Append one row directly (missing columns empty); returns its index."""
+        unknown = set(fields) - set(COLUMNS)
+        if unknown:
+            raise ValueError(f"unknown attempt log columns: {', '.join(sorted(unknown))}")
+        row: list[Any] = []
+        for name in COLUMNS:
+            v = fields.get(name)
+            if name in FLOAT_COLUMNS:
+                v = _f(v)
+            row.append(v)
+        return self._append(row)
+
+    # -- rows -----------------------------------------------------------------------------
+
+    def _append(self, row: list[Any]) -> int:
+        for col, value in zip(self._cols, row, strict=True):
+            col.append(value)
+        self._version += 1
+        return len(self._cols[0]) - 1
+
+    def _set(self, idx: int, col: int, value: Any) -> None:
+        self._cols[col][idx] = value
+        self._version += 1
+
+    def _get(self, idx: int, col: int) -> Any:
+        return self._cols[col][idx]
+
+    def _new_row(
+        self,
+        event: Event,
+        *,
+        phase: str,
+        attempt: int | None,
+        max_attempts: int | None,
+        model: str,
+        started_at: float,
+    ) -> int:
+        row: list[Any] = [None] * len(COLUMNS)
+        row[_RUN] = event.run_id
+        row[_TURN] = event.turn
+        row[_PHASE] = phase
+        row[_ATTEMPT] = attempt
+        row[_MAXATT] = max_attempts
+        row[_MODEL] = model or self._run_model.get(event.run_id) or None
+        for c in (_START, _END, _DUR, _TTFT, _PDELAY, _RA, _DELAY, _COST):
+            row[c] = _NAN
+        row[_START] = started_at
+        return self._append(row)
+
+    def _close(self, idx: int, end: float, outcome: str, action: str) -> None:
+        cols = self._cols
+        cols[_END][idx] = end
+        start = cols[_START][idx]
+        cols[_DUR][idx] = end - start if not math.isnan(start) else _NAN
+        cols[_OUTCOME][idx] = outcome
+        cols[_ACTION][idx] = action
+        self._version += 1
+
+    def _take_open(
+        self,
+        event: AttemptSucceeded | AttemptFailed,
+    ) -> int:
+        key = (event.run_id, event.phase)
+        idx = self._open.pop(key, None)
+        if idx is None:
+            # an end without its start: a row of its own, with no start time
+            idx = self._new_row(
+                event,
+                phase=event.phase,
+                attempt=event.attempt,
+                max_attempts=event.max_attempts,
+                model=event.model,
+                started_at=_NAN,
+            )
+        elif event.model and not self._get(idx, _MODEL):
+            self._cols[_MODEL][idx] = event.model
+        self._last[key] = idx
+        return idx
+
+    # -- handlers -------------------------------------------------------------------------
+
+    def _on_run_started(self, event: RunStarted) -> None:
+        if event.model:
+            self._run_model[event.run_id] = event.model
+
+    def _on_attempt_started(self, event: AttemptStarted) -> None:
+        key = (event.run_id, event.phase)
+        stale = self._open.pop(key, None)
+        if stale is not None:  # the previous attempt never ended: say so
+            self._close(stale, event.time, "cancelled", "none")
+            self._set(stale, _MSG, "no end event before the next attempt started")
+        if event.phase == "compaction" and event.run_id in self._compaction:
+            self._compaction[event.run_id][1] = True
+        self._open[key] = self._new_row(
+            event,
+            phase=event.phase,
+            attempt=event.attempt,
+            max_attempts=event.max_attempts,
+            model=event.model,
+            started_at=event.time,
+        )
+
+    def _on_attempt_succeeded(self, event: AttemptSucceeded) -> None:
+        idx = self._take_open(event)
+        self._close(idx, event.time, "ok", "none")
+        cols = self._cols
+        cols[_TTFT][idx] = _f(event.ttft_s)
+        cols[_REQID][idx] = _s(event.request_id)
+        cols[_IN][idx] = event.input_tokens
+        cols[_OUT][idx] = event.output_tokens
+        cols[_COST][idx] = _f(event.cost_usd)
+
+    def _on_attempt_failed(self, event: AttemptFailed) -> None:
+        idx = self._take_open(event)
+        self._close(idx, event.time, "cancelled" if event.cancelled else "error", event.action)
+        cols = self._cols
+        cols[_TTFT][idx] = _f(event.ttft_s)
+        cols[_KIND][idx] = _s(event.error)
+        cols[_STATUS][idx] = event.status_code
+        cols[_RA][idx] = _f(event.retry_after_s)
+        cols[_REQID][idx] = _s(event.request_id)
+        cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
+        cols[_MSG][idx] = _s(event.message)
+        if event.phase == "request":
+            self._last_failed[event.run_id] = idx
+
+    def _on_retry_scheduled(self, event: RetryScheduled) -> None:
+        key = (event.run_id, event.phase)
+        idx = self._last.get(key)
+        if idx is None or self._get(idx, _ATTEMPT) != event.attempt:
+            # a retry with no failed attempt before it: the event says enough for a row
+            idx = self._new_row(
+                event,
+                phase=event.phase,
+                attempt=event.attempt,
+                max_attempts=event.max_attempts,
+                model=event.model,
+                started_at=_NAN,
+            )
+            self._close(idx, event.time, "error", "retry")
+            cols = self._cols
+            cols[_KIND][idx] = _s(event.error)
+            cols[_STATUS][idx] = event.status_code
+            cols[_REQID][idx] = _s(event.request_id)
+            cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
+            cols[_MSG][idx] = _s(event.message)
+            self._last[key] = idx
+            if event.phase == "request":
+                self._last_failed[event.run_id] = idx
+        cols = self._cols
+        cols[_DELAY][idx] = float(event.delay_s)
+        cols[_PDELAY][idx] = float(event.policy_delay_s)
+        if event.retry_after_s is not None:
+            cols[_RA][idx] = float(event.retry_after_s)
+        if cols[_ACTION][idx] in (None, "none"):
+            cols[_ACTION][idx] = "retry"
+        self._version += 1
+
+    def _on_paced_wait(self, event: PacedWait) -> None:
+        idx = self._new_row(
+            event,
+            phase="request",
+            attempt=None,
+            max_attempts=None,
+            model=event.model,
+            started_at=event.time,
+        )
+        self._close(idx, event.time, "ok", "paced")
+        self._cols[_DELAY][idx] = float(event.delay_s)
+        self._cols[_MSG][idx] = _s(event.reason) or "held back by the shared rate limiter"
+
+    def _on_tool_started(self, event: ToolCallStarted) -> None:
+        idx = self._new_row(
+            event,
+            phase="tool",
+            attempt=None,
+            max_attempts=None,
+            model="",
+            started_at=event.time,
+        )
+        self._cols[_MODEL][idx] = None
+        self._cols[_TOOL][idx] = _tool_name(event.name, event.source)
+        self._open_tools[(event.run_id, event.call_id)] = idx
+
+    def _on_tool_finished(self, event: ToolCallFinished) -> None:
+        idx = self._open_tools.pop((event.run_id, event.call_id), None)
+        if idx is None:
+            idx = self._new_row(
+                event,
+                phase="tool",
+                attempt=None,
+                max_attempts=None,
+                model="",
+                started_at=event.time - event.duration_s,
+            )
+            self._cols[_MODEL][idx] = None
+        cols = self._cols
+        cols[_TOOL][idx] = _tool_name(event.name, event.source) or cols[_TOOL][idx]
+        if event.is_error:
+            self._close(idx, event.time, "error", "tool_result")
+            cols[_KIND][idx] = _s(event.error) or "tool_error"
+            cols[_MSG][idx] = _s(_truncate(event.content))
+        else:
+            self._close(idx, event.time, "ok", "none")
+
+    def _on_compaction_started(self, event: CompactionStarted) -> None:
+        self._compaction[event.run_id] = [event, False]
+
+    def _on_compaction_finished(self, event: CompactionFinished) -> None:
+        pending = self._compaction.pop(event.run_id, None)
+        strategy = event.strategy or (pending[0].strategy if pending else "") or "compaction"
+        before = event.tokens_before or (pending[0].tokens_before if pending else 0)
+        text = f"{strategy}: {before:,} → {event.tokens_after:,} tokens"
+        if not event.ok:
+            text = f"{strategy} failed" + (f": {event.message}" if event.message else "")
+        if pending is not None and pending[1]:
+            # the compaction request(s) have rows of their own; label the last one
+            idx = self._last.get((event.run_id, "compaction"))
+            if idx is not None and not self._get(idx, _MSG):
+                self._set(idx, _MSG, text)
+            return
+        started = pending[0].time if pending is not None else event.time
+        idx = self._new_row(
+            event, phase="compaction", attempt=1, max_attempts=1, model="", started_at=started
+        )
+        self._close(idx, event.time, "ok" if event.ok else "error", "none" if event.ok else "fail")
+        if not event.ok:
+            self._cols[_KIND][idx] = "CompactionFailed"
+        self._cols[_MSG][idx] = text
+
+    def _on_fallback(self, event: FallbackStarted) -> None:
+        idx = self._last_failed.get(event.run_id)
+        if idx is not None:
+            self._set(idx, _ACTION, "fallback")
+
+    def _on_run_finished(self, event: RunFinished) -> None:
+        run = event.run_id
+        cancelled = event.end_reason == "cancelled"
+        outcome = "cancelled" if cancelled else "error"
+        why = _s(event.message) or (
+            "cancelled" if cancelled else f"run ended ({event.end_reason or 'unknown'})"
+        )
+        for key in [k for k in self._open if k[0] == run]:
+            idx = self._open.pop(key)
+            self._close(idx, event.time, outcome, "fail")
+            self._cols[_KIND][idx] = _s(event.error) or ("Aborted" if cancelled else None)
+            self._cols[_MSG][idx] = why
+        for key in [k for k in self._open_tools if k[0] == run]:
+            idx = self._open_tools.pop(key)
+            self._close(idx, event.time, outcome, "fail")
+            self._cols[_KIND][idx] = _s(event.error) or ("Aborted" if cancelled else None)
+            self._cols[_MSG][idx] = why
+        self._compaction.pop(run, None)
+        self._last_failed.pop(run, None)
+        self._run_model.pop(run, None)
+        for key in [k for k in self._last if k[0] == run]:
+            del self._last[key]
+
+
+def _tool_name(name: str, source: str) -> str | None:
+    if not name:
+        return None
+    return f"{source}:{name}" if source else name
+
+
+_HANDLERS: dict[type[Event], Any] = {
+    RunStarted: AttemptLog._on_run_started,
+    AttemptStarted: AttemptLog._on_attempt_started,
+    AttemptSucceeded: AttemptLog._on_attempt_succeeded,
+    AttemptFailed: AttemptLog._on_attempt_failed,
+    RetryScheduled: AttemptLog._on_retry_scheduled,
+    PacedWait: AttemptLog._on_paced_wait,
+    ToolCallStarted: AttemptLog._on_tool_started,
+    ToolCallFinished: AttemptLog._on_tool_finished,
+    CompactionStarted: AttemptLog._on_compaction_started,
+    CompactionFinished: AttemptLog._on_compaction_finished,
+    FallbackStarted: AttemptLog._on_fallback,
+    RunFinished: AttemptLog._on_run_finished,
+}

@@ -1,0 +1,368 @@
+"""A client-side rate limiter shared by every agent that uses the same provider and key.
+
+Many agents racing one rate-limited provider turn 429s into a retry storm: they all learn the
+limit the hard way, all wait the same Retry-After, and all come back at once. The shared
+limiter learns the limit once for everybody and paces requests so few are rejected. It mirrors
+the provider's token bucket:
+
+- **capacity and what is left** come from the rate-limit headers of successful replies
+  (`anthropic-ratelimit-requests-limit`/`-remaining`, `x-ratelimit-limit-requests`/
+  `-remaining-requests`); a `remaining` only ever lowers our estimate, because replies arrive
+  out of order and an older one tells of a fuller bucket;
+- **the refill rate** is measured from two honest Retry-Afters: a 429 names the moment the bucket
+  holds one request again (`D1`); after `k` admissions, the next 429 names `D2`, and
+  `(D2 - D1) / k` is one refill interval (`k` of 3 or more spreads the error of the rounded
+  Retry-Afters). The requests in between go one at a time, so `k` is exact. OpenAI's
+  millisecond `x-ratelimit-reset-requests` gives the rate at once;
+- **pacing**: once the rate is known each request reserves its own future slot, so waiters leave
+  one interval apart instead of all at once; a 429 after that blocks everyone until its
+  Retry-After, slows the rate a little and voids every reservation (the `epoch` moves on), so
+  the queue is rebuilt from what the server just said;
+- **knowing nothing** (no headers, no 429 yet): requests are let through in a slow start, one,
+  one more after each success (twice as many per round trip; and twice as many again after
+  `probe_timeout` without an answer), so a
+  server without limits is barely slowed and a limited one is not flooded.
+
+It also keeps a retry budget, as the AWS SDKs' standard retry mode does: a token bucket that
+retries draw from (5 tokens, 10 for a timeout) and successes refill (the retry's cost when the
+success followed a retry by the same run, else 1 token), so a provider outage cannot become a
+retry storm: once the budget is empty, failures are final until successes refill it.
+
+Times are seconds on the caller's clock (`clock.now()`), so virtual time works. Everything is
+thread-safe.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import threading
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "RateLimiter",
+    "RetryBudget",
+    "limiter_key",
+    "reset_shared_limiters",
+    "shared_limiter",
+]
+
+POLL_S = 0.02
+"""How often a request held back behind a probe looks again."""
+
+# The retry cost this task (this agent run) last drew from a budget: refunded on its success.
+_drawn: contextvars.ContextVar[tuple[int, float] | None] = contextvars.ContextVar(
+    "nbagent_retry_drawn", default=None
+)
+
+
+@dataclass
+class RetryBudget:
+    """Retries cost tokens; successes give some back. Empty means: stop retrying.
+
+    The defaults are the AWS SDKs' standard retry mode: 500 tokens, a retry costs 5 (a timeout
+    or connection failure 10), a success returns the cost of the retry that led to it, or 1.
+    """
+
+    capacity: float = 500.0
+    retry_cost: float = 5.0
+    timeout_cost: float = 10.0
+    success_refill: float = 1.0
+    tokens: float = field(init=False)
+    retries: int = field(init=False, default=0)
+    refused: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.tokens = self.capacity
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"RetryBudget(tokens={self.tokens:g}/{self.capacity:g}, retries={self.retries}, "
+            f"refused={self.refused})"
+        )
+
+    def withdraw(self, *, timeout: bool = False) -> bool:
+        """Take the cost of one retry; False (and nothing taken) when the budget cannot pay."""
+        cost = self.timeout_cost if timeout else self.retry_cost
+        with self._lock:
+            if self.tokens < cost:
+                self.refused += 1
+                return False
+            self.tokens -= cost
+            self.retries += 1
+        _drawn.set((id(self), cost))
+        return True
+
+    def refill(self, amount: float | None = None) -> None:
+        """A success: give back what this run's last retry cost, else `success_refill`."""
+        if amount is None:
+            drawn = _drawn.get()
+            amount = self.success_refill
+            if drawn is not None and drawn[0] == id(self):
+                amount = drawn[1]
+                _drawn.set(None)
+        with self._lock:
+            self.tokens = min(self.capacity, self.tokens + amount)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.tokens = self.capacity
+
+
+def _first_number(headers: Mapping[str, str], *names: str) -> float | None:
+    for n in names:
+        v = headers.get(n)
+        if v is not None:
+            try:
+                x = float(v)
+            except ValueError:
+                continue
+            if x == x and x >= 0:  # not NaN, not negative
+                return x
+    return None
+
+
+class RateLimiter:
+    """Paces requests to one provider and key. See the module docstring for how.
+
+    `reserve(now)` says how long to wait; `on_success`, `on_rate_limited` and `on_other` report
+    how each request ended; `release` hands back a slot that was never used (a cancelled wait).
+    """
+
+    def __init__(
+        self,
+        *,
+        margin: float = 1.0,
+        slowdown: float = 1.02,
+        probe_timeout: float = 1.0,
+        learn_admissions: int = 3,
+        budget: RetryBudget | None = None,
+    ) -> None:
+        self.margin = margin  # pace this much slower than the measured rate
+        self.slowdown = slowdown  # and this much slower again after each 429
+        self.probe_timeout = probe_timeout
+        self.learn_admissions = max(1, learn_admissions)  # admissions a measurement spans
+        self.budget = budget if budget is not None else RetryBudget()
+        self._lock = threading.Lock()
+        self.capacity: float | None = None  # the provider's burst, from headers
+        self.interval: float | None = None  # seconds per request, once learned
+        self.tokens: float | None = None  # our mirror of the provider's bucket (None: unknown)
+        self._t = 0.0  # when `tokens` was last brought up to date
+        self.blocked_until = 0.0
+        self.epoch = 0  # moves on at each 429: reservations made before it are void
+        self._probes: list[float] = []  # start times of requests sent while the rate is unknown
+        self._window = 1.0  # how many of those may be in flight (slow start)
+        self._anchor: float | None = None  # D1: the moment a 429 named, to measure the rate
+        self._since_anchor = 0  # admissions since that 429
+        self.rejected = 0
+        self.admitted = 0
+        self.paced = 0
+
+    def __repr__(self) -> str:
+        rate = f"{1 / self.interval:.2f}/s" if self.interval else "unknown"
+        cap = "unknown" if self.capacity is None else f"{self.capacity:g}"
+        return (
+            f"RateLimiter(rate={rate}, capacity={cap}, admitted={self.admitted}, "
+            f"rejected={self.rejected}, budget={self.budget.tokens:g}/{self.budget.capacity:g})"
+        )
+
+    @property
+    def rate(self) -> float | None:
+        """Requests per second we pace at, once known."""
+        return None if not self.interval else 1.0 / self.interval
+
+    # -- asking for a slot ---------------------------------------------------------------
+
+    def _refill(self, now: float) -> None:
+        if self.tokens is not None and self.interval:
+            cap = self.capacity if self.capacity is not None else 1.0
+            if self.tokens < cap:
+                self.tokens = min(cap, self.tokens + max(0.0, now - self._t) / self.interval)
+        self._t = now
+
+    def reserve(self, now: float) -> tuple[float, bool]:
+        """`(delay, holds_slot)`. With a slot: wait `delay`, then send (if `epoch` has not moved
+        on meanwhile; if it has, ask again). Without one: wait `delay` and ask again."""
+        with self._lock:
+            if now < self.blocked_until:
+                return self.blocked_until - now, False
+            self._refill(now)
+            if self.interval is not None and self.tokens is not None:
+                # the rate is known: take the next slot, even one in the future
+                self.tokens -= 1
+                delay = max(0.0, -self.tokens * self.interval)
+                if delay > 0:
+                    self.paced += 1
+                return delay, True
+            if self.tokens is not None and self.tokens >= 1 - 1e-9:
+                self.tokens -= 1  # the headers said this much is left
+                self._probes.append(now)
+                return 0.0, True
+            # the rate is unknown and nothing is known to be left: probe, a few at a time
+            window = 1.0 if self.tokens is not None else self._window
+            if self._probes and now - self._probes[0] > self.probe_timeout:
+                # a probe with no answer for long: it may have been cancelled, or be a long
+                # reply; stop waiting for it
+                self._probes.pop(0)
+                self._window = min(1e6, self._window * 2)
+            if len(self._probes) < window:
+                self._probes.append(now)
+                return 0.0, True
+            return POLL_S, False
+
+    def release(self, now: float, epoch: int | None = None) -> None:
+        """Hand back a slot that was reserved but not used (the wait for it was cancelled)."""
+        with self._lock:
+            if epoch is not None and epoch != self.epoch:
+                return
+            if self.interval is not None and self.tokens is not None:
+                self._refill(now)
+                self.tokens += 1
+            elif self._probes:
+                self._probes.pop()
+                if self.tokens is not None:
+                    self.tokens += 1
+
+    # -- how it went ---------------------------------------------------------------------
+
+    def on_success(self, now: float, headers: Mapping[str, str] | None = None) -> None:
+        h = {k.lower(): v for k, v in (headers or {}).items()}
+        limit = _first_number(h, "anthropic-ratelimit-requests-limit", "x-ratelimit-limit-requests")
+        remaining = _first_number(
+            h, "anthropic-ratelimit-requests-remaining", "x-ratelimit-remaining-requests"
+        )
+        reset = _duration(h.get("x-ratelimit-reset-requests"))
+        with self._lock:
+            self.admitted += 1
+            others = max(0, len(self._probes) - 1)
+            if self._probes:
+                self._probes.pop(0)
+            if limit is not None and limit >= 1:
+                self.capacity = limit
+            if (
+                self.interval is None
+                and reset is not None
+                and limit is not None
+                and remaining is not None
+                and limit > remaining
+                and reset > 0
+            ):
+                # OpenAI: `reset` (ms precision) until the bucket is full again
+                self.interval = reset / (limit - remaining) * self.margin
+                self._refill(now)
+                self.tokens = min(self.tokens if self.tokens is not None else remaining, remaining)
+            if self.interval is None:
+                if remaining is not None:
+                    left = max(0.0, remaining - others)  # those in flight will take theirs
+                    if self.tokens is None or others == 0:
+                        self.tokens = left
+                    else:
+                        self.tokens = min(self.tokens, left)
+                    self._t = now
+                elif self.tokens is None:
+                    self._window = min(1e6, self._window + 1)  # slow start: x2 per round trip
+                if self._anchor is not None:
+                    self._since_anchor += 1
+        self.budget.refill()
+
+    def on_rate_limited(self, now: float, retry_after: float | None) -> None:
+        with self._lock:
+            self.rejected += 1
+            alone = len(self._probes) <= 1
+            if self._probes:
+                self._probes.pop(0)
+            self.epoch += 1
+            if retry_after is None or not retry_after >= 0:
+                # no word on when: the retry policy's backoff decides; we only slow down
+                if self.interval is not None:
+                    self.interval *= self.slowdown
+                elif self.tokens is None or self.tokens > 0:
+                    self.tokens = 0.0
+                self._anchor = None
+                return
+            due = now + retry_after
+            self.blocked_until = max(self.blocked_until, due)
+            if self.interval is None:
+                if not alone:
+                    self._anchor = None  # others in flight: admissions cannot be counted
+                elif self._anchor is None:
+                    self._anchor, self._since_anchor = due, 0  # D1: a measurement starts
+                elif self._since_anchor >= self.learn_admissions:
+                    measured = (due - self._anchor) / self._since_anchor
+                    if measured > 0:
+                        self.interval = measured * self.margin
+                    self._anchor = None
+            else:
+                self.interval *= self.slowdown  # we were too fast: slow down a little
+            if self.interval is not None:
+                # the provider's bucket holds one request at `due`, not before; reservations
+                # made before this are void (the epoch moved on) and will be made again
+                self._t = now
+                self.tokens = 1.0 - retry_after / self.interval
+            else:
+                self.tokens = 0.0
+                self._t = now
+
+    def on_other(self) -> None:
+        """An attempt ended without telling us about the limit (an error other than 429)."""
+        with self._lock:
+            if self._probes:
+                self._probes.pop(0)
+            self._anchor = None
+
+
+def _duration(text: str | None) -> float | None:
+    if not text:
+        return None
+    from ..providers._server_wish import parse_duration
+
+    return parse_duration(text)
+
+
+_registry: dict[tuple[str, ...], RateLimiter] = {}
+# limiters of other clocks (virtual time) live and die with their clock: a new clock that
+# happens to get a dead one's id() must not inherit its limiter
+_by_clock: weakref.WeakKeyDictionary[object, dict[tuple[str, ...], RateLimiter]] = (
+    weakref.WeakKeyDictionary()
+)
+_registry_lock = threading.Lock()
+
+
+def limiter_key(provider: object, clock: object = None) -> tuple[str, ...]:
+    """Provider, endpoint and a fingerprint of the key (never the key itself)."""
+    name = str(getattr(provider, "name", type(provider).__name__))
+    base = str(getattr(provider, "base_url", ""))
+    secret = getattr(provider, "_api_key", None) or ""
+    fp = hashlib.sha256(str(secret).encode()).hexdigest()[:12] if secret else ""
+    return (name, base, fp)
+
+
+def shared_limiter(provider: object, clock: object) -> RateLimiter:
+    """The process-wide limiter for this provider, key and clock.
+
+    Agents on the real clock share one per provider, endpoint and key; agents on another clock
+    (a `VirtualClock`) share one only with agents on the same clock object.
+    """
+    key = limiter_key(provider)
+    with _registry_lock:
+        if type(clock).__name__ == "RealClock":
+            table = _registry
+        else:
+            try:
+                table = _by_clock.setdefault(clock, {})
+            except TypeError:  # a clock that cannot be weakly referenced: no sharing
+                return RateLimiter()
+        lim = table.get(key)
+        if lim is None:
+            lim = table[key] = RateLimiter()
+        return lim
+
+
+def reset_shared_limiters() -> None:
+    """Forget every shared limiter (for tests and benchmarks: a fresh start)."""
+    with _registry_lock:
+        _registry.clear()
+        _by_clock.clear()

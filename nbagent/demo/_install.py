@@ -1,0 +1,28 @@
+"""Plugging the demo model in: the model string "demo" and the mock server's default responder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..mock import set_default_responder, shared_server
+from ..providers import AnthropicProvider, Provider, register_model
+from ._model import demo_reply
+
+__all__ = ["DEMO_API_KEY", "install"]
+
+DEMO_API_KEY = "demo-key-not-secret"
+"""What the demo provider sends as its key: the mock server checks that one is present."""
+
+
+def _demo_provider(*, base_url: str | None = None, **options: Any) -> Provider:
+    """The demo model: the Anthropic wire format against the loopback mock server (started on
+    first use, on a free port of 127.0.0.1) unless `base_url` names another mock server."""
+    url = base_url if base_url is not None else shared_server().url
+    options.setdefault("name", "demo")
+    return AnthropicProvider("demo", api_key=DEMO_API_KEY, base_url=url, **options)
+
+
+def install() -> None:
+    """Register the demo model; `import nbagent` calls this once."""
+    set_default_responder(demo_reply)
+    register_model("demo", _demo_provider)

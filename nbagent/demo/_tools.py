@@ -1,0 +1,64 @@
+"""The tools the offline demo gives its agent: a calculator and a read-only file browser.
+
+The file tools are confined to one folder (the package's `demo/data/` unless told otherwise):
+a path that leaves it is refused, so a model cannot read the rest of the disk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .._loop._tools import Tool, tool
+from ._arithmetic import safe_eval
+
+__all__ = ["DEMO_DATA", "calculator", "file_tools"]
+
+DEMO_DATA = Path(__file__).parent / "data"
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression such as "17 * 23 + 4".
+
+    Args:
+        expression: Numbers with + - * / // % ** and parentheses.
+    """
+    return str(safe_eval(expression))
+
+
+def file_tools(root: str | Path = DEMO_DATA) -> list[Tool]:
+    """`read_file` and `list_dir`, confined to `root`."""
+    base = Path(root).resolve()
+
+    def inside(path: str) -> Path:
+        target = (base / path).resolve()
+        if target != base and base not in target.parents:
+            raise PermissionError(f"{path} is outside the folder these tools may read")
+        return target
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a text file.
+
+        Args:
+            path: Path of the file, relative to the demo folder.
+        """
+        target = inside(path)
+        if not target.is_file():
+            raise FileNotFoundError(2, "No such file", path)
+        return target.read_text(encoding="utf-8", errors="replace")[:100_000]
+
+    @tool
+    def list_dir(path: str = ".") -> str:
+        """List the files in a folder.
+
+        Args:
+            path: Folder, relative to the demo folder.
+        """
+        target = inside(path)
+        if not target.is_dir():
+            raise FileNotFoundError(2, "No such folder", path)
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
+        return "\n".join(names) or "(empty)"
+
+    return [read_file, list_dir]

@@ -1,0 +1,93 @@
+"""``python -m nbagent.mock``: run the mock provider in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from collections.abc import Sequence
+
+from ._faults import Fault, parse_faults
+from ._ratelimit import RateLimit
+from ._server import MockServer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nbagent serve",
+        description="Run the nbagent loopback mock provider (Anthropic and OpenAI wire formats).",
+    )
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    parser.add_argument(
+        "--faults",
+        nargs="*",
+        action="extend",
+        default=[],
+        metavar="FAULT",
+        help="fault script, one entry per request, e.g. 429:retry_after=2 500 drop_after_tokens=20",
+    )
+    parser.add_argument(
+        "--fault-rate",
+        action="append",
+        default=[],
+        metavar="FAULT=P",
+        help="random fault with probability P after the script, e.g. 500=0.1 (repeatable)",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed for random faults")
+    parser.add_argument(
+        "--requests-per-s", type=float, default=None, help="rate limit (token bucket)"
+    )
+    parser.add_argument("--burst", type=int, default=5, help="rate limit bucket size")
+    parser.add_argument("--tokens-per-min", type=int, default=None, help="prompt tokens per minute")
+    parser.add_argument("--context-window", type=int, default=None, help="tokens before overflow")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds between streamed deltas")
+    return parser
+
+
+def _rates(entries: Sequence[str]) -> dict[str | Fault, float]:
+    rates: dict[str | Fault, float] = {}
+    for entry in entries:
+        spec, eq, value = entry.rpartition("=")
+        try:
+            rates[spec] = float(value)
+        except ValueError:
+            eq = ""
+        if not eq or not spec:
+            raise ValueError(f"Fault rate {entry!r} must be written FAULT=P, e.g. 500=0.1.")
+    return rates
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve until interrupted; print the URL first. Returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        faults = parse_faults(args.faults)
+        rates = _rates(args.fault_rate)
+        limit = None
+        if args.requests_per_s is not None or args.tokens_per_min is not None:
+            limit = RateLimit(args.requests_per_s or 10.0, args.burst, args.tokens_per_min)
+        server = MockServer(
+            faults,
+            seed=args.seed,
+            fault_rates=rates or None,
+            rate_limit=limit,
+            context_window=args.context_window,
+            demo_delay_s=args.delay,
+            port=args.port,
+        )
+        server.start()
+    except (ValueError, OSError) as err:
+        print(f"nbagent serve: {err}", file=sys.stderr)
+        return 2
+    print(f"nbagent mock provider listening on {server.url}", flush=True)
+    print(
+        f"  Anthropic: {server.url}/v1/messages   OpenAI: {server.url}/v1/chat/completions",
+        flush=True,
+    )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,406 @@
+"""One HTTP exchange with the mock server: routing, faults, rate limit, context window, replies."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any, cast
+
+from . import _wire as wire
+from ._conversation import Conversation, Format, RequestError, parse_request
+from ._faults import OK, Fault
+from ._ratelimit import (
+    RateDecision,
+    anthropic_headers,
+    format_seconds,
+    openai_headers,
+    retry_after_headers,
+)
+from ._records import redact_headers
+from ._reply import MockReply
+
+if TYPE_CHECKING:
+    from ._server import MockServer, _HTTPServer
+
+log = logging.getLogger("nbagent.mock")
+SOME_TEXT = 3  # text deltas sent before a mid-stream fault (stall, malformed, overloaded)
+FLUSH_BYTES = 16_384
+MAX_BODY = 64 * 1024 * 1024
+DEFAULT_WINDOW = {"anthropic": 200_000, "openai": 128_000}
+
+
+class _Dropped(Exception):
+    """The client went away, or a fault closed the connection: stop writing."""
+
+
+def _route(path: str) -> Format | None:
+    path = path.split("?", 1)[0].rstrip("/")
+    if path.endswith("/messages"):
+        return "anthropic"
+    if path.endswith("/chat/completions"):
+        return "openai"
+    return None
+
+
+class MockHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "nbagent-mock/0.1"
+    sys_version = ""
+    timeout = 300
+    disable_nagle_algorithm = True
+
+    # set per request
+    _mock: MockServer
+    _fmt: Format
+    _request_id: str
+    _fault: Fault
+    _extra: dict[str, str]
+    _buffer: list[bytes]
+    _buffered: int
+    _started: bool
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: the request log is ``MockServer.requests``
+
+    # --- entry points ---------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._mock = cast("_HTTPServer", self.server).mock
+        path = self.path.split("?", 1)[0]
+        if path.rstrip("/") == "/health":
+            self._send_bytes(200, b"ok", "text/plain; charset=utf-8", {})
+            self._mock.record(
+                method="GET",
+                path=self.path,
+                format=None,
+                body=None,
+                headers=self._headers(),
+                fault="ok",
+                status=200,
+                request_id="",
+                stream=False,
+            )
+            return
+        self._not_found("GET")
+
+    def do_POST(self) -> None:
+        self._mock = cast("_HTTPServer", self.server).mock
+        self._started = False
+        try:
+            self._post()
+        except _Dropped:
+            self.close_connection = True
+        except (BrokenPipeError, ConnectionError, TimeoutError):
+            self.close_connection = True
+        except Exception as err:  # a bug in the mock itself: answer 500 so it is seen, not hidden
+            log.exception("nbagent mock server failed on %s", self.path)
+            self.close_connection = True
+            if not self._started:
+                fmt = _route(self.path) or "openai"
+                message = f"nbagent mock server internal error: {type(err).__name__}: {err}"
+                self._send_json(500, wire.internal_error(fmt, message, "req_mock_error"), {})
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        return redact_headers({k: v for k, v in self.headers.items()})
+
+    def _guess_format(self) -> Format:
+        if "anthropic-version" in self.headers or "x-api-key" in self.headers:
+            return "anthropic"
+        return _route(self.path) or "openai"
+
+    def _new_request_id(self, fmt: Format) -> str:
+        return ("req_011" if fmt == "anthropic" else "req_") + uuid.uuid4().hex[:24]
+
+    def _not_found(self, method: str) -> None:
+        fmt = self._guess_format()
+        request_id = self._new_request_id(fmt)
+        if method == "POST":
+            self._read_body()
+        body = wire.not_found(fmt, self.path, request_id)
+        self._mock.record(
+            method=method,
+            path=self.path,
+            format=None,
+            body=None,
+            headers=self._headers(),
+            fault="ok",
+            status=404,
+            request_id=request_id,
+            stream=False,
+        )
+        self._send_json(404, body, {self._id_header(fmt): request_id})
+
+    def _id_header(self, fmt: Format) -> str:
+        return "request-id" if fmt == "anthropic" else "x-request-id"
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        if length < 0 or length > MAX_BODY:
+            raise _Dropped
+        return self.rfile.read(length) if length else b""
+
+    def _send_bytes(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
+        self._started = True
+        self.send_response(status)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        data = json.dumps(body, ensure_ascii=False).encode()
+        self._send_bytes(status, data, "application/json", headers)
+
+    # --- the model endpoints --------------------------------------------------------------------
+
+    def _post(self) -> None:
+        fmt = _route(self.path)
+        if fmt is None:
+            self._not_found("POST")
+            return
+        self._fmt = fmt
+        self._fault = OK
+        self._request_id = self._new_request_id(fmt)
+        self._extra = {self._id_header(fmt): self._request_id}
+        raw = self._read_body()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            self._finish_error(
+                400,
+                wire.bad_request(
+                    fmt, "There was an error parsing the body as JSON.", self._request_id
+                ),
+                None,
+                "ok",
+                False,
+            )
+            return
+        try:
+            conv = parse_request(fmt, body)
+        except RequestError as err:
+            error = wire.bad_request(fmt, err.message, self._request_id, err.param)
+            self._finish_error(
+                400, error, body, "ok", bool(isinstance(body, dict) and body.get("stream"))
+            )
+            return
+        self._answer(conv, body)
+
+    def _record(self, body: Any, fault: str, status: int, stream: bool) -> None:
+        self._mock.record(
+            method="POST",
+            path=self.path,
+            format=self._fmt,
+            body=body,
+            headers=self._headers(),
+            fault=fault,
+            status=status,
+            request_id=self._request_id,
+            stream=stream,
+        )
+
+    def _finish_error(self, status: int, error: Any, body: Any, fault: str, stream: bool) -> None:
+        self._record(body, fault, status, stream)
+        self._send_json(status, error, self._extra)
+
+    def _rate_headers(self, decision: RateDecision) -> dict[str, str]:
+        return anthropic_headers(decision) if self._fmt == "anthropic" else openai_headers(decision)
+
+    def _answer(self, conv: Conversation, body: Any) -> None:
+        mock = self._mock
+        if mock.rate_limit is not None:
+            decision = mock.rate_limit.acquire(conv.prompt_tokens)
+            self._extra.update(self._rate_headers(decision))
+            if not decision.allowed:
+                self._extra.update(retry_after_headers(decision.retry_after_s))
+                retry = format_seconds(decision.retry_after_s)
+                error = wire.status_error(
+                    self._fmt, 429, model=conv.model, request_id=self._request_id, retry=retry
+                )
+                self._finish_error(429, error, body, "rate_limit", conv.stream)
+                return
+        fault = mock.plan.next()
+        self._fault = fault
+        if fault.should_retry is not None:
+            self._extra["x-should-retry"] = "true" if fault.should_retry else "false"
+        if fault.kind == "close":
+            self._record(body, str(fault), 0, conv.stream)
+            raise _Dropped
+        if fault.kind == "slow" and mock.wait(fault.seconds or 0.0):
+            raise _Dropped
+        if self._status_fault(fault, conv, body):
+            return
+        window = mock.context_window
+        if window is not None and conv.prompt_tokens > window:
+            error = wire.overflow_error(self._fmt, conv.prompt_tokens, window, self._request_id)
+            self._finish_error(400, error, body, "context_window", conv.stream)
+            return
+        reply = (
+            MockReply(input_tokens=conv.prompt_tokens)
+            if fault.kind == "empty"
+            else mock.responder(conv)
+        )
+        self._record(body, str(fault), 200, conv.stream)
+        if conv.stream:
+            self._stream(conv, reply)
+        else:
+            self._whole(conv, reply)
+
+    def _status_fault(self, fault: Fault, conv: Conversation, body: Any) -> bool:
+        fmt, rid = self._fmt, self._request_id
+        status = fault.status
+        if fault.kind == "overloaded_midstream" and not conv.stream:
+            status = 529
+        if status is None:
+            return False
+        if fault.kind == "quota":
+            error = wire.quota_error(fmt, rid)
+        elif fault.kind == "overflow":
+            maximum = self._mock.context_window or DEFAULT_WINDOW[fmt]
+            tokens = max(conv.prompt_tokens, maximum + 1 + conv.prompt_tokens)
+            error = wire.overflow_error(fmt, tokens, maximum, rid)
+        else:
+            retry = format_seconds(fault.retry_after_s or 0.0)
+            error = wire.status_error(fmt, status, model=conv.model, request_id=rid, retry=retry)
+        if fault.kind == "429":
+            seconds = fault.retry_after_s or 0.0
+            self._extra.update(retry_after_headers(seconds))
+            self._extra.update(self._rate_headers(RateDecision(False, seconds, 50, 0, seconds)))
+        self._finish_error(status, error, body, str(fault), conv.stream)
+        return True
+
+    # --- non-streaming replies ------------------------------------------------------------------
+
+    def _whole(self, conv: Conversation, reply: MockReply) -> None:
+        if self._fmt == "anthropic":
+            message = wire.anthropic_message(reply, model=conv.model, message_id=self._message_id())
+        else:
+            message = wire.openai_completion(
+                reply, model=conv.model, completion_id=self._message_id(), created=int(time.time())
+            )
+        data = json.dumps(message, ensure_ascii=False).encode()
+        kind = self._fault.kind
+        if kind == "stall" and self._mock.wait(self._fault.seconds or 0.0):
+            raise _Dropped
+        if kind == "malformed":
+            data = data[: len(data) // 2]
+        if kind == "drop_after_tokens":
+            self._started = True
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for name, value in self._extra.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            raise _Dropped
+        self._send_bytes(200, data, "application/json", self._extra)
+
+    def _message_id(self) -> str:
+        suffix = self._request_id.split("_")[-1][-24:]
+        return ("msg_" if self._fmt == "anthropic" else "chatcmpl-") + suffix
+
+    # --- streaming replies ----------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        self._buffer.append(data)
+        self._buffered += len(data)
+        if self._buffered >= FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffered:
+            return
+        payload = b"".join(self._buffer)
+        self._buffer, self._buffered = [], 0
+        try:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        except OSError as err:
+            raise _Dropped from err
+
+    def _end_stream(self) -> None:
+        self._flush()
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError as err:
+            raise _Dropped from err
+
+    def _pieces(self, conv: Conversation, reply: MockReply) -> Iterable[wire.Piece]:
+        if self._fmt == "anthropic":
+            return wire.anthropic_stream(reply, model=conv.model, message_id=self._message_id())
+        return wire.openai_stream(
+            reply,
+            model=conv.model,
+            completion_id=self._message_id(),
+            created=int(time.time()),
+            include_usage=conv.include_usage,
+        )
+
+    def _stream(self, conv: Conversation, reply: MockReply) -> None:
+        self._started = True
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        for name, value in self._extra.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self._buffer, self._buffered = [], 0
+        fault, mock = self._fault, self._mock
+        delay = mock.demo_delay_s
+        trigger_at = fault.tokens if fault.kind == "drop_after_tokens" else SOME_TEXT
+        armed = fault.kind in ("drop_after_tokens", "malformed", "stall", "overloaded_midstream")
+        sent_text = 0
+        for kind, data in self._pieces(conv, reply):
+            if armed and (kind == "final" or (kind == "text" and sent_text >= (trigger_at or 0))):
+                armed = False
+                if self._midstream_fault(fault):
+                    return
+            self._write(data)
+            if kind == "text":
+                sent_text += 1
+            if delay > 0 and kind in ("text", "body"):
+                self._flush()
+                if mock.wait(delay):
+                    raise _Dropped
+        self._end_stream()
+
+    def _midstream_fault(self, fault: Fault) -> bool:
+        """Apply a mid-stream fault; True when the stream is over."""
+        if fault.kind == "stall":
+            self._flush()
+            if self._mock.wait(fault.seconds or 0.0):
+                raise _Dropped
+            return False
+        if fault.kind == "drop_after_tokens":
+            self._flush()
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            raise _Dropped
+        if fault.kind == "malformed":
+            garbage = (
+                wire.anthropic_malformed()
+                if self._fmt == "anthropic"
+                else wire.openai_malformed(self._message_id())
+            )
+            self._write(garbage)
+        else:
+            error = (
+                wire.anthropic_midstream_error()
+                if self._fmt == "anthropic"
+                else wire.openai_midstream_error()
+            )
+            self._write(error)
+        self._end_stream()
+        return True

@@ -1,0 +1,82 @@
+"""What the mock server answers, before it is put in a wire format: text, thinking, tool calls.
+
+A responder (`Responder`) turns a parsed request (`Conversation`) into a `MockReply`. The demo
+model (`nbagent.demo.demo_reply`) is the default responder: `import nbagent` registers it with
+`set_default_responder`. Any other callable of the same shape may be given to `MockServer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from ._conversation import Conversation
+
+__all__ = [
+    "MockReply",
+    "MockToolCall",
+    "Responder",
+    "StopReason",
+    "default_responder",
+    "set_default_responder",
+    "split_words",
+]
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens"]
+
+
+@dataclass(frozen=True)
+class MockToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text; deliberately invalid for [demo:bad_json]
+
+
+@dataclass(frozen=True)
+class MockReply:
+    text_deltas: tuple[str, ...] = ()
+    tool_calls: tuple[MockToolCall, ...] = ()
+    stop_reason: StopReason = "end_turn"
+    thinking_deltas: tuple[str, ...] = ()
+    signature: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_deltas)
+
+    @property
+    def thinking(self) -> str:
+        return "".join(self.thinking_deltas)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.text_deltas and not self.tool_calls and not self.thinking_deltas
+
+
+def split_words(text: str) -> tuple[str, ...]:
+    """Word-sized deltas that join back to ``text`` exactly."""
+    if not text:
+        return ()
+    pieces = text.split(" ")
+    return (pieces[0], *(" " + p for p in pieces[1:]))
+
+
+Responder = Callable[[Conversation], MockReply]
+_default: list[Responder] = []
+
+
+def set_default_responder(responder: Responder) -> None:
+    """Make `responder` answer for every mock server that was not given one."""
+    _default[:] = [responder]
+
+
+def default_responder() -> Responder:
+    if not _default:
+        raise RuntimeError(
+            "the mock server has no responder: pass MockServer(responder=...) or import nbagent, "
+            "which registers the demo model"
+        )
+    return _default[0]

@@ -1,0 +1,287 @@
+"""The loopback mock provider: a real HTTP server on 127.0.0.1 in a background daemon thread."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from http.server import ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from ._faults import Fault, FaultPlan, FaultRates
+from ._handler import MockHandler
+from ._ratelimit import RateLimit
+from ._records import RequestRecord
+from ._reply import Responder, default_responder
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """Threaded server that tracks its connections so ``stop()`` can end them all."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256
+    allow_reuse_address = True
+
+    def __init__(self, port: int, mock: MockServer) -> None:
+        self.mock = mock
+        self._conn_lock = threading.Lock()
+        self._connections: dict[threading.Thread, socket.socket] = {}
+        self._halt = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        try:
+            super().__init__(("127.0.0.1", port), MockHandler)
+        except BaseException:
+            self._wake_r.close()
+            self._wake_w.close()
+            raise
+
+    def run(self) -> None:
+        """Accept connections until ``halt()``; blocks without polling while idle."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.socket, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while not self._halt:
+                for key, _ in selector.select():
+                    if key.fileobj is self.socket and not self._halt:
+                        self.handle_request()
+
+    def halt(self) -> None:
+        self._halt = True
+        with suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection,
+            args=(request, client_address),
+            name=f"nbagent-mock-conn-{self.server_address[1]}",
+            daemon=True,
+        )
+        with self._conn_lock:
+            self._connections[thread] = request
+        thread.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.process_request_thread(request, client_address)
+        finally:
+            with self._conn_lock:
+                self._connections.pop(threading.current_thread(), None)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away mid-response is not an error worth printing
+
+    def close_connections(self, timeout: float) -> None:
+        with self._conn_lock:
+            connections = dict(self._connections)
+        for sock in connections.values():
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + timeout
+        for thread in connections:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class MockServer:
+    """A loopback server speaking the Anthropic Messages and OpenAI Chat Completions formats.
+
+    Anthropic clients use ``url`` as their base URL (endpoint ``url + "/v1/messages"``); OpenAI
+    clients POST to ``url + "/v1/chat/completions"``. Use it as a context manager, or call
+    ``start()`` and ``stop()``; ``stop()`` is idempotent.
+    """
+
+    def __init__(
+        self,
+        faults: Sequence[str | Fault] = (),
+        *,
+        seed: int | None = None,
+        fault_rates: FaultRates | None = None,
+        rate_limit: RateLimit | None = None,
+        context_window: int | None = None,
+        demo_delay_s: float = 0.0,
+        port: int = 0,
+        responder: Responder | None = None,
+    ) -> None:
+        if context_window is not None and context_window < 1:
+            raise ValueError(
+                f"context_window must be a positive number of tokens, got {context_window}."
+            )
+        if demo_delay_s < 0:
+            raise ValueError(f"demo_delay_s must not be negative, got {demo_delay_s}.")
+        self.plan = FaultPlan(faults, seed=seed, fault_rates=fault_rates)
+        self.rate_limit = rate_limit
+        self.context_window = context_window
+        self.demo_delay_s = float(demo_delay_s)
+        self.responder: Responder = responder or default_responder()
+        self._port = port
+        self._records: list[RequestRecord] = []
+        self._lock = threading.Lock()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.stopping = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> MockServer:
+        """Bind 127.0.0.1 and serve in a daemon thread. Starting a running server does nothing."""
+        with self._lock:
+            if self._httpd is not None:
+                return self
+            self.stopping.clear()
+            httpd = _HTTPServer(self._port, self)
+            thread = threading.Thread(
+                target=httpd.run,
+                name=f"nbagent-mock-server-{httpd.server_address[1]}",
+                daemon=True,
+            )
+            self._httpd, self._thread = httpd, thread
+        thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving, end open connections and close the port. Idempotent."""
+        with self._lock:
+            httpd, thread = self._httpd, self._thread
+            self._httpd = self._thread = None
+        if httpd is None:
+            return
+        self.stopping.set()
+        httpd.halt()
+        if thread is not None:
+            thread.join(timeout)
+        httpd.close_connections(timeout)
+        httpd.server_close()
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    def __enter__(self) -> MockServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = self.url if self.running else "stopped"
+        return f"MockServer({where}, {len(self.requests)} requests)"
+
+    # --- addresses ------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        httpd = self._httpd
+        if httpd is None:
+            raise RuntimeError("The mock server is not running; call start() first.")
+        return int(httpd.server_address[1])
+
+    @property
+    def host(self) -> str:
+        """The address the listening socket is bound to (always 127.0.0.1)."""
+        httpd = self._httpd
+        if httpd is None:
+            raise RuntimeError("The mock server is not running; call start() first.")
+        return str(httpd.socket.getsockname()[0])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def anthropic_url(self) -> str:
+        return self.url + "/v1/messages"
+
+    @property
+    def openai_url(self) -> str:
+        return self.url + "/v1/chat/completions"
+
+    @property
+    def openai_base_url(self) -> str:
+        return self.url + "/v1"
+
+    # --- faults and records ---------------------------------------------------------------------
+
+    def set_faults(self, faults: Sequence[str | Fault]) -> None:
+        """Replace the fault script; the next model request gets its first entry."""
+        self.plan.set_script(faults)
+
+    def set_fault_rates(self, fault_rates: FaultRates | None, seed: int | None = None) -> None:
+        self.plan.set_rates(fault_rates, seed)
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A snapshot of the requests received so far, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._records.clear()
+
+    def record(self, **fields: Any) -> RequestRecord:
+        with self._lock:
+            record = RequestRecord(index=len(self._records), received_at=time.time(), **fields)
+            self._records.append(record)
+            return record
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; return True early when the server is stopping."""
+        return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
+
+
+@contextmanager
+def serve(
+    faults: Sequence[str | Fault] = (),
+    *,
+    seed: int | None = None,
+    fault_rates: FaultRates | None = None,
+    rate_limit: RateLimit | None = None,
+    context_window: int | None = None,
+    demo_delay_s: float = 0.0,
+    port: int = 0,
+    responder: Responder | None = None,
+) -> Iterator[MockServer]:
+    """Run a ``MockServer`` for the duration of a ``with`` block."""
+    server = MockServer(
+        faults,
+        seed=seed,
+        fault_rates=fault_rates,
+        rate_limit=rate_limit,
+        context_window=context_window,
+        demo_delay_s=demo_delay_s,
+        port=port,
+        responder=responder,
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_shared: MockServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_server() -> MockServer:
+    """The process-wide default mock server (no faults), started on first use."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.running:
+            _shared = MockServer().start()
+        return _shared

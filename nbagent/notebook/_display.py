@@ -1,0 +1,91 @@
+"""Showing a run in a notebook: the timeline widget under the cell, wired to the agent's events.
+
+`NotebookPresenter` fills the core's presenter seam: `import nbagent` registers it, and the agent
+asks it for a view when it runs in a notebook. The widget is a subscriber like any other; the
+Stop button calls back into whoever started the run (it cancels the task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from .._core._messages import Message
+from .._loop._agent import Agent
+from .._loop._results import RunHandle, RunResult
+from ._widget import AgentView, TimelineWidget, make_view
+
+__all__ = ["NotebookPresenter", "display_view", "in_notebook", "start_shown"]
+
+
+def in_notebook() -> bool:
+    """True under an IPython kernel with a frontend (Jupyter, VS Code, Colab), not a terminal."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def display_view(on_stop: Callable[[], None] | None = None) -> AgentView:
+    """Display a Stop button and an empty timeline under the current cell (not subscribed)."""
+    from IPython.display import display
+
+    view = make_view(TimelineWidget(), on_stop=on_stop)
+    display(view)  # type: ignore[no-untyped-call]
+    return view
+
+
+class NotebookPresenter:
+    """Runs are shown as the live timeline widget, under the cell that started them."""
+
+    def active(self) -> bool:
+        return in_notebook()
+
+    def open(self, on_stop: Callable[[], None] | None = None) -> TimelineWidget:
+        return display_view(on_stop).timeline
+
+
+def start_shown(
+    agent: Agent,
+    prompt: str | Message,
+    *,
+    before: Callable[[], Awaitable[None]] | None = None,
+) -> tuple[RunHandle, AgentView]:
+    """Show the timeline now and run in a background task once `before()` has returned.
+
+    For callers that queue runs (the `%%agent` magic): the view is displayed by the caller (the
+    cell), not by the task, because a task runs after the cell has finished, when ipykernel no
+    longer routes its display output to any cell. The widget subscribes when the run begins.
+    """
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[RunResult]] = []
+
+    def stop() -> None:
+        for task in tasks:
+            task.cancel()
+
+    view = display_view(stop)
+    widget = view.timeline
+
+    async def go() -> RunResult:
+        if before is not None:
+            await before()
+        detach = agent.subscribe(widget)
+        try:
+            return await agent.run(prompt, show=False)
+        finally:
+            detach()
+            widget.close()
+
+    task = loop.create_task(go())
+    task.add_done_callback(_retrieve)
+    tasks.append(task)
+    return RunHandle(task), view
+
+
+def _retrieve(task: asyncio.Task[RunResult]) -> None:
+    """Mark a failure as seen (the timeline shows it; awaiting the handle raises it)."""
+    if not task.cancelled():
+        task.exception()

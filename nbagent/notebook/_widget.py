@@ -1,0 +1,187 @@
+"""The live timeline: an anywidget fed by events, plus the Stop button around it.
+
+A reply streams thousands of deltas; sending each to the browser would flood the kernel's comm
+channel and the notebook. `TimelineWidget` therefore coalesces: it pushes the state at most once
+per `min_interval` (0.1 s, about ten syncs a second). An event that arrives too early marks the
+state dirty and, when an event loop is running, schedules a flush with `loop.call_later`, so the
+last change is shown even if nothing follows it for a while. `RunFinished` always flushes at
+once: the final picture is complete. No threads are involved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import ipywidgets
+import traitlets
+
+from ..events import Event, RunFinished
+from ._state import TimelineState
+
+__all__ = ["AgentView", "TimelineWidget", "make_view"]
+
+_HERE = Path(__file__).parent
+
+
+class TimelineWidget(anywidget.AnyWidget):
+    """Shows a run as it happens. Subscribe it to the agent's events (`bus.subscribe(widget)`).
+
+    `on_stop` is called once when the user presses a Stop control (the ipywidgets button of
+    `make_view`, or the small one the front end draws when it is shown alone).
+    """
+
+    _esm = _HERE / "timeline.js"
+    _css = _HERE / "timeline.css"
+
+    state = traitlets.Dict().tag(sync=True)
+    stop_requested = traitlets.Bool(False).tag(sync=True)
+    show_stop = traitlets.Bool(True).tag(sync=True)
+
+    def __init__(
+        self,
+        *,
+        on_stop: Callable[[], None] | None = None,
+        min_interval: float = 0.1,
+        now: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        **kwargs: Any,
+    ) -> None:
+        self.timeline = TimelineState(wall=wall)
+        super().__init__(state=self.timeline.snapshot(), **kwargs)
+        self.on_stop = on_stop
+        self.min_interval = min_interval
+        self._now = now
+        self._last_push = -float("inf")
+        self._dirty = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._stopped = False
+        self.observe(self._stop_changed, names="stop_requested")
+
+    def __call__(self, event: Event) -> None:
+        self.timeline(event)
+        if isinstance(event, RunFinished):
+            self.flush()
+            return
+        elapsed = self._now() - self._last_push
+        if elapsed >= self.min_interval:
+            self.flush()
+        else:
+            self._dirty = True
+            self._schedule(self.min_interval - elapsed)
+
+    def flush(self) -> None:
+        """Push the current state to the browser now."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._dirty = False
+        self._last_push = self._now()
+        snapshot = self.timeline.snapshot()
+        with self.hold_sync():
+            self.state = snapshot
+
+    def close(self) -> None:
+        """The run ended: push what is pending (the presenter seam's `LiveView.close`)."""
+        self.flush()
+
+    def request_stop(self) -> None:
+        """What the Stop controls do: record the wish (synced to the browser) and call on_stop."""
+        self.stop_requested = True
+
+    def export_html(self, path: str | Path | None = None, *, title: str = "nbagent run") -> str:
+        """The run so far as one self-contained HTML file (see `nbagent.notebook.export_html`)."""
+        from ._export import export_html
+
+        return export_html(self.timeline.snapshot(), path, title=title)
+
+    def _schedule(self, delay: float) -> None:
+        if self._timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: the next event (or RunFinished) flushes
+            return
+        self._timer = loop.call_later(max(delay, 0.0), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._dirty:
+            self.flush()
+
+    def _stop_changed(self, change: dict[str, Any]) -> None:
+        if change["new"] and not self._stopped:
+            self._stopped = True
+            if self.on_stop is not None:
+                self.on_stop()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        return _with_fallback(bundle, self.timeline.snapshot())
+
+
+class AgentView(ipywidgets.VBox):  # type: ignore[misc]
+    """The Stop button above the timeline. `timeline` is the `TimelineWidget` to subscribe."""
+
+    def __init__(self, timeline: TimelineWidget, **kwargs: Any) -> None:
+        self.timeline = timeline
+        self.stop_button = ipywidgets.Button(
+            description="Stop",
+            icon="stop",
+            button_style="danger",
+            tooltip="Cancel the run (the conversation stays as it was before the current step)",
+            layout=ipywidgets.Layout(width="auto", align_self="flex-start"),
+        )
+        self.stop_button.on_click(lambda _button: timeline.request_stop())
+        timeline.show_stop = False  # this button replaces the front end's own
+        timeline.observe(self._update_button, names=["state", "stop_requested"])
+        super().__init__(children=[self.stop_button, timeline], **kwargs)
+        self._update_button()
+
+    def __call__(self, event: Event) -> None:
+        self.timeline(event)
+
+    def _update_button(self, _change: object = None) -> None:
+        state = self.timeline.state
+        finished = bool(state.get("runs")) and not state.get("active")
+        if finished:
+            self.stop_button.disabled = True
+            self.stop_button.description = "Finished"
+            self.stop_button.button_style = ""
+        elif self.timeline.stop_requested:
+            self.stop_button.disabled = True
+            self.stop_button.description = "Stopping…"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        return _with_fallback(bundle, self.timeline.timeline.snapshot())
+
+
+def make_view(
+    widget: TimelineWidget | None = None, *, on_stop: Callable[[], None] | None = None
+) -> AgentView:
+    """The notebook display for a run: a Stop button and the live timeline.
+
+    `on_stop` (e.g. the run handle's `cancel`) is called once when Stop is pressed.
+    """
+    timeline = widget if widget is not None else TimelineWidget()
+    if on_stop is not None:
+        timeline.on_stop = on_stop
+    return AgentView(timeline)
+
+
+def _with_fallback(bundle: Any, snapshot: dict[str, Any]) -> Any:
+    """Add text for frontends that cannot render widgets (nbconvert, GitHub, a terminal)."""
+    from ._export import render_static_html, render_text
+
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+    if not isinstance(data, dict):
+        return bundle
+    data = dict(data)
+    data["text/plain"] = render_text(snapshot)
+    data["text/html"] = render_static_html(snapshot)
+    return data, metadata

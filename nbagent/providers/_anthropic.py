@@ -1,0 +1,317 @@
+"""The Anthropic Messages API, streamed (`POST {base_url}/v1/messages`, `stream: true`).
+
+Also the wire format of the embedded `demo` model (the loopback mock server speaks it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._budget import Usage
+from .._core._messages import (
+    Block,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+from ..errors import ContentFiltered
+from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._http import HTTPProvider
+from ._http_errors import error_from_payload, kept_headers
+from ._limits import json_int
+from ._parts import PartBuffer
+from ._pricing import estimate_cost
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+_STOP_REASONS = {
+    "end_turn": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "refusal": "refusal",
+    "model_context_window_exceeded": "max_tokens",
+    "pause_turn": "end_turn",
+}
+# Keys of the request body that come from ModelRequest, not from options.
+_RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
+
+
+def decode_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments as (input, raw_input): raw_input keeps text that is not a JSON object."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}, text
+    if isinstance(value, dict):
+        return value, None
+    return {}, text
+
+
+# -- serialisation ---------------------------------------------------------------------------
+
+
+def _image(block: ImageBlock) -> dict[str, Any]:
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": block.media_type, "data": block.data},
+    }
+
+
+def _block(block: Block) -> dict[str, Any] | None:
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text} if block.text else None
+    if isinstance(block, ThinkingBlock):
+        # Anthropic accepts thinking back only with its signature; unsigned thinking (from
+        # another provider) is dropped.
+        if not block.signature:
+            return None
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, ImageBlock):
+        return _image(block)
+    if isinstance(block, ToolUseBlock):
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    content: list[dict[str, Any]] = []
+    for part in block.content:
+        if isinstance(part, TextBlock):
+            if part.text:
+                content.append({"type": "text", "text": part.text})
+        else:
+            content.append(_image(part))
+    out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+    if content:
+        out["content"] = content
+    if block.is_error:
+        out["is_error"] = True
+    return out
+
+
+def message_to_anthropic(message: Message) -> dict[str, Any]:
+    content = [d for d in (_block(b) for b in message.blocks) if d is not None]
+    return {"role": message.role, "content": content}
+
+
+def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of a streaming Messages request."""
+    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+    body.setdefault("max_tokens", request.max_tokens)
+    body["model"] = model
+    body["messages"] = [message_to_anthropic(m) for m in request.messages]
+    if request.system:
+        body["system"] = request.system
+    if request.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in request.tools
+        ]
+    body["stream"] = True
+    return body
+
+
+# -- streaming parse -------------------------------------------------------------------------
+
+
+@dataclass
+class _BlockState:
+    kind: str
+    text: list[str] = field(default_factory=list)
+    signature: list[str] = field(default_factory=list)
+    tool_id: str = ""
+    tool_name: str = ""
+    tool_index: int = -1
+
+    def finish(self) -> Block | None:
+        if self.kind == "text":
+            text = "".join(self.text)
+            return TextBlock(text) if text else None
+        if self.kind == "thinking":
+            return ThinkingBlock("".join(self.text), "".join(self.signature))
+        if self.kind == "tool_use":
+            args, raw = decode_arguments("".join(self.text))
+            return ToolUseBlock(self.tool_id, self.tool_name, args, raw)
+        return None
+
+
+class AnthropicProvider(HTTPProvider):
+    """Streams Claude models through the Messages API."""
+
+    default_base_url = "https://api.anthropic.com"
+    default_name = "anthropic"
+
+    @property
+    def url(self) -> str:
+        """The endpoint: `{base_url}/v1/messages` (or `/messages` when base_url ends in /v1)."""
+        if self.base_url.endswith("/v1"):
+            return self.base_url + "/messages"
+        return self.base_url + "/v1/messages"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": ANTHROPIC_VERSION, "accept": "text/event-stream"}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_anthropic_body(self.model, request)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        content = self._encode(self.build_body(request))
+        blocks: dict[int, _BlockState] = {}
+        order: list[int] = []
+        tool_calls = 0
+        input_tokens = output_tokens = cache_read = cache_write = 0
+        stop_reason: str | None = None
+        answered_model: str | None = None
+        finished = False
+        buf = PartBuffer()
+        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    if event.event == "ping":
+                        continue
+                    data = es.json(event)
+                    kind = data.get("type", event.event)
+                    if kind == "ping":
+                        continue
+                    if kind == "error" or event.event == "error":
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise error_from_payload(self.name, data, es.headers, secrets=self._secrets)
+                    if kind == "message_start":
+                        msg = data.get("message")
+                        if isinstance(msg, dict):
+                            if isinstance(msg.get("model"), str):
+                                answered_model = msg["model"]
+                            usage = msg.get("usage")
+                            if isinstance(usage, dict):
+                                input_tokens = json_int(usage.get("input_tokens")) or 0
+                                output_tokens = json_int(usage.get("output_tokens")) or 0
+                                cache_read = json_int(usage.get("cache_read_input_tokens")) or 0
+                                cache_write = (
+                                    json_int(usage.get("cache_creation_input_tokens")) or 0
+                                )
+                    elif kind == "content_block_start":
+                        index = data.get("index")
+                        cb = data.get("content_block")
+                        if not isinstance(index, int) or not isinstance(cb, dict):
+                            raise es.bad_data(event, "content_block_start without index or block")
+                        btype = cb.get("type")
+                        state = _BlockState(kind=str(btype))
+                        if btype == "text":
+                            text = cb.get("text")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(TextPart(text))
+                        elif btype == "thinking":
+                            text = cb.get("thinking")
+                            sig = cb.get("signature")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(ThinkingPart(text))
+                            if isinstance(sig, str) and sig:
+                                state.signature.append(sig)
+                        elif btype == "tool_use":
+                            state.tool_id = str(cb.get("id") or f"toolu_{index}")
+                            state.tool_name = str(cb.get("name") or "")
+                            state.tool_index = tool_calls
+                            tool_calls += 1
+                            initial = cb.get("input")
+                            if isinstance(initial, dict) and initial:
+                                state.text.append(json.dumps(initial))
+                            buf.add(
+                                ToolCallPart(state.tool_index, state.tool_id, state.tool_name, "")
+                            )
+                        if index not in blocks:
+                            order.append(index)
+                        blocks[index] = state
+                    elif kind == "content_block_delta":
+                        index = data.get("index")
+                        delta = data.get("delta")
+                        state_or_none = blocks.get(index) if isinstance(index, int) else None
+                        if state_or_none is None or not isinstance(delta, dict):
+                            raise es.bad_data(event, "delta for a content block that never started")
+                        state = state_or_none
+                        dtype = delta.get("type")
+                        if dtype == "text_delta":
+                            text = delta.get("text")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(TextPart(text))
+                        elif dtype == "thinking_delta":
+                            text = delta.get("thinking")
+                            if isinstance(text, str) and text:
+                                state.text.append(text)
+                                buf.add(ThinkingPart(text))
+                        elif dtype == "signature_delta":
+                            sig = delta.get("signature")
+                            if isinstance(sig, str) and sig:
+                                state.signature.append(sig)
+                                buf.add(ThinkingPart("", signature=sig))
+                        elif dtype == "input_json_delta":
+                            frag = delta.get("partial_json")
+                            if isinstance(frag, str) and frag:
+                                state.text.append(frag)
+                                buf.add(ToolCallPart(state.tool_index, arguments=frag))
+                    elif kind == "message_delta":
+                        delta = data.get("delta")
+                        if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+                            stop_reason = delta["stop_reason"]
+                        usage = data.get("usage")
+                        if isinstance(usage, dict):
+                            # cumulative counts: the latest value replaces the earlier one
+                            if json_int(usage.get("output_tokens")) is not None:
+                                output_tokens = usage["output_tokens"]
+                            if json_int(usage.get("input_tokens")) is not None:
+                                input_tokens = usage["input_tokens"]
+                            if json_int(usage.get("cache_read_input_tokens")) is not None:
+                                cache_read = usage["cache_read_input_tokens"]
+                            if json_int(usage.get("cache_creation_input_tokens")) is not None:
+                                cache_write = usage["cache_creation_input_tokens"]
+                    elif kind == "message_stop":
+                        finished = True
+                        break
+                    # content_block_stop and unknown event types need nothing
+                for part in buf.take():
+                    yield part
+                if finished:
+                    break
+            request_id = es.request_id
+            headers = es.headers
+        if not finished:
+            raise es.interrupted("the stream ended before message_stop")
+        if stop_reason == "refusal":
+            raise ContentFiltered(
+                "the model refused to answer (stop_reason: refusal)",
+                provider=self.name,
+                code="refusal",
+                request_id=request_id,
+                headers=kept_headers(headers, self._secrets),
+            )
+        out_blocks = [b for b in (blocks[i].finish() for i in order) if b is not None]
+        usage_obj = Usage(
+            input_tokens=input_tokens + cache_read + cache_write,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            requests=1,
+        )
+        model = answered_model or self.model
+        usage_obj = usage_obj.with_cost(estimate_cost(self.name, model, usage_obj))
+        yield Completed(
+            message=Message("assistant", tuple(out_blocks)),
+            usage=usage_obj,
+            stop_reason=_STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
+            request_id=request_id,
+            model=model,
+            headers=kept_headers(headers, self._secrets),
+        )

@@ -1,0 +1,93 @@
+"""The one seam between how bytes move and what they mean.
+
+A provider turns a `ModelRequest` into a stream of parts: deltas as they arrive, then exactly
+one `Completed` carrying the whole assistant message. A stream that ends without `Completed`
+is broken; providers raise `StreamInterrupted` (or another `ProviderError`) for it. Providers
+know wire formats, not policy: they never retry, sleep or decide anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .._core._budget import Usage
+from .._core._messages import Message
+
+__all__ = [
+    "Completed",
+    "ModelRequest",
+    "Provider",
+    "StreamPart",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCallPart",
+    "ToolSpec",
+]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model is told about a tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One request for the next assistant message. `cache`: mark the stable prefix (system
+    prompt, tools, earlier conversation) for the provider's prompt cache where it has one."""
+
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int = 4096
+    options: dict[str, Any] = field(default_factory=dict)
+    cache: bool = True
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingPart:
+    text: str
+    signature: str = ""
+
+
+@dataclass(frozen=True)
+class ToolCallPart:
+    index: int
+    call_id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class Completed:
+    message: Message
+    usage: Usage
+    stop_reason: str  # end_turn | tool_use | max_tokens | stop_sequence | refusal ...
+    request_id: str | None = None
+    model: str | None = None  # the model the provider says answered
+    headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers, for pacing
+
+
+StreamPart = TextPart | ThinkingPart | ToolCallPart | Completed
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Anything that streams assistant messages."""
+
+    name: str  # "anthropic", "openai", "openrouter", "ollama", "demo", "scripted"
+    model: str  # the model id sent on the wire
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,162 @@
+"""A 2xx event-stream response read safely: the idle timeout, the per-event cap, typed errors.
+
+`EventStream.batches()` yields the events of each network read together; `events()` one by one.
+Bytes are checked against `max_event_bytes` before they are parsed, so a server cannot make the
+client buffer an unbounded event; silence longer than `idle_timeout` and a connection that dies
+after the 200 come out as `TransportError` / `StreamInterrupted`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import httpx
+
+from ..errors import InvalidResponse, ProviderError, StreamInterrupted
+from ._http_errors import redact, request_id_from
+from ._limits import Limits, chunks_within, transport_error
+from ._sse import ServerSentEvent, SSEParser
+
+__all__ = ["EventStream"]
+
+# A blank line (the end of an SSE event) is two line terminators in a row.
+_BOUNDARY = re.compile(rb"\n\n|\n\r|\r\r")
+
+
+class _BoundedStream(httpx.AsyncByteStream):
+    """The upstream bytes with the idle timeout and the per-event size cap applied.
+
+    It ends the stream with a blank line when the server did not, so that a last event the server
+    sent whole but without its final newline (as in the Anthropic SDK's recorded fixtures) is
+    dispatched.
+    """
+
+    def __init__(self, stream: EventStream) -> None:
+        self._s = stream
+
+    async def __aiter__(self) -> AsyncGenerator[bytes, None]:
+        s = self._s
+        cap = s.limits.max_event_bytes
+        pending = 0  # bytes of the event being received so far
+        prev = b""
+        try:
+            async with contextlib.aclosing(
+                chunks_within(s.response, s.limits.idle_timeout)
+            ) as chunks:
+                async for chunk in chunks:
+                    if not chunk:
+                        continue
+                    data = prev + chunk
+                    start = len(prev)
+                    first = True
+                    for m in _BOUNDARY.finditer(data):
+                        seg = max(0, m.start() - start)
+                        if (pending + seg if first else seg) > cap:
+                            raise s.event_too_large()
+                        first = False
+                        start = m.end()
+                    seg = max(0, len(data) - start)
+                    pending = pending + seg if first else seg
+                    if pending > cap:
+                        raise s.event_too_large()
+                    prev = chunk[-1:]
+                    yield chunk
+        except ProviderError:
+            raise
+        except (httpx.HTTPError, OSError, TimeoutError) as exc:
+            err = transport_error(
+                exc,
+                provider=s.provider,
+                limits=s.limits,
+                after_response=True,
+                secrets=s.secrets,
+                request_id=s.request_id,
+            )
+            raise err from None
+        if pending:
+            yield b"\n\n"
+
+    async def aclose(self) -> None:
+        return None
+
+
+class EventStream:
+    """A 2xx event-stream response: `events()` yields its SSE events, bounded and timed."""
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        *,
+        provider: str,
+        limits: Limits,
+        secrets: tuple[str, ...],
+    ) -> None:
+        self.response = response
+        self.provider = provider
+        self.limits = limits
+        self.secrets = secrets
+        self.at_batch_end = False
+
+    @property
+    def headers(self) -> httpx.Headers:
+        return self.response.headers
+
+    @property
+    def request_id(self) -> str | None:
+        return request_id_from(self.response.headers, secrets=self.secrets)
+
+    def event_too_large(self) -> InvalidResponse:
+        return InvalidResponse(
+            f"one server-sent event is larger than the {self.limits.max_event_bytes}-byte cap "
+            "(max_event_bytes)",
+            provider=self.provider,
+            status_code=self.response.status_code,
+            request_id=self.request_id,
+        )
+
+    def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
+        snippet = redact(event.data[:200], self.secrets)
+        return StreamInterrupted(
+            f"bad server-sent event ({why}): {snippet!r}",
+            provider=self.provider,
+            request_id=self.request_id,
+        )
+
+    def json(self, event: ServerSentEvent) -> dict[str, Any]:
+        """An event's data as a JSON object, or `StreamInterrupted` (bad SSE)."""
+        try:
+            data = json.loads(event.data)
+        except (ValueError, RecursionError):
+            raise self.bad_data(event, "data is not JSON") from None
+        if not isinstance(data, dict):
+            raise self.bad_data(event, "data is not a JSON object")
+        return data
+
+    def interrupted(self, message: str) -> StreamInterrupted:
+        return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
+
+    async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
+        """The events, a list per network read: what arrived together is parsed together, so
+        a provider can hand the agent one part for many small deltas."""
+        parser = SSEParser()
+        async with contextlib.aclosing(_BoundedStream(self).__aiter__()) as chunks:
+            async for chunk in chunks:
+                batch = parser.feed(chunk)
+                if batch:
+                    yield batch
+        tail = parser.feed(b"", final=True)
+        if tail:
+            yield tail
+
+    async def events(self) -> AsyncGenerator[ServerSentEvent, None]:
+        """The events one by one; `at_batch_end` is true on the last of each network read."""
+        async with contextlib.aclosing(self.batches()) as batches:
+            async for batch in batches:
+                last = len(batch) - 1
+                for i, event in enumerate(batch):
+                    self.at_batch_end = i == last
+                    yield event

@@ -1,0 +1,269 @@
+"""What every HTTP wire format shares: the key, the base URL, the client, opening a stream.
+
+`HTTPProvider` holds the key (never shown), the base URL, an `httpx.AsyncClient` (given, or
+created per event loop and closed by `aclose`), the timeouts and the size caps (`Limits`).
+`HTTPProvider._open(url, body)` posts the request and yields an `EventStream` of its events.
+
+Failures come out typed:
+
+* connect, DNS, TLS, reset before the response, no response within the idle timeout
+  -> `TransportError`;
+* a non-2xx answer -> `errors_http.error_from_response` (the body is read in bounded chunks);
+* a body over `max_body_bytes`, one SSE event over `max_event_bytes`, a 2xx that is neither an
+  event stream nor JSON -> `InvalidResponse`;
+* no bytes for `idle_timeout` seconds mid-stream -> `TransportError` naming the seconds;
+* the connection dying after the 200 -> `StreamInterrupted`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import math
+import ssl
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx
+
+from ..errors import ConfigError, InvalidResponse, ProviderError
+from ._base import ModelRequest, StreamPart
+from ._event_stream import EventStream
+from ._http_errors import error_from_response, redact, request_id_from
+from ._limits import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_EVENT_BYTES,
+    Limits,
+    read_body,
+    transport_error,
+)
+
+__all__ = ["USER_AGENT", "HTTPProvider", "check_base_url"]
+
+USER_AGENT = "nbagent/0.1"
+
+
+def check_base_url(base_url: str, *, what: str = "base_url") -> str:
+    """`base_url` without a trailing slash; `ConfigError` unless it is http(s) with a host."""
+    if not isinstance(base_url, str) or not base_url.strip():
+        raise ConfigError(
+            f"{what} is empty: pass an http(s) URL such as 'http://localhost:8080/v1'."
+        )
+    url = base_url.strip()
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        _ = parts.port  # raises ValueError for a port that is not a number
+    except ValueError:
+        host = None
+        parts = urlsplit("")
+    if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
+        raise ConfigError(
+            f"{what} {url!r} is not an http(s) URL with a host: "
+            "write it like 'https://api.example.com/v1' or 'http://localhost:11434/v1'."
+        )
+    return url.rstrip("/")
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for every client: loading the CA bundle costs tens of milliseconds,
+    which a notebook creating many agents (or `nbagent.map`) would otherwise pay per agent."""
+    return httpx.create_ssl_context()
+
+
+class HTTPProvider:
+    """What the Anthropic and OpenAI-format providers share. Subclasses implement `stream`
+    and name their public endpoint and provider in `default_base_url` and `default_name`."""
+
+    name: str
+    model: str
+    default_base_url = ""
+    default_name = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        extra_headers: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> None:
+        base_url = self.default_base_url if base_url is None else base_url
+        name = self.default_name if name is None else name
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError("the model name is empty: pass the model id, e.g. 'gpt-4o'.")
+        if api_key is not None:
+            if not isinstance(api_key, str):
+                raise ConfigError("api_key must be a string: pass the key text, or None.")
+            if any(ord(c) < 33 or ord(c) == 127 for c in api_key):
+                raise ConfigError(
+                    "the API key contains spaces or control characters: "
+                    "check it for a stray newline or space."
+                )
+        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{label} must be a positive number of seconds, not {value!r}.")
+        for label, ivalue in (
+            ("max_body_bytes", max_body_bytes),
+            ("max_event_bytes", max_event_bytes),
+        ):
+            if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue <= 0:
+                raise ConfigError(
+                    f"{label} must be a positive whole number of bytes, not {ivalue!r}."
+                )
+        self.model = model
+        self.name = name
+        self.base_url = check_base_url(base_url)
+        self._api_key = api_key or None
+        self._client = client
+        # one client per event loop: a client's connections belong to the loop that opened them
+        # (each asyncio.run has its own, and a notebook mixes the kernel's loop with run_sync's)
+        self._owned: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.limits = Limits(
+            float(connect_timeout), float(idle_timeout), max_body_bytes, max_event_bytes
+        )
+        self._extra_headers = dict(extra_headers or {})
+
+    # -- secrets and repr ------------------------------------------------------------------
+
+    @property
+    def _secrets(self) -> tuple[str, ...]:
+        return (self._api_key,) if self._api_key else ()
+
+    def __repr__(self) -> str:
+        key = "'***'" if self._api_key else "None"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, name={self.name!r}, "
+            f"base_url={self.base_url!r}, api_key={key})"
+        )
+
+    __str__ = __repr__
+
+    # -- client ----------------------------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is not None:
+            return self._client
+        loop = asyncio.get_running_loop()
+        client = self._owned.get(loop)
+        if client is None:
+            client = self._owned[loop] = httpx.AsyncClient(
+                timeout=self.limits.httpx_timeout(), verify=_ssl_context()
+            )
+        return client
+
+    async def aclose(self) -> None:
+        """Close the client this provider created for the running loop (one passed in stays
+        open); clients of other loops are closed when those loops run `aclose` themselves."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - aclose is awaited, so a loop runs
+            return
+        client = self._owned.pop(running, None)
+        if client is not None:
+            await client.aclose()
+
+    # -- request ---------------------------------------------------------------------------
+
+    def _encode(self, body: dict[str, Any]) -> bytes:
+        try:
+            try:
+                return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate in the text: send it \u-escaped
+                return json.dumps(body, ensure_ascii=True, allow_nan=False).encode("ascii")
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"the request cannot be encoded as JSON ({exc}): "
+                "pass options and tool schemas made of plain JSON values."
+            ) from None
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Deltas as they arrive, then exactly one `Completed` (implemented by each format)."""
+        raise NotImplementedError
+
+    @contextlib.asynccontextmanager
+    async def _open(self, url: str, content: bytes) -> AsyncIterator[EventStream]:
+        """POST `content` to `url` and yield the event stream of a 2xx answer."""
+        headers = {
+            "user-agent": USER_AGENT,
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "cache-control": "no-store",
+        }
+        headers.update(self._headers())
+        headers.update(self._extra_headers)
+        limits = self.limits
+        client = self._http()
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                with anyio.fail_after(limits.connect_timeout + limits.idle_timeout):
+                    response = await stack.enter_async_context(
+                        client.stream(
+                            "POST",
+                            url,
+                            content=content,
+                            headers=headers,
+                            timeout=limits.httpx_timeout(),
+                        )
+                    )
+            except (httpx.HTTPError, OSError, TimeoutError) as exc:
+                err = transport_error(
+                    exc,
+                    provider=self.name,
+                    limits=limits,
+                    after_response=False,
+                    secrets=self._secrets,
+                )
+                raise err from None
+            if not 200 <= response.status_code < 300:
+                raw = await read_body(
+                    response, provider=self.name, limits=limits, secrets=self._secrets
+                )
+                raise error_from_response(
+                    self.name, response.status_code, raw, response.headers, secrets=self._secrets
+                )
+            ctype = response.headers.get("content-type", "").lower()
+            if ctype and "text/event-stream" not in ctype:
+                raw = await read_body(
+                    response, provider=self.name, limits=limits, secrets=self._secrets
+                )
+                raise self._not_a_stream(response, ctype, raw)
+            yield EventStream(response, provider=self.name, limits=limits, secrets=self._secrets)
+
+    def _not_a_stream(self, response: httpx.Response, ctype: str, raw: bytes) -> ProviderError:
+        """A 2xx that is not an event stream: an error object inside, or an invalid response."""
+        if "json" in ctype:
+            try:
+                doc = json.loads(raw.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):
+                doc = None
+            if isinstance(doc, dict) and doc.get("error"):
+                return error_from_response(
+                    self.name, response.status_code, doc, response.headers, secrets=self._secrets
+                )
+        snippet = redact(raw[:200].decode("utf-8", errors="replace"), self._secrets)
+        return InvalidResponse(
+            f"expected an event stream (text/event-stream) but got {ctype}: {snippet!r}",
+            provider=self.name,
+            status_code=response.status_code,
+            request_id=request_id_from(response.headers, secrets=self._secrets),
+        )

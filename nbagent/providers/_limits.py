@@ -1,0 +1,169 @@
+"""The limits a streaming request runs under, and what passing them turns into.
+
+`Limits` holds the connect and idle timeouts and the size caps; `chunks_within` reads a
+response's bytes under the idle timeout; `read_body` reads a whole (error) body under the size
+cap; `transport_error` names what went wrong on the connection, in one sentence, as a typed error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+
+from ..errors import (
+    ConfigError,
+    InvalidResponse,
+    NbAgentError,
+    ProviderError,
+    StreamInterrupted,
+    TransportError,
+)
+from ._http_errors import redact, request_id_from
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "Limits",
+    "chunks_within",
+    "read_body",
+    "transport_error",
+]
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_IDLE_TIMEOUT = 60.0
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_EVENT_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+
+    def httpx_timeout(self) -> httpx.Timeout:
+        return httpx.Timeout(
+            connect=self.connect_timeout,
+            read=self.idle_timeout,
+            write=self.idle_timeout,
+            pool=self.connect_timeout,
+        )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def transport_error(
+    exc: BaseException,
+    *,
+    provider: str,
+    limits: Limits,
+    after_response: bool,
+    secrets: tuple[str, ...] = (),
+    request_id: str | None = None,
+) -> NbAgentError:
+    """A typed error for an httpx / socket failure.
+
+    Before the response: `TransportError`. After the 200 (mid-stream): `StreamInterrupted`,
+    except an idle stream, which is a `TransportError` naming the idle seconds.
+    """
+    detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
+    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+        return ConfigError(f"the request URL cannot be used ({detail}); check base_url.")
+    if isinstance(exc, httpx.ConnectTimeout):
+        msg = f"could not connect within {_seconds(limits.connect_timeout)} ({detail})"
+        return TransportError(msg, provider=provider, request_id=request_id)
+    if isinstance(exc, httpx.PoolTimeout):
+        msg = f"no free connection within {_seconds(limits.connect_timeout)} ({detail})"
+        return TransportError(msg, provider=provider, request_id=request_id)
+    if isinstance(exc, (httpx.ReadTimeout, TimeoutError)):
+        if after_response:
+            msg = f"stream idle: no data for {_seconds(limits.idle_timeout)} (idle timeout)"
+        else:
+            msg = f"no response within {_seconds(limits.idle_timeout)} (idle timeout)"
+        return TransportError(msg, provider=provider, request_id=request_id)
+    if isinstance(exc, httpx.DecodingError):
+        return InvalidResponse(
+            f"the response body does not decode ({detail})",
+            provider=provider,
+            request_id=request_id,
+        )
+    if after_response:
+        return StreamInterrupted(
+            f"connection lost mid-stream ({detail})", provider=provider, request_id=request_id
+        )
+    return TransportError(detail, provider=provider, request_id=request_id)
+
+
+async def chunks_within(
+    response: httpx.Response, idle_timeout: float
+) -> AsyncGenerator[bytes, None]:
+    """The response's decoded bytes; `TimeoutError` when none arrive for `idle_timeout` s."""
+    it = response.aiter_bytes().__aiter__()
+    try:
+        while True:
+            try:
+                with anyio.fail_after(idle_timeout):
+                    chunk = await it.__anext__()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def read_body(
+    response: httpx.Response,
+    *,
+    provider: str,
+    limits: Limits,
+    secrets: tuple[str, ...] = (),
+) -> bytes:
+    """The whole body, read in bounded chunks; `InvalidResponse` past `max_body_bytes`."""
+    cap = limits.max_body_bytes
+    declared = response.headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > cap:
+        what = f"the response body ({int(declared)} bytes)"
+        raise _too_large(provider, response, what, cap, secrets)
+    buf = bytearray()
+    try:
+        async with contextlib.aclosing(chunks_within(response, limits.idle_timeout)) as chunks:
+            async for chunk in chunks:
+                buf += chunk
+                if len(buf) > cap:
+                    raise _too_large(provider, response, "the response body", cap, secrets)
+    except ProviderError:
+        raise
+    except (httpx.HTTPError, OSError, TimeoutError) as exc:
+        err = transport_error(
+            exc, provider=provider, limits=limits, after_response=False, secrets=secrets
+        )
+        raise err from None
+    return bytes(buf)
+
+
+def _too_large(
+    provider: str, response: httpx.Response, what: str, cap: int, secrets: tuple[str, ...]
+) -> InvalidResponse:
+    return InvalidResponse(
+        f"{what} is larger than the {cap}-byte cap (max_body_bytes)",
+        provider=provider,
+        status_code=response.status_code,
+        request_id=request_id_from(response.headers, secrets=secrets),
+    )
+
+
+def json_int(value: Any) -> int | None:
+    """A JSON integer (not a bool), or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,333 @@
+"""OpenAI Chat Completions, streamed (`POST {base_url}/chat/completions`, `stream: true`).
+
+The same wire format serves OpenAI, OpenRouter, Ollama (`/v1`), llama.cpp server and vLLM:
+only the base URL, the key and `name` differ. Reasoning text that these servers stream as
+`reasoning` / `reasoning_content` becomes thinking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._budget import Usage
+from .._core._messages import (
+    Block,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from ..errors import ContentFiltered
+from ._anthropic import decode_arguments
+from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._http import HTTPProvider
+from ._http_errors import error_from_payload, kept_headers
+from ._limits import json_int
+from ._parts import PartBuffer
+from ._pricing import estimate_cost
+
+__all__ = ["OpenAIProvider", "build_openai_body", "messages_to_openai"]
+
+_FINISH = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "stop_sequence": "stop_sequence",
+    "end_turn": "end_turn",
+    "eos": "end_turn",
+}
+_RESERVED = frozenset({"model", "messages", "tools", "stream"})
+
+
+# -- serialisation ---------------------------------------------------------------------------
+
+
+def _data_url(block: ImageBlock) -> dict[str, Any]:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{block.media_type};base64,{block.data}"},
+    }
+
+
+def _user_content(parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextBlock) for p in parts):
+        return "".join(p.text for p in parts if isinstance(p, TextBlock))
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        if isinstance(p, TextBlock):
+            if p.text:
+                out.append({"type": "text", "text": p.text})
+        else:
+            out.append(_data_url(p))
+    return out
+
+
+def _arguments(block: ToolUseBlock) -> str:
+    if block.raw_input is not None and not block.input:
+        return block.raw_input
+    return json.dumps(block.input, ensure_ascii=False)
+
+
+def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
+    text = block.text
+    if block.is_error:
+        text = f"Error: {text}" if text else "Error"
+    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
+
+
+def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> list[dict[str, Any]]:
+    """Chat Completions messages: a system message, user/assistant turns, `role: tool` results."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "assistant":
+            text = "".join(b.text for b in message.blocks if isinstance(b, TextBlock))
+            calls = [
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {"name": b.name, "arguments": _arguments(b)},
+                }
+                for b in message.blocks
+                if isinstance(b, ToolUseBlock)
+            ]
+            d: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                d["tool_calls"] = calls
+            elif not text:
+                d["content"] = ""
+            out.append(d)
+            continue
+        # user: tool results first (they must follow the assistant's tool_calls), then the rest
+        rest: list[TextBlock | ImageBlock] = []
+        for b in message.blocks:
+            if isinstance(b, ToolResultBlock):
+                out.append(_tool_message(b))
+                # tool messages carry text only: images a tool returned follow as user content
+                rest.extend(p for p in b.content if isinstance(p, ImageBlock))
+            elif isinstance(b, (TextBlock, ImageBlock)):
+                rest.append(b)
+        if rest:
+            out.append({"role": "user", "content": _user_content(rest)})
+    return out
+
+
+def build_openai_body(
+    model: str, request: ModelRequest, *, max_tokens_key: str = "max_tokens"
+) -> dict[str, Any]:
+    """The JSON body of a streaming Chat Completions request."""
+    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+    if "max_tokens" not in body and "max_completion_tokens" not in body:
+        body[max_tokens_key] = request.max_tokens
+    body["model"] = model
+    body["messages"] = messages_to_openai(request.messages, request.system)
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                },
+            }
+            for t in request.tools
+        ]
+    body["stream"] = True
+    options = body.get("stream_options")
+    body["stream_options"] = {
+        **(options if isinstance(options, dict) else {}),
+        "include_usage": True,
+    }
+    return body
+
+
+# -- streaming parse -------------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    index: int
+    id: str = ""
+    name: str = ""
+    args: list[str] = field(default_factory=list)
+
+
+class OpenAIProvider(HTTPProvider):
+    """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM."""
+
+    default_base_url = "https://api.openai.com/v1"
+    default_name = "openai"
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/chat/completions"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"accept": "text/event-stream"}
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        # OpenAI's newer models take only max_completion_tokens; other servers know max_tokens.
+        key = "max_completion_tokens" if self.name == "openai" else "max_tokens"
+        return build_openai_body(self.model, request, max_tokens_key=key)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        content = self._encode(self.build_body(request))
+        text: list[str] = []
+        thinking: list[str] = []
+        refusal: list[str] = []
+        calls: dict[int, _Call] = {}
+        finish: str | None = None
+        done = False
+        answered_model: str | None = None
+        input_tokens = output_tokens = cache_read = 0
+        buf = PartBuffer()
+        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    if event.data.strip() == "[DONE]":
+                        done = True
+                        break
+                    if not event.data.strip():
+                        continue
+                    data = es.json(event)
+                    if event.event == "error" or data.get("error"):
+                        payload = data if "error" in data else {"error": data}
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise error_from_payload(
+                            self.name, payload, es.headers, secrets=self._secrets
+                        )
+                    if isinstance(data.get("model"), str) and data["model"]:
+                        answered_model = data["model"]
+                    usage = data.get("usage")
+                    if isinstance(usage, dict):
+                        input_tokens = json_int(usage.get("prompt_tokens")) or 0
+                        output_tokens = json_int(usage.get("completion_tokens")) or 0
+                        details = usage.get("prompt_tokens_details")
+                        if isinstance(details, dict):
+                            cache_read = json_int(details.get("cached_tokens")) or 0
+                    choices = data.get("choices")
+                    if not isinstance(choices, list) or not choices:
+                        continue
+                    choice = choices[0]
+                    if not isinstance(choice, dict):
+                        raise es.bad_data(event, "a choice is not an object")
+                    delta = choice.get("delta")
+                    if isinstance(delta, dict):
+                        for key in ("reasoning_content", "reasoning"):
+                            r = delta.get(key)
+                            if isinstance(r, str) and r:
+                                thinking.append(r)
+                                buf.add(ThinkingPart(r))
+                                break
+                        c = delta.get("content")
+                        if isinstance(c, str) and c:
+                            text.append(c)
+                            buf.add(TextPart(c))
+                        ref = delta.get("refusal")
+                        if isinstance(ref, str) and ref:
+                            refusal.append(ref)
+                        tcs = delta.get("tool_calls")
+                        if isinstance(tcs, list):
+                            for tc in tcs:
+                                if isinstance(tc, dict):
+                                    call_part = self._tool_delta(tc, calls)
+                                    if call_part is not None:
+                                        buf.add(call_part)
+                    fr = choice.get("finish_reason")
+                    if isinstance(fr, str) and fr:
+                        finish = fr
+                for part in buf.take():
+                    yield part
+                if done:
+                    break
+            request_id = es.request_id
+            headers = es.headers
+        if not done:
+            raise es.interrupted("the stream ended before data: [DONE]")
+        if finish is None:
+            raise es.interrupted("the stream ended without a finish_reason")
+        if finish == "content_filter" or refusal:
+            why = "".join(refusal) or "the provider's content filter stopped the answer"
+            raise ContentFiltered(
+                why,
+                provider=self.name,
+                code="content_filter" if finish == "content_filter" else "refusal",
+                request_id=request_id,
+                headers=kept_headers(headers, self._secrets),
+            )
+        if finish == "error":
+            raise es.interrupted("the provider ended the stream with finish_reason: error")
+        blocks: list[Block] = []
+        if thinking:
+            blocks.append(ThinkingBlock("".join(thinking)))
+        if text:
+            blocks.append(TextBlock("".join(text)))
+        for index in sorted(calls):
+            call = calls[index]
+            args, raw = decode_arguments("".join(call.args))
+            blocks.append(ToolUseBlock(call.id or f"call_{index}", call.name, args, raw))
+        stop_reason = _FINISH.get(finish, "end_turn")
+        if calls and stop_reason == "end_turn":
+            stop_reason = "tool_use"  # some servers say "stop" after tool calls
+        usage_obj = Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            requests=1,
+        )
+        model = answered_model or self.model
+        usage_obj = usage_obj.with_cost(estimate_cost(self.name, model, usage_obj))
+        yield Completed(
+            message=Message("assistant", tuple(blocks)),
+            usage=usage_obj,
+            stop_reason=stop_reason,
+            request_id=request_id,
+            model=model,
+            headers=kept_headers(headers, self._secrets),
+        )
+
+    @staticmethod
+    def _tool_delta(tc: dict[str, Any], calls: dict[int, _Call]) -> ToolCallPart | None:
+        index = json_int(tc.get("index"))
+        call_id = tc.get("id") if isinstance(tc.get("id"), str) else ""
+        if index is None:  # servers that leave out the index: a new id starts a new call
+            known = [c for c in calls.values() if call_id and c.id == call_id]
+            if known:
+                index = known[0].index
+            elif call_id or not calls:
+                index = len(calls)
+            else:
+                index = max(calls)
+        fn = tc.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
+        args = fn.get("arguments")
+        if isinstance(args, dict):  # a few servers send the object itself
+            args = json.dumps(args)
+        args = args if isinstance(args, str) else ""
+        call = calls.get(index)
+        new = call is None
+        if call is None:
+            call = calls[index] = _Call(index)
+        if call_id and not call.id:
+            call.id = call_id
+        if name and not call.name:
+            call.name = name
+        if args:
+            call.args.append(args)
+        if new or args:
+            return ToolCallPart(index, call_id or "", name or "", args)
+        return None

@@ -1,0 +1,219 @@
+"""A scripted model: replies, tool calls and faults per attempt, with no network.
+
+Each request the agent makes takes the next entry of the script:
+
+- a `str` is a text reply; a `Reply` gives text, thinking, tool calls, stop reason and usage;
+- an exception instance is raised when the attempt starts (`fault("429", retry_after=2)` builds
+  one from a short spec);
+- a `Partial` streams some text or thinking, then raises its error (a stream that broke);
+- a callable receives the `ModelRequest` and returns any of the above.
+
+Running out of script raises `ScriptExhausted`, its own error, so a test that expected fewer
+requests fails loudly instead of hanging or inventing replies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._budget import Usage
+from .._core._messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
+from ..errors import (
+    AuthFailed,
+    BadRequest,
+    ContentFiltered,
+    ContextOverflow,
+    EmptyResponse,
+    InvalidResponse,
+    ModelNotFound,
+    Overloaded,
+    ProviderError,
+    QuotaExceeded,
+    RateLimited,
+    ScriptExhausted,
+    ServerError,
+    StreamInterrupted,
+    TransportError,
+)
+from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+
+__all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    name: str
+    input: dict[str, Any] | str = field(default_factory=dict)  # a str is sent as raw JSON text
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    tool_calls: tuple[ToolUse, ...] | list[ToolUse] = ()
+    thinking: str = ""
+    signature: str = "sig"
+    stop_reason: str | None = None
+    input_tokens: int = 10
+    output_tokens: int = 5
+
+
+@dataclass(frozen=True)
+class Partial:
+    """Stream `text` / `thinking`, then fail with `error`."""
+
+    error: BaseException
+    text: str = ""
+    thinking: str = ""
+
+
+Entry = str | Reply | Partial | BaseException | Callable[[ModelRequest], Any]
+
+_FAULTS: dict[str, tuple[type[ProviderError], int | None, str]] = {
+    "429": (RateLimited, 429, "rate_limit_error"),
+    "quota": (QuotaExceeded, 429, "insufficient_quota"),
+    "529": (Overloaded, 529, "overloaded_error"),
+    "500": (ServerError, 500, "api_error"),
+    "502": (ServerError, 502, "bad_gateway"),
+    "503": (ServerError, 503, "service_unavailable"),
+    "504": (ServerError, 504, "timeout_error"),
+    "408": (ServerError, 408, "request_timeout"),
+    "401": (AuthFailed, 401, "authentication_error"),
+    "403": (AuthFailed, 403, "permission_error"),
+    "404": (ModelNotFound, 404, "not_found_error"),
+    "400": (BadRequest, 400, "invalid_request_error"),
+    "overflow": (ContextOverflow, 400, "invalid_request_error"),
+    "transport": (TransportError, None, "connect_error"),
+    "stream": (StreamInterrupted, None, "stream_interrupted"),
+    "empty": (EmptyResponse, 200, "empty"),
+    "invalid": (InvalidResponse, 200, "invalid"),
+    "filtered": (ContentFiltered, 200, "content_filter"),
+}
+
+
+def fault(
+    kind: str,
+    *,
+    retry_after: float | None = None,
+    message: str | None = None,
+    provider: str = "scripted",
+    should_retry: bool | None = None,
+) -> ProviderError:
+    """A provider error from a short name: "429", "529", "500", "401", "overflow", "transport"…"""
+    try:
+        cls, status, code = _FAULTS[kind]
+    except KeyError:
+        known = ", ".join(_FAULTS)
+        raise ValueError(f"unknown fault {kind!r}; known faults: {known}") from None
+    text = message or {
+        "overflow": "prompt is too long: 250000 tokens > 200000 maximum",
+    }.get(kind, f"scripted {kind}")
+    extra: dict[str, Any] = {}
+    if cls is ContextOverflow:
+        extra = {"tokens": 250000, "limit": 200000} if message is None else {}
+    return cls(
+        text,
+        provider=provider,
+        status_code=status,
+        code=code,
+        retry_after=retry_after,
+        request_id=f"req_scripted_{kind}",
+        should_retry=should_retry,
+        **extra,
+    )
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or []
+
+
+class ScriptedModel:
+    """A `Provider` that plays a script. `requests` records every request it was sent."""
+
+    def __init__(
+        self,
+        script: Iterable[Entry] = (),
+        *,
+        name: str = "scripted",
+        model: str = "scripted-model",
+        chunk_size: int = 4,
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.script: list[Entry] = list(script)
+        self.requests: list[ModelRequest] = []
+        self.chunk_size = max(1, chunk_size)
+        self._calls = 0
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(model={self.model!r}, remaining={len(self.script)})"
+
+    def add(self, *entries: Entry) -> None:
+        self.script.extend(entries)
+
+    @property
+    def remaining(self) -> int:
+        return len(self.script)
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        self.requests.append(request)
+        if not self.script:
+            raise ScriptExhausted(
+                f"ScriptedModel {self.model!r} has no reply left for request "
+                f"{len(self.requests)}; add more entries to its script"
+            )
+        entry: Any = self.script.pop(0)
+        while callable(entry) and not isinstance(entry, (BaseException, type)):
+            entry = entry(request)
+        if isinstance(entry, BaseException):
+            raise entry
+        if isinstance(entry, Partial):
+            for piece in _chunks(entry.thinking, self.chunk_size):
+                yield ThinkingPart(piece)
+            for piece in _chunks(entry.text, self.chunk_size):
+                yield TextPart(piece)
+            raise entry.error
+        reply = Reply(text=entry) if isinstance(entry, str) else entry
+        if not isinstance(reply, Reply):
+            raise TypeError(f"cannot play script entry {entry!r}")
+        self._calls += 1
+        blocks: list[Block] = []
+        if reply.thinking:
+            for piece in _chunks(reply.thinking, self.chunk_size):
+                yield ThinkingPart(piece)
+            yield ThinkingPart("", reply.signature)
+            blocks.append(ThinkingBlock(reply.thinking, reply.signature))
+        if reply.text:
+            for piece in _chunks(reply.text, self.chunk_size):
+                yield TextPart(piece)
+            blocks.append(TextBlock(reply.text))
+        for i, call in enumerate(reply.tool_calls):
+            call_id = call.id or f"toolu_{self._calls:03d}_{i}"
+            raw = call.input if isinstance(call.input, str) else json.dumps(call.input)
+            yield ToolCallPart(i, call_id, call.name, raw)
+            if isinstance(call.input, dict):
+                blocks.append(ToolUseBlock(call_id, call.name, call.input))
+            else:
+                try:
+                    decoded = json.loads(call.input)
+                except ValueError:
+                    decoded = None
+                if isinstance(decoded, dict):
+                    blocks.append(ToolUseBlock(call_id, call.name, decoded))
+                else:
+                    blocks.append(ToolUseBlock(call_id, call.name, {}, call.input))
+        stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
+        yield Completed(
+            Message("assistant", tuple(blocks)),
+            Usage(reply.input_tokens, reply.output_tokens, cost_usd=0.0, requests=1),
+            stop,
+            request_id=f"req_scripted_{len(self.requests)}",
+            model=self.model,
+        )

@@ -1,0 +1,124 @@
+"""How long a server asks us to wait, read from its answer.
+
+`server_wish(headers)` reads `retry-after-ms`, `retry-after` (seconds or an HTTP date) and the
+rate-limit reset headers (Anthropic's `anthropic-ratelimit-*-reset` RFC 3339 times, OpenAI's
+`x-ratelimit-reset-*` durations such as `6m0s`). The retry policy takes the result as the
+error's `retry_after`: it replaces the computed backoff and is never jittered.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+
+__all__ = ["parse_duration", "parse_retry_after", "server_wish"]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_duration(text: str) -> float | None:
+    """OpenAI's reset durations: `6m0s`, `1s`, `12ms`, `1h2m3.5s`. None if not one."""
+    s = text.strip()
+    if not s:
+        return None
+    pos = 0
+    total = 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            return None
+        value = float(m.group(1))
+        total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        try:
+            return max(0.0, float(s)) if math.isfinite(float(s)) else None
+        except ValueError:
+            return None
+    return total
+
+
+def parse_retry_after(value: str, now_wall: float | None = None) -> float | None:
+    """`Retry-After`: delta-seconds or an HTTP date. None when it is neither."""
+    v = value.strip()
+    try:
+        secs = float(v)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, secs) if math.isfinite(secs) else None
+    try:
+        when = parsedate_to_datetime(v)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    now = time.time() if now_wall is None else now_wall
+    return max(0.0, when.timestamp() - now)
+
+
+def _parse_rfc3339(value: str, now_wall: float) -> float | None:
+    v = value.strip()
+    if v.endswith(("Z", "z")):
+        v = v[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        return max(0.0, when.timestamp() - now_wall)
+    except (OverflowError, ValueError):
+        return None
+
+
+_RESET_HEADER = re.compile(r"^(?:anthropic-ratelimit-(.+)-reset|x-ratelimit-reset-(.+))$")
+
+
+def server_wish(headers: Mapping[str, str], now_wall: float | None = None) -> float | None:
+    """Seconds the server asks us to wait, from whichever header says so, or None.
+
+    Order: `retry-after-ms`, `retry-after`, then the rate-limit reset headers of the limits
+    that are exhausted (remaining 0), or of all limits when none says how much remains.
+    """
+    h = {k.lower(): v for k, v in headers.items()}
+    now = time.time() if now_wall is None else now_wall
+    if "retry-after-ms" in h:
+        try:
+            ms = float(h["retry-after-ms"])
+        except ValueError:
+            ms = math.nan
+        if math.isfinite(ms):
+            return max(0.0, ms / 1000)
+    if "retry-after" in h:
+        ra = parse_retry_after(h["retry-after"], now)
+        if ra is not None:
+            return ra
+    resets: dict[str, float] = {}
+    for key, value in h.items():
+        m = _RESET_HEADER.match(key)
+        if not m:
+            continue
+        if m.group(1):
+            name, secs = f"anthropic-ratelimit-{m.group(1)}", _parse_rfc3339(value, now)
+        else:
+            name, secs = f"x-ratelimit-{m.group(2)}", parse_duration(value)
+        if secs is not None:
+            resets[name] = secs
+    if not resets:
+        return None
+    exhausted = []
+    for name, secs in resets.items():
+        if name.startswith("anthropic-"):
+            remaining = h.get(f"{name}-remaining")
+        else:
+            remaining = h.get(f"x-ratelimit-remaining-{name.removeprefix('x-ratelimit-')}")
+        if remaining is not None and remaining.strip() == "0":
+            exhausted.append(secs)
+    return max(exhausted) if exhausted else None

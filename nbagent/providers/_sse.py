@@ -1,0 +1,85 @@
+"""Server-sent events from bytes: nbagent's own incremental parser.
+
+Why not a library's: one network read often carries many events (a fast model sends dozens of
+deltas per read), and `feed` returns all the events a read completed at once, so a provider can
+merge them into one part (see `_parts.PartBuffer`); the size cap on a single event is enforced on
+the bytes before they are parsed (`_event_stream`).
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+
+__all__ = ["SSEParser", "ServerSentEvent"]
+
+
+@dataclass(frozen=True)
+class ServerSentEvent:
+    """One dispatched event: its type (`event`, "" when the server named none), its `data` lines
+    joined by newlines, the last event `id` seen, and the `retry` field when it came with it."""
+
+    event: str = ""
+    data: str = ""
+    id: str = ""
+    retry: int | None = None
+
+
+class SSEParser:
+    """Server-sent events from bytes, as the WHATWG event-stream rules read them.
+
+    Lines end at CRLF, LF or CR; a blank line dispatches the event; `:` lines are comments;
+    `data` lines join with newlines; unknown fields are ignored. Incremental: `feed` takes each
+    chunk as it comes and returns the events it completed.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._tail = ""
+        self._event = ""
+        self._data: list[str] = []
+        self._id = ""
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes, *, final: bool = False) -> list[ServerSentEvent]:
+        text = self._tail + self._decoder.decode(chunk, final)
+        self._tail = ""
+        if not final and text.endswith("\r"):
+            self._tail, text = "\r", text[:-1]  # may be the first half of a CRLF
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        rest = lines.pop()  # the line still being received
+        if final:
+            lines += [rest, ""] if rest else [""]
+        else:
+            self._tail = rest + self._tail
+        out: list[ServerSentEvent] = []
+        for line in lines:
+            if not line:
+                if self._data or self._event:
+                    out.append(
+                        ServerSentEvent(
+                            event=self._event,
+                            data="\n".join(self._data),
+                            id=self._id,
+                            retry=self._retry,
+                        )
+                    )
+                self._event, self._data, self._retry = "", [], None
+                continue
+            if line[0] == ":":
+                continue
+            field, _, value = line.partition(":")
+            if value[:1] == " ":
+                value = value[1:]
+            if field == "data":
+                self._data.append(value)
+            elif field == "event":
+                self._event = value
+            elif field == "id":
+                if "\0" not in value:
+                    self._id = value
+            elif field == "retry" and value.isdigit():
+                self._retry = int(value)
+        return out
