@@ -5,33 +5,59 @@ Events are delivered in order to every subscriber before the agent acts on them:
 Subscribers read events and never call back into the loop. A subscriber that raises stops the
 run with a `HostError` (a broken widget must not silently hide what the agent does).
 
-Times (`time`) are seconds on the agent's clock. Error fields carry the error's class name
-(`error`) and its message, never the exception object, so nothing can drag secrets along.
+Every event is a frozen dataclass built directly with its fields (the type checker sees each
+one); what an event says of its kind is a `Literal`, never a free string. The three fields every
+event shares, `run_id`, `time` (seconds on the agent's clock) and `turn`, are stamped by the
+agent as it emits the event (`EventBus.emit(event, stamp=...)`); an event built by hand (a
+simulation, a test) carries them itself. Error fields carry the error's class name (`error`)
+and its message, never the exception object, so nothing can drag secrets along.
+
+What happens, in order, for one step of a run::
+
+    RunStarted
+    AttemptStarted(phase="request")  TextDelta / ThinkingDelta / ToolCallDelta ...
+        AttemptSucceeded                                  -> the reply is committed
+      | AttemptFailed(action="retry")  RetryScheduled      -> the wait, then AttemptStarted again
+      | AttemptFailed(action="compact") CompactionStarted ... CompactionFinished
+      | AttemptFailed(action="fallback") FallbackStarted
+      | AttemptFailed(action="fail")                      -> RunFinished(end_reason="error")
+    ToolCallStarted ... ToolCallFinished(is_error)        (one pair per call, in call order)
+    MessageCommitted ...
+    RunFinished
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import HostError
 
+if TYPE_CHECKING:  # type names only: the core's modules import this one
+    from ._core._budget import Usage
+    from ._core._messages import Message
+
 __all__ = [
     "AttemptFailed",
+    "AttemptPhase",
     "AttemptStarted",
     "AttemptSucceeded",
+    "BudgetLimit",
     "BudgetWarning",
     "CompactionFinished",
+    "CompactionReason",
     "CompactionStarted",
     "Event",
     "EventBus",
+    "FailureAction",
     "FallbackStarted",
     "MessageCommitted",
     "PacedWait",
     "RetryScheduled",
     "RunFinished",
     "RunStarted",
+    "Stamp",
     "Subscriber",
     "TextDelta",
     "ThinkingDelta",
@@ -39,80 +65,107 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolSourceUnavailable",
+    "subscribe_everywhere",
 ]
+
+AttemptPhase = Literal["request", "compaction"]
+"""What an attempt asks the model for: the next message, or a summary for compaction."""
+
+FailureAction = Literal["retry", "compact", "fallback", "fail"]
+"""What the agent decided about a failed attempt (the attempt log's `action` column)."""
+
+CompactionReason = Literal["overflow", "proactive"]
+"""After the provider said the prompt is too long, or before sending, from the estimate."""
+
+BudgetLimit = Literal["max_cost_usd", "max_total_tokens", "max_wall_s", "max_turns"]
+"""The `Budget` field a `BudgetWarning` (or `BudgetExceeded`) is about."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
+    """What every event carries; stamped by the agent when it emits the event."""
+
     run_id: str = ""
     time: float = 0.0
     turn: int = 0
 
 
+@dataclass(frozen=True)
+class Stamp:
+    """The shared fields of events emitted during one run, at one moment."""
+
+    run_id: str
+    time: float
+    turn: int
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
-    prompt: str = ""
-    model: str = ""
+    prompt: str
+    model: str
+    agent_id: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptStarted(Event):
-    phase: str = "request"  # request | compaction
-    attempt: int = 1
-    max_attempts: int = 1
-    model: str = ""
+    phase: AttemptPhase
+    attempt: int
+    max_attempts: int
+    model: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class TextDelta(Event):
-    text: str = ""
-    attempt: int = 1
+    text: str
+    attempt: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class ThinkingDelta(Event):
-    text: str = ""
-    attempt: int = 1
+    text: str
+    attempt: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallDelta(Event):
-    index: int = 0
-    call_id: str = ""
-    name: str = ""
-    arguments: str = ""
-    attempt: int = 1
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+    attempt: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptSucceeded(Event):
-    phase: str = "request"
-    attempt: int = 1
-    max_attempts: int = 1
-    model: str = ""
+    phase: AttemptPhase
+    attempt: int
+    max_attempts: int
+    model: str
     request_id: str | None = None
     ttft_s: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
     cost_usd: float | None = None
     stop_reason: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptFailed(Event):
-    """An attempt ended in error. `action` is what the agent decided (an `Action` value or
-    "fallback"); a `RetryScheduled` follows when the action is a retry."""
+    """An attempt ended in error. `action` is what the agent decided; a `RetryScheduled`
+    follows when it is "retry"."""
 
-    phase: str = "request"
-    attempt: int = 1
-    max_attempts: int = 1
-    model: str = ""
-    error: str = ""
-    message: str = ""
+    phase: AttemptPhase
+    attempt: int
+    max_attempts: int
+    model: str
+    error: str
+    message: str
+    action: FailureAction
     status_code: int | None = None
     request_id: str | None = None
     retry_after_s: float | None = None
-    action: str = "fail"
     cancelled: bool = False
     ttft_s: float | None = None
     discarded_text: str = ""
@@ -121,64 +174,70 @@ class AttemptFailed(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class RetryScheduled(Event):
-    attempt: int = 1
-    next_attempt: int = 2
-    max_attempts: int = 1
-    delay_s: float = 0.0
-    policy_delay_s: float = 0.0
-    error: str = ""
-    message: str = ""
+    """The wait before the next attempt, announced before it starts. `delay_s` is the wait
+    taken, `policy_delay_s` what the backoff alone said, `retry_after_s` the server's wish."""
+
+    phase: AttemptPhase
+    attempt: int
+    next_attempt: int
+    max_attempts: int
+    model: str
+    delay_s: float
+    policy_delay_s: float
+    error: str
+    message: str
     status_code: int | None = None
     retry_after_s: float | None = None
     request_id: str | None = None
     discarded_text: str = ""
     discarded_thinking: str = ""
-    phase: str = "request"
-    model: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class PacedWait(Event):
     """The shared rate limiter holds a request back before it is sent."""
 
-    delay_s: float = 0.0
-    model: str = ""
-    reason: str = ""
+    delay_s: float
+    model: str
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionStarted(Event):
-    reason: str = "overflow"  # overflow | proactive
-    tokens_before: int = 0
-    strategy: str = ""
+    reason: CompactionReason
+    tokens_before: int
+    strategy: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionFinished(Event):
-    tokens_before: int = 0
-    tokens_after: int = 0
-    strategy: str = ""
-    removed: int = 0
-    ok: bool = True
+    tokens_before: int
+    tokens_after: int
+    strategy: str
+    removed: int
+    ok: bool
     message: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallStarted(Event):
-    call_id: str = ""
-    name: str = ""
+    call_id: str
+    name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     source: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallFinished(Event):
-    call_id: str = ""
-    name: str = ""
-    is_error: bool = False
-    content: str = ""
-    duration_s: float = 0.0
-    error: str = ""  # why it failed: unknown_tool, invalid_arguments, raised, timeout, ...
+    """`error` names why a call failed (unknown_tool, invalid_arguments, raised, timeout, ...;
+    tool sources add their own), "" when it did not."""
+
+    call_id: str
+    name: str
+    is_error: bool
+    content: str
+    duration_s: float
+    error: str = ""
     source: str = ""
 
 
@@ -186,43 +245,69 @@ class ToolCallFinished(Event):
 class ToolSourceUnavailable(Event):
     """A tool source (an MCP server, say) offers no tools this run; the model cannot call them."""
 
-    source: str = ""
-    reason: str = ""
+    source: str
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class MessageCommitted(Event):
-    message: Any = None  # nbagent.messages.Message
-    index: int = 0
+    message: Message
+    index: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class FallbackStarted(Event):
-    from_model: str = ""
-    to_model: str = ""
-    error: str = ""
-    message: str = ""
+    from_model: str
+    to_model: str
+    error: str
+    message: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetWarning(Event):
-    limit: str = ""
-    actual: float = 0.0
-    limit_value: float = 0.0
-    message: str = ""
+    limit: BudgetLimit
+    actual: float
+    limit_value: float
+    message: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunFinished(Event):
-    end_reason: str = ""  # end_turn | max_tokens | error | cancelled | budget
-    usage: Any = None  # nbagent.budget.Usage
+    """`end_reason`: the model's stop reason when the run ended well (end_turn, max_tokens,
+    stop_sequence, ...), else "error", "cancelled" or "budget"."""
+
+    end_reason: str
+    usage: Usage
+    model: str
     error: str = ""
     message: str = ""
     final_text: str = ""
-    model: str = ""
 
 
 Subscriber = Callable[[Event], None]
+
+_everywhere: list[Subscriber] = []
+
+
+def subscribe_everywhere(fn: Subscriber) -> Callable[[], None]:
+    """Deliver every event of every agent in this process to `fn`, after each agent's own
+    subscribers (tracing uses this). Returns a function that stops the delivery."""
+    _everywhere.append(fn)
+
+    def unsubscribe() -> None:
+        if fn in _everywhere:
+            _everywhere.remove(fn)
+
+    return unsubscribe
+
+
+def _stamped(event: Event, stamp: Stamp) -> Event:
+    # The shared fields are filled in place, before any subscriber sees the event: after that
+    # it is as frozen as it looks. (A copy per event would cost more than the delivery.)
+    object.__setattr__(event, "run_id", stamp.run_id)
+    object.__setattr__(event, "time", stamp.time)
+    object.__setattr__(event, "turn", stamp.turn)
+    return event
 
 
 class EventBus:
@@ -245,8 +330,11 @@ class EventBus:
     def subscribers(self) -> tuple[Subscriber, ...]:
         return tuple(self._subs)
 
-    def emit(self, event: Event) -> None:
-        for fn in tuple(self._subs):
+    def emit(self, event: Event, stamp: Stamp | None = None) -> None:
+        """Deliver `event` (stamped with `stamp` first, when given) to every subscriber."""
+        if stamp is not None:
+            _stamped(event, stamp)
+        for fn in (*self._subs, *_everywhere):
             try:
                 fn(event)
             except Exception as exc:

@@ -76,11 +76,12 @@ def simulate_retries(
     width = max(4, len(str(n_runs)))
     for k in range(1, n_runs + 1):
         run = f"sim-{k:0{width}d}"
-        log(RunStarted(run_id=run, time=t, turn=1, model=model))
+        log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=model))
         attempt = 1
         while True:
             log(
                 AttemptStarted(
+                    phase="request",
                     run_id=run,
                     time=t,
                     turn=1,
@@ -93,6 +94,7 @@ def simulate_retries(
             if fails.random() >= p_fail:
                 log(
                     AttemptSucceeded(
+                        phase="request",
                         run_id=run,
                         time=t,
                         turn=1,
@@ -182,7 +184,7 @@ def simulate_contention(
     prev_sleep = [base] * n_clients
     for c in range(n_clients):
         t0 = starts.uniform(0.0, start_spread_s) if start_spread_s > 0 else 0.0
-        log(RunStarted(run_id=runs[c], time=t0, turn=1, model=model))
+        log(RunStarted(run_id=runs[c], time=t0, turn=1, prompt="", model=model))
         heapq.heappush(heap, (t0, c, 1))
 
     busy_until = -1.0
@@ -198,6 +200,7 @@ def simulate_contention(
         run = runs[c]
         log(
             AttemptStarted(
+                phase="request",
                 run_id=run,
                 time=t,
                 turn=1,
@@ -223,6 +226,7 @@ def simulate_contention(
         if error is None:
             log(
                 AttemptSucceeded(
+                    phase="request",
                     run_id=run,
                     time=t + service,
                     turn=1,
@@ -317,6 +321,7 @@ def _log_failure(
     """The events the agent would emit for a failed attempt (and its retry, when planned)."""
     log(
         AttemptFailed(
+            phase="request",
             run_id=run,
             time=t,
             turn=1,
@@ -333,6 +338,7 @@ def _log_failure(
     if plan is not None:
         log(
             RetryScheduled(
+                phase="request",
                 run_id=run,
                 time=t,
                 turn=1,
@@ -343,6 +349,7 @@ def _log_failure(
                 policy_delay_s=plan.policy_delay_s,
                 retry_after_s=plan.retry_after_s,
                 error=type(error).__name__,
+                message=error.message,
                 status_code=error.status_code,
                 model=model,
             )

@@ -57,13 +57,47 @@ def test_success_rate_by_attempt() -> None:
     t = 0.0
     for run, outcomes in script:
         for n, ok in enumerate(outcomes, start=1):
-            log(AttemptStarted(run_id=run, time=t, attempt=n, max_attempts=3))
+            log(
+                AttemptStarted(
+                    phase="request", model="", run_id=run, time=t, attempt=n, max_attempts=3
+                )
+            )
             t += 1
             if ok:
-                log(AttemptSucceeded(run_id=run, time=t, attempt=n, max_attempts=3))
+                log(
+                    AttemptSucceeded(
+                        phase="request", model="", run_id=run, time=t, attempt=n, max_attempts=3
+                    )
+                )
             else:
-                log(AttemptFailed(run_id=run, time=t, attempt=n, action="retry"))
-                log(RetryScheduled(run_id=run, time=t, attempt=n, delay_s=0.5))
+                log(
+                    AttemptFailed(
+                        phase="request",
+                        max_attempts=1,
+                        model="",
+                        error="",
+                        message="",
+                        run_id=run,
+                        time=t,
+                        attempt=n,
+                        action="retry",
+                    )
+                )
+                log(
+                    RetryScheduled(
+                        phase="request",
+                        next_attempt=2,
+                        max_attempts=1,
+                        model="",
+                        policy_delay_s=0.0,
+                        error="",
+                        message="",
+                        run_id=run,
+                        time=t,
+                        attempt=n,
+                        delay_s=0.5,
+                    )
+                )
     r = success_rate_by_attempt(log.frame())
     assert list(r.index) == [1, 2, 3]
     assert list(r["attempts"]) == [3, 2, 1]

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 import nbagent._loop._attempt_log as attempts_mod
+from nbagent._core._budget import Usage
 from nbagent._loop._attempt_log import (
     COLUMNS,
     DTYPES,
@@ -54,13 +55,15 @@ DESIGN_COLUMNS = [
     "request_id",
     "input_tokens",
     "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
     "cost_usd",
     "discarded_chars",
     "tool_name",
     "message",
 ]
 INTS = ["turn", "attempt", "max_attempts", "status_code", "input_tokens", "output_tokens"]
-INTS += ["discarded_chars"]
+INTS += ["cache_read_tokens", "cache_write_tokens", "discarded_chars"]
 FLOATS = ["started_at", "ended_at", "duration_s", "ttft_s", "policy_delay_s", "retry_after_s"]
 FLOATS += ["delay_s", "cost_usd"]
 STRINGS = ["run_id", "model", "error_kind", "request_id", "tool_name", "message"]
@@ -95,9 +98,12 @@ def scripted_events() -> list[Event]:
     a stub compaction; a context overflow in turn 2 answered by compaction; a paced wait."""
     return [
         RunStarted(run_id=R, time=0.0, prompt="hi", model="demo"),
-        AttemptStarted(run_id=R, time=0.0, turn=1, attempt=1, max_attempts=4, model="demo"),
-        TextDelta(run_id=R, time=0.2, turn=1, text="partial"),
+        AttemptStarted(
+            phase="request", run_id=R, time=0.0, turn=1, attempt=1, max_attempts=4, model="demo"
+        ),
+        TextDelta(attempt=1, run_id=R, time=0.2, turn=1, text="partial"),
         AttemptFailed(
+            phase="request",
             run_id=R,
             time=0.5,
             turn=1,
@@ -114,6 +120,9 @@ def scripted_events() -> list[Event]:
             discarded_thinking="hmm",
         ),
         RetryScheduled(
+            phase="request",
+            model="",
+            message="",
             run_id=R,
             time=0.5,
             turn=1,
@@ -125,8 +134,11 @@ def scripted_events() -> list[Event]:
             error="Overloaded",
             status_code=529,
         ),
-        AttemptStarted(run_id=R, time=1.75, turn=1, attempt=2, max_attempts=4, model="demo"),
+        AttemptStarted(
+            phase="request", run_id=R, time=1.75, turn=1, attempt=2, max_attempts=4, model="demo"
+        ),
         AttemptFailed(
+            phase="request",
             run_id=R,
             time=2.0,
             turn=1,
@@ -140,6 +152,9 @@ def scripted_events() -> list[Event]:
             action="retry",
         ),
         RetryScheduled(
+            phase="request",
+            model="",
+            message="",
             run_id=R,
             time=2.0,
             turn=1,
@@ -152,8 +167,11 @@ def scripted_events() -> list[Event]:
             error="RateLimited",
             status_code=429,
         ),
-        AttemptStarted(run_id=R, time=4.0, turn=1, attempt=3, max_attempts=4, model="demo"),
+        AttemptStarted(
+            phase="request", run_id=R, time=4.0, turn=1, attempt=3, max_attempts=4, model="demo"
+        ),
         AttemptSucceeded(
+            phase="request",
             run_id=R,
             time=5.0,
             turn=1,
@@ -181,14 +199,35 @@ def scripted_events() -> list[Event]:
             error="raised",
             duration_s=0.5,
         ),
-        ToolCallFinished(run_id=R, time=5.25, turn=1, call_id="c2", name="add", content="3"),
-        CompactionStarted(run_id=R, time=6.0, turn=2, tokens_before=48210, strategy="stub"),
+        ToolCallFinished(
+            is_error=False,
+            duration_s=0.0,
+            run_id=R,
+            time=5.25,
+            turn=1,
+            call_id="c2",
+            name="add",
+            content="3",
+        ),
+        CompactionStarted(
+            reason="overflow", run_id=R, time=6.0, turn=2, tokens_before=48210, strategy="stub"
+        ),
         CompactionFinished(
-            run_id=R, time=6.5, turn=2, tokens_before=48210, tokens_after=12400, strategy="stub"
+            removed=0,
+            ok=True,
+            run_id=R,
+            time=6.5,
+            turn=2,
+            tokens_before=48210,
+            tokens_after=12400,
+            strategy="stub",
         ),
         PacedWait(run_id=R, time=6.5, turn=2, delay_s=0.75, model="demo", reason="rpm limit"),
-        AttemptStarted(run_id=R, time=7.25, turn=2, attempt=1, max_attempts=4, model="demo"),
+        AttemptStarted(
+            phase="request", run_id=R, time=7.25, turn=2, attempt=1, max_attempts=4, model="demo"
+        ),
         AttemptFailed(
+            phase="request",
             run_id=R,
             time=7.5,
             turn=2,
@@ -200,7 +239,15 @@ def scripted_events() -> list[Event]:
             status_code=400,
             action="compact",
         ),
-        RunFinished(run_id=R, time=8.0, turn=2, end_reason="error", error="ContextOverflow"),
+        RunFinished(
+            usage=Usage(),
+            model="",
+            run_id=R,
+            time=8.0,
+            turn=2,
+            end_reason="error",
+            error="ContextOverflow",
+        ),
     ]
 
 
@@ -307,19 +354,36 @@ def test_frame_is_cached_until_rows_change(monkeypatch: pytest.MonkeyPatch) -> N
     assert len(calls) == 2
     assert c.loc[0, "delay_s"] == 1.25
     assert math.isnan(a.loc[0, "delay_s"])  # a frame handed out earlier does not change
-    log(TextDelta(run_id=R, text="x"))  # not a row
+    log(TextDelta(attempt=1, run_id=R, text="x"))  # not a row
     log.frame()
     assert len(calls) == 2
 
 
 def test_fallback_marks_last_failed_request() -> None:
     log = AttemptLog()
-    log(RunStarted(run_id="r", model="a"))
-    log(AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=1))
-    log(AttemptFailed(run_id="r", time=1.0, attempt=1, error="ModelNotFound", status_code=404))
-    log(FallbackStarted(run_id="r", time=1.0, from_model="a", to_model="b"))
-    log(AttemptStarted(run_id="r", time=1.0, attempt=1, max_attempts=1, model="b"))
-    log(AttemptSucceeded(run_id="r", time=2.0, attempt=1, max_attempts=1, model="b"))
+    log(RunStarted(prompt="", run_id="r", model="a"))
+    log(AttemptStarted(phase="request", model="", run_id="r", time=0.0, attempt=1, max_attempts=1))
+    log(
+        AttemptFailed(
+            phase="request",
+            max_attempts=1,
+            model="",
+            message="",
+            action="fail",
+            run_id="r",
+            time=1.0,
+            attempt=1,
+            error="ModelNotFound",
+            status_code=404,
+        )
+    )
+    log(FallbackStarted(error="", message="", run_id="r", time=1.0, from_model="a", to_model="b"))
+    log(AttemptStarted(phase="request", run_id="r", time=1.0, attempt=1, max_attempts=1, model="b"))
+    log(
+        AttemptSucceeded(
+            phase="request", run_id="r", time=2.0, attempt=1, max_attempts=1, model="b"
+        )
+    )
     df = log.frame()
     assert list(df["action"]) == ["fallback", "none"]
     assert list(df["model"]) == ["a", "b"]  # the run's model when the attempt names none
@@ -327,12 +391,25 @@ def test_fallback_marks_last_failed_request() -> None:
 
 def test_cancellation() -> None:
     log = AttemptLog()
-    log(AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=3))
-    log(AttemptFailed(run_id="r", time=0.5, attempt=1, error="Aborted", cancelled=True))
-    log(AttemptStarted(run_id="r", time=1.0, attempt=1, max_attempts=3))
+    log(AttemptStarted(phase="request", model="", run_id="r", time=0.0, attempt=1, max_attempts=3))
+    log(
+        AttemptFailed(
+            phase="request",
+            max_attempts=1,
+            model="",
+            message="",
+            action="fail",
+            run_id="r",
+            time=0.5,
+            attempt=1,
+            error="Aborted",
+            cancelled=True,
+        )
+    )
+    log(AttemptStarted(phase="request", model="", run_id="r", time=1.0, attempt=1, max_attempts=3))
     log(ToolCallStarted(run_id="s", time=1.0, call_id="t", name="slow"))
-    log(RunFinished(run_id="r", time=2.0, end_reason="cancelled"))
-    log(RunFinished(run_id="s", time=3.0, end_reason="cancelled"))
+    log(RunFinished(usage=Usage(), model="", run_id="r", time=2.0, end_reason="cancelled"))
+    log(RunFinished(usage=Usage(), model="", run_id="s", time=3.0, end_reason="cancelled"))
     df = log.frame()
     assert list(df["outcome"]) == ["cancelled", "cancelled", "cancelled"]
     assert list(df["action"]) == ["fail", "fail", "fail"]
@@ -343,17 +420,65 @@ def test_cancellation() -> None:
 
 def test_compaction_with_its_own_request_makes_no_extra_row() -> None:
     log = AttemptLog()
-    log(CompactionStarted(run_id="r", time=0.0, tokens_before=2000, strategy="summary"))
-    log(AttemptStarted(run_id="r", time=0.0, phase="compaction", attempt=1, max_attempts=2))
     log(
-        AttemptFailed(
-            run_id="r", time=1.0, phase="compaction", attempt=1, error="ServerError", action="retry"
+        CompactionStarted(
+            reason="overflow", run_id="r", time=0.0, tokens_before=2000, strategy="summary"
         )
     )
-    log(RetryScheduled(run_id="r", time=1.0, phase="compaction", attempt=1, delay_s=0.5))
-    log(AttemptStarted(run_id="r", time=1.5, phase="compaction", attempt=2, max_attempts=2))
-    log(AttemptSucceeded(run_id="r", time=2.0, phase="compaction", attempt=2, max_attempts=2))
-    log(CompactionFinished(run_id="r", time=2.0, tokens_before=2000, tokens_after=300))
+    log(
+        AttemptStarted(
+            model="", run_id="r", time=0.0, phase="compaction", attempt=1, max_attempts=2
+        )
+    )
+    log(
+        AttemptFailed(
+            max_attempts=1,
+            model="",
+            message="",
+            run_id="r",
+            time=1.0,
+            phase="compaction",
+            attempt=1,
+            error="ServerError",
+            action="retry",
+        )
+    )
+    log(
+        RetryScheduled(
+            next_attempt=2,
+            max_attempts=1,
+            model="",
+            policy_delay_s=0.0,
+            error="",
+            message="",
+            run_id="r",
+            time=1.0,
+            phase="compaction",
+            attempt=1,
+            delay_s=0.5,
+        )
+    )
+    log(
+        AttemptStarted(
+            model="", run_id="r", time=1.5, phase="compaction", attempt=2, max_attempts=2
+        )
+    )
+    log(
+        AttemptSucceeded(
+            model="", run_id="r", time=2.0, phase="compaction", attempt=2, max_attempts=2
+        )
+    )
+    log(
+        CompactionFinished(
+            strategy="",
+            removed=0,
+            ok=True,
+            run_id="r",
+            time=2.0,
+            tokens_before=2000,
+            tokens_after=300,
+        )
+    )
     df = log.frame()
     assert list(df["phase"]) == ["compaction", "compaction"]
     assert list(df["delay_s"].fillna(-1)) == [0.5, -1]
@@ -362,10 +487,34 @@ def test_compaction_with_its_own_request_makes_no_extra_row() -> None:
 
 def test_events_without_their_start_still_make_rows() -> None:
     log = AttemptLog()
-    log(AttemptSucceeded(run_id="r", time=2.0, attempt=1))
-    log(RetryScheduled(run_id="q", time=3.0, attempt=1, delay_s=1.0, error="ServerError"))
-    log(ToolCallFinished(run_id="r", time=4.0, call_id="x", name="f", duration_s=0.5))
-    log(CompactionFinished(run_id="r", time=5.0, tokens_before=10, tokens_after=5, ok=False))
+    log(
+        AttemptSucceeded(phase="request", max_attempts=1, model="", run_id="r", time=2.0, attempt=1)
+    )
+    log(
+        RetryScheduled(
+            phase="request",
+            next_attempt=2,
+            max_attempts=1,
+            model="",
+            policy_delay_s=0.0,
+            message="",
+            run_id="q",
+            time=3.0,
+            attempt=1,
+            delay_s=1.0,
+            error="ServerError",
+        )
+    )
+    log(
+        ToolCallFinished(
+            is_error=False, content="", run_id="r", time=4.0, call_id="x", name="f", duration_s=0.5
+        )
+    )
+    log(
+        CompactionFinished(
+            strategy="", removed=0, run_id="r", time=5.0, tokens_before=10, tokens_after=5, ok=False
+        )
+    )
     df = log.frame()
     assert list(df["outcome"]) == ["ok", "error", "ok", "error"]
     assert math.isnan(df.loc[0, "started_at"])
@@ -376,8 +525,19 @@ def test_events_without_their_start_still_make_rows() -> None:
 
 def test_unknown_action_is_kept() -> None:
     log = AttemptLog()
-    log(AttemptStarted(run_id="r", attempt=1))
-    log(AttemptFailed(run_id="r", attempt=1, action="something_new"))
+    log(AttemptStarted(phase="request", max_attempts=1, model="", run_id="r", attempt=1))
+    log(
+        AttemptFailed(
+            phase="request",
+            max_attempts=1,
+            model="",
+            error="",
+            message="",
+            run_id="r",
+            attempt=1,
+            action="something_new",
+        )
+    )
     df = log.frame()
     assert df.loc[0, "action"] == "something_new"
     assert list(df["action"].cat.categories)[:7] == list(attempts_mod.ACTIONS)

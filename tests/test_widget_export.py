@@ -60,7 +60,9 @@ def test_the_widget_module_and_css_are_inlined() -> None:
 
 
 def test_script_text_in_the_conversation_cannot_break_out() -> None:
-    hostile = MessageCommitted(run_id="run-1", time=109.6, message=Message.assistant(BREAKOUT))
+    hostile = MessageCommitted(
+        index=0, run_id="run-1", time=109.6, message=Message.assistant(BREAKOUT)
+    )
     timeline = finished_state(hostile)
     page = export_html(timeline.snapshot(), title="</title><script>x</script>")
     # exactly the two script elements of the page, each closed once
@@ -99,7 +101,9 @@ def test_static_fallbacks_read_well() -> None:
 
 
 def test_static_fallback_escapes_text() -> None:
-    hostile = MessageCommitted(run_id="run-1", time=109.6, message=Message.assistant(BREAKOUT))
+    hostile = MessageCommitted(
+        index=0, run_id="run-1", time=109.6, message=Message.assistant(BREAKOUT)
+    )
     fragment = render_static_html(finished_state(hostile))
     assert "<script>" not in fragment
     assert "&lt;/script&gt;" in fragment

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from harness.timeline_script import FINAL, PROMPT, TOOL_ERROR, live_events, run_events
 
+from nbagent._core._budget import Usage
 from nbagent.events import (
     AttemptFailed,
     AttemptStarted,
@@ -192,11 +193,23 @@ def test_streaming_text_is_live_until_the_message_is_committed() -> None:
         timeline,
         [
             RunStarted(run_id="r", time=0.0, prompt="hi", model="demo"),
-            AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"),
-            TextDelta(run_id="r", time=0.1, text="Hel"),
-            TextDelta(run_id="r", time=0.2, text="lo"),
-            ToolCallDelta(run_id="r", time=0.3, index=0, name="read_file", arguments='{"pa'),
-            ToolCallDelta(run_id="r", time=0.3, index=0, arguments='th": "a"}'),
+            AttemptStarted(
+                phase="request", run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"
+            ),
+            TextDelta(attempt=1, run_id="r", time=0.1, text="Hel"),
+            TextDelta(attempt=1, run_id="r", time=0.2, text="lo"),
+            ToolCallDelta(
+                call_id="",
+                attempt=1,
+                run_id="r",
+                time=0.3,
+                index=0,
+                name="read_file",
+                arguments='{"pa',
+            ),
+            ToolCallDelta(
+                call_id="", name="", attempt=1, run_id="r", time=0.3, index=0, arguments='th": "a"}'
+            ),
         ],
     )
     live = timeline.snapshot()["conversation"][-1]
@@ -204,7 +217,7 @@ def test_streaming_text_is_live_until_the_message_is_committed() -> None:
     assert live["text"] == "Hello"
     assert live["tool_calls"] == [{"name": "read_file", "arguments": '{"path": "a"}'}]
     assert timeline.status == "model is calling read_file"
-    timeline(TextDelta(run_id="r", time=0.4, text="!"))
+    timeline(TextDelta(attempt=1, run_id="r", time=0.4, text="!"))
     assert timeline.snapshot()["conversation"][-1]["text"] == "Hello!"
 
 
@@ -212,10 +225,20 @@ def test_a_failed_attempt_discards_what_it_streamed_even_without_discarded_text(
     snap = state_after(
         [
             RunStarted(run_id="r", time=0.0, prompt="hi", model="demo"),
-            AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=4),
-            TextDelta(run_id="r", time=0.1, text="partial"),
+            AttemptStarted(
+                phase="request", model="", run_id="r", time=0.0, attempt=1, max_attempts=4
+            ),
+            TextDelta(attempt=1, run_id="r", time=0.1, text="partial"),
             AttemptFailed(
-                run_id="r", time=0.2, error="StreamInterrupted", action="retry", attempt=1
+                phase="request",
+                max_attempts=1,
+                model="",
+                message="",
+                run_id="r",
+                time=0.2,
+                error="StreamInterrupted",
+                action="retry",
+                attempt=1,
             ),
         ]
     )
@@ -230,10 +253,27 @@ def test_tool_status_lines() -> None:
     assert timeline.status == "running tool read_file"
     timeline(ToolCallStarted(run_id="r", time=1.0, call_id="b", name="grep"))
     assert timeline.status == "running tools read_file, grep"
-    timeline(ToolCallFinished(run_id="r", time=1.1, call_id="b", name="grep"))
     timeline(
         ToolCallFinished(
-            run_id="r", time=1.2, call_id="a", name="read_file", is_error=True, error="timeout"
+            is_error=False,
+            content="",
+            duration_s=0.0,
+            run_id="r",
+            time=1.1,
+            call_id="b",
+            name="grep",
+        )
+    )
+    timeline(
+        ToolCallFinished(
+            content="",
+            duration_s=0.0,
+            run_id="r",
+            time=1.2,
+            call_id="a",
+            name="read_file",
+            is_error=True,
+            error="timeout",
         )
     )
     assert timeline.status == "tool read_file failed (timeout): the model reads the error"
@@ -243,7 +283,11 @@ def test_compaction_status_line() -> None:
     from nbagent.events import CompactionStarted
 
     timeline = TimelineState()
-    timeline(CompactionStarted(run_id="r", time=1.0, tokens_before=48_210, strategy="summarise"))
+    timeline(
+        CompactionStarted(
+            reason="overflow", run_id="r", time=1.0, tokens_before=48_210, strategy="summarise"
+        )
+    )
     assert timeline.status == "compacting conversation (48,210 tokens)"
 
 
@@ -251,9 +295,15 @@ def test_fallback_paced_wait_budget_warning_and_hard_failure() -> None:
     snap = state_after(
         [
             RunStarted(run_id="r", time=0.0, prompt="hi", model="a"),
-            PacedWait(run_id="r", time=0.0, delay_s=1.5, model="a"),
-            AttemptStarted(run_id="r", time=1.5, attempt=1, max_attempts=1, model="a"),
+            PacedWait(reason="", run_id="r", time=0.0, delay_s=1.5, model="a"),
+            AttemptStarted(
+                phase="request", run_id="r", time=1.5, attempt=1, max_attempts=1, model="a"
+            ),
             AttemptFailed(
+                phase="request",
+                attempt=1,
+                max_attempts=1,
+                message="",
                 run_id="r",
                 time=1.7,
                 error="ModelNotFound",
@@ -262,11 +312,23 @@ def test_fallback_paced_wait_budget_warning_and_hard_failure() -> None:
                 model="a",
             ),
             FallbackStarted(
-                run_id="r", time=1.7, from_model="a", to_model="b", error="ModelNotFound"
+                message="",
+                run_id="r",
+                time=1.7,
+                from_model="a",
+                to_model="b",
+                error="ModelNotFound",
             ),
-            AttemptStarted(run_id="r", time=1.7, attempt=1, max_attempts=1, model="b"),
-            BudgetWarning(run_id="r", time=1.8, limit="cost", actual=0.9, limit_value=1.0),
+            AttemptStarted(
+                phase="request", run_id="r", time=1.7, attempt=1, max_attempts=1, model="b"
+            ),
+            BudgetWarning(
+                message="", run_id="r", time=1.8, limit="cost", actual=0.9, limit_value=1.0
+            ),
             AttemptFailed(
+                phase="request",
+                attempt=1,
+                max_attempts=1,
                 run_id="r",
                 time=2.0,
                 error="AuthFailed",
@@ -276,6 +338,8 @@ def test_fallback_paced_wait_budget_warning_and_hard_failure() -> None:
                 model="b",
             ),
             RunFinished(
+                usage=Usage(),
+                model="",
                 run_id="r",
                 time=2.0,
                 end_reason="error",
@@ -302,9 +366,11 @@ def test_bars_still_open_when_the_run_is_cancelled_end_as_cancelled() -> None:
     snap = state_after(
         [
             RunStarted(run_id="r", time=0.0, prompt="hi", model="demo"),
-            AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=4),
+            AttemptStarted(
+                phase="request", model="", run_id="r", time=0.0, attempt=1, max_attempts=4
+            ),
             ToolCallStarted(run_id="r", time=0.5, call_id="t", name="sleep"),
-            RunFinished(run_id="r", time=1.0, end_reason="cancelled"),
+            RunFinished(usage=Usage(), model="", run_id="r", time=1.0, end_reason="cancelled"),
         ]
     )
     assert [b["outcome"] for b in snap["bars"]] == ["cancelled", "cancelled"]
@@ -326,8 +392,19 @@ def test_snapshot_is_json_and_shares_nothing_with_the_live_state() -> None:
 def test_non_finite_numbers_become_null() -> None:
     snap = state_after(
         [
-            AttemptStarted(run_id="r", time=0.0),
-            AttemptSucceeded(run_id="r", time=1.0, cost_usd=math.nan, ttft_s=math.inf),
+            AttemptStarted(
+                phase="request", attempt=1, max_attempts=1, model="", run_id="r", time=0.0
+            ),
+            AttemptSucceeded(
+                phase="request",
+                attempt=1,
+                max_attempts=1,
+                model="",
+                run_id="r",
+                time=1.0,
+                cost_usd=math.nan,
+                ttft_s=math.inf,
+            ),
         ]
     )
     json.dumps(snap, allow_nan=False)
@@ -350,7 +427,15 @@ def test_text_is_capped_so_syncs_stay_small() -> None:
     snap = state_after(
         [
             ToolCallStarted(run_id="r", time=0.0, call_id="t", name="cat"),
-            ToolCallFinished(run_id="r", time=0.1, call_id="t", name="cat", content=huge),
+            ToolCallFinished(
+                is_error=False,
+                duration_s=0.0,
+                run_id="r",
+                time=0.1,
+                call_id="t",
+                name="cat",
+                content=huge,
+            ),
         ]
     )
     detail = snap["bars"][0]["detail"]
@@ -376,14 +461,22 @@ def test_deltas_are_coalesced_into_at_most_ten_syncs_a_second() -> None:
     syncs: list[dict[str, Any]] = []
     widget.observe(lambda change: syncs.append(change["new"]), names="state")
     widget(RunStarted(run_id="r", time=0.0, prompt="count", model="demo"))
-    widget(AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"))
+    widget(
+        AttemptStarted(
+            phase="request", run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"
+        )
+    )
     n = 5_000
     for i in range(n):
         now.t += 0.001
-        widget(TextDelta(run_id="r", time=i * 0.001, text=f"{i} "))
+        widget(TextDelta(attempt=1, run_id="r", time=i * 0.001, text=f"{i} "))
     assert len(syncs) <= n * 0.001 / 0.1 + 3
     now.t += 0.001
-    widget(RunFinished(run_id="r", time=5.0, end_reason="end_turn", final_text="done"))
+    widget(
+        RunFinished(
+            usage=Usage(), model="", run_id="r", time=5.0, end_reason="end_turn", final_text="done"
+        )
+    )
     assert widget.state == widget.timeline.snapshot()
     streamed = widget.state["conversation"][-1]["text"]
     assert streamed == "".join(f"{i} " for i in range(n))
@@ -394,8 +487,12 @@ def test_a_due_flush_happens_without_a_later_event() -> None:
     async def scenario() -> tuple[int, str]:
         widget = TimelineWidget(min_interval=0.05)
         widget(RunStarted(run_id="r", time=0.0, prompt="p", model="demo"))  # pushed at once
-        widget(AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"))
-        widget(TextDelta(run_id="r", time=0.0, text="late"))  # too soon: scheduled
+        widget(
+            AttemptStarted(
+                phase="request", run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"
+            )
+        )
+        widget(TextDelta(attempt=1, run_id="r", time=0.0, text="late"))  # too soon: scheduled
         assert widget.state["conversation"][-1]["kind"] != "streaming"
         await asyncio.sleep(0.2)
         return len(widget.state["conversation"]), widget.state["conversation"][-1]["text"]
@@ -409,7 +506,7 @@ def test_flush_pushes_now() -> None:
     now = FakeNow()
     widget = TimelineWidget(now=now)
     widget(RunStarted(run_id="r", time=0.0, prompt="p", model="demo"))
-    widget(TextDelta(run_id="r", time=0.0, text="x"))
+    widget(TextDelta(attempt=1, run_id="r", time=0.0, text="x"))
     assert widget.state != widget.timeline.snapshot()
     widget.flush()
     assert widget.state == widget.timeline.snapshot()
@@ -428,7 +525,7 @@ def test_stop_button_calls_on_stop_once_and_disables_itself() -> None:
     assert calls == ["stop"]
     assert widget.stop_requested is True
     assert view.stop_button.disabled is True
-    view(RunFinished(run_id="r", time=1.0, end_reason="cancelled"))
+    view(RunFinished(run_id="r", time=1.0, end_reason="cancelled", usage=Usage(), model=""))
     assert view.stop_button.description == "Finished"
 
 
@@ -464,9 +561,16 @@ def test_a_wait_cut_short_by_cancellation_counts_only_the_time_waited() -> None:
 
     state = TimelineState()
     state(RunStarted(run_id="r", time=0.0, prompt="hi", model="demo"))
-    state(AttemptStarted(run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"))
+    state(
+        AttemptStarted(
+            phase="request", run_id="r", time=0.0, attempt=1, max_attempts=4, model="demo"
+        )
+    )
     state(
         AttemptFailed(
+            phase="request",
+            model="",
+            message="",
             run_id="r",
             time=0.5,
             attempt=1,
@@ -479,6 +583,10 @@ def test_a_wait_cut_short_by_cancellation_counts_only_the_time_waited() -> None:
     )
     state(
         RetryScheduled(
+            phase="request",
+            model="",
+            policy_delay_s=0.0,
+            message="",
             run_id="r",
             time=0.5,
             attempt=1,
@@ -490,7 +598,11 @@ def test_a_wait_cut_short_by_cancellation_counts_only_the_time_waited() -> None:
             status_code=429,
         )
     )
-    state(RunFinished(run_id="r", time=2.5, end_reason="cancelled", error="Aborted"))
+    state(
+        RunFinished(
+            usage=Usage(), model="", run_id="r", time=2.5, end_reason="cancelled", error="Aborted"
+        )
+    )
     snap = state.snapshot()
     (wait,) = snap["waits"]
     assert wait["end"] == 2.5 and wait["delay_s"] == 2.0 and wait["cut"] is True

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .._core._budget import Budget
 from .._core._clock import Clock, RealClock
 from .._core._messages import Message, TextBlock, load_session, repair_tool_pairing, save_session
+from .._core._pacing import Pacer
 from .._core._presenter import presenter
 from .._core._retry import RetryPlan, RetryPolicy
 from ..errors import (
@@ -69,7 +70,7 @@ from ._args import ModelSpec, check_arguments, resolve_model_spec
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor, DefaultCompaction
 from ._compactor import CompactingMixin
-from ._limiter import RateLimiter, shared_limiter
+from ._limiter import shared_limiter
 from ._results import (
     RunHandle,
     RunResult,
@@ -117,7 +118,7 @@ class Agent(CompactingMixin):
         api_key: str | None = None,
         base_url: str | None = None,
         options: dict[str, Any] | None = None,
-        limiter: RateLimiter | bool = True,
+        limiter: Pacer | bool = True,
         cache: bool = True,
     ) -> None:
         specs: list[ModelSpec] = (
@@ -182,7 +183,7 @@ class Agent(CompactingMixin):
         self._rng = self.retry.rng()
         self._run: RunState | None = None
         self._reported_unavailable: set[str] = set()
-        if not isinstance(limiter, (bool, RateLimiter)):
+        if not isinstance(limiter, (bool, Pacer)):
             raise ConfigError("limiter= takes True (shared), False (off) or a RateLimiter")
         self.limiter = limiter
         if not isinstance(cache, bool):
@@ -516,7 +517,7 @@ class Agent(CompactingMixin):
                 lim = self._limiter_for(provider)
                 try:
                     if lim is not None:
-                        await self._pace(lim, model, provider.name, run.deadline)
+                        await self._acquire(lim, model, provider.name, run.deadline)
                     completed, ttft = await self._stream_once(provider, request, attempt)
                 except asyncio.CancelledError:
                     self._attempt_cancelled("request", attempt, model)
@@ -528,16 +529,9 @@ class Agent(CompactingMixin):
                     action = classify(err)
                     budget_note = ""
                     if lim is not None and not failed.paced:
-                        if isinstance(err, RateLimited):
-                            lim.on_rate_limited(self.clock.now(), err.retry_after)
-                        else:
-                            lim.on_other()
+                        lim.failed(self.clock.now(), err)
                     if action is Action.RETRY:
-                        if (
-                            lim is not None
-                            and not failed.paced
-                            and not lim.budget.withdraw(timeout=isinstance(err, TransportError))
-                        ):
+                        if lim is not None and not failed.paced and not lim.allow_retry(err):
                             action = Action.FAIL
                             budget_note = " (retry budget exhausted: too many failures lately)"
                         if isinstance(err, EmptyResponse):
@@ -599,7 +593,7 @@ class Agent(CompactingMixin):
                         continue
                     raise err from None
                 if lim is not None:
-                    lim.on_success(self.clock.now(), completed.headers)
+                    lim.succeeded(self.clock.now(), completed.headers)
                 self._attempt_succeeded("request", attempt, model, completed, ttft)
                 self._calibrate(request, completed.usage.input_tokens)
                 return completed, working
@@ -630,6 +624,8 @@ class Agent(CompactingMixin):
             ttft_s=ttft,
             input_tokens=completed.usage.input_tokens,
             output_tokens=completed.usage.output_tokens,
+            cache_read_tokens=completed.usage.cache_read_tokens,
+            cache_write_tokens=completed.usage.cache_write_tokens,
             cost_usd=completed.usage.cost_usd,
             stop_reason=completed.stop_reason,
         )
@@ -715,70 +711,27 @@ class Agent(CompactingMixin):
             await _close_stream(stream)
         return completed, ttft
 
-    def _limiter_for(self, provider: Provider) -> RateLimiter | None:
+    def _limiter_for(self, provider: Provider) -> Pacer | None:
         if self.limiter is False:
             return None
-        if isinstance(self.limiter, RateLimiter):
+        if self.limiter is not True:
             return self.limiter
         return shared_limiter(provider, self.clock)
 
-    async def _pace(
-        self, lim: RateLimiter, model: str, provider: str = "", deadline: float | None = None
-    ) -> None:
-        """Wait for the shared limiter's slot; a paced wait is an event and a log row.
+    async def _acquire(self, lim: Pacer, model: str, provider: str, deadline: float | None) -> None:
+        def waiting(delay: float, reason: str) -> None:
+            self._emit(PacedWait, delay_s=delay, model=model, reason=reason)
 
-        Short holds behind a probe add up to one row. A reservation that a 429 voided while we
-        waited (the limiter's epoch moved on) is made again; a cancelled wait hands its slot back.
-        """
-        held = 0.0
-        while True:
-            epoch = lim.epoch
-            delay, slot = lim.reserve(self.clock.now())
-            if slot and delay <= 0:
-                break
-            past_deadline = deadline is not None and self.clock.now() + delay > deadline
-            if past_deadline or delay > self.retry.max_retry_after:
-                # A wait that would end past the run's deadline is not taken (DESIGN, "Retry
-                # policy"), nor one longer than a server may ask for: the attempt fails at once
-                # as the rate limit it waits for (a quota, when the wait is that long).
-                if slot:
-                    lim.release(self.clock.now(), epoch)
-                why = (
-                    "which ends past this run's wall-clock budget"
-                    if past_deadline
-                    else "because the provider asked everyone to wait that long"
-                )
-                err = RateLimited(
-                    f"the shared rate limiter asks to wait {delay:.3g} s before sending, {why}",
-                    provider=provider,
-                    retry_after=delay,
-                )
-                raise StreamFailed(err, "", "", None, paced=True)
-            if slot or delay > 0.05:
-                reason = (
-                    "pacing to the provider's learned rate"
-                    if slot
-                    else ("the provider asked everyone to wait")
-                )
-                self._emit(PacedWait, delay_s=delay, model=model, reason=reason)
-                try:
-                    await self.clock.sleep(delay)
-                except asyncio.CancelledError:
-                    if slot:
-                        lim.release(self.clock.now(), epoch)
-                    raise
-                if slot and lim.epoch == epoch:
-                    break
-                continue
-            held += delay
-            await self.clock.sleep(delay)
-        if held > 0:
-            self._emit(
-                PacedWait,
-                delay_s=held,
-                model=model,
-                reason="held back while another request probes the rate limit",
+        try:
+            await lim.acquire(
+                self.clock,
+                deadline=deadline,
+                max_wait=self.retry.max_retry_after,
+                provider=provider,
+                on_wait=waiting,
             )
+        except RateLimited as err:
+            raise StreamFailed(err, "", "", None, paced=True) from None
 
 
 def _showing(show: bool | None) -> bool:

@@ -23,7 +23,7 @@ Rows are stored column-wise, so building a frame of 100,000 rows stays cheap.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -50,12 +50,15 @@ __all__ = [
     "CATEGORIES",
     "COLUMNS",
     "DTYPES",
+    "ORIGIN_COLUMNS",
     "OUTCOMES",
     "PHASES",
     "AttemptLog",
+    "RowSink",
     "coerce",
     "empty_frame",
     "frame_from_records",
+    "with_origin",
 ]
 
 COLUMNS: tuple[str, ...] = (
@@ -79,11 +82,17 @@ COLUMNS: tuple[str, ...] = (
     "request_id",
     "input_tokens",
     "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
     "cost_usd",
     "discarded_chars",
     "tool_name",
     "message",
 )
+
+ORIGIN_COLUMNS: tuple[str, ...] = ("agent_id", "worker")
+"""Added where attempts of several agents or processes are gathered (batches, the durable log):
+which agent made the attempt, and which process (`host:pid`, or a Ray worker) ran it."""
 
 PHASES: tuple[str, ...] = ("request", "compaction", "tool")
 OUTCOMES: tuple[str, ...] = ("ok", "error", "cancelled")
@@ -98,6 +107,8 @@ INT_COLUMNS: frozenset[str] = frozenset(
         "status_code",
         "input_tokens",
         "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
         "discarded_chars",
     }
 )
@@ -139,7 +150,7 @@ MESSAGE_LIMIT = 500
 # column indices, for the hot paths
 _RUN, _TURN, _PHASE, _ATTEMPT, _MAXATT, _MODEL = 0, 1, 2, 3, 4, 5
 _START, _END, _DUR, _TTFT, _OUTCOME, _KIND, _STATUS, _ACTION = 6, 7, 8, 9, 10, 11, 12, 13
-_PDELAY, _RA, _DELAY, _REQID, _IN, _OUT, _COST, _DISC, _TOOL, _MSG = range(14, 24)
+_PDELAY, _RA, _DELAY, _REQID, _IN, _OUT, _CREAD, _CWRITE, _COST, _DISC, _TOOL, _MSG = range(14, 26)
 
 
 def _f(value: float | None) -> float:
@@ -226,6 +237,14 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def with_origin(df: pd.DataFrame, agent_id: str, worker: str) -> pd.DataFrame:
+    """`df` with the gathered columns (`ORIGIN_COLUMNS`) added after COLUMNS."""
+    out: pd.DataFrame = df.copy()
+    out["agent_id"] = pd.array([agent_id] * len(out), dtype="string")
+    out["worker"] = pd.array([worker] * len(out), dtype="string")
+    return out
+
+
 def _missing(value: Any) -> bool:
     if value is None or value is pd.NA:
         return True
@@ -246,13 +265,21 @@ def frame_from_records(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return _build(cols)
 
 
+RowSink = Callable[[int, dict[str, Any]], None]
+"""Told `(index, row)` each time a row ends, and again if an ended row is completed later (a
+failed attempt learns the wait that follows it from `RetryScheduled`): the durable log writes
+rows as they finish through one of these, keyed by the index."""
+
+
 class AttemptLog:
     """A subscriber that builds the attempt log from events, across any number of runs.
 
-    Call it with each event (or `bus.subscribe(log)`); `frame()` gives the DataFrame.
+    Call it with each event (or `bus.subscribe(log)`); `frame()` gives the DataFrame. `on_row`
+    receives every row as it ends (see `RowSink`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_row: RowSink | None = None) -> None:
+        self.on_row = on_row
         self._version = 0
         self._frame: pd.DataFrame | None = None
         self._frame_version = -1
@@ -322,6 +349,11 @@ class AttemptLog:
         return self._append(row)
 
     # -- rows -----------------------------------------------------------------------------
+
+    def _finished(self, idx: int) -> None:
+        """Row `idx` has ended (or an ended row was completed): hand it to the sink."""
+        if self.on_row is not None:
+            self.on_row(idx, dict(zip(COLUMNS, (c[idx] for c in self._cols), strict=True)))
 
     def _append(self, row: list[Any]) -> int:
         for col, value in zip(self._cols, row, strict=True):
@@ -400,6 +432,7 @@ class AttemptLog:
         if stale is not None:  # the previous attempt never ended: say so
             self._close(stale, event.time, "cancelled", "none")
             self._set(stale, _MSG, "no end event before the next attempt started")
+            self._finished(stale)
         if event.phase == "compaction" and event.run_id in self._compaction:
             self._compaction[event.run_id][1] = True
         self._open[key] = self._new_row(
@@ -419,7 +452,10 @@ class AttemptLog:
         cols[_REQID][idx] = _s(event.request_id)
         cols[_IN][idx] = event.input_tokens
         cols[_OUT][idx] = event.output_tokens
+        cols[_CREAD][idx] = event.cache_read_tokens
+        cols[_CWRITE][idx] = event.cache_write_tokens
         cols[_COST][idx] = _f(event.cost_usd)
+        self._finished(idx)
 
     def _on_attempt_failed(self, event: AttemptFailed) -> None:
         idx = self._take_open(event)
@@ -434,6 +470,7 @@ class AttemptLog:
         cols[_MSG][idx] = _s(event.message)
         if event.phase == "request":
             self._last_failed[event.run_id] = idx
+        self._finished(idx)
 
     def _on_retry_scheduled(self, event: RetryScheduled) -> None:
         key = (event.run_id, event.phase)
@@ -466,6 +503,7 @@ class AttemptLog:
         if cols[_ACTION][idx] in (None, "none"):
             cols[_ACTION][idx] = "retry"
         self._version += 1
+        self._finished(idx)
 
     def _on_paced_wait(self, event: PacedWait) -> None:
         idx = self._new_row(
@@ -479,6 +517,7 @@ class AttemptLog:
         self._close(idx, event.time, "ok", "paced")
         self._cols[_DELAY][idx] = float(event.delay_s)
         self._cols[_MSG][idx] = _s(event.reason) or "held back by the shared rate limiter"
+        self._finished(idx)
 
     def _on_tool_started(self, event: ToolCallStarted) -> None:
         idx = self._new_row(
@@ -513,6 +552,7 @@ class AttemptLog:
             cols[_MSG][idx] = _s(_truncate(event.content))
         else:
             self._close(idx, event.time, "ok", "none")
+        self._finished(idx)
 
     def _on_compaction_started(self, event: CompactionStarted) -> None:
         self._compaction[event.run_id] = [event, False]
@@ -529,6 +569,7 @@ class AttemptLog:
             idx = self._last.get((event.run_id, "compaction"))
             if idx is not None and not self._get(idx, _MSG):
                 self._set(idx, _MSG, text)
+                self._finished(idx)
             return
         started = pending[0].time if pending is not None else event.time
         idx = self._new_row(
@@ -538,11 +579,13 @@ class AttemptLog:
         if not event.ok:
             self._cols[_KIND][idx] = "CompactionFailed"
         self._cols[_MSG][idx] = text
+        self._finished(idx)
 
     def _on_fallback(self, event: FallbackStarted) -> None:
         idx = self._last_failed.get(event.run_id)
-        if idx is not None:
+        if idx is not None and self._get(idx, _ACTION) != "fallback":
             self._set(idx, _ACTION, "fallback")
+            self._finished(idx)
 
     def _on_run_finished(self, event: RunFinished) -> None:
         run = event.run_id
@@ -556,11 +599,13 @@ class AttemptLog:
             self._close(idx, event.time, outcome, "fail")
             self._cols[_KIND][idx] = _s(event.error) or ("Aborted" if cancelled else None)
             self._cols[_MSG][idx] = why
+            self._finished(idx)
         for key in [k for k in self._open_tools if k[0] == run]:
             idx = self._open_tools.pop(key)
             self._close(idx, event.time, outcome, "fail")
             self._cols[_KIND][idx] = _s(event.error) or ("Aborted" if cancelled else None)
             self._cols[_MSG][idx] = why
+            self._finished(idx)
         self._compaction.pop(run, None)
         self._last_failed.pop(run, None)
         self._run_model.pop(run, None)

@@ -34,12 +34,16 @@ thread-safe.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
-import hashlib
 import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from .._core._clock import Clock
+from .._core._pacing import OnWait
+from ..errors import RateLimited, TransportError
 
 __all__ = [
     "RateLimiter",
@@ -128,8 +132,9 @@ def _first_number(headers: Mapping[str, str], *names: str) -> float | None:
 class RateLimiter:
     """Paces requests to one provider and key. See the module docstring for how.
 
-    `reserve(now)` says how long to wait; `on_success`, `on_rate_limited` and `on_other` report
-    how each request ended; `release` hands back a slot that was never used (a cancelled wait).
+    It is the attempt loop's `Pacer` (`acquire`, `succeeded`, `failed`, `allow_retry`). Below
+    that: `reserve(now)` says how long to wait; `on_success`, `on_rate_limited` and `on_other`
+    report how each request ended; `release` hands back a slot that was never used.
     """
 
     def __init__(
@@ -225,6 +230,73 @@ class RateLimiter:
                 self._probes.pop()
                 if self.tokens is not None:
                     self.tokens += 1
+
+    # -- the Pacer seam ------------------------------------------------------------------
+
+    async def acquire(
+        self,
+        clock: Clock,
+        *,
+        deadline: float | None,
+        max_wait: float,
+        provider: str,
+        on_wait: OnWait,
+    ) -> None:
+        """Wait for a slot (see `Pacer.acquire`). Short holds behind a probe add up to one
+        announced wait; a reservation that a 429 voided meanwhile (the epoch moved on) is made
+        again; a cancelled wait hands its slot back."""
+        held = 0.0
+        while True:
+            epoch = self.epoch
+            delay, slot = self.reserve(clock.now())
+            if slot and delay <= 0:
+                break
+            past_deadline = deadline is not None and clock.now() + delay > deadline
+            if past_deadline or delay > max_wait:
+                if slot:
+                    self.release(clock.now(), epoch)
+                why = (
+                    "which ends past this run's wall-clock budget"
+                    if past_deadline
+                    else "because the provider asked everyone to wait that long"
+                )
+                raise RateLimited(
+                    f"the shared rate limiter asks to wait {delay:.3g} s before sending, {why}",
+                    provider=provider,
+                    retry_after=delay,
+                )
+            if slot or delay > 0.05:
+                reason = (
+                    "pacing to the provider's learned rate"
+                    if slot
+                    else "the provider asked everyone to wait"
+                )
+                on_wait(delay, reason)
+                try:
+                    await clock.sleep(delay)
+                except asyncio.CancelledError:
+                    if slot:
+                        self.release(clock.now(), epoch)
+                    raise
+                if slot and self.epoch == epoch:
+                    break
+                continue
+            held += delay
+            await clock.sleep(delay)
+        if held > 0:
+            on_wait(held, "held back while another request probes the rate limit")
+
+    def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
+        self.on_success(now, headers)
+
+    def failed(self, now: float, error: BaseException) -> None:
+        if isinstance(error, RateLimited):
+            self.on_rate_limited(now, error.retry_after)
+        else:
+            self.on_other()
+
+    def allow_retry(self, error: BaseException) -> bool:
+        return self.budget.withdraw(timeout=isinstance(error, TransportError))
 
     # -- how it went ---------------------------------------------------------------------
 
@@ -332,12 +404,12 @@ _registry_lock = threading.Lock()
 
 
 def limiter_key(provider: object, clock: object = None) -> tuple[str, ...]:
-    """Provider, endpoint and a fingerprint of the key (never the key itself)."""
-    name = str(getattr(provider, "name", type(provider).__name__))
-    base = str(getattr(provider, "base_url", ""))
-    secret = getattr(provider, "_api_key", None) or ""
-    fp = hashlib.sha256(str(secret).encode()).hexdigest()[:12] if secret else ""
-    return (name, base, fp)
+    """Provider, endpoint and a fingerprint of the key (never the key itself): the provider's
+    `rate_key` when it has one (every HTTP provider does), else its name."""
+    key = getattr(provider, "rate_key", None)
+    if isinstance(key, tuple) and all(isinstance(k, str) for k in key):
+        return key
+    return (str(getattr(provider, "name", type(provider).__name__)), "", "")
 
 
 def shared_limiter(provider: object, clock: object) -> RateLimiter:

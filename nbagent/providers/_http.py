@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import math
 import ssl
@@ -141,6 +142,13 @@ class HTTPProvider:
         self._extra_headers = dict(extra_headers or {})
 
     # -- secrets and repr ------------------------------------------------------------------
+
+    @property
+    def rate_key(self) -> tuple[str, str, str]:
+        """(provider, endpoint, a fingerprint of the key): requests that share a provider's
+        rate limit share this, so they can share one client-side limiter. Never the key."""
+        fp = hashlib.sha256(self._api_key.encode()).hexdigest()[:12] if self._api_key else ""
+        return (self.name, self.base_url, fp)
 
     @property
     def _secrets(self) -> tuple[str, ...]:

@@ -66,9 +66,12 @@ def live_events() -> list[Event]:
     return [
         RunStarted(run_id=RUN, time=100.0, prompt=PROMPT, model=m),
         MessageCommitted(run_id=RUN, time=100.0, message=Message.user(PROMPT), index=0),
-        AttemptStarted(run_id=RUN, time=100.0, turn=1, attempt=1, max_attempts=4, model=m),
-        TextDelta(run_id=RUN, time=100.3, turn=1, text="Hel"),
+        AttemptStarted(
+            phase="request", run_id=RUN, time=100.0, turn=1, attempt=1, max_attempts=4, model=m
+        ),
+        TextDelta(attempt=1, run_id=RUN, time=100.3, turn=1, text="Hel"),
         AttemptFailed(
+            phase="request",
             run_id=RUN,
             time=100.5,
             turn=1,
@@ -82,6 +85,8 @@ def live_events() -> list[Event]:
             discarded_text="Hel",
         ),
         RetryScheduled(
+            phase="request",
+            message="",
             run_id=RUN,
             time=100.5,
             turn=1,
@@ -95,9 +100,12 @@ def live_events() -> list[Event]:
             discarded_text="Hel",
             model=m,
         ),
-        AttemptStarted(run_id=RUN, time=102.9, turn=1, attempt=2, max_attempts=4, model=m),
+        AttemptStarted(
+            phase="request", run_id=RUN, time=102.9, turn=1, attempt=2, max_attempts=4, model=m
+        ),
         *_deltas("I'll read the file and list the folder.", 103.1, 0.05, turn=1, attempt=2),
         AttemptSucceeded(
+            phase="request",
             run_id=RUN,
             time=103.6,
             turn=1,
@@ -122,6 +130,7 @@ def live_events() -> list[Event]:
             run_id=RUN, time=103.6, turn=1, call_id="c2", name="list_dir", arguments={"path": "."}
         ),
         ToolCallFinished(
+            is_error=False,
             run_id=RUN,
             time=104.0,
             turn=1,
@@ -142,8 +151,11 @@ def live_events() -> list[Event]:
             duration_s=0.8,
         ),
         MessageCommitted(run_id=RUN, time=104.4, turn=1, message=results, index=2),
-        AttemptStarted(run_id=RUN, time=104.4, turn=2, attempt=1, max_attempts=4, model=m),
+        AttemptStarted(
+            phase="request", run_id=RUN, time=104.4, turn=2, attempt=1, max_attempts=4, model=m
+        ),
         AttemptFailed(
+            phase="request",
             run_id=RUN,
             time=104.7,
             turn=2,
@@ -156,7 +168,12 @@ def live_events() -> list[Event]:
             message="prompt is too long: 48210 tokens > 32000 maximum",
         ),
         CompactionStarted(
-            run_id=RUN, time=104.7, turn=2, tokens_before=48_210, strategy="summarise"
+            reason="overflow",
+            run_id=RUN,
+            time=104.7,
+            turn=2,
+            tokens_before=48_210,
+            strategy="summarise",
         ),
         AttemptStarted(
             run_id=RUN, time=104.7, turn=2, phase="compaction", attempt=1, max_attempts=2, model=m
@@ -173,6 +190,7 @@ def live_events() -> list[Event]:
             output_tokens=800,
         ),
         CompactionFinished(
+            ok=True,
             run_id=RUN,
             time=106.1,
             turn=2,
@@ -181,8 +199,11 @@ def live_events() -> list[Event]:
             strategy="summarise",
             removed=6,
         ),
-        AttemptStarted(run_id=RUN, time=106.1, turn=2, attempt=1, max_attempts=4, model=m),
+        AttemptStarted(
+            phase="request", run_id=RUN, time=106.1, turn=2, attempt=1, max_attempts=4, model=m
+        ),
         AttemptFailed(
+            phase="request",
             run_id=RUN,
             time=106.4,
             turn=2,
@@ -196,6 +217,8 @@ def live_events() -> list[Event]:
             message="rate_limit_error: 50 requests per minute",
         ),
         RetryScheduled(
+            phase="request",
+            message="",
             run_id=RUN,
             time=106.4,
             turn=2,
@@ -216,9 +239,12 @@ def run_events() -> list[Event]:
     m = "demo"
     return [
         *live_events(),
-        AttemptStarted(run_id=RUN, time=108.4, turn=2, attempt=2, max_attempts=4, model=m),
+        AttemptStarted(
+            phase="request", run_id=RUN, time=108.4, turn=2, attempt=2, max_attempts=4, model=m
+        ),
         *_deltas(FINAL, 108.7, 0.06, turn=2, attempt=2),
         AttemptSucceeded(
+            phase="request",
             run_id=RUN,
             time=109.6,
             turn=2,

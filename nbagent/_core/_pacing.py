@@ -1,0 +1,57 @@
+"""The seam between the attempt loop and a rate limiter: a `Pacer`.
+
+The attempt loop asks the pacer before every request (`acquire`: it may hold the request back)
+and tells it how the request ended (`succeeded` / `failed`), so what one request learns about a
+provider's limit paces every other request sharing the pacer. Before a retry it asks the pacer's
+retry budget (`allow_retry`), so an outage cannot turn into a retry storm.
+
+Implementations: `nbagent.RateLimiter` (shared in one process per provider, endpoint and key)
+and the Ray backend's cluster-wide limiter (one budget for every worker of a batch). A pacer
+knows nothing of events: it reports each wait through `on_wait`, and the loop emits the event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
+
+from ._clock import Clock
+
+__all__ = ["OnWait", "Pacer"]
+
+OnWait = Callable[[float, str], None]
+"""Called with `(delay_s, reason)` before each wait a pacer takes, before it sleeps."""
+
+
+@runtime_checkable
+class Pacer(Protocol):
+    async def acquire(
+        self,
+        clock: Clock,
+        *,
+        deadline: float | None,
+        max_wait: float,
+        provider: str,
+        on_wait: OnWait,
+    ) -> None:
+        """Return when the request may be sent, sleeping on `clock` until then.
+
+        Raises `RateLimited` (with `retry_after` = the wait) instead of waiting when the wait
+        would end past `deadline` or last longer than `max_wait` (what a server may ask for at
+        most): nothing was sent, so the loop decides about it as about a 429. A cancelled wait
+        gives back what it had reserved.
+        """
+        ...
+
+    def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
+        """A request went through; `headers` are its rate-limit headers."""
+        ...
+
+    def failed(self, now: float, error: BaseException) -> None:
+        """A request that was sent failed with `error` (a 429 teaches the limit)."""
+        ...
+
+    def allow_retry(self, error: BaseException) -> bool:
+        """Take the cost of one retry after `error` from the retry budget; False (and nothing
+        taken) when the budget cannot pay, which makes the failure final."""
+        ...
