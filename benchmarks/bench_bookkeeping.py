@@ -14,7 +14,9 @@ from typing import Any
 import pandas as pd
 from common import Goal, Report, median
 
-from nbagent._loop._attempt_log import COLUMNS, AttemptLog
+from nbagent._core._budget import Usage
+from nbagent._loop._attempt_log import AttemptLog
+from nbagent._loop._frame import COLUMNS
 from nbagent.events import (
     AttemptFailed,
     AttemptStarted,
@@ -29,13 +31,18 @@ from nbagent.events import (
 
 def run_events(deltas: int) -> list[Event]:
     r = "run1"
-    ev: list[Event] = [RunStarted(run_id=r, time=0.0, prompt="Go.")]
-    ev.append(AttemptStarted(run_id=r, time=0.0, turn=1, attempt=1, max_attempts=4, model="demo"))
+    ev: list[Event] = [RunStarted(model="", run_id=r, time=0.0, prompt="Go.")]
+    ev.append(
+        AttemptStarted(
+            phase="request", run_id=r, time=0.0, turn=1, attempt=1, max_attempts=4, model="demo"
+        )
+    )
     ev += [
         TextDelta(run_id=r, time=0.001 * i, turn=1, text=" word", attempt=1) for i in range(deltas)
     ]
     ev.append(
         AttemptSucceeded(
+            phase="request",
             run_id=r,
             time=9.0,
             turn=1,
@@ -47,7 +54,17 @@ def run_events(deltas: int) -> list[Event]:
             cost_usd=0.0,
         )
     )
-    ev.append(RunFinished(run_id=r, time=9.0, turn=1, end_reason="end_turn", final_text="x"))
+    ev.append(
+        RunFinished(
+            usage=Usage(),
+            model="",
+            run_id=r,
+            time=9.0,
+            turn=1,
+            end_reason="end_turn",
+            final_text="x",
+        )
+    )
     return ev
 
 
@@ -56,11 +73,16 @@ def attempt_events(n: int) -> list[Event]:
     t = 0.0
     for i in range(n):
         r, a = f"run{i // 4}", i % 4 + 1
-        ev.append(AttemptStarted(run_id=r, time=t, turn=1, attempt=a, max_attempts=4, model="demo"))
+        ev.append(
+            AttemptStarted(
+                phase="request", run_id=r, time=t, turn=1, attempt=a, max_attempts=4, model="demo"
+            )
+        )
         t += 0.5
         if a < 4:
             ev.append(
                 AttemptFailed(
+                    phase="request",
                     run_id=r,
                     time=t,
                     turn=1,
@@ -76,6 +98,8 @@ def attempt_events(n: int) -> list[Event]:
             )
             ev.append(
                 RetryScheduled(
+                    phase="request",
+                    message="",
                     run_id=r,
                     time=t,
                     turn=1,
@@ -93,6 +117,7 @@ def attempt_events(n: int) -> list[Event]:
         else:
             ev.append(
                 AttemptSucceeded(
+                    phase="request",
                     run_id=r,
                     time=t,
                     turn=1,

@@ -19,8 +19,10 @@ from ._core._messages import (
 from ._core._presenter import set_presenter as _set_presenter
 from ._core._retry import RetryPolicy
 from ._loop._agent import Agent, RunHandle, RunResult
-from ._loop._compaction import DefaultCompaction, StubOldToolOutput, Summarize, TokenEstimator
+from ._loop._compaction import StubOldToolOutput
+from ._loop._estimate import TokenEstimator
 from ._loop._limiter import RateLimiter, RetryBudget
+from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
 from ._mcp import MCPSource
 from .batch import BatchResult, amap, map

@@ -293,9 +293,7 @@ class AgentMagics(Magics):
                 changes["max_attempts"] = opts.max_attempts
             if opts.seed is not None:
                 changes["seed"] = opts.seed
-            agent.retry = replace(agent.retry, **changes)
-            if opts.seed is not None:
-                agent._rng = agent.retry.rng()  # reseed the jitter, as a new agent would
+            agent.retry = replace(agent.retry, **changes)  # reseeds the jitter
         return agent
 
     def _server(self) -> MockServer:

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ._core._retry import RetryPolicy, format_duration
-from ._loop._attempt_log import COLUMNS, coerce, empty_frame
+from ._loop._frame import COLUMNS, coerce, empty_frame
 
 __all__ = [
     "ACTION_COLORS",

@@ -161,8 +161,28 @@ class ProviderError(NbAgentError):
         self.body = body
         super().__init__(self._text())
 
+    def recast(self, kind: type[ProviderError], message: str) -> ProviderError:
+        """The same answer, read as another kind of error (a far reset makes a rate limit a
+        quota): every field kept, the message replaced."""
+        return kind(
+            message,
+            provider=self.provider,
+            status_code=self.status_code,
+            code=self.code,
+            request_id=self.request_id,
+            retry_after=self.retry_after,
+            should_retry=self.should_retry,
+            headers=self.headers,
+            body=self.body,
+        )
+
+    @property
+    def provider_label(self) -> str:
+        """The provider's name as a sentence starts with it ("Anthropic", "OpenAI", ...)."""
+        return _provider_label(self.provider)
+
     def _text(self) -> str:
-        who = _provider_label(self.provider)
+        who = self.provider_label
         if self.message.startswith(who + " "):
             text = self.message  # already a whole sentence about this provider
         else:

@@ -1,9 +1,9 @@
 """Backoff in virtual time: an hour of retries in a fraction of a second.
 
-Both simulations drive the real `RetryPolicy` (its `plan`, hence its jitter and caps) with no
-sleeping, and emit the same events the agent emits into an `AttemptLog`, so they return attempt
-frames with exactly the columns of `agent.attempts` and every plot of `nbagent.analysis`
-applies::
+Both simulations drive the agent's own decision (`decide`, with the real `RetryPolicy`'s
+backoff, jitter and caps) with no sleeping, and emit the same events the agent emits into an
+`AttemptLog`, so they return attempt frames with exactly the columns of `agent.attempts` and
+every plot of `nbagent.analysis` applies::
 
     df = simulate_retries(RetryPolicy(max_attempts=6, seed=1), fail_rate=0.4, n_runs=50, seed=1)
     plot_backoff(df, policy)
@@ -25,6 +25,7 @@ from typing import Literal
 
 import pandas as pd
 
+from ._core._decision import Failure, decide
 from ._core._retry import RetryPlan, RetryPolicy
 from ._loop._attempt_log import AttemptLog
 from .errors import ProviderError, RateLimited, ServerError
@@ -111,7 +112,7 @@ def simulate_retries(
                 )
             else:
                 error = ServerError("simulated failure", status_code=503)
-            plan = policy.plan(error, attempt, rng=jitter_rng)
+            plan = decide(Failure(error, attempt), policy, rng=jitter_rng).plan
             _log_failure(log, run, t, attempt, policy, model, error, plan)
             if plan is None:
                 break
@@ -129,9 +130,8 @@ def _contention_policy(
     base = policy or RetryPolicy(
         max_attempts=1000, initial_delay=0.1, max_delay=10.0, multiplier=2.0, seed=seed
     )
-    policy_jitter = "full" if jitter == "decorrelated" else jitter
     # an infinite Retry-After cap: the token bucket's wish is always honoured
-    return dataclasses.replace(base, jitter=policy_jitter, max_retry_after=float("inf"))
+    return dataclasses.replace(base, jitter=jitter, max_retry_after=float("inf"))
 
 
 def simulate_contention(
@@ -171,9 +171,6 @@ def simulate_contention(
     pol = _contention_policy(policy, jitter, seed)
     rng = random.Random(seed) if seed is not None else random.Random()
     starts = random.Random(f"nbagent.simulate.starts/{seed}") if seed is not None else rng
-    decorrelated = jitter == "decorrelated"
-    base = pol.initial_delay
-    cap = pol.max_delay
     model = f"contention/{server}"
     width = max(3, len(str(n_clients)))
     runs = [f"client-{i + 1:0{width}d}" for i in range(n_clients)]
@@ -181,7 +178,7 @@ def simulate_contention(
 
     # (arrival time, client, attempt) on a heap; ties go to the lower client number
     heap: list[tuple[float, int, int]] = []
-    prev_sleep = [base] * n_clients
+    previous: list[float | None] = [None] * n_clients  # each client's last wait
     for c in range(n_clients):
         t0 = starts.uniform(0.0, start_spread_s) if start_spread_s > 0 else 0.0
         log(RunStarted(run_id=runs[c], time=t0, turn=1, prompt="", model=model))
@@ -237,11 +234,9 @@ def simulate_contention(
             )
             continue
         end = t + reject
-        plan = pol.plan(error, attempt, rng=rng)
-        if plan is not None and decorrelated and error.retry_after is None:
-            sleep = min(cap, rng.uniform(base, prev_sleep[c] * 3))
-            prev_sleep[c] = sleep
-            plan = dataclasses.replace(plan, delay_s=sleep, policy_delay_s=sleep)
+        plan = decide(Failure(error, attempt, previous_delay=previous[c]), pol, rng=rng).plan
+        if plan is not None:
+            previous[c] = plan.delay_s
         _log_failure(log, run, end, attempt, pol, model, error, plan)
         if plan is None:
             continue

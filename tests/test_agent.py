@@ -469,3 +469,38 @@ def test_async_with_closes_the_providers() -> None:
         assert model.closed
 
     asyncio.run(main())
+
+
+def test_a_paused_turn_is_sent_back_and_continued_into_one_reply() -> None:
+    agent, model, events, _ = make(
+        [Reply("Searching the web", stop_reason="pause_turn"), "…and here is what I found."]
+    )
+    result = run(agent)
+    assert result.final_text == "Searching the web…and here is what I found."
+    assert [m.role for m in agent.history] == ["user", "assistant"]  # one reply, not two
+    # the continuation request carried the paused reply back, unchanged, as the last message
+    continued = model.requests[1].messages
+    assert [m.role for m in continued] == ["user", "assistant"]
+    assert continued[-1].text == "Searching the web"
+    assert of(events, RunFinished)[-1].end_reason == "end_turn"
+
+
+def test_a_failure_after_a_pause_leaves_history_as_before_the_step() -> None:
+    agent, model, _, _ = make([Reply("partial work", stop_reason="pause_turn"), fault("401")])
+    with pytest.raises(E.AuthFailed):
+        run(agent)
+    assert agent.history == []
+
+
+def test_setting_a_new_retry_policy_reseeds_the_jitter() -> None:
+    def first_delay(agent: Agent) -> float:
+        events: list[Event] = []
+        agent.subscribe(events.append)
+        run(agent)
+        return of(events, RetryScheduled)[0].delay_s
+
+    agent, model, _, _ = make([fault("503"), "ok"], retry=RetryPolicy(seed=1))
+    one = first_delay(agent)
+    model.add(fault("503"), "ok")
+    agent.retry = RetryPolicy(seed=1)  # the same seed again: the same draws again
+    assert first_delay(agent) == one

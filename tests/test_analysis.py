@@ -10,7 +10,8 @@ from matplotlib.figure import Figure
 from test_attempts import scripted_frame
 
 from nbagent._core._retry import RetryPolicy
-from nbagent._loop._attempt_log import AttemptLog, coerce, empty_frame
+from nbagent._loop._attempt_log import AttemptLog
+from nbagent._loop._frame import coerce, empty_frame
 from nbagent.analysis import (
     plot_backoff,
     plot_delays,

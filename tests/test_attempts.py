@@ -8,14 +8,8 @@ import pytest
 
 import nbagent._loop._attempt_log as attempts_mod
 from nbagent._core._budget import Usage
-from nbagent._loop._attempt_log import (
-    COLUMNS,
-    DTYPES,
-    AttemptLog,
-    coerce,
-    empty_frame,
-    frame_from_records,
-)
+from nbagent._loop._attempt_log import AttemptLog
+from nbagent._loop._frame import ACTIONS, COLUMNS, DTYPES, coerce, empty_frame, frame_from_records
 from nbagent.events import (
     AttemptFailed,
     AttemptStarted,
@@ -334,13 +328,13 @@ def test_subscribes_to_event_bus() -> None:
 
 def test_frame_is_cached_until_rows_change(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = attempts_mod._build
+    real = attempts_mod.build_frame
 
     def counting(cols: list[list[object]]) -> pd.DataFrame:
         calls.append(1)
         return real(cols)
 
-    monkeypatch.setattr(attempts_mod, "_build", counting)
+    monkeypatch.setattr(attempts_mod, "build_frame", counting)
     log = AttemptLog()
     events = scripted_events()
     for ev in events[:4]:
@@ -540,7 +534,7 @@ def test_unknown_action_is_kept() -> None:
     )
     df = log.frame()
     assert df.loc[0, "action"] == "something_new"
-    assert list(df["action"].cat.categories)[:7] == list(attempts_mod.ACTIONS)
+    assert list(df["action"].cat.categories)[:7] == list(ACTIONS)
 
 
 def test_csv_and_parquet_round_trip(tmp_path: Path) -> None:

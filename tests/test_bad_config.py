@@ -192,10 +192,11 @@ def test_a_wrong_argument_gets_one_clear_sentence(
 
 
 def test_out_of_range_policy_numbers_are_normalised_not_rejected() -> None:
-    """DESIGN: out-of-range values are normalised, never rejected."""
-    p = RetryPolicy(
-        max_attempts=-1, initial_delay=-2, max_delay=0, multiplier=0.5, jitter=7.0, seed=1
-    )
+    """DESIGN: out-of-range values are normalised, never rejected, and never silently."""
+    with pytest.warns(UserWarning) as said:
+        p = RetryPolicy(
+            max_attempts=-1, initial_delay=-2, max_delay=0, multiplier=0.5, jitter=7.0, seed=1
+        )
     assert (p.max_attempts, p.initial_delay, p.max_delay, p.multiplier, p.jitter) == (
         1,
         0.0,
@@ -203,7 +204,10 @@ def test_out_of_range_policy_numbers_are_normalised_not_rejected() -> None:
         2.0,
         1.0,
     )
-    assert RetryPolicy(jitter=-0.5).jitter is None
+    assert len(said) == 5  # one sentence per replaced argument
+    assert all("\n" not in str(w.message) for w in said)
+    with pytest.warns(UserWarning, match=r"jitter=-0\.5 is out of range; using jitter=None"):
+        assert RetryPolicy(jitter=-0.5).jitter is None
 
 
 def test_a_prompt_of_the_wrong_type_is_a_config_error() -> None:

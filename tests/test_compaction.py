@@ -30,18 +30,14 @@ from nbagent import (
     tool,
 )
 from nbagent import errors as E
-from nbagent._loop._compaction import (
+from nbagent._loop._compaction import CompactionContext, Compactor, StubOldToolOutput, stub_text
+from nbagent._loop._estimate import TokenEstimator, estimate_tokens
+from nbagent._loop._summaries import (
     SUMMARY_ACK,
     SUMMARY_MARKER,
-    CompactionContext,
-    Compactor,
     DefaultCompaction,
-    StubOldToolOutput,
     Summarize,
-    TokenEstimator,
-    estimate_tokens,
     render_transcript,
-    stub_text,
 )
 from nbagent.events import (
     AttemptFailed,

@@ -18,7 +18,8 @@ import pytest
 from nbagent import Agent, RetryPolicy, VirtualClock, tool
 from nbagent import errors as E
 from nbagent._core._messages import Message
-from nbagent._loop._compaction import SUMMARY_MARKER, stub_text
+from nbagent._loop._compaction import stub_text
+from nbagent._loop._summaries import SUMMARY_MARKER
 from nbagent.events import AttemptFailed, CompactionFinished, CompactionStarted, Event
 from nbagent.mock import MockServer, serve
 from nbagent.providers._anthropic import AnthropicProvider

@@ -238,7 +238,7 @@ def test_limiter_false_switches_it_off() -> None:
 
     async def main() -> None:
         agents = [Agent(ScriptedModel(["hello"]), clock=clock, limiter=False) for _ in range(3)]
-        assert agents[0]._limiter_for(agents[0]._providers[0]) is None
+        assert agents[0].pacer_for(agents[0].providers[0]) is None
         await asyncio.gather(*(a.run("hi", show=False) for a in agents))
         for a in agents:
             assert not (a.attempts["action"] == "paced").any()

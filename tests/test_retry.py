@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
+import warnings
 from datetime import datetime, timezone
 from email.utils import format_datetime
 
@@ -11,7 +13,7 @@ import pytest
 
 from nbagent import errors as E
 from nbagent._core._clock import VirtualClock
-from nbagent._core._retry import RetryPolicy, acall, call, format_duration
+from nbagent._core._retry import RetryPolicy, format_duration
 from nbagent.providers._server_wish import parse_duration, parse_retry_after, server_wish
 
 NOW = 1_750_000_000.0
@@ -49,11 +51,42 @@ def test_exponential_delay_with_cap() -> None:
 def test_out_of_range_values_are_normalised_not_rejected(
     kwargs: dict[str, object], field: str, expected: object
 ) -> None:
-    assert getattr(RetryPolicy(**kwargs), field) == expected  # type: ignore[arg-type]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        policy = RetryPolicy(**kwargs)  # type: ignore[arg-type]
+    assert getattr(policy, field) == expected
+    given = kwargs[field]
+    if given == expected or (given == 0.0 and field == "jitter"):  # a spread of 0 is no jitter
+        assert caught == []
+    else:  # one sentence naming the argument, the value given and the value used
+        assert len(caught) == 1 and caught[0].category is UserWarning
+        text = str(caught[0].message)
+        assert f"{field}={given!r}" in text and f"{field}={expected!r}" in text
+        assert caught[0].filename == __file__  # points at the caller's line
+
+
+def test_each_replaced_argument_is_announced_once() -> None:
+    with pytest.warns(UserWarning) as record:
+        RetryPolicy(
+            max_attempts=0, initial_delay=-1, max_delay=-5, multiplier=0.5, max_retry_after=-3
+        )
+    said = sorted(str(w.message).split("=")[0] for w in record)
+    assert said == [
+        "RetryPolicy initial_delay",
+        "RetryPolicy max_attempts",
+        "RetryPolicy max_delay",
+        "RetryPolicy max_retry_after",
+        "RetryPolicy multiplier",
+    ]
+    # a normalised policy copied with dataclasses.replace says nothing again
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dataclasses.replace(RetryPolicy(max_attempts=3), seed=1)
 
 
 def test_no_wait_when_initial_delay_is_not_positive() -> None:
-    p = RetryPolicy(initial_delay=-1)
+    with pytest.warns(UserWarning, match="initial_delay=-1"):
+        p = RetryPolicy(initial_delay=-1)
     plan = p.plan(E.ServerError("x"), 1)
     assert plan is not None and plan.delay_s == 0.0
 
@@ -208,7 +241,7 @@ def test_call_retries_then_succeeds_with_policy_delays() -> None:
         return r
 
     p = RetryPolicy(jitter=None, initial_delay=1)
-    assert call(fn, p, sleep=slept.append) == "done"
+    assert p.call(fn, sleep=slept.append) == "done"
     assert slept == [1.0, 2.0]
 
 
@@ -221,7 +254,7 @@ def test_call_gives_up_after_max_attempts_with_the_last_error() -> None:
         raise E.ServerError(f"try {n}")
 
     with pytest.raises(E.ServerError, match="try 3"):
-        call(fn, RetryPolicy(max_attempts=3), sleep=lambda s: None)
+        RetryPolicy(max_attempts=3).call(fn, sleep=lambda s: None)
     assert n == 3
 
 
@@ -234,7 +267,7 @@ def test_non_idempotent_calls_retry_only_rate_limits() -> None:
         raise E.ServerError("maybe it ran")
 
     with pytest.raises(E.ServerError):
-        call(fn, RetryPolicy(), idempotent=False, sleep=lambda s: None)
+        RetryPolicy().call(fn, idempotent=False, sleep=lambda s: None)
     assert n == 1
 
     seq = iter([E.RateLimited("429"), "ok"])
@@ -245,7 +278,7 @@ def test_non_idempotent_calls_retry_only_rate_limits() -> None:
             raise r
         return r
 
-    assert call(limited, RetryPolicy(), idempotent=False, sleep=lambda s: None) == "ok"
+    assert RetryPolicy().call(limited, idempotent=False, sleep=lambda s: None) == "ok"
 
 
 def test_should_retry_predicate_decides() -> None:
@@ -257,9 +290,8 @@ def test_should_retry_predicate_decides() -> None:
         raise ValueError("flaky")
 
     with pytest.raises(ValueError):
-        call(
+        RetryPolicy(max_attempts=3).call(
             fn,
-            RetryPolicy(max_attempts=3),
             should_retry=lambda e: isinstance(e, ValueError),
             sleep=lambda s: None,
         )
@@ -276,14 +308,14 @@ def test_acall_in_virtual_time_and_far_reset_becomes_quota() -> None:
             raise r
         return r
 
-    assert asyncio.run(acall(fn, RetryPolicy(), clock=clock)) == "ok"
+    assert asyncio.run(RetryPolicy().acall(fn, clock=clock)) == "ok"
     assert clock.now() == 5.0
 
     async def far() -> str:
         raise E.RateLimited("x", provider="openai", retry_after=7200)
 
     with pytest.raises(E.QuotaExceeded, match="OpenAI rate limit reached. Resets in 2 h."):
-        asyncio.run(acall(far, RetryPolicy(), clock=clock))
+        asyncio.run(RetryPolicy().acall(far, clock=clock))
 
 
 def test_acall_never_retries_cancellation() -> None:
@@ -296,5 +328,5 @@ def test_acall_never_retries_cancellation() -> None:
         raise E.Aborted("stop")
 
     with pytest.raises(E.Aborted):
-        asyncio.run(acall(fn, RetryPolicy(), clock=clock, should_retry=lambda e: True))
+        asyncio.run(RetryPolicy().acall(fn, clock=clock, should_retry=lambda e: True))
     assert n == 1

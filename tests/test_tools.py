@@ -50,8 +50,8 @@ async def add(a: int, b: int) -> int:
 def run(calls: list[ToolCall], box: Toolbox) -> tuple[list[Any], list[Event]]:
     events: list[Event] = []
 
-    def emit(cls: type[Event], **kw: Any) -> None:
-        events.append(cls(**kw))
+    def emit(event: Event) -> None:
+        events.append(event)
 
     async def main() -> list[Any]:
         await box.specs()

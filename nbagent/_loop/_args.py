@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._core._budget import Budget
 from .._core._clock import Clock
 from .._core._messages import Message
+from .._core._pacing import Pacer
+from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 from ..events import Subscriber
 from ..providers._base import Provider
@@ -18,6 +21,8 @@ ModelSpec = str | Provider
 def check_arguments(
     *,
     system: Any,
+    retry: Any,
+    budget: Any,
     clock: Any,
     subscribers: Any,
     max_tokens: Any,
@@ -28,6 +33,8 @@ def check_arguments(
     history: Any,
     options: Any,
     compaction: Any,
+    limiter: Any,
+    cache: Any,
 ) -> tuple[list[Subscriber], list[Message]]:
     """Arguments of a wrong kind, caught before anything runs: one sentence each on what to
     change. (Out-of-range numbers are checked or normalised where they are used.) Returns the
@@ -36,19 +43,33 @@ def check_arguments(
     def number(value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
 
-    if isinstance(max_tokens, bool):
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
+    if budget is not None and not isinstance(budget, Budget):
+        raise ConfigError("budget= takes a Budget(...), e.g. Budget(max_cost_usd=0.50)")
+    if not isinstance(limiter, (bool, Pacer)):
+        raise ConfigError("limiter= takes True (shared), False (off) or a RateLimiter")
+    if not isinstance(cache, bool):
+        raise ConfigError(
+            f"cache= takes True (use the provider's prompt cache) or False, not {cache!r}"
+        )
     for name, value in (
         ("max_length_resumes", max_length_resumes),
         ("max_compactions_per_step", max_compactions_per_step),
     ):
         if not number(value) or value != int(value):
             raise ConfigError(f"{name} must be a whole number such as 2, not {value!r}")
-    if isinstance(context_window, bool):
+    if context_window is not None and (
+        isinstance(context_window, bool)
+        or not isinstance(context_window, int)
+        or context_window < 1
+    ):
         raise ConfigError(
             f"context_window must be a positive number of tokens, not {context_window!r}"
         )
-    if not number(compaction_threshold):
+    if not number(compaction_threshold) or not 0 < compaction_threshold <= 1:
         raise ConfigError(
             "compaction_threshold is a share of the window in (0, 1] such as 0.85, "
             f"not {compaction_threshold!r}"

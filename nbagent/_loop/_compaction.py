@@ -26,9 +26,6 @@ dropped. The agent keeps the untouched conversation in `agent.transcript`.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -38,122 +35,26 @@ from .._core._messages import (
     ImageBlock,
     Message,
     TextBlock,
-    ThinkingBlock,
     ToolResultBlock,
-    ToolUseBlock,
 )
-from ..errors import ContextOverflow, EmptyResponse, ProviderError
+from ..errors import ContextOverflow
 from ..providers._base import ToolSpec
+from ._estimate import TokenEstimator
 
 __all__ = [
     "CompactionContext",
     "CompactionResult",
     "Compactor",
-    "DefaultCompaction",
     "StubOldToolOutput",
-    "Summarize",
-    "TokenEstimator",
-    "estimate_tokens",
-    "render_transcript",
+    "Summarizer",
     "stub_text",
+    "target_estimate",
+    "tool_names",
 ]
 
-IMAGE_TOKENS = 1000
-CHARS_PER_TOKEN = 4
 STUB_SUFFIX = "removed to fit the context window]"
-SUMMARY_MARKER = "[Summary of the earlier conversation"
-SUMMARY_ACK = (
-    "Understood. I have the summary of our earlier conversation and will continue from it."
-)
 
 Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]
-
-
-# -- estimating ---------------------------------------------------------------------------------
-
-
-def _block_chars(block: Any) -> int:
-    if isinstance(block, TextBlock):
-        return len(block.text)
-    if isinstance(block, ImageBlock):
-        return IMAGE_TOKENS * CHARS_PER_TOKEN
-    if isinstance(block, ToolUseBlock):
-        return len(block.name) + len(block.raw_input or json.dumps(block.input))
-    if isinstance(block, ToolResultBlock):
-        return sum(_block_chars(p) for p in block.content) + 8
-    return len(getattr(block, "thinking", ""))
-
-
-def estimate_tokens(
-    messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
-) -> int:
-    """A fast estimate (about four characters a token), good enough to decide when to compact."""
-    chars = len(system or "")
-    for m in messages:
-        chars += 4 + sum(_block_chars(b) for b in m.blocks)
-    for t in tools:
-        chars += len(t.name) + len(t.description) + len(json.dumps(t.input_schema))
-    return chars // CHARS_PER_TOKEN + 1
-
-
-class TokenEstimator:
-    """`estimate_tokens`, scaled by a ratio learned from what the provider reports.
-
-    `observe(estimated, reported)` takes the raw heuristic estimate of a request that went
-    through and the input tokens the provider counted for it; the ratio moves towards
-    reported/estimated (an exponential average, clamped to `min_ratio`..`max_ratio`). Samples
-    from tiny requests, and implausible ones (a provider that leaves cached tokens out of
-    `input_tokens`, a test double that always says 10), are ignored.
-    """
-
-    def __init__(
-        self,
-        *,
-        ratio: float = 1.0,
-        smoothing: float = 0.5,
-        min_ratio: float = 0.75,
-        max_ratio: float = 4.0,
-        min_sample: int = 100,
-    ) -> None:
-        self.min_ratio = min_ratio
-        self.max_ratio = max(min_ratio, max_ratio)
-        self.smoothing = min(1.0, max(0.0, smoothing))
-        self.min_sample = max(1, min_sample)
-        self.ratio = self._clamp(ratio)
-        self.samples = 0
-
-    def __repr__(self) -> str:
-        return f"TokenEstimator(ratio={self.ratio:.3f}, samples={self.samples})"
-
-    def _clamp(self, ratio: float) -> float:
-        return min(self.max_ratio, max(self.min_ratio, ratio))
-
-    def raw(
-        self, messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
-    ) -> int:
-        return estimate_tokens(messages, system, tools)
-
-    def estimate(
-        self, messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
-    ) -> int:
-        return math.ceil(self.raw(messages, system, tools) * self.ratio)
-
-    __call__ = estimate
-
-    def observe(self, estimated: int, reported: int | None) -> bool:
-        """Learn from one request: `estimated` is its raw heuristic estimate. True if used."""
-        if not reported or reported <= 0 or estimated < self.min_sample:
-            return False
-        sample = reported / estimated
-        if not 0.25 <= sample <= 8.0:
-            return False
-        sample = self._clamp(sample)
-        if self.samples == 0:
-            self.ratio = sample
-        else:
-            self.ratio = self._clamp(self.ratio + self.smoothing * (sample - self.ratio))
-        self.samples += 1
-        return True
 
 
 # -- the protocol -------------------------------------------------------------------------------
@@ -235,7 +136,7 @@ def target_estimate(
 # -- strategy 1: stubs ---------------------------------------------------------------------------
 
 
-def _tool_names(messages: Sequence[Message]) -> dict[str, str]:
+def tool_names(messages: Sequence[Message]) -> dict[str, str]:
     return {u.id: u.name for m in messages for u in m.tool_uses}
 
 
@@ -341,7 +242,7 @@ class StubOldToolOutput(_Estimating):
         fits_window = target is not None and before <= target / self.ratio
         if not outside and ctx.reason == "proactive" and fits_window:
             return None  # only the fresh output could go, and the whole still fits the window
-        names = _tool_names(out)
+        names = tool_names(out)
         removed = 0
         cutoff = 0
         for i in outside or candidates:
@@ -365,7 +266,7 @@ class StubOldToolOutput(_Estimating):
         if self.keep is None:
             return None
         out = list(messages)
-        names = _tool_names(out)
+        names = tool_names(out)
         removed = 0
         for i in range(max(0, len(out) - self.keep)):
             out[i], k = _stub_message(out[i], names, self.min_chars)
@@ -375,262 +276,3 @@ class StubOldToolOutput(_Estimating):
         before = self._est(messages, ctx)
         note = f"remembered cutoff: tool output older than the newest {self.keep} messages"
         return CompactionResult(out, before, self._est(out, ctx), self.name, removed, note)
-
-
-# -- strategy 2: summary -------------------------------------------------------------------------
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = max(0, limit * 2 // 3)
-    tail = max(0, limit - head)
-    omitted = len(text) - head - tail
-    return f"{text[:head]} [… {omitted:,} chars omitted …] {text[len(text) - tail :]}"
-
-
-def render_transcript(
-    messages: Sequence[Message], *, max_block_chars: int = 2000, max_chars: int | None = None
-) -> str:
-    """The conversation as plain text, for a summary request.
-
-    Plain text needs no tool definitions and cannot break tool pairing or role order, and each
-    block is clipped so the request stays far smaller than what it replaces.
-    """
-    names = _tool_names(messages)
-    limit = max(100, max_block_chars)
-    while True:
-        lines: list[str] = []
-        for m in messages:
-            who = "User" if m.role == "user" else "Assistant"
-            for b in m.blocks:
-                if isinstance(b, TextBlock) and b.text.strip():
-                    lines.append(f"{who}: {_clip(b.text, limit)}")
-                elif isinstance(b, ImageBlock):
-                    lines.append(f"{who}: [an image]")
-                elif isinstance(b, ToolUseBlock):
-                    args = b.raw_input if b.raw_input is not None else json.dumps(b.input)
-                    lines.append(f"Assistant called the tool {b.name}({_clip(args, limit // 2)})")
-                elif isinstance(b, ToolResultBlock):
-                    label = "error from" if b.is_error else "result of"
-                    name = names.get(b.tool_use_id, "a tool")
-                    lines.append(f"Tool {label} {name}: {_clip(b.text, limit)}")
-                elif isinstance(b, ThinkingBlock):
-                    continue
-        text = "\n".join(lines)
-        if max_chars is None or len(text) <= max_chars:
-            return text
-        if limit <= 200:
-            return _clip(text, max_chars)
-        limit //= 2
-
-
-DEFAULT_INSTRUCTION = (
-    "The conversation so far is too long for the model's context window. Summarise it so the "
-    "summary can replace it: what the user asked for and why, decisions made, facts learned "
-    "(file names, numbers, results of tool calls, errors), and what remains to be done. Write "
-    "plain prose, at most {words} words. Reply with the summary only.\n\n"
-    "<conversation>\n{transcript}\n</conversation>"
-)
-
-
-def _cut_points(messages: Sequence[Message]) -> list[int]:
-    """Indices b where messages[b:] can stand on its own after a summary.
-
-    messages[b] is a user message with no tool results (so no tool_use of messages[:b] loses
-    its result), b >= 1, and messages[:b] is more than an earlier summary.
-    """
-    points: list[int] = []
-    for b in range(1, len(messages)):
-        m = messages[b]
-        if m.role != "user" or m.tool_results:
-            continue
-        if b <= 2 and messages[0].text.startswith(SUMMARY_MARKER):
-            continue
-        points.append(b)
-    return points
-
-
-class Summarize(_Estimating):
-    """Ask the model for a summary of the oldest turns; one user message holds it.
-
-    The cut is made where the kept part starts with a user message that holds no tool results,
-    so no tool call loses its result, and the newest message is always kept. The summarised
-    turns become `[summary user message, short assistant acknowledgement]`, which keeps the
-    conversation starting with a user message and alternating roles. The cut keeps as much of
-    the recent conversation as fits the target; on a further overflow it keeps only the
-    newest turn.
-
-    The summary request goes through the agent's retry policy and is logged as a `compaction`
-    attempt (`ctx.extra["summarize"]`, the agent's `_summarize`). When it fails, or no cut is
-    possible, `fallback_to_stubs=True` falls back to `StubOldToolOutput`.
-    """
-
-    name = "summarize"
-
-    def __init__(
-        self,
-        *,
-        ratio: float = 0.7,
-        summary_words: int = 400,
-        instruction: str = DEFAULT_INSTRUCTION,
-        fallback_to_stubs: bool = True,
-        estimator: TokenEstimator | None = None,
-    ) -> None:
-        self.ratio = ratio
-        self.summary_words = max(20, summary_words)
-        self.instruction = instruction
-        self.estimator = estimator or TokenEstimator()
-        self.stubs: StubOldToolOutput | None = (
-            StubOldToolOutput(ratio=ratio, estimator=self.estimator) if fallback_to_stubs else None
-        )
-
-    def __repr__(self) -> str:
-        return f"Summarize(summary_words={self.summary_words})"
-
-    async def prepare(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        return None if self.stubs is None else await self.stubs.prepare(messages, ctx)
-
-    async def compact(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        try:
-            result = await self.attempt(messages, ctx)
-        except ProviderError as exc:
-            if self.stubs is None:
-                return None
-            stubbed = await self.stubs.compact(messages, ctx)
-            if stubbed is None:
-                return None
-            note = f"the summary failed ({type(exc).__name__}: {exc}); stubbed tool output instead"
-            return dataclasses.replace(stubbed, note=note)
-        if result is None and self.stubs is not None:
-            return await self.stubs.compact(messages, ctx)
-        return result
-
-    def choose_cut(self, messages: Sequence[Message], ctx: CompactionContext) -> int | None:
-        """Where to cut: the kept part is messages[cut:]. None when no cut is possible."""
-        points = _cut_points(messages)
-        if not points:
-            return None
-        if ctx.round > 1:
-            return points[-1]
-        summary_tokens = self.summary_words * 2
-        target = target_estimate(messages, ctx, lambda ms: self._est(ms, ctx), self.ratio)
-        if target is None:
-            target = self._est(messages, ctx) / 2
-        for b in points:
-            if self._est(messages[b:], ctx) + summary_tokens <= target:
-                return b
-        return points[-1]
-
-    async def attempt(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        """Summarise once. None when there is nothing to summarise or it would not help;
-        raises the summary request's final error."""
-        summarize: Summarizer | None = ctx.extra.get("summarize")
-        if summarize is None:
-            return None
-        cut = self.choose_cut(messages, ctx)
-        if cut is None:
-            return None
-        old, kept = messages[:cut], messages[cut:]
-        target = target_estimate(messages, ctx, lambda ms: self._est(ms, ctx), self.ratio)
-        budget = None if target is None else max(2000, int(target * 2))
-        transcript = render_transcript(old, max_chars=budget)
-        instruction = self.instruction.format(words=self.summary_words, transcript=transcript)
-        summary = (await summarize([], instruction)).strip()
-        if not summary:
-            raise EmptyResponse("the model returned an empty summary", code="empty_summary")
-        head = Message.user(
-            f"{SUMMARY_MARKER} ({len(old)} messages), written to fit the context window]\n\n"
-            f"{summary}"
-        )
-        out = [head, Message.assistant(SUMMARY_ACK), *kept]
-        before = self._est(messages, ctx)
-        after = self._est(out, ctx)
-        if after >= before:
-            return None
-        return CompactionResult(out, before, after, self.name, len(old))
-
-
-# -- the default ---------------------------------------------------------------------------------
-
-
-class DefaultCompaction(_Estimating):
-    """Stubs first; a summary when stubs cannot get below the target; stubs alone if the
-    summary fails. What `Agent` uses when `compaction=None`.
-
-    One `TokenEstimator` is shared by both strategies and calibrated by the agent from the
-    provider's reported input tokens.
-    """
-
-    name = "default"
-
-    def __init__(
-        self,
-        *,
-        keep_last: int = 1,
-        ratio: float = 0.7,
-        summarize: bool = True,
-        summary_words: int = 400,
-        estimator: TokenEstimator | None = None,
-    ) -> None:
-        self.ratio = ratio
-        self.estimator = estimator or TokenEstimator()
-        self.stub = StubOldToolOutput(keep_last, ratio=ratio, estimator=self.estimator)
-        self.summarizer: Summarize | None = (
-            Summarize(
-                ratio=ratio,
-                summary_words=summary_words,
-                fallback_to_stubs=False,
-                estimator=self.estimator,
-            )
-            if summarize
-            else None
-        )
-
-    def __repr__(self) -> str:
-        return f"DefaultCompaction(stub={self.stub!r}, summarize={self.summarizer is not None})"
-
-    def reset(self) -> None:
-        self.stub.reset()
-
-    async def prepare(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        return await self.stub.prepare(messages, ctx)
-
-    async def compact(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        before = self._est(messages, ctx)
-        target = target_estimate(messages, ctx, lambda ms: self._est(ms, ctx), self.ratio)
-        ctx = dataclasses.replace(ctx, extra={**ctx.extra, "target_estimate": target})
-        stubbed = await self.stub.compact(messages, ctx)
-        if stubbed is not None and (target is None or stubbed.tokens_after <= target):
-            return stubbed
-        if self.summarizer is None:
-            return stubbed
-        base = stubbed.messages if stubbed is not None else messages
-        try:
-            summed = await self.summarizer.attempt(base, ctx)
-        except ProviderError as exc:
-            if stubbed is None:
-                return None
-            note = f"the summary failed ({type(exc).__name__}: {exc}); kept the stubs"
-            return dataclasses.replace(stubbed, note=note)
-        if summed is None:
-            return stubbed
-        if stubbed is None:
-            return dataclasses.replace(summed, tokens_before=before)
-        return CompactionResult(
-            summed.messages,
-            before,
-            summed.tokens_after,
-            "stub+summarize",
-            stubbed.removed + summed.removed,
-        )

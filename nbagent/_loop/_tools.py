@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._core._messages import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
 from ..errors import Action, ConfigError, classify
+from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..providers._base import ToolSpec
 from ._schema import schema_from_function, validate
 
@@ -172,9 +173,6 @@ def _exc_text(exc: BaseException) -> str:
     if isinstance(exc, FileNotFoundError) and exc.filename:
         return f"file not found: {exc.filename}"
     return text or type(exc).__name__
-
-
-Emit = Callable[..., None]
 
 
 class Toolbox:
@@ -379,14 +377,13 @@ class Toolbox:
     async def run_batch(
         self,
         calls: Sequence[ToolCall],
-        emit: Emit,
+        emit: Callable[[Event], None],
         now: Callable[[], float] = time.monotonic,
     ) -> list[ToolResultBlock]:
         """Run one assistant message's calls concurrently; one result per call, in call order.
 
-        `emit(EventClass, **fields)` reports ToolCallStarted/Finished.
+        `emit` receives ToolCallStarted/Finished, one pair per call, in call order.
         """
-        from ..events import ToolCallFinished, ToolCallStarted
 
         outcomes: dict[str, ToolOutcome] = {}
         started: dict[str, float] = {}
@@ -394,11 +391,12 @@ class Toolbox:
         for c in calls:
             started[c.id] = now()
             emit(
-                ToolCallStarted,
-                call_id=c.id,
-                name=c.name,
-                arguments=dict(c.input),
-                source=self.source_of(c.name),
+                ToolCallStarted(
+                    call_id=c.id,
+                    name=c.name,
+                    arguments=dict(c.input),
+                    source=self.source_of(c.name),
+                )
             )
             pre = self._precheck(c)
             if pre is not None:
@@ -424,14 +422,15 @@ class Toolbox:
         for c in calls:
             o = outcomes[c.id]
             emit(
-                ToolCallFinished,
-                call_id=c.id,
-                name=c.name,
-                is_error=o.is_error,
-                content=o.text[:2000],
-                duration_s=max(0.0, now() - started[c.id]),
-                error=o.error,
-                source=self.source_of(c.name),
+                ToolCallFinished(
+                    call_id=c.id,
+                    name=c.name,
+                    is_error=o.is_error,
+                    content=o.text[:2000],
+                    duration_s=max(0.0, now() - started[c.id]),
+                    error=o.error,
+                    source=self.source_of(c.name),
+                )
             )
             results.append(o.block())
         return results

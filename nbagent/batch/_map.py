@@ -28,7 +28,7 @@ import pandas as pd
 from .._core._retry import RetryPolicy
 from .._loop._agent import Agent, RunResult
 from .._loop._args import ModelSpec
-from .._loop._attempt_log import empty_frame
+from .._loop._frame import empty_frame
 from ..errors import Aborted, BudgetExceeded, ConfigError
 from ..events import (
     AttemptFailed,
@@ -273,7 +273,7 @@ async def _run_batch(
 
     # a bad model string or a missing key fails here, once, before anything is sent
     first = make()
-    limiter = first._limiter_for(first._providers[0])
+    limiter = first.pacer_for(first.providers[0])
     await first.aclose()
 
     rows: list[dict[str, Any]] = [{} for _ in texts]

@@ -1,0 +1,381 @@
+"""The one attempt loop: try, decide, announce, wait, try again.
+
+Model requests, summary requests for compaction, and `RetryPolicy.call` / `acall` all run
+through `AttemptLoop`. For each attempt it
+
+1. numbers it and announces it (`AttemptStarted`);
+2. asks the pacer, if any, whether the request may go now (`Pacer.acquire`; a wait it takes is
+   a `PacedWait`; a wait too long to take fails the attempt as a rate limit, nothing sent);
+3. runs the attempt; on success tells the pacer and announces it (`AttemptSucceeded`);
+4. on failure asks `decide` (the one decision) what happens next, asks the pacer's retry budget
+   before a retry, announces the failure and the decision (`AttemptFailed`, then
+   `RetryScheduled` before the wait, so a widget can count down), and carries it out: wait on
+   the clock and try again; compact (through the caller's `compact`) and try again; hand over to
+   the next model (`Fallback`); or raise the error.
+
+Cancellation is never retried: the attempt is announced as cancelled and the cancellation goes
+on. A failed attempt changes nothing the caller owns: the caller's `attempt(n)` builds its
+request from the caller's state, which only compaction changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
+from typing import TYPE_CHECKING, TypedDict, TypeVar
+
+from ..errors import (
+    Aborted,
+    Action,
+    ContextOverflow,
+    EmptyResponse,
+    ProviderError,
+    RateLimited,
+    classify,
+)
+from ..events import (
+    AttemptFailed,
+    AttemptPhase,
+    AttemptStarted,
+    AttemptSucceeded,
+    Event,
+    PacedWait,
+    RetryScheduled,
+)
+from ._budget import Usage
+from ._clock import Clock, RealClock
+from ._decision import Decision, Failure, Table, decide
+from ._pacing import Pacer
+
+if TYPE_CHECKING:
+    from ._retry import OnRetry, RetryPolicy
+
+__all__ = [
+    "AttemptFailure",
+    "AttemptLoop",
+    "Emit",
+    "Fallback",
+    "Sent",
+    "generic_table",
+]
+
+T = TypeVar("T")
+Emit = Callable[[Event], None]
+Compact = Callable[[ContextOverflow], Awaitable[bool]]
+"""Shorten the conversation after an overflow; False when nothing can be shed."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """What a successful attempt reports: for its `AttemptSucceeded` and for the pacer."""
+
+    usage: Usage | None = None
+    request_id: str | None = None
+    ttft_s: float | None = None
+    stop_reason: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class _Labels(TypedDict):
+    """What every attempt event says of its attempt."""
+
+    phase: AttemptPhase
+    attempt: int
+    max_attempts: int
+    model: str
+
+
+class AttemptFailure(Exception):
+    """An attempt failed with `error` after streaming `text`/`thinking` (now discarded)."""
+
+    def __init__(
+        self,
+        error: BaseException,
+        *,
+        text: str = "",
+        thinking: str = "",
+        ttft_s: float | None = None,
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.text = text
+        self.thinking = thinking
+        self.ttft_s = ttft_s
+
+
+class Fallback(Exception):
+    """The decision is to go on with the next model of the chain; `error` is why."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def generic_table(idempotent: bool, should_retry: Callable[[Exception], bool] | None) -> Table:
+    """The table for `RetryPolicy.call`: `should_retry`, else `classify`'s retry row; a
+    non-idempotent call is retried only after a 429 (proof the request was not acted on)."""
+
+    def table(exc: BaseException) -> Action:
+        if isinstance(exc, (Aborted, asyncio.CancelledError)) or not isinstance(exc, Exception):
+            return Action.FAIL
+        if not idempotent and not isinstance(exc, RateLimited):
+            return Action.FAIL
+        if should_retry is not None:
+            return Action.RETRY if should_retry(exc) else Action.FAIL
+        return Action.RETRY if classify(exc) is Action.RETRY else Action.FAIL
+
+    return table
+
+
+@dataclass
+class AttemptLoop:
+    """One logical request under `policy`: see the module docstring.
+
+    `emit` receives the events (the agent stamps and delivers them); without it nothing is
+    announced (`RetryPolicy.call`). `model` and `phase` label the events. `deadline` is on
+    `clock`. `compactions_left` is how often the caller may still compact; `can_fall_back`
+    whether a next model exists; `table` maps errors to actions (`classify` for model requests).
+    """
+
+    policy: RetryPolicy
+    _: KW_ONLY
+    clock: Clock = field(default_factory=RealClock)
+    emit: Emit | None = None
+    phase: AttemptPhase = "request"
+    model: str = ""
+    provider: str = ""
+    rng: random.Random | None = None
+    deadline: float | None = None
+    pacer: Pacer | None = None
+    compactions_left: int = 0
+    can_fall_back: bool = False
+    table: Table = classify
+    on_retry: OnRetry | None = None
+    attempt: int = field(default=0, init=False)
+    _empty_retries: int = field(default=0, init=False)
+    _previous_delay: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.rng is None:
+            self.rng = self.policy.rng()
+
+    # -- the drivers ----------------------------------------------------------------------
+
+    async def run(
+        self,
+        attempt: Callable[[int], Awaitable[T]],
+        *,
+        describe: Callable[[T], Sent] | None = None,
+        compact: Compact | None = None,
+    ) -> T:
+        """Run `attempt(n)` until it succeeds or the decision is final; returns its result.
+
+        Raises the final error, `Fallback` when the next model should take over, or
+        `CancelledError` when cancelled. `describe(result)` says what the success reports.
+        """
+        while True:
+            n = self._begin()
+            paced = False
+            try:
+                if self.pacer is not None:
+                    paced = True
+                    await self.pacer.acquire(
+                        self.clock,
+                        deadline=self.deadline,
+                        max_wait=self.policy.max_retry_after,
+                        provider=self.provider,
+                        on_wait=self._announce_wait,
+                    )
+                    paced = False
+                result = await attempt(n)
+            except asyncio.CancelledError:
+                self._cancelled(n)
+                raise
+            except Exception as exc:
+                decision = self._failed(n, _as_failure(exc), paced=paced)
+                if decision.action == "retry":
+                    assert decision.plan is not None
+                    await self.clock.sleep(decision.plan.delay_s)
+                    continue
+                if decision.action == "compact" and compact is not None:
+                    assert isinstance(decision.error, ContextOverflow)
+                    self.compactions_left -= 1
+                    if await compact(decision.error):
+                        continue
+                if decision.action == "fallback":
+                    raise Fallback(decision.error) from None
+                if decision.error is exc:
+                    raise
+                raise decision.error from None
+            sent = describe(result) if describe is not None else Sent()
+            self._succeeded(n, sent)
+            return result
+
+    def run_sync(self, attempt: Callable[[int], T], sleep: Callable[[float], None]) -> T:
+        """The synchronous driver (`RetryPolicy.call`): no pacer, no compaction, no fallback."""
+        while True:
+            n = self._begin()
+            try:
+                result = attempt(n)
+            except Exception as exc:
+                decision = self._failed(n, _as_failure(exc), paced=False)
+                if decision.action == "retry":
+                    assert decision.plan is not None
+                    sleep(decision.plan.delay_s)
+                    continue
+                if decision.error is exc:
+                    raise
+                raise decision.error from exc
+            self._succeeded(n, Sent())
+            return result
+
+    # -- the steps ------------------------------------------------------------------------
+
+    def _labels(self, n: int) -> _Labels:
+        return {
+            "phase": self.phase,
+            "attempt": n,
+            "max_attempts": self.policy.max_attempts,
+            "model": self.model,
+        }
+
+    def _begin(self) -> int:
+        self.attempt += 1
+        if self.emit is not None:
+            self.emit(AttemptStarted(**self._labels(self.attempt)))
+        return self.attempt
+
+    def _announce_wait(self, delay: float, reason: str) -> None:
+        if self.emit is not None:
+            self.emit(PacedWait(delay_s=delay, model=self.model, reason=reason))
+
+    def _succeeded(self, n: int, sent: Sent) -> None:
+        if self.pacer is not None:
+            self.pacer.succeeded(self.clock.now(), sent.headers)
+        if self.emit is not None:
+            u = sent.usage
+            self.emit(
+                AttemptSucceeded(
+                    **self._labels(n),
+                    request_id=sent.request_id,
+                    ttft_s=sent.ttft_s,
+                    stop_reason=sent.stop_reason,
+                    input_tokens=None if u is None else u.input_tokens,
+                    output_tokens=None if u is None else u.output_tokens,
+                    cache_read_tokens=None if u is None else u.cache_read_tokens,
+                    cache_write_tokens=None if u is None else u.cache_write_tokens,
+                    cost_usd=None if u is None else u.cost_usd,
+                )
+            )
+
+    def _cancelled(self, n: int) -> None:
+        if self.emit is not None:
+            self.emit(
+                AttemptFailed(
+                    **self._labels(n),
+                    error="Aborted",
+                    message="cancelled",
+                    action="fail",
+                    cancelled=True,
+                )
+            )
+
+    def _failed(self, n: int, failure: AttemptFailure, *, paced: bool) -> Decision:
+        """Decide about a failed attempt, tell the pacer, announce both; returns the decision."""
+        err = failure.error
+        if self.pacer is not None and not paced:
+            self.pacer.failed(self.clock.now(), err)
+        facts = Failure(
+            err,
+            n,
+            discarded_text=failure.text,
+            discarded_thinking=failure.thinking,
+            time_left=None if self.deadline is None else self.deadline - self.clock.now(),
+            previous_delay=self._previous_delay,
+            empty_retries=self._empty_retries,
+            compactions_left=self.compactions_left,
+            can_fall_back=self.can_fall_back,
+        )
+        decision = decide(facts, self.policy, rng=self.rng, table=self.table)
+        if (
+            decision.action == "retry"
+            and self.pacer is not None
+            and not paced
+            and not self.pacer.allow_retry(decision.error)
+        ):
+            facts = dataclasses.replace(facts, budget_spent=True)
+            decision = decide(facts, self.policy, rng=self.rng, table=self.table)
+        self._announce_failure(n, failure, decision)
+        if decision.action == "retry":
+            if isinstance(decision.error, EmptyResponse):
+                self._empty_retries += 1
+            assert decision.plan is not None
+            self._previous_delay = decision.plan.delay_s
+            self._announce_retry(n, failure, decision)
+        return decision
+
+    def _announce_failure(self, n: int, failure: AttemptFailure, decision: Decision) -> None:
+        if self.emit is None:
+            return
+        said = _error_fields(decision.error)
+        if decision.why:
+            said["message"] += f" ({decision.why})"
+        self.emit(
+            AttemptFailed(
+                **self._labels(n),
+                **said,
+                action=decision.action,
+                ttft_s=failure.ttft_s,
+                discarded_text=failure.text,
+                discarded_thinking=failure.thinking,
+            )
+        )
+
+    def _announce_retry(self, n: int, failure: AttemptFailure, decision: Decision) -> None:
+        plan = decision.plan
+        assert plan is not None
+        if self.on_retry is not None:
+            self.on_retry(n, decision.error, plan)
+        if self.emit is None:
+            return
+        said = _error_fields(decision.error)
+        said["retry_after_s"] = plan.retry_after_s
+        self.emit(
+            RetryScheduled(
+                **self._labels(n),
+                **said,
+                next_attempt=n + 1,
+                delay_s=plan.delay_s,
+                policy_delay_s=plan.policy_delay_s,
+                discarded_text=failure.text,
+                discarded_thinking=failure.thinking,
+            )
+        )
+
+
+class _ErrorFields(TypedDict):
+    """What events say of an error: its kind and sentence, never the object (or its secrets)."""
+
+    error: str
+    message: str
+    status_code: int | None
+    request_id: str | None
+    retry_after_s: float | None
+
+
+def _error_fields(err: BaseException) -> _ErrorFields:
+    p = err if isinstance(err, ProviderError) else None
+    return _ErrorFields(
+        error=type(err).__name__,
+        message=str(err),
+        status_code=p.status_code if p else None,
+        request_id=p.request_id if p else None,
+        retry_after_s=p.retry_after if p else None,
+    )
+
+
+def _as_failure(exc: Exception) -> AttemptFailure:
+    return exc if isinstance(exc, AttemptFailure) else AttemptFailure(exc)

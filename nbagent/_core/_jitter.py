@@ -1,0 +1,147 @@
+"""Jitter strategies: how a computed backoff is spread so that clients do not retry in step.
+
+Each strategy is a small value with two methods: `apply` draws one delay, `envelope` says the
+range (and the mean) `apply` can draw from, which the backoff plots draw as a band. A
+`RetryPolicy` takes a strategy or its shorthand: "full", "equal", "decorrelated", a fraction
+0..1 (proportional), or None (no jitter). See the AWS Architecture Blog post "Exponential
+Backoff And Jitter" for why "full" is the default: spread widest, fewest collisions.
+
+A strategy of one's own needs only the two methods of `Jitter`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = [
+    "ANY_SPAN",
+    "DecorrelatedJitter",
+    "EqualJitter",
+    "FullJitter",
+    "Jitter",
+    "NoJitter",
+    "ProportionalJitter",
+    "Span",
+]
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Span:
+    """What a strategy may use besides the computed delay: the policy's `floor` (initial delay)
+    and `cap` (maximum delay), the `previous` wait taken (None before the first retry), and the
+    number of the `attempt` that failed."""
+
+    floor: float = 0.0
+    cap: float = INF
+    previous: float | None = None
+    attempt: int = 1
+
+
+ANY_SPAN = Span()
+
+
+@runtime_checkable
+class Jitter(Protocol):
+    def apply(self, delay: float, rng: random.Random, span: Span = ANY_SPAN) -> float:
+        """One jittered delay; `delay` is the backoff's own (un-jittered) delay."""
+        ...
+
+    def envelope(self, delay: float, span: Span = ANY_SPAN) -> tuple[float, float, float]:
+        """(min, max, mean) of what `apply` can return for this `delay`."""
+        ...
+
+
+class _Spread:
+    """A strategy that spreads the computed delay alone: `draw` and `bounds` of the delay."""
+
+    def draw(self, delay: float, rng: random.Random) -> float:
+        raise NotImplementedError
+
+    def bounds(self, delay: float) -> tuple[float, float, float]:
+        raise NotImplementedError
+
+    def apply(self, delay: float, rng: random.Random, span: Span = ANY_SPAN) -> float:
+        return self.draw(delay, rng) if delay > 0 else delay
+
+    def envelope(self, delay: float, span: Span = ANY_SPAN) -> tuple[float, float, float]:
+        return self.bounds(delay)
+
+
+@dataclass(frozen=True)
+class NoJitter(_Spread):
+    """The backoff as computed: clients that failed together retry together."""
+
+    def draw(self, delay: float, rng: random.Random) -> float:
+        return delay
+
+    def bounds(self, delay: float) -> tuple[float, float, float]:
+        return delay, delay, delay
+
+    def __str__(self) -> str:
+        return "none"
+
+
+@dataclass(frozen=True)
+class FullJitter(_Spread):
+    """Uniform between 0 and the delay."""
+
+    def draw(self, delay: float, rng: random.Random) -> float:
+        return rng.uniform(0.0, delay)
+
+    def bounds(self, delay: float) -> tuple[float, float, float]:
+        return 0.0, delay, delay / 2
+
+    def __str__(self) -> str:
+        return "full"
+
+
+@dataclass(frozen=True)
+class EqualJitter(_Spread):
+    """Half the delay, plus uniform up to the other half: never shorter than half."""
+
+    def draw(self, delay: float, rng: random.Random) -> float:
+        return delay / 2 + rng.uniform(0.0, delay / 2)
+
+    def bounds(self, delay: float) -> tuple[float, float, float]:
+        return delay / 2, delay, 0.75 * delay
+
+    def __str__(self) -> str:
+        return "equal"
+
+
+@dataclass(frozen=True)
+class ProportionalJitter(_Spread):
+    """The delay times (1 ± fraction), uniform: a light spread around the computed value."""
+
+    fraction: float
+
+    def draw(self, delay: float, rng: random.Random) -> float:
+        return delay * (1 + rng.uniform(-self.fraction, self.fraction))
+
+    def bounds(self, delay: float) -> tuple[float, float, float]:
+        return delay * (1 - self.fraction), delay * (1 + self.fraction), delay
+
+    def __str__(self) -> str:
+        return f"{self.fraction:g}"
+
+
+@dataclass(frozen=True)
+class DecorrelatedJitter:
+    """`min(cap, uniform(floor, previous * 3))`, previous starting at the floor: each wait
+    grows from the last one drawn rather than from the attempt number (the computed
+    exponential delay is not used)."""
+
+    def apply(self, delay: float, rng: random.Random, span: Span = ANY_SPAN) -> float:
+        last = span.floor if span.previous is None else max(span.floor, span.previous)
+        return min(span.cap, rng.uniform(span.floor, max(span.floor, last * 3)))
+
+    def envelope(self, delay: float, span: Span = ANY_SPAN) -> tuple[float, float, float]:
+        high = min(span.cap, span.floor * 3 ** max(1, span.attempt))
+        return span.floor, high, (span.floor + high) / 2
+
+    def __str__(self) -> str:
+        return "decorrelated"

@@ -1,0 +1,110 @@
+"""Estimating a prompt's tokens without the provider: a heuristic, calibrated by what it reports.
+
+Good enough to decide when to compact before sending; `TokenEstimator` learns the ratio between
+the heuristic and the provider's count from every request that went through.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .._core._messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from ..providers._base import ToolSpec
+
+__all__ = ["CHARS_PER_TOKEN", "IMAGE_TOKENS", "TokenEstimator", "estimate_tokens"]
+
+IMAGE_TOKENS = 1000
+CHARS_PER_TOKEN = 4
+
+
+def _block_chars(block: Any) -> int:
+    if isinstance(block, TextBlock):
+        return len(block.text)
+    if isinstance(block, ImageBlock):
+        return IMAGE_TOKENS * CHARS_PER_TOKEN
+    if isinstance(block, ToolUseBlock):
+        return len(block.name) + len(block.raw_input or json.dumps(block.input))
+    if isinstance(block, ToolResultBlock):
+        return sum(_block_chars(p) for p in block.content) + 8
+    return len(getattr(block, "thinking", ""))
+
+
+def estimate_tokens(
+    messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
+) -> int:
+    """A fast estimate (about four characters a token), good enough to decide when to compact."""
+    chars = len(system or "")
+    for m in messages:
+        chars += 4 + sum(_block_chars(b) for b in m.blocks)
+    for t in tools:
+        chars += len(t.name) + len(t.description) + len(json.dumps(t.input_schema))
+    return chars // CHARS_PER_TOKEN + 1
+
+
+class TokenEstimator:
+    """`estimate_tokens`, scaled by a ratio learned from what the provider reports.
+
+    `observe(estimated, reported)` takes the raw heuristic estimate of a request that went
+    through and the input tokens the provider counted for it; the ratio moves towards
+    reported/estimated (an exponential average, clamped to `min_ratio`..`max_ratio`). Samples
+    from tiny requests, and implausible ones (a provider that leaves cached tokens out of
+    `input_tokens`, a test double that always says 10), are ignored.
+    """
+
+    def __init__(
+        self,
+        *,
+        ratio: float = 1.0,
+        smoothing: float = 0.5,
+        min_ratio: float = 0.75,
+        max_ratio: float = 4.0,
+        min_sample: int = 100,
+    ) -> None:
+        self.min_ratio = min_ratio
+        self.max_ratio = max(min_ratio, max_ratio)
+        self.smoothing = min(1.0, max(0.0, smoothing))
+        self.min_sample = max(1, min_sample)
+        self.ratio = self._clamp(ratio)
+        self.samples = 0
+
+    def __repr__(self) -> str:
+        return f"TokenEstimator(ratio={self.ratio:.3f}, samples={self.samples})"
+
+    def _clamp(self, ratio: float) -> float:
+        return min(self.max_ratio, max(self.min_ratio, ratio))
+
+    def raw(
+        self, messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
+    ) -> int:
+        return estimate_tokens(messages, system, tools)
+
+    def estimate(
+        self, messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
+    ) -> int:
+        return math.ceil(self.raw(messages, system, tools) * self.ratio)
+
+    __call__ = estimate
+
+    def observe(self, estimated: int, reported: int | None) -> bool:
+        """Learn from one request: `estimated` is its raw heuristic estimate. True if used."""
+        if not reported or reported <= 0 or estimated < self.min_sample:
+            return False
+        sample = reported / estimated
+        if not 0.25 <= sample <= 8.0:
+            return False
+        sample = self._clamp(sample)
+        if self.samples == 0:
+            self.ratio = sample
+        else:
+            self.ratio = self._clamp(self.ratio + self.smoothing * (sample - self.ratio))
+        self.samples += 1
+        return True

@@ -1,0 +1,200 @@
+"""The request path: the next assistant message for a conversation, whatever it takes.
+
+`Requester.next_message` walks the model chain (the fallback models), and for each model runs
+one `AttemptLoop`: the attempt streams the reply (`stream_once`), the loop decides about each
+failure (retry after a wait, compact and retry, fall back, fail), the rate limiter paces each
+request. Before the first attempt the conversation is brought inside the context window
+(`ContextKeeper.prepare` and `before_sending`); an overflow compacts it (`after_overflow`). The
+request is built afresh for every attempt from the current conversation, so a retry sends the
+same snapshot and a compacted conversation is what the next attempt sends.
+
+`Requester.summarize` is the summary request compaction asks for: phase "compaction", the same
+attempt loop, quiet (no deltas), its usage counted in the run's.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._attempts import AttemptLoop, Emit, Fallback
+from .._core._budget import Usage
+from .._core._clock import Clock
+from .._core._messages import Message
+from .._core._pacing import Pacer
+from .._core._retry import RetryPolicy
+from ..errors import ContextOverflow
+from ..events import FallbackStarted, ToolSourceUnavailable
+from ..providers import Completed, ModelRequest, Provider, ToolSpec
+from ._context import ContextKeeper
+from ._stream import Streamed, stream_once
+from ._tools import Toolbox
+
+__all__ = ["Requester", "RunState"]
+
+SUMMARY_SYSTEM = "You summarise conversations faithfully and briefly."
+
+
+@dataclass
+class RunState:
+    """What one run knows about itself while it runs."""
+
+    run_id: str
+    started: float
+    deadline: float | None
+    turn: int = 0
+    usage: Usage = field(default_factory=Usage)
+    model_index: int = 0
+
+
+@dataclass
+class _Step:
+    """One step's conversation as compaction changes it, and the request last sent."""
+
+    working: list[Message]
+    tools: tuple[ToolSpec, ...]
+    compactions: int = 0
+    sent: ModelRequest | None = None
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """What every request of a run carries, taken from the agent when the run starts."""
+
+    system: str | None
+    max_tokens: int
+    options: dict[str, Any]
+    cache: bool
+    context_window: int | None
+    max_compactions: int
+
+
+@dataclass
+class Requester:
+    providers: Sequence[Provider]
+    models: Sequence[str]
+    state: RunState
+    settings: RequestSettings
+    policy: RetryPolicy
+    rng: random.Random
+    clock: Clock
+    emit: Emit
+    keeper: ContextKeeper
+    toolbox: Toolbox
+    pacer_for: Callable[[Provider], Pacer | None]
+    _reported: set[str] = field(default_factory=set)  # tool sources announced unavailable
+
+    @property
+    def model(self) -> str:
+        return self.models[min(self.state.model_index, len(self.models) - 1)]
+
+    @property
+    def provider(self) -> Provider:
+        return self.providers[self.state.model_index]
+
+    def _window(self) -> int | None:
+        return self.settings.context_window or getattr(self.provider, "context_window", None)
+
+    async def _tools(self) -> tuple[ToolSpec, ...]:
+        """The tools offered now; a tool source that cannot offer any is announced once a run."""
+        specs = tuple(await self.toolbox.specs())
+        for source, reason in self.toolbox.unavailable.items():
+            if source not in self._reported:
+                self._reported.add(source)
+                self.emit(ToolSourceUnavailable(source=source, reason=reason))
+        return specs
+
+    async def next_message(self, working: list[Message]) -> tuple[Completed, list[Message]]:
+        """The next assistant message, and the conversation it answered (compacted or not)."""
+        tools = await self._tools()
+        working = await self.keeper.prepare(working, tools)
+        working, compacted = await self.keeper.before_sending(
+            working, tools, self.summarize, self._window()
+        )
+        step = _Step(working, tools, compactions=int(compacted))
+        while True:
+            model = self.model
+            try:
+                streamed = await self._ask(self.provider, model, step)
+            except Fallback as fallback:
+                self.state.model_index += 1
+                self.emit(
+                    FallbackStarted(
+                        from_model=model,
+                        to_model=self.model,
+                        error=type(fallback.error).__name__,
+                        message=str(fallback.error),
+                    )
+                )
+                continue
+            assert step.sent is not None
+            self.keeper.calibrate(step.sent, streamed.completed.usage.input_tokens)
+            return streamed.completed, step.working
+
+    async def _ask(self, provider: Provider, model: str, step: _Step) -> Streamed:
+        """One model's attempt loop for this step; raises `Fallback` to hand over."""
+
+        async def attempt(n: int) -> Streamed:
+            request = ModelRequest(
+                tuple(step.working),
+                system=self.settings.system,
+                tools=await self._tools(),
+                max_tokens=self.settings.max_tokens,
+                options=self.settings.options,
+                cache=self.settings.cache,
+            )
+            step.sent = request
+            return await stream_once(provider, request, attempt=n, clock=self.clock, emit=self.emit)
+
+        async def compact(error: ContextOverflow) -> bool:
+            step.compactions += 1
+            shorter = await self.keeper.after_overflow(
+                step.working, step.tools, self.summarize, error, step.compactions, self._window()
+            )
+            if shorter is None:
+                return False
+            step.working = shorter
+            return True
+
+        loop = AttemptLoop(
+            self.policy,
+            clock=self.clock,
+            emit=self.emit,
+            phase="request",
+            model=model,
+            provider=provider.name,
+            rng=self.rng,
+            deadline=self.state.deadline,
+            pacer=self.pacer_for(provider),
+            compactions_left=self.settings.max_compactions - step.compactions,
+            can_fall_back=self.state.model_index + 1 < len(self.providers),
+        )
+        return await loop.run(attempt, describe=Streamed.sent, compact=compact)
+
+    async def summarize(self, messages: Sequence[Message], instruction: str) -> str:
+        """A summary from the current model, under the same policy; raises its final error."""
+        provider = self.provider
+        request = ModelRequest(
+            (*messages, Message.user(instruction)),
+            system=SUMMARY_SYSTEM,
+            max_tokens=min(self.settings.max_tokens, 2048),
+        )
+        loop = AttemptLoop(
+            self.policy,
+            clock=self.clock,
+            emit=self.emit,
+            phase="compaction",
+            model=self.model,
+            provider=provider.name,
+            rng=self.rng,
+            deadline=self.state.deadline,
+            pacer=self.pacer_for(provider),
+        )
+        streamed = await loop.run(
+            lambda n: stream_once(provider, request, attempt=n, clock=self.clock, emit=None),
+            describe=Streamed.sent,
+        )
+        self.state.usage = self.state.usage + streamed.completed.usage
+        return streamed.completed.message.text

@@ -1,0 +1,114 @@
+"""One attempt at a model request: the provider's stream, its deltas as events, its outcome.
+
+Deltas are announced as they arrive (`TextDelta`, `ThinkingDelta`, `ToolCallDelta`) unless the
+attempt is quiet (a summary for compaction). The attempt succeeds with the provider's one
+`Completed`; it fails (`AttemptFailure`, carrying what had streamed, to be discarded) when the
+stream breaks, ends without `Completed`, or completes with an empty message, and when a socket
+error escapes the provider's own mapping (`TransportError`). Whatever happens, the provider's
+stream (and with it the HTTP response) is closed now, not when the garbage collector gets to
+it: a notebook keeps the last exception, and with it a suspended stream, alive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from .._core._attempts import AttemptFailure, Sent
+from .._core._clock import Clock
+from ..errors import EmptyResponse, StreamInterrupted, TransportError
+from ..events import Event, TextDelta, ThinkingDelta, ToolCallDelta
+from ..providers import (
+    Completed,
+    ModelRequest,
+    Provider,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
+
+__all__ = ["Streamed", "stream_once"]
+
+
+class Streamed:
+    """A successful attempt: the provider's `Completed` and the time to its first part."""
+
+    __slots__ = ("completed", "ttft_s")
+
+    def __init__(self, completed: Completed, ttft_s: float | None) -> None:
+        self.completed = completed
+        self.ttft_s = ttft_s
+
+    def sent(self) -> Sent:
+        """What the attempt loop announces of it, and tells the pacer."""
+        c = self.completed
+        return Sent(c.usage, c.request_id, self.ttft_s, c.stop_reason, c.headers)
+
+
+async def stream_once(
+    provider: Provider,
+    request: ModelRequest,
+    *,
+    attempt: int,
+    clock: Clock,
+    emit: Callable[[Event], None] | None,
+) -> Streamed:
+    """Run one attempt; `emit=None` keeps it quiet (no delta events)."""
+    text: list[str] = []
+    thinking: list[str] = []
+    t0 = clock.now()
+    ttft: float | None = None
+    completed: Completed | None = None
+    stream = provider.stream(request)
+    try:
+        async for part in stream:
+            if ttft is None:
+                ttft = clock.now() - t0
+            if isinstance(part, TextPart):
+                text.append(part.text)
+                if emit is not None:
+                    emit(TextDelta(text=part.text, attempt=attempt))
+            elif isinstance(part, ThinkingPart):
+                thinking.append(part.text)
+                if emit is not None:
+                    emit(ThinkingDelta(text=part.text, attempt=attempt))
+            elif isinstance(part, ToolCallPart):
+                if emit is not None:
+                    emit(
+                        ToolCallDelta(
+                            index=part.index,
+                            call_id=part.call_id,
+                            name=part.name,
+                            arguments=part.arguments,
+                            attempt=attempt,
+                        )
+                    )
+            elif isinstance(part, Completed):
+                completed = part
+        if completed is None:
+            raise StreamInterrupted(
+                "the stream ended without a final message", provider=provider.name
+            )
+        if not completed.message.blocks and completed.stop_reason != "max_tokens":
+            raise EmptyResponse(
+                "the model returned an empty message",
+                provider=provider.name,
+                status_code=200,
+                request_id=completed.request_id,
+            )
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        err: Exception = exc
+        if isinstance(exc, OSError):  # a socket error that escaped the provider's mapping
+            err = TransportError(str(exc) or type(exc).__name__, provider=provider.name)
+        raise AttemptFailure(
+            err, text="".join(text), thinking="".join(thinking), ttft_s=ttft
+        ) from exc
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if callable(aclose):
+            with contextlib.suppress(Exception):
+                await aclose()
+    return Streamed(completed, ttft)

@@ -1,0 +1,131 @@
+"""`decide`: the one decision about a failed attempt, as a pure function of its facts."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nbagent import errors as E
+from nbagent._core._decision import Failure, decide
+from nbagent._core._retry import RetryPolicy
+
+POLICY = RetryPolicy(max_attempts=4, initial_delay=1.0, jitter=None, max_retry_after=60)
+
+
+def test_a_retryable_error_is_retried_after_the_backoff() -> None:
+    d = decide(Failure(E.ServerError("503", status_code=503), attempt=2), POLICY)
+    assert d.action == "retry" and d.plan is not None
+    assert (d.plan.delay_s, d.plan.policy_delay_s, d.plan.retry_after_s) == (2.0, 2.0, None)
+    assert d.why == ""
+
+
+def test_the_servers_wish_replaces_the_backoff_and_is_not_jittered() -> None:
+    policy = RetryPolicy(jitter="full", seed=3)
+    d = decide(Failure(E.RateLimited("429", retry_after=7.5), attempt=1), policy)
+    assert d.action == "retry" and d.plan is not None and d.plan.delay_s == 7.5
+    assert d.plan.retry_after_s == 7.5
+
+
+def test_a_wish_beyond_max_retry_after_becomes_a_final_quota_error() -> None:
+    err = E.RateLimited("429", provider="anthropic", retry_after=6300)
+    d = decide(Failure(err, attempt=1), POLICY)
+    assert d.action == "fail"
+    assert isinstance(d.error, E.QuotaExceeded)
+    assert str(d.error).startswith("Anthropic rate limit reached. Resets in 1 h 45 min.")
+
+
+def test_no_attempt_left_is_final() -> None:
+    d = decide(Failure(E.Overloaded("529"), attempt=4), POLICY)
+    assert d.action == "fail" and d.plan is None
+
+
+def test_a_wait_past_the_deadline_is_not_taken() -> None:
+    assert decide(Failure(E.ServerError("x"), attempt=1, time_left=0.5), POLICY).action == "fail"
+    assert decide(Failure(E.ServerError("x"), attempt=1, time_left=1.5), POLICY).action == "retry"
+
+
+def test_a_spent_retry_budget_makes_it_final_and_says_why() -> None:
+    d = decide(Failure(E.ServerError("x"), attempt=1, budget_spent=True), POLICY)
+    assert d.action == "fail" and "retry budget" in d.why
+
+
+def test_an_empty_reply_is_retried_once() -> None:
+    first = decide(Failure(E.EmptyResponse("empty"), attempt=1, empty_retries=0), POLICY)
+    again = decide(Failure(E.EmptyResponse("empty"), attempt=2, empty_retries=1), POLICY)
+    assert (first.action, again.action) == ("retry", "fail")
+
+
+@pytest.mark.parametrize(
+    ("mode", "text", "thinking", "action"),
+    [
+        ("always", "partial", "", "retry"),
+        ("never", "partial", "", "fail"),
+        ("never", "", "thought", "fail"),
+        ("reasoning_only", "", "thought", "retry"),
+        ("reasoning_only", "partial", "", "fail"),
+    ],
+)
+def test_what_streamed_before_the_failure_may_forbid_a_retry(
+    mode: str, text: str, thinking: str, action: str
+) -> None:
+    policy = RetryPolicy(retry_after_partial=mode)  # type: ignore[arg-type]
+    facts = Failure(
+        E.StreamInterrupted("cut"), attempt=1, discarded_text=text, discarded_thinking=thinking
+    )
+    assert decide(facts, policy).action == action
+
+
+def test_an_overflow_compacts_while_the_step_may_compact() -> None:
+    err = E.ContextOverflow("prompt is too long")
+    assert decide(Failure(err, attempt=1, compactions_left=1), POLICY).action == "compact"
+    assert decide(Failure(err, attempt=1, compactions_left=0), POLICY).action == "fail"
+
+
+@pytest.mark.parametrize(
+    "err",
+    [E.AuthFailed("401"), E.BadRequest("400"), E.ContentFiltered("x"), E.InvalidResponse("x")],
+)
+def test_final_errors_fail_and_do_not_fall_back(err: E.ProviderError) -> None:
+    assert decide(Failure(err, attempt=1, can_fall_back=True), POLICY).action == "fail"
+
+
+def test_a_missing_model_or_a_spent_retry_falls_back_when_a_next_model_exists() -> None:
+    missing = Failure(E.ModelNotFound("404"), attempt=1, can_fall_back=True)
+    spent = Failure(E.ServerError("503"), attempt=4, can_fall_back=True)
+    assert decide(missing, POLICY).action == "fallback"
+    assert decide(spent, POLICY).action == "fallback"
+    assert decide(Failure(E.ServerError("503"), attempt=4), POLICY).action == "fail"
+
+
+def test_x_should_retry_overrides_the_table() -> None:
+    told = E.BadRequest("400", should_retry=True)
+    refused = E.ServerError("503", should_retry=False)
+    assert decide(Failure(told, attempt=1), POLICY).action == "retry"
+    assert decide(Failure(refused, attempt=1), POLICY).action == "fail"
+
+
+def test_cancellation_is_never_retried() -> None:
+    assert decide(Failure(E.Aborted("stop"), attempt=1), POLICY).action == "fail"
+
+
+def test_it_is_pure_given_the_same_random_state() -> None:
+    policy = RetryPolicy(jitter="full")
+    facts = Failure(E.ServerError("x"), attempt=3)
+    one = decide(facts, policy, rng=random.Random(5))
+    two = decide(facts, policy, rng=random.Random(5))
+    assert one == two
+
+
+def test_decorrelated_jitter_grows_from_the_previous_wait() -> None:
+    policy = RetryPolicy(jitter="decorrelated", initial_delay=1.0, max_delay=20.0)
+    rng = random.Random(0)
+    previous = None
+    for attempt in range(1, 4):
+        d = decide(
+            Failure(E.ServerError("x"), attempt=attempt, previous_delay=previous), policy, rng=rng
+        )
+        assert d.plan is not None
+        low, high = 1.0, min(20.0, 3 * (previous or 1.0))
+        assert low <= d.plan.delay_s <= high
+        previous = d.plan.delay_s
