@@ -89,7 +89,6 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
             assert echo.input_schema["required"] == ["text"]
             pid = await server_pid(src)
 
-            t0 = time.monotonic()
             got = outcomes(
                 await src.call_batch(
                     [
@@ -99,12 +98,13 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
                         ToolCall("d", "protocol_error", {}),
                         ToolCall("e", "slow", {"seconds": 10}),
                         ToolCall("f", "slow", {"seconds": 0.3}),
+                        ToolCall("g1", "gate", {"key": "batch", "count": 2}),
+                        ToolCall("g2", "gate", {"key": "batch", "count": 2}),
                     ]
                 )
             )
-            elapsed = time.monotonic() - t0
-            assert [o.call_id for o in got] == list("abcdef")
-            ok, failed, image, proto, timed_out, slow_ok = got
+            assert [o.call_id for o in got] == [*"abcdef", "g1", "g2"]
+            ok, failed, image, proto, timed_out, slow_ok, gate1, gate2 = got
 
             assert not ok.is_error and ok.text == "hi"
             assert failed.is_error and failed.error == "tool_error"
@@ -119,7 +119,7 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
             assert timed_out.is_error and timed_out.error == "timeout"
             assert "timed out after 1 s" in timed_out.text and "`slow`" in timed_out.text
             assert slow_ok.text == "slept 0.3 s"
-            assert elapsed < 5  # the calls ran concurrently, and the timeout held
+            assert (gate1.text, gate2.text) == ("met", "met")  # the calls ran concurrently
 
             # The timeout cancelled one call, not the session.
             again = outcomes(await src.call_batch([ToolCall("g", "echo", {"text": "still"})]))
@@ -281,9 +281,7 @@ def test_server_that_cannot_start(command: list[str], cause: str) -> None:
 def test_start_timeout() -> None:
     async def main() -> None:
         src = MCPSource([*FLAKY_CMD, "--hang-at-start"], start_timeout=1.0)
-        t0 = time.monotonic()
-        assert await src.list_tools() == []
-        assert time.monotonic() - t0 < 8
+        assert await src.list_tools() == []  # (the server never answers: only the timeout ends it)
         assert src.unavailable_reason and "start_timeout=1 s" in src.unavailable_reason
         await src.aclose()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -125,10 +124,16 @@ def _takes_callback(x: Callable[[int], int]) -> None:
 
 
 def test_calls_run_concurrently_and_results_keep_call_order() -> None:
+    from nbagent import VirtualClock
+
+    clock = VirtualClock(auto_advance=False)  # sleeps wait until the test moves time
+    finished: list[str] = []
+
     @tool
     async def wait(seconds: float, label: str) -> str:
         """Wait."""
-        await asyncio.sleep(seconds)
+        await clock.sleep(seconds)
+        finished.append(label)
         return label
 
     box = Toolbox([wait])
@@ -137,9 +142,21 @@ def test_calls_run_concurrently_and_results_keep_call_order() -> None:
         ToolCall("2", "wait", {"seconds": 0.01, "label": "second"}),
         ToolCall("3", "wait", {"seconds": 0.1, "label": "third"}),
     ]
-    t0 = time.perf_counter()
-    results, events = run(calls, box)
-    assert time.perf_counter() - t0 < 0.3  # concurrently, not 0.31 s in a row
+    events: list[Event] = []
+
+    async def main() -> list[Any]:
+        await box.specs()
+        batch = asyncio.create_task(
+            box.run_batch(calls, lambda cls, **kw: events.append(cls(**kw)))
+        )
+        for _ in range(100):  # let the calls start; a serial dispatcher would have one asleep
+            await asyncio.sleep(0)
+        assert clock.sleepers == 3  # all three are waiting at once
+        clock.advance(0.2)  # 0.2 s covers them all: together, not 0.31 s in a row
+        return await batch
+
+    results = asyncio.run(main())
+    assert finished == ["second", "third", "first"]
     assert [r.tool_use_id for r in results] == ["1", "2", "3"]
     assert [r.text for r in results] == ["first", "second", "third"]
     assert [type(e).__name__ for e in events] == ["ToolCallStarted"] * 3 + ["ToolCallFinished"] * 3

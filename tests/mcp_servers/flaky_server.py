@@ -1,7 +1,7 @@
 """A misbehaving MCP server for nbagent's tests, spoken to over stdio (or streamable HTTP).
 
-Tools: `echo(text)`, `fail(message)` (an isError result), `slow(seconds)`, `crash()` (the
-process dies mid-call), `protocol_error()` (a JSON-RPC error response), `image()` (image
+Tools: `echo(text)`, `fail(message)` (an isError result), `slow(seconds)`, `gate(key, count)`
+(returns once `count` calls with the key run at once), `crash()` (the process dies mid-call), `protocol_error()` (a JSON-RPC error response), `image()` (image
 content), `pid()` (so a test can kill the process from outside).
 
     python flaky_server.py                      # stdio
@@ -74,6 +74,20 @@ def build() -> Any:
         """Sleep, then say so."""
         await anyio.sleep(seconds)
         return f"slept {seconds:g} s"
+
+    gates: dict[str, tuple[list[int], anyio.Event]] = {}
+
+    @server.tool()
+    async def gate(key: str, count: int) -> str:
+        """Wait until `count` calls with this key run at once (at most 30 s): "met" proves the
+        calls ran concurrently, "alone" that they did not."""
+        arrived, everyone = gates.setdefault(key, ([0], anyio.Event()))
+        arrived[0] += 1
+        if arrived[0] >= count:
+            everyone.set()
+        with anyio.move_on_after(30):
+            await everyone.wait()
+        return "met" if everyone.is_set() else "alone"
 
     @server.tool()
     def crash() -> str:
