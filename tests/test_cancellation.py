@@ -395,6 +395,7 @@ def test_cancel_while_a_worker_thread_tool_runs() -> None:
 # -- real sockets --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fault_spec", ["slow=600", "stall=600"])
 @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
 def test_cancel_over_real_sockets_then_run_again(fmt: str, fault_spec: str) -> None:
@@ -493,6 +494,7 @@ def test_a_subscriber_raising_mid_stream_closes_the_stream_at_once() -> None:
     assert "the widget broke" in str(kept)
 
 
+@pytest.mark.e2e
 def test_a_subscriber_raising_mid_stream_over_a_socket_leaves_nothing_open() -> None:
     from nbagent.mock import serve
     from nbagent.providers._anthropic import AnthropicProvider

@@ -24,6 +24,8 @@ from nbagent.demo._servers import notes_server_command, notes_source
 from nbagent.errors import ConfigError
 from nbagent.providers._scripted import Reply, ScriptedModel, ToolUse
 
+pytestmark = pytest.mark.e2e
+
 FLAKY = Path(__file__).parent / "mcp_servers" / "flaky_server.py"
 FLAKY_CMD = [sys.executable, str(FLAKY)]
 
@@ -77,6 +79,7 @@ def test_config_errors_and_names() -> None:
 # -- a healthy server -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tools_results_errors_and_timeout_over_one_session() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD, name="flaky", call_timeout=1.0) as src:
@@ -131,6 +134,7 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_cancelling_a_batch_leaves_the_session_usable() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD) as src:
@@ -160,6 +164,7 @@ def test_cancelling_a_batch_leaves_the_session_usable() -> None:
 # -- a server that dies ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_crash_mid_batch_fails_every_running_call_then_restarts() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD, name="flaky") as src:
@@ -187,6 +192,7 @@ def test_crash_mid_batch_fails_every_running_call_then_restarts() -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_server_killed_from_outside_while_a_call_runs() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD, name="flaky") as src:
@@ -376,6 +382,7 @@ def test_demo_notes_server() -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_notes_server_saves_to_a_file(tmp_path: Path) -> None:
     path = tmp_path / "notes.json"
 
@@ -391,6 +398,7 @@ def test_notes_server_saves_to_a_file(tmp_path: Path) -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_a_new_event_loop_starts_a_new_server_without_counting_a_restart() -> None:
     """`agent.run_sync` runs each run in its own `asyncio.run`; the source follows along."""
     src = MCPSource(FLAKY_CMD)

@@ -164,6 +164,7 @@ STATUS_CASES = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("fault", "status", "a_type", "o_type"), STATUS_CASES)
 def test_status_faults_in_both_formats(
     server: MockServer, client: httpx.Client, fault: str, status: int, a_type: str, o_type: str
@@ -190,6 +191,7 @@ def test_status_faults_in_both_formats(
     assert client.post(ANTHROPIC, json=body(ANTHROPIC)).status_code == 200  # script over
 
 
+@pytest.mark.e2e
 def test_429_headers_in_each_style(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["429:retry_after=2", "429:retry_after=0.25"])
     before = time.time()
@@ -210,6 +212,7 @@ def test_429_headers_in_each_style(server: MockServer, client: httpx.Client) -> 
     assert r.headers["x-ratelimit-reset-requests"] == "250ms"
 
 
+@pytest.mark.e2e
 def test_quota_in_each_format(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["quota", "quota"])
     r = client.post(ANTHROPIC, json=body(ANTHROPIC))
@@ -220,6 +223,7 @@ def test_quota_in_each_format(server: MockServer, client: httpx.Client) -> None:
     assert r.json()["error"]["code"] == "insufficient_quota"
 
 
+@pytest.mark.e2e
 def test_overflow_in_each_format(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["overflow", "overflow"])
     r = client.post(ANTHROPIC, json=body(ANTHROPIC))
@@ -233,6 +237,7 @@ def test_overflow_in_each_format(server: MockServer, client: httpx.Client) -> No
     assert error["message"].startswith("This model's maximum context length is 128000 tokens.")
 
 
+@pytest.mark.e2e
 def test_should_retry_header(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["500:should_retry=false", "ok:should_retry=true"])
     assert client.post(ANTHROPIC, json=body(ANTHROPIC)).headers["x-should-retry"] == "false"
@@ -244,6 +249,7 @@ def test_should_retry_header(server: MockServer, client: httpx.Client) -> None:
 # --- connection and stream faults ---------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
 def test_close_before_any_bytes(server: MockServer, client: httpx.Client, path: str) -> None:
     server.set_faults(["close"])
@@ -253,6 +259,7 @@ def test_close_before_any_bytes(server: MockServer, client: httpx.Client, path: 
     assert client.post(path, json=body(path)).status_code == 200
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
 def test_drop_after_tokens(server: MockServer, client: httpx.Client, path: str) -> None:
     server.set_faults(["drop_after_tokens=5"])
@@ -268,6 +275,7 @@ def test_drop_after_tokens(server: MockServer, client: httpx.Client, path: str) 
     assert server.requests[-1].fault == "drop_after_tokens=5"
 
 
+@pytest.mark.e2e
 def test_drop_after_more_tokens_than_the_reply_has(
     server: MockServer, client: httpx.Client
 ) -> None:
@@ -276,12 +284,14 @@ def test_drop_after_more_tokens_than_the_reply_has(
     assert broke and b"text_delta" in raw and b"message_delta" not in raw
 
 
+@pytest.mark.e2e
 def test_non_streaming_drop_is_an_incomplete_body(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["drop_after_tokens=3"])
     with pytest.raises(httpx.RemoteProtocolError):
         client.post(ANTHROPIC, json=body(ANTHROPIC, stream=False))
 
 
+@pytest.mark.e2e
 def test_overloaded_midstream_anthropic(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["overloaded_midstream"])
     r = client.post(ANTHROPIC, json=body(ANTHROPIC, "[demo:deltas=20]"))
@@ -293,6 +303,7 @@ def test_overloaded_midstream_anthropic(server: MockServer, client: httpx.Client
     assert "message_stop" not in {n for n, _ in events}
 
 
+@pytest.mark.e2e
 def test_overloaded_midstream_openai(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["overloaded_midstream"])
     r = client.post(OPENAI, json=body(OPENAI, "[demo:deltas=20]"))
@@ -302,6 +313,7 @@ def test_overloaded_midstream_openai(server: MockServer, client: httpx.Client) -
     assert (None, "[DONE]") not in events
 
 
+@pytest.mark.e2e
 def test_overloaded_midstream_without_stream_is_529(
     server: MockServer, client: httpx.Client
 ) -> None:
@@ -310,6 +322,7 @@ def test_overloaded_midstream_without_stream_is_529(
     assert r.status_code == 529 and r.json()["error"]["type"] == "overloaded_error"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
 def test_malformed_data_line(server: MockServer, client: httpx.Client, path: str) -> None:
     server.set_faults(["malformed"])
@@ -324,6 +337,7 @@ def test_malformed_data_line(server: MockServer, client: httpx.Client, path: str
     assert len(events) > 3
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
 def test_stall_pauses_then_completes(server: MockServer, client: httpx.Client, path: str) -> None:
     text = b'"text_delta"' if path == ANTHROPIC else b'"delta":{"content":"'
@@ -346,6 +360,7 @@ def test_stall_pauses_then_completes(server: MockServer, client: httpx.Client, p
     assert received.count(text) == 10
 
 
+@pytest.mark.e2e
 def test_slow_delays_headers(server: MockServer, client: httpx.Client) -> None:
     server.set_faults(["slow=0.3"])
     r = client.post(ANTHROPIC, json=body(ANTHROPIC, stream=False))
@@ -375,6 +390,7 @@ class ManualClock:
         self.t += seconds
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
 def test_rate_limit_is_honest_over_http(path: str) -> None:
     clock = ManualClock()
@@ -403,6 +419,7 @@ def test_rate_limit_is_honest_over_http(path: str) -> None:
         assert c.post(path, json=body(path, stream=False)).status_code == 200
 
 
+@pytest.mark.e2e
 def test_rate_limited_requests_do_not_consume_faults() -> None:
     clock = ManualClock()
     limit = RateLimit(requests_per_s=50, burst=1, now=clock)

@@ -19,6 +19,8 @@ from mock_support import sse_events
 
 from nbagent.mock import MockServer, RateLimit, default_responder, serve, shared_server
 
+pytestmark = pytest.mark.e2e
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"  # copies, sources inside
 CALC = {
     "name": "calculator",
