@@ -4,6 +4,9 @@ tool result. The servers are tests/mcp_servers/flaky_server.py and the demo note
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import logging
 import os
 import signal
 import socket
@@ -531,3 +534,134 @@ def test_secrets_in_the_command_line_or_url_are_masked() -> None:
         assert broken.unavailable_reason and "sk-123" not in broken.unavailable_reason
 
     run(main())
+
+
+# -- a remote server behind a bearer token ----------------------------------------------------
+
+TOKEN = "mcp-tok-SENTINEL9f8e7d6c5b4a39281706"
+TOKEN_PART = "SENTINEL9f8e7d6c"  # a leak of part of the token counts too
+WRONG = "mcp-tok-WRONG00112233445566778899"
+
+
+def assert_no_token(what: str, text: str) -> None:
+    for secret in (TOKEN, TOKEN_PART, WRONG):
+        assert secret not in text, f"a token leaked into {what}"
+
+
+@pytest.fixture
+def token_server() -> Iterator[str]:
+    """The flaky server over streamable HTTP, refusing any request without the token (its 401
+    page quotes the credentials it got)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [*FLAKY_CMD, "--http", str(port), "--token", TOKEN],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):  # up to 20 s for the server to listen
+            if proc.poll() is not None:
+                pytest.fail("the token-protected MCP server exited")
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the token-protected MCP server did not come up")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_a_server_behind_a_bearer_token(token_server: str) -> None:
+    from nbagent.notebook._state import TimelineState
+
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    events: list[Any] = []
+    state = TimelineState()
+    texts: list[str] = []
+    model = ScriptedModel(
+        [
+            Reply(
+                tool_calls=[
+                    ToolUse("echo", {"text": "over a token"}, id="c1"),
+                    ToolUse("whoami", {}, id="c2"),
+                ]
+            ),
+            "Both tools answered.",
+        ]
+    )
+
+    async def main() -> None:
+        good = MCPSource(url=token_server, headers={"Authorization": f"Bearer {TOKEN}"})
+        texts.extend([repr(good), good.target, str(good.headers)])
+        assert good.headers == {"Authorization": "***"}
+        async with good:
+            agent = Agent(model, tools=[good], subscribers=[events.append, state])
+            result = await agent.run("use the tools", show=False)
+            assert result.final_text == "Both tools answered."
+            texts.append(agent.attempts.to_csv())
+        (results,) = [m.tool_results for m in agent.history if m.tool_results]
+        assert [r.is_error for r in results] == [False, False]
+        echoed = [b.text for r in results for b in r.content if isinstance(b, TextBlock)]
+        # The server did get the token; what it echoed back is masked before anyone sees it.
+        assert echoed == ["over a token", "you sent: ***"]
+
+        for headers, given in (
+            ({"Authorization": f"Bearer {WRONG}"}, "check the headers= given"),
+            (None, "check no credentials (pass headers=)"),
+        ):
+            bad = MCPSource(url=token_server, headers=headers, name="guarded")
+            assert await bad.list_tools() == []
+            reason = bad.unavailable_reason or ""
+            assert "cannot start MCP server `guarded`" in reason
+            assert (
+                f"the server refused the connection with HTTP 401 Unauthorized: {given}" in reason
+            )
+            (o,) = outcomes(await bad.call_batch([ToolCall("x", "echo", {"text": "x"})]))
+            assert o.is_error and o.error == "unavailable"
+            texts.extend([reason, o.text, repr(bad)])
+            await bad.aclose()
+
+            strict = MCPSource(url=token_server, headers=headers, strict=True)
+            with pytest.raises(ConfigError) as info:
+                await strict.list_tools()
+            assert "HTTP 401 Unauthorized" in str(info.value)
+            texts.append(str(info.value) + repr(info.value))
+            await strict.aclose()
+
+    try:
+        run(main())
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+    assert_no_token("reprs, reasons and error results", "\n".join(texts))
+    assert_no_token("events", "\n".join(repr(e) for e in events))
+    assert_no_token("the widget state", json.dumps(state.snapshot(), default=str))
+    assert_no_token("the DEBUG log", log.getvalue())
+    # The SDK did log what the server echoed, and the token came out masked.
+    assert "you sent: ***" in log.getvalue()
+
+
+def test_headers_are_checked_and_never_quoted() -> None:
+    with pytest.raises(ConfigError, match="pass url=") as info:
+        MCPSource(FLAKY_CMD, headers={"Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(ConfigError, match="takes a dict"):
+        MCPSource(url="http://127.0.0.1:1/mcp", headers=[("Authorization", TOKEN)])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'X-Key' has a int value") as info:
+        MCPSource(url="http://127.0.0.1:1/mcp", headers={"X-Key": 123})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match="line break") as info:
+        MCPSource(url="http://127.0.0.1:1/mcp", headers={"Authorization": f"Bearer {TOKEN}\n"})
+    assert_no_token("a ConfigError", str(info.value))

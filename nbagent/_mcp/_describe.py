@@ -81,7 +81,15 @@ def start_failure(conn: Connection, cause: str) -> str:
     return text
 
 
-def describe_start_error(ep: Endpoint, exc: BaseException) -> str:
+def describe_start_error(ep: Endpoint, exc: BaseException, http_status: int | None = None) -> str:
+    if http_status in (401, 403):
+        given = "the headers= given" if ep.headers else "no credentials (pass headers=)"
+        word = "Unauthorized" if http_status == 401 else "Forbidden"
+        return f"the server refused the connection with HTTP {http_status} {word}: check {given}"
+    if http_status is not None and ep.url:
+        return (
+            f"the server answered HTTP {http_status} ({ep.clean(str(exc) or type(exc).__name__)})"
+        )
     if isinstance(exc, FileNotFoundError):
         missing = exc.filename or (ep.command[0] if ep.command else "")
         if ep.cwd and not Path(ep.cwd).is_dir():

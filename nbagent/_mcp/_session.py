@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Literal, cast
 
@@ -95,6 +95,7 @@ class Connection:
         self.errlog: IO[str] | None = None
         self.stderr_mark = 0  # stderr size when the current batch started
         self.stderr_tail = ""
+        self.http_status: int | None = None  # an HTTP error the server answered with
 
     # -- what the server left behind ----------------------------------------------------------
 
@@ -157,7 +158,7 @@ class Connection:
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         ep = self.endpoint
         if ep.url is not None:
-            async with _http_transport(ep.url, ep.headers) as streams:
+            async with _http_transport(ep.url, ep.headers, self._saw_status) as streams:
                 yield streams
             return
         from mcp import StdioServerParameters, stdio_client
@@ -168,6 +169,12 @@ class Connection:
         errlog = cast("Any", self.errlog)
         async with stdio_client(params, errlog=errlog) as streams:
             yield streams[0], streams[1]
+
+    async def _saw_status(self, status: int) -> None:
+        # The SDK turns an HTTP error into "Server returned an error response"; the status
+        # (401: the credentials were refused) is what the user can act on.
+        if status >= 400:
+            self.http_status = status
 
     async def serve(self) -> None:
         """The runner: owns the transport and session contexts from entry to exit."""
@@ -299,7 +306,9 @@ async def _list_all(session: Any) -> list[Any]:
 
 
 @contextlib.asynccontextmanager
-async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator[tuple[Any, Any]]:
+async def _http_transport(
+    url: str, headers: Mapping[str, str], on_status: Callable[[int], Awaitable[None]]
+) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's streamable HTTP client, with the endpoint's headers on every request."""
     try:
         from mcp.client.streamable_http import streamable_http_client
@@ -310,8 +319,11 @@ async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator
         async with streamablehttp_client(url, headers=dict(headers) or None) as streams:
             yield streams[0], streams[1]
         return
-    async with (
-        create_mcp_http_client(headers=dict(headers) or None) as client,
-        streamable_http_client(url, http_client=client) as streams,
-    ):
+
+    async def seen(response: Any) -> None:
+        await on_status(int(response.status_code))
+
+    client = create_mcp_http_client(headers=dict(headers) or None)
+    client.event_hooks["response"].append(seen)
+    async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams[0], streams[1]

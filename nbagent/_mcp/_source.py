@@ -41,7 +41,7 @@ from ..providers._base import ToolSpec
 from ._compat import braces, preload, unwrap
 from ._convert import to_outcome, to_specs
 from ._describe import describe_failure, describe_start_error, failure_kind, start_failure
-from ._redact import header_secrets, redact_argv, redact_url
+from ._redact import guard_logs, header_secrets, redact_argv, redact_url
 from ._session import SETTLE_AFTER_LOSS_S, STOP, Connection, Endpoint, Request
 
 __all__ = ["MCPSource"]
@@ -318,6 +318,7 @@ class MCPSource:
         # The SDK's first import takes a second or so; not on the event loop, which the
         # widget shares.
         await asyncio.to_thread(preload)
+        guard_logs(self._endpoint.secrets)  # (after the SDK's loggers exist)
         self._generation += 1
         conn = Connection(self._endpoint, self._generation)
         if self.command:
@@ -340,7 +341,8 @@ class MCPSource:
             raise
         except Exception as exc:
             await self._stop(conn)
-            return None, start_failure(conn, describe_start_error(self._endpoint, unwrap(exc)))
+            cause = describe_start_error(self._endpoint, unwrap(exc), conn.http_status)
+            return None, start_failure(conn, cause)
         self._conn = conn
         return conn, ""
 

@@ -1,11 +1,13 @@
 """A misbehaving MCP server for nbagent's tests, spoken to over stdio (or streamable HTTP).
 
 Tools: `echo(text)`, `fail(message)` (an isError result), `slow(seconds)`, `gate(key, count)`
-(returns once `count` calls with the key run at once), `crash()` (the process dies mid-call), `protocol_error()` (a JSON-RPC error response), `image()` (image
+(returns once `count` calls with the key run at once), `whoami()` (echoes the Authorization
+header), `crash()` (the process dies mid-call), `protocol_error()` (a JSON-RPC error response), `image()` (image
 content), `pid()` (so a test can kill the process from outside).
 
     python flaky_server.py                      # stdio
     python flaky_server.py --http PORT          # streamable HTTP on 127.0.0.1:PORT/mcp
+    python flaky_server.py --http PORT --token T  # the same, requiring "Authorization: Bearer T"
     python flaky_server.py --exit-at-start      # dies before the handshake
     python flaky_server.py --hang-at-start      # never answers the handshake
 """
@@ -51,6 +53,41 @@ def _tool_error_class() -> Any:
     except ImportError:
         from mcp.server.fastmcp.exceptions import ToolError
     return ToolError
+
+
+def _context_class() -> Any:
+    try:
+        from mcp.server.mcpserver import Context
+    except ImportError:
+        from mcp.server.fastmcp import Context
+    return Context
+
+
+def require_token(app: Any, token: str) -> Any:
+    """The app behind a bearer token; a wrong one gets a 401 page that quotes it back (as a
+    careless server might), so a test can check that the client never repeats it."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            if got != f"Bearer {token}":
+                body = f"invalid credentials: {got!r} is not accepted".encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"text/plain"),
+                            (b"www-authenticate", b"Bearer"),
+                            (b"x-echo", got.encode("latin-1")),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
 
 
 def build() -> Any:
@@ -112,6 +149,15 @@ def build() -> Any:
             ),
         ]
 
+    def whoami(ctx: Any) -> str:
+        """The Authorization header of this call, echoed (a server reflecting a secret)."""
+        request = getattr(ctx.request_context, "request", None)
+        headers = getattr(request, "headers", None) or {}
+        return f"you sent: {headers.get('authorization', '(nothing)')}"
+
+    whoami.__annotations__["ctx"] = _context_class()  # how the SDK knows to pass its context
+    server.tool()(whoami)
+
     @server.tool()
     def pid() -> int:
         """The server's process id."""
@@ -128,6 +174,14 @@ def main(argv: list[str]) -> None:
         sys.stdin.read()  # never answers; exits when its stdin closes
         return
     server = build()
+    if "--http" in argv and "--token" in argv:
+        import uvicorn
+
+        port = int(argv[argv.index("--http") + 1])
+        token = argv[argv.index("--token") + 1]
+        app = require_token(server.streamable_http_app(), token)
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+        return
     if "--http" in argv:
         port = int(argv[argv.index("--http") + 1])
         try:
