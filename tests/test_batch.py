@@ -13,6 +13,8 @@ from nbagent._loop._limiter import reset_shared_limiters
 from nbagent.batch._map import RESULT_COLUMNS, BatchProgress, BatchResult, amap, map
 from nbagent.mock import RateLimit, serve
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(autouse=True)
 def _fresh_limiters() -> Iterator[None]:

@@ -395,14 +395,20 @@ def test_cancel_while_a_worker_thread_tool_runs() -> None:
 # -- real sockets --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fault_spec", ["slow=5", "stall=5"])
+@pytest.mark.e2e
+@pytest.mark.parametrize("fault_spec", ["slow=600", "stall=600"])
 @pytest.mark.parametrize("fmt", ["anthropic", "openai"])
 def test_cancel_over_real_sockets_then_run_again(fmt: str, fault_spec: str) -> None:
     from nbagent.mock import serve
     from nbagent.providers._anthropic import AnthropicProvider
     from nbagent.providers._openai_chat import OpenAIProvider
 
+    # The fault lasts until the server stops: a run that ends `Aborted` while the server still
+    # runs did not wait for the server. Should the cancel wait anyway, the guard stops the server
+    # (the test then fails on the check below instead of hanging for ten minutes).
     with no_leaks(), serve([fault_spec]) as server:
+        guard = threading.Timer(60, server.stop)
+        guard.start()
 
         async def main() -> None:
             provider: Any
@@ -419,11 +425,10 @@ def test_cancel_over_real_sockets_then_run_again(fmt: str, fault_spec: str) -> N
             handle = agent.start("Hello there.", show=False)
             await asyncio.sleep(0.3)  # inside the slow answer or the stalled stream
             assert not handle.done()
-            t0 = time.monotonic()
             handle.cancel()
             with pytest.raises(E.Aborted):
                 await handle
-            assert time.monotonic() - t0 < 1.0  # cancellation is prompt
+            assert not server.stopping.is_set()  # cancelled while the server still stalled
             assert agent.history == history0
             check_cancelled(agent, rec, 0, history0)
             result = await agent.run("Hello again.", show=False)  # no faults left
@@ -433,7 +438,11 @@ def test_cancel_over_real_sockets_then_run_again(fmt: str, fault_spec: str) -> N
             await agent.aclose()
             await check_no_other_tasks()
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        finally:
+            guard.cancel()
+            guard.join()
 
 
 # -- a run that stops reading mid-stream closes the stream at once --------------------------------
@@ -485,6 +494,7 @@ def test_a_subscriber_raising_mid_stream_closes_the_stream_at_once() -> None:
     assert "the widget broke" in str(kept)
 
 
+@pytest.mark.e2e
 def test_a_subscriber_raising_mid_stream_over_a_socket_leaves_nothing_open() -> None:
     from nbagent.mock import serve
     from nbagent.providers._anthropic import AnthropicProvider

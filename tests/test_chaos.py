@@ -314,6 +314,7 @@ def make_virtual_agent(rng: random.Random, chaos: Chaos) -> tuple[Agent, Recorde
     return agent, rec, clock
 
 
+@pytest.mark.slow
 def test_virtual_time_soak() -> None:
     rng = random.Random(SEED)
     chaos = Chaos(random.Random(SEED + 1))
@@ -417,6 +418,8 @@ MOCK_PROMPTS = (
 )
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_mock_server_soak_over_real_sockets() -> None:
     from nbagent.demo._tools import calculator, file_tools
     from nbagent.mock import serve

@@ -12,6 +12,8 @@ import pytest
 from nbagent._cli import main
 from nbagent.demo._command import run_demo
 
+pytestmark = pytest.mark.e2e
+
 
 def test_demo_shows_all_four_actions_and_writes_its_files(tmp_path: Path) -> None:
     out = io.StringIO()

@@ -26,6 +26,8 @@ from nbagent.providers._anthropic import AnthropicProvider
 from nbagent.providers._base import Provider
 from nbagent.providers._openai_chat import OpenAIProvider
 
+pytestmark = pytest.mark.e2e
+
 WINDOW = 8000
 FILES = {
     "data/a.txt": "alpha line\n" + "a" * 20_000,

@@ -211,6 +211,7 @@ def client(server: MockServer) -> Iterator[httpx.Client]:
 # --- tool use -----------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_calculator_round_trip(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, ["calculator"]).run("What is 17 * 23 + 4?", honest_tools)
@@ -224,6 +225,7 @@ def test_calculator_round_trip(client: httpx.Client, fmt: str) -> None:
     assert final.stop in ("end_turn", "stop")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_calculator_error_is_acknowledged(client: httpx.Client, fmt: str) -> None:
     def broken(name: str, raw: str) -> tuple[str, bool]:
@@ -234,6 +236,7 @@ def test_calculator_error_is_acknowledged(client: httpx.Client, fmt: str) -> Non
     assert "error" in turns[-1].text and "12 / 4 = 3" in turns[-1].text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_read_file_is_summarised(client: httpx.Client, fmt: str) -> None:
     chat = Chat(client, fmt, ["read_file", "list_dir", "calculator"])
@@ -245,6 +248,7 @@ def test_read_file_is_summarised(client: httpx.Client, fmt: str) -> None:
     assert "“alpha beta”" in turns[-1].text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_list_dir_is_summarised(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, ["read_file", "list_dir"]).run(
@@ -254,6 +258,7 @@ def test_list_dir_is_summarised(client: httpx.Client, fmt: str) -> None:
     assert turns[-1].text == "data/ contains 3 entries: a.csv, b.csv, notes.txt."
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_plain_prompt_streams_many_deltas(client: httpx.Client, fmt: str) -> None:
     chat = Chat(client, fmt, ["calculator"])
@@ -266,6 +271,7 @@ def test_plain_prompt_streams_many_deltas(client: httpx.Client, fmt: str) -> Non
     assert not turn.calls
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_arithmetic_without_calculator_is_answered_directly(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, []).run("What is (2 + 3) * 4?", honest_tools)
@@ -275,6 +281,7 @@ def test_arithmetic_without_calculator_is_answered_directly(client: httpx.Client
 # --- misbehaviour on demand and recovery --------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_unknown_tool_then_recovery(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, ["calculator"]).run(
@@ -286,6 +293,7 @@ def test_unknown_tool_then_recovery(client: httpx.Client, fmt: str) -> None:
     assert turns[2].text == "2 + 2 = 4."
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_bad_json_then_recovery(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, ["calculator"]).run("[demo:bad_json] What is 9 - 2?", honest_tools)
@@ -296,6 +304,7 @@ def test_bad_json_then_recovery(client: httpx.Client, fmt: str) -> None:
     assert turns[-1].text == "9 - 2 = 7." and len(turns) == 3
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_bad_args_break_the_schema(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, ["calculator"]).run("[demo:bad_args] What is 5 * 5?", honest_tools)
@@ -304,6 +313,7 @@ def test_bad_args_break_the_schema(client: httpx.Client, fmt: str) -> None:
     assert turns[-1].text == "5 * 5 = 25."
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_misbehaviour_without_a_right_tool_ends_in_text(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, ["calculator"]).run(
@@ -312,6 +322,7 @@ def test_misbehaviour_without_a_right_tool_ends_in_text(client: httpx.Client, fm
     assert len(turns) == 2 and "delete_everything tool reported an error" in turns[-1].text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_at_most_two_tool_rounds(client: httpx.Client, fmt: str) -> None:
     def always_fails(name: str, raw: str) -> tuple[str, bool]:
@@ -322,6 +333,7 @@ def test_at_most_two_tool_rounds(client: httpx.Client, fmt: str) -> None:
     assert "error" in turns[-1].text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_max_tokens_marker(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, ["calculator"]).run("[demo:max_tokens] hello", honest_tools)
@@ -329,6 +341,7 @@ def test_max_tokens_marker(client: httpx.Client, fmt: str) -> None:
     assert turns[0].stop == ("max_tokens" if fmt == "anthropic" else "length")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_long_marker(client: httpx.Client, fmt: str) -> None:
     turns = Chat(client, fmt, []).run("[demo:long] Describe the loop.", honest_tools)
@@ -338,6 +351,7 @@ def test_long_marker(client: httpx.Client, fmt: str) -> None:
 # --- determinism and usage ----------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_same_conversation_same_reply(client: httpx.Client, fmt: str) -> None:
     def once(prompt: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
@@ -349,6 +363,7 @@ def test_same_conversation_same_reply(client: httpx.Client, fmt: str) -> None:
     assert once("Tell me about owls.") != once("Tell me about cats.")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_usage_is_consistent(client: httpx.Client, fmt: str) -> None:
     prompt = "Explain recursion with an example, please."
@@ -451,6 +466,7 @@ BLOCK = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, database=None)
 @given(
     fmt=st.sampled_from(["anthropic", "openai"]),

@@ -19,6 +19,8 @@ from nbagent.events import Event, FallbackStarted, RetryScheduled
 from nbagent.mock import MockServer
 from nbagent.providers import AnthropicProvider, OpenAIProvider
 
+pytestmark = pytest.mark.e2e
+
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05, seed=1, max_retry_after=5)
 
 

@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -480,6 +481,7 @@ def event_streams(draw: Any, fmt: str) -> bytes:
     return "".join(events).replace("\n", newline).encode()
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     data=st.data(),

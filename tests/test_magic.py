@@ -67,6 +67,7 @@ def content(message: dict[str, Any]) -> Any:
 # -- registration and the plain path -------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_load_ext_registers_the_magics(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -83,6 +84,7 @@ def test_load_ext_registers_the_magics(
     capsys.readouterr()
 
 
+@pytest.mark.e2e
 def test_cell_body_is_the_prompt_and_the_answer_is_printed(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -95,6 +97,7 @@ def test_cell_body_is_the_prompt_and_the_answer_is_printed(
     assert prompts_sent(magics)[0] == ["What is 2+2?"]
 
 
+@pytest.mark.e2e
 def test_conversation_continues_across_cells_and_new_starts_over(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -114,6 +117,7 @@ def test_conversation_continues_across_cells_and_new_starts_over(
     assert len(first.history) == 4  # the old conversation is left as it was
 
 
+@pytest.mark.e2e
 def test_faults_cause_retries_visible_in_the_attempt_log(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -136,6 +140,7 @@ def test_faults_cause_retries_visible_in_the_attempt_log(
     assert set(faults[3:]) == {"ok"}
 
 
+@pytest.mark.e2e
 def test_policy_options_and_the_system_prompt(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -180,6 +185,7 @@ def test_mistakes_are_usage_errors_that_say_what_is_wrong(
     assert magics.agents == {} or "nosuch" not in magics.agents
 
 
+@pytest.mark.e2e
 def test_tools_are_fixed_for_a_conversation(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -202,6 +208,7 @@ def test_help_prints_the_options(
     assert magics.agents == {}
 
 
+@pytest.mark.e2e
 def test_agent_reset_forgets_and_stops_the_server(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -245,6 +252,7 @@ def notebook(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     monkeypatch.setattr(magic, "in_notebook", lambda: True)
 
 
+@pytest.mark.e2e
 def test_in_a_notebook_the_run_goes_to_the_background(
     shell: InteractiveShell, magics: AgentMagics, notebook: None
 ) -> None:
@@ -274,6 +282,7 @@ def test_in_a_notebook_the_run_goes_to_the_background(
     assert magics.view.stop_button.description == "Finished"
 
 
+@pytest.mark.e2e
 def test_the_stop_button_cancels_the_background_run(
     shell: InteractiveShell, magics: AgentMagics, notebook: None
 ) -> None:
@@ -303,6 +312,7 @@ def test_the_stop_button_cancels_the_background_run(
     asyncio.run(asyncio.wait_for(main(), 10))
 
 
+@pytest.mark.e2e
 def test_wait_runs_in_the_foreground_even_in_a_notebook(
     shell: InteractiveShell,
     magics: AgentMagics,
@@ -318,6 +328,7 @@ def test_wait_runs_in_the_foreground_even_in_a_notebook(
     assert "6*7 = 42." in capsys.readouterr().out
 
 
+@pytest.mark.e2e
 def test_a_foreground_cell_refuses_while_a_background_run_is_going(
     shell: InteractiveShell, magics: AgentMagics, notebook: None
 ) -> None:

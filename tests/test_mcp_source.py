@@ -4,6 +4,9 @@ tool result. The servers are tests/mcp_servers/flaky_server.py and the demo note
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import logging
 import os
 import signal
 import socket
@@ -23,6 +26,8 @@ from nbagent._mcp._source import MCPSource
 from nbagent.demo._servers import notes_server_command, notes_source
 from nbagent.errors import ConfigError
 from nbagent.providers._scripted import Reply, ScriptedModel, ToolUse
+
+pytestmark = pytest.mark.e2e
 
 FLAKY = Path(__file__).parent / "mcp_servers" / "flaky_server.py"
 FLAKY_CMD = [sys.executable, str(FLAKY)]
@@ -77,6 +82,7 @@ def test_config_errors_and_names() -> None:
 # -- a healthy server -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tools_results_errors_and_timeout_over_one_session() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD, name="flaky", call_timeout=1.0) as src:
@@ -89,7 +95,6 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
             assert echo.input_schema["required"] == ["text"]
             pid = await server_pid(src)
 
-            t0 = time.monotonic()
             got = outcomes(
                 await src.call_batch(
                     [
@@ -99,12 +104,13 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
                         ToolCall("d", "protocol_error", {}),
                         ToolCall("e", "slow", {"seconds": 10}),
                         ToolCall("f", "slow", {"seconds": 0.3}),
+                        ToolCall("g1", "gate", {"key": "batch", "count": 2}),
+                        ToolCall("g2", "gate", {"key": "batch", "count": 2}),
                     ]
                 )
             )
-            elapsed = time.monotonic() - t0
-            assert [o.call_id for o in got] == list("abcdef")
-            ok, failed, image, proto, timed_out, slow_ok = got
+            assert [o.call_id for o in got] == [*"abcdef", "g1", "g2"]
+            ok, failed, image, proto, timed_out, slow_ok, gate1, gate2 = got
 
             assert not ok.is_error and ok.text == "hi"
             assert failed.is_error and failed.error == "tool_error"
@@ -119,7 +125,7 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
             assert timed_out.is_error and timed_out.error == "timeout"
             assert "timed out after 1 s" in timed_out.text and "`slow`" in timed_out.text
             assert slow_ok.text == "slept 0.3 s"
-            assert elapsed < 5  # the calls ran concurrently, and the timeout held
+            assert (gate1.text, gate2.text) == ("met", "met")  # the calls ran concurrently
 
             # The timeout cancelled one call, not the session.
             again = outcomes(await src.call_batch([ToolCall("g", "echo", {"text": "still"})]))
@@ -131,6 +137,7 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_cancelling_a_batch_leaves_the_session_usable() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD) as src:
@@ -160,6 +167,7 @@ def test_cancelling_a_batch_leaves_the_session_usable() -> None:
 # -- a server that dies ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_crash_mid_batch_fails_every_running_call_then_restarts() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD, name="flaky") as src:
@@ -187,6 +195,7 @@ def test_crash_mid_batch_fails_every_running_call_then_restarts() -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_server_killed_from_outside_while_a_call_runs() -> None:
     async def main() -> None:
         async with MCPSource(FLAKY_CMD, name="flaky") as src:
@@ -281,9 +290,7 @@ def test_server_that_cannot_start(command: list[str], cause: str) -> None:
 def test_start_timeout() -> None:
     async def main() -> None:
         src = MCPSource([*FLAKY_CMD, "--hang-at-start"], start_timeout=1.0)
-        t0 = time.monotonic()
-        assert await src.list_tools() == []
-        assert time.monotonic() - t0 < 8
+        assert await src.list_tools() == []  # (the server never answers: only the timeout ends it)
         assert src.unavailable_reason and "start_timeout=1 s" in src.unavailable_reason
         await src.aclose()
 
@@ -378,6 +385,7 @@ def test_demo_notes_server() -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_notes_server_saves_to_a_file(tmp_path: Path) -> None:
     path = tmp_path / "notes.json"
 
@@ -393,6 +401,7 @@ def test_notes_server_saves_to_a_file(tmp_path: Path) -> None:
     run(main())
 
 
+@pytest.mark.slow
 def test_a_new_event_loop_starts_a_new_server_without_counting_a_restart() -> None:
     """`agent.run_sync` runs each run in its own `asyncio.run`; the source follows along."""
     src = MCPSource(FLAKY_CMD)
@@ -525,3 +534,134 @@ def test_secrets_in_the_command_line_or_url_are_masked() -> None:
         assert broken.unavailable_reason and "sk-123" not in broken.unavailable_reason
 
     run(main())
+
+
+# -- a remote server behind a bearer token ----------------------------------------------------
+
+TOKEN = "mcp-tok-SENTINEL9f8e7d6c5b4a39281706"
+TOKEN_PART = "SENTINEL9f8e7d6c"  # a leak of part of the token counts too
+WRONG = "mcp-tok-WRONG00112233445566778899"
+
+
+def assert_no_token(what: str, text: str) -> None:
+    for secret in (TOKEN, TOKEN_PART, WRONG):
+        assert secret not in text, f"a token leaked into {what}"
+
+
+@pytest.fixture
+def token_server() -> Iterator[str]:
+    """The flaky server over streamable HTTP, refusing any request without the token (its 401
+    page quotes the credentials it got)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [*FLAKY_CMD, "--http", str(port), "--token", TOKEN],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(200):  # up to 20 s for the server to listen
+            if proc.poll() is not None:
+                pytest.fail("the token-protected MCP server exited")
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the token-protected MCP server did not come up")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_a_server_behind_a_bearer_token(token_server: str) -> None:
+    from nbagent.notebook._state import TimelineState
+
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    events: list[Any] = []
+    state = TimelineState()
+    texts: list[str] = []
+    model = ScriptedModel(
+        [
+            Reply(
+                tool_calls=[
+                    ToolUse("echo", {"text": "over a token"}, id="c1"),
+                    ToolUse("whoami", {}, id="c2"),
+                ]
+            ),
+            "Both tools answered.",
+        ]
+    )
+
+    async def main() -> None:
+        good = MCPSource(url=token_server, headers={"Authorization": f"Bearer {TOKEN}"})
+        texts.extend([repr(good), good.target, str(good.headers)])
+        assert good.headers == {"Authorization": "***"}
+        async with good:
+            agent = Agent(model, tools=[good], subscribers=[events.append, state])
+            result = await agent.run("use the tools", show=False)
+            assert result.final_text == "Both tools answered."
+            texts.append(agent.attempts.to_csv())
+        (results,) = [m.tool_results for m in agent.history if m.tool_results]
+        assert [r.is_error for r in results] == [False, False]
+        echoed = [b.text for r in results for b in r.content if isinstance(b, TextBlock)]
+        # The server did get the token; what it echoed back is masked before anyone sees it.
+        assert echoed == ["over a token", "you sent: ***"]
+
+        for headers, given in (
+            ({"Authorization": f"Bearer {WRONG}"}, "check the headers= given"),
+            (None, "check no credentials (pass headers=)"),
+        ):
+            bad = MCPSource(url=token_server, headers=headers, name="guarded")
+            assert await bad.list_tools() == []
+            reason = bad.unavailable_reason or ""
+            assert "cannot start MCP server `guarded`" in reason
+            assert (
+                f"the server refused the connection with HTTP 401 Unauthorized: {given}" in reason
+            )
+            (o,) = outcomes(await bad.call_batch([ToolCall("x", "echo", {"text": "x"})]))
+            assert o.is_error and o.error == "unavailable"
+            texts.extend([reason, o.text, repr(bad)])
+            await bad.aclose()
+
+            strict = MCPSource(url=token_server, headers=headers, strict=True)
+            with pytest.raises(ConfigError) as info:
+                await strict.list_tools()
+            assert "HTTP 401 Unauthorized" in str(info.value)
+            texts.append(str(info.value) + repr(info.value))
+            await strict.aclose()
+
+    try:
+        run(main())
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+    assert_no_token("reprs, reasons and error results", "\n".join(texts))
+    assert_no_token("events", "\n".join(repr(e) for e in events))
+    assert_no_token("the widget state", json.dumps(state.snapshot(), default=str))
+    assert_no_token("the DEBUG log", log.getvalue())
+    # The SDK did log what the server echoed, and the token came out masked.
+    assert "you sent: ***" in log.getvalue()
+
+
+def test_headers_are_checked_and_never_quoted() -> None:
+    with pytest.raises(ConfigError, match="pass url=") as info:
+        MCPSource(FLAKY_CMD, headers={"Authorization": f"Bearer {TOKEN}"})
+    with pytest.raises(ConfigError, match="takes a dict"):
+        MCPSource(url="http://127.0.0.1:1/mcp", headers=[("Authorization", TOKEN)])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'X-Key' has a int value") as info:
+        MCPSource(url="http://127.0.0.1:1/mcp", headers={"X-Key": 123})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match="line break") as info:
+        MCPSource(url="http://127.0.0.1:1/mcp", headers={"Authorization": f"Bearer {TOKEN}\n"})
+    assert_no_token("a ConfigError", str(info.value))

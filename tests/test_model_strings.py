@@ -203,6 +203,7 @@ def test_nothing_is_sent_on_config_error() -> None:
     assert sent == []
 
 
+@pytest.mark.e2e
 def test_demo_uses_the_shared_mock_server() -> None:
     server = shared_server()
     provider = resolve_model("demo")

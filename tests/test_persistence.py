@@ -174,6 +174,7 @@ def conversations(draw: Any) -> list[Message]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(history=conversations(), meta=st.dictionaries(any_text, json_value, max_size=3))
 def test_any_conversation_round_trips_exactly(history: list[Message], meta: dict[str, Any]) -> None:
@@ -256,6 +257,8 @@ def test_an_interrupted_save_leaves_the_previous_file_intact(
     assert loaded.history[-1].text == "the first version"
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 def test_a_process_killed_while_saving_leaves_a_loadable_file(tmp_path: Path) -> None:
     """SIGKILL a process in a loop of saves, many times: the file is always one whole version."""
     path = tmp_path / "session.json"

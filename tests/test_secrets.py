@@ -316,6 +316,7 @@ def mock_server() -> Iterator[Any]:
         yield server
 
 
+@pytest.mark.e2e
 def test_cli_demo_with_a_real_provider_string_prints_and_writes_no_key(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,

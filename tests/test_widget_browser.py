@@ -19,6 +19,8 @@ from harness.timeline_script import TOOL_ERROR, live_events, run_events
 
 from nbagent.notebook import TimelineState, export_html
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
     "--headless",

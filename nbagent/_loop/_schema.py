@@ -1,74 +1,70 @@
-"""JSON schemas from Python signatures, and a validator for the schemas tools declare.
+"""Tool schemas: built from Python signatures by pydantic, enforced by jsonschema.
 
-The validator covers what tool schemas use in practice (types, enum/const, properties, required,
-additionalProperties, items, anyOf/oneOf, numeric and length bounds); its messages are written
-for the model, which has to fix its arguments from them.
+Why libraries and not our own walk over types: pydantic already maps every Python type a tool
+may take (Optional, Literal, Enum, lists, dicts, tuples, dataclasses, TypedDicts, pydantic
+models) to JSON Schema and turns the model's JSON back into those types; jsonschema implements
+all of draft 2020-12, so the `$ref`s, `$defs` and `pattern`s that MCP servers built with
+pydantic or zod send are enforced rather than skipped. What stays ours: the docstring's `Args:`
+descriptions, schemas inlined for providers that do not follow `$ref`, and the wording of each
+problem, which is written for the model: it has to fix its arguments from that one sentence.
+
+pydantic and jsonschema are imported on first use: `import nbagent` should not pay for them.
 """
 
 from __future__ import annotations
 
-import enum
 import inspect
 import re
-import types
 import typing
-from collections.abc import Callable
-from typing import Any, Literal, Union
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 
-__all__ = ["schema_from_function", "validate"]
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+    from pydantic import BaseModel
 
-_PRIMITIVES: dict[Any, dict[str, Any]] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-    type(None): {"type": "null"},
-    Any: {},
-}
+__all__ = ["ArgumentCheck", "BadArguments", "ToolSignature", "signature_of"]
+
+_MAX_PROBLEMS = 5  # a model fixes the first few; a wall of errors helps nobody
 
 
-def _type_schema(tp: Any, where: str) -> dict[str, Any]:
-    if tp in _PRIMITIVES:
-        return dict(_PRIMITIVES[tp])
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    schema: dict[str, Any]
-    if origin is typing.Annotated:
-        schema = _type_schema(args[0], where)
-        for meta in args[1:]:
-            if isinstance(meta, str):
-                schema["description"] = meta
-        return schema
-    if origin is Literal:
-        return {"enum": list(args)}
-    if origin in (Union, types.UnionType):
-        return {"anyOf": [_type_schema(a, where) for a in args]}
-    if origin in (list, tuple, set, frozenset) or tp in (list, tuple, set, frozenset):
-        schema = {"type": "array"}
-        if args and not (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
-            if origin is tuple:
-                schema["prefixItems"] = [_type_schema(a, where) for a in args]
-            else:
-                schema["items"] = _type_schema(args[0], where)
-        elif args:
-            schema["items"] = _type_schema(args[0], where)
-        return schema
-    if origin is dict or tp is dict:
-        schema = {"type": "object"}
-        if len(args) == 2:
-            if args[0] is not str:
-                raise ConfigError(f"{where}: dict keys must be str for a JSON schema")
-            schema["additionalProperties"] = _type_schema(args[1], where)
-        return schema
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return {"enum": [m.value for m in tp]}
-    name = getattr(tp, "__name__", repr(tp))
-    raise ConfigError(
-        f"{where} has type {name}, which has no JSON schema; use str, int, float, bool, "
-        "list[...], dict[str, ...], Literal[...], an Enum, or Optional of these"
-    )
+class BadArguments(ValueError):
+    """Arguments a tool cannot be called with; `problems` are sentences for the model."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+# -- schemas from signatures ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolSignature:
+    """What `@tool` learned from a function: its description, the JSON schema the model is
+    offered, and the pydantic model that turns the model's JSON into the parameters' types."""
+
+    description: str
+    input_schema: dict[str, Any]
+    model: type[BaseModel]
+    parameters: dict[str, str]  # field name in `model` -> the function's parameter name
+
+    def bind(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Keyword arguments for the function, converted to the annotated types (a dataclass
+        parameter gets a dataclass, an Enum an Enum member). Arguments the model left out are
+        left out here too, so the function's own defaults apply."""
+        from pydantic import ValidationError as PydanticError
+
+        try:
+            bound = self.model.model_validate(dict(arguments))
+        except PydanticError as exc:
+            raise BadArguments(_pydantic_problems(exc)) from None
+        return {self.parameters[f]: getattr(bound, f) for f in bound.model_fields_set}
 
 
 def _doc_params(doc: str) -> tuple[str, dict[str, str]]:
@@ -92,17 +88,34 @@ def _doc_params(doc: str) -> tuple[str, dict[str, str]]:
     return desc, params
 
 
-def schema_from_function(fn: Callable[..., Any], name: str) -> tuple[str, dict[str, Any]]:
-    """(description, input_schema) for a tool function. Raises `ConfigError` naming the fix."""
+def _annotated_description(annotation: Any) -> str | None:
+    """A description the annotation carries itself: `Annotated[str, "the path"]` (a plain
+    string, which pydantic ignores) or `Annotated[str, Field(description=...)]`."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return None
+    for meta in reversed(typing.get_args(annotation)[1:]):
+        if isinstance(meta, str):
+            return meta
+        described = getattr(meta, "description", None)
+        if isinstance(described, str):
+            return described
+    return None
+
+
+def signature_of(fn: Callable[..., Any], name: str) -> ToolSignature:
+    """The tool's description, schema and argument model. Raises `ConfigError` naming the fix."""
+    import pydantic
+    from pydantic import ConfigDict, Field, create_model
+
     try:
         sig = inspect.signature(fn)
         hints = typing.get_type_hints(fn, include_extras=True)
     except (TypeError, ValueError, NameError) as exc:
         raise ConfigError(f"tool `{name}`: cannot read its signature ({exc})") from None
     description, docs = _doc_params(fn.__doc__ or "")
-    props: dict[str, Any] = {}
-    required: list[str] = []
-    for pname, param in sig.parameters.items():
+    fields: dict[str, Any] = {}
+    parameters: dict[str, str] = {}
+    for i, (pname, param) in enumerate(sig.parameters.items()):
         where = f"tool `{name}`: parameter `{pname}`"
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ConfigError(
@@ -111,105 +124,285 @@ def schema_from_function(fn: Callable[..., Any], name: str) -> tuple[str, dict[s
             )
         if param.kind is param.POSITIONAL_ONLY:
             raise ConfigError(f"{where} is positional-only; tools are called with keywords")
-        schema = _type_schema(hints[pname], where) if pname in hints else {}
-        if pname in docs and "description" not in schema:
-            schema["description"] = docs[pname]
-        if param.default is param.empty:
-            required.append(pname)
-        elif param.default is None or isinstance(param.default, (str, int, float, bool)):
-            schema["default"] = param.default
-        props[pname] = schema
-    input_schema: dict[str, Any] = {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-    return description or f"The {name} tool.", input_schema
+        annotation = hints.get(pname, Any)
+        info: dict[str, Any] = {"alias": pname}
+        described = _annotated_description(annotation) or docs.get(pname)
+        if described:
+            info["description"] = described
+        default = ... if param.default is param.empty else param.default
+        # Fields get neutral names and the parameter as alias, so a parameter may be called
+        # `json`, `schema` or `model_config` without clashing with pydantic's own attributes.
+        field = f"p{i}"
+        fields[field] = (annotation, Field(default, **info))
+        parameters[field] = pname
+    try:
+        model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+        with warnings.catch_warnings():
+            # A default that is not JSON (an object, say) is left out of the schema: the
+            # model need not know it, and the function still gets it.
+            warnings.simplefilter("ignore", pydantic.json_schema.PydanticJsonSchemaWarning)
+            raw = model.model_json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError) as exc:
+        raise ConfigError(_unsupported(name, fields, parameters, hints, exc)) from None
+    schema = _inline_refs(raw)
+    schema["required"] = list(schema.get("required", []))  # always there, even when empty
+    return ToolSignature(description or f"The {name} tool.", schema, model, parameters)
 
 
-_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool))
-        or (isinstance(v, float) and v.is_integer())
-    ),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
+def _unsupported(
+    name: str,
+    fields: dict[str, Any],
+    parameters: dict[str, str],
+    hints: dict[str, Any],
+    exc: Exception,
+) -> str:
+    """Which parameter has a type with no JSON form, in one sentence with the fix."""
+    from pydantic import PydanticSchemaGenerationError, TypeAdapter
+
+    for field, (annotation, _) in fields.items():
+        try:
+            TypeAdapter(annotation).json_schema()
+        except Exception as inner:
+            tp = hints.get(parameters[field], annotation)
+            tname = getattr(tp, "__name__", None) or repr(tp)
+            # pydantic's advice for an arbitrary class (allow arbitrary types) would not give
+            # the model a way to send one; its other messages name a real fix.
+            why = (
+                ""
+                if isinstance(inner, PydanticSchemaGenerationError)
+                else f" ({str(inner).splitlines()[0].rstrip('.')})"
+            )
+            return (
+                f"tool `{name}`: parameter `{parameters[field]}` has type {tname}, which has no "
+                f"JSON schema{why}; use str, int, float, bool, list[...], dict[str, ...], "
+                "Literal[...], an Enum, a dataclass, a TypedDict or a pydantic model"
+            )
+    first = str(exc).splitlines()[0]
+    return f"tool `{name}`: its parameters have no JSON schema ({first})"
 
 
-def validate(schema: Any, value: Any, path: str = "arguments", depth: int = 0) -> list[str]:
-    """Problems with `value` against `schema`, as sentences; empty when it conforms."""
-    if not isinstance(schema, dict) or depth > 50:
-        return []
-    errors: list[str] = []
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if (
-            isinstance(options, list)
-            and options
-            and not any(not validate(o, value, path, depth + 1) for o in options)
-        ):
-            errors.append(f"{path} does not match any allowed form")
-            return errors
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path} must be {schema['const']!r}")
-    if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
-        allowed = ", ".join(repr(v) for v in schema["enum"][:20])
-        errors.append(f"{path} must be one of {allowed}, not {value!r}")
-    t = schema.get("type")
-    if t is not None:
-        kinds = t if isinstance(t, list) else [t]
-        checks = [_JSON_TYPES[k] for k in kinds if isinstance(k, str) and k in _JSON_TYPES]
-        if checks and not any(c(value) for c in checks):
-            errors.append(f"{path} must be {' or '.join(map(str, kinds))}, not {_kind(value)}")
-            return errors
-    if isinstance(value, dict):
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        assert isinstance(props, dict)
-        for req in schema.get("required") or []:
-            if req not in value:
-                errors.append(f"'{req}' is required")
-        extra = schema.get("additionalProperties", True)
-        for k, v in value.items():
-            if k in props:
-                errors.extend(validate(props[k], v, f"'{k}'", depth + 1))
-            elif extra is False:
-                known = ", ".join(props) or "none"
-                errors.append(f"'{k}' is not a parameter (parameters: {known})")
-            elif isinstance(extra, dict):
-                errors.extend(validate(extra, v, f"'{k}'", depth + 1))
-    if isinstance(value, list):
-        items = schema.get("items")
-        for i, item in enumerate(value):
-            errors.extend(validate(items, item, f"{path}[{i}]", depth + 1))
-        if isinstance(schema.get("minItems"), int) and len(value) < schema["minItems"]:
-            errors.append(f"{path} needs at least {schema['minItems']} items")
-        if isinstance(schema.get("maxItems"), int) and len(value) > schema["maxItems"]:
-            errors.append(f"{path} allows at most {schema['maxItems']} items")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        lo, hi = schema.get("minimum"), schema.get("maximum")
-        if isinstance(lo, (int, float)) and value < lo:
-            errors.append(f"{path} must be at least {lo}")
-        if isinstance(hi, (int, float)) and value > hi:
-            errors.append(f"{path} must be at most {hi}")
-    if isinstance(value, str):
-        lo, hi = schema.get("minLength"), schema.get("maxLength")
-        if isinstance(lo, int) and len(value) < lo:
-            errors.append(f"{path} must have at least {lo} characters")
-        if isinstance(hi, int) and len(value) > hi:
-            errors.append(f"{path} must have at most {hi} characters")
-    return errors
+# Keywords whose values are schemas (or lists / maps of schemas): only these are walked, so a
+# `default` or `enum` value that happens to hold "title" or "$ref" keys is left as it is.
+_SUB_SCHEMA = ("items", "additionalProperties", "not", "contains", "propertyNames")
+_SCHEMA_LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
+_SCHEMA_MAPS = ("properties", "patternProperties")
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """pydantic's schema with each `$ref` to `$defs` replaced by the definition, and without
+    the `title`s pydantic derives from names (tokens the model does not need).
+
+    Some providers and local-model grammars do not follow `$ref`; the old hand-written
+    generator inlined everything, so the schemas models see stay as they were. A recursive type
+    cannot be inlined: its definition stays in `$defs`, referenced.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+    kept: dict[str, Any] = {}
+
+    def walk(node: Any, stack: tuple[str, ...]) -> Any:
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        out: dict[str, Any] = {}
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[8:] in defs:
+            target = ref[8:]
+            if target in stack:  # recursive: keep the reference
+                if target not in kept:
+                    kept[target] = None  # reserve, so the definition is walked once
+                    kept[target] = walk(defs[target], (target,))
+                out["$ref"] = ref
+            else:
+                out.update(walk(defs[target], (*stack, target)))
+        for key, value in node.items():
+            if key in ("$ref", "$defs", "discriminator") or (
+                key == "title" and isinstance(value, str)
+            ):
+                continue  # (discriminator is OpenAPI's; its mapping names the $defs dropped)
+            if key in _SUB_SCHEMA:
+                out[key] = walk(value, stack)
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                out[key] = [walk(v, stack) for v in value]
+            elif key in _SCHEMA_MAPS and isinstance(value, dict):
+                out[key] = {k: walk(v, stack) for k, v in value.items()}
+            else:
+                out[key] = value
+        return out
+
+    result: dict[str, Any] = walk(schema, ())
+    if kept:
+        result["$defs"] = kept
+    return result
+
+
+# -- checking arguments --------------------------------------------------------------------------
+
+
+class ArgumentCheck:
+    """One tool's input schema, compiled once, checking each call's arguments.
+
+    The draft is the one the schema declares in `$schema` (MCP servers built on older SDKs send
+    draft 7), else 2020-12. `$ref`s resolve within the schema only: a reference to another
+    document is never fetched. A schema that is itself broken, or points outside, is not
+    enforced here (the tool, or its server, still checks what it receives), so a server's
+    sloppy schema cannot make all of its tools unusable.
+    """
+
+    def __init__(self, schema: Any) -> None:
+        self.schema = schema
+        self.broken = ""  # why the schema cannot be enforced, when it cannot
+        self._validator: Validator | None = None
+        if not isinstance(schema, dict):
+            self.broken = "the input schema is not a JSON object"
+            return
+        from jsonschema import exceptions, validators
+        from referencing import Registry
+
+        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except exceptions.SchemaError as exc:
+            self.broken = f"the input schema is invalid: {exc.message}"
+            return
+        self._validator = cls(schema, registry=Registry())
+
+    def problems(self, arguments: Mapping[str, Any]) -> list[str]:
+        """What is wrong with the arguments, one short clause each; empty when they conform."""
+        if self._validator is None:
+            return []
+        from referencing.exceptions import Unresolvable
+
+        try:
+            errors = list(self._validator.iter_errors(dict(arguments)))
+        except Unresolvable as exc:
+            self.broken = f"the input schema has a reference that cannot be resolved ({exc})"
+            self._validator = None
+            return []
+        return _first(_render(e) for e in errors)
+
+
+def _first(problems: Iterable[str]) -> list[str]:
+    """Distinct problems in order, at most `_MAX_PROBLEMS` and a count of the rest."""
+    unique = list(dict.fromkeys(problems))
+    if len(unique) > _MAX_PROBLEMS:
+        rest = len(unique) - _MAX_PROBLEMS
+        unique = [*unique[:_MAX_PROBLEMS], f"and {rest} more problem{'s' * (rest > 1)}"]
+    return unique
+
+
+def _path(parts: Iterable[Any]) -> str:
+    """`'items[2].name'`: where in the arguments a problem is."""
+    text = ""
+    for p in parts:
+        text += f"[{p}]" if isinstance(p, int) else (f".{p}" if text else str(p))
+    return f"'{text}'"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _kind(value: Any) -> str:
-    for name, check in _JSON_TYPES.items():
-        if name != "integer" and check(value):
-            return {"number": "a number", "array": "an array", "object": "an object"}.get(
-                name, f"a {name}"
-            )
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
     return type(value).__name__
+
+
+def _types(value: Any) -> str:
+    kinds = value if isinstance(value, list) else [value]
+    return " or ".join(str(k) for k in kinds)
+
+
+def _render(error: ValidationError) -> str:
+    """One jsonschema error as a clause for the model: which argument, what is wrong."""
+    where = list(error.absolute_path)
+    at = _path(where) if where else "the arguments"
+    kw, value = error.validator, error.instance
+    expected: Any = error.validator_value
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if kw == "required":
+        missing = [r for r in expected if isinstance(value, dict) and r not in value]
+        return "; ".join(f"{_path([*where, m])} is required" for m in missing) or error.message
+    if kw in ("additionalProperties", "unevaluatedProperties") and isinstance(value, dict):
+        known = list(schema.get("properties", {}))
+        patterns = list(schema.get("patternProperties", {}))
+        extra = [k for k in value if k not in known and not any(re.search(p, k) for p in patterns)]
+        names = ", ".join(known) or "none"
+        if not where:
+            return "; ".join(f"'{k}' is not a parameter (parameters: {names})" for k in extra)
+        return "; ".join(f"{_path([*where, k])} is not allowed (allowed: {names})" for k in extra)
+    if kw == "type":
+        return f"{at} must be {_types(expected)}, not {_kind(value)}"
+    if kw == "enum":
+        allowed = ", ".join(_short(v, 40) for v in list(expected)[:20])
+        return f"{at} must be one of {allowed}, not {_short(value)}"
+    if kw == "const":
+        return f"{at} must be {_short(expected)}, not {_short(value)}"
+    if kw == "pattern":
+        return f"{at} must match the pattern {expected}, not {_short(value)}"
+    if kw in ("anyOf", "oneOf"):
+        return _render_choice(error, at)
+    simple = {
+        "minimum": f"{at} must be at least {expected}",
+        "maximum": f"{at} must be at most {expected}",
+        "exclusiveMinimum": f"{at} must be greater than {expected}",
+        "exclusiveMaximum": f"{at} must be less than {expected}",
+        "multipleOf": f"{at} must be a multiple of {expected}",
+        "minLength": f"{at} must have at least {expected} characters",
+        "maxLength": f"{at} must have at most {expected} characters",
+        "minItems": f"{at} needs at least {expected} items",
+        "maxItems": f"{at} allows at most {expected} items",
+        "uniqueItems": f"{at} must not repeat items",
+        "minProperties": f"{at} needs at least {expected} fields",
+        "maxProperties": f"{at} allows at most {expected} fields",
+    }
+    if kw in simple:
+        return simple[str(kw)]
+    message = error.message if len(error.message) <= 200 else error.message[:199] + "…"
+    return f"{at}: {message}"
+
+
+def _render_choice(error: ValidationError, at: str) -> str:
+    """anyOf / oneOf: `Optional[int]` given a string says "must be integer or null"; other
+    mixes name the branch that came closest."""
+    from jsonschema.exceptions import best_match
+
+    branches = error.context or []
+    here = [e for e in branches if list(e.absolute_path) == list(error.absolute_path)]
+    if branches and len(here) == len(branches) and all(e.validator == "type" for e in here):
+        kinds = ", ".join(dict.fromkeys(_types(e.validator_value) for e in here))
+        return f"{at} must be {kinds.replace(', ', ' or ')}, not {_kind(error.instance)}"
+    if error.validator == "oneOf" and not branches:
+        return f"{at} matches more than one of the allowed forms"
+    # A branch of another type is not close; among those of the right type, jsonschema's
+    # relevance picks the deepest problem.
+    wrong_type = {e.relative_schema_path[0] for e in here if e.validator == "type"}
+    shaped = [e for e in branches if e.relative_schema_path[0] not in wrong_type]
+    closest = best_match(shaped or branches)
+    if closest is None:
+        return f"{at} does not match any of the allowed forms"
+    return f"{at} does not match any of the allowed forms (closest: {_render(closest)})"
+
+
+def _pydantic_problems(exc: Any) -> list[str]:
+    """A pydantic ValidationError's errors as clauses, named by argument."""
+    out: list[str] = []
+    for err in exc.errors(include_url=False):
+        loc = list(err.get("loc", ()))
+        at = _path(loc) if loc else "the arguments"
+        if err.get("type") == "extra_forbidden" and len(loc) == 1:
+            out.append(f"{at} is not a parameter")
+            continue
+        message = str(err.get("msg", "is not valid"))
+        out.append(f"{at}: {message[:1].lower()}{message[1:]}")
+    return _first(out)

@@ -24,7 +24,7 @@ from .._core._messages import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlo
 from ..errors import Action, ConfigError, classify
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..providers._base import ToolSpec
-from ._schema import schema_from_function, validate
+from ._schema import ArgumentCheck, BadArguments, ToolSignature, signature_of
 
 __all__ = [
     "Tool",
@@ -77,13 +77,20 @@ class ToolOutcome:
 
 @dataclass
 class Tool:
-    """A Python function the model can call."""
+    """A Python function the model can call.
+
+    Made by `@tool`, it carries the `signature` its schema came from, and the model's JSON
+    arguments are converted to the parameters' types before the function runs. A `Tool` built
+    by hand with its own `input_schema` gets the arguments as they came.
+    """
 
     name: str
     description: str
     input_schema: dict[str, Any]
     fn: Callable[..., Any]
     timeout: float | None = None
+    signature: ToolSignature | None = field(default=None, repr=False, compare=False)
+    _check: ArgumentCheck | None = field(default=None, init=False, repr=False, compare=False)
 
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, self.input_schema)
@@ -92,7 +99,21 @@ class Tool:
     def is_async(self) -> bool:
         return inspect.iscoroutinefunction(self.fn)
 
+    def argument_problems(self, arguments: dict[str, Any]) -> list[str]:
+        """What is wrong with the arguments, for the model; empty when the tool can run."""
+        if self._check is None or self._check.schema is not self.input_schema:
+            self._check = ArgumentCheck(self.input_schema)  # compiled once per schema
+        problems = self._check.problems(arguments)
+        if not problems and self.signature is not None:
+            try:
+                self.signature.bind(arguments)
+            except BadArguments as exc:
+                problems = exc.problems
+        return problems
+
     async def __call__(self, **kwargs: Any) -> Any:
+        if self.signature is not None:
+            kwargs = self.signature.bind(kwargs)
         if self.is_async:
             return await self.fn(**kwargs)
         # Sync handlers run in a worker thread so a slow one does not freeze the widget.
@@ -121,8 +142,8 @@ def tool(
             not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0
         ):
             raise ConfigError(f"tool `{tname}`: timeout must be a positive number of seconds")
-        desc, schema = schema_from_function(f, tname)
-        return Tool(tname, description or desc, schema, f, timeout)
+        sig = signature_of(f, tname)
+        return Tool(tname, description or sig.description, sig.input_schema, f, timeout, sig)
 
     if fn is not None:
         return wrap(fn)
@@ -218,6 +239,7 @@ class Toolbox:
         self._source_specs: dict[str, tuple[ToolSource, ToolSpec]] = {}
         self._pending: list[ToolSource] = list(self.sources)  # not listed yet
         self.unavailable: dict[str, str] = {}  # source name -> why it offers no tools
+        self._checks: dict[str, ArgumentCheck] = {}  # a source tool's schema, compiled once
 
     def retry_unavailable(self) -> None:
         """List the sources that offered nothing again (at the next `specs()`): a server that
@@ -289,12 +311,7 @@ class Toolbox:
                 "Call one of these, or answer without a tool.",
                 "unknown_tool",
             )
-        schema = (
-            self.tools[call.name].input_schema
-            if call.name in self.tools
-            else self._source_specs[call.name][1].input_schema
-        )
-        problems = validate(schema, call.input)
+        problems = self._argument_problems(call)
         if problems:
             return ToolOutcome.failed(
                 call.id,
@@ -303,6 +320,15 @@ class Toolbox:
                 "invalid_arguments",
             )
         return None
+
+    def _argument_problems(self, call: ToolCall) -> list[str]:
+        if call.name in self.tools:
+            return self.tools[call.name].argument_problems(call.input)
+        schema = self._source_specs[call.name][1].input_schema
+        check = self._checks.get(call.name)
+        if check is None or check.schema is not schema:  # (a source listed again)
+            check = self._checks[call.name] = ArgumentCheck(schema)
+        return check.problems(call.input)
 
     async def _run_function(self, call: ToolCall) -> ToolOutcome:
         t = self.tools[call.name]

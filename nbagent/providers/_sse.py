@@ -28,13 +28,16 @@ class ServerSentEvent:
 class SSEParser:
     """Server-sent events from bytes, as the WHATWG event-stream rules read them.
 
-    Lines end at CRLF, LF or CR; a blank line dispatches the event; `:` lines are comments;
-    `data` lines join with newlines; unknown fields are ignored. Incremental: `feed` takes each
-    chunk as it comes and returns the events it completed.
+    Lines end at CRLF, LF or CR; a blank line dispatches the event, unless it has no `data`
+    line (a lone `event:` dispatches nothing); `:` lines are comments; `data` lines join with
+    newlines; `retry` counts only when it is ASCII digits; unknown fields are ignored; a UTF-8
+    byte order mark at the start is skipped. Incremental: `feed` takes each chunk as it comes
+    and returns the events it completed.
     """
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # utf-8-sig drops a BOM at the very start only, as the event-stream rules ask.
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self._tail = ""
         self._event = ""
         self._data: list[str] = []
@@ -57,7 +60,7 @@ class SSEParser:
         out: list[ServerSentEvent] = []
         for line in lines:
             if not line:
-                if self._data or self._event:
+                if self._data:
                     out.append(
                         ServerSentEvent(
                             event=self._event,
@@ -80,6 +83,6 @@ class SSEParser:
             elif field == "id":
                 if "\0" not in value:
                     self._id = value
-            elif field == "retry" and value.isdigit():
+            elif field == "retry" and value.isascii() and value.isdigit():
                 self._retry = int(value)
         return out

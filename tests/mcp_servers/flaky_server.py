@@ -1,11 +1,13 @@
 """A misbehaving MCP server for nbagent's tests, spoken to over stdio (or streamable HTTP).
 
-Tools: `echo(text)`, `fail(message)` (an isError result), `slow(seconds)`, `crash()` (the
-process dies mid-call), `protocol_error()` (a JSON-RPC error response), `image()` (image
+Tools: `echo(text)`, `fail(message)` (an isError result), `slow(seconds)`, `gate(key, count)`
+(returns once `count` calls with the key run at once), `whoami()` (echoes the Authorization
+header), `crash()` (the process dies mid-call), `protocol_error()` (a JSON-RPC error response), `image()` (image
 content), `pid()` (so a test can kill the process from outside).
 
     python flaky_server.py                      # stdio
     python flaky_server.py --http PORT          # streamable HTTP on 127.0.0.1:PORT/mcp
+    python flaky_server.py --http PORT --token T  # the same, requiring "Authorization: Bearer T"
     python flaky_server.py --exit-at-start      # dies before the handshake
     python flaky_server.py --hang-at-start      # never answers the handshake
 """
@@ -53,6 +55,41 @@ def _tool_error_class() -> Any:
     return ToolError
 
 
+def _context_class() -> Any:
+    try:
+        from mcp.server.mcpserver import Context
+    except ImportError:
+        from mcp.server.fastmcp import Context
+    return Context
+
+
+def require_token(app: Any, token: str) -> Any:
+    """The app behind a bearer token; a wrong one gets a 401 page that quotes it back (as a
+    careless server might), so a test can check that the client never repeats it."""
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+            if got != f"Bearer {token}":
+                body = f"invalid credentials: {got!r} is not accepted".encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"text/plain"),
+                            (b"www-authenticate", b"Bearer"),
+                            (b"x-echo", got.encode("latin-1")),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def build() -> Any:
     import anyio
     from mcp import types
@@ -74,6 +111,20 @@ def build() -> Any:
         """Sleep, then say so."""
         await anyio.sleep(seconds)
         return f"slept {seconds:g} s"
+
+    gates: dict[str, tuple[list[int], anyio.Event]] = {}
+
+    @server.tool()
+    async def gate(key: str, count: int) -> str:
+        """Wait until `count` calls with this key run at once (at most 30 s): "met" proves the
+        calls ran concurrently, "alone" that they did not."""
+        arrived, everyone = gates.setdefault(key, ([0], anyio.Event()))
+        arrived[0] += 1
+        if arrived[0] >= count:
+            everyone.set()
+        with anyio.move_on_after(30):
+            await everyone.wait()
+        return "met" if everyone.is_set() else "alone"
 
     @server.tool()
     def crash() -> str:
@@ -98,6 +149,15 @@ def build() -> Any:
             ),
         ]
 
+    def whoami(ctx: Any) -> str:
+        """The Authorization header of this call, echoed (a server reflecting a secret)."""
+        request = getattr(ctx.request_context, "request", None)
+        headers = getattr(request, "headers", None) or {}
+        return f"you sent: {headers.get('authorization', '(nothing)')}"
+
+    whoami.__annotations__["ctx"] = _context_class()  # how the SDK knows to pass its context
+    server.tool()(whoami)
+
     @server.tool()
     def pid() -> int:
         """The server's process id."""
@@ -114,6 +174,14 @@ def main(argv: list[str]) -> None:
         sys.stdin.read()  # never answers; exits when its stdin closes
         return
     server = build()
+    if "--http" in argv and "--token" in argv:
+        import uvicorn
+
+        port = int(argv[argv.index("--http") + 1])
+        token = argv[argv.index("--token") + 1]
+        app = require_token(server.streamable_http_app(), token)
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+        return
     if "--http" in argv:
         port = int(argv[argv.index("--http") + 1])
         try:
