@@ -146,9 +146,7 @@ def test_calls_run_concurrently_and_results_keep_call_order() -> None:
 
     async def main() -> list[Any]:
         await box.specs()
-        batch = asyncio.create_task(
-            box.run_batch(calls, lambda cls, **kw: events.append(cls(**kw)))
-        )
+        batch = asyncio.create_task(box.run_batch(calls, events.append))
         for _ in range(100):  # let the calls start; a serial dispatcher would have one asleep
             await asyncio.sleep(0)
         assert clock.sleepers == 3  # all three are waiting at once
