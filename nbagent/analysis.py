@@ -20,6 +20,7 @@ from matplotlib.patches import Patch
 
 from ._core._retry import RetryPolicy, format_duration
 from ._loop._attempt_log import COLUMNS, coerce, empty_frame
+from ._loop._durable_log import read_attempts
 
 __all__ = [
     "ACTION_COLORS",
@@ -29,6 +30,7 @@ __all__ = [
     "plot_backoff",
     "plot_delays",
     "plot_timeline",
+    "read_attempts",
     "success_rate_by_attempt",
     "summary",
     "wait_kind",

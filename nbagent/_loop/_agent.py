@@ -70,6 +70,7 @@ from ._args import ModelSpec, check_arguments, resolve_model_spec
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor, DefaultCompaction
 from ._compactor import CompactingMixin
+from ._durable_log import DurableLog, LogTarget
 from ._limiter import shared_limiter
 from ._results import (
     RunHandle,
@@ -120,6 +121,7 @@ class Agent(CompactingMixin):
         options: dict[str, Any] | None = None,
         limiter: Pacer | bool = True,
         cache: bool = True,
+        log: LogTarget | None = None,
     ) -> None:
         specs: list[ModelSpec] = (
             list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
@@ -191,6 +193,12 @@ class Agent(CompactingMixin):
                 f"cache= takes True (use the provider's prompt cache) or False, not {cache!r}"
             )
         self.cache = cache
+        # agent_id names this agent in traces and in the durable log (`log=`: a SQLite path or
+        # connection that every finished attempt is appended to, as it finishes); opened last,
+        # once every other argument has been checked
+        self.agent_id = uuid.uuid4().hex[:8]
+        self._durable = DurableLog(log, self.agent_id) if log is not None else None
+        self._log.on_row = self._durable
 
     # -- public surface ---------------------------------------------------------------------
 
@@ -243,6 +251,8 @@ class Agent(CompactingMixin):
         """
         for p in self._providers:
             await p.aclose()
+        if self._durable is not None:  # commit the rows still queued (a later run reopens it)
+            await asyncio.to_thread(self._durable.close)
 
     async def __aenter__(self) -> Agent:
         return self
@@ -358,7 +368,7 @@ class Agent(CompactingMixin):
         self.toolbox.retry_unavailable()  # a server that could not start may be up by now
         self._reported_unavailable.clear()
         try:
-            self._emit(RunStarted, prompt=user.text, model=self.models[0])
+            self._emit(RunStarted, prompt=user.text, model=self.models[0], agent_id=self.agent_id)
             return await self._steps(run, user)
         finally:
             self._run = None
