@@ -119,10 +119,16 @@ def _prepare(conn: sqlite3.Connection, label: str) -> None:
     """Make the file ready to append to: create, check or migrate its layout, in one transaction
     (two processes starting at once take turns)."""
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    try:  # refuse a file that is not ours before changing anything in it
+        _check_version(conn, label, _tables(conn))
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" or "not a database" in str(exc):
+            raise ConfigError(f"{label} is not an nbagent attempt log ({exc})") from exc
+        raise
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("BEGIN IMMEDIATE")
-    try:
+    try:  # again, now holding the write lock: another process may have set it up meanwhile
         version = _check_version(conn, label, _tables(conn))
         if version is None:
             cols = ", ".join(f"{c} {_SQL_TYPE[c]}" for c in COLUMNS)
@@ -197,10 +203,10 @@ class _Writer:
             _prepare(conn, self.label)
         except ConfigError as exc:
             self.error = exc
-        except sqlite3.ProgrammingError as exc:  # a connection tied to the thread that made it
+        except sqlite3.ProgrammingError:  # a connection tied to the thread that made it
             self.error = ConfigError(
-                f"log= got a sqlite3 connection that only its own thread may use ({exc}); open "
-                "it with sqlite3.connect(path, check_same_thread=False), or pass the path"
+                "log= got a sqlite3 connection that only the thread that opened it may use; "
+                "open it with sqlite3.connect(path, check_same_thread=False), or pass the path"
             )
         except sqlite3.Error as exc:
             self.error = self._host_error(exc)
@@ -319,11 +325,13 @@ class DurableLog:
         )
         self.agent_id = agent_id
         self.worker = worker
+        self._last_error: LogError | None = None
         self._writer: _Writer | None = _acquire(self.target)
         self._writer.ready.wait()
         error = self._writer.error
         if isinstance(error, ConfigError):
-            self.close()
+            _release(self._writer, None)
+            self._writer = None
             raise error
         self._report()
 
@@ -333,7 +341,9 @@ class DurableLog:
     @property
     def error(self) -> LogError | None:
         """Why rows are no longer saved (the warning's sentence), or None."""
-        return None if self._writer is None else self._writer.error
+        if self._writer is not None and self._writer.error is not None:
+            self._last_error = self._writer.error
+        return self._last_error
 
     def __call__(self, index: int, row: dict[str, Any]) -> None:
         w = self._writer
@@ -357,6 +367,7 @@ class DurableLog:
             return
         w.flush(timeout)
         self._report(w)
+        self._last_error = w.error or self._last_error
         _release(w, timeout)
 
     def _report(self, w: _Writer | None = None) -> None:
