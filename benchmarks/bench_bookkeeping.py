@@ -4,17 +4,24 @@
    widget model (no front end attached), against a no-op subscriber.
 2. The DataFrame of 100,000 attempts: `AttemptLog.frame()` (typed columns: Int64, categories,
    strings) against `pandas.DataFrame.from_records` on the same row dicts.
+3. The durable attempt log (`Agent(log="runs.sqlite")`): µs per attempt of the attempt log
+   alone and with the SQLite sink, side by side: on the run's own thread (what a run pays: the
+   row goes on a queue) and until every row is committed by the writer thread.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from common import Goal, Report, median
 
+from nbagent._core._budget import Usage
 from nbagent._loop._attempt_log import COLUMNS, AttemptLog
+from nbagent._loop._durable_log import DurableLog
 from nbagent.events import (
     AttemptFailed,
     AttemptStarted,
@@ -29,14 +36,19 @@ from nbagent.events import (
 
 def run_events(deltas: int) -> list[Event]:
     r = "run1"
-    ev: list[Event] = [RunStarted(run_id=r, time=0.0, prompt="Go.")]
-    ev.append(AttemptStarted(run_id=r, time=0.0, turn=1, attempt=1, max_attempts=4, model="demo"))
+    ev: list[Event] = [RunStarted(run_id=r, time=0.0, prompt="Go.", model="demo")]
+    ev.append(
+        AttemptStarted(
+            phase="request", run_id=r, time=0.0, turn=1, attempt=1, max_attempts=4, model="demo"
+        )
+    )
     ev += [
         TextDelta(run_id=r, time=0.001 * i, turn=1, text=" word", attempt=1) for i in range(deltas)
     ]
     ev.append(
         AttemptSucceeded(
             run_id=r,
+            phase="request",
             time=9.0,
             turn=1,
             attempt=1,
@@ -47,7 +59,17 @@ def run_events(deltas: int) -> list[Event]:
             cost_usd=0.0,
         )
     )
-    ev.append(RunFinished(run_id=r, time=9.0, turn=1, end_reason="end_turn", final_text="x"))
+    ev.append(
+        RunFinished(
+            run_id=r,
+            time=9.0,
+            turn=1,
+            end_reason="end_turn",
+            final_text="x",
+            usage=Usage(10, deltas),
+            model="demo",
+        )
+    )
     return ev
 
 
@@ -56,12 +78,17 @@ def attempt_events(n: int) -> list[Event]:
     t = 0.0
     for i in range(n):
         r, a = f"run{i // 4}", i % 4 + 1
-        ev.append(AttemptStarted(run_id=r, time=t, turn=1, attempt=a, max_attempts=4, model="demo"))
+        ev.append(
+            AttemptStarted(
+                phase="request", run_id=r, time=t, turn=1, attempt=a, max_attempts=4, model="demo"
+            )
+        )
         t += 0.5
         if a < 4:
             ev.append(
                 AttemptFailed(
                     run_id=r,
+                    phase="request",
                     time=t,
                     turn=1,
                     attempt=a,
@@ -77,6 +104,7 @@ def attempt_events(n: int) -> list[Event]:
             ev.append(
                 RetryScheduled(
                     run_id=r,
+                    phase="request",
                     time=t,
                     turn=1,
                     attempt=a,
@@ -86,6 +114,7 @@ def attempt_events(n: int) -> list[Event]:
                     policy_delay_s=0.7,
                     retry_after_s=1.0,
                     error="RateLimited",
+                    message="rate limited",
                     status_code=429,
                     model="demo",
                 )
@@ -94,6 +123,7 @@ def attempt_events(n: int) -> list[Event]:
             ev.append(
                 AttemptSucceeded(
                     run_id=r,
+                    phase="request",
                     time=t,
                     turn=1,
                     attempt=a,
@@ -117,6 +147,67 @@ def per_event_us(events: list[Event], make: Any) -> float:
         for s in subs:
             s(e)
     return 1e6 * (time.perf_counter() - t0) / len(events)
+
+
+class _Timed:
+    """The durable sink, with the time spent inside its calls added up."""
+
+    def __init__(self, sink: DurableLog) -> None:
+        self.sink = sink
+        self.seconds = 0.0
+
+    def __call__(self, index: int, row: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        self.sink(index, row)
+        self.seconds += time.perf_counter() - t0
+
+
+def durable_us(events: list[Event], attempts: int, path: Path) -> tuple[float, float, float]:
+    """µs per attempt: the sink's own calls, the run's thread in all, and until committed."""
+    sink = _Timed(DurableLog(path, path.stem))
+    log = AttemptLog(on_row=sink)
+    t0 = time.perf_counter()
+    for e in events:
+        log(e)
+    t1 = time.perf_counter()
+    sink.sink.close(timeout=None)
+    t2 = time.perf_counter()
+    per = 1e6 / attempts
+    return per * sink.seconds, per * (t1 - t0), per * (t2 - t0)
+
+
+def in_memory_us(events: list[Event], attempts: int) -> float:
+    log = AttemptLog()
+    t0 = time.perf_counter()
+    for e in events:
+        log(e)
+    return 1e6 * (time.perf_counter() - t0) / attempts
+
+
+def durable_section(rep: Report, n: int, repeats: int) -> None:
+    """The attempts arrive back to back here (a real run spaces them out by network time, when
+    the writer thread has the interpreter to itself): the worst case for the run's thread."""
+    events = attempt_events(n)
+    in_memory_us(events, n)  # warm-up
+    memory, calls, caller, committed = [], [], [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(max(3, repeats)):  # interleaved, so both see the same machine
+            memory.append(in_memory_us(events, n))
+            s, c, w = durable_us(events, n, Path(folder) / f"r{i}.sqlite")
+            calls.append(s)
+            caller.append(c)
+            committed.append(w)
+    rep.lines.append("")
+    rep.table(
+        [f"durable log, {n:,} attempts back to back", "us/attempt"],
+        [
+            ["attempt log alone (in memory)", median(memory)],
+            ["+ durable log: its sink calls (row onto the queue)", median(calls)],
+            ["+ durable log: the run's thread in all (shares the GIL)", median(caller)],
+            ["+ durable log: until every row is committed", median(committed)],
+        ],
+    )
+    rep.goals.append(Goal("durable log sink calls, us/attempt", median(calls), 10.0))
 
 
 def run(short: bool = False) -> Report:
@@ -166,6 +257,7 @@ def run(short: bool = False) -> Report:
         ],
     )
     rep.goals.append(Goal("AttemptLog.frame() / from_records", median(ours) / median(theirs), 1.5))
+    durable_section(rep, 1_000 if short else 20_000, repeats)
     return rep
 
 
