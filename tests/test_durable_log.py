@@ -7,7 +7,6 @@ changes how a run ends; a file that is not ours, or is newer than us, is refused
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import sqlite3
@@ -68,13 +67,8 @@ def make(log: Any = None, entries: list[Any] | None = None, **kw: Any) -> Agent:
 
 
 def run(agent: Agent, prompt: str = "go") -> Any:
-    async def main() -> Any:
-        try:
-            return await agent.run(prompt, show=False)
-        finally:
-            await agent.aclose()
-
-    return asyncio.run(main())
+    """One run; `run_sync` closes the log afterwards, so every row is committed."""
+    return agent.run_sync(prompt, show=False)
 
 
 def attempts_only(df: pd.DataFrame) -> pd.DataFrame:

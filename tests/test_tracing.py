@@ -115,15 +115,23 @@ def seconds(ns: int | None, origin: int | None) -> float:
     return (ns - origin) / 1e9
 
 
-def test_a_faulty_run_is_one_invoke_agent_span_with_an_attempt_span_per_try(
+@pytest.fixture
+def traced(
     exporter: tuple[InMemorySpanExporter, TracerProvider],
-) -> None:
+) -> tuple[Agent, Any, ReadableSpan, list[ReadableSpan]]:
+    """The faulty run, traced: the agent, its result, the run span and its children."""
     exp, provider = exporter
     agent, model = faulty_agent()
     with nbagent.instrument(provider):
         result = faulty_run(agent, model)
+    return agent, result, *tree(exp.get_finished_spans(), result.run_id)
+
+
+def test_a_faulty_run_is_one_invoke_agent_span_with_an_attempt_span_per_try(
+    traced: tuple[Agent, Any, ReadableSpan, list[ReadableSpan]],
+) -> None:
+    agent, result, root, children = traced
     assert result.final_text == "done"
-    root, children = tree(exp.get_finished_spans(), result.run_id)
 
     assert root.name == "invoke_agent" and root.kind is SpanKind.INTERNAL and root.parent is None
     run = attrs(root)
@@ -195,13 +203,9 @@ def test_a_faulty_run_is_one_invoke_agent_span_with_an_attempt_span_per_try(
 
 
 def test_span_times_follow_the_attempt_log_so_the_gaps_are_the_waits(
-    exporter: tuple[InMemorySpanExporter, TracerProvider],
+    traced: tuple[Agent, Any, ReadableSpan, list[ReadableSpan]],
 ) -> None:
-    exp, provider = exporter
-    agent, model = faulty_agent()
-    with nbagent.instrument(provider):
-        result = faulty_run(agent, model)
-    root, children = tree(exp.get_finished_spans(), result.run_id)
+    agent, result, root, children = traced
     df = agent.attempts
     rows = df[(df.run_id == result.run_id)].reset_index(drop=True)
     origin = root.start_time

@@ -120,13 +120,8 @@ class SpanRecorder:
 
     def _on_run_started(self, e: RunStarted) -> None:
         offset = time.time_ns() - round(e.time * 1e9)
-        provider, model = S.provider_and_model(e.model)
-        attrs: dict[str, Any] = {
-            S.OPERATION: S.INVOKE_AGENT,
-            S.PROVIDER: provider,
-            S.REQUEST_MODEL: model,
-            S.RUN_ID: e.run_id,
-        }
+        attrs = _operation(S.INVOKE_AGENT, e.model)[1]
+        attrs[S.RUN_ID] = e.run_id
         if e.agent_id:
             # one Agent object holds one conversation: its id names both
             attrs[S.AGENT_ID] = e.agent_id
@@ -189,16 +184,10 @@ class SpanRecorder:
         if run is None:
             return
         self._end_attempt(run, e.phase, e.time)
-        provider, model = S.provider_and_model(e.model)
-        attrs: dict[str, Any] = {
-            S.OPERATION: S.CHAT,
-            S.PROVIDER: provider,
-            S.REQUEST_MODEL: model,
-            S.PHASE: e.phase,
-            S.ATTEMPT: e.attempt,
-            S.MAX_ATTEMPTS: e.max_attempts,
-            S.TURN: e.turn,
-        }
+        model, attrs = _operation(S.CHAT, e.model)
+        attrs.update(
+            {S.PHASE: e.phase, S.ATTEMPT: e.attempt, S.MAX_ATTEMPTS: e.max_attempts, S.TURN: e.turn}
+        )
         span = self._child(run, f"{S.CHAT} {model}", SpanKind.CLIENT, e.time, attrs)
         run.attempts[e.phase] = _Attempt(span, e.attempt)
 
@@ -393,6 +382,12 @@ class SpanRecorder:
 
     def _on_unavailable(self, e: ToolSourceUnavailable) -> None:
         self._run_event(e, S.EV_TOOLS_UNAVAILABLE, {S.TOOL_SOURCE: e.source, S.REASON: e.reason})
+
+
+def _operation(operation: str, model_string: str) -> tuple[str, dict[str, Any]]:
+    """The request model, and the attributes every model-facing span starts with."""
+    provider, model = S.provider_and_model(model_string)
+    return model, {S.OPERATION: operation, S.PROVIDER: provider, S.REQUEST_MODEL: model}
 
 
 def _set(span: Span, key: str, value: Any) -> None:
