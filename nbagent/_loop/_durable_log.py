@@ -322,9 +322,11 @@ class DurableLog:
                 "log= takes a file path such as 'runs.sqlite' or an open sqlite3.Connection, "
                 f"not {type(target).__name__}"
             )
-        self.target: LogTarget = (
-            target if isinstance(target, sqlite3.Connection) else os.fspath(target)
-        )
+        self.target: LogTarget = target
+        if not isinstance(target, sqlite3.Connection):
+            path = os.fspath(target)
+            # absolute now: the log reopens after aclose(), perhaps after an os.chdir
+            self.target = path if path == ":memory:" else os.path.abspath(path)
         self.agent_id = agent_id
         self.worker = worker
         self._last_error: LogError | None = None
