@@ -4,11 +4,16 @@
    widget model (no front end attached), against a no-op subscriber.
 2. The DataFrame of 100,000 attempts: `AttemptLog.frame()` (typed columns: Int64, categories,
    strings) against `pandas.DataFrame.from_records` on the same row dicts.
+3. The durable attempt log (`Agent(log="runs.sqlite")`): µs per attempt of the attempt log
+   alone and with the SQLite sink, side by side: on the run's own thread (what a run pays: the
+   row goes on a queue) and until every row is committed by the writer thread.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -16,6 +21,7 @@ from common import Goal, Report, median
 
 from nbagent._core._budget import Usage
 from nbagent._loop._attempt_log import AttemptLog
+from nbagent._loop._durable_log import DurableLog
 from nbagent._loop._frame import COLUMNS
 from nbagent.events import (
     AttemptFailed,
@@ -31,7 +37,7 @@ from nbagent.events import (
 
 def run_events(deltas: int) -> list[Event]:
     r = "run1"
-    ev: list[Event] = [RunStarted(model="", run_id=r, time=0.0, prompt="Go.")]
+    ev: list[Event] = [RunStarted(run_id=r, time=0.0, prompt="Go.", model="demo")]
     ev.append(
         AttemptStarted(
             phase="request", run_id=r, time=0.0, turn=1, attempt=1, max_attempts=4, model="demo"
@@ -42,8 +48,8 @@ def run_events(deltas: int) -> list[Event]:
     ]
     ev.append(
         AttemptSucceeded(
-            phase="request",
             run_id=r,
+            phase="request",
             time=9.0,
             turn=1,
             attempt=1,
@@ -56,13 +62,13 @@ def run_events(deltas: int) -> list[Event]:
     )
     ev.append(
         RunFinished(
-            usage=Usage(),
-            model="",
             run_id=r,
             time=9.0,
             turn=1,
             end_reason="end_turn",
             final_text="x",
+            usage=Usage(10, deltas),
+            model="demo",
         )
     )
     return ev
@@ -82,8 +88,8 @@ def attempt_events(n: int) -> list[Event]:
         if a < 4:
             ev.append(
                 AttemptFailed(
-                    phase="request",
                     run_id=r,
+                    phase="request",
                     time=t,
                     turn=1,
                     attempt=a,
@@ -98,9 +104,8 @@ def attempt_events(n: int) -> list[Event]:
             )
             ev.append(
                 RetryScheduled(
-                    phase="request",
-                    message="",
                     run_id=r,
+                    phase="request",
                     time=t,
                     turn=1,
                     attempt=a,
@@ -110,6 +115,7 @@ def attempt_events(n: int) -> list[Event]:
                     policy_delay_s=0.7,
                     retry_after_s=1.0,
                     error="RateLimited",
+                    message="rate limited",
                     status_code=429,
                     model="demo",
                 )
@@ -117,8 +123,8 @@ def attempt_events(n: int) -> list[Event]:
         else:
             ev.append(
                 AttemptSucceeded(
-                    phase="request",
                     run_id=r,
+                    phase="request",
                     time=t,
                     turn=1,
                     attempt=a,
@@ -142,6 +148,67 @@ def per_event_us(events: list[Event], make: Any) -> float:
         for s in subs:
             s(e)
     return 1e6 * (time.perf_counter() - t0) / len(events)
+
+
+class _Timed:
+    """The durable sink, with the time spent inside its calls added up."""
+
+    def __init__(self, sink: DurableLog) -> None:
+        self.sink = sink
+        self.seconds = 0.0
+
+    def __call__(self, index: int, row: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        self.sink(index, row)
+        self.seconds += time.perf_counter() - t0
+
+
+def durable_us(events: list[Event], attempts: int, path: Path) -> tuple[float, float, float]:
+    """µs per attempt: the sink's own calls, the run's thread in all, and until committed."""
+    sink = _Timed(DurableLog(path, path.stem))
+    log = AttemptLog(on_row=sink)
+    t0 = time.perf_counter()
+    for e in events:
+        log(e)
+    t1 = time.perf_counter()
+    sink.sink.close(timeout=None)
+    t2 = time.perf_counter()
+    per = 1e6 / attempts
+    return per * sink.seconds, per * (t1 - t0), per * (t2 - t0)
+
+
+def in_memory_us(events: list[Event], attempts: int) -> float:
+    log = AttemptLog()
+    t0 = time.perf_counter()
+    for e in events:
+        log(e)
+    return 1e6 * (time.perf_counter() - t0) / attempts
+
+
+def durable_section(rep: Report, n: int, repeats: int) -> None:
+    """The attempts arrive back to back here (a real run spaces them out by network time, when
+    the writer thread has the interpreter to itself): the worst case for the run's thread."""
+    events = attempt_events(n)
+    in_memory_us(events, n)  # warm-up
+    memory, calls, caller, committed = [], [], [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for i in range(max(3, repeats)):  # interleaved, so both see the same machine
+            memory.append(in_memory_us(events, n))
+            s, c, w = durable_us(events, n, Path(folder) / f"r{i}.sqlite")
+            calls.append(s)
+            caller.append(c)
+            committed.append(w)
+    rep.lines.append("")
+    rep.table(
+        [f"durable log, {n:,} attempts back to back", "us/attempt"],
+        [
+            ["attempt log alone (in memory)", median(memory)],
+            ["+ durable log: its sink calls (row onto the queue)", median(calls)],
+            ["+ durable log: the run's thread in all (shares the GIL)", median(caller)],
+            ["+ durable log: until every row is committed", median(committed)],
+        ],
+    )
+    rep.goals.append(Goal("durable log sink calls, us/attempt", median(calls), 10.0))
 
 
 def run(short: bool = False) -> Report:
@@ -191,6 +258,7 @@ def run(short: bool = False) -> Report:
         ],
     )
     rep.goals.append(Goal("AttemptLog.frame() / from_records", median(ours) / median(theirs), 1.5))
+    durable_section(rep, 1_000 if short else 20_000, repeats)
     return rep
 
 

@@ -56,6 +56,7 @@ from .errors import (
 )
 from .notebook import NotebookPresenter as _NotebookPresenter
 from .providers._scripted import Partial, Reply, ScriptedModel, ToolUse, fault
+from .tracing import instrument
 
 __version__ = "0.1.0"
 
@@ -122,6 +123,7 @@ __all__ = [
     "amap",
     "classify",
     "fault",
+    "instrument",
     "load_session",
     "map",
     "save_session",

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from ._core._retry import RetryPolicy, format_duration
+from ._loop._durable_log import read_attempts
 from ._loop._frame import COLUMNS, coerce, empty_frame
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "plot_backoff",
     "plot_delays",
     "plot_timeline",
+    "read_attempts",
     "success_rate_by_attempt",
     "summary",
     "wait_kind",

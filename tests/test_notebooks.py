@@ -1,7 +1,7 @@
 """The notebooks are committed clean and each teaches its concept in prose.
 
 Executing them is CI's job (`pytest --nbmake notebooks` in scripts/test.sh); these checks are
-cheap and run with the rest of the suite: the seven expected notebooks exist, are valid nbformat
+cheap and run with the rest of the suite: the expected notebooks exist, are valid nbformat
 4 with the python3 kernel, carry no outputs or execution counts, and explain themselves in
 markdown. Binder's files are checked too, since the README's badge depends on them.
 """
@@ -25,6 +25,7 @@ EXPECTED = [
     "05_compaction.ipynb",
     "06_budgets_and_fallbacks.ipynb",
     "07_real_providers.ipynb",
+    "08_tracing_and_durable_log.ipynb",
 ]
 
 
@@ -38,7 +39,7 @@ def source(cell: dict[str, Any]) -> str:
     return "".join(text) if isinstance(text, list) else str(text)
 
 
-def test_the_seven_notebooks_are_there() -> None:
+def test_the_expected_notebooks_are_there() -> None:
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == EXPECTED
 
 

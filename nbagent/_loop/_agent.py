@@ -32,6 +32,7 @@ from ._args import ModelSpec, check_arguments, resolve_model_spec
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor
 from ._context import ContextKeeper
+from ._durable_log import DurableLog, LogTarget
 from ._limiter import shared_limiter
 from ._request import Requester, RequestSettings, RunState
 from ._results import RunHandle, RunResult
@@ -78,6 +79,7 @@ class Agent:
         options: dict[str, Any] | None = None,
         limiter: Pacer | bool = True,
         cache: bool = True,
+        log: LogTarget | None = None,
     ) -> None:
         specs: list[ModelSpec] = (
             list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
@@ -128,6 +130,12 @@ class Agent:
         self.history: list[Message] = list(repaired)
         self.transcript: list[Message] = list(repaired)
         self._run: RunState | None = None
+        # agent_id names this agent in traces and in the durable log (`log=`: a SQLite path or
+        # connection that every finished attempt is appended to, as it finishes); opened last,
+        # once every other argument has been checked
+        self.agent_id = uuid.uuid4().hex[:8]
+        self._durable = DurableLog(log, self.agent_id) if log is not None else None
+        self._log.on_row = self._durable
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -220,6 +228,8 @@ class Agent:
         """
         for p in self._providers:
             await p.aclose()
+        if self._durable is not None:  # commit the rows still queued (a later run reopens it)
+            await asyncio.to_thread(self._durable.close)
 
     async def __aenter__(self) -> Agent:
         return self
@@ -336,7 +346,7 @@ class Agent:
         self.toolbox.retry_unavailable()  # a server that could not start may be up by now
         try:
             emit = self._emitter(state)
-            emit(RunStarted(prompt=user.text, model=self.models[0]))
+            emit(RunStarted(prompt=user.text, model=self.models[0], agent_id=self.agent_id))
             return await self._make_run(state, emit)(user)
         finally:
             self._run = None
