@@ -6,6 +6,14 @@ compact and retry, a tool error result the model can read, or a typed hard failu
 
 from ._core._budget import Budget, Usage
 from ._core._clock import RealClock, VirtualClock
+from ._core._jitter import (
+    DecorrelatedJitter,
+    EqualJitter,
+    FullJitter,
+    Jitter,
+    NoJitter,
+    ProportionalJitter,
+)
 from ._core._messages import (
     ImageBlock,
     Message,
@@ -16,10 +24,11 @@ from ._core._messages import (
     load_session,
     save_session,
 )
+from ._core._pacing import Pacer
 from ._core._presenter import set_presenter as _set_presenter
 from ._core._retry import RetryPolicy
 from ._loop._agent import Agent, RunHandle, RunResult
-from ._loop._compaction import StubOldToolOutput
+from ._loop._compaction import CompactionContext, CompactionResult, Compactor, StubOldToolOutput
 from ._loop._estimate import TokenEstimator
 from ._loop._limiter import RateLimiter, RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
@@ -74,21 +83,31 @@ __all__ = [
     "BatchResult",
     "Budget",
     "BudgetExceeded",
+    "CompactionContext",
+    "CompactionResult",
+    "Compactor",
     "ConfigError",
     "ContentFiltered",
     "ContextOverflow",
+    "DecorrelatedJitter",
     "DefaultCompaction",
     "EmptyResponse",
+    "EqualJitter",
+    "FullJitter",
     "HostError",
     "ImageBlock",
     "InvalidResponse",
+    "Jitter",
     "LengthResumeExhausted",
     "MCPSource",
     "Message",
     "ModelNotFound",
     "NbAgentError",
+    "NoJitter",
     "Overloaded",
+    "Pacer",
     "Partial",
+    "ProportionalJitter",
     "ProviderError",
     "QuotaExceeded",
     "RateLimited",

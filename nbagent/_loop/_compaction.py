@@ -38,6 +38,7 @@ from .._core._messages import (
     ToolResultBlock,
 )
 from ..errors import ContextOverflow
+from ..events import CompactionReason
 from ..providers._base import ToolSpec
 from ._estimate import TokenEstimator
 
@@ -62,7 +63,12 @@ Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]
 
 @dataclass(frozen=True)
 class CompactionContext:
-    reason: str  # "overflow" | "proactive"
+    """What a strategy is told: why it runs, which round of this step, the provider's error
+    (with its `tokens`/`limit` when it said them), the system prompt and tools that count
+    against the window, and `extra` ("target_tokens": the window; "summarize": how to ask
+    the model for a summary)."""
+
+    reason: CompactionReason
     round: int  # 1 for the first compaction of this step, 2 for the next…
     error: ContextOverflow | None = None
     system: str | None = None

@@ -9,7 +9,7 @@ loop. Prompts come from a list, a pandas Series, or a DataFrame column (`column=
 keep the Series' or DataFrame's index, so `df.join(out.results)` lines them up.
 
 Every agent uses the same provider and key, so they share one client-side rate limiter (see
-`nbagent.limiter`): it learns the provider's limit and paces the requests, and its retry budget
+`nbagent.RateLimiter`): it learns the provider's limit and paces the requests, and its retry budget
 stops an outage from becoming a retry storm. A prompt that fails hard does not stop the others:
 its row carries the error (`error` is the error's kind, `error_message` its sentence). In a
 notebook one live widget shows progress, retries and waits for the whole batch.
