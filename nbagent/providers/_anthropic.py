@@ -1,6 +1,18 @@
 """The Anthropic Messages API, streamed (`POST {base_url}/v1/messages`, `stream: true`).
 
 Also the wire format of the embedded `demo` model (the loopback mock server speaks it).
+
+Stop reasons: `model_context_window_exceeded` means the context is full, so it raises
+`ContextOverflow` (compact, then retry) rather than taking the max_tokens path, which would resend
+the same oversized context; `pause_turn` (the server paused a long turn) is reported as the
+`Completed` stop reason `"pause_turn"` for the loop to send the reply back and continue;
+`refusal` is `ContentFiltered`. `redacted_thinking` blocks are kept (`RedactedThinkingBlock`) and
+sent back unchanged.
+
+Prompt caching (`ModelRequest.cache`, on by default): cache breakpoints (`cache_control`) on the
+system prompt, the last tool and the conversation's stable prefix: the last block of the last
+message (what the next request will start with) and the block where the previous request put its
+own (so a turn that adds many blocks still reads the cache). Four at most, as the API allows.
 """
 
 from __future__ import annotations
@@ -16,11 +28,13 @@ from .._core._messages import (
     Block,
     ImageBlock,
     Message,
+    OpaqueBlock,
+    RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
 )
-from ..errors import ContentFiltered
+from ..errors import ContentFiltered, ContextOverflow
 from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload, kept_headers
@@ -38,9 +52,11 @@ _STOP_REASONS = {
     "max_tokens": "max_tokens",
     "stop_sequence": "stop_sequence",
     "refusal": "refusal",
-    "model_context_window_exceeded": "max_tokens",
-    "pause_turn": "end_turn",
+    "pause_turn": "pause_turn",
 }
+CACHE_CONTROL: dict[str, Any] = {"type": "ephemeral"}
+# Blocks that may carry a cache breakpoint (thinking blocks may not).
+_CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
 # Keys of the request body that come from ModelRequest, not from options.
 _RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
 
@@ -77,6 +93,10 @@ def _block(block: Block) -> dict[str, Any] | None:
         if not block.signature:
             return None
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": block.data}
+    if isinstance(block, OpaqueBlock):
+        return None  # another provider's state: meaningless here
     if isinstance(block, ImageBlock):
         return _image(block)
     if isinstance(block, ToolUseBlock):
@@ -101,6 +121,31 @@ def message_to_anthropic(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": content}
 
 
+def _mark_last_cacheable(content: list[dict[str, Any]]) -> bool:
+    for block in reversed(content):
+        if block.get("type") in _CACHEABLE:
+            block["cache_control"] = dict(CACHE_CONTROL)
+            return True
+    return False
+
+
+def _cache_breakpoints(body: dict[str, Any]) -> None:
+    """Mark the stable prefix for Anthropic's prompt cache (see the module docstring)."""
+    if isinstance(body.get("system"), str):
+        body["system"] = [
+            {"type": "text", "text": body["system"], "cache_control": dict(CACHE_CONTROL)}
+        ]
+    tools = body.get("tools")
+    if tools:
+        tools[-1]["cache_control"] = dict(CACHE_CONTROL)
+    messages = body["messages"]
+    # the last message (the next request starts with everything up to it), and the one the
+    # previous request of this conversation ended with (two messages earlier: assistant + results)
+    for index in (len(messages) - 1, len(messages) - 3):
+        if index >= 0:
+            _mark_last_cacheable(messages[index]["content"])
+
+
 def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
     """The JSON body of a streaming Messages request."""
     body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
@@ -114,6 +159,8 @@ def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    if request.cache:
+        _cache_breakpoints(body)
     body["stream"] = True
     return body
 
@@ -131,6 +178,8 @@ class _BlockState:
     tool_index: int = -1
 
     def finish(self) -> Block | None:
+        if self.kind == "redacted_thinking":
+            return RedactedThinkingBlock("".join(self.text))
         if self.kind == "text":
             text = "".join(self.text)
             return TextBlock(text) if text else None
@@ -220,6 +269,10 @@ class AnthropicProvider(HTTPProvider):
                                 buf.add(ThinkingPart(text))
                             if isinstance(sig, str) and sig:
                                 state.signature.append(sig)
+                        elif btype == "redacted_thinking":
+                            data_ = cb.get("data")
+                            if isinstance(data_, str):
+                                state.text.append(data_)
                         elif btype == "tool_use":
                             state.tool_id = str(cb.get("id") or f"toolu_{index}")
                             state.tool_name = str(cb.get("name") or "")
@@ -289,6 +342,16 @@ class AnthropicProvider(HTTPProvider):
             headers = es.headers
         if not finished:
             raise es.interrupted("the stream ended before message_stop")
+        if stop_reason == "model_context_window_exceeded":
+            raise ContextOverflow(
+                "the conversation filled the model's context window "
+                "(stop_reason: model_context_window_exceeded)",
+                provider=self.name,
+                code="model_context_window_exceeded",
+                tokens=input_tokens + cache_read + cache_write + output_tokens,
+                request_id=request_id,
+                headers=kept_headers(headers, self._secrets),
+            )
         if stop_reason == "refusal":
             raise ContentFiltered(
                 "the model refused to answer (stop_reason: refusal)",
