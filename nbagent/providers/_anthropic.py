@@ -23,7 +23,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._budget import Usage
 from .._core._messages import (
     Block,
     ImageBlock,
@@ -35,12 +34,11 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered, ContextOverflow
-from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload, kept_headers
+from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._parts import PartBuffer
-from ._pricing import estimate_cost
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
 
@@ -343,38 +341,32 @@ class AnthropicProvider(HTTPProvider):
         if not finished:
             raise es.interrupted("the stream ended before message_stop")
         if stop_reason == "model_context_window_exceeded":
-            raise ContextOverflow(
+            raise self._refusal(
+                ContextOverflow,
                 "the conversation filled the model's context window "
                 "(stop_reason: model_context_window_exceeded)",
-                provider=self.name,
                 code="model_context_window_exceeded",
-                tokens=input_tokens + cache_read + cache_write + output_tokens,
                 request_id=request_id,
-                headers=kept_headers(headers, self._secrets),
+                headers=headers,
+                tokens=input_tokens + cache_read + cache_write + output_tokens,
             )
         if stop_reason == "refusal":
-            raise ContentFiltered(
+            raise self._refusal(
+                ContentFiltered,
                 "the model refused to answer (stop_reason: refusal)",
-                provider=self.name,
                 code="refusal",
                 request_id=request_id,
-                headers=kept_headers(headers, self._secrets),
+                headers=headers,
             )
         out_blocks = [b for b in (blocks[i].finish() for i in order) if b is not None]
-        usage_obj = Usage(
+        yield self._completed(
+            out_blocks,
+            _STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
             input_tokens=input_tokens + cache_read + cache_write,
             output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            requests=1,
-        )
-        model = answered_model or self.model
-        usage_obj = usage_obj.with_cost(estimate_cost(self.name, model, usage_obj))
-        yield Completed(
-            message=Message("assistant", tuple(out_blocks)),
-            usage=usage_obj,
-            stop_reason=_STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
+            cache_read=cache_read,
+            cache_write=cache_write,
+            model=answered_model,
             request_id=request_id,
-            model=model,
-            headers=kept_headers(headers, self._secrets),
+            headers=headers,
         )
