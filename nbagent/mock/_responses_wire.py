@@ -32,7 +32,6 @@ from ._conversation import (
     _looks_like_error,
     _max_tokens,
     _model,
-    _openai_content,
     _require_dict,
     _require_list,
     estimate_tokens,
@@ -69,6 +68,22 @@ def _check_reasoning(item: dict[str, Any], where: str) -> None:
         )
 
 
+def _content(content: Any, counter: _Counter, where: str) -> str:
+    """A message item's text: a string, or `input_text` / `output_text` parts (images counted)."""
+    if isinstance(content, str) or content is None:
+        return counter.add(content or "")
+    texts: list[str] = []
+    for i, raw in enumerate(_require_list(content, f"{where}.content")):
+        part = _require_dict(raw, f"{where}.content[{i}]")
+        if part.get("type") in ("input_text", "output_text", "text"):
+            texts.append(counter.add(str(part.get("text", ""))))
+        elif part.get("type") in ("input_image", "input_file"):
+            counter.images += 1
+        else:
+            counter.add(_dumps(part))
+    return "\n".join(texts)
+
+
 def _add(turns: list[Turn], role: str, blocks: list[Block]) -> None:
     if turns and turns[-1].role == role:
         turns[-1] = Turn(turns[-1].role, turns[-1].blocks + tuple(blocks))
@@ -103,7 +118,7 @@ def parse_responses(body: Any) -> Conversation:
             _add(turns, "user", [result])
         elif kind == "message":
             role = item.get("role")
-            text = _openai_content(item.get("content"), counter, where)
+            text = _content(item.get("content"), counter, where)
             if role in ("system", "developer"):
                 system = "\n".join(x for x in (system, text) if x)
             elif role in ("user", "assistant"):
