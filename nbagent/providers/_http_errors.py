@@ -231,7 +231,8 @@ def _embedded_json(text: str) -> Any:
     if start < 0 or end <= start:
         return None
     chunk = text[start : end + 1]
-    for candidate in (chunk, chunk.replace('\\"', '"')):
+    # a Python bytes repr (b'...') escapes quotes that JSON does not
+    for candidate in (chunk, chunk.replace("\\'", "'"), chunk.replace('\\"', '"')):
         try:
             value = json.loads(candidate)
         except (ValueError, RecursionError):
