@@ -18,6 +18,15 @@ from nbagent.providers._http import HTTPProvider
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"
 SENTINEL_KEY = "sk-SENTINEL-7f3a9c1e5b2d4680"
+# Every variable a provider reads its key from: tests that set one clear the others.
+KEY_ENVS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+)
 SSE = {"content-type": "text/event-stream"}
 
 

@@ -8,22 +8,21 @@ the agent meets them.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_e2e_faults import FAST
+from test_e2e_faults import run as run_agent
 
-from nbagent import Agent, RetryPolicy, tool
+from nbagent import Agent, tool
 from nbagent import errors as E
 from nbagent.events import Event, RetryScheduled
 from nbagent.mock import MockServer
 from nbagent.mock._gemini_wire import sign
 from nbagent.mock._responses_wire import encrypted_for
 from nbagent.providers import AnthropicProvider, GeminiProvider, ResponsesProvider
-
-FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05, seed=1, max_retry_after=5)
 
 
 @tool
@@ -39,13 +38,7 @@ def server() -> Iterator[MockServer]:
 
 
 def run(agent: Agent, prompt: str = "What is 17 * 23 + 4?") -> Any:
-    async def main() -> Any:
-        try:
-            return await agent.run(prompt, show=False)
-        finally:
-            await agent.aclose()
-
-    return asyncio.run(main())
+    return run_agent(agent, prompt)
 
 
 def test_gemini_thought_signatures_survive_a_tool_call(server: MockServer) -> None:

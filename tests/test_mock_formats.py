@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+import test_mock_server
 
-from nbagent.mock import MockServer, serve
+from nbagent.mock import MockServer
 from nbagent.mock._gemini_wire import SIGNATURE_STANDIN, sign
 from nbagent.mock._responses_wire import encrypted_for
 
 GEMINI = "/v1beta/models/demo:streamGenerateContent?alt=sse"
-
-
-@pytest.fixture
-def server() -> Iterator[MockServer]:
-    with serve() as s:
-        yield s
-
-
-@pytest.fixture
-def client(server: MockServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as c:
-        yield c
+server = test_mock_server.server  # the same fixtures as the other mock server tests
+client = test_mock_server.client
 
 
 def data_lines(raw: str) -> list[dict[str, Any]]:

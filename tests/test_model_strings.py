@@ -6,6 +6,7 @@ import asyncio
 
 import httpx
 import pytest
+from provider_support import KEY_ENVS as ENV_KEYS
 from provider_support import SENTINEL_KEY
 
 from nbagent._core._messages import Message
@@ -20,14 +21,6 @@ from nbagent.providers import (
     resolve_model,
 )
 
-ENV_KEYS = (
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-)
 ENV_URLS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GEMINI_BASE_URL", "AZURE_OPENAI_ENDPOINT")
 
 

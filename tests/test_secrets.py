@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from provider_support import KEY_ENVS
 from reliability_support import TABLE_ERRORS, no_leaks
 
 from nbagent import Agent, RetryPolicy, VirtualClock
@@ -32,14 +33,6 @@ from nbagent.providers._models import resolve_model
 
 SENTINEL = "sk-ant-SENTINEL0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 FRAGMENT = "SENTINEL0a1b2c3d4e5f"  # a leak of part of the key counts too
-KEY_ENVS = (
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "AZURE_OPENAI_API_KEY",
-)
 
 
 def assert_clean(what: str, text: str) -> None:

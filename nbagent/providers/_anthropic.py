@@ -202,11 +202,10 @@ class AnthropicProvider(HTTPProvider):
             return self.base_url + "/messages"
         return self.base_url + "/v1/messages"
 
+    auth_header, auth_prefix = "x-api-key", ""
+
     def _headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": ANTHROPIC_VERSION, "accept": "text/event-stream"}
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
-        return headers
+        return {**super()._headers(), "anthropic-version": ANTHROPIC_VERSION}
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_anthropic_body(self.model, request)

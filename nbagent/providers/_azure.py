@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from ..errors import ConfigError
 from ._base import ModelRequest
+from ._http import HTTPProvider
 from ._openai_chat import OpenAIProvider, build_openai_body
 from ._openai_responses import ResponsesProvider
 
@@ -52,19 +53,17 @@ def _check_version(api_version: str | None) -> str | None:
     return version
 
 
-class _AzureMixin:
-    """The endpoint and key handling both Azure formats share."""
+class _Azure(HTTPProvider):
+    """What both Azure formats share: the resource's endpoint, the `api-key` header, the
+    endpoint style (`api_version`)."""
 
-    base_url: str
-    model: str
-    _api_key: str | None
-    api_version: str | None
+    default_base_url = ""
+    default_name = "azure"
+    auth_header, auth_prefix = "api-key", ""
 
-    def _azure_headers(self) -> dict[str, str]:
-        headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers["api-key"] = self._api_key
-        return headers
+    def __init__(self, model: str, *, api_version: str | None = None, **kw: Any) -> None:
+        super().__init__(model, **kw)
+        self.api_version = _check_version(api_version)
 
     def _azure_url(self, dated_path: str, v1_path: str) -> str:
         root = azure_root(self.base_url)
@@ -73,41 +72,21 @@ class _AzureMixin:
         return f"{root}/openai/{dated_path}?api-version={quote(self.api_version)}"
 
 
-class AzureChatProvider(_AzureMixin, OpenAIProvider):
+class AzureChatProvider(_Azure, OpenAIProvider):
     """Chat Completions against an Azure OpenAI deployment."""
-
-    default_base_url = ""
-    default_name = "azure"
-
-    def __init__(self, model: str, *, api_version: str | None = None, **kw: Any) -> None:
-        super().__init__(model, **kw)
-        self.api_version = _check_version(api_version)
 
     @property
     def url(self) -> str:
         deployment = quote(self.model, safe="")
         return self._azure_url(f"deployments/{deployment}/chat/completions", "chat/completions")
 
-    def _headers(self) -> dict[str, str]:
-        return self._azure_headers()
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_openai_body(self.model, request, max_tokens_key="max_completion_tokens")
 
 
-class AzureResponsesProvider(_AzureMixin, ResponsesProvider):
+class AzureResponsesProvider(_Azure, ResponsesProvider):
     """The Responses API against an Azure OpenAI deployment."""
-
-    default_base_url = ""
-    default_name = "azure"
-
-    def __init__(self, model: str, *, api_version: str | None = None, **kw: Any) -> None:
-        super().__init__(model, **kw)
-        self.api_version = _check_version(api_version)
 
     @property
     def url(self) -> str:
         return self._azure_url("responses", "responses")
-
-    def _headers(self) -> dict[str, str]:
-        return self._azure_headers()

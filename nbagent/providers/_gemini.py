@@ -147,11 +147,7 @@ class GeminiProvider(HTTPProvider):
             base += "/v1beta"
         return f"{base}/models/{model}:streamGenerateContent?alt=sse"
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers["x-goog-api-key"] = self._api_key
-        return headers
+    auth_header, auth_prefix = "x-goog-api-key", ""
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_gemini_body(self.model, request)

@@ -90,6 +90,8 @@ class HTTPProvider:
     model: str
     default_base_url = ""
     default_name = ""
+    auth_header = "authorization"  # how the key travels: Bearer by default
+    auth_prefix = "Bearer "
 
     def __init__(
         self,
@@ -197,7 +199,11 @@ class HTTPProvider:
             ) from None
 
     def _headers(self) -> dict[str, str]:
-        raise NotImplementedError
+        """The format's own headers: the key (in `auth_header`), and an SSE `accept`."""
+        headers = {"accept": "text/event-stream"}
+        if self._api_key:
+            headers[self.auth_header] = self.auth_prefix + self._api_key
+        return headers
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Deltas as they arrive, then exactly one `Completed` (implemented by each format)."""

@@ -185,12 +185,6 @@ class OpenAIProvider(HTTPProvider):
     def url(self) -> str:
         return self.base_url + "/chat/completions"
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         # OpenAI's newer models take only max_completion_tokens; other servers know max_tokens.
         key = "max_completion_tokens" if self.name == "openai" else "max_tokens"

@@ -174,12 +174,6 @@ class ResponsesProvider(HTTPProvider):
     def url(self) -> str:
         return self.base_url + "/responses"
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_responses_body(self.model, request, provider=self.name)
 
