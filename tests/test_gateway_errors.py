@@ -119,7 +119,7 @@ def test_a_gateway_midstream_error_keeps_the_upstreams_class() -> None:
         ({"retry-after-ms": "-200"}, None),
         ({"retry-after": "0"}, 0.0),  # zero means now
         ({"retry-after-ms": "0"}, 0.0),
-        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, None),  # a date long past
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date past: now
         (
             {
                 "llm_provider-x-ratelimit-remaining-requests": "0",

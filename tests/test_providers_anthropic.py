@@ -623,10 +623,57 @@ def test_context_window_stop_is_context_overflow_not_the_length_path() -> None:
     assert classify(err) is Action.COMPACT
 
 
-def test_pause_turn_is_reported_for_the_loop_to_continue() -> None:
-    done = run(make(), respond(start() + text_block("Searching…") + finish("pause_turn"))).completed
+def test_pause_turn_keeps_the_server_tool_blocks_to_send_back() -> None:
+    """A paused turn is continued by sending its content back: the server tool's call and
+    result (kinds nbagent does not model) must go back exactly as they came."""
+    result = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [{"type": "web_search_result", "url": "https://example.org", "title": "x"}],
+    }
+    body = (
+        start()
+        + text_block("Searching…")
+        + sse_event(
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_1",
+                    "name": "web_search",
+                    "input": {},
+                },
+            }
+        )
+        + sse_event(
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": '{"query": "backoff"}'},
+            }
+        )
+        + sse_event({"type": "content_block_stop", "index": 1})
+        + sse_event({"type": "content_block_start", "index": 2, "content_block": result})
+        + sse_event({"type": "content_block_stop", "index": 2})
+        + finish("pause_turn")
+    )
+    served = run(make(), respond(body))
+    done = served.completed
     assert done.stop_reason == "pause_turn"
     assert done.message.text == "Searching…"
+    assert not any(isinstance(p, ToolCallPart) for p in served.parts)  # not a call for nbagent
+    assert done.message.tool_uses == []
+    sent = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message), cache=False))
+    assert sent["messages"][1]["content"][1:] == [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "backoff"},
+        },
+        result,
+    ]
 
 
 REDACTED = "EmmwCkYIBxgCKkBVqZXMTFpA6Ei3xsdjIZ5c1PvgmIRSNoY2ZQvFhcUp3a4N5Q=="

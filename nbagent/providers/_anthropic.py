@@ -7,7 +7,9 @@ Stop reasons: `model_context_window_exceeded` means the context is full, so it r
 the same oversized context; `pause_turn` (the server paused a long turn) is reported as the
 `Completed` stop reason `"pause_turn"` for the loop to send the reply back and continue;
 `refusal` is `ContentFiltered`. `redacted_thinking` blocks are kept (`RedactedThinkingBlock`) and
-sent back unchanged.
+sent back unchanged, as are blocks of kinds nbagent does not model (a server tool's
+`server_tool_use` and its `web_search_tool_result`, kept whole as `OpaqueBlock`s), which a paused
+turn must send back to be continued.
 
 Prompt caching (`ModelRequest.cache`, on by default): cache breakpoints (`cache_control`) on the
 system prompt, the last tool and the conversation's stable prefix: the last block of the last
@@ -43,6 +45,7 @@ from ._parts import PartBuffer
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
 
 _STOP_REASONS = {
     "end_turn": "end_turn",
@@ -94,7 +97,8 @@ def _block(block: Block) -> dict[str, Any] | None:
     if isinstance(block, RedactedThinkingBlock):
         return {"type": "redacted_thinking", "data": block.data}
     if isinstance(block, OpaqueBlock):
-        return None  # another provider's state: meaningless here
+        # a server tool's call or result goes back as it came; other providers' state does not
+        return dict(block.data) if block.provider == ANTHROPIC else None
     if isinstance(block, ImageBlock):
         return _image(block)
     if isinstance(block, ToolUseBlock):
@@ -174,8 +178,15 @@ class _BlockState:
     tool_id: str = ""
     tool_name: str = ""
     tool_index: int = -1
+    raw: dict[str, Any] | None = None  # a block of a kind nbagent does not model, as it came
 
     def finish(self) -> Block | None:
+        if self.raw is not None:
+            block = dict(self.raw)
+            if self.text:  # a server tool's input, streamed like a tool call's
+                args, raw = decode_arguments("".join(self.text))
+                block["input"] = args if raw is None else raw
+            return OpaqueBlock(ANTHROPIC, block)
         if self.kind == "redacted_thinking":
             return RedactedThinkingBlock("".join(self.text))
         if self.kind == "text":
@@ -281,6 +292,8 @@ class AnthropicProvider(HTTPProvider):
                             buf.add(
                                 ToolCallPart(state.tool_index, state.tool_id, state.tool_name, "")
                             )
+                        elif btype not in ("text", "thinking"):
+                            state.raw = dict(cb)  # server tools and their results: kept whole
                         if index not in blocks:
                             order.append(index)
                         blocks[index] = state
@@ -311,7 +324,8 @@ class AnthropicProvider(HTTPProvider):
                             frag = delta.get("partial_json")
                             if isinstance(frag, str) and frag:
                                 state.text.append(frag)
-                                buf.add(ToolCallPart(state.tool_index, arguments=frag))
+                                if state.kind == "tool_use":
+                                    buf.add(ToolCallPart(state.tool_index, arguments=frag))
                     elif kind == "message_delta":
                         delta = data.get("delta")
                         if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):

@@ -80,8 +80,8 @@ def parse_duration(text: str) -> float | None:
 
 
 def parse_retry_after(value: str, now_wall: float | None = None) -> float | None:
-    """`Retry-After`: delta-seconds or an HTTP date. None when it is neither, or negative (a
-    date already past counts as negative: it asks for nothing)."""
+    """`Retry-After`: delta-seconds or an HTTP date. None when it is neither, or a negative
+    number of seconds; a date already past means now (0)."""
     v = value.strip()
     try:
         secs = float(v)
@@ -102,7 +102,7 @@ def parse_retry_after(value: str, now_wall: float | None = None) -> float | None
         delta = when.timestamp() - now
     except (OverflowError, ValueError):
         return None
-    return delta if math.isfinite(delta) and delta >= 0 else None
+    return max(0.0, delta) if math.isfinite(delta) else None
 
 
 def _parse_rfc3339(value: str, now_wall: float) -> float | None:
