@@ -57,7 +57,6 @@ class MockHandler(BaseHTTPRequestHandler):
         self._mock = cast("_HTTPServer", self.server).mock
         path = self.path.split("?", 1)[0]
         if path.rstrip("/") == "/health":
-            self._send_bytes(200, b"ok", "text/plain; charset=utf-8", {})
             self._mock.record(
                 method="GET",
                 path=self.path,
@@ -69,6 +68,9 @@ class MockHandler(BaseHTTPRequestHandler):
                 request_id="",
                 stream=False,
             )
+            # recorded before answering, as every request is: a client that got its answer
+            # finds the record there
+            self._send_bytes(200, b"ok", "text/plain; charset=utf-8", {})
             return
         self._not_found("GET")
 
