@@ -27,3 +27,13 @@ else
   echo "== installing nbagent"
   .venv/bin/python -m pip install -q -e .
 fi
+
+if [ "$extras" = "--dev" ] && [ ! -x .venv-litellm/bin/litellm ]; then
+  # The gateway test runs a real LiteLLM proxy in front of the mock server. Its pins clash with
+  # ours (mcp<2), so it lives in a venv of its own. Pinned: 1.82.7 and 1.82.8 on PyPI were
+  # compromised (credential stealer); 1.82.6 is the last release known clean.
+  echo "== installing the LiteLLM proxy into .venv-litellm (the gateway test)"
+  "$PY" -m venv .venv-litellm
+  .venv-litellm/bin/python -m pip install -q --upgrade pip
+  .venv-litellm/bin/python -m pip install -q 'litellm[proxy]==1.82.6'
+fi

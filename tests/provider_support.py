@@ -18,6 +18,15 @@ from nbagent.providers._http import HTTPProvider
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"
 SENTINEL_KEY = "sk-SENTINEL-7f3a9c1e5b2d4680"
+# Every variable a provider reads its key from: tests that set one clear the others.
+KEY_ENVS = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+)
 SSE = {"content-type": "text/event-stream"}
 
 
@@ -165,3 +174,47 @@ def sse_event(data: dict[str, Any] | str, event: str | None = None) -> str:
     text = data if isinstance(data, str) else json.dumps(data)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n"
+
+
+def vcr_interaction(name: str, index: int = 0) -> dict[str, Any]:
+    """One interaction of a VCR or go-vcr cassette."""
+    doc = yaml.safe_load(fixture_text(name))
+    interaction: dict[str, Any] = doc["interactions"][index]
+    return interaction
+
+
+def govcr_body(name: str, index: int = 0) -> str:
+    """The response body of a go-vcr (version 2) interaction."""
+    body: str = vcr_interaction(name, index)["response"]["body"]
+    return body
+
+
+def govcr_request(name: str, index: int = 0) -> dict[str, Any]:
+    """The parsed JSON request body of a go-vcr interaction."""
+    data: dict[str, Any] = json.loads(vcr_interaction(name, index)["request"]["body"])
+    return data
+
+
+def vcr_parsed_body(name: str) -> dict[str, Any]:
+    """The `parsed_body` of a pydantic-ai cassette's first response."""
+    body: dict[str, Any] = vcr(name)["response"]["parsed_body"]
+    return body
+
+
+def run_log_error(name: str) -> tuple[int, str]:
+    """(status, body) of an error quoted in a Markdown run log: `**Error:** API error N: {...}`."""
+    text = fixture_text(name)
+    head, _, body = text.partition("**Error:** API error ")
+    assert body, name
+    status, _, rest = body.partition(": ")
+    return int(status), rest.strip()
+
+
+def json_lines_sse(name: str) -> str:
+    """A fixture of one JSON event per line, framed as SSE (`event:` named by its type)."""
+    out = []
+    for line in fixture_text(name).splitlines():
+        if line.strip():
+            kind = json.loads(line)["type"]
+            out.append(f"event: {kind}\ndata: {line}\n\n")
+    return "".join(out)

@@ -1,8 +1,9 @@
 """End to end over real sockets: the agent, a real provider, the loopback mock server.
 
-Every fault the mock server can inject ends in the action DESIGN's table gives it, for both wire
-formats, with the conversation intact: retried faults leave exactly one user and one assistant
-message; final ones leave the history as it was.
+Every fault the mock server can inject ends in the action DESIGN's table gives it, in every wire
+format (Anthropic, OpenAI Chat, OpenAI Responses, Gemini, Azure's Chat and Responses), with the
+conversation intact: retried faults leave exactly one user and one assistant message; final ones
+leave the history as it was.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from nbagent import Agent, Budget, RetryPolicy
 from nbagent import errors as E
 from nbagent.events import Event, FallbackStarted, RetryScheduled
 from nbagent.mock import MockServer
-from nbagent.providers import AnthropicProvider, OpenAIProvider
+from nbagent.providers import (
+    AnthropicProvider,
+    AzureChatProvider,
+    AzureResponsesProvider,
+    GeminiProvider,
+    OpenAIProvider,
+    ResponsesProvider,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -30,9 +38,22 @@ def server() -> Iterator[MockServer]:
         yield s
 
 
+FORMATS = ["anthropic", "openai", "responses", "gemini", "azure", "azure-responses"]
+
+
 def provider(fmt: str, server: MockServer, **kw: Any) -> Any:
     if fmt == "anthropic":
         return AnthropicProvider("demo", api_key="test-key", base_url=server.url, **kw)
+    if fmt == "responses":
+        return ResponsesProvider("demo", api_key="test-key", base_url=server.openai_base_url, **kw)
+    if fmt == "gemini":
+        return GeminiProvider("demo", api_key="test-key", base_url=server.url, **kw)
+    if fmt == "azure":
+        return AzureChatProvider("demo", api_key="test-key", base_url=server.url, **kw)
+    if fmt == "azure-responses":
+        return AzureResponsesProvider(
+            "demo", api_key="test-key", base_url=server.url, api_version="2025-04-01-preview", **kw
+        )
     return OpenAIProvider("demo", api_key="test-key", base_url=server.openai_base_url, **kw)
 
 
@@ -68,7 +89,7 @@ FINAL = {
 }
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("fault", RETRIED)
 def test_retryable_faults_are_retried_and_the_reply_is_kept_once(
     server: MockServer, fmt: str, fault: str
@@ -95,7 +116,7 @@ def test_retryable_faults_are_retried_and_the_reply_is_kept_once(
         assert retries[0].error == "TransportError" and "idle" in retries[0].message
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+@pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(("fault", "error"), list(FINAL.items()))
 def test_final_faults_fail_at_once_with_history_intact(
     server: MockServer, fmt: str, fault: str, error: type[E.ProviderError]
@@ -108,7 +129,7 @@ def test_final_faults_fail_at_once_with_history_intact(
     assert agent.attempts["action"].tolist() == ["fail"]
 
 
-@pytest.mark.parametrize("fmt", ["anthropic", "openai"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_overflow_with_nothing_to_shed_fails_with_the_servers_numbers(
     server: MockServer, fmt: str
 ) -> None:

@@ -35,8 +35,10 @@ from nbagent.errors import (
 )
 from nbagent.providers._anthropic import AnthropicProvider
 from nbagent.providers._base import Completed, ModelRequest
+from nbagent.providers._gemini import GeminiProvider
 from nbagent.providers._http_errors import error_from_payload, error_from_response
 from nbagent.providers._openai_chat import OpenAIProvider
+from nbagent.providers._openai_responses import ResponsesProvider
 from nbagent.providers._server_wish import parse_duration, parse_retry_after, server_wish
 
 FUZZ = settings(
@@ -203,6 +205,14 @@ def split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
+WIRES: dict[str, tuple[Any, str]] = {
+    "anthropic": (AnthropicProvider, "claude-x"),
+    "openai": (OpenAIProvider, "gpt-x"),
+    "gemini": (GeminiProvider, "gemini-x"),
+    "responses": (ResponsesProvider, "o4-mini"),
+}
+
+
 def stream_through(
     fmt: str,
     status: int,
@@ -220,15 +230,8 @@ def stream_through(
     async def main() -> None:
         nonlocal error
         async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            provider: AnthropicProvider | OpenAIProvider
-            if fmt == "anthropic":
-                provider = AnthropicProvider(
-                    "claude-x", api_key="sk-fuzz-key", client=client, idle_timeout=1.0
-                )
-            else:
-                provider = OpenAIProvider(
-                    "gpt-x", api_key="sk-fuzz-key", client=client, idle_timeout=1.0
-                )
+            wire, model = WIRES[fmt]
+            provider = wire(model, api_key="sk-fuzz-key", client=client, idle_timeout=1.0)
             req = ModelRequest((Message.user("hi"),))
 
             async def consume() -> None:
@@ -263,7 +266,7 @@ SSE_HEADERS = {"content-type": "text/event-stream"}
 
 @FUZZ
 @given(
-    fmt=st.sampled_from(["anthropic", "openai"]),
+    fmt=st.sampled_from(list(WIRES)),
     body=st.binary(max_size=400),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6),
 )
@@ -496,7 +499,7 @@ def test_sse_parsers_survive_any_event_sequence(data: Any, fmt: str, cuts: list[
 
 @FUZZ
 @given(
-    fmt=st.sampled_from(["anthropic", "openai"]),
+    fmt=st.sampled_from(list(WIRES)),
     status=st.sampled_from([200, 400, 401, 403, 404, 429, 500, 503, 529, 302, 204]),
     headers=headers_st,
     body=error_body,

@@ -152,3 +152,37 @@ def test_load_repairs_pairing_unless_strict(tmp_path: Path) -> None:
     assert messages[-1].tool_results[0].is_error
     with pytest.raises(E.ToolPairingError):
         load_session(path, strict_tool_pairing=True)
+
+
+def test_provider_state_blocks_survive_a_session_file(tmp_path: Path) -> None:
+    from nbagent._core._messages import OpaqueBlock, RedactedThinkingBlock
+
+    item = {"id": "rs_1", "type": "reasoning", "encrypted_content": "gAAAA==", "summary": []}
+    messages = [
+        Message.user("q"),
+        Message(
+            "assistant",
+            (
+                RedactedThinkingBlock("EmmwCkYIBxgC=="),
+                OpaqueBlock("openai-responses", item),
+                OpaqueBlock("gemini", {"thoughtSignature": "c2ln"}),
+                ToolUseBlock("t1", "f", {}),
+            ),
+        ),
+        Message("user", (ToolResultBlock("t1", (TextBlock("ok"),)),)),
+    ]
+    path = tmp_path / "s.json"
+    save_session(path, messages)
+    loaded, _ = load_session(path)
+    assert loaded == messages
+    assert json.dumps(loaded[1].blocks[1].data) == json.dumps(item)  # type: ignore[union-attr]
+
+
+def test_an_opaque_block_without_an_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    bad = {"type": "opaque", "provider": "gemini", "data": "not an object"}
+    path.write_text(
+        json.dumps({"format": 1, "messages": [{"role": "assistant", "content": [bad]}]})
+    )
+    with pytest.raises(E.SessionFileError, match="opaque block data must be an object"):
+        load_session(path)

@@ -6,6 +6,7 @@ import asyncio
 
 import httpx
 import pytest
+from provider_support import KEY_ENVS as ENV_KEYS
 from provider_support import SENTINEL_KEY
 
 from nbagent._core._messages import Message
@@ -20,8 +21,7 @@ from nbagent.providers import (
     resolve_model,
 )
 
-ENV_KEYS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY")
-ENV_URLS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL")
+ENV_URLS = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "GEMINI_BASE_URL", "AZURE_OPENAI_ENDPOINT")
 
 
 @pytest.fixture(autouse=True)
@@ -147,7 +147,9 @@ def test_options_go_to_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:
         ("claude-sonnet-4-0", {}, "'anthropic:claude-sonnet-4-0'"),
         ("mystery", {}, "no provider prefix"),
         ("", {}, "no provider prefix"),
-        ("gemini:gemini-2.5-pro", {}, "unknown provider 'gemini'"),
+        ("vertex:gemini-2.5-pro", {}, "unknown provider 'vertex'"),
+        ("gemini:gemini-2.5-pro", {}, "GEMINI_API_KEY"),
+        ("azure:my-deployment", {"api_key": SENTINEL_KEY}, "AZURE_OPENAI_ENDPOINT"),
         ("openai:", {}, "names no model"),
         ("anthropic:   ", {}, "names no model"),
         ("anthropic:claude-sonnet-4-0", {}, "ANTHROPIC_API_KEY"),
@@ -231,3 +233,30 @@ def test_demo_uses_the_shared_mock_server() -> None:
 def test_demo_with_base_url_needs_no_server() -> None:
     p = resolve_model("demo", base_url="http://127.0.0.1:5999")
     assert p.name == "demo" and p.base_url == "http://127.0.0.1:5999"  # type: ignore[attr-defined]
+
+
+def test_gemini_key_from_gemini_then_google_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbagent.providers import GeminiProvider
+
+    for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GEMINI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigError, match="GEMINI_API_KEY \\(or GOOGLE_API_KEY\\)"):
+        resolve_model("gemini:gemini-2.5-flash")
+    monkeypatch.setenv("GOOGLE_API_KEY", "google-key-1")
+    p = resolve_model("gemini:gemini-2.5-flash")
+    assert isinstance(p, GeminiProvider) and p._api_key == "google-key-1"
+    monkeypatch.setenv("GEMINI_API_KEY", SENTINEL_KEY)
+    p = resolve_model("gemini:gemini-2.5-flash")
+    assert isinstance(p, GeminiProvider) and p._api_key == SENTINEL_KEY
+    assert (p.name, p.model) == ("gemini", "gemini-2.5-flash")
+    with pytest.raises(ConfigError, match="'gemini:gemini-2.5-flash'"):
+        resolve_model("gemini-2.5-flash")  # the hint names the prefix
+
+
+def test_openai_responses_shares_the_openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nbagent.providers import ResponsesProvider
+
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL_KEY)
+    p = resolve_model("openai-responses:o4-mini")
+    assert isinstance(p, ResponsesProvider)
+    assert (p.name, p.url) == ("openai-responses", "https://api.openai.com/v1/responses")

@@ -26,6 +26,8 @@ from provider_support import (
 from nbagent._core._messages import (
     ImageBlock,
     Message,
+    OpaqueBlock,
+    RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -505,6 +507,7 @@ def test_request_body_and_headers_on_the_wire() -> None:
         tools=(ToolSpec("calc", "Evaluate.", {"type": "object", "properties": {}}),),
         max_tokens=321,
         options={"temperature": 0.2, "thinking": {"type": "enabled", "budget_tokens": 1024}},
+        cache=False,  # the cache breakpoints have a test of their own
     )
     served = run(make(), respond(fixture_text(TEXT)), req)
     (sent,) = served.requests
@@ -555,13 +558,13 @@ def test_request_body_and_headers_on_the_wire() -> None:
 def test_round_trip_of_a_streamed_message() -> None:
     """What the provider parsed goes back on the wire as Anthropic wrote it."""
     done = run(make(), respond(vcr_body_string(THINKING))).completed
-    body = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message)))
+    body = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message), cache=False))
     thinking, text = body["messages"][1]["content"]
     assert thinking["type"] == "thinking"
     assert thinking["signature"] == done.message.blocks[0].signature  # type: ignore[union-attr]
     assert text == {"type": "text", "text": done.message.text}
     done = run(make(), respond(fixture_text(TOOL))).completed
-    body = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message)))
+    body = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message), cache=False))
     assert body["messages"][1]["content"][1] == {
         "type": "tool_use",
         "id": "toolu_01NRLabsLyVHZPKxbKvkfSMn",
@@ -602,3 +605,199 @@ def test_repr_hides_the_key() -> None:
     assert SENTINEL_KEY not in str(p)
     assert "api_key='***'" in repr(p)
     assert (p.name, p.model) == ("anthropic", "claude-x")
+
+
+# -- newer stop reasons, redacted thinking, prompt caching -------------------------------------
+
+
+def test_context_window_stop_is_context_overflow_not_the_length_path() -> None:
+    body = (
+        start(input_tokens=199_000)
+        + text_block("partial")
+        + finish("model_context_window_exceeded")
+    )
+    err = run(make(), respond(body)).error
+    assert isinstance(err, ContextOverflow)
+    assert err.code == "model_context_window_exceeded"
+    assert err.tokens == 199_000 + 7
+    assert classify(err) is Action.COMPACT
+
+
+def test_pause_turn_keeps_the_server_tool_blocks_to_send_back() -> None:
+    """A paused turn is continued by sending its content back: the server tool's call and
+    result (kinds nbagent does not model) must go back exactly as they came."""
+    result = {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [{"type": "web_search_result", "url": "https://example.org", "title": "x"}],
+    }
+    body = (
+        start()
+        + text_block("Searching…")
+        + sse_event(
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {
+                    "type": "server_tool_use",
+                    "id": "srvtoolu_1",
+                    "name": "web_search",
+                    "input": {},
+                },
+            }
+        )
+        + sse_event(
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": '{"query": "backoff"}'},
+            }
+        )
+        + sse_event({"type": "content_block_stop", "index": 1})
+        + sse_event({"type": "content_block_start", "index": 2, "content_block": result})
+        + sse_event({"type": "content_block_stop", "index": 2})
+        + finish("pause_turn")
+    )
+    served = run(make(), respond(body))
+    done = served.completed
+    assert done.stop_reason == "pause_turn"
+    assert done.message.text == "Searching…"
+    assert not any(isinstance(p, ToolCallPart) for p in served.parts)  # not a call for nbagent
+    assert done.message.tool_uses == []
+    sent = build_anthropic_body("m", ModelRequest((Message.user("q"), done.message), cache=False))
+    assert sent["messages"][1]["content"][1:] == [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_search",
+            "input": {"query": "backoff"},
+        },
+        result,
+    ]
+
+
+REDACTED = "EmmwCkYIBxgCKkBVqZXMTFpA6Ei3xsdjIZ5c1PvgmIRSNoY2ZQvFhcUp3a4N5Q=="
+
+
+def redacted_stream() -> str:
+    return (
+        start()
+        + sse_event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "redacted_thinking", "data": REDACTED},
+            },
+            "content_block_start",
+        )
+        + sse_event({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        + sse_event(
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "id": "toolu_9", "name": "calc", "input": {}},
+            },
+            "content_block_start",
+        )
+        + sse_event(
+            {
+                "type": "content_block_delta",
+                "index": 1,
+                "delta": {"type": "input_json_delta", "partial_json": '{"e": "1+1"}'},
+            },
+            "content_block_delta",
+        )
+        + sse_event({"type": "content_block_stop", "index": 1}, "content_block_stop")
+        + finish("tool_use")
+    )
+
+
+def test_redacted_thinking_is_kept_and_goes_back_byte_exact() -> None:
+    done = run(make(), respond(redacted_stream())).completed
+    redacted, call = done.message.blocks
+    assert redacted == RedactedThinkingBlock(REDACTED)
+    results = Message("user", (ToolResultBlock("toolu_9", (TextBlock("2"),)),))
+    body = build_anthropic_body(
+        "m", ModelRequest((Message.user("q"), done.message, results), cache=False)
+    )
+    assert body["messages"][1]["content"][0] == {"type": "redacted_thinking", "data": REDACTED}
+    assert json.dumps(body["messages"][1]["content"][0]["data"]) == json.dumps(REDACTED)
+    # another provider's state never goes to Anthropic
+    other = Message(
+        "assistant", (OpaqueBlock("gemini", {"thoughtSignature": "x"}), TextBlock("hi"))
+    )
+    body = build_anthropic_body("m", ModelRequest((Message.user("q"), other), cache=False))
+    assert body["messages"][1]["content"] == [{"type": "text", "text": "hi"}]
+
+
+def test_cache_breakpoints_on_system_tools_and_the_stable_prefix() -> None:
+    history = (
+        Message.user("first question"),
+        Message(
+            "assistant",
+            (ThinkingBlock("hmm", "sig"), ToolUseBlock("toolu_1", "calc", {"e": "1"})),
+        ),
+        Message("user", (ToolResultBlock("toolu_1", (TextBlock("1"),)),)),
+        Message("assistant", (ThinkingBlock("so", "sig2"), ToolUseBlock("toolu_2", "calc", {}))),
+        Message("user", (ToolResultBlock("toolu_2", (TextBlock("2"),)), TextBlock("and?"))),
+    )
+    tools = (
+        ToolSpec("calc", "Evaluate.", {"type": "object"}),
+        ToolSpec("read", "Read.", {"type": "object"}),
+    )
+    req = ModelRequest(history, system="Be brief.", tools=tools)
+    served = run(make(), respond(fixture_text(TEXT)), req)
+    body = served.body
+    mark = {"type": "ephemeral"}
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": mark}]
+    assert "cache_control" not in body["tools"][0]
+    assert body["tools"][1]["cache_control"] == mark
+    marked = [
+        (i, j)
+        for i, m in enumerate(body["messages"])
+        for j, b in enumerate(m["content"])
+        if "cache_control" in b
+    ]
+    # the last block of the last message, and where the previous request ended (message 2)
+    assert marked == [(2, 0), (4, 1)]
+    assert sum("cache_control" in str(x) for x in (body["system"], body["tools"])) == 2
+    total = len(marked) + 2
+    assert total <= 4  # the API's limit
+    # thinking blocks never carry a breakpoint; cache=False sends none at all
+    off = build_anthropic_body("m", ModelRequest(history, system="s", tools=tools, cache=False))
+    assert "cache_control" not in json.dumps(off)
+
+
+def test_cache_reads_and_writes_are_priced_below_plain_input() -> None:
+    def usage_stream(read: int, write: int) -> str:
+        return (
+            sse_event(
+                {
+                    "type": "message_start",
+                    "message": {
+                        "model": "claude-sonnet-4-20250514",
+                        "usage": {
+                            "input_tokens": 100,
+                            "cache_read_input_tokens": read,
+                            "cache_creation_input_tokens": write,
+                            "output_tokens": 1,
+                        },
+                    },
+                }
+            )
+            + text_block("x")
+            + finish(output_tokens=10)
+        )
+
+    plain = run(make(), respond(usage_stream(0, 0))).completed.usage
+    cached = run(make(), respond(usage_stream(10_000, 0))).completed.usage
+    written = run(make(), respond(usage_stream(0, 10_000))).completed.usage
+    uncached = run(
+        make(), respond(usage_stream(0, 0).replace('"input_tokens": 100', '"input_tokens": 10100'))
+    ).completed.usage
+    assert cached.cache_read_tokens == 10_000 and written.cache_write_tokens == 10_000
+    assert cached.input_tokens == written.input_tokens == uncached.input_tokens == 10_100
+    assert plain.cost_usd is not None and cached.cost_usd is not None
+    assert written.cost_usd is not None and uncached.cost_usd is not None
+    # reading 10k tokens from the cache costs a tenth of sending them; writing costs more
+    assert plain.cost_usd < cached.cost_usd < uncached.cost_usd < written.cost_usd

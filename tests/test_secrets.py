@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+from provider_support import KEY_ENVS
 from reliability_support import TABLE_ERRORS, no_leaks
 
 from nbagent import Agent, RetryPolicy, VirtualClock
@@ -32,7 +33,6 @@ from nbagent.providers._models import resolve_model
 
 SENTINEL = "sk-ant-SENTINEL0a1b2c3d4e5f60718293a4b5c6d7e8f9"
 FRAGMENT = "SENTINEL0a1b2c3d4e5f"  # a leak of part of the key counts too
-KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY")
 
 
 def assert_clean(what: str, text: str) -> None:
@@ -64,8 +64,10 @@ def debug_log() -> Iterator[io.StringIO]:
 
 
 def _key_of(request: httpx.Request) -> str:
-    key = request.headers.get("x-api-key") or request.headers.get("authorization", "")
-    return key.removeprefix("Bearer ")
+    for name in ("x-api-key", "x-goog-api-key", "api-key"):
+        if request.headers.get(name):
+            return request.headers[name]
+    return request.headers.get("authorization", "").removeprefix("Bearer ")
 
 
 def _anthropic_ok(text: str) -> bytes:
@@ -116,6 +118,58 @@ def _openai_ok(text: str) -> bytes:
     return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
 
 
+def _gemini_ok(text: str) -> bytes:
+    chunk = {
+        "candidates": [
+            {"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3},
+    }
+    return f"data: {json.dumps(chunk)}\r\n\r\n".encode()
+
+
+def _responses_ok(text: str) -> bytes:
+    item = {"type": "message", "content": [{"type": "output_text", "text": text}]}
+    events = [
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {"usage": {"input_tokens": 5}}},
+    ]
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+OK_BODIES = {
+    "anthropic": _anthropic_ok,
+    "openai": _openai_ok,
+    "gemini": _gemini_ok,
+    "responses": _responses_ok,
+}
+
+
+def _midstream_error(fmt: str, key: str) -> dict[str, Any]:
+    if fmt == "anthropic":
+        return {"type": "error", "error": {"type": "overloaded_error", "message": key}}
+    if fmt == "gemini":
+        return {"error": {"code": 503, "message": f"overloaded {key}", "status": key}}
+    if fmt == "responses":
+        return {"type": "error", "code": key, "message": f"overloaded {key}", "param": key}
+    return {"error": {"message": f"overloaded {key}", "code": 529, "type": key}}
+
+
+def _gemini_daily_quota(key: str) -> dict[str, Any]:
+    violation = {"quotaId": f"PerDay-{key}", "quotaDimensions": {"model": key}, "quotaValue": key}
+    return {
+        "error": {
+            "code": 429,
+            "message": f"quota for {key}",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"},
+            ],
+        }
+    }
+
+
 class Reflector:
     """A server that puts the caller's key into everything it answers, one trick per request."""
 
@@ -160,9 +214,7 @@ class Reflector:
             page = f"<html><head><title>502 for {key}</title></head><body>{key}</body></html>"
             return httpx.Response(502, headers={"content-type": "text/html"}, text=page)
         if trick == 3:
-            data = {"type": "error", "error": {"type": "overloaded_error", "message": key}}
-            if self.fmt == "openai":
-                data = {"error": {"message": f"overloaded {key}", "code": 529, "type": key}}
+            data = _midstream_error(self.fmt, key)
             text = f"event: error\ndata: {json.dumps(data)}\n\n"
             return httpx.Response(200, headers=sse, text=text)
         if trick == 4:
@@ -179,9 +231,10 @@ class Reflector:
             return httpx.Response(400, headers=err, json=body)
         if trick == 7:
             body = {"error": {"message": f"model {key} not found", "type": "not_found_error"}}
+            if self.fmt == "gemini":  # a daily quota whose quota id and model echo the key
+                return httpx.Response(429, headers=err, json=_gemini_daily_quota(key))
             return httpx.Response(404, headers=err, json=body)
-        ok = _anthropic_ok if self.fmt == "anthropic" else _openai_ok
-        return httpx.Response(200, headers=sse, content=ok("a clean answer"))
+        return httpx.Response(200, headers=sse, content=OK_BODIES[self.fmt]("a clean answer"))
 
 
 def _all_exception_text(exc: BaseException) -> str:
@@ -202,6 +255,11 @@ def _all_exception_text(exc: BaseException) -> str:
         ("anthropic:claude-x", "ANTHROPIC_API_KEY"),
         ("openai:gpt-x", "OPENAI_API_KEY"),
         ("openrouter:meta/llama-x", "OPENROUTER_API_KEY"),
+        ("gemini:gemini-x", "GEMINI_API_KEY"),
+        ("gemini:gemini-x", "GOOGLE_API_KEY"),
+        ("openai-responses:o4-mini", "OPENAI_API_KEY"),
+        ("azure:my-deployment", "AZURE_OPENAI_API_KEY"),
+        ("azure-responses:my-deployment", "AZURE_OPENAI_API_KEY"),
     ],
 )
 def test_a_reflected_key_never_comes_out(
@@ -214,7 +272,14 @@ def test_a_reflected_key_never_comes_out(
     for name in KEY_ENVS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv(env, SENTINEL)
-    fmt = "anthropic" if model.startswith("anthropic") else "openai"
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://example-resource.openai.azure.com")
+    prefix = model.partition(":")[0]
+    fmt = {
+        "anthropic": "anthropic",
+        "gemini": "gemini",
+        "openai-responses": "responses",
+        "azure-responses": "responses",
+    }.get(prefix, "openai")
     reflector = Reflector(fmt)
     events: list[Event] = []
     state = TimelineState()

@@ -4,6 +4,12 @@ A session file is JSON with a `format` version. Version 0 files (written before 
 an `is_error` flag) still load, with `is_error=False`. Saving is atomic: the new content goes to a
 temporary file beside the target, is flushed to disk, then renamed over it, so a crash mid-save
 leaves the previous file whole.
+
+Two block types hold what a provider needs back and nbagent cannot read:
+`RedactedThinkingBlock` (Anthropic's encrypted thinking) and `OpaqueBlock` (a provider's own JSON,
+such as an OpenAI Responses reasoning item or a Gemini thought signature). Both go back, unchanged,
+only to the wire format that produced them; every other provider leaves them out. Files written
+before they existed load as before.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ __all__ = [
     "Block",
     "ImageBlock",
     "Message",
+    "OpaqueBlock",
+    "RedactedThinkingBlock",
     "TextBlock",
     "ThinkingBlock",
     "ToolResultBlock",
@@ -48,6 +56,32 @@ class ThinkingBlock:
     thinking: str
     signature: str = ""
     type: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True)
+class RedactedThinkingBlock:
+    """Thinking the provider encrypted (Anthropic's `redacted_thinking`). Unreadable, but a
+    thinking + tool-use conversation is refused without it, so it is kept and sent back as is."""
+
+    data: str
+    type: Literal["redacted_thinking"] = "redacted_thinking"
+
+
+@dataclass(frozen=True)
+class OpaqueBlock:
+    """Provider state carried in the conversation but not interpreted by nbagent.
+
+    `provider` names the wire format that produced it (`"gemini"`, `"openai-responses"`) and is
+    the only one it is sent back to; `data` is the JSON object exactly as received (a Responses
+    reasoning item with its `encrypted_content`, a Gemini part's `thoughtSignature`). Signatures
+    and encrypted reasoning are what let a reasoning model continue a tool-using turn; a history
+    without them is refused or reasons from scratch. Where it sits among the message's blocks is
+    part of its meaning (each provider module says how).
+    """
+
+    provider: str
+    data: dict[str, Any]
+    type: Literal["opaque"] = "opaque"
 
 
 @dataclass(frozen=True)
@@ -80,7 +114,15 @@ class ToolResultBlock:
         return "".join(p.text for p in self.content if isinstance(p, TextBlock))
 
 
-Block = TextBlock | ThinkingBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+Block = (
+    TextBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | OpaqueBlock
+    | ImageBlock
+    | ToolUseBlock
+    | ToolResultBlock
+)
 
 
 @dataclass(frozen=True)
@@ -131,6 +173,10 @@ def block_to_dict(block: Block) -> dict[str, Any]:
         return {"type": "text", "text": block.text}
     if isinstance(block, ThinkingBlock):
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": block.data}
+    if isinstance(block, OpaqueBlock):
+        return {"type": "opaque", "provider": block.provider, "data": block.data}
     if isinstance(block, ImageBlock):
         return {"type": "image", "media_type": block.media_type, "data": block.data}
     if isinstance(block, ToolUseBlock):
@@ -162,6 +208,13 @@ def block_from_dict(data: Any) -> Block:
         return TextBlock(_str(data, "text"))
     if kind == "thinking":
         return ThinkingBlock(_str(data, "thinking"), str(data.get("signature") or ""))
+    if kind == "redacted_thinking":
+        return RedactedThinkingBlock(_str(data, "data"))
+    if kind == "opaque":
+        payload = data.get("data")
+        if not isinstance(payload, dict):
+            raise ValueError("opaque block data must be an object")
+        return OpaqueBlock(_str(data, "provider"), payload)
     if kind == "image":
         return ImageBlock(_str(data, "data"), str(data.get("media_type") or "image/png"))
     if kind == "tool_use":

@@ -1,8 +1,11 @@
 """The loopback mock provider.
 
 ``serve()`` / ``MockServer`` run a real HTTP server on 127.0.0.1 speaking the Anthropic Messages
-(``POST /v1/messages``) and OpenAI Chat Completions (``POST /v1/chat/completions``) wire formats,
-with scripted or random faults, a token-bucket rate limiter and a context window.
+(``POST /v1/messages``), OpenAI Chat Completions (``POST /v1/chat/completions``, also at Azure's
+paths), OpenAI Responses (``POST /v1/responses``) and Gemini
+(``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``) wire formats, found by path, with
+scripted or random faults, a token-bucket rate limiter and a context window. It keeps a bounded
+window of the requests it received (``max_records``; ``dropped_requests`` counts the rest).
 ``shared_server()`` is the process-wide server behind ``model="demo"``. What it answers comes
 from a responder (the demo model, `nbagent.demo.demo_reply`, unless another is given).
 
@@ -10,7 +13,8 @@ Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` 
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
 ``402``, ``403``, ``404``, ``408``, ``409``, ``413``, ``overflow``, ``close``,
 ``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``empty``, ``slow=S``; any of them takes
-``should_retry=true|false``.
+``should_retry=true|false``. In Gemini's format ``429`` is a per-minute quota whose wait is in the
+body (``RetryInfo``), ``quota`` a per-day quota, and ``529`` a 503 ``UNAVAILABLE``.
 """
 
 from ._cli import main
@@ -20,9 +24,9 @@ from ._conversation import (
     ToolUse,
     Turn,
     estimate_tokens,
-    parse_request,
 )
 from ._faults import Fault, FaultPlan, parse_fault, parse_faults
+from ._formats import parse_request
 from ._ratelimit import RateDecision, RateLimit
 from ._records import RequestRecord
 from ._reply import (

@@ -15,7 +15,10 @@ from ._server import MockServer
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nbagent serve",
-        description="Run the nbagent loopback mock provider (Anthropic and OpenAI wire formats).",
+        description=(
+            "Run the nbagent loopback mock provider (Anthropic, OpenAI Chat and Responses, "
+            "Gemini and Azure wire formats)."
+        ),
     )
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument(

@@ -1,4 +1,5 @@
-"""A neutral view of a chat request, parsed from either wire format, and its token estimate."""
+"""A neutral view of a chat request, and its token estimate; the Anthropic and OpenAI Chat parsers
+(Gemini's and Responses' live with the rest of their formats)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Format = Literal["anthropic", "openai"]
+Format = Literal["anthropic", "openai", "gemini", "responses"]
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
 _ERROR_PREFIXES = ("error", "exception", "traceback", "tool error", "failed", "invalid")
@@ -313,7 +314,3 @@ def parse_openai(body: Any) -> Conversation:
         max_tokens=max_tokens,
         prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
     )
-
-
-def parse_request(fmt: Format, body: Any) -> Conversation:
-    return parse_anthropic(body) if fmt == "anthropic" else parse_openai(body)

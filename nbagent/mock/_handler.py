@@ -6,22 +6,14 @@ import contextlib
 import json
 import logging
 import socket
-import time
-import uuid
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, cast
 
-from . import _wire as wire
-from ._conversation import Conversation, Format, RequestError, parse_request
+from ._conversation import Conversation, RequestError
 from ._faults import OK, Fault
-from ._ratelimit import (
-    RateDecision,
-    anthropic_headers,
-    format_seconds,
-    openai_headers,
-    retry_after_headers,
-)
+from ._formats import CODECS, Codec, Route, parse_request, route
+from ._ratelimit import RateDecision, format_seconds
 from ._records import redact_headers
 from ._reply import MockReply
 
@@ -32,20 +24,10 @@ log = logging.getLogger("nbagent.mock")
 SOME_TEXT = 3  # text deltas sent before a mid-stream fault (stall, malformed, overloaded)
 FLUSH_BYTES = 16_384
 MAX_BODY = 64 * 1024 * 1024
-DEFAULT_WINDOW = {"anthropic": 200_000, "openai": 128_000}
 
 
 class _Dropped(Exception):
     """The client went away, or a fault closed the connection: stop writing."""
-
-
-def _route(path: str) -> Format | None:
-    path = path.split("?", 1)[0].rstrip("/")
-    if path.endswith("/messages"):
-        return "anthropic"
-    if path.endswith("/chat/completions"):
-        return "openai"
-    return None
 
 
 class MockHandler(BaseHTTPRequestHandler):
@@ -57,7 +39,8 @@ class MockHandler(BaseHTTPRequestHandler):
 
     # set per request
     _mock: MockServer
-    _fmt: Format
+    _codec: Codec
+    _route: Route
     _request_id: str
     _fault: Fault
     _extra: dict[str, str]
@@ -74,7 +57,6 @@ class MockHandler(BaseHTTPRequestHandler):
         self._mock = cast("_HTTPServer", self.server).mock
         path = self.path.split("?", 1)[0]
         if path.rstrip("/") == "/health":
-            self._send_bytes(200, b"ok", "text/plain; charset=utf-8", {})
             self._mock.record(
                 method="GET",
                 path=self.path,
@@ -86,6 +68,9 @@ class MockHandler(BaseHTTPRequestHandler):
                 request_id="",
                 stream=False,
             )
+            # recorded before answering, as every request is: a client that got its answer
+            # finds the record there
+            self._send_bytes(200, b"ok", "text/plain; charset=utf-8", {})
             return
         self._not_found("GET")
 
@@ -102,29 +87,33 @@ class MockHandler(BaseHTTPRequestHandler):
             log.exception("nbagent mock server failed on %s", self.path)
             self.close_connection = True
             if not self._started:
-                fmt = _route(self.path) or "openai"
+                found = route(self.path)
+                codec = CODECS[found.format if found else "openai"]
                 message = f"nbagent mock server internal error: {type(err).__name__}: {err}"
-                self._send_json(500, wire.internal_error(fmt, message, "req_mock_error"), {})
+                self._send_json(500, codec.internal_error(message, "req_mock_error"), {})
 
     # --- helpers --------------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
         return redact_headers({k: v for k, v in self.headers.items()})
 
-    def _guess_format(self) -> Format:
+    def _guess_codec(self) -> Codec:
         if "anthropic-version" in self.headers or "x-api-key" in self.headers:
-            return "anthropic"
-        return _route(self.path) or "openai"
+            return CODECS["anthropic"]
+        if "x-goog-api-key" in self.headers:
+            return CODECS["gemini"]
+        found = route(self.path)
+        return CODECS[found.format if found else "openai"]
 
-    def _new_request_id(self, fmt: Format) -> str:
-        return ("req_011" if fmt == "anthropic" else "req_") + uuid.uuid4().hex[:24]
+    def _id_headers(self, codec: Codec, request_id: str) -> dict[str, str]:
+        return {codec.id_header: request_id} if codec.id_header else {}
 
     def _not_found(self, method: str) -> None:
-        fmt = self._guess_format()
-        request_id = self._new_request_id(fmt)
+        codec = self._guess_codec()
+        request_id = codec.new_request_id()
         if method == "POST":
             self._read_body()
-        body = wire.not_found(fmt, self.path, request_id)
+        body = codec.not_found(self.path, request_id)
         self._mock.record(
             method=method,
             path=self.path,
@@ -136,10 +125,7 @@ class MockHandler(BaseHTTPRequestHandler):
             request_id=request_id,
             stream=False,
         )
-        self._send_json(404, body, {self._id_header(fmt): request_id})
-
-    def _id_header(self, fmt: Format) -> str:
-        return "request-id" if fmt == "anthropic" else "x-request-id"
+        self._send_json(404, body, self._id_headers(codec, request_id))
 
     def _read_body(self) -> bytes:
         length = int(self.headers.get("content-length") or 0)
@@ -164,35 +150,29 @@ class MockHandler(BaseHTTPRequestHandler):
     # --- the model endpoints --------------------------------------------------------------------
 
     def _post(self) -> None:
-        fmt = _route(self.path)
-        if fmt is None:
+        found = route(self.path)
+        if found is None:
             self._not_found("POST")
             return
-        self._fmt = fmt
+        self._route = found
+        self._codec = codec = CODECS[found.format]
         self._fault = OK
-        self._request_id = self._new_request_id(fmt)
-        self._extra = {self._id_header(fmt): self._request_id}
+        self._request_id = codec.new_request_id()
+        self._extra = self._id_headers(codec, self._request_id)
         raw = self._read_body()
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
-            self._finish_error(
-                400,
-                wire.bad_request(
-                    fmt, "There was an error parsing the body as JSON.", self._request_id
-                ),
-                None,
-                "ok",
-                False,
-            )
+            message = "There was an error parsing the body as JSON."
+            error = codec.bad_request(message, self._request_id, None)
+            self._finish_error(400, error, None, "ok", False)
             return
         try:
-            conv = parse_request(fmt, body)
+            conv = parse_request(found.format, body, found)
         except RequestError as err:
-            error = wire.bad_request(fmt, err.message, self._request_id, err.param)
-            self._finish_error(
-                400, error, body, "ok", bool(isinstance(body, dict) and body.get("stream"))
-            )
+            error = codec.bad_request(err.message, self._request_id, err.param)
+            streamed = found.stream or bool(isinstance(body, dict) and body.get("stream"))
+            self._finish_error(400, error, body, "ok", streamed)
             return
         self._answer(conv, body)
 
@@ -200,7 +180,7 @@ class MockHandler(BaseHTTPRequestHandler):
         self._mock.record(
             method="POST",
             path=self.path,
-            format=self._fmt,
+            format=self._codec.name,
             body=body,
             headers=self._headers(),
             fault=fault,
@@ -214,7 +194,7 @@ class MockHandler(BaseHTTPRequestHandler):
         self._send_json(status, error, self._extra)
 
     def _rate_headers(self, decision: RateDecision) -> dict[str, str]:
-        return anthropic_headers(decision) if self._fmt == "anthropic" else openai_headers(decision)
+        return self._codec.rate_headers(decision)
 
     def _answer(self, conv: Conversation, body: Any) -> None:
         mock = self._mock
@@ -222,11 +202,9 @@ class MockHandler(BaseHTTPRequestHandler):
             decision = mock.rate_limit.acquire(conv.prompt_tokens)
             self._extra.update(self._rate_headers(decision))
             if not decision.allowed:
-                self._extra.update(retry_after_headers(decision.retry_after_s))
+                self._extra.update(self._codec.retry_headers(decision.retry_after_s))
                 retry = format_seconds(decision.retry_after_s)
-                error = wire.status_error(
-                    self._fmt, 429, model=conv.model, request_id=self._request_id, retry=retry
-                )
+                error = self._codec.status_error(429, conv.model, self._request_id, retry)
                 self._finish_error(429, error, body, "rate_limit", conv.stream)
                 return
         fault = mock.plan.next()
@@ -242,7 +220,7 @@ class MockHandler(BaseHTTPRequestHandler):
             return
         window = mock.context_window
         if window is not None and conv.prompt_tokens > window:
-            error = wire.overflow_error(self._fmt, conv.prompt_tokens, window, self._request_id)
+            error = self._codec.overflow_error(conv.prompt_tokens, window, self._request_id)
             self._finish_error(400, error, body, "context_window", conv.stream)
             return
         reply = (
@@ -257,37 +235,32 @@ class MockHandler(BaseHTTPRequestHandler):
             self._whole(conv, reply)
 
     def _status_fault(self, fault: Fault, conv: Conversation, body: Any) -> bool:
-        fmt, rid = self._fmt, self._request_id
+        codec, rid = self._codec, self._request_id
         status = fault.status
         if fault.kind == "overloaded_midstream" and not conv.stream:
             status = 529
         if status is None:
             return False
         if fault.kind == "quota":
-            error = wire.quota_error(fmt, rid)
+            error = codec.quota_error(rid, conv.model)
         elif fault.kind == "overflow":
-            maximum = self._mock.context_window or DEFAULT_WINDOW[fmt]
+            maximum = self._mock.context_window or codec.default_window
             tokens = max(conv.prompt_tokens, maximum + 1 + conv.prompt_tokens)
-            error = wire.overflow_error(fmt, tokens, maximum, rid)
+            error = codec.overflow_error(tokens, maximum, rid)
         else:
             retry = format_seconds(fault.retry_after_s or 0.0)
-            error = wire.status_error(fmt, status, model=conv.model, request_id=rid, retry=retry)
+            error = codec.status_error(status, conv.model, rid, retry)
         if fault.kind == "429":
             seconds = fault.retry_after_s or 0.0
-            self._extra.update(retry_after_headers(seconds))
+            self._extra.update(codec.retry_headers(seconds))
             self._extra.update(self._rate_headers(RateDecision(False, seconds, 50, 0, seconds)))
-        self._finish_error(status, error, body, str(fault), conv.stream)
+        self._finish_error(codec.http_status(status), error, body, str(fault), conv.stream)
         return True
 
     # --- non-streaming replies ------------------------------------------------------------------
 
     def _whole(self, conv: Conversation, reply: MockReply) -> None:
-        if self._fmt == "anthropic":
-            message = wire.anthropic_message(reply, model=conv.model, message_id=self._message_id())
-        else:
-            message = wire.openai_completion(
-                reply, model=conv.model, completion_id=self._message_id(), created=int(time.time())
-            )
+        message = self._codec.whole(reply, conv, self._message_id())
         data = json.dumps(message, ensure_ascii=False).encode()
         kind = self._fault.kind
         if kind == "stall" and self._mock.wait(self._fault.seconds or 0.0):
@@ -307,8 +280,7 @@ class MockHandler(BaseHTTPRequestHandler):
         self._send_bytes(200, data, "application/json", self._extra)
 
     def _message_id(self) -> str:
-        suffix = self._request_id.split("_")[-1][-24:]
-        return ("msg_" if self._fmt == "anthropic" else "chatcmpl-") + suffix
+        return self._codec.message_id(self._request_id)
 
     # --- streaming replies ----------------------------------------------------------------------
 
@@ -335,16 +307,8 @@ class MockHandler(BaseHTTPRequestHandler):
         except OSError as err:
             raise _Dropped from err
 
-    def _pieces(self, conv: Conversation, reply: MockReply) -> Iterable[wire.Piece]:
-        if self._fmt == "anthropic":
-            return wire.anthropic_stream(reply, model=conv.model, message_id=self._message_id())
-        return wire.openai_stream(
-            reply,
-            model=conv.model,
-            completion_id=self._message_id(),
-            created=int(time.time()),
-            include_usage=conv.include_usage,
-        )
+    def _pieces(self, conv: Conversation, reply: MockReply) -> Iterable[tuple[str, bytes]]:
+        return self._codec.stream(reply, conv, self._message_id(), self._route.azure)
 
     def _stream(self, conv: Conversation, reply: MockReply) -> None:
         self._started = True
@@ -389,18 +353,8 @@ class MockHandler(BaseHTTPRequestHandler):
                 self.connection.shutdown(socket.SHUT_RDWR)
             raise _Dropped
         if fault.kind == "malformed":
-            garbage = (
-                wire.anthropic_malformed()
-                if self._fmt == "anthropic"
-                else wire.openai_malformed(self._message_id())
-            )
-            self._write(garbage)
+            self._write(self._codec.malformed(self._message_id()))
         else:
-            error = (
-                wire.anthropic_midstream_error()
-                if self._fmt == "anthropic"
-                else wire.openai_midstream_error()
-            )
-            self._write(error)
+            self._write(self._codec.midstream_error(self._message_id()))
         self._end_stream()
         return True

@@ -6,6 +6,7 @@ import selectors
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from http.server import ThreadingHTTPServer
@@ -92,12 +93,22 @@ class _HTTPServer(ThreadingHTTPServer):
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
+DEFAULT_MAX_RECORDS = 1000
+
+
 class MockServer:
-    """A loopback server speaking the Anthropic Messages and OpenAI Chat Completions formats.
+    """A loopback server speaking the Anthropic Messages, OpenAI Chat Completions and Responses,
+    and Gemini formats, found by path (see `_formats`).
 
     Anthropic clients use ``url`` as their base URL (endpoint ``url + "/v1/messages"``); OpenAI
-    clients POST to ``url + "/v1/chat/completions"``. Use it as a context manager, or call
-    ``start()`` and ``stop()``; ``stop()`` is idempotent.
+    clients ``openai_base_url`` (``/v1/chat/completions``, ``/v1/responses``); Gemini clients
+    ``url`` (``/v1beta/models/{model}:streamGenerateContent?alt=sse``); Azure clients ``url`` as
+    their endpoint (``/openai/v1/...``, ``/openai/deployments/{d}/...``). Use it as a context
+    manager, or call ``start()`` and ``stop()``; ``stop()`` is idempotent.
+
+    It keeps the last ``max_records`` requests (parsed bodies included) in ``requests``, and
+    counts the older ones it let go in ``dropped_requests``: the server behind ``Agent("demo")``
+    lives as long as the kernel, and hours of prompting must not grow its memory.
     """
 
     def __init__(
@@ -111,7 +122,13 @@ class MockServer:
         demo_delay_s: float = 0.0,
         port: int = 0,
         responder: Responder | None = None,
+        max_records: int = DEFAULT_MAX_RECORDS,
     ) -> None:
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
+            raise ValueError(
+                f"max_records must be a whole number of requests to keep (0 or more), "
+                f"got {max_records!r}."
+            )
         if context_window is not None and context_window < 1:
             raise ValueError(
                 f"context_window must be a positive number of tokens, got {context_window}."
@@ -124,7 +141,9 @@ class MockServer:
         self.demo_delay_s = float(demo_delay_s)
         self.responder: Responder = responder or default_responder()
         self._port = port
-        self._records: list[RequestRecord] = []
+        self.max_records = max_records
+        self._records: deque[RequestRecord] = deque(maxlen=max_records)
+        self._received = 0  # requests recorded since start or clear_requests(), kept or not
         self._lock = threading.Lock()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -179,7 +198,7 @@ class MockServer:
 
     def __repr__(self) -> str:
         where = self.url if self.running else "stopped"
-        return f"MockServer({where}, {len(self.requests)} requests)"
+        return f"MockServer({where}, {self._received} requests)"
 
     # --- addresses ------------------------------------------------------------------------------
 
@@ -214,6 +233,13 @@ class MockServer:
     def openai_base_url(self) -> str:
         return self.url + "/v1"
 
+    @property
+    def responses_url(self) -> str:
+        return self.url + "/v1/responses"
+
+    def gemini_url(self, model: str = "demo") -> str:
+        return f"{self.url}/v1beta/models/{model}:streamGenerateContent?alt=sse"
+
     # --- faults and records ---------------------------------------------------------------------
 
     def set_faults(self, faults: Sequence[str | Fault]) -> None:
@@ -225,18 +251,27 @@ class MockServer:
 
     @property
     def requests(self) -> list[RequestRecord]:
-        """A snapshot of the requests received so far, oldest first."""
+        """A snapshot of the last ``max_records`` requests received, oldest first (each
+        record's ``index`` counts every request since the start, kept or not)."""
         with self._lock:
             return list(self._records)
+
+    @property
+    def dropped_requests(self) -> int:
+        """How many older records were let go to keep the window at ``max_records``."""
+        with self._lock:
+            return self._received - len(self._records)
 
     def clear_requests(self) -> None:
         with self._lock:
             self._records.clear()
+            self._received = 0
 
     def record(self, **fields: Any) -> RequestRecord:
         with self._lock:
-            record = RequestRecord(index=len(self._records), received_at=time.time(), **fields)
-            self._records.append(record)
+            record = RequestRecord(index=self._received, received_at=time.time(), **fields)
+            self._received += 1
+            self._records.append(record)  # the deque lets the oldest go past max_records
             return record
 
     def wait(self, seconds: float) -> bool:
@@ -255,6 +290,7 @@ def serve(
     demo_delay_s: float = 0.0,
     port: int = 0,
     responder: Responder | None = None,
+    max_records: int = DEFAULT_MAX_RECORDS,
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block."""
     server = MockServer(
@@ -266,6 +302,7 @@ def serve(
         demo_delay_s=demo_delay_s,
         port=port,
         responder=responder,
+        max_records=max_records,
     )
     server.start()
     try:

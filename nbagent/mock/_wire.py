@@ -192,22 +192,47 @@ def openai_completion(
     }
 
 
+_SAFE = {"filtered": False, "severity": "safe"}
+AZURE_FILTERS = {"hate": _SAFE, "self_harm": _SAFE, "sexual": _SAFE, "violence": _SAFE}
+
+
 def openai_stream(
-    reply: MockReply, *, model: str, completion_id: str, created: int, include_usage: bool
+    reply: MockReply,
+    *,
+    model: str,
+    completion_id: str,
+    created: int,
+    include_usage: bool,
+    azure: bool = False,
 ) -> Iterator[Piece]:
+    """Chat Completions chunks. `azure`: as Azure OpenAI streams them, a first chunk with only
+    the prompt's content-filter results and filter results on every choice."""
+
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None,
+            "finish_reason": finish,
+        }
+        if azure:
+            choice["content_filter_results"] = AZURE_FILTERS if delta.get("content") else {}
         body: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
             "system_fingerprint": FINGERPRINT,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "choices": [choice],
         }
         if include_usage:
             body["usage"] = None
         return sse_data(body)
 
+    if azure:
+        prompt = [{"prompt_index": 0, "content_filter_results": AZURE_FILTERS}]
+        head = {"choices": [], "created": 0, "id": "", "model": "", "object": ""}
+        yield "head", sse_data({**head, "prompt_filter_results": prompt})
     first_content = "" if reply.text_deltas or not reply.tool_calls else None
     yield "head", chunk({"role": "assistant", "content": first_content, "refusal": None})
     for piece in reply.text_deltas:

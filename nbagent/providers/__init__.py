@@ -1,8 +1,11 @@
-"""Model providers: the Provider protocol, Anthropic and OpenAI-format providers, model strings."""
+"""Model providers: the Provider protocol, one provider per wire format (Anthropic Messages,
+OpenAI Chat Completions and Responses, Gemini; Azure, OpenRouter, Ollama as variants), model
+strings."""
 
 from __future__ import annotations
 
 from ._anthropic import AnthropicProvider
+from ._azure import AzureChatProvider, AzureResponsesProvider
 from ._base import (
     Completed,
     ModelRequest,
@@ -13,18 +16,24 @@ from ._base import (
     ToolCallPart,
     ToolSpec,
 )
+from ._gemini import GeminiProvider
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload, error_from_response
 from ._models import register_model, resolve_model
 from ._openai_chat import OpenAIProvider
+from ._openai_responses import ResponsesProvider
 
 __all__ = [
     "AnthropicProvider",
+    "AzureChatProvider",
+    "AzureResponsesProvider",
     "Completed",
+    "GeminiProvider",
     "HTTPProvider",
     "ModelRequest",
     "OpenAIProvider",
     "Provider",
+    "ResponsesProvider",
     "StreamPart",
     "TextPart",
     "ThinkingPart",

@@ -1,6 +1,20 @@
 """The Anthropic Messages API, streamed (`POST {base_url}/v1/messages`, `stream: true`).
 
 Also the wire format of the embedded `demo` model (the loopback mock server speaks it).
+
+Stop reasons: `model_context_window_exceeded` means the context is full, so it raises
+`ContextOverflow` (compact, then retry) rather than taking the max_tokens path, which would resend
+the same oversized context; `pause_turn` (the server paused a long turn) is reported as the
+`Completed` stop reason `"pause_turn"` for the loop to send the reply back and continue;
+`refusal` is `ContentFiltered`. `redacted_thinking` blocks are kept (`RedactedThinkingBlock`) and
+sent back unchanged, as are blocks of kinds nbagent does not model (a server tool's
+`server_tool_use` and its `web_search_tool_result`, kept whole as `OpaqueBlock`s), which a paused
+turn must send back to be continued.
+
+Prompt caching (`ModelRequest.cache`, on by default): cache breakpoints (`cache_control`) on the
+system prompt, the last tool and the conversation's stable prefix: the last block of the last
+message (what the next request will start with) and the block where the previous request put its
+own (so a turn that adds many blocks still reads the cache). Four at most, as the API allows.
 """
 
 from __future__ import annotations
@@ -11,26 +25,27 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._budget import Usage
 from .._core._messages import (
     Block,
     ImageBlock,
     Message,
+    OpaqueBlock,
+    RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
 )
-from ..errors import ContentFiltered
-from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ..errors import ContentFiltered, ContextOverflow
+from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload, kept_headers
+from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._parts import PartBuffer
-from ._pricing import estimate_cost
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
 
 _STOP_REASONS = {
     "end_turn": "end_turn",
@@ -38,9 +53,11 @@ _STOP_REASONS = {
     "max_tokens": "max_tokens",
     "stop_sequence": "stop_sequence",
     "refusal": "refusal",
-    "model_context_window_exceeded": "max_tokens",
-    "pause_turn": "end_turn",
+    "pause_turn": "pause_turn",
 }
+CACHE_CONTROL: dict[str, Any] = {"type": "ephemeral"}
+# Blocks that may carry a cache breakpoint (thinking blocks may not).
+_CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
 # Keys of the request body that come from ModelRequest, not from options.
 _RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
 
@@ -77,6 +94,11 @@ def _block(block: Block) -> dict[str, Any] | None:
         if not block.signature:
             return None
         return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": block.data}
+    if isinstance(block, OpaqueBlock):
+        # a server tool's call or result goes back as it came; other providers' state does not
+        return dict(block.data) if block.provider == ANTHROPIC else None
     if isinstance(block, ImageBlock):
         return _image(block)
     if isinstance(block, ToolUseBlock):
@@ -101,6 +123,31 @@ def message_to_anthropic(message: Message) -> dict[str, Any]:
     return {"role": message.role, "content": content}
 
 
+def _mark_last_cacheable(content: list[dict[str, Any]]) -> bool:
+    for block in reversed(content):
+        if block.get("type") in _CACHEABLE:
+            block["cache_control"] = dict(CACHE_CONTROL)
+            return True
+    return False
+
+
+def _cache_breakpoints(body: dict[str, Any]) -> None:
+    """Mark the stable prefix for Anthropic's prompt cache (see the module docstring)."""
+    if isinstance(body.get("system"), str):
+        body["system"] = [
+            {"type": "text", "text": body["system"], "cache_control": dict(CACHE_CONTROL)}
+        ]
+    tools = body.get("tools")
+    if tools:
+        tools[-1]["cache_control"] = dict(CACHE_CONTROL)
+    messages = body["messages"]
+    # the last message (the next request starts with everything up to it), and the one the
+    # previous request of this conversation ended with (two messages earlier: assistant + results)
+    for index in (len(messages) - 1, len(messages) - 3):
+        if index >= 0:
+            _mark_last_cacheable(messages[index]["content"])
+
+
 def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
     """The JSON body of a streaming Messages request."""
     body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
@@ -114,6 +161,8 @@ def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    if request.cache:
+        _cache_breakpoints(body)
     body["stream"] = True
     return body
 
@@ -129,8 +178,17 @@ class _BlockState:
     tool_id: str = ""
     tool_name: str = ""
     tool_index: int = -1
+    raw: dict[str, Any] | None = None  # a block of a kind nbagent does not model, as it came
 
     def finish(self) -> Block | None:
+        if self.raw is not None:
+            block = dict(self.raw)
+            if self.text:  # a server tool's input, streamed like a tool call's
+                args, raw = decode_arguments("".join(self.text))
+                block["input"] = args if raw is None else raw
+            return OpaqueBlock(ANTHROPIC, block)
+        if self.kind == "redacted_thinking":
+            return RedactedThinkingBlock("".join(self.text))
         if self.kind == "text":
             text = "".join(self.text)
             return TextBlock(text) if text else None
@@ -155,11 +213,10 @@ class AnthropicProvider(HTTPProvider):
             return self.base_url + "/messages"
         return self.base_url + "/v1/messages"
 
+    auth_header, auth_prefix = "x-api-key", ""
+
     def _headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": ANTHROPIC_VERSION, "accept": "text/event-stream"}
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
-        return headers
+        return {**super()._headers(), "anthropic-version": ANTHROPIC_VERSION}
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_anthropic_body(self.model, request)
@@ -220,6 +277,10 @@ class AnthropicProvider(HTTPProvider):
                                 buf.add(ThinkingPart(text))
                             if isinstance(sig, str) and sig:
                                 state.signature.append(sig)
+                        elif btype == "redacted_thinking":
+                            data_ = cb.get("data")
+                            if isinstance(data_, str):
+                                state.text.append(data_)
                         elif btype == "tool_use":
                             state.tool_id = str(cb.get("id") or f"toolu_{index}")
                             state.tool_name = str(cb.get("name") or "")
@@ -231,6 +292,8 @@ class AnthropicProvider(HTTPProvider):
                             buf.add(
                                 ToolCallPart(state.tool_index, state.tool_id, state.tool_name, "")
                             )
+                        elif btype not in ("text", "thinking"):
+                            state.raw = dict(cb)  # server tools and their results: kept whole
                         if index not in blocks:
                             order.append(index)
                         blocks[index] = state
@@ -261,7 +324,8 @@ class AnthropicProvider(HTTPProvider):
                             frag = delta.get("partial_json")
                             if isinstance(frag, str) and frag:
                                 state.text.append(frag)
-                                buf.add(ToolCallPart(state.tool_index, arguments=frag))
+                                if state.kind == "tool_use":
+                                    buf.add(ToolCallPart(state.tool_index, arguments=frag))
                     elif kind == "message_delta":
                         delta = data.get("delta")
                         if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
@@ -289,29 +353,33 @@ class AnthropicProvider(HTTPProvider):
             headers = es.headers
         if not finished:
             raise es.interrupted("the stream ended before message_stop")
+        if stop_reason == "model_context_window_exceeded":
+            raise self._refusal(
+                ContextOverflow,
+                "the conversation filled the model's context window "
+                "(stop_reason: model_context_window_exceeded)",
+                code="model_context_window_exceeded",
+                request_id=request_id,
+                headers=headers,
+                tokens=input_tokens + cache_read + cache_write + output_tokens,
+            )
         if stop_reason == "refusal":
-            raise ContentFiltered(
+            raise self._refusal(
+                ContentFiltered,
                 "the model refused to answer (stop_reason: refusal)",
-                provider=self.name,
                 code="refusal",
                 request_id=request_id,
-                headers=kept_headers(headers, self._secrets),
+                headers=headers,
             )
         out_blocks = [b for b in (blocks[i].finish() for i in order) if b is not None]
-        usage_obj = Usage(
+        yield self._completed(
+            out_blocks,
+            _STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
             input_tokens=input_tokens + cache_read + cache_write,
             output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            requests=1,
-        )
-        model = answered_model or self.model
-        usage_obj = usage_obj.with_cost(estimate_cost(self.name, model, usage_obj))
-        yield Completed(
-            message=Message("assistant", tuple(out_blocks)),
-            usage=usage_obj,
-            stop_reason=_STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
+            cache_read=cache_read,
+            cache_write=cache_write,
+            model=answered_model,
             request_id=request_id,
-            model=model,
-            headers=kept_headers(headers, self._secrets),
+            headers=headers,
         )

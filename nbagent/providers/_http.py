@@ -32,10 +32,12 @@ from urllib.parse import urlsplit
 import anyio
 import httpx
 
+from .._core._budget import Usage
+from .._core._messages import Block, Message
 from ..errors import ConfigError, InvalidResponse, ProviderError
-from ._base import ModelRequest, StreamPart
+from ._base import Completed, ModelRequest, StreamPart
 from ._event_stream import EventStream
-from ._http_errors import error_from_response, redact, request_id_from
+from ._http_errors import error_from_response, kept_headers, redact, request_id_from
 from ._limits import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -45,6 +47,7 @@ from ._limits import (
     read_body,
     transport_error,
 )
+from ._pricing import estimate_cost
 
 __all__ = ["USER_AGENT", "HTTPProvider", "check_base_url"]
 
@@ -81,13 +84,15 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 class HTTPProvider:
-    """What the Anthropic and OpenAI-format providers share. Subclasses implement `stream`
-    and name their public endpoint and provider in `default_base_url` and `default_name`."""
+    """What every HTTP wire format shares. Subclasses implement `stream` and name their public
+    endpoint and provider in `default_base_url` and `default_name`."""
 
     name: str
     model: str
     default_base_url = ""
     default_name = ""
+    auth_header = "authorization"  # how the key travels: Bearer by default
+    auth_prefix = "Bearer "
 
     def __init__(
         self,
@@ -202,7 +207,11 @@ class HTTPProvider:
             ) from None
 
     def _headers(self) -> dict[str, str]:
-        raise NotImplementedError
+        """The format's own headers: the key (in `auth_header`), and an SSE `accept`."""
+        headers = {"accept": "text/event-stream"}
+        if self._api_key:
+            headers[self.auth_header] = self.auth_prefix + self._api_key
+        return headers
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Deltas as they arrive, then exactly one `Completed` (implemented by each format)."""
@@ -246,9 +255,7 @@ class HTTPProvider:
                 raw = await read_body(
                     response, provider=self.name, limits=limits, secrets=self._secrets
                 )
-                raise error_from_response(
-                    self.name, response.status_code, raw, response.headers, secrets=self._secrets
-                )
+                raise self._http_error(response.status_code, raw, response.headers)
             ctype = response.headers.get("content-type", "").lower()
             if ctype and "text/event-stream" not in ctype:
                 raw = await read_body(
@@ -265,13 +272,73 @@ class HTTPProvider:
             except (ValueError, RecursionError):
                 doc = None
             if isinstance(doc, dict) and doc.get("error"):
-                return error_from_response(
-                    self.name, response.status_code, doc, response.headers, secrets=self._secrets
-                )
+                return self._http_error(response.status_code, doc, response.headers)
         snippet = redact(raw[:200].decode("utf-8", errors="replace"), self._secrets)
         return InvalidResponse(
             f"expected an event stream (text/event-stream) but got {ctype}: {snippet!r}",
             provider=self.name,
             status_code=response.status_code,
             request_id=request_id_from(response.headers, secrets=self._secrets),
+        )
+
+    def _http_error(
+        self, status: int, body: bytes | Any, headers: Mapping[str, str]
+    ) -> ProviderError:
+        """The typed error for an answer that is not a success (a format may refine it)."""
+        return error_from_response(
+            self.name, status, body, headers, secrets=self._secrets, model=self.model
+        )
+
+    # -- the end of a stream -----------------------------------------------------------------
+
+    def _completed(
+        self,
+        blocks: list[Block],
+        stop_reason: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read: int = 0,
+        cache_write: int = 0,
+        model: str | None = None,
+        request_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Completed:
+        """The one `Completed` of a stream: the message, usage priced with genai-prices (input
+        counts cached tokens too, as every provider's total does), the rate-limit headers."""
+        usage = Usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            requests=1,
+        )
+        answered = model or self.model
+        return Completed(
+            message=Message("assistant", tuple(blocks)),
+            usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
+            stop_reason=stop_reason,
+            request_id=request_id,
+            model=answered,
+            headers=kept_headers(headers or {}, self._secrets),
+        )
+
+    def _refusal(
+        self,
+        cls: type[ProviderError],
+        message: str,
+        *,
+        code: str,
+        request_id: str | None,
+        headers: Mapping[str, str],
+        **fields: Any,
+    ) -> ProviderError:
+        """An error a 200 stream ended in (a content filter, a full context window)."""
+        return cls(
+            redact(message, self._secrets),
+            provider=self.name,
+            code=code,
+            request_id=request_id,
+            headers=kept_headers(headers, self._secrets),
+            **fields,
         )

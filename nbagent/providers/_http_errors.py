@@ -1,16 +1,21 @@
 """HTTP status, error body, headers and mid-stream error events -> a typed `ProviderError`.
 
-Both wire formats (Anthropic Messages and OpenAI Chat Completions, with the OpenRouter, Ollama,
-llama.cpp and vLLM dialects) come through here, so the table of DESIGN.md ("The four actions")
-is applied to provider answers in exactly one place. The error keeps the provider's own message
-("prompt is too long: 203042 tokens > 200000 maximum"), its request id, the server's retry wish
-(`_server_wish.server_wish`), the `x-should-retry` verdict and the rate-limit headers, and
-never an API key: every text that leaves this module goes through `redact`.
+Every wire format (Anthropic Messages; OpenAI Chat Completions and Responses with the Azure,
+OpenRouter, Ollama, llama.cpp and vLLM dialects; Gemini) comes through here, so the table of
+DESIGN.md ("The four actions") is applied to provider answers in exactly one place. The error keeps
+the provider's own message ("prompt is too long: 203042 tokens > 200000 maximum"), its request id,
+the server's retry wish (`_server_wish.server_wish`, or Gemini's `RetryInfo` in the body), the
+`x-should-retry` verdict and the rate-limit headers, and never an API key: every text that leaves
+this module goes through `redact`.
+
+Behind a gateway (the LiteLLM proxy) the upstream's error arrives flattened into the gateway's
+message text (`"litellm.RateLimitError: AnthropicException - b'{...}'"`): the JSON object inside
+is read like a body of its own, and known error codes are looked for in the text, so a spend
+limit behind a gateway is still `QuotaExceeded` and not retried.
 """
 
 from __future__ import annotations
 
-import html
 import http
 import json
 import re
@@ -32,7 +37,19 @@ from ..errors import (
     ServerError,
     StreamInterrupted,
 )
-from ._server_wish import server_wish
+from ._error_text import (
+    CONTEXT_CODES,
+    context_numbers,
+    is_context_overflow,
+    kept_headers,
+    redact,
+    request_id_from,
+    short,
+    should_retry_from,
+    text_message,
+)
+from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
+from ._server_wish import parse_duration, server_wish
 
 __all__ = [
     "context_numbers",
@@ -45,7 +62,6 @@ __all__ = [
     "should_retry_from",
 ]
 
-MAX_MESSAGE_CHARS = 1000
 MAX_TEXT_BODY_CHARS = 64 * 1024
 
 # Anthropic names its errors by type only; mid-stream they come without an HTTP status.
@@ -62,24 +78,6 @@ ANTHROPIC_TYPE_STATUS = {
     "overloaded_error": 529,
 }
 
-CONTEXT_MARKERS = (
-    "prompt is too long",
-    "context_length_exceeded",
-    "exceed_context_size_error",
-    "maximum context length",
-    "exceeds the available context size",
-    "too many tokens",
-    "context window",
-    "context length exceeded",
-    "exceeds the context",
-    "input is too long",
-    "input tokens exceed",
-    "reduce the length of the messages",
-    "prompt length exceeds",
-)
-CONTEXT_CODES = frozenset(
-    {"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"}
-)
 QUOTA_CODES = frozenset(
     {
         "insufficient_quota",
@@ -88,6 +86,7 @@ QUOTA_CODES = frozenset(
         "billing_hard_limit_reached",
         "insufficient_credits",
         "payment_required",
+        "budget_exceeded",
     }
 )
 QUOTA_MARKERS = (
@@ -102,10 +101,23 @@ RATE_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded", "rate_limited
 AUTH_CODES = frozenset(
     {"authentication_error", "permission_error", "invalid_api_key", "unauthorized"}
 )
-NOT_FOUND_CODES = frozenset({"not_found_error", "model_not_found"})
+NOT_FOUND_CODES = frozenset({"not_found_error", "model_not_found", "deploymentnotfound"})
 FILTER_CODES = frozenset(
     {"content_filter", "content_policy_violation", "content_filtered", "moderation", "safety"}
 )
+# Codes distinctive enough to count when a gateway mentions them anywhere in its message text.
+_TEXT_CODES = sorted(
+    c
+    for c in QUOTA_CODES
+    | CONTEXT_CODES
+    | OVERLOADED_CODES
+    | RATE_CODES
+    | AUTH_CODES
+    | NOT_FOUND_CODES
+    | FILTER_CODES
+    if "_" in c
+)
+_TEXT_CODE = re.compile(r"\b(" + "|".join(map(re.escape, _TEXT_CODES)) + r")\b")
 
 # What a mid-stream error keeps of its class; everything else means "the stream broke".
 _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
@@ -114,140 +126,6 @@ _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
     ContentFiltered,
     ContextOverflow,
 )
-
-_KEPT_PREFIXES = ("retry-after", "anthropic-ratelimit-", "x-ratelimit-")
-_KEPT_NAMES = frozenset({"x-should-retry", "request-id", "x-request-id"})
-
-
-# -- small helpers ---------------------------------------------------------------------------
-
-
-def redact(value: Any, secrets: Iterable[str]) -> Any:
-    """`value` with every occurrence of each secret replaced by `***` (strings, lists, dicts)."""
-    keys = [s for s in secrets if s and len(s) >= 4]
-    if not keys:
-        return value
-    return _redact(value, keys)
-
-
-def _redact(value: Any, keys: list[str]) -> Any:
-    if isinstance(value, str):
-        for k in keys:
-            if k in value:
-                value = value.replace(k, "***")
-        return value
-    if isinstance(value, dict):
-        return {_redact(k, keys): _redact(v, keys) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_redact(v, keys) for v in value]
-    return value
-
-
-def kept_headers(headers: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
-    """The response headers that matter for retrying: rate limits, retry wishes, request ids."""
-    out: dict[str, str] = {}
-    for key, value in headers.items():
-        k = key.lower()
-        if k in _KEPT_NAMES or k.startswith(_KEPT_PREFIXES):
-            out[k] = value
-    return redact(out, secrets)  # type: ignore[no-any-return]
-
-
-def request_id_from(
-    headers: Mapping[str, str], body: Any = None, secrets: Iterable[str] = ()
-) -> str | None:
-    """`request-id` (Anthropic), `x-request-id` (OpenAI and most others), or the body's."""
-    rid = _request_id(headers, body)
-    return None if rid is None else str(redact(rid, secrets))
-
-
-def _request_id(headers: Mapping[str, str], body: Any) -> str | None:
-    h = {k.lower(): v for k, v in headers.items()}
-    for name in ("request-id", "x-request-id"):
-        if h.get(name):
-            return h[name]
-    if isinstance(body, dict):
-        rid = body.get("request_id")
-        if isinstance(rid, str) and rid:
-            return rid
-        err = body.get("error")
-        if isinstance(err, dict) and isinstance(err.get("request_id"), str):
-            return str(err["request_id"])
-    return None
-
-
-def should_retry_from(headers: Mapping[str, str]) -> bool | None:
-    """The server's `x-should-retry: true|false` verdict, or None."""
-    for key, value in headers.items():
-        if key.lower() == "x-should-retry":
-            v = value.strip().lower()
-            if v == "true":
-                return True
-            if v == "false":
-                return False
-    return None
-
-
-_NUM = r"(\d[\d,]*)"
-_PAIR_PATTERNS = (
-    # Anthropic: "prompt is too long: 205429 tokens > 200000 maximum"
-    (re.compile(_NUM + r"\s*tokens?\s*>\s*" + _NUM), "tokens", "limit"),
-    # llama.cpp: "request (9000 tokens) exceeds the available context size (8192 tokens)"
-    (
-        re.compile(r"\(" + _NUM + r"\s*tokens?\)\s*exceeds.*?context size\s*\(" + _NUM),
-        "tokens",
-        "limit",
-    ),
-)
-_LIMIT_PATTERNS = (
-    re.compile(r"maximum context length is\s*" + _NUM, re.I),
-    re.compile(r"configured limit of\s*" + _NUM, re.I),
-    re.compile(r"context (?:size|window|length) (?:is |of )?\(?" + _NUM, re.I),
-    re.compile(r"limit of\s*" + _NUM, re.I),
-    re.compile(_NUM + r"\s*(?:tokens?\s*)?maximum", re.I),
-)
-_TOKENS_PATTERNS = (
-    re.compile(r"resulted in\s*" + _NUM + r"\s*tokens", re.I),
-    re.compile(r"you requested\s*" + _NUM + r"\s*tokens", re.I),
-    re.compile(r"prompt is too long:\s*" + _NUM, re.I),
-    re.compile(r"request \(" + _NUM + r"\s*tokens", re.I),
-    re.compile(r"(?:prompt|input) (?:has|contains|of)\s*" + _NUM + r"\s*tokens", re.I),
-)
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text.replace(",", ""))
-    except ValueError:
-        return None
-
-
-def context_numbers(message: str) -> tuple[int | None, int | None]:
-    """(tokens, limit) named by a context-overflow message, each None when it does not say."""
-    for pattern, _, _ in _PAIR_PATTERNS:
-        m = pattern.search(message)
-        if m:
-            return _int(m.group(1)), _int(m.group(2))
-    tokens = limit = None
-    for p in _TOKENS_PATTERNS:
-        m = p.search(message)
-        if m:
-            tokens = _int(m.group(1))
-            break
-    for p in _LIMIT_PATTERNS:
-        m = p.search(message)
-        if m:
-            limit = _int(m.group(1))
-            break
-    return tokens, limit
-
-
-def is_context_overflow(message: str, codes: Iterable[str | None] = ()) -> bool:
-    """True when a message or an error code says the prompt does not fit the context window."""
-    if any(c and c.lower() in CONTEXT_CODES for c in codes):
-        return True
-    low = message.lower()
-    return any(marker in low for marker in CONTEXT_MARKERS)
 
 
 # -- body parsing ---------------------------------------------------------------------------
@@ -258,10 +136,12 @@ class _Parsed:
     message: str = ""
     code: str | None = None  # the string code, or the error type
     codes: set[str] = field(default_factory=set)  # every code-like string, lowercased
-    numeric: int | None = None  # a numeric code (OpenRouter, llama.cpp, vLLM)
+    numeric: int | None = None  # a numeric code (OpenRouter, llama.cpp, vLLM, Gemini)
     tokens: int | None = None
     limit: int | None = None
     flagged: bool = False
+    google: GoogleDetails = field(default_factory=GoogleDetails)
+    upstream_status: int | None = None  # the status a gateway's flattened upstream error names
     body: Any = None
 
 
@@ -275,40 +155,28 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
-def _short(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    text = " ".join(text.split()) if "\n" in text else text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _error_object(payload: dict[str, Any]) -> dict[str, Any]:
+    err: Any = payload.get("error")
+    if isinstance(err, str):  # Ollama's native API, some proxies
+        return {"message": err}
+    if isinstance(err, dict):
+        return err
+    # vLLM's older shape and the Responses `error` event's documented flat shape:
+    # {"message", "type", "code"} at the top; FastAPI's "detail"
+    if isinstance(payload.get("message"), str) or "code" in payload:
+        return payload
+    if isinstance(payload.get("detail"), str):
+        return {"message": payload["detail"]}
+    return {}
 
 
-def _text_message(text: str) -> str:
-    stripped = text.strip()
-    if not stripped:
-        return ""
-    if "<html" in stripped[:500].lower() or "<!doctype" in stripped[:100].lower():
-        m = re.search(r"<title[^>]*>(.*?)</title>", stripped, re.I | re.S)
-        if m:
-            return _short(html.unescape(m.group(1)), 300)
-        stripped = re.sub(r"<[^>]+>", " ", stripped)
-    return _short(stripped, 300)
-
-
-def _parse_payload(payload: Any) -> _Parsed:
+def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
     p = _Parsed(body=payload)
     if not isinstance(payload, dict):
         if isinstance(payload, str):
-            p.message = _text_message(payload)
+            p.message = text_message(payload)
         return p
-    err: Any = payload.get("error")
-    if isinstance(err, str):  # Ollama's native API, some proxies
-        err = {"message": err}
-    if not isinstance(err, dict):
-        # vLLM's older shape: {"object": "error", "message", "type", "code"}; FastAPI's "detail"
-        if isinstance(payload.get("message"), str) or "code" in payload:
-            err = payload
-        elif isinstance(payload.get("detail"), str):
-            err = {"message": payload["detail"]}
-        else:
-            err = {}
+    err = _error_object(payload)
     message = err.get("message")
     p.message = message if isinstance(message, str) else ""
     code = err.get("code")
@@ -330,6 +198,11 @@ def _parse_payload(payload: Any) -> _Parsed:
             p.codes.add(dcode.lower())
             if p.code is None or p.code.endswith("_error"):
                 p.code = dcode
+    p.google = google_details(err, p.message)
+    if p.google.is_google:
+        p.codes |= p.google.extra_codes
+        reason = next(iter(sorted(p.google.reasons)), "")
+        p.code = reason.upper() if reason else (p.google.status or p.code)
     metadata = err.get("metadata")
     if isinstance(metadata, dict):  # OpenRouter
         raw = metadata.get("raw")
@@ -346,8 +219,78 @@ def _parse_payload(payload: Any) -> _Parsed:
         p.tokens = n_prompt
     if n_ctx is not None:
         p.limit = n_ctx
-    p.message = _short(p.message)
+    if not nested:
+        _read_flattened(p)
+    p.message = short(p.message)
     return p
+
+
+def _embedded_json(text: str) -> Any:
+    """The JSON object a gateway flattened into its message (`... - b'{...}'`), or None."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    chunk = text[start : end + 1]
+    # a Python bytes repr (b'...') escapes quotes that JSON does not
+    for candidate in (chunk, chunk.replace("\\'", "'"), chunk.replace('\\"', '"')):
+        try:
+            value = json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _read_flattened(p: _Parsed) -> None:
+    """What an upstream error flattened into this one's message says (a gateway's answer)."""
+    inner = _embedded_json(p.message)
+    if inner is not None:
+        q = _parse_payload(inner, nested=True)
+        p.codes |= q.codes
+        p.flagged = p.flagged or q.flagged
+        if not p.google.is_google and q.google.is_google:
+            p.google = q.google
+        if q.code and (p.code is None or p.code.endswith("_error") or p.code.isdigit()):
+            p.code = q.code
+        if p.tokens is None:
+            p.tokens = q.tokens
+        if p.limit is None:
+            p.limit = q.limit
+        p.upstream_status = _status_of(q)
+    found = set(_TEXT_CODE.findall(p.message.lower()))
+    p.codes |= found
+    specific = sorted(found & (QUOTA_CODES | CONTEXT_CODES))
+    if specific and (p.code is None or p.code.endswith("_error") or p.code.isdigit()):
+        p.code = specific[0]
+
+
+def _status_of(p: _Parsed) -> int | None:
+    """The HTTP status an error object names: its numeric code, or Anthropic's type."""
+    if p.numeric is not None and 400 <= p.numeric < 600:
+        return p.numeric
+    for c in sorted(p.codes):
+        if c in ANTHROPIC_TYPE_STATUS:
+            return ANTHROPIC_TYPE_STATUS[c]
+    return None
+
+
+_RETRY_TEXT = re.compile(
+    r"(?:retry|try again)\s+(?:after|in)\s+(\d+(?:\.\d+)?(?:\s*seconds?\b|(?:ms|h|m|s)"
+    r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))*\b))",
+    re.I,
+)
+
+
+def _wish_in_text(message: str) -> float | None:
+    """A wait a rate-limit message names ("Please try again in 3s.", "in 6m0s", "after 2
+    seconds"): behind a gateway, the upstream's only trace of its Retry-After when the gateway
+    drops the headers."""
+    m = _RETRY_TEXT.search(message)
+    if not m:
+        return None
+    text = re.sub(r"\s*seconds?$", "s", m.group(1).strip(), flags=re.I)
+    return parse_duration(text)
 
 
 def _decode_body(body: bytes | str | Any) -> Any:
@@ -366,9 +309,25 @@ def _decode_body(body: bytes | str | Any) -> Any:
 # -- classification --------------------------------------------------------------------------
 
 
+def _google_class(status: int | None, g: GoogleDetails) -> type[ProviderError] | None:
+    """Gemini's answers, read by their `google.rpc` status and details first."""
+    if not g.is_google:
+        return None
+    if g.reasons & AUTH_REASONS:
+        return AuthFailed
+    if g.status == "RESOURCE_EXHAUSTED" and status in (None, 429):
+        return QuotaExceeded if g.final_quota else RateLimited
+    if g.status == "UNAVAILABLE" and status in (None, 503):
+        return Overloaded
+    return None
+
+
 def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
     codes = p.codes
     low = p.message.lower()
+    google = _google_class(status, p.google)
+    if google is not None:
+        return google
     if status == 529 or codes & OVERLOADED_CODES:
         return Overloaded
     if codes & FILTER_CODES or (status == 403 and p.flagged):
@@ -405,15 +364,26 @@ def _build(
     headers: Mapping[str, str],
     secrets: Iterable[str],
     fallback_message: str,
+    model: str | None = None,
 ) -> ProviderError:
     secrets = tuple(secrets)
     message = redact(p.message or fallback_message, secrets)
+    retry_after = server_wish(headers)
+    if retry_after is None:
+        retry_after = p.google.retry_delay
+    if retry_after is None and cls is RateLimited:
+        retry_after = _wish_in_text(p.message)
+    if cls is QuotaExceeded and p.google.final_quota:
+        # a daily (or zero) quota: the sentence says which and when it resets; the short
+        # retryDelay that came with it would only lead to a futile retry
+        message = redact(p.google.quota_sentence(model or ""), secrets)
+        retry_after = None if p.google.limit_zero else seconds_to_reset()
     kwargs: dict[str, Any] = {
         "provider": provider,
         "status_code": status,
         "code": redact(p.code, secrets),
         "request_id": request_id_from(headers, p.body, secrets),
-        "retry_after": server_wish(headers),
+        "retry_after": retry_after,
         "should_retry": should_retry_from(headers),
         "headers": kept_headers(headers, secrets),
         "body": redact(p.body, secrets),
@@ -436,14 +406,19 @@ def error_from_response(
     headers: Mapping[str, str],
     *,
     secrets: Iterable[str] = (),
+    model: str | None = None,
 ) -> ProviderError:
     """The typed error for an HTTP answer that is not a success.
 
     `body` is the raw bytes (or text, or an already decoded JSON value). A 2xx whose JSON
-    carries an `error` object is classified by the code inside it.
+    carries an `error` object is classified by the code inside it. `model` names the model
+    asked for, for the sentences that mention it (Gemini's daily quota).
     """
     p = _parse_payload(_decode_body(body))
     effective = status
+    if status >= 500 and p.upstream_status is not None:
+        # a gateway that answers 500 for its upstream's 402 or 403: the upstream's status counts
+        effective = p.upstream_status
     if 200 <= status < 300:
         if p.numeric is not None and 400 <= p.numeric < 600:
             effective = p.numeric
@@ -470,6 +445,7 @@ def error_from_response(
         headers=headers,
         secrets=secrets,
         fallback_message=phrase,
+        model=model,
     )
 
 
@@ -479,20 +455,21 @@ def error_from_payload(
     headers: Mapping[str, str],
     *,
     secrets: Iterable[str] = (),
+    model: str | None = None,
+    fallback_message: str = "the provider sent an error event mid-stream",
 ) -> ProviderError:
     """The typed error for an error that arrived inside a 200 stream.
 
-    Anthropic's `event: error`, OpenAI's `data: {"error": ...}` and OpenRouter's chunks with an
-    `error` object. Rate limits, overload, content filters and context overflow keep their class;
-    anything else (5xx, `api_error`, unknown) means the stream broke: `StreamInterrupted`.
+    Anthropic's `event: error`, OpenAI's `data: {"error": ...}`, OpenRouter's chunks with an
+    `error` object, the Responses API's `error` event and `response.failed`, Gemini's error
+    chunk. Rate limits, quotas, overload, content filters and context overflow keep their class;
+    anything else (5xx, `api_error`, `server_error`, unknown) means the stream broke:
+    `StreamInterrupted`.
     """
     p = _parse_payload(payload)
-    status = p.numeric if p.numeric is not None and 400 <= p.numeric < 600 else None
-    if status is None:
-        for c in sorted(p.codes):
-            if c in ANTHROPIC_TYPE_STATUS:
-                status = ANTHROPIC_TYPE_STATUS[c]
-                break
+    status = _status_of(p)
+    if status is not None and status >= 500 and p.upstream_status is not None:
+        status = p.upstream_status
     cls = _error_class(status, p)
     if not issubclass(cls, _MIDSTREAM_KEEP):
         cls = StreamInterrupted
@@ -503,5 +480,6 @@ def error_from_payload(
         status=p.numeric if p.numeric is not None and 100 <= p.numeric < 600 else None,
         headers=headers,
         secrets=secrets,
-        fallback_message="the provider sent an error event mid-stream",
+        fallback_message=fallback_message,
+        model=model,
     )

@@ -1,4 +1,5 @@
-"""Model strings -> providers: `"anthropic:claude-sonnet-4-0"`, `"openai:gpt-4o"`, `"demo"`.
+"""Model strings -> providers: `"anthropic:claude-sonnet-4-0"`, `"openai:gpt-4o"`,
+`"gemini:gemini-2.5-flash"`, `"openai-responses:o4-mini"`, `"azure:<deployment>"`, `"demo"`.
 
 Everything that can be wrong about a model string (no prefix, an unknown prefix, no model, no
 key, a base URL that is not http(s) with a host, an unknown option) raises `ConfigError` with one
@@ -15,9 +16,12 @@ from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from ._anthropic import AnthropicProvider
+from ._azure import AzureChatProvider, AzureResponsesProvider
 from ._base import Provider
+from ._gemini import GeminiProvider
 from ._http import HTTPProvider, check_base_url
 from ._openai_chat import OpenAIProvider
+from ._openai_responses import ResponsesProvider
 
 __all__ = ["PROVIDERS", "ProviderInfo", "register_model", "resolve_model"]
 
@@ -45,6 +49,8 @@ class ProviderInfo:
     key_env: str | None  # None: no key needed
     base_url_env: str | None = None
     example: str = ""
+    alt_key_env: str | None = None  # read when key_env is not set
+    version_env: str | None = None  # Azure's api-version
 
 
 PROVIDERS: dict[str, ProviderInfo] = {
@@ -84,6 +90,45 @@ PROVIDERS: dict[str, ProviderInfo] = {
         None,
         "ollama:llama3.2",
     ),
+    "gemini": ProviderInfo(
+        "gemini",
+        "Gemini",
+        GeminiProvider,
+        "https://generativelanguage.googleapis.com",
+        "GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
+        "gemini:gemini-2.5-flash",
+        alt_key_env="GOOGLE_API_KEY",
+    ),
+    "openai-responses": ProviderInfo(
+        "openai-responses",
+        "OpenAI",
+        ResponsesProvider,
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "openai-responses:o4-mini",
+    ),
+    "azure": ProviderInfo(
+        "azure",
+        "Azure OpenAI",
+        AzureChatProvider,
+        "",  # the resource's own endpoint: AZURE_OPENAI_ENDPOINT or base_url
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_OPENAI_ENDPOINT",
+        "azure:my-gpt-4o-deployment",
+        version_env="AZURE_OPENAI_API_VERSION",
+    ),
+    "azure-responses": ProviderInfo(
+        "azure-responses",
+        "Azure OpenAI",
+        AzureResponsesProvider,
+        "",
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_OPENAI_ENDPOINT",
+        "azure-responses:my-o4-mini-deployment",
+        version_env="AZURE_OPENAI_API_VERSION",
+    ),
 }
 
 _OPTIONS = frozenset(
@@ -95,6 +140,7 @@ _OPTIONS = frozenset(
         "max_event_bytes",
         "extra_headers",
         "name",
+        "api_version",
     }
 )
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
@@ -110,6 +156,8 @@ def _guess_prefix(model: str) -> str | None:
         return "anthropic"
     if low.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):
         return "openai"
+    if low.startswith("gemini"):
+        return "gemini"
     if "/" in low:
         return "openrouter"
     return None
@@ -125,11 +173,15 @@ def resolve_model(
 ) -> Provider:
     """The provider for a model string.
 
-    `"<provider>:<model>"` with provider `anthropic`, `openai`, `openrouter` or `ollama`, or a
-    registered name such as `"demo"` (the embedded model behind the loopback mock server, no
-    key, no internet).
-    `api_key` defaults to `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` / `OPENROUTER_API_KEY`;
-    `base_url` to the provider's public endpoint (or `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`).
+    `"<provider>:<model>"` with provider `anthropic`, `openai`, `openai-responses`, `gemini`,
+    `azure` (Chat Completions against a deployment), `azure-responses`, `openrouter` or
+    `ollama`, or a registered name such as `"demo"` (the embedded model behind the loopback mock
+    server, no key, no internet).
+    `api_key` defaults to the provider's variable: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
+    `GEMINI_API_KEY` (else `GOOGLE_API_KEY`), `AZURE_OPENAI_API_KEY`, `OPENROUTER_API_KEY`;
+    `base_url` to the provider's public endpoint (or `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` /
+    `GEMINI_BASE_URL`); Azure's is the resource's own, `AZURE_OPENAI_ENDPOINT`, with
+    `api_version` (or `AZURE_OPENAI_API_VERSION`) choosing the dated endpoint over v1.
     A key is not needed for Ollama, nor for any server on this machine (llama.cpp, vLLM).
     Other keyword arguments (`client`, `connect_timeout`, `idle_timeout`, `max_body_bytes`,
     `max_event_bytes`, `extra_headers`, `name`) go to the provider.
@@ -172,15 +224,29 @@ def resolve_model(
         url = check_base_url(os.environ[info.base_url_env], what=info.base_url_env)
     if url is None:
         url = info.base_url
+    if not url:
+        raise ConfigError(
+            f"no endpoint for {info.label}: set the {info.base_url_env} environment variable "
+            "to your resource's URL (https://<resource>.openai.azure.com) or pass base_url='...'."
+        )
     key = api_key
-    if key is None and info.key_env:
-        key = os.environ.get(info.key_env) or None
+    for env in (info.key_env, info.alt_key_env):
+        if key is None and env:
+            key = os.environ.get(env) or None
     if isinstance(key, str):
         key = key.strip() or None
     if key is None and info.key_env and not _is_loopback(url):
+        also = f" (or {info.alt_key_env})" if info.alt_key_env else ""
         raise ConfigError(
-            f"no API key for {info.label}: set the {info.key_env} environment variable "
+            f"no API key for {info.label}: set the {info.key_env}{also} environment variable "
             "or pass api_key='...'."
         )
-    kw.setdefault("name", info.prefix)
+    if info.version_env:
+        version = kw.pop("api_version", None) or os.environ.get(info.version_env) or None
+        kw["api_version"] = version
+    elif "api_version" in kw:
+        raise ConfigError(
+            f"api_version is an option of Azure OpenAI only, not of {info.label}: leave it out."
+        )
+    kw.setdefault("name", "azure" if info.prefix.startswith("azure") else info.prefix)
     return info.wire(model, api_key=key, base_url=url, **kw)

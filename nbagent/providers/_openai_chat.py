@@ -13,7 +13,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._budget import Usage
 from .._core._messages import (
     Block,
     ImageBlock,
@@ -25,14 +24,13 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered
 from ._anthropic import decode_arguments
-from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload, kept_headers
+from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._parts import PartBuffer
-from ._pricing import estimate_cost
 
-__all__ = ["OpenAIProvider", "build_openai_body", "messages_to_openai"]
+__all__ = ["OpenAIProvider", "build_openai_body", "filtered_categories", "messages_to_openai"]
 
 _FINISH = {
     "stop": "end_turn",
@@ -44,6 +42,22 @@ _FINISH = {
     "eos": "end_turn",
 }
 _RESERVED = frozenset({"model", "messages", "tools", "stream"})
+
+
+def filtered_categories(results: Any) -> set[str]:
+    """The categories Azure's content filter results mark `filtered: true`: one object of
+    categories, or a list of `{"content_filter_results": {...}}` (one per prompt)."""
+    out: set[str] = set()
+    if isinstance(results, list):
+        for item in results:
+            if isinstance(item, dict):
+                out |= filtered_categories(item.get("content_filter_results"))
+    elif isinstance(results, dict):
+        for name, verdict in results.items():
+            if isinstance(verdict, dict) and verdict.get("filtered") is True:
+                severity = verdict.get("severity")
+                out.add(f"{name} ({severity})" if isinstance(severity, str) else str(name))
+    return out
 
 
 # -- serialisation ---------------------------------------------------------------------------
@@ -171,12 +185,6 @@ class OpenAIProvider(HTTPProvider):
     def url(self) -> str:
         return self.base_url + "/chat/completions"
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         # OpenAI's newer models take only max_completion_tokens; other servers know max_tokens.
         key = "max_completion_tokens" if self.name == "openai" else "max_tokens"
@@ -187,6 +195,7 @@ class OpenAIProvider(HTTPProvider):
         text: list[str] = []
         thinking: list[str] = []
         refusal: list[str] = []
+        flagged: set[str] = set()  # content-filter categories that filtered (Azure)
         calls: dict[int, _Call] = {}
         finish: str | None = None
         done = False
@@ -218,12 +227,14 @@ class OpenAIProvider(HTTPProvider):
                         details = usage.get("prompt_tokens_details")
                         if isinstance(details, dict):
                             cache_read = json_int(details.get("cached_tokens")) or 0
+                    flagged |= filtered_categories(data.get("prompt_filter_results"))
                     choices = data.get("choices")
                     if not isinstance(choices, list) or not choices:
                         continue
                     choice = choices[0]
                     if not isinstance(choice, dict):
                         raise es.bad_data(event, "a choice is not an object")
+                    flagged |= filtered_categories(choice.get("content_filter_results"))
                     delta = choice.get("delta")
                     if isinstance(delta, dict):
                         for key in ("reasoning_content", "reasoning"):
@@ -261,12 +272,14 @@ class OpenAIProvider(HTTPProvider):
             raise es.interrupted("the stream ended without a finish_reason")
         if finish == "content_filter" or refusal:
             why = "".join(refusal) or "the provider's content filter stopped the answer"
-            raise ContentFiltered(
+            if flagged:
+                why += f" (filtered: {', '.join(sorted(flagged))})"
+            raise self._refusal(
+                ContentFiltered,
                 why,
-                provider=self.name,
                 code="content_filter" if finish == "content_filter" else "refusal",
                 request_id=request_id,
-                headers=kept_headers(headers, self._secrets),
+                headers=headers,
             )
         if finish == "error":
             raise es.interrupted("the provider ended the stream with finish_reason: error")
@@ -282,21 +295,15 @@ class OpenAIProvider(HTTPProvider):
         stop_reason = _FINISH.get(finish, "end_turn")
         if calls and stop_reason == "end_turn":
             stop_reason = "tool_use"  # some servers say "stop" after tool calls
-        usage_obj = Usage(
+        yield self._completed(
+            blocks,
+            stop_reason,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            requests=1,
-        )
-        model = answered_model or self.model
-        usage_obj = usage_obj.with_cost(estimate_cost(self.name, model, usage_obj))
-        yield Completed(
-            message=Message("assistant", tuple(blocks)),
-            usage=usage_obj,
-            stop_reason=stop_reason,
+            cache_read=cache_read,
+            model=answered_model,
             request_id=request_id,
-            model=model,
-            headers=kept_headers(headers, self._secrets),
+            headers=headers,
         )
 
     @staticmethod

@@ -4,6 +4,13 @@
 rate-limit reset headers (Anthropic's `anthropic-ratelimit-*-reset` RFC 3339 times, OpenAI's
 `x-ratelimit-reset-*` durations such as `6m0s`). The retry policy takes the result as the
 error's `retry_after`: it replaces the computed backoff and is never jittered.
+
+Behind a gateway (the LiteLLM proxy) the upstream's headers arrive prefixed `llm_provider-`
+(`llm_provider-retry-after`, `llm_provider-retry-after-ms`, ...): they count as the upstream's
+own when the gateway sent no header of that name itself. Gemini puts its wish in the error body
+(`google.rpc.RetryInfo.retryDelay`, a protobuf duration such as `"48.18s"`): `parse_proto_duration`.
+
+A negative wish is ignored, as the official SDKs do (the policy's delay applies); zero means now.
 """
 
 from __future__ import annotations
@@ -15,9 +22,40 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 
-__all__ = ["parse_duration", "parse_retry_after", "server_wish"]
+__all__ = [
+    "GATEWAY_PREFIX",
+    "parse_duration",
+    "parse_proto_duration",
+    "parse_retry_after",
+    "server_wish",
+    "unprefixed",
+]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_PROTO_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)s\s*")
+GATEWAY_PREFIX = "llm_provider-"
+
+
+def unprefixed(headers: Mapping[str, str]) -> dict[str, str]:
+    """Lower-cased headers, with a gateway's `llm_provider-` copies of the upstream's headers
+    taken as the upstream's own wherever the gateway sent no header of that name itself."""
+    h = {k.lower(): v for k, v in headers.items()}
+    for key, value in list(h.items()):
+        if key.startswith(GATEWAY_PREFIX):
+            h.setdefault(key[len(GATEWAY_PREFIX) :], value)
+    return h
+
+
+def parse_proto_duration(text: object) -> float | None:
+    """A protobuf JSON duration (`"48s"`, `"48.180526505s"`), as Gemini's `RetryInfo` carries
+    it; None when it is not one or is negative."""
+    if not isinstance(text, str):
+        return None
+    m = _PROTO_DURATION.fullmatch(text)
+    if not m:
+        return None
+    value = float(m.group(1))
+    return value if math.isfinite(value) else None
 
 
 def parse_duration(text: str) -> float | None:
@@ -42,14 +80,15 @@ def parse_duration(text: str) -> float | None:
 
 
 def parse_retry_after(value: str, now_wall: float | None = None) -> float | None:
-    """`Retry-After`: delta-seconds or an HTTP date. None when it is neither."""
+    """`Retry-After`: delta-seconds or an HTTP date. None when it is neither, or a negative
+    number of seconds; a date already past means now (0)."""
     v = value.strip()
     try:
         secs = float(v)
     except ValueError:
         pass
     else:
-        return max(0.0, secs) if math.isfinite(secs) else None
+        return secs if math.isfinite(secs) and secs >= 0 else None
     try:
         when = parsedate_to_datetime(v)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -59,7 +98,11 @@ def parse_retry_after(value: str, now_wall: float | None = None) -> float | None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     now = time.time() if now_wall is None else now_wall
-    return max(0.0, when.timestamp() - now)
+    try:
+        delta = when.timestamp() - now
+    except (OverflowError, ValueError):
+        return None
+    return max(0.0, delta) if math.isfinite(delta) else None
 
 
 def _parse_rfc3339(value: str, now_wall: float) -> float | None:
@@ -85,17 +128,19 @@ def server_wish(headers: Mapping[str, str], now_wall: float | None = None) -> fl
     """Seconds the server asks us to wait, from whichever header says so, or None.
 
     Order: `retry-after-ms`, `retry-after`, then the rate-limit reset headers of the limits
-    that are exhausted (remaining 0), or of all limits when none says how much remains.
+    that are exhausted (remaining 0), or of all limits when none says how much remains. A
+    gateway's `llm_provider-` copies count as the upstream's own (see `unprefixed`); a negative
+    value is skipped as if absent.
     """
-    h = {k.lower(): v for k, v in headers.items()}
+    h = unprefixed(headers)
     now = time.time() if now_wall is None else now_wall
     if "retry-after-ms" in h:
         try:
             ms = float(h["retry-after-ms"])
         except ValueError:
             ms = math.nan
-        if math.isfinite(ms):
-            return max(0.0, ms / 1000)
+        if math.isfinite(ms) and ms >= 0:
+            return ms / 1000
     if "retry-after" in h:
         ra = parse_retry_after(h["retry-after"], now)
         if ra is not None:

@@ -1,0 +1,306 @@
+"""The OpenAI Responses wire format for the mock server: parsing requests, encoding replies.
+
+`POST /v1/responses` (and Azure's `/openai/v1/responses`, `/openai/responses`). Replies stream
+the documented event sequence: `response.created`, `in_progress`, each output item `added`, its
+deltas and `done`, then `response.completed` (or `response.incomplete` at max_output_tokens).
+When the request asks for `reasoning.encrypted_content`, each reply starts with a reasoning item
+whose encrypted content the mock can verify; a request that sends one back altered is refused,
+as OpenAI refuses it (`invalid_encrypted_content`), and one sent back without its encrypted
+content is refused as OpenAI does with `store: false` (the item was never stored). Errors are
+OpenAI's (`_wire.openai_error`); mid-stream ones are an `error` event then `response.failed`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ._conversation import (
+    Block,
+    Conversation,
+    RequestError,
+    Text,
+    ToolResult,
+    ToolUse,
+    Turn,
+    _Counter,
+    _dumps,
+    _looks_like_error,
+    _max_tokens,
+    _model,
+    _require_dict,
+    _require_list,
+    estimate_tokens,
+)
+from ._reply import MockReply
+
+__all__ = ["parse_responses", "responses_stream", "responses_whole"]
+
+_KEY = b"nbagent-mock-responses"
+ENCRYPTED = "reasoning.encrypted_content"
+
+
+def encrypted_for(item_id: str) -> str:
+    """The encrypted content the mock gives a reasoning item (verifiable, opaque to clients)."""
+    digest = hmac.new(_KEY, item_id.encode(), hashlib.sha256).digest()
+    return "gAAAA" + base64.urlsafe_b64encode(digest * 3).decode()
+
+
+# --- requests -----------------------------------------------------------------------------------
+
+
+def _check_reasoning(item: dict[str, Any], where: str) -> None:
+    item_id = str(item.get("id", ""))
+    blob = item.get("encrypted_content")
+    if not isinstance(blob, str):
+        raise RequestError(
+            f"Item with id '{item_id}' not found. Items are not persisted when `store` is set "
+            "to false. Try again with `store` set to true, or remove this item from your input.",
+            where,
+        )
+    if blob != encrypted_for(item_id):
+        raise RequestError(
+            f"The encrypted content for item {item_id} could not be verified.", where
+        )
+
+
+def _content(content: Any, counter: _Counter, where: str) -> str:
+    """A message item's text: a string, or `input_text` / `output_text` parts (images counted)."""
+    if isinstance(content, str) or content is None:
+        return counter.add(content or "")
+    texts: list[str] = []
+    for i, raw in enumerate(_require_list(content, f"{where}.content")):
+        part = _require_dict(raw, f"{where}.content[{i}]")
+        if part.get("type") in ("input_text", "output_text", "text"):
+            texts.append(counter.add(str(part.get("text", ""))))
+        elif part.get("type") in ("input_image", "input_file"):
+            counter.images += 1
+        else:
+            counter.add(_dumps(part))
+    return "\n".join(texts)
+
+
+def _add(turns: list[Turn], role: str, blocks: list[Block]) -> None:
+    if turns and turns[-1].role == role:
+        turns[-1] = Turn(turns[-1].role, turns[-1].blocks + tuple(blocks))
+    else:
+        turns.append(Turn("assistant" if role == "assistant" else "user", tuple(blocks)))
+
+
+def parse_responses(body: Any) -> Conversation:
+    body = _require_dict(body, "body")
+    counter = _Counter()
+    model = _model(body)
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    turns: list[Turn] = []
+    system = counter.add(str(body.get("instructions") or ""))
+    for i, raw in enumerate(_require_list(items, "input")):
+        where = f"input[{i}]"
+        item = _require_dict(raw, where)
+        kind = item.get("type", "message")
+        if kind == "reasoning":
+            _check_reasoning(item, where)
+            counter.add(str(item.get("encrypted_content", ""))[:64])
+        elif kind == "function_call":
+            name = counter.add(str(item.get("name", "")))
+            args = counter.add(str(item.get("arguments", "")))
+            _add(turns, "assistant", [ToolUse(str(item.get("call_id", "")), name, args)])
+        elif kind == "function_call_output":
+            output = item.get("output", "")
+            text = counter.add(output if isinstance(output, str) else _dumps(output))
+            result = ToolResult(str(item.get("call_id", "")), text, _looks_like_error(text))
+            _add(turns, "user", [result])
+        elif kind == "message":
+            role = item.get("role")
+            text = _content(item.get("content"), counter, where)
+            if role in ("system", "developer"):
+                system = "\n".join(x for x in (system, text) if x)
+            elif role in ("user", "assistant"):
+                _add(turns, str(role), [Text(text)] if text else [])
+            else:
+                raise RequestError(
+                    f"Invalid value: '{role}'. Supported values are: 'user', "
+                    "'assistant', 'system' and 'developer'.",
+                    f"{where}.role",
+                )
+        else:
+            counter.add(_dumps(item))
+    tools: dict[str, dict[str, Any]] = {}
+    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
+        tool = _require_dict(raw, f"tools[{i}]")
+        if tool.get("type") == "function":
+            params = tool.get("parameters")
+            tools[str(tool.get("name", ""))] = params if isinstance(params, dict) else {}
+        counter.add(_dumps(tool))
+    include = body.get("include") or []
+    return Conversation(
+        format="responses",
+        model=model,
+        system=system,
+        turns=tuple(turns),
+        tools=tools,
+        stream=bool(body.get("stream", False)),
+        include_usage=True,
+        thinking=isinstance(include, list) and ENCRYPTED in include,
+        max_tokens=_max_tokens(body, "max_output_tokens"),
+        prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+    )
+
+
+# --- replies ------------------------------------------------------------------------------------
+
+
+def _items(reply: MockReply, conv: Conversation, response_id: str) -> list[dict[str, Any]]:
+    """The reply's output items, finished."""
+    suffix = response_id.removeprefix("resp_")
+    items: list[dict[str, Any]] = []
+    if conv.thinking and not reply.is_empty:
+        rid = f"rs_{suffix}"
+        summary = [{"type": "summary_text", "text": reply.thinking}] if reply.thinking else []
+        items.append(
+            {
+                "id": rid,
+                "type": "reasoning",
+                "encrypted_content": encrypted_for(rid),
+                "summary": summary,
+            }
+        )
+    if reply.text_deltas:
+        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
+        items.append(
+            {
+                "id": f"msg_{suffix}",
+                "type": "message",
+                "status": status,
+                "role": "assistant",
+                "content": [{"type": "output_text", "annotations": [], "text": reply.text}],
+            }
+        )
+    for n, call in enumerate(reply.tool_calls):
+        items.append(
+            {
+                "id": f"fc_{suffix}_{n}",
+                "type": "function_call",
+                "status": "completed",
+                "arguments": call.arguments,
+                "call_id": call.id,
+                "name": call.name,
+            }
+        )
+    return items
+
+
+def _response(
+    reply: MockReply, conv: Conversation, response_id: str, status: str, output: list[Any]
+) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "status": status,
+        "model": conv.model,
+        "output": output,
+        "store": False,
+        "usage": None,
+        "incomplete_details": None,
+        "error": None,
+    }
+    if status in ("completed", "incomplete"):
+        response["usage"] = {
+            "input_tokens": reply.input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": reply.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": reply.input_tokens + reply.output_tokens,
+        }
+    if status == "incomplete":
+        response["incomplete_details"] = {"reason": "max_output_tokens"}
+    return response
+
+
+def responses_whole(reply: MockReply, conv: Conversation, response_id: str) -> dict[str, Any]:
+    status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
+    return _response(reply, conv, response_id, status, _items(reply, conv, response_id))
+
+
+def responses_stream(
+    reply: MockReply, conv: Conversation, response_id: str
+) -> Iterator[tuple[str, bytes]]:
+    seq = 0
+
+    def event(kind: str, **fields: Any) -> bytes:
+        nonlocal seq
+        data = {"type": kind, "sequence_number": seq, **fields}
+        seq += 1
+        return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+    yield (
+        "head",
+        event("response.created", response=_response(reply, conv, response_id, "in_progress", [])),
+    )
+    yield (
+        "head",
+        event(
+            "response.in_progress", response=_response(reply, conv, response_id, "in_progress", [])
+        ),
+    )
+    items = _items(reply, conv, response_id)
+    for index, item in enumerate(items):
+        kind = item["type"]
+        if kind == "message":
+            added = {**item, "status": "in_progress", "content": []}
+            yield "body", event("response.output_item.added", output_index=index, item=added)
+            part = {"type": "output_text", "annotations": [], "text": ""}
+            ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            yield "body", event("response.content_part.added", part=part, **ids)
+            for piece in reply.text_deltas:
+                yield "text", event("response.output_text.delta", delta=piece, **ids)
+            yield "body", event("response.output_text.done", text=reply.text, **ids)
+            yield "body", event("response.content_part.done", part=item["content"][0], **ids)
+        elif kind == "function_call":
+            added = {**item, "status": "in_progress", "arguments": ""}
+            yield "body", event("response.output_item.added", output_index=index, item=added)
+            ids = {"item_id": item["id"], "output_index": index}
+            args = item["arguments"]
+            for start in range(0, len(args), 12):
+                chunk = args[start : start + 12]
+                yield "body", event("response.function_call_arguments.delta", delta=chunk, **ids)
+            yield "body", event("response.function_call_arguments.done", arguments=args, **ids)
+        else:
+            yield "body", event("response.output_item.added", output_index=index, item=item)
+        yield "body", event("response.output_item.done", output_index=index, item=item)
+    status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
+    final = _response(reply, conv, response_id, status, items)
+    yield "final", event(f"response.{status}", response=final)
+
+
+def responses_midstream_error(response_id: str) -> bytes:
+    error = {
+        "type": "server_error",
+        "code": "server_error",
+        "message": "The server is currently overloaded with other requests. Sorry about that!",
+        "param": None,
+    }
+    failed = {
+        "id": response_id,
+        "object": "response",
+        "status": "failed",
+        "error": {"code": "server_error", "message": error["message"]},
+    }
+    return (
+        f"event: error\ndata: {json.dumps({'type': 'error', 'error': error})}\n\n"
+        f"event: response.failed\ndata: "
+        f"{json.dumps({'type': 'response.failed', 'response': failed})}\n\n"
+    ).encode()
+
+
+def responses_malformed() -> bytes:
+    return (
+        b"event: response.output_text.delta\n"
+        b'data: {"type":"response.output_text.delta","delta":"tru\n\n'
+    )

@@ -1,0 +1,285 @@
+"""Google Gemini, native API, streamed (`POST {base}/v1beta/models/{model}:streamGenerateContent
+?alt=sse`, the key in the `x-goog-api-key` header, never in the URL that logs show).
+
+Each SSE event is a whole `GenerateContentResponse`: parts (text, `thought` text, whole function
+calls: parallel calls arrive together in one chunk), the `finishReason` on the last, and the
+`usageMetadata` so far. There is no end marker: a stream that ends without a `finishReason` broke.
+
+What the answer's end means:
+
+* `STOP` -> `end_turn` (`tool_use` when it called functions); `MAX_TOKENS` -> `max_tokens` (the
+  length path);
+* `SAFETY`, `RECITATION`, `BLOCKLIST`, `PROHIBITED_CONTENT`, `SPII`, `LANGUAGE` and the image
+  kinds, and a `promptFeedback.blockReason` -> `ContentFiltered`;
+* `MALFORMED_FUNCTION_CALL`, `UNEXPECTED_TOOL_CALL`, `TOO_MANY_TOOL_CALLS`, `OTHER` ->
+  `StreamInterrupted`: the model gets another attempt;
+* an `error` object mid-stream -> classified by its status like an HTTP error (`_http_errors`);
+  a 500 for a request larger than the model's window -> `ContextOverflow` (Gemini's documented
+  cause of such 500s), any other 500 `ServerError`.
+
+Usage: `promptTokenCount` (cached tokens included, `cachedContentTokenCount` of them read from the
+cache) and `candidatesTokenCount` + `thoughtsTokenCount` (thinking is billed as output).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._messages import Block, OpaqueBlock, TextBlock, ThinkingBlock, ToolUseBlock
+from ..errors import (
+    ContentFiltered,
+    ContextOverflow,
+    ProviderError,
+    ServerError,
+    StreamInterrupted,
+)
+from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._event_stream import EventStream
+from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
+from ._http import HTTPProvider
+from ._http_errors import error_from_payload
+from ._limits import json_int
+from ._parts import PartBuffer
+from ._pricing import context_window
+
+__all__ = ["DEFAULT_WINDOW", "GeminiProvider"]
+
+DEFAULT_WINDOW = 1_048_576  # Gemini's usual context window, for models genai-prices lacks
+_FILTERED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "LANGUAGE",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
+_ANOTHER_ATTEMPT = frozenset(
+    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS", "OTHER"}
+)
+
+
+@dataclass
+class _Turn:
+    """The answer's parts as they arrive, folded into nbagent blocks in their order."""
+
+    blocks: list[Block] = field(default_factory=list)
+    run_kind: str = ""  # "text" or "thought": the kind of the text run being collected
+    run: list[str] = field(default_factory=list)
+    run_signature: str | None = None
+    calls: int = 0
+
+    def close_run(self) -> None:
+        text = "".join(self.run)
+        if self.run_signature is not None:
+            self.blocks.append(OpaqueBlock(GEMINI, {"thoughtSignature": self.run_signature}))
+        if text:
+            block: Block = ThinkingBlock(text) if self.run_kind == "thought" else TextBlock(text)
+            self.blocks.append(block)
+        self.run_kind, self.run, self.run_signature = "", [], None
+
+    def add(self, part: dict[str, Any], call_id: str, buf: PartBuffer) -> None:
+        signature = part.get("thoughtSignature")
+        signature = signature if isinstance(signature, str) and signature else None
+        call = part.get("functionCall")
+        text = part.get("text")
+        if isinstance(call, dict):
+            self.close_run()
+            name = str(call.get("name") or "")
+            args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            cid = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else call_id
+            if signature is not None:
+                self.blocks.append(OpaqueBlock(GEMINI, {"thoughtSignature": signature}))
+            self.blocks.append(ToolUseBlock(str(cid), name, dict(args or {})))
+            buf.add(ToolCallPart(self.calls, str(cid), name, json.dumps(args or {})))
+            self.calls += 1
+        elif isinstance(text, str):
+            kind = "thought" if part.get("thought") is True else "text"
+            if kind != self.run_kind:
+                self.close_run()
+                self.run_kind = kind
+            if text:
+                self.run.append(text)
+                buf.add(ThinkingPart(text) if kind == "thought" else TextPart(text))
+            if signature is not None:
+                if kind == "text" and text:
+                    self.run_signature = signature  # back on the part of the run it ends
+                    self.close_run()
+                else:
+                    self.close_run()  # an empty or a thought part: kept whole, as it came
+                    self.blocks.append(OpaqueBlock(GEMINI, dict(part)))
+        else:
+            self.close_run()  # a part nbagent has no block for: kept whole, sent back as is
+            self.blocks.append(OpaqueBlock(GEMINI, dict(part)))
+
+
+@dataclass
+class _State:
+    turn: _Turn = field(default_factory=_Turn)
+    finish: str | None = None
+    finish_message: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    response_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    named: bool = False  # the response id is the server's (call ids derive from it)
+
+
+class GeminiProvider(HTTPProvider):
+    """Streams Gemini models through the native Generative Language API."""
+
+    default_base_url = "https://generativelanguage.googleapis.com"
+    default_name = "gemini"
+
+    @property
+    def url(self) -> str:
+        model = self.model.removeprefix("models/")
+        base = self.base_url
+        if not base.endswith(("/v1beta", "/v1", "/v1alpha")):
+            base += "/v1beta"
+        return f"{base}/models/{model}:streamGenerateContent?alt=sse"
+
+    auth_header, auth_prefix = "x-goog-api-key", ""
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_gemini_body(self.model, request)
+
+    def window(self) -> int:
+        """The model's context window (genai-prices' figure, else Gemini's usual 1M)."""
+        return context_window(self.name, self.model) or DEFAULT_WINDOW
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        body = self.build_body(request)
+        content = self._encode(body)
+        state = _State()
+        buf = PartBuffer()
+        try:
+            async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+                async for batch in batches:
+                    for event in batch:
+                        if not event.data.strip():
+                            continue
+                        data = es.json(event)
+                        if data.get("error"):
+                            for part in buf.take():  # what came before the error, for the record
+                                yield part
+                            raise error_from_payload(
+                                self.name, data, es.headers, secrets=self._secrets, model=self.model
+                            )
+                        self._read(data, state, buf, es)
+                    for part in buf.take():
+                        yield part
+                request_id = es.request_id
+                headers = es.headers
+        except ServerError as err:
+            raise self._maybe_overflow(err, body) from None
+        if state.finish is None:
+            raise es.interrupted("the stream ended before a finishReason")
+        turn = state.turn
+        turn.close_run()
+        stop = self._stop_reason(state.finish, state.finish_message, turn, request_id, headers)
+        usage = state.usage
+        prompt = json_int(usage.get("promptTokenCount")) or 0
+        tool_prompt = json_int(usage.get("toolUsePromptTokenCount")) or 0
+        output = json_int(usage.get("candidatesTokenCount")) or 0
+        thoughts = json_int(usage.get("thoughtsTokenCount")) or 0
+        yield self._completed(
+            turn.blocks,
+            stop,
+            input_tokens=prompt + tool_prompt,
+            output_tokens=output + thoughts,
+            cache_read=json_int(usage.get("cachedContentTokenCount")) or 0,
+            model=state.model,
+            request_id=request_id,
+            headers=headers,
+        )
+
+    def _read(self, data: dict[str, Any], state: _State, buf: PartBuffer, es: EventStream) -> None:
+        """One chunk of the answer: its usage so far, its parts, its finish reason."""
+        if isinstance(data.get("usageMetadata"), dict):
+            state.usage = data["usageMetadata"]  # cumulative: the latest counts
+        if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
+            state.model = data["modelVersion"]
+        if isinstance(data.get("responseId"), str) and not state.named:
+            state.response_id, state.named = data["responseId"], True
+        feedback = data.get("promptFeedback")
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
+            raise self._blocked(feedback, es.request_id, es.headers)
+        candidates = data.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            return
+        candidate = candidates[0]
+        if not isinstance(candidate, dict):
+            raise es.interrupted("bad server-sent event (a candidate is not an object)")
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else ():
+            if isinstance(part, dict):
+                state.turn.add(part, f"call_{state.response_id}_{state.turn.calls}", buf)
+        if isinstance(candidate.get("finishReason"), str):
+            state.finish = candidate["finishReason"]
+            state.finish_message = str(candidate.get("finishMessage") or "")
+
+    def _stop_reason(
+        self,
+        finish: str,
+        detail: str,
+        turn: _Turn,
+        request_id: str | None,
+        headers: Mapping[str, str],
+    ) -> str:
+        if finish in _FILTERED:
+            why = f"Gemini stopped the answer (finishReason {finish})"
+            raise self._refusal(
+                ContentFiltered, why, code=finish, request_id=request_id, headers=headers
+            )
+        if finish in _ANOTHER_ATTEMPT:
+            why = f"Gemini's answer was unusable (finishReason {finish})"
+            if detail:
+                why += f": {detail}"
+            raise self._refusal(
+                StreamInterrupted, why, code=finish, request_id=request_id, headers=headers
+            )
+        if finish == "MAX_TOKENS":
+            return "max_tokens"
+        return "tool_use" if turn.calls else "end_turn"
+
+    def _blocked(
+        self, feedback: dict[str, Any], request_id: str | None, headers: Mapping[str, str]
+    ) -> ContentFiltered:
+        reason = str(feedback.get("blockReason"))
+        why = f"Gemini blocked the prompt (blockReason {reason})"
+        if isinstance(feedback.get("blockReasonMessage"), str):
+            why += f": {feedback['blockReasonMessage']}"
+        err = self._refusal(
+            ContentFiltered, why, code=reason, request_id=request_id, headers=headers
+        )
+        assert isinstance(err, ContentFiltered)
+        return err
+
+    def _maybe_overflow(self, err: ServerError, body: dict[str, Any]) -> ProviderError:
+        """A 500 for a request larger than the model's window is the window, not the server."""
+        if err.status_code != 500:
+            return err
+        tokens, window = estimate_request_tokens(body), self.window()
+        if tokens <= window:
+            return err
+        return ContextOverflow(
+            f"the request (about {tokens} tokens) is larger than the model's {window}-token "
+            f"window; Gemini answered 500: {err.message}",
+            tokens=tokens,
+            limit=window,
+            provider=self.name,
+            status_code=500,
+            code=err.code,
+            request_id=err.request_id,
+            headers=err.headers,
+        )

@@ -1,0 +1,341 @@
+"""The OpenAI Responses API, streamed (`POST {base_url}/responses`, `stream: true`).
+
+Stateless on purpose: `store: false`, and for reasoning models
+`include: ["reasoning.encrypted_content"]`, so each reasoning item comes back with its encrypted
+content and is carried to the next request as it came (an `OpaqueBlock` tagged with the provider's
+name: an item encrypted by one service means nothing to another); nothing needs to live on the
+server. (A reasoning item without its encrypted content cannot be sent back with
+`store: false`: the server would look it up and answer 404.) Non-reasoning models refuse that
+`include`; pass `options={"include": [...]}` to choose it yourself.
+
+Events: text deltas, reasoning summary deltas (thinking), function calls with argument deltas
+(parallel calls by `output_index`), and the end: `response.completed` (usage with cached and
+reasoning tokens), `response.incomplete` (`max_output_tokens` -> the length path,
+`content_filter` -> `ContentFiltered`), `response.failed` and `error` events (the documented flat
+shape and the nested one the recordings show), classified by their code like HTTP errors:
+`rate_limit_exceeded` and `server_error` retry, `insufficient_quota` fails. A stream that ends
+before one of the three ends broke.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._messages import (
+    Block,
+    ImageBlock,
+    Message,
+    OpaqueBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from ..errors import ContentFiltered
+from ._anthropic import decode_arguments
+from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._event_stream import EventStream
+from ._http import HTTPProvider
+from ._http_errors import error_from_payload
+from ._limits import json_int
+from ._parts import PartBuffer
+
+__all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoning_model"]
+
+RESPONSES = "openai-responses"
+_RESERVED = frozenset({"model", "input", "instructions", "tools", "stream", "store"})
+_REASONING = re.compile(r"(^|/)(o\d|gpt-5|codex|gpt-oss|computer-use)", re.I)
+_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+def is_reasoning_model(model: str) -> bool:
+    """o-series, GPT-5 and codex models reason (and take `reasoning.encrypted_content`)."""
+    return bool(_REASONING.search(model))
+
+
+# -- serialisation ---------------------------------------------------------------------------
+
+
+def _data_url(block: ImageBlock) -> str:
+    return f"data:{block.media_type};base64,{block.data}"
+
+
+def _user_items(message: Message) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    content: list[dict[str, Any]] = []
+    for b in message.blocks:
+        if isinstance(b, ToolResultBlock):
+            text = f"Error: {b.text}" if b.is_error else b.text
+            items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": text})
+            content.extend(
+                {"type": "input_image", "image_url": _data_url(p)}
+                for p in b.content
+                if isinstance(p, ImageBlock)
+            )
+        elif isinstance(b, TextBlock) and b.text:
+            content.append({"type": "input_text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            content.append({"type": "input_image", "image_url": _data_url(b)})
+    if content:
+        items.append({"role": "user", "content": content})
+    return items
+
+
+def _assistant_items(message: Message, provider: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    text: list[str] = []
+
+    def flush() -> None:
+        if text:
+            items.append({"role": "assistant", "content": "".join(text)})
+            text.clear()
+
+    for b in message.blocks:
+        if isinstance(b, TextBlock):
+            text.append(b.text)
+            continue
+        if isinstance(b, OpaqueBlock) and b.provider == provider:
+            flush()
+            items.append(b.data)  # a reasoning item, exactly as it came
+        elif isinstance(b, ToolUseBlock):
+            flush()
+            args = b.raw_input if b.raw_input is not None and not b.input else json.dumps(b.input)
+            items.append(
+                {"type": "function_call", "call_id": b.id, "name": b.name, "arguments": args}
+            )
+    flush()
+    return items
+
+
+def build_responses_body(
+    model: str, request: ModelRequest, *, provider: str = RESPONSES
+) -> dict[str, Any]:
+    """The JSON body of a streaming, stateless Responses request. `provider` names whose
+    reasoning items go back (those this provider produced)."""
+    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+    body.setdefault("max_output_tokens", request.max_tokens)
+    if "include" not in body and is_reasoning_model(model):
+        body["include"] = ["reasoning.encrypted_content"]
+    body["model"] = model
+    if request.system:
+        body["instructions"] = request.system
+    items: list[dict[str, Any]] = []
+    for m in request.messages:
+        items += _assistant_items(m, provider) if m.role == "assistant" else _user_items(m)
+    body["input"] = items
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema,
+                "strict": False,
+            }
+            for t in request.tools
+        ]
+    body["store"] = False
+    body["stream"] = True
+    return body
+
+
+# -- streaming parse -------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> final item
+    added: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> first item
+    text: dict[int, list[str]] = field(default_factory=dict)  # deltas, in case no item is done
+    args: dict[int, list[str]] = field(default_factory=dict)
+    calls: dict[int, int] = field(default_factory=dict)  # output_index -> tool call number
+    end: str | None = None
+    response: dict[str, Any] = field(default_factory=dict)
+
+
+def _summary(item: dict[str, Any]) -> str:
+    parts = item.get("summary")
+    texts = [p.get("text") for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+    return "\n\n".join(t for t in texts if isinstance(t, str) and t)
+
+
+class ResponsesProvider(HTTPProvider):
+    """Streams OpenAI models through the Responses API (also Azure's, see `_azure`)."""
+
+    default_base_url = "https://api.openai.com/v1"
+    default_name = RESPONSES
+
+    @property
+    def url(self) -> str:
+        return self.base_url + "/responses"
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_responses_body(self.model, request, provider=self.name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        content = self._encode(self.build_body(request))
+        state = _State()
+        buf = PartBuffer()
+        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    if not event.data.strip() or event.data.strip() == "[DONE]":
+                        continue
+                    data = es.json(event)
+                    kind = str(data.get("type") or event.event)
+                    if kind in ("error", "response.failed"):
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise self._failure(kind, data, es)
+                    self._read(kind, data, state, buf)
+                    if kind in _ENDS:
+                        break
+                for part in buf.take():
+                    yield part
+                if state.end:
+                    break
+            request_id = es.request_id
+            headers = es.headers
+        if state.end is None:
+            raise es.interrupted("the stream ended before response.completed")
+        yield self._finish(state, request_id, headers)
+
+    def _failure(self, kind: str, data: dict[str, Any], es: EventStream) -> Exception:
+        if kind == "response.failed":
+            response = data.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            payload: Any = {"error": error} if isinstance(error, dict) else data
+            fallback = "the response failed (response.failed)"
+        else:
+            payload, fallback = data, "the provider sent an error event mid-stream"
+        return error_from_payload(
+            self.name,
+            payload,
+            es.headers,
+            secrets=self._secrets,
+            model=self.model,
+            fallback_message=fallback,
+        )
+
+    def _read(self, kind: str, data: dict[str, Any], state: _State, buf: PartBuffer) -> None:
+        index = json_int(data.get("output_index"))
+        item = data.get("item")
+        if kind == "response.output_item.added" and index is not None and isinstance(item, dict):
+            state.added[index] = item
+            if item.get("type") == "function_call":
+                number = state.calls.setdefault(index, len(state.calls))
+                call_id, name = str(item.get("call_id") or ""), str(item.get("name") or "")
+                buf.add(ToolCallPart(number, call_id, name, ""))
+        elif kind == "response.output_item.done" and index is not None and isinstance(item, dict):
+            state.items[index] = item
+        elif kind == "response.output_text.delta" and index is not None:
+            delta = data.get("delta")
+            if isinstance(delta, str) and delta:
+                state.text.setdefault(index, []).append(delta)
+                buf.add(TextPart(delta))
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            delta = data.get("delta")
+            if isinstance(delta, str) and delta:
+                buf.add(ThinkingPart(delta))
+        elif kind == "response.function_call_arguments.delta" and index is not None:
+            delta = data.get("delta")
+            if isinstance(delta, str) and delta:
+                state.args.setdefault(index, []).append(delta)
+                number = state.calls.setdefault(index, len(state.calls))
+                buf.add(ToolCallPart(number, arguments=delta))
+        elif kind in _ENDS:
+            state.end = kind
+            response = data.get("response")
+            state.response = response if isinstance(response, dict) else {}
+
+    def _final_items(self, state: _State) -> list[dict[str, Any]]:
+        """Each output item as the server finished it; the response's own list, or the deltas,
+        for any the stream did not finish (an incomplete answer)."""
+        output = state.response.get("output")
+        listed = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
+        indices = sorted(set(state.items) | set(state.added) | set(range(len(listed))))
+        items: list[dict[str, Any]] = []
+        for i in indices:
+            if i in state.items:
+                items.append(state.items[i])
+            elif i < len(listed):
+                items.append(listed[i])
+            elif i in state.added:
+                item = dict(state.added[i])
+                if item.get("type") == "message":
+                    text = "".join(state.text.get(i, []))
+                    item["content"] = [{"type": "output_text", "text": text}]
+                elif item.get("type") == "function_call":
+                    item["arguments"] = "".join(state.args.get(i, []))
+                items.append(item)
+        return items
+
+    def _finish(
+        self, state: _State, request_id: str | None, headers: Mapping[str, str]
+    ) -> Completed:
+        response = state.response
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if state.end == "response.incomplete" and reason == "content_filter":
+            raise self._refusal(
+                ContentFiltered,
+                "the provider's content filter stopped the answer (response.incomplete)",
+                code="content_filter",
+                request_id=request_id,
+                headers=headers,
+            )
+        blocks: list[Block] = []
+        refusal: list[str] = []
+        calls = 0
+        for item in self._final_items(state):
+            kind = item.get("type")
+            if kind == "reasoning":
+                summary = _summary(item)
+                if summary:
+                    blocks.append(ThinkingBlock(summary))
+                if item.get("encrypted_content"):
+                    blocks.append(OpaqueBlock(self.name, item))
+            elif kind == "message":
+                for part in item.get("content") or ():
+                    if not isinstance(part, dict):
+                        continue
+                    if part.get("type") == "output_text" and part.get("text"):
+                        blocks.append(TextBlock(str(part["text"])))
+                    elif part.get("type") == "refusal" and part.get("refusal"):
+                        refusal.append(str(part["refusal"]))
+            elif kind == "function_call":
+                args, raw = decode_arguments(str(item.get("arguments") or ""))
+                call_id = str(item.get("call_id") or item.get("id") or f"call_{calls}")
+                blocks.append(ToolUseBlock(call_id, str(item.get("name") or ""), args, raw))
+                calls += 1
+        if refusal:
+            raise self._refusal(
+                ContentFiltered,
+                "".join(refusal),
+                code="refusal",
+                request_id=request_id,
+                headers=headers,
+            )
+        stop = "tool_use" if calls else "end_turn"
+        if state.end == "response.incomplete" and reason == "max_output_tokens":
+            stop = "max_tokens"
+        usage = response.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        cached = usage.get("input_tokens_details")
+        cached = cached if isinstance(cached, dict) else {}
+        model = response.get("model")
+        return self._completed(
+            blocks,
+            stop,
+            input_tokens=json_int(usage.get("input_tokens")) or 0,
+            output_tokens=json_int(usage.get("output_tokens")) or 0,
+            cache_read=json_int(cached.get("cached_tokens")) or 0,
+            model=model if isinstance(model, str) and model else None,
+            request_id=request_id,
+            headers=headers,
+        )
