@@ -355,6 +355,10 @@ def _provider_label(provider: str) -> str:
         "openai": "OpenAI",
         "openrouter": "OpenRouter",
         "ollama": "Ollama",
+        "gemini": "Gemini",
+        "openai-responses": "OpenAI",
+        "azure": "Azure OpenAI",
+        "azure-responses": "Azure OpenAI",
         "demo": "Demo model",
         "scripted": "Scripted model",
     }

@@ -14,7 +14,10 @@ from typing import Any
 from .._core._messages import (
     ImageBlock,
     Message,
+    OpaqueBlock,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -35,7 +38,13 @@ def _block_chars(block: Any) -> int:
         return len(block.name) + len(block.raw_input or json.dumps(block.input))
     if isinstance(block, ToolResultBlock):
         return sum(_block_chars(p) for p in block.content) + 8
-    return len(getattr(block, "thinking", ""))
+    if isinstance(block, ThinkingBlock):
+        return len(block.thinking)
+    if isinstance(block, RedactedThinkingBlock):
+        return len(block.data)
+    if isinstance(block, OpaqueBlock):  # encrypted reasoning runs to kilobytes
+        return len(json.dumps(block.data))
+    return 0
 
 
 def estimate_tokens(

@@ -95,7 +95,7 @@ class Run:
                 self._check_budget()
                 continue
             truncated = completed.stop_reason == "max_tokens"
-            if truncated and not assistant.blocks:
+            if truncated and not (assistant.text.strip() or assistant.tool_uses):
                 resumes += 1
                 if resumes > self.max_length_resumes:
                     raise LengthResumeExhausted(

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from .._core._attempts import AttemptFailure, Sent
 from .._core._clock import Clock
+from .._core._messages import Message
 from ..errors import EmptyResponse, StreamInterrupted, TransportError
 from ..events import Event, TextDelta, ThinkingDelta, ToolCallDelta
 from ..providers import (
@@ -44,6 +45,17 @@ class Streamed:
         """What the attempt loop announces of it, and tells the pacer."""
         c = self.completed
         return Sent(c.usage, c.request_id, self.ttft_s, c.stop_reason, c.headers)
+
+
+# A reply cut off at max_tokens is asked for again by the run (LengthResumeExhausted when that
+# keeps happening); a paused one (server tools at work) is sent back to be continued.
+_MAY_BE_EMPTY = frozenset({"max_tokens", "pause_turn"})
+
+
+def _has_content(message: Message) -> bool:
+    """Text or a tool call: thinking, redacted thinking and opaque provider state alone are
+    not an answer (a reasoning-only reply would end the run with nothing to show)."""
+    return bool(message.text.strip() or message.tool_uses)
 
 
 async def stream_once(
@@ -90,7 +102,7 @@ async def stream_once(
             raise StreamInterrupted(
                 "the stream ended without a final message", provider=provider.name
             )
-        if not completed.message.blocks and completed.stop_reason != "max_tokens":
+        if not _has_content(completed.message) and completed.stop_reason not in _MAY_BE_EMPTY:
             raise EmptyResponse(
                 "the model returned an empty message",
                 provider=provider.name,
