@@ -142,6 +142,7 @@ class AttemptSucceeded(Event):
     max_attempts: int
     model: str
     request_id: str | None = None
+    response_id: str | None = None
     ttft_s: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None

@@ -134,6 +134,7 @@ def test_text_stream_fixture() -> None:
     assert done.request_id == "req_abc"
     assert done.headers == {"request-id": "req_abc"}  # rate-limit headers only, for pacing
     assert done.model == "claude-3-opus-latest"
+    assert done.response_id == "msg_4QpJur2dWWDjF6C758FbBw5vm12BaVipnK"  # message_start's id
     assert done.usage.cost_usd is not None and done.usage.cost_usd > 0
     assert sum(isinstance(p, Completed) for p in served.parts) == 1
 

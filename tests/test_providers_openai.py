@@ -95,6 +95,7 @@ def test_text_stream_fixture() -> None:
     }
     served = run(make(), respond(fixture_text(TEXT), headers=headers))
     done = served.completed
+    assert done.response_id == "chatcmpl-ABfw031mOJeYCSHe4yI2ZjOA6kMJL"  # the chunks' id
     expected = (
         "I'm unable to provide real-time weather updates. To get the current weather in "
         "San Francisco, I recommend checking a reliable weather website or a weather app."

@@ -186,7 +186,7 @@ def test_a_faulty_run_is_one_invoke_agent_span_with_an_attempt_span_per_try(
     a_ok = attrs(ok)
     assert a_ok["gen_ai.response.finish_reasons"] == ("tool_use",)
     assert a_ok["gen_ai.usage.input_tokens"] == 10 and a_ok["gen_ai.usage.output_tokens"] == 5
-    assert a_ok["gen_ai.response.id"].startswith("req_scripted_")
+    assert a_ok["gen_ai.response.id"].startswith("msg_scripted_")  # the reply's id
     assert attrs(last)["gen_ai.response.finish_reasons"] == ("end_turn",)
 
     # the tool error

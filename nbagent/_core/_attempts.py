@@ -74,6 +74,7 @@ class Sent:
 
     usage: Usage | None = None
     request_id: str | None = None
+    response_id: str | None = None
     ttft_s: float | None = None
     stop_reason: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
@@ -261,6 +262,7 @@ class AttemptLoop:
                 AttemptSucceeded(
                     **self._labels(n),
                     request_id=sent.request_id,
+                    response_id=sent.response_id,
                     ttft_s=sent.ttft_s,
                     stop_reason=sent.stop_reason,
                     input_tokens=None if u is None else u.input_tokens,

@@ -229,6 +229,7 @@ class AnthropicProvider(HTTPProvider):
         input_tokens = output_tokens = cache_read = cache_write = 0
         stop_reason: str | None = None
         answered_model: str | None = None
+        response_id: str | None = None
         finished = False
         buf = PartBuffer()
         async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
@@ -249,6 +250,8 @@ class AnthropicProvider(HTTPProvider):
                         if isinstance(msg, dict):
                             if isinstance(msg.get("model"), str):
                                 answered_model = msg["model"]
+                            if isinstance(msg.get("id"), str):
+                                response_id = msg["id"]
                             usage = msg.get("usage")
                             if isinstance(usage, dict):
                                 input_tokens = json_int(usage.get("input_tokens")) or 0
@@ -381,5 +384,6 @@ class AnthropicProvider(HTTPProvider):
             cache_write=cache_write,
             model=answered_model,
             request_id=request_id,
+            response_id=response_id,
             headers=headers,
         )

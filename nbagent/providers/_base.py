@@ -75,6 +75,7 @@ class Completed:
     stop_reason: str  # end_turn | tool_use | max_tokens | stop_sequence | refusal ...
     request_id: str | None = None
     model: str | None = None  # the model the provider says answered
+    response_id: str | None = None  # the provider's id of this reply (msg_…, chatcmpl-…, resp_…)
     headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers, for pacing
 
 

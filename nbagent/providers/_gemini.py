@@ -199,6 +199,7 @@ class GeminiProvider(HTTPProvider):
             cache_read=json_int(usage.get("cachedContentTokenCount")) or 0,
             model=state.model,
             request_id=request_id,
+            response_id=state.response_id if state.named else None,
             headers=headers,
         )
 

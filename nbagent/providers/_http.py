@@ -302,6 +302,7 @@ class HTTPProvider:
         cache_write: int = 0,
         model: str | None = None,
         request_id: str | None = None,
+        response_id: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Completed:
         """The one `Completed` of a stream: the message, usage priced with genai-prices (input
@@ -319,6 +320,7 @@ class HTTPProvider:
             usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
             stop_reason=stop_reason,
             request_id=request_id,
+            response_id=response_id,
             model=answered,
             headers=kept_headers(headers or {}, self._secrets),
         )

@@ -200,6 +200,7 @@ class OpenAIProvider(HTTPProvider):
         finish: str | None = None
         done = False
         answered_model: str | None = None
+        response_id: str | None = None
         input_tokens = output_tokens = cache_read = 0
         buf = PartBuffer()
         async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
@@ -220,6 +221,8 @@ class OpenAIProvider(HTTPProvider):
                         )
                     if isinstance(data.get("model"), str) and data["model"]:
                         answered_model = data["model"]
+                    if isinstance(data.get("id"), str) and data["id"]:
+                        response_id = data["id"]
                     usage = data.get("usage")
                     if isinstance(usage, dict):
                         input_tokens = json_int(usage.get("prompt_tokens")) or 0
@@ -303,6 +306,7 @@ class OpenAIProvider(HTTPProvider):
             cache_read=cache_read,
             model=answered_model,
             request_id=request_id,
+            response_id=response_id,
             headers=headers,
         )
 

@@ -337,5 +337,6 @@ class ResponsesProvider(HTTPProvider):
             cache_read=json_int(cached.get("cached_tokens")) or 0,
             model=model if isinstance(model, str) and model else None,
             request_id=request_id,
+            response_id=response.get("id") if isinstance(response.get("id"), str) else None,
             headers=headers,
         )

@@ -216,4 +216,5 @@ class ScriptedModel:
             stop,
             request_id=f"req_scripted_{len(self.requests)}",
             model=self.model,
+            response_id=f"msg_scripted_{self._calls}",
         )

@@ -228,7 +228,7 @@ class SpanRecorder:
             return
         span = att.span
         # The provider's request id is the id nbagent's events carry for a completion.
-        _set(span, S.RESPONSE_ID, e.request_id)
+        _set(span, S.RESPONSE_ID, e.response_id or e.request_id)
         _set(span, S.INPUT_TOKENS, e.input_tokens)
         _set(span, S.OUTPUT_TOKENS, e.output_tokens)
         _set(span, S.CACHE_READ_TOKENS, e.cache_read_tokens)
