@@ -134,7 +134,11 @@ function timeline(state, ui) {
     });
     for (const w of waits.filter((x) => x.lane === lane)) {
       const active = activeWait !== null && Math.abs(w.end - activeWait) < 1e-6;
-      const cls = ["nb-wait", w.server_wish ? "nb-server-wish" : "", active ? "nb-wait-active" : ""];
+      const cls = [
+        "nb-wait",
+        w.server_wish ? "nb-server-wish" : w.kind === "paced" ? "nb-paced" : "",
+        active ? "nb-wait-active" : "",
+      ];
       const label = w.server_wish
         ? `Retry-After ${seconds(w.delay_s)}`
         : w.kind === "paced"
@@ -146,7 +150,11 @@ function timeline(state, ui) {
           {
             class: cls.filter(Boolean).join(" "),
             title: `${w.detail || w.label}\nwaited ${seconds(w.delay_s)}${
-              w.server_wish ? " (the server's Retry-After)" : " (backoff policy)"
+              w.server_wish
+                ? " (the server's Retry-After)"
+                : w.kind === "paced"
+                  ? " (the shared rate limiter)"
+                  : " (backoff policy)"
             }`,
             style: {
               left: pct(w.start),
@@ -291,8 +299,10 @@ function placeLabels(root) {
   }
 }
 
-function legend() {
+// The words and classes are nbagent/_palette.py's LEGEND (tests/test_palette.py checks them).
+function legend(state) {
   const item = (cls, text) => h("span", { class: "nb-legend-item" }, h("i", { class: cls }), text);
+  const paced = (state.waits || []).some((w) => w.kind === "paced");
   return h(
     "div",
     { class: "nb-legend" },
@@ -305,6 +315,7 @@ function legend() {
     item("nb-kind-compaction nb-ok", "compaction"),
     item("nb-tool-ok", "tool ok"),
     item("nb-tool-error", "tool error"),
+    paced ? item("nb-wait nb-paced", "paced") : null,
   );
 }
 
@@ -527,7 +538,7 @@ function render({ model, el }) {
         : null,
       timeline(state, ui),
       detailPanel(state, ui),
-      legend(),
+      legend(state),
       summary(state),
       conversation(state, ui),
     ];
