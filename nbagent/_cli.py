@@ -126,9 +126,12 @@ def _demo(argv: Sequence[str]) -> int:
 
 
 def _version() -> str:
-    from . import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
-    return f"nbagent {__version__}"
+    try:
+        return f"nbagent {version('nbagent')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "nbagent (not installed; version unknown)"
 
 
 def _main(args: list[str]) -> int:

@@ -235,13 +235,25 @@ def session_frame() -> pd.DataFrame:
     )
 
 
+def boxes(fig: Figure) -> list[tuple[str, float, float]]:
+    """Every rectangle drawn on the timeline: (fill colour, left, right) in data units."""
+    (ax,) = fig.axes
+    out = []
+    for collection in ax.collections:
+        colours = collection.get_facecolor()
+        for i, path in enumerate(collection.get_paths()):
+            x = path.vertices[:, 0]
+            out.append((to_hex(colours[i % len(colours)]), float(x.min()), float(x.max())))
+    return out
+
+
 def bar_widths_px(fig: Figure, colour: str) -> list[float]:
+    """The drawn width of each bar of `colour`, as a share of the plot's width."""
     fig.draw_without_rendering()
     (ax,) = fig.axes
     widths = []
-    for patch in ax.patches:
-        if to_hex(patch.get_facecolor()) == colour:
-            x0, x1 = patch.get_x(), patch.get_x() + patch.get_width()
+    for face, x0, x1 in boxes(fig):
+        if face == colour:
             px = ax.transData.transform([(x0, 0), (x1, 0)])
             widths.append(float(px[1][0] - px[0][0]) / ax.get_window_extent().width)
     return widths
@@ -299,7 +311,7 @@ def test_plot_legends_speak_the_widgets_words_and_colours() -> None:
         assert handle.get_hatch() == (swatch.hatch or None)
     # the tool error is a red fill, and the failed final attempt is red, never black
     assert to_hex(words["tool error"].face) == COLORS["error"]
-    fills = {to_hex(p.get_facecolor()) for p in fig.axes[0].patches}
+    fills = {face for face, _, _ in boxes(fig)}
     assert COLORS["error"] in fills and "#000000" not in fills
     # backoff and Retry-After waits in the other plots use the same two colours
     sim = simulate_retries(RetryPolicy(seed=1), 0.5, 20, seed=1, retry_after_s=0.3)

@@ -24,7 +24,7 @@ from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes
 from ._tables import frame, wait_kind
 from ._timeaxis import TimeAxis, compressed_axis
 
-__all__ = ["plot_timeline", "short_label"]
+__all__ = ["draw_timeline", "plot_timeline", "short_label"]
 
 _PHASES = ("request", "compaction", "tool")
 _LANE_NAMES = {"request": "requests", "compaction": "compaction", "tool": "tools"}
@@ -114,6 +114,159 @@ def _seconds(value: float) -> str:
     return f"{value:.1f}s" if value < 10 else f"{value:.0f}s"
 
 
+@dataclass
+class _Picture:
+    """The rows of a frame placed on lanes and a time axis: what gets drawn, and where."""
+
+    df: pd.DataFrame
+    rows: _Rows
+    axis: TimeAxis
+    phase: np.ndarray[Any, Any]
+    start: np.ndarray[Any, Any]
+    end: np.ndarray[Any, Any]
+    lane_y: np.ndarray[Any, Any]
+    bar_y: np.ndarray[Any, Any]
+    bar_h: np.ndarray[Any, Any]
+    bars: np.ndarray[Any, Any]
+    delay: np.ndarray[Any, Any]
+    kinds: np.ndarray[Any, Any]
+    keys: np.ndarray[Any, Any]
+
+    def legend_keys(self) -> list[str]:
+        """The widget's legend entries for what is drawn (ok and failed always)."""
+        present = set(self.keys[self.bars]) | {k for k in self.kinds if isinstance(k, str)}
+        return [k for k in (*LEGEND, "paced") if k in present or k in ("ok", "failed")]
+
+
+def _picture(df: pd.DataFrame, max_groups: int, compress: bool) -> _Picture | str:
+    """Place the rows; a string says why there is nothing to draw."""
+    df = frame(df)
+    if len(df) == 0:
+        return "no attempts"
+    start = df["started_at"].to_numpy(dtype=float).copy()
+    end = df["ended_at"].to_numpy(dtype=float).copy()
+    dur = df["duration_s"].to_numpy(dtype=float)
+    # rows that lack a start (an end without its start event) are drawn as instants
+    start = np.where(np.isnan(start), end - np.nan_to_num(dur), start)
+    end = np.where(np.isnan(end), start + np.nan_to_num(dur), end)
+    valid = ~np.isnan(start)
+    if not valid.any():
+        return "no attempts with times"
+    df, start, end = df[valid], start[valid], end[valid]
+    t0 = float(np.min(start))
+    start, end = start - t0, end - t0
+
+    order = np.argsort(start, kind="stable")
+    run = df["run_id"].astype(object).fillna("").astype(str).to_numpy()[order]
+    phase = df["phase"].astype(object).fillna("request").astype(str).to_numpy()[order]
+    df, start, end = df.iloc[order], start[order], end[order]
+    rows = _layout(run, phase, max_groups)
+    keep = np.array([(r, p) in rows.lanes for r, p in zip(run, phase, strict=True)], dtype=bool)
+    df, start, end, run, phase = df[keep], start[keep], end[keep], run[keep], phase[keep]
+
+    delay = np.nan_to_num(df["delay_s"].to_numpy(dtype=float))
+    bars = ~(df["action"] == "paced").to_numpy(dtype=bool)
+    span = float(max(np.max(end), np.max(end + delay)))
+    lengths = (end - start)[bars]
+    typical = float(np.median(lengths[lengths > 0])) if (lengths > 0).any() else 0.0
+    # shorten quiet stretches only when a linear axis would shrink a typical bar to a sliver
+    needed = compress and typical < span * _SLIVER
+    busy = list(zip(start[bars], end[bars], strict=True))
+    axis = compressed_axis(busy if needed else [(0.0, span)], span)
+    lane_y = np.array([rows.lanes[(r, p)] for r, p in zip(run, phase, strict=True)])
+    bar_y, bar_h = _stack_overlaps(phase, run, start, end, lane_y + (1 - _BAR) / 2, _BAR)
+    outcome = df["outcome"].astype(object).fillna("error").astype(str).to_numpy()
+    keys = np.array([_swatch_key(p, o) for p, o in zip(phase, outcome, strict=True)])
+    return _Picture(
+        df,
+        rows,
+        axis,
+        phase,
+        start,
+        end,
+        lane_y,
+        bar_y,
+        bar_h,
+        bars,
+        delay,
+        wait_kind(df).to_numpy(),
+        keys,
+    )
+
+
+def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height: float) -> None:
+    """Lanes, bars, waits and row labels on `ax` (no title, legend or bar labels)."""
+    style_axes(ax, grid="x")
+    axis = pic.axis
+    axis.apply(ax)
+    min_w = axis.width * 0.005  # instants stay visible, in drawn units
+    for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
+        sel = (pic.kinds == kind) & (pic.delay > 0)
+        if sel.any():
+            end = pic.end[sel]
+            style = bar_style(SWATCHES[kind])
+            _boxes(ax, end, end + pic.delay[sel], pic.lane_y[sel] + 0.19, 0.62, zorder=2, **style)
+    for key in dict.fromkeys(pic.keys[pic.bars]):  # the attempts and tool calls
+        sel = pic.bars & (pic.keys == key)
+        right = np.maximum(pic.end[sel], axis.inverse(axis.forward(pic.start[sel]) + min_w))
+        colour = SWATCHES[key].face
+        _boxes(
+            ax,
+            pic.start[sel],
+            right,
+            pic.bar_y[sel],
+            pic.bar_h[sel],
+            zorder=3,
+            facecolor=colour,
+            edgecolor="white",
+            linewidth=0.4,
+        )
+    for i in np.flatnonzero((pic.df["action"] == "fallback").to_numpy(dtype=bool)):
+        y = pic.lane_y[i]
+        ax.plot([pic.end[i]] * 2, [y, y + 1], color=COLORS["retry_after"], lw=2, zorder=4)
+
+    rows = pic.rows
+    ticks, names, is_run = [], [], []
+    row_text = _row_labels(rows.order, labels)
+    for r in rows.order:
+        for k, (p, y) in enumerate((p, y) for (rr, p), y in rows.lanes.items() if rr == r):
+            ticks.append(y + 0.5)
+            names.append(row_text[r] if k == 0 else _LANE_NAMES[p])
+            is_run.append(k == 0)
+    every = max(1, round(LABEL_FONT_SIZE * 1.3 / 72 / lane_height))  # labels must not overlap
+    ax.set_yticks(ticks[::every], labels=names[::every])
+    for tick, first in zip(ax.get_yticklabels(), is_run[::every], strict=True):
+        if first:
+            tick.set(color=COLORS["fg"], fontsize=FONT_SIZE)
+        else:
+            tick.set(color=COLORS["muted"], fontsize=LABEL_FONT_SIZE, fontstyle="italic")
+    ax.tick_params(axis="y", length=0)
+    ax.set_ylim(rows.height + 0.15, -0.15)
+    margin = axis.width * 0.01
+    ax.set_xlim(float(axis.inverse(-margin)), float(axis.inverse(axis.width + margin)))
+    note = "; // marks a stretch drawn shorter" if axis.breaks else ""
+    ax.set_xlabel(f"seconds from the first attempt{note}")
+
+
+def draw_timeline(
+    ax: Any,
+    df: pd.DataFrame,
+    *,
+    max_groups: int = 40,
+    lane_height: float = _LANE_IN,
+    labels: Mapping[str, str] | None = None,
+) -> list[str]:
+    """`plot_timeline`'s picture on an existing Axes (the playground composes its own figure);
+    returns the legend keys of what was drawn."""
+    pic = _picture(df, max_groups, compress=True)
+    if isinstance(pic, str):
+        ax.text(0.5, 0.5, pic, ha="center", va="center", color=COLORS["muted"])
+        ax.set_axis_off()
+        return []
+    _draw(ax, pic, labels, lane_height)
+    return pic.legend_keys()
+
+
 def plot_timeline(
     df: pd.DataFrame,
     *,
@@ -132,115 +285,17 @@ def plot_timeline(
     and marked "//" on the axis. `annotate` writes status codes, attempt numbers, tool names
     and wait lengths where they fit (default: when there are at most 120 rows).
     """
-    df = frame(df)
-    if len(df) == 0:
-        return nothing()
-    start = df["started_at"].to_numpy(dtype=float).copy()
-    end = df["ended_at"].to_numpy(dtype=float).copy()
-    dur = df["duration_s"].to_numpy(dtype=float)
-    # rows that lack a start (an end without its start event) are drawn as instants
-    start = np.where(np.isnan(start), end - np.nan_to_num(dur), start)
-    end = np.where(np.isnan(end), start + np.nan_to_num(dur), end)
-    valid = ~np.isnan(start)
-    if not valid.any():
-        return nothing("no attempts with times")
-    df, start, end = df[valid], start[valid], end[valid]
-    t0 = float(np.min(start))
-    start, end = start - t0, end - t0
-
-    order = np.argsort(start, kind="stable")
-    run = df["run_id"].astype(object).fillna("").astype(str).to_numpy()[order]
-    phase = df["phase"].astype(object).fillna("request").astype(str).to_numpy()[order]
-    df, start, end = df.iloc[order], start[order], end[order]
-    rows = _layout(run, phase, max_groups)
-    keep = np.array([(r, p) in rows.lanes for r, p in zip(run, phase, strict=True)], dtype=bool)
-    df, start, end, run, phase = df[keep], start[keep], end[keep], run[keep], phase[keep]
-
-    delay = np.nan_to_num(df["delay_s"].to_numpy(dtype=float))
-    kinds = wait_kind(df).to_numpy()
-    paced = (df["action"] == "paced").to_numpy(dtype=bool)
-    span = float(max(np.max(end), np.max(end + delay)))
-    bars = ~paced
-    busy = list(zip(start[bars], end[bars], strict=True))
-    lengths = (end - start)[bars]
-    typical = float(np.median(lengths[lengths > 0])) if (lengths > 0).any() else 0.0
-    # shorten quiet stretches only when a linear axis would shrink a typical bar to a sliver
-    needed = compress and typical < span * _SLIVER
-    axis = compressed_axis(busy if needed else [(0.0, span)], span)
-
-    lane_y = np.array([rows.lanes[(r, p)] for r, p in zip(run, phase, strict=True)])
-    bar_y, bar_h = _stack_overlaps(phase, run, start, end, lane_y + (1 - _BAR) / 2, _BAR)
-
-    fig = new_figure(10.0, 1.5 + _LANE_IN * rows.height)
+    pic = _picture(df, max_groups, compress)
+    if isinstance(pic, str):
+        return nothing(pic)
+    fig = new_figure(10.0, 1.5 + _LANE_IN * pic.rows.height)
     ax = fig.add_subplot()
-    style_axes(ax, grid="x")
-    axis.apply(ax)
-    min_w = axis.width * 0.005  # instants stay visible, in drawn units
-
-    # the waits, behind the bars
-    for kind in ("backoff", "retry_after", "paced"):
-        sel = (kinds == kind) & (delay > 0)
-        if sel.any():
-            ax.barh(
-                lane_y[sel] + 0.5,
-                delay[sel],
-                left=end[sel],
-                height=0.62,
-                **bar_style(SWATCHES[kind]),
-                zorder=2,
-            )
-    # the attempts and tool calls
-    outcome = df["outcome"].astype(object).fillna("error").astype(str).to_numpy()
-    keys = np.array([_swatch_key(p, o) for p, o in zip(phase, outcome, strict=True)])
-    for key in dict.fromkeys(keys[bars]):
-        sel = bars & (keys == key)
-        left = start[sel]
-        right = np.maximum(end[sel], [float(axis.inverse(axis.forward(x) + min_w)) for x in left])
-        ax.barh(
-            bar_y[sel],
-            right - left,
-            left=left,
-            height=bar_h[sel],
-            align="edge",
-            color=SWATCHES[key].face,
-            edgecolor="white",
-            linewidth=0.4,
-            zorder=3,
-        )
-    for i in np.flatnonzero((df["action"] == "fallback").to_numpy(dtype=bool)):
-        ax.plot(
-            [end[i], end[i]],
-            [lane_y[i], lane_y[i] + 1],
-            color=COLORS["retry_after"],
-            linewidth=2,
-            zorder=4,
-        )
-
-    ticks, names, is_run = [], [], []
-    row_text = _row_labels(rows.order, labels)
-    for r in rows.order:
-        for k, (p, y) in enumerate((p, y) for (rr, p), y in rows.lanes.items() if rr == r):
-            ticks.append(y + 0.5)
-            names.append(row_text[r] if k == 0 else _LANE_NAMES[p])
-            is_run.append(k == 0)
-    ax.set_yticks(ticks, labels=names)
-    for tick, first in zip(ax.get_yticklabels(), is_run, strict=True):
-        if first:
-            tick.set(color=COLORS["fg"], fontsize=FONT_SIZE)
-        else:
-            tick.set(color=COLORS["muted"], fontsize=LABEL_FONT_SIZE, fontstyle="italic")
-    ax.tick_params(axis="y", length=0)
-    ax.set_ylim(rows.height + 0.15, -0.15)
-    margin = axis.width * 0.01
-    ax.set_xlim(float(axis.inverse(-margin)), float(axis.inverse(axis.width + margin)))
-    note = "; // marks a stretch drawn shorter" if axis.breaks else ""
-    ax.set_xlabel(f"seconds from the first attempt{note}")
+    _draw(ax, pic, labels, _LANE_IN)
     head = title or "Attempt timeline"
-    if rows.hidden:
-        head += f" (first {len(rows.order)} of {len(rows.order) + rows.hidden} runs)"
+    if pic.rows.hidden:
+        head += f" (first {len(pic.rows.order)} of {len(pic.rows.order) + pic.rows.hidden} runs)"
     fig.suptitle(head, x=0.01, ha="left", fontsize=FONT_SIZE + 1, color=COLORS["fg"])
-    present = set(keys[bars]) | {kind for kind in kinds if isinstance(kind, str)}
-    legend = [k for k in (*LEGEND, "paced") if k in present or k in ("ok", "failed")]
+    legend = pic.legend_keys()
     fig.legend(
         handles=[legend_patch(k) for k in legend],
         loc="outside lower center",
@@ -250,34 +305,18 @@ def plot_timeline(
         handlelength=1.6,
         columnspacing=1.4,
     )
-
-    if annotate is None:
-        annotate = len(df) <= 120
-    if annotate:
-        _annotate(fig, ax, axis, df, phase, start, end, bar_y, bar_h, bars, lane_y, delay, kinds)
+    if annotate if annotate is not None else len(pic.df) <= 120:
+        _annotate(fig, ax, pic)
     return fig
 
 
-def _annotate(
-    fig: Figure,
-    ax: Any,
-    axis: TimeAxis,
-    df: pd.DataFrame,
-    phase: np.ndarray[Any, Any],
-    start: np.ndarray[Any, Any],
-    end: np.ndarray[Any, Any],
-    bar_y: np.ndarray[Any, Any],
-    bar_h: np.ndarray[Any, Any],
-    bars: np.ndarray[Any, Any],
-    lane_y: np.ndarray[Any, Any],
-    delay: np.ndarray[Any, Any],
-    kinds: np.ndarray[Any, Any],
-) -> None:
+def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
     """Write labels inside the shapes they name, only where they fit (measured, not guessed)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
     fig.draw_without_rendering()
+    axis, df = pic.axis, pic.df
 
     def place(a: float, b: float, y: float, text: str, **style: Any) -> bool:
         label = ax.text(
@@ -298,12 +337,13 @@ def _annotate(
         return False
 
     for i in range(len(df)):
-        if bars[i]:
-            text = _bar_text(df.iloc[i], phase[i])
+        if pic.bars[i]:
+            text = _bar_text(df.iloc[i], pic.phase[i])
+            middle_y = pic.bar_y[i] + pic.bar_h[i] / 2
             if text:
-                place(start[i], end[i], bar_y[i] + bar_h[i] / 2, text, color="white")
-        kind = kinds[i]
-        if isinstance(kind, str) and delay[i] > 0:
+                place(pic.start[i], pic.end[i], middle_y, text, color="white")
+        kind, delay = pic.kinds[i], pic.delay[i]
+        if isinstance(kind, str) and delay > 0:
             colour = {"retry_after": "retry_after_text", "backoff": "backoff_text"}.get(kind, "fg")
             style = {
                 "color": COLORS[colour],
@@ -314,10 +354,34 @@ def _annotate(
                     "edgecolor": "none",
                 },
             }
-            b = end[i] + delay[i]
-            long = f"{_WAIT_LABELS[kind]} {_seconds(delay[i])}"
-            if not place(end[i], b, lane_y[i] + 0.5, long, **style):
-                place(end[i], b, lane_y[i] + 0.5, _seconds(delay[i]), **style)
+            a, b, y = pic.end[i], pic.end[i] + delay, pic.lane_y[i] + 0.5
+            if not place(a, b, y, f"{_WAIT_LABELS[kind]} {_seconds(delay)}", **style):
+                place(a, b, y, _seconds(delay), **style)
+
+
+def _boxes(
+    ax: Any,
+    left: np.ndarray[Any, Any],
+    right: np.ndarray[Any, Any],
+    bottom: np.ndarray[Any, Any],
+    height: Any,
+    **style: Any,
+) -> None:
+    """Rectangles as one collection: a batch of 1,000 attempts draws in milliseconds, where
+    one patch per bar takes most of a second."""
+    from matplotlib.collections import PolyCollection
+
+    top = bottom + height
+    verts = np.stack(
+        [
+            np.stack([left, bottom], 1),
+            np.stack([left, top], 1),
+            np.stack([right, top], 1),
+            np.stack([right, bottom], 1),
+        ],
+        axis=1,
+    )
+    ax.add_collection(PolyCollection(list(verts), **style))
 
 
 def _stack_overlaps(
