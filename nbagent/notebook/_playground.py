@@ -18,6 +18,7 @@ import asyncio
 import functools
 import html
 import io
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,16 +59,32 @@ class PlaygroundResult:
     frame: pd.DataFrame
 
 
-def _slider(kind: Any, name: str, description: str, **options: Any) -> Any:
+def _control(kind: Any, name: str, description: str, **options: Any) -> Any:
+    """A labelled control of the left column; `nb-play-<name>` lets a browser test find it."""
+    if kind is not ipywidgets.Dropdown:
+        options["continuous_update"] = True  # a drag reports as it goes (and is debounced)
     widget = kind(
         description=description,
-        continuous_update=True,
         style={"description_width": "110px"},
-        layout=ipywidgets.Layout(width="360px"),
+        layout=ipywidgets.Layout(width="400px"),
         **options,
     )
     widget.add_class(f"nb-play-{name}")
     return widget
+
+
+def _seconds(name: str, description: str, value: float, lowest: float, highest: float) -> Any:
+    """A slider over seconds on a log scale: 0.01 s and 3 s both within a finger's reach."""
+    return _control(
+        ipywidgets.FloatLogSlider,
+        name,
+        description,
+        value=value,
+        base=10,
+        min=math.log10(lowest),
+        max=math.log10(highest),
+        step=0.05,
+    )
 
 
 class Playground(ipywidgets.HBox):  # type: ignore[misc]
@@ -88,57 +105,22 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
     ) -> None:
         self.seed = seed
         self.debounce = debounce
-        self.max_attempts = _slider(
+        self.max_attempts = _control(
             ipywidgets.IntSlider, "attempts", "max attempts", value=max_attempts, min=1, max=12
         )
-        self.initial_delay = _slider(
-            ipywidgets.FloatLogSlider,
-            "initial",
-            "initial delay (s)",
-            value=initial_delay,
-            base=10,
-            min=-2,
-            max=0.5,
-            step=0.05,
+        self.initial_delay = _seconds("initial", "initial delay (s)", initial_delay, 0.01, 3.0)
+        self.max_delay = _seconds("cap", "cap (s)", max_delay, 0.1, 100.0)
+        self.multiplier = _control(
+            ipywidgets.FloatSlider, "multiplier", "multiplier", value=multiplier, min=1, max=4
         )
-        self.max_delay = _slider(
-            ipywidgets.FloatLogSlider,
-            "cap",
-            "cap (s)",
-            value=max_delay,
-            base=10,
-            min=-1,
-            max=2,
-            step=0.05,
-        )
-        self.multiplier = _slider(
-            ipywidgets.FloatSlider,
-            "multiplier",
-            "multiplier",
-            value=multiplier,
-            min=1.0,
-            max=4.0,
-            step=0.1,
-        )
-        self.jitter = ipywidgets.Dropdown(
-            options=list(_JITTER),
-            value=jitter,
-            description="jitter",
-            style={"description_width": "110px"},
-            layout=ipywidgets.Layout(width="360px"),
-        )
-        self.jitter.add_class("nb-play-jitter")
-        self.clients = _slider(
+        self.multiplier.step = 0.1
+        self.jitter = _control(ipywidgets.Dropdown, "jitter", "jitter", options=list(_JITTER))
+        self.jitter.value = jitter
+        self.clients = _control(
             ipywidgets.IntSlider, "clients", "clients", value=clients, min=1, max=100
         )
-        self.server = ipywidgets.Dropdown(
-            options=list(_SERVERS),
-            value=server,
-            description="server",
-            style={"description_width": "110px"},
-            layout=ipywidgets.Layout(width="360px"),
-        )
-        self.server.add_class("nb-play-server")
+        self.server = _control(ipywidgets.Dropdown, "server", "server", options=list(_SERVERS))
+        self.server.value = server
         self.numbers = ipywidgets.HTML()
         self.numbers.add_class("nb-play-numbers")
         self.envelope = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="448px"))
@@ -158,7 +140,9 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             control.observe(self._changed, names="value")
         super().__init__(
             children=[
-                ipywidgets.VBox(controls, layout=ipywidgets.Layout(width="380px")),
+                ipywidgets.VBox(
+                    controls, layout=ipywidgets.Layout(width="420px", min_width="420px")
+                ),
                 ipywidgets.VBox(
                     [
                         self.numbers,
