@@ -199,20 +199,30 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     style_axes(ax, grid="x")
     axis = pic.axis
     axis.apply(ax)
-    min_w = axis.width * 0.005  # instants stay visible, in drawn units
+    at = axis.forward  # everything is drawn in the axis' positions, not in seconds
+    min_w = axis.width * 0.005  # instants stay visible
     for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
         sel = (pic.kinds == kind) & (pic.delay > 0)
         if sel.any():
             end = pic.end[sel]
             style = bar_style(SWATCHES[kind])
-            _boxes(ax, end, end + pic.delay[sel], pic.lane_y[sel] + 0.19, 0.62, zorder=2, **style)
+            _boxes(
+                ax,
+                at(end),
+                at(end + pic.delay[sel]),
+                pic.lane_y[sel] + 0.19,
+                0.62,
+                zorder=2,
+                **style,
+            )
     for key in dict.fromkeys(pic.keys[pic.bars]):  # the attempts and tool calls
         sel = pic.bars & (pic.keys == key)
-        right = np.maximum(pic.end[sel], axis.inverse(axis.forward(pic.start[sel]) + min_w))
+        left = at(pic.start[sel])
+        right = np.maximum(at(pic.end[sel]), left + min_w)
         colour = SWATCHES[key].face
         _boxes(
             ax,
-            pic.start[sel],
+            left,
             right,
             pic.bar_y[sel],
             pic.bar_h[sel],
@@ -223,7 +233,7 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
         )
     for i in np.flatnonzero((pic.df["action"] == "fallback").to_numpy(dtype=bool)):
         y = pic.lane_y[i]
-        ax.plot([pic.end[i]] * 2, [y, y + 1], color=COLORS["retry_after"], lw=2, zorder=4)
+        ax.plot([at(pic.end[i])] * 2, [y, y + 1], color=COLORS["retry_after"], lw=2, zorder=4)
 
     rows = pic.rows
     ticks, names, is_run = [], [], []
@@ -243,7 +253,7 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     ax.tick_params(axis="y", length=0)
     ax.set_ylim(rows.height + 0.15, -0.15)
     margin = axis.width * 0.01
-    ax.set_xlim(float(axis.inverse(-margin)), float(axis.inverse(axis.width + margin)))
+    ax.set_xlim(-margin, axis.width + margin)
     note = "; // marks a stretch drawn shorter" if axis.breaks else ""
     ax.set_xlabel(f"seconds from the first attempt{note}")
 
@@ -319,8 +329,10 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
     axis, df = pic.axis, pic.df
 
     def place(a: float, b: float, y: float, text: str, **style: Any) -> bool:
+        """Text centred between seconds `a` and `b`, kept only if it fits between them."""
+        a, b = float(axis.forward(a)), float(axis.forward(b))
         label = ax.text(
-            float(axis.inverse((float(axis.forward(a)) + float(axis.forward(b))) / 2)),
+            (a + b) / 2,
             y,
             text,
             ha="center",
