@@ -46,10 +46,8 @@ class TimeAxis:
         return float(self.positions[-1])
 
     def forward(self, t: Any) -> Any:
+        """Where seconds `t` (a number or an array) are drawn."""
         return _interp(np.asarray(t, dtype=float), self.times, self.positions)
-
-    def inverse(self, u: Any) -> Any:
-        return _interp(np.asarray(u, dtype=float), self.positions, self.times)
 
     def apply(self, ax: Any) -> None:
         """Label `ax`'s x axis, which is drawn in positions (`forward` of the seconds), with
