@@ -1,32 +1,88 @@
-"""The `nbagent` command: `nbagent demo` (the offline demo) and `nbagent serve` (the mock)."""
+"""The `nbagent` command: `nbagent demo` (the offline demo) and `nbagent serve` (the mock).
+
+A newcomer's first contact with the package, often typed carelessly: every mistake gets one
+sentence on stderr and exit code 2, never a traceback; Ctrl-C gets one line and exit code 130
+(the demo writes the steps that had finished first).
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 __all__ = ["main"]
 
+_USAGE = (
+    "usage: nbagent {demo,serve} [options]\n"
+    "       nbagent --version\n\n"
+    "  demo   run the offline demo (no key, no internet)\n"
+    "  serve  run the loopback mock provider in the foreground\n\n"
+    "'nbagent demo --help' and 'nbagent serve --help' list their options."
+)
 
-def _demo(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(
+
+class _UsageError(Exception):
+    """A mistake on the command line, already worded as one sentence."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a mistake as one sentence instead of usage text and an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        found = re.fullmatch(r"argument ([^:]+): (.*)", message, re.S)
+        if found:  # "argument --seed: must be ..." -> "--seed must be ..."
+            option = found.group(1).split("/")[-1]
+            message = f"{option} {found.group(2)}"
+        raise _UsageError(f"{self.prog}: {message.rstrip('.')}.")
+
+
+def _number(
+    kind: type[int] | type[float], what: str, low: float | None = None, high: float | None = None
+) -> Callable[[str], float]:
+    """An argparse type whose complaint is a sentence: "--seed must be a whole number, not 'x'"."""
+
+    def convert(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+        return value
+
+    return convert
+
+
+def _demo_parser() -> _Parser:
+    from .mock._cli import FAULTS_HELP
+
+    parser = _Parser(
         prog="nbagent demo",
         description="Run the offline demo: every failure action, no key, no internet.",
     )
     parser.add_argument(
         "--out", default="nbagent-demo", help="output folder (default: %(default)s)"
     )
-    parser.add_argument("--seed", type=int, default=7, help="seed for jitter and random faults")
+    parser.add_argument(
+        "--seed",
+        type=_number(int, "a whole number"),
+        default=7,
+        help="seed for jitter and random faults",
+    )
     parser.add_argument(
         "--faults",
+        nargs="+",
+        action="extend",
         default=None,
-        help="comma-separated fault script for the whole demo, e.g. '429:retry_after=2,500,ok' "
-        "(default: a script that shows all four actions)",
+        metavar="FAULT",
+        help=FAULTS_HELP + " (default: a script that shows all four actions)",
     )
     parser.add_argument(
         "--fault-rate",
-        type=float,
+        type=_number(float, "a share of requests between 0 and 1", 0.0, 1.0),
         default=0.0,
         help="add random faults on this share of requests (0..1), drawn from --seed",
     )
@@ -35,32 +91,56 @@ def _demo(argv: Sequence[str]) -> int:
         default="demo",
         help="'demo' (default) or a real model such as anthropic:claude-sonnet-4-5 (needs its key)",
     )
-    args = parser.parse_args(list(argv))
-    from .demo._command import run_demo
-    from .errors import ConfigError
+    return parser
 
-    faults = None if args.faults is None else [f for f in args.faults.split(",") if f.strip()]
-    if not 0 <= args.fault_rate <= 1:
-        parser.error("--fault-rate is a share of requests between 0 and 1")
+
+def _demo(argv: Sequence[str]) -> int:
+    args = _demo_parser().parse_args(list(argv))
+    from .demo._command import DemoInterrupted, run_demo
+    from .errors import ConfigError
+    from .mock._cli import split_faults
+
+    faults = None if args.faults is None else split_faults(args.faults)
     try:
         run_demo(
             args.out, seed=args.seed, faults=faults, fault_rate=args.fault_rate, model=args.model
         )
-    except (ConfigError, ValueError) as exc:
-        print(f"nbagent demo: {exc}", file=sys.stderr)
-        return 2
+    except ConfigError as exc:
+        raise _UsageError(f"nbagent demo: {exc}") from None
+    except DemoInterrupted as stop:
+        done = stop.result
+        if done.files:
+            steps = len(done.outcomes)
+            print(
+                f"nbagent demo: interrupted; the {steps} finished step{'s' * (steps != 1)} "
+                f"{'are' if steps != 1 else 'is'} in {done.out_dir}",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                "nbagent demo: interrupted before a step finished; nothing written",
+                file=sys.stderr,
+            )
+        return 130
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"nbagent {version('nbagent')}"
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "nbagent (not installed; version unknown)"
+
+
+def _main(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
-        print(
-            "usage: nbagent {demo,serve} [options]\n\n"
-            "  demo   run the offline demo (no key, no internet)\n"
-            "  serve  run the loopback mock provider in the foreground"
-        )
+        print(_USAGE)
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        print(_version())
+        return 0
     command, rest = args[0], args[1:]
     if command == "demo":
         return _demo(rest)
@@ -68,8 +148,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .mock._cli import main as serve_main
 
         return serve_main(rest)
-    print(f"nbagent: unknown command {command!r}; use 'demo' or 'serve'", file=sys.stderr)
-    return 2
+    raise _UsageError(f"nbagent: unknown command {command!r}; use 'demo' or 'serve'.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script; returns the exit code (2 for a mistake, 130 for Ctrl-C)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(args)
+    except _UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nbagent: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # --help printed its text
+        return exc.code if isinstance(exc.code, int) else 0
+    except OSError as exc:  # a disk that filled up, a folder removed while the demo ran
+        print(f"nbagent: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

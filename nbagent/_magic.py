@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
-import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -40,6 +39,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ._core._retry import RetryPolicy
 from .errors import NbAgentError
+from .mock._cli import split_faults
 from .notebook import in_notebook
 
 if TYPE_CHECKING:
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     from .notebook._widget import AgentView
 
 __all__ = ["AgentMagics", "load_ipython_extension", "split_faults"]
-
-_FAULT_PARAMS = ("retry_after", "should_retry")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,27 +103,6 @@ def _parser() -> _Parser:
         "--wait", action="store_true", help="show the timeline but block the cell until done"
     )
     return p
-
-
-def split_faults(text: str) -> list[str]:
-    """Split a fault script written on one line into entries.
-
-    Entries are separated by whitespace, ';' or ','. A comma also separates a fault's own
-    parameters (`429:retry_after=1,should_retry=false`), so a piece that is one of those
-    parameters stays with the fault before it.
-    """
-    entries: list[str] = []
-    for chunk in re.split(r"[\s;]+", text.strip()):
-        for raw in chunk.split(","):
-            piece = raw.strip()
-            if not piece:
-                continue
-            key = piece.partition("=")[0].strip().lower()
-            if key in _FAULT_PARAMS and entries and ":" in entries[-1]:
-                entries[-1] += "," + piece
-            else:
-                entries.append(piece)
-    return entries
 
 
 @dataclass
@@ -375,6 +352,20 @@ def _keep_result(ns: dict[str, Any]) -> Callable[[asyncio.Task[RunResult]], None
     return done
 
 
+def help_alone(lines: list[str]) -> list[str]:
+    """An input transformer: `%%agent --help` in a cell with no body shows the help.
+
+    IPython refuses a cell magic whose body is empty before the magic is called ("the cell
+    body is empty"), yet `%%agent --help` alone is the natural way to ask for the options. Such
+    a cell, and only such a cell, gets a blank body, so the magic runs and prints its help.
+    """
+    words = lines[0].split() if lines else []
+    asks = words[:1] == ["%%agent"] and ("-h" in words or "--help" in words)
+    if asks and not "".join(lines[1:]).strip():
+        return [lines[0].rstrip("\n") + "\n", "\n"]
+    return lines
+
+
 def load_ipython_extension(shell: Any) -> None:
     """`%load_ext nbagent`: register `%%agent` and `%agent_reset`.
 
@@ -386,3 +377,6 @@ def load_ipython_extension(shell: Any) -> None:
         previous.reset()
         previous.close()
     shell.register_magics(AgentMagics(shell))
+    cleanup = shell.input_transformers_cleanup
+    cleanup[:] = [t for t in cleanup if getattr(t, "__name__", "") != help_alone.__name__]
+    cleanup.append(help_alone)

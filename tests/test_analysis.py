@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from test_attempts import scripted_frame
 
 from nbagent._core._retry import RetryPolicy
 from nbagent._loop._attempt_log import AttemptLog
-from nbagent._loop._frame import coerce, empty_frame
+from nbagent._loop._frame import coerce, empty_frame, frame_from_records
+from nbagent._palette import COLORS, SWATCHES
 from nbagent.analysis import (
     plot_backoff,
     plot_delays,
@@ -178,3 +181,142 @@ def test_timeline_artifact() -> None:
     for name in ("timeline.png", "timeline_contention.png"):
         data = (ARTIFACTS / name).read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+# -- the timeline in the widget's visual language ---------------------------------------------
+
+PROMPTS = {"run-a": "What is 17 * 23 + 4?", "run-b": "Read the file notes.txt and tell me"}
+
+
+def session_frame() -> pd.DataFrame:
+    """Two runs in 40 ms of work around one 1 s Retry-After: the demo's shape."""
+
+    def row(run: str, phase: str, start: float, end: float, **fields: object) -> dict[str, object]:
+        return {
+            "run_id": run,
+            "turn": 1,
+            "phase": phase,
+            "started_at": start,
+            "ended_at": end,
+            "duration_s": end - start,
+            "outcome": "ok",
+            "action": "none",
+            **fields,
+        }
+
+    return frame_from_records(
+        [
+            row(
+                "run-a",
+                "request",
+                0.0,
+                0.01,
+                attempt=1,
+                outcome="error",
+                status_code=429,
+                error_kind="RateLimited",
+                action="retry",
+                delay_s=1.0,
+                retry_after_s=1.0,
+            ),
+            row("run-a", "request", 1.01, 1.02, attempt=2),
+            row(
+                "run-a",
+                "tool",
+                1.02,
+                1.022,
+                tool_name="read_file",
+                outcome="error",
+                error_kind="raised",
+                action="tool_result",
+            ),
+            row("run-a", "request", 1.022, 1.03, attempt=1, turn=2),
+            row("run-b", "request", 1.03, 1.04, attempt=1),
+        ]
+    )
+
+
+def boxes(fig: Figure) -> list[tuple[str, float, float]]:
+    """Every rectangle drawn on the timeline: (fill colour, left, right) in data units."""
+    (ax,) = fig.axes
+    out = []
+    for collection in ax.collections:
+        colours = collection.get_facecolor()
+        for i, path in enumerate(collection.get_paths()):
+            x = path.vertices[:, 0]
+            out.append((to_hex(colours[i % len(colours)]), float(x.min()), float(x.max())))
+    return out
+
+
+def bar_widths_px(fig: Figure, colour: str) -> list[float]:
+    """The drawn width of each bar of `colour`, as a share of the plot's width."""
+    fig.draw_without_rendering()
+    (ax,) = fig.axes
+    widths = []
+    for face, x0, x1 in boxes(fig):
+        if face == colour:
+            px = ax.transData.transform([(x0, 0), (x1, 0)])
+            widths.append(float(px[1][0] - px[0][0]) / ax.get_window_extent().width)
+    return widths
+
+
+def test_timeline_rows_are_prompts_with_only_the_lanes_they_used() -> None:
+    fig = plot_timeline(session_frame(), labels=PROMPTS)
+    (ax,) = fig.axes
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    # run-b made no tool call: no empty "tools" lane for it; no run ids where prompts are known
+    assert rows == ["What is 17 * 23 + 4?", "tools", "Read the file notes.txt and tell me"]
+    # without prompts the run id says which run it is; the same prompt twice is told apart
+    rows = [t.get_text() for t in plot_timeline(session_frame()).axes[0].get_yticklabels()]
+    assert rows == ["run-a", "tools", "run-b"]
+    same = {"run-a": "hello", "run-b": "hello"}
+    rows = [
+        t.get_text() for t in plot_timeline(session_frame(), labels=same).axes[0].get_yticklabels()
+    ]
+    assert rows == ["hello · run-a", "tools", "hello · run-b"]
+
+
+def test_a_long_wait_is_drawn_shorter_so_short_attempts_stay_visible() -> None:
+    ok = SWATCHES["ok"].face
+    shortened = plot_timeline(session_frame(), labels=PROMPTS)
+    linear = plot_timeline(session_frame(), labels=PROMPTS, compress=False)
+    # an 8-10 ms attempt next to a 1 s wait: a sliver on a linear axis, a bar here
+    assert max(bar_widths_px(linear, ok)) < 0.012
+    assert min(bar_widths_px(shortened, ok)) > 0.05
+    marks = [t.get_text() for t in shortened.axes[0].texts]
+    assert "//" in marks and "//" not in [t.get_text() for t in linear.axes[0].texts]
+    assert "Retry-After 1.0s" in marks  # the wait keeps its true length in words
+    assert "shorter" in shortened.axes[0].get_xlabel()
+
+
+def test_timeline_text_is_readable_at_the_notebook_size() -> None:
+    fig = plot_timeline(session_frame(), labels=PROMPTS)
+    fig.draw_without_rendering()
+    texts = [t for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
+    assert texts
+    assert min(t.get_fontsize() for t in texts) >= 9
+    assert fig.get_figwidth() <= 10.5  # fits a notebook column without shrinking the text
+
+
+def test_plot_legends_speak_the_widgets_words_and_colours() -> None:
+    fig = plot_timeline(session_frame(), labels=PROMPTS)
+    (legend,) = fig.legends
+    words = {swatch.word: swatch for swatch in SWATCHES.values()}
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == ["ok", "failed", "server's Retry-After", "tool error"]
+    for handle, label in zip(legend.legend_handles, labels, strict=True):
+        swatch = words[label]
+        assert to_hex(handle.get_facecolor()) == swatch.face
+        if swatch.hatch:  # stripes are drawn in the edge colour, as the CSS draws them
+            assert to_hex(handle.get_edgecolor()) == swatch.edge
+        assert handle.get_hatch() == (swatch.hatch or None)
+    # the tool error is a red fill, and the failed final attempt is red, never black
+    assert to_hex(words["tool error"].face) == COLORS["error"]
+    fills = {face for face, _, _ in boxes(fig)}
+    assert COLORS["error"] in fills and "#000000" not in fills
+    # backoff and Retry-After waits in the other plots use the same two colours
+    sim = simulate_retries(RetryPolicy(seed=1), 0.5, 20, seed=1, retry_after_s=0.3)
+    sim = pd.concat([sim, simulate_retries(RetryPolicy(seed=1), 0.5, 20, seed=2)])
+    (hist, _cdf) = plot_delays(sim).axes
+    colours = {to_hex(p.get_facecolor()) for p in hist.patches}
+    assert colours == {SWATCHES["backoff"].face, SWATCHES["retry_after"].face}

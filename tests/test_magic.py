@@ -208,6 +208,27 @@ def test_help_prints_the_options(
     assert magics.agents == {}
 
 
+def test_help_alone_in_a_cell_prints_the_options(
+    shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # IPython refuses a cell magic with an empty body before calling it; --help is let through
+    for source in ("%%agent --help", "%%agent -h\n\n", "%%agent --model demo --help  "):
+        result = shell.run_cell(source)
+        assert result.success, result.error_in_exec
+        out = capsys.readouterr().out
+        assert "usage: %%agent" in out and "--faults" in out, source
+    assert magics.agents == {}
+    # an empty body without --help is still IPython's usage error, and runs nothing
+    result = shell.run_cell("%%agent --new")
+    assert not result.success
+    assert "cell body is empty" in str(result.error_in_exec)
+    capsys.readouterr()
+    # reloading the extension does not stack a second copy of the help transformer
+    nbagent.load_ipython_extension(shell)
+    names = [getattr(t, "__name__", "") for t in shell.input_transformers_cleanup]
+    assert names.count("help_alone") == 1
+
+
 @pytest.mark.e2e
 def test_agent_reset_forgets_and_stops_the_server(
     shell: InteractiveShell, magics: AgentMagics, capsys: pytest.CaptureFixture[str]

@@ -199,3 +199,25 @@ def test_an_empty_state_renders(open_page: Any) -> None:
     page = open_page(TimelineState().snapshot())
     assert page.locator(".nb-status").inner_text() == "idle"
     assert "No attempts yet." in page.locator(".nb-timeline").inner_text()
+
+
+def test_the_legend_paints_the_palettes_colours(open_page: Any) -> None:
+    # nbagent/_palette.py is what the static plots draw with: the widget must paint the same
+    from matplotlib.colors import to_rgb
+
+    from nbagent._palette import LEGEND, SWATCHES
+
+    state = snapshot(run_events())
+    state["waits"].append({**state["waits"][0], "kind": "paced", "server_wish": False})
+    page = open_page(state)
+    items = page.locator(".nb-legend .nb-legend-item")
+    keys = [*LEGEND, "paced"]
+    assert items.count() == len(keys)
+    for index, key in enumerate(keys):
+        swatch = SWATCHES[key]
+        item = items.nth(index)
+        assert item.inner_text().strip() == swatch.word
+        css = "borderTopColor" if swatch.hatch else "backgroundColor"
+        painted = rgb(item.locator("i").evaluate(f"n => getComputedStyle(n).{css}"))
+        want = tuple(round(c * 255) for c in to_rgb(swatch.edge if swatch.hatch else swatch.face))
+        assert painted == want, (key, painted, want)

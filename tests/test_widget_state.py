@@ -68,12 +68,14 @@ def test_public_names() -> None:
     assert set(nb.__all__) == {
         "AgentView",
         "NotebookPresenter",
+        "Playground",
         "TimelineState",
         "TimelineWidget",
         "display_view",
         "export_html",
         "in_notebook",
         "make_view",
+        "playground",
         "start_shown",
     }
 

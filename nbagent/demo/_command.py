@@ -3,13 +3,22 @@
 It starts the loopback mock provider, runs the demo model on a few prompts under a fault script
 (or random faults from a seed), prints what happens as it happens, and writes the attempt log
 (`attempts.csv`), a timeline plot (`timeline.png`), a self-contained HTML report
-(`report.html`) and the conversation (`session.json`) into an output folder.
+(`report.html`, headed by the whole session's numbers) and the conversation (`session.json`)
+into an output folder.
+
+The folder is written all at once or not at all: the files are made in a hidden staging folder
+next to it, created before the first prompt (so an unwritable `--out` is reported at once, not
+after a minute of demo), and moved into place when complete. A failed demo leaves no folder
+behind; an interrupted one (Ctrl-C) writes the steps that had finished.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+import secrets
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,10 +27,12 @@ from typing import TextIO
 
 from .._core._retry import RetryPolicy
 from .._loop._agent import Agent
-from ..errors import NbAgentError
+from ..errors import Aborted, ConfigError, NbAgentError
 from ._console import ConsoleReporter
 
-__all__ = ["DEMO_PLAN", "DemoStep", "run_demo"]
+__all__ = ["DEMO_PLAN", "DemoInterrupted", "DemoResult", "DemoStep", "run_demo"]
+
+FILES = ("attempts.csv", "timeline.png", "report.html", "session.json")
 
 
 @dataclass(frozen=True)
@@ -64,12 +75,65 @@ DEMO_PLAN: tuple[DemoStep, ...] = (
     ),
 )
 
+_DIRECTIVE = re.compile(r"\[demo:[^\]]*\]\s*")
+
 
 @dataclass
 class DemoResult:
     out_dir: Path
     outcomes: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    interrupted: bool = False
+
+
+class DemoInterrupted(Exception):
+    """Ctrl-C: `result` holds the steps that finished (and the files written for them)."""
+
+    def __init__(self, result: DemoResult) -> None:
+        super().__init__("the demo was interrupted")
+        self.result = result
+
+
+def _hidden_folder(parent: Path, name: str) -> Path:
+    """A new empty folder `.name.<random>` in `parent`, with the usual permissions (umask),
+    unlike `tempfile.mkdtemp`'s private 0700: it becomes the user's output folder."""
+    while True:
+        path = parent / f".{name}.{secrets.token_hex(4)}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+
+
+class _Staging:
+    """A hidden folder beside `--out` where the files are made; moved into place when done."""
+
+    def __init__(self, target: Path) -> None:
+        if target.exists() and not target.is_dir():
+            raise ConfigError(f"--out {target} is a file; give a folder to write the demo into.")
+        anchor = target.parent
+        while not anchor.exists() and anchor != anchor.parent:
+            anchor = anchor.parent
+        try:
+            self.path = _hidden_folder(anchor, target.name)
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            raise ConfigError(f"cannot write the demo to {target}: {why} ({anchor}).") from None
+        self.target = target
+
+    def publish(self) -> list[Path]:
+        """Move the finished files into `target` (a new folder appears complete, in one go)."""
+        if not self.target.exists():
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(self.path, self.target)
+        else:
+            for name in FILES:
+                os.replace(self.path / name, self.target / name)
+        return [self.target / name for name in FILES]
+
+    def discard(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 async def _run_steps(
@@ -78,8 +142,9 @@ async def _run_steps(
     set_faults: object,
     out: TextIO,
     scripted: bool,
-) -> list[str]:
-    outcomes: list[str] = []
+    outcomes: list[str],
+) -> None:
+    """Run the plan, appending how each step ended to `outcomes` (kept when interrupted)."""
     try:
         for i, step in enumerate(plan, 1):
             print(f"\n▶ {i}/{len(plan)}  {step.prompt}", file=out)
@@ -89,6 +154,8 @@ async def _run_steps(
                 set_faults(list(step.faults))
             try:
                 result = await agent.run(step.prompt, show=False)
+            except Aborted:
+                raise  # Ctrl-C: the demo stops here, it does not go on to the next step
             except NbAgentError as exc:
                 print(f"  ✗ {type(exc).__name__}: {exc}", file=out)
                 print("    the conversation is as it was before this step", file=out)
@@ -99,7 +166,22 @@ async def _run_steps(
                 outcomes.append(result.end_reason)
     finally:
         await agent.aclose()  # its connections belong to this event loop, which ends now
-    return outcomes
+
+
+def _write(staging: _Staging, agent: Agent, reporter: ConsoleReporter) -> None:
+    from ..analysis import plot_timeline
+    from ..notebook._export import export_html
+
+    snapshot = reporter.state.snapshot()
+    frame = agent.attempts
+    frame.to_csv(staging.path / "attempts.csv", index=False)
+    prompts = {run["run_id"]: _DIRECTIVE.sub("", run["prompt"]) for run in snapshot["runs"]}
+    fig = plot_timeline(
+        frame, labels=prompts, title="nbagent demo: every attempt, wait and tool call"
+    )
+    fig.savefig(staging.path / "timeline.png", dpi=110, bbox_inches="tight")
+    export_html(snapshot, staging.path / "report.html", title="nbagent demo")
+    agent.save(staging.path / "session.json")
 
 
 def run_demo(
@@ -111,61 +193,73 @@ def run_demo(
     model: str = "demo",
     stream: TextIO | None = None,
 ) -> DemoResult:
-    """Run the demo and write its files. Returns where they went and how each prompt ended."""
-    from ..analysis import plot_timeline
-    from ..mock import serve
-    from ..notebook._export import export_html
+    """Run the demo and write its files. Returns where they went and how each prompt ended.
+
+    Raises `ConfigError` (one sentence) for a bad `--out`, fault script or model, before any
+    prompt is sent, and `DemoInterrupted` on Ctrl-C once the finished steps are written.
+    """
+    from ..mock import parse_faults, serve
     from ._tools import calculator, file_tools
 
     out = stream or sys.stdout
-    target = Path(out_dir)
-    target.mkdir(parents=True, exist_ok=True)
-    reporter = ConsoleReporter(out)
-    policy = RetryPolicy(seed=seed)
-    tools = [calculator, *file_tools()]
-    real = model != "demo"
-    rates = None
-    if fault_rate > 0:
-        share = fault_rate / 4
-        rates = {
-            "500": share,
-            "429:retry_after=0.5": share,
-            "drop_after_tokens=3": share,
-            "529": share,
-        }
-
-    def finish(agent: Agent, outcomes: list[str]) -> DemoResult:
-        result = DemoResult(target, outcomes)
-        frame = agent.attempts
-        csv = target / "attempts.csv"
-        frame.to_csv(csv, index=False)
-        fig = plot_timeline(frame, title="nbagent demo: every attempt, wait and tool call")
-        png = target / "timeline.png"
-        fig.savefig(png, dpi=110, bbox_inches="tight")
-        html = target / "report.html"
-        export_html(reporter.state.snapshot(), html, title="nbagent demo")
-        session = target / "session.json"
-        agent.save(session)
-        result.files = [csv, png, html, session]
-        return result
-
-    if real:
-        agent = Agent(model, tools=tools, retry=policy, subscribers=[reporter])
-        print(f"nbagent demo with {model} (no fault injection on a real provider)", file=out)
-        plan = [DemoStep(s.prompt.replace("[demo:unknown_tool] ", "")) for s in DEMO_PLAN[:4]]
-        outcomes = asyncio.run(_run_steps(agent, plan, None, out, scripted=False))
-        return finish(agent, outcomes)
-
-    with serve(faults=list(faults or ()), seed=seed, fault_rates=rates) as server:
-        agent = Agent(
-            "demo", base_url=server.url, tools=tools, retry=policy, subscribers=[reporter]
-        )
-        print(f"nbagent demo: the demo model on a loopback server at {server.url}", file=out)
-        print("no key, no internet; faults are injected by the server", file=out)
-        scripted = faults is None and rates is None
-        outcomes = asyncio.run(_run_steps(agent, DEMO_PLAN, server.set_faults, out, scripted))
-        result = finish(agent, outcomes)
+    try:
+        parse_faults(list(faults or ()))
+    except ValueError as exc:
+        raise ConfigError(f"--faults: {exc}") from None
+    staging = _Staging(Path(out_dir))
+    result = DemoResult(Path(out_dir))
+    try:
+        reporter = ConsoleReporter(out)
+        policy = RetryPolicy(seed=seed)
+        tools = [calculator, *file_tools()]
+        if model != "demo":
+            agent = Agent(model, tools=tools, retry=policy, subscribers=[reporter])
+            print(f"nbagent demo with {model} (no fault injection on a real provider)", file=out)
+            plan = [DemoStep(_DIRECTIVE.sub("", s.prompt)) for s in DEMO_PLAN[:4]]
+            _steps(agent, plan, None, out, False, result)
+        else:
+            rates = _random_faults(fault_rate)
+            with serve(faults=list(faults or ()), seed=seed, fault_rates=rates) as server:
+                agent = Agent(
+                    "demo", base_url=server.url, tools=tools, retry=policy, subscribers=[reporter]
+                )
+                print(
+                    f"nbagent demo: the demo model on a loopback server at {server.url}", file=out
+                )
+                print("no key, no internet; faults are injected by the server", file=out)
+                scripted = faults is None and rates is None
+                _steps(agent, DEMO_PLAN, server.set_faults, out, scripted, result)
+        if result.outcomes:
+            _write(staging, agent, reporter)
+            result.files = staging.publish()
+    finally:
+        staging.discard()
+    if result.interrupted:
+        raise DemoInterrupted(result)
     print("\nwrote:", file=out)
     for f in result.files:
         print(f"  {f}", file=out)
     return result
+
+
+def _random_faults(fault_rate: float) -> dict[str, float] | None:
+    """`--fault-rate`: that share of requests fails, spread evenly over four retryable faults."""
+    if fault_rate <= 0:
+        return None
+    share = fault_rate / 4
+    return {"500": share, "429:retry_after=0.5": share, "drop_after_tokens=3": share, "529": share}
+
+
+def _steps(
+    agent: Agent,
+    plan: Sequence[DemoStep],
+    set_faults: object,
+    out: TextIO,
+    scripted: bool,
+    result: DemoResult,
+) -> None:
+    """The steps in an event loop of their own; Ctrl-C ends them and is remembered."""
+    try:
+        asyncio.run(_run_steps(agent, plan, set_faults, out, scripted, result.outcomes))
+    except (KeyboardInterrupt, Aborted):
+        result.interrupted = True

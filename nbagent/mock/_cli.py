@@ -3,13 +3,42 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ._faults import Fault, parse_faults
 from ._ratelimit import RateLimit
 from ._server import MockServer
+
+FAULTS_HELP = (
+    "fault script, one entry per request, separated by spaces or commas, "
+    "e.g. 429:retry_after=2 500 drop_after_tokens=20, or '429:retry_after=2,500,ok'"
+)
+_FAULT_PARAMS = ("retry_after", "should_retry")
+
+
+def split_faults(texts: str | Iterable[str]) -> list[str]:
+    """One fault script syntax for `nbagent serve`, `nbagent demo` and `%%agent`.
+
+    Entries are separated by whitespace, ';' or ',' (within one argument or across several). A
+    comma also separates a fault's own parameters (`429:retry_after=1,should_retry=false`), so
+    a piece that is one of those parameters stays with the fault before it.
+    """
+    entries: list[str] = []
+    for text in [texts] if isinstance(texts, str) else texts:
+        for chunk in re.split(r"[\s;]+", text.strip()):
+            for raw in chunk.split(","):
+                piece = raw.strip()
+                if not piece:
+                    continue
+                key = piece.partition("=")[0].strip().lower()
+                if key in _FAULT_PARAMS and entries and ":" in entries[-1]:
+                    entries[-1] += "," + piece
+                else:
+                    entries.append(piece)
+    return entries
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="extend",
         default=[],
         metavar="FAULT",
-        help="fault script, one entry per request, e.g. 429:retry_after=2 500 drop_after_tokens=20",
+        help=FAULTS_HELP,
     )
     parser.add_argument(
         "--fault-rate",
@@ -64,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve until interrupted; print the URL first. Returns the process exit code."""
     args = build_parser().parse_args(argv)
     try:
-        faults = parse_faults(args.faults)
+        faults = parse_faults(split_faults(args.faults))
         rates = _rates(args.fault_rate)
         limit = None
         if args.requests_per_s is not None or args.tokens_per_min is not None:

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._palette import COLORS
+
 __all__ = ["export_html", "render_static_html", "render_text"]
 
 _HERE = Path(__file__).parent
@@ -154,22 +156,82 @@ def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return items
 
 
+def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The session headline's numbers, in the order the widget shows them."""
+
+    def failed(total: Any, bad: Any) -> str:
+        return f"{total} ({bad} failed)" if bad else str(total)
+
+    kinds = [
+        f"{session.get(key)} {word}"
+        for key, word in (
+            ("retry_after_waits", "Retry-After"),
+            ("backoff_waits", "backoff"),
+            ("paced_waits", "paced"),
+        )
+        if session.get(key)
+    ]
+    waits = _seconds(session.get("waiting_s")) + (f" ({', '.join(kinds)})" if kinds else "")
+    ended = session.get("last_error") or session.get("last_end_reason") or "running"
+    tokens_in, tokens_out = session.get("input_tokens") or 0, session.get("output_tokens") or 0
+    items = [
+        ("runs", failed(session.get("runs"), session.get("runs_failed"))),
+        ("attempts", failed(session.get("attempts"), session.get("failed_attempts"))),
+        ("retries", str(session.get("retries", 0))),
+        ("waits", waits),
+        ("tool errors", f"{session.get('tool_errors', 0)} of {session.get('tool_calls', 0)}"),
+        ("compactions", str(session.get("compactions", 0))),
+        (
+            "tokens",
+            f"{tokens_in:,} in, {tokens_out:,} out",
+        ),
+        ("time", _seconds(session.get("duration_s"))),
+        ("ended with", str(ended)),
+    ]
+    return items
+
+
+def _headline(state: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]] | None:
+    session, summary = state.get("session"), state.get("summary")
+    if session:
+        return f"session of {session.get('runs')} runs", _session_items(session)
+    if summary:
+        return "run", _summary_items(summary)
+    return None
+
+
 def render_text(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
-    """The status line and the summary as plain text."""
+    """The status line and the summary (of the session, when there were several runs)."""
     state = _state_of(state_snapshot)
     lines = [f"nbagent: {state.get('status') or 'idle'}"]
-    summary = state.get("summary")
-    if summary:
-        lines.append(", ".join(f"{k} {v}" for k, v in _summary_items(summary)))
+    headline = _headline(state)
+    if headline:
+        what, items = headline
+        lines.append(f"{what}: " + ", ".join(f"{k} {v}" for k, v in items))
     return "\n".join(lines)
 
 
 _OUTCOME_COLOURS = {
-    "ok": "#1a7f37",
-    "error": "#cf222e",
-    "cancelled": "#6e7781",
-    "running": "#0969da",
+    "ok": COLORS["ok_dark"],
+    "error": COLORS["error"],
+    "cancelled": COLORS["paced"],
+    "running": COLORS["running"],
 }
+
+
+def _run_lines(state: Mapping[str, Any]) -> str:
+    """One line per run of a session: its prompt and how it ended."""
+    lines = []
+    for i, run in enumerate(state.get("runs") or [], 1):
+        summary = run.get("summary") or {}
+        end = summary.get("error") or summary.get("end_reason") or "running"
+        colour = COLORS["error"] if summary.get("error") else COLORS["ok_dark"]
+        lines.append(
+            f"<li>{i}. {html.escape(str(run.get('prompt') or ''))} — "
+            f"<b style='color:{colour}'>{html.escape(str(end))}</b>, "
+            f"{summary.get('attempts', 0)} attempts, {summary.get('retries', 0)} retries</li>"
+        )
+    return "<ul style='list-style:none;padding-left:0'>" + "".join(lines) + "</ul>"
 
 
 def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
@@ -181,13 +243,16 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
     esc = html.escape
     out = ['<div class="nb-static" style="font-family:sans-serif;font-size:13px">']
     out.append(f"<p><b>nbagent</b> — {esc(str(state.get('status') or 'idle'))}</p>")
-    summary = state.get("summary")
-    if summary:
+    headline = _headline(state)
+    if headline:
         cells = "".join(
             f"<td style='padding:2px 10px 2px 0'><small>{esc(k)}</small><br><b>{esc(v)}</b></td>"
-            for k, v in _summary_items(summary)
+            for k, v in headline[1]
         )
-        out.append(f"<table><tr>{cells}</tr></table>")
+        out.append(f"<table><caption style='text-align:left'>{esc(headline[0])}</caption>")
+        out.append(f"<tr>{cells}</tr></table>")
+    if state.get("session"):
+        out.append(_run_lines(state))
     rows = []
     # Each retried attempt is followed by its wait, in the same run and lane.
     waits = [w for w in state.get("waits") or [] if w.get("kind") == "retry"]
@@ -222,7 +287,7 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
             waits.remove(wait)
             why = "server's Retry-After" if wait.get("server_wish") else "backoff"
             rows.append(
-                f"<tr><td></td><td colspan='4' style='color:#9a6700'>waited "
+                f"<tr><td></td><td colspan='4' style='color:{COLORS['warning']}'>waited "
                 f"{_seconds(wait.get('delay_s'))} ({why})</td></tr>"
             )
     if rows:

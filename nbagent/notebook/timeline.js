@@ -134,7 +134,11 @@ function timeline(state, ui) {
     });
     for (const w of waits.filter((x) => x.lane === lane)) {
       const active = activeWait !== null && Math.abs(w.end - activeWait) < 1e-6;
-      const cls = ["nb-wait", w.server_wish ? "nb-server-wish" : "", active ? "nb-wait-active" : ""];
+      const cls = [
+        "nb-wait",
+        w.server_wish ? "nb-server-wish" : w.kind === "paced" ? "nb-paced" : "",
+        active ? "nb-wait-active" : "",
+      ];
       const label = w.server_wish
         ? `Retry-After ${seconds(w.delay_s)}`
         : w.kind === "paced"
@@ -146,7 +150,11 @@ function timeline(state, ui) {
           {
             class: cls.filter(Boolean).join(" "),
             title: `${w.detail || w.label}\nwaited ${seconds(w.delay_s)}${
-              w.server_wish ? " (the server's Retry-After)" : " (backoff policy)"
+              w.server_wish
+                ? " (the server's Retry-After)"
+                : w.kind === "paced"
+                  ? " (the shared rate limiter)"
+                  : " (backoff policy)"
             }`,
             style: {
               left: pct(w.start),
@@ -291,8 +299,10 @@ function placeLabels(root) {
   }
 }
 
-function legend() {
+// The words and classes are nbagent/_palette.py's LEGEND (tests/test_palette.py checks them).
+function legend(state) {
   const item = (cls, text) => h("span", { class: "nb-legend-item" }, h("i", { class: cls }), text);
+  const paced = (state.waits || []).some((w) => w.kind === "paced");
   return h(
     "div",
     { class: "nb-legend" },
@@ -305,6 +315,7 @@ function legend() {
     item("nb-kind-compaction nb-ok", "compaction"),
     item("nb-tool-ok", "tool ok"),
     item("nb-tool-error", "tool error"),
+    paced ? item("nb-wait nb-paced", "paced") : null,
   );
 }
 
@@ -432,12 +443,89 @@ function conversation(state, ui) {
   return details;
 }
 
+function stat(label, value, cls) {
+  return h(
+    "div",
+    { class: `nb-stat${cls ? ` ${cls}` : ""}` },
+    h("span", {}, label),
+    h("b", {}, value),
+  );
+}
+
+function succeeded(s) {
+  return !s.error && s.end_reason !== "cancelled" && s.end_reason !== "error";
+}
+
+function failedCount(total, failed) {
+  return `${total}${failed ? ` (${failed} failed)` : ""}`;
+}
+
+// A timeline that saw several runs (the demo's report, a long-lived subscription): the
+// headline counts the whole session and says how it ended; each run keeps a line below.
+function sessionHeadline(state) {
+  const s = state.session;
+  if (!s) return null;
+  const kinds = [];
+  if (s.retry_after_waits) kinds.push(`${s.retry_after_waits} Retry-After`);
+  if (s.backoff_waits) kinds.push(`${s.backoff_waits} backoff`);
+  if (s.paced_waits) kinds.push(`${s.paced_waits} paced`);
+  const lastOk = !s.last_error && s.last_end_reason !== "cancelled" && s.last_end_reason !== "error";
+  const ended = s.last_end_reason === null ? "running" : s.last_error || s.last_end_reason;
+  return h(
+    "div",
+    { class: "nb-session" },
+    h("div", { class: "nb-session-title" }, `Session: ${s.runs} runs`),
+    h(
+      "div",
+      { class: "nb-summary" },
+      stat("runs", failedCount(s.runs, s.runs_failed), s.runs_failed ? "nb-stat-error" : ""),
+      stat("attempts", failedCount(s.attempts, s.failed_attempts)),
+      stat("retries", String(s.retries)),
+      stat("waits", `${seconds(s.waiting_s)}${kinds.length ? ` (${kinds.join(", ")})` : ""}`),
+      stat("tool errors", `${s.tool_errors} of ${s.tool_calls}`, s.tool_errors ? "nb-stat-error" : ""),
+      stat("compactions", String(s.compactions)),
+      s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
+      stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
+      stat("cost", money(s.cost_usd)),
+      stat("time", seconds(s.duration_s)),
+      stat("ended with", ended, lastOk ? "nb-stat-ok" : "nb-stat-error"),
+    ),
+  );
+}
+
+function runList(state) {
+  const runs = state.runs || [];
+  const head = ["#", "prompt", "end", "attempts", "retries", "waiting", "tools", "time"];
+  const rows = runs.map((run, i) => {
+    const s = run.summary;
+    const ok = s ? succeeded(s) : true;
+    const end = s ? s.error || s.end_reason : "running";
+    const tools = s ? `${s.tool_calls}${s.tool_errors ? ` (${s.tool_errors} failed)` : ""}` : "";
+    return h(
+      "tr",
+      { class: ok ? "" : "nb-run-failed", "data-run": run.run_id },
+      h("td", {}, String(i + 1)),
+      h("td", { class: "nb-run-prompt", title: `${run.prompt}\nrun ${run.run_id}` }, run.prompt),
+      h("td", { class: "nb-run-end" }, end),
+      h("td", {}, s ? failedCount(s.attempts, s.failed_attempts) : ""),
+      h("td", {}, s ? String(s.retries) : ""),
+      h("td", {}, s ? seconds(s.waiting_s) : ""),
+      h("td", {}, tools),
+      h("td", {}, s ? seconds(s.duration_s) : ""),
+    );
+  });
+  return h(
+    "table",
+    { class: "nb-runs" },
+    h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))),
+    h("tbody", {}, rows),
+  );
+}
+
 function summary(state) {
   const s = state.summary;
   if (!s) return null;
-  const ok = !s.error && s.end_reason !== "cancelled" && s.end_reason !== "error";
-  const stat = (label, value, cls) =>
-    h("div", { class: `nb-stat${cls ? ` ${cls}` : ""}` }, h("span", {}, label), h("b", {}, value));
+  const ok = succeeded(s);
   return h(
     "div",
     { class: "nb-summary" },
@@ -482,7 +570,11 @@ function header(model, state) {
     { class: "nb-header" },
     h("span", { class: "nb-brand" }, "nbagent"),
     run && run.model ? h("span", { class: "nb-chip" }, run.model) : null,
-    run && run.prompt ? h("span", { class: "nb-prompt", title: run.prompt }, run.prompt) : null,
+    state.session
+      ? h("span", { class: "nb-prompt" }, `${runs.length} runs, the last: ${run.prompt}`)
+      : run && run.prompt
+        ? h("span", { class: "nb-prompt", title: run.prompt }, run.prompt)
+        : null,
     h("span", { class: "nb-spacer" }),
     stop,
   );
@@ -525,10 +617,11 @@ function render({ model, el }) {
       (state.warnings || []).length
         ? h("div", { class: "nb-warnings" }, state.warnings.map((w) => h("div", {}, `⚠ ${w.text}`)))
         : null,
+      sessionHeadline(state),
       timeline(state, ui),
       detailPanel(state, ui),
-      legend(),
-      summary(state),
+      legend(state),
+      state.session ? runList(state) : summary(state),
       conversation(state, ui),
     ];
     root.replaceChildren(...parts.filter(Boolean));

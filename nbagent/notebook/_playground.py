@@ -1,0 +1,314 @@
+"""`playground()`: move the retry policy's sliders, see what they do to a crowd of clients.
+
+A teaching tool for notebook 3. On the left: the policy (max attempts, initial delay, cap,
+multiplier, jitter), the number of clients and the server they crowd (one request at a time, or
+a token bucket that does or does not say how long to wait). On the right: the policy's envelope
+(the range each wait is drawn from) and the contention simulation's outcome: how many calls the
+server had to handle, when the last client got through, how many gave up, and a small timeline.
+
+Everything runs in virtual time (`nbagent.simulate`), so a recomputation takes a fraction of a
+second. Slider moves arrive in bursts (a drag sends dozens), so recomputing waits until the
+controls have been still for `debounce` seconds, on the kernel's event loop; without a running
+loop (a plain script, a test) it recomputes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import html
+import io
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets
+import pandas as pd
+
+from .._core._retry import RetryPolicy
+from .._palette import COLORS, SWATCHES
+from ..simulate import ContentionJitter, simulate_contention
+
+__all__ = ["Playground", "PlaygroundResult", "playground"]
+
+_JITTER: dict[str, ContentionJitter] = {
+    "full": "full",
+    "equal": "equal",
+    "decorrelated": "decorrelated",
+    "none": None,
+}
+_SERVERS = {
+    "one request at a time": ("single", False),
+    "token bucket (10/s), 429 without Retry-After": ("token_bucket", False),
+    "token bucket (10/s), 429 with Retry-After": ("token_bucket", True),
+}
+
+
+@dataclass(frozen=True)
+class PlaygroundResult:
+    """What one setting of the controls gave: the numbers shown, and the simulated frame."""
+
+    calls: int
+    failed_calls: int
+    makespan_s: float
+    gave_up: int
+    clients: int
+    waited_s: float
+    compute_s: float
+    frame: pd.DataFrame
+
+
+def _control(kind: Any, name: str, description: str, **options: Any) -> Any:
+    """A labelled control of the left column; `nb-play-<name>` lets a browser test find it."""
+    if kind is not ipywidgets.Dropdown:
+        options["continuous_update"] = True  # a drag reports as it goes (and is debounced)
+    widget = kind(
+        description=description,
+        style={"description_width": "110px"},
+        layout=ipywidgets.Layout(width="400px"),
+        **options,
+    )
+    widget.add_class(f"nb-play-{name}")
+    return widget
+
+
+def _seconds(name: str, description: str, value: float, lowest: float, highest: float) -> Any:
+    """A slider over seconds on a log scale: 0.01 s and 3 s both within a finger's reach."""
+    return _control(
+        ipywidgets.FloatLogSlider,
+        name,
+        description,
+        value=value,
+        base=10,
+        min=math.log10(lowest),
+        max=math.log10(highest),
+        step=0.05,
+    )
+
+
+class Playground(ipywidgets.HBox):  # type: ignore[misc]
+    """The controls and what they produce; `result` is the latest `PlaygroundResult`."""
+
+    def __init__(
+        self,
+        *,
+        max_attempts: int = 6,
+        initial_delay: float = 0.1,
+        max_delay: float = 10.0,
+        multiplier: float = 2.0,
+        jitter: str = "full",
+        clients: int = 20,
+        server: str = "one request at a time",
+        seed: int = 0,
+        debounce: float = 0.15,
+    ) -> None:
+        self.seed = seed
+        self.debounce = debounce
+        self.max_attempts = _control(
+            ipywidgets.IntSlider, "attempts", "max attempts", value=max_attempts, min=1, max=12
+        )
+        self.initial_delay = _seconds("initial", "initial delay (s)", initial_delay, 0.01, 3.0)
+        self.max_delay = _seconds("cap", "cap (s)", max_delay, 0.1, 100.0)
+        self.multiplier = _control(
+            ipywidgets.FloatSlider, "multiplier", "multiplier", value=multiplier, min=1, max=4
+        )
+        self.multiplier.step = 0.1
+        self.jitter = _control(ipywidgets.Dropdown, "jitter", "jitter", options=list(_JITTER))
+        self.jitter.value = jitter
+        self.clients = _control(
+            ipywidgets.IntSlider, "clients", "clients", value=clients, min=1, max=100
+        )
+        self.server = _control(ipywidgets.Dropdown, "server", "server", options=list(_SERVERS))
+        self.server.value = server
+        self.numbers = ipywidgets.HTML()
+        self.numbers.add_class("nb-play-numbers")
+        self.envelope = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="448px"))
+        self.timeline = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="448px"))
+        controls = [
+            self.max_attempts,
+            self.initial_delay,
+            self.max_delay,
+            self.multiplier,
+            self.jitter,
+            self.clients,
+            self.server,
+        ]
+        self._timer: asyncio.TimerHandle | None = None
+        self.result: PlaygroundResult | None = None
+        for control in controls:
+            control.observe(self._changed, names="value")
+        super().__init__(
+            children=[
+                ipywidgets.VBox(
+                    controls, layout=ipywidgets.Layout(width="420px", min_width="420px")
+                ),
+                ipywidgets.VBox(
+                    [
+                        self.numbers,
+                        self.envelope,
+                        self.timeline,
+                        ipywidgets.HTML(_legend_html()),
+                    ]
+                ),
+            ]
+        )
+        self.add_class("nb-playground")
+        self.recompute()
+
+    # -- when to recompute ------------------------------------------------------------------
+
+    def _changed(self, _change: object) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or self.debounce <= 0:
+            self.recompute()
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_later(self.debounce, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self.recompute()
+
+    # -- what to show -----------------------------------------------------------------------
+
+    def policy(self) -> RetryPolicy:
+        """The policy the controls describe ("decorrelated" draws like "full" in the policy)."""
+        jitter = _JITTER[self.jitter.value]
+        return RetryPolicy(
+            max_attempts=int(self.max_attempts.value),
+            initial_delay=float(self.initial_delay.value),
+            max_delay=float(self.max_delay.value),
+            multiplier=float(self.multiplier.value),
+            jitter="full" if jitter == "decorrelated" else jitter,
+            seed=self.seed,
+        )
+
+    def recompute(self) -> PlaygroundResult:
+        """Simulate the current setting and redraw; returns (and keeps) the result."""
+        started = time.perf_counter()
+        policy = self.policy()
+        kind, retry_after = _SERVERS[self.server.value]
+        frame = simulate_contention(
+            int(self.clients.value),
+            _JITTER[self.jitter.value],
+            "single" if kind == "single" else "token_bucket",
+            policy=policy,
+            seed=self.seed,
+            send_retry_after=retry_after,
+        )
+        last = frame.groupby("run_id", observed=True).tail(1)
+        with self.hold_sync():
+            self.envelope.value = _envelope_png(policy, self.jitter.value)
+            self.timeline.value = _timeline_png(frame)
+        result = PlaygroundResult(
+            calls=len(frame),
+            failed_calls=int((frame["outcome"] == "error").sum()),
+            makespan_s=float(frame["ended_at"].max()) if len(frame) else 0.0,
+            gave_up=int((last["outcome"] != "ok").sum()),
+            clients=int(self.clients.value),
+            waited_s=float(frame["delay_s"].sum()),
+            compute_s=time.perf_counter() - started,
+            frame=frame,
+        )
+        self.numbers.value = _numbers_html(result)
+        self.result = result
+        return result
+
+
+def _numbers_html(r: PlaygroundResult) -> str:
+    def item(name: str, label: str, value: str) -> str:
+        return (
+            f"<span style='margin-right:16px;white-space:nowrap'>{html.escape(label)} "
+            f"<b class='nb-play-{name}' style='font-size:15px'>{html.escape(value)}</b></span>"
+        )
+
+    per_client = r.calls / r.clients if r.clients else 0.0
+    return (
+        "<div style='font-family:var(--jp-ui-font-family,sans-serif);line-height:1.8'>"
+        + item("calls", "calls", f"{r.calls:,}")
+        + item("per-client", "per client", f"{per_client:.1f}")
+        + item("makespan", "last done at", f"{r.makespan_s:.2f} s")
+        + item("gave-up", "gave up", f"{r.gave_up} of {r.clients}")
+        + item("waited", "waited in total", f"{r.waited_s:.1f} s")
+        + "</div>"
+    )
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, pil_kwargs={"compress_level": 1})
+    return buf.getvalue()
+
+
+@functools.lru_cache(maxsize=64)
+def _envelope_png(policy: RetryPolicy, jitter: str) -> bytes:
+    """The policy's envelope; cached, since moving the clients or server leaves it as it is."""
+    from matplotlib.figure import Figure
+
+    from ..analysis._figures import line, style_axes
+    from ..analysis._waits import draw_envelope, policy_label
+
+    # fixed margins: a figure that lays itself out (constrained layout) costs far more to draw
+    fig = Figure(figsize=(5.6, 2.7))
+    ax = fig.add_axes((0.12, 0.17, 0.85, 0.72))
+    style_axes(ax)
+    retries = policy.max_attempts - 1
+    if retries < 1:
+        ax.text(0.5, 0.5, "one attempt: no retry, so no wait", ha="center", va="center")
+        ax.set_axis_off()
+        return _png(fig)
+    handles = draw_envelope(ax, policy, retries)
+    if jitter == "decorrelated":  # sleep = min(cap, uniform(base, 3 * previous))
+        ns = list(range(1, retries + 1))
+        top = [min(policy.max_delay, policy.initial_delay * 3**n) for n in ns]
+        ax.plot(ns, top, color=COLORS["paced"], linestyle="-.", linewidth=1)
+        handles.append(line(COLORS["paced"], "-.", "decorrelated: the highest"))
+    ax.legend(handles=handles, loc="upper left", fontsize=9, frameon=False)
+    label = policy_label(policy).replace("jitter 'full'", f"jitter {jitter!r}")
+    ax.set_title(label, fontsize=9, loc="left")
+    return _png(fig)
+
+
+def _timeline_png(frame: pd.DataFrame) -> bytes:
+    from matplotlib.figure import Figure
+
+    from ..analysis._timeline import draw_timeline
+
+    fig = Figure(figsize=(5.6, 2.9))
+    ax = fig.add_axes((0.18, 0.2, 0.79, 0.7))
+    clients = frame["run_id"].nunique()
+    shown = min(clients, 25)
+    draw_timeline(ax, frame, max_groups=shown, lane_height=2.0 / (shown * 1.5))
+    more = f", the first {shown} drawn" if clients > shown else ""
+    ax.set_title(f"{clients} clients{more}: every call and wait", fontsize=9, loc="left")
+    ax.set_xlabel("seconds from the start (// : a stretch drawn shorter)")
+    return _png(fig)
+
+
+def _legend_html() -> str:
+    """The timeline's legend in HTML (the widget's words and colours; free to draw)."""
+    items = []
+    for key in ("ok", "failed", "backoff", "retry_after"):
+        swatch = SWATCHES[key]
+        if swatch.hatch:
+            paint = f"repeating-linear-gradient(45deg,{swatch.face} 0 2px,transparent 2px 6px)"
+            border = f"1px dashed {swatch.edge}"
+        else:
+            paint, border = swatch.face, f"1px solid {swatch.edge}"
+        box = f"display:inline-block;width:14px;height:10px;margin-right:4px;background:{paint}"
+        items.append(
+            f"<span style='margin-right:14px;font-size:12px'><i style='{box};border:{border}'>"
+            f"</i>{html.escape(swatch.word)}</span>"
+        )
+    return "<div style='margin-left:100px'>" + "".join(items) + "</div>"
+
+
+def playground(**settings: Any) -> Playground:
+    """The policy playground: sliders for a `RetryPolicy` and a crowd of clients, and what they
+    produce, recomputed as the sliders move (see `Playground` for the settings)."""
+    return Playground(**settings)

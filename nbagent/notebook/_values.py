@@ -1,0 +1,107 @@
+"""JSON-safe values for the timeline's state: numbers the browser can parse, text of bounded size.
+
+The state is synced to the browser up to ten times a second and written into exported pages, so
+every number in it must survive `JSON.parse` (no NaN, no Infinity) and every text is capped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import describe
+
+__all__ = [
+    "STREAM_LIMIT",
+    "TEXT_LIMIT",
+    "TOOL_TEXT_LIMIT",
+    "as_int",
+    "clip",
+    "clip_head",
+    "failure_text",
+    "json_text",
+    "num",
+    "seconds",
+    "usage_dict",
+]
+
+# Caps on text kept in the state: it is synced to the browser up to ten times a second.
+TEXT_LIMIT = 20_000
+TOOL_TEXT_LIMIT = 8_000
+STREAM_LIMIT = 100_000
+
+
+def clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… ({len(text) - limit:,} more characters)"
+
+
+def clip_head(text: str, limit: int) -> str:
+    """Keep the end of a long stream: the newest text is what a reader watches."""
+    if len(text) <= limit:
+        return text
+    return f"({len(text) - limit:,} earlier characters) …" + text[-limit:]
+
+
+def num(value: Any) -> float | None:
+    """A JSON-safe number: JavaScript's JSON.parse rejects NaN and Infinity."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def as_int(value: Any) -> int | None:
+    number = num(value)
+    return None if number is None else int(number)
+
+
+def seconds(value: float) -> str:
+    return f"{value:.1f}s"
+
+
+def usage_dict(usage: Any) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    if dataclasses.is_dataclass(usage) and not isinstance(usage, type):
+        raw: Mapping[str, Any] = dataclasses.asdict(usage)
+    elif isinstance(usage, Mapping):
+        raw = usage
+    else:
+        return None
+    out: dict[str, Any] = {}
+    for key in (
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "requests",
+    ):
+        if key in raw:
+            out[key] = as_int(raw[key])
+    if "cost_usd" in raw:
+        out["cost_usd"] = num(raw["cost_usd"])
+    return out
+
+
+def json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def failure_text(kind: str, status_code: int | None, message: str) -> str:
+    text = describe(kind) if kind else "error"
+    if status_code is not None:
+        text += f" (HTTP {status_code})"
+    if message:
+        text += f": {message}"
+    return text
