@@ -115,6 +115,14 @@ class RetryBudget:
         with self._lock:
             self.tokens = self.capacity
 
+    def lease(self, amount: float) -> float:
+        """Take up to `amount` tokens at once, for a holder that spends them itself (a Ray
+        worker's share of a cluster-wide budget); `refill` gives back what it returns."""
+        with self._lock:
+            taken = max(0.0, min(amount, self.tokens))
+            self.tokens -= taken
+        return taken
+
 
 def _first_number(headers: Mapping[str, str], *names: str) -> float | None:
     for n in names:
@@ -178,6 +186,37 @@ class RateLimiter:
     def rate(self) -> float | None:
         """Requests per second we pace at, once known."""
         return None if not self.interval else 1.0 / self.interval
+
+    # -- what it learned (the cluster-wide limiter shares it) ------------------------------
+
+    def snapshot(self, now: float) -> dict[str, float | None]:
+        """What this limiter has learned, as plain numbers: `rate` (requests/s we pace at),
+        `capacity`, `blocked_s` (how long everyone still waits), counters and the budget."""
+        with self._lock:
+            return {
+                "rate": None if not self.interval else 1.0 / self.interval,
+                "capacity": self.capacity,
+                "blocked_s": max(0.0, self.blocked_until - now),
+                "admitted": float(self.admitted),
+                "rejected": float(self.rejected),
+                "paced": float(self.paced),
+                "budget": self.budget.tokens,
+            }
+
+    def restore(self, learned: Mapping[str, float | None], now: float) -> None:
+        """Start from what another limiter learned (a restarted cluster limiter, seeded by its
+        workers): rate, capacity and any wait still due. The bucket is taken as empty, so a
+        restart never bursts; it refills at the learned rate."""
+        with self._lock:
+            if self.interval is not None or self.admitted or self.rejected:
+                return  # it has learned for itself meanwhile
+            rate, cap = learned.get("rate"), learned.get("capacity")
+            if rate:
+                self.interval = 1.0 / rate
+                self.tokens, self._t = 0.0, now
+            if cap:
+                self.capacity = cap
+            self.blocked_until = max(self.blocked_until, now + (learned.get("blocked_s") or 0.0))
 
     # -- asking for a slot ---------------------------------------------------------------
 
