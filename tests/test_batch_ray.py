@@ -26,6 +26,7 @@ from nbagent.mock import MockServer, RateLimit, serve
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RATE, BURST = 20.0, 5
+LEARNING = 3
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,9 @@ def test_one_budget_for_every_worker(ray: Any) -> None:
         out = map(_prompts(80), base_url=server.url, backend="ray", concurrency=16, show=False)
         sent, statuses = _sent(server), [r.status for r in server.requests]
     assert out.results["error"].isna().all()
-    assert per_second_peak(sent, 0.999) <= RATE + BURST  # the server's limit plus its burst
+    # the server's limit plus its burst, plus the two or three 429s any limiter spends learning
+    # the rate (each 429's Retry-After names the refill); four limiters alone would send more
+    assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING
     assert statuses.count(429) <= 0.1 * statuses.count(200)
     assert "rate=" in out.limiter and "rate=unknown" not in out.limiter  # learned, and shared
 
@@ -119,7 +122,7 @@ def test_the_limiter_actor_killed_mid_batch_restarts_and_workers_do_not_hammer(r
         sent, statuses = _sent(server), [r.status for r in server.requests]
     assert out.results["error"].isna().all()
     assert "limiter restarted" in out.limiter
-    assert per_second_peak(sent, 0.999) <= RATE + BURST
+    assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING  # relearning, not hammering
     assert statuses.count(429) <= 0.2 * statuses.count(200)
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "limiter_key",
     "reset_shared_limiters",
     "shared_limiter",
+    "too_long",
 ]
 
 POLL_S = 0.02
@@ -290,20 +291,11 @@ class RateLimiter:
             delay, slot = self.reserve(clock.now())
             if slot and delay <= 0:
                 break
-            past_deadline = deadline is not None and clock.now() + delay > deadline
-            if past_deadline or delay > max_wait:
+            refused = too_long(clock, delay, deadline, max_wait, provider, "shared")
+            if refused is not None:
                 if slot:
                     self.release(clock.now(), epoch)
-                why = (
-                    "which ends past this run's wall-clock budget"
-                    if past_deadline
-                    else "because the provider asked everyone to wait that long"
-                )
-                raise RateLimited(
-                    f"the shared rate limiter asks to wait {delay:.3g} s before sending, {why}",
-                    provider=provider,
-                    retry_after=delay,
-                )
+                raise refused
             if slot or delay > 0.05:
                 reason = (
                     "pacing to the provider's learned rate"
@@ -423,6 +415,26 @@ class RateLimiter:
             if self._probes:
                 self._probes.pop(0)
             self._anchor = None
+
+
+def too_long(
+    clock: Clock, delay: float, deadline: float | None, max_wait: float, provider: str, who: str
+) -> RateLimited | None:
+    """The error for a pacing wait that will not be taken (it ends past the run's deadline, or
+    is longer than a server may ask for), or None when the wait is fine."""
+    past_deadline = deadline is not None and clock.now() + delay > deadline
+    if not past_deadline and delay <= max_wait:
+        return None
+    why = (
+        "which ends past this run's wall-clock budget"
+        if past_deadline
+        else "because the provider asked everyone to wait that long"
+    )
+    return RateLimited(
+        f"the {who} rate limiter asks to wait {delay:.3g} s before sending, {why}",
+        provider=provider,
+        retry_after=delay,
+    )
 
 
 def _duration(text: str | None) -> float | None:

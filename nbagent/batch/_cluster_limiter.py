@@ -35,7 +35,7 @@ from typing import Any
 
 from .._core._clock import Clock
 from .._core._pacing import OnWait
-from .._loop._limiter import RateLimiter, RetryBudget
+from .._loop._limiter import RateLimiter, RetryBudget, too_long
 from ..errors import RateLimited, TransportError
 
 __all__ = ["LEASE_TOKENS", "AsyncLimiterCore", "ClusterPacer", "LimiterCore", "rate_headers"]
@@ -303,6 +303,11 @@ class ClusterPacer:
         self._kick()
         return await fut
 
+    async def hello(self) -> None:
+        """Reach the core once before any agent needs a slot: a worker's first call to an
+        actor it has not talked to yet can take seconds on a busy machine."""
+        await self._fresh_epoch()
+
     async def close(self) -> None:
         """Hand the retry budget back (the batch is over in this worker)."""
         if self.lease > 0:
@@ -333,21 +338,11 @@ class ClusterPacer:
             again = False
             if slot and delay <= 0:
                 break
-            past_deadline = deadline is not None and clock.now() + delay > deadline
-            if past_deadline or delay > max_wait:
+            refused = too_long(clock, delay, deadline, max_wait, provider, "cluster-wide")
+            if refused is not None:
                 if slot:
                     self._note("release", epoch)
-                why = (
-                    "which ends past this run's wall-clock budget"
-                    if past_deadline
-                    else "because the provider asked everyone to wait that long"
-                )
-                raise RateLimited(
-                    f"the cluster-wide rate limiter asks to wait {delay:.3g} s before sending, "
-                    f"{why}",
-                    provider=provider,
-                    retry_after=delay,
-                )
+                raise refused
             if slot or delay > 0.05:
                 reason = (
                     "pacing to the provider's learned rate (cluster-wide)"

@@ -87,6 +87,8 @@ class _Batch:
             from ._ray import ensure_ray
 
             ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
+        if backend == "local" and agent_kwargs.get("limiter") == "process":
+            agent_kwargs["limiter"] = True  # in one process, the shared limiter is that
         extra = list(agent_kwargs.pop("subscribers", ()) or ())
         self.spec = AgentSpec(model, list(tools), system, retry, extra, agent_kwargs)
         self.concurrency, self.backend, self.workers = concurrency, backend, workers

@@ -99,13 +99,15 @@ def _workers(ray: Any, n: int, cpus: float) -> list[Any]:
     session = f"{ctx.gcs_address}/{ctx.get_job_id()}"
     pool = _pool.setdefault(session, [])
     live = []
-    for actor in pool:
+    pings = [actor.ping.remote() for actor in pool]
+    for actor, ping in zip(pool, pings, strict=True):
         try:
-            ray.get(actor.ping.remote(), timeout=10)
-            live.append(actor)
-        except Exception:
-            with contextlib.suppress(Exception):
-                ray.kill(actor)
+            ray.get(ping, timeout=60)
+        except ray.exceptions.GetTimeoutError:
+            pass  # still starting on a busy cluster: it will answer
+        except ray.exceptions.RayError:  # gone for good: replaced below
+            continue
+        live.append(actor)
     cls = ray.remote(BatchWorker).options(
         num_cpus=cpus, max_restarts=-1, max_task_retries=0, max_concurrency=10_000
     )
@@ -293,7 +295,7 @@ async def run_ray(
 ) -> tuple[list[dict[str, Any]], list[tuple[int, pd.DataFrame]], str]:
     """Rows in prompt order, attempt frames, and the limiter's description."""
     ray = ensure_ray()
-    first = spec.make()  # a bad model string or a missing key fails here, before anything
+    first = spec.make(limiter=False)  # a bad model string or a missing key fails here
     key = limiter_key(first._providers[0])
     await first.aclose()
     choice, limiter = limiter_choice(ray, spec, key)
@@ -312,6 +314,8 @@ async def run_ray(
     def submit(actor: Any, i: int, attempt: int) -> Any:
         return actor.run.remote(batch, i, attempt, texts[i], [spec_ref], choice)
 
+    if choice[0] == "cluster":
+        await _gather([a.connect.remote(choice) for a in actors], 60.0)
     d = _Driver(ray, texts, progress, control, actors, submit)
     per_worker = max(1, math.ceil(concurrency / n))
     stop = asyncio.ensure_future(control.wait())
@@ -341,7 +345,8 @@ async def run_ray(
         raise
     finally:
         stop.cancel()
-        await _gather([a.finish.remote(batch) for a in actors], 5.0)
+        for a in actors:  # not awaited: the rows are in; the workers tidy up on their own
+            a.finish.remote(batch)
     out = []
     for i, row in enumerate(d.rows):
         if row is None:

@@ -81,6 +81,13 @@ class BatchWorker:
             await agent.aclose()
         return row, with_origin(agent.attempts, f"{i}.{attempt}", self.label)
 
+    async def connect(self, limiter: LimiterChoice) -> str:
+        """Meet the batch's limiter before the prompts come (see `ClusterPacer.hello`)."""
+        pacer = self._pacer(limiter)
+        if isinstance(pacer, ClusterPacer):
+            await pacer.hello()
+        return self.label
+
     def cancel(self, batch: str) -> int:
         """Stop every agent of `batch` now; returns how many were running."""
         self._cancelled.add(batch)
