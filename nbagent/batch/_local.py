@@ -16,12 +16,19 @@ from typing import Any
 import pandas as pd
 
 from .._loop._attempt_log import with_origin
+from .._loop._limiter import RateLimiter
 from ..errors import Aborted
 from ._frames import row_failed, row_ok
 from ._progress import BatchProgress
 from ._spec import AgentSpec, BatchControl, cancelled_row
 
 __all__ = ["run_local", "state_of"]
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """The gathered agents were cancelled with the batch: that is not an error to log."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def state_of(row: dict[str, Any]) -> str:
@@ -67,11 +74,14 @@ async def run_local(
             finally:
                 await agent.aclose()
             rows[i] = row
+            if isinstance(limiter, RateLimiter):  # its pace, for the batch view
+                progress.pace = limiter.snapshot(time.monotonic())
             parts.append((i, with_origin(agent.attempts, f"{i}.1", worker)))
             progress.finish(i, state_of(row))
 
     tasks = [asyncio.ensure_future(one(i, p)) for i, p in enumerate(texts)]
     everything: asyncio.Future[Any] = asyncio.gather(*tasks)
+    everything.add_done_callback(_retrieve)
     stop: asyncio.Future[Any] = asyncio.ensure_future(control.wait())
     try:
         await asyncio.wait({everything, stop}, return_when=asyncio.FIRST_COMPLETED)

@@ -157,6 +157,7 @@ class BatchProgress:
             "total": self.total,
             "done": self.done,
             "failed": self.failed,
+            "cancelled": c["cancelled"],
             "running": c["running"],
             "waiting": c["waiting"],
             "queued": c["queued"],

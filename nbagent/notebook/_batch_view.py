@@ -71,8 +71,11 @@ function draw(model, root) {
   root.append(head);
   const bar = el("div", "nbb-bar");
   const total = Math.max(1, s.total || 0);
-  for (const k of ["ok", "failed"]) {
-    const n = k === "ok" ? (s.done || 0) - (s.failed || 0) : (s.failed || 0);
+  const cancelled = s.cancelled || 0;
+  const failed = (s.failed || 0) - cancelled;
+  const parts = {ok: (s.done || 0) - (s.failed || 0), failed, cancelled};
+  for (const k of ["ok", "failed", "cancelled"]) {
+    const n = parts[k];
     const part = el("div", "nbb-fill");
     part.style.width = `${(100 * n) / total}%`;
     part.style.background = colours[k];
@@ -91,7 +94,8 @@ function draw(model, root) {
   chip("done", "done", `${s.done || 0}/${s.total || 0}`, colours.ok);
   chip("running", "running", s.running || 0, colours.running);
   chip("waiting", "waiting", s.waiting || 0, colours.waiting);
-  chip("failed", "failed", s.failed || 0, colours.failed);
+  chip("failed", "failed", failed, colours.failed);
+  if (cancelled) chip("cancelled", "cancelled", cancelled, colours.cancelled);
   chip("retries", "retries/min", s.retries_per_min || 0, "");
   const pace = s.pace || {};
   const rate = typeof pace.rate === "number" ? `${pace.rate.toFixed(1)}/s` : "learning";
