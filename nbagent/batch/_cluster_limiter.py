@@ -335,6 +335,7 @@ class ClusterPacer:
         again = False
         while True:
             delay, slot, epoch = await self._slot(again)
+            core = self.incarnation  # a slot is the core's that gave it: a restart voids it
             again = False
             if slot and delay <= 0:
                 break
@@ -360,7 +361,7 @@ class ClusterPacer:
                     continue
                 if time.monotonic() - self.replied_at > FRESH_S:
                     await self._fresh_epoch()  # a 429 elsewhere may have voided this slot
-                if self.epoch == epoch:
+                if self.epoch == epoch and self.incarnation == core:
                     break
                 continue
             # held back while a probe is out: ask again, answered when the core hears news
