@@ -36,7 +36,8 @@ from ._loop._limiter import RateLimiter, RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
 from ._mcp import MCPSource
-from .batch import BatchResult, amap, map
+from .batch import BatchHandle, BatchResult, amap, map
+from .batch import start as start_map
 from .demo import install as _install_demo
 from .errors import (
     Aborted,
@@ -82,6 +83,7 @@ __all__ = [
     "Agent",
     "AuthFailed",
     "BadRequest",
+    "BatchHandle",
     "BatchResult",
     "Budget",
     "BudgetExceeded",
@@ -150,6 +152,7 @@ __all__ = [
     "load_session",
     "map",
     "save_session",
+    "start_map",
     "tool",
 ]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from ray_support import ray_session
 from traitlets.config import Config
 
 from nbagent import Agent
@@ -27,8 +28,17 @@ def python_blocks() -> list[str]:
     return FENCE.findall(README.read_text(encoding="utf-8"))
 
 
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[object]:
+    """The README's Ray block finds a local Ray already running (as after the user's own
+    `ray.init()`), started the way the Ray tests start it (see `ray_support`)."""
+    yield from ray_session()
+
+
 @pytest.fixture
-def shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[InteractiveShell]:
+def shell(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ray_cluster: object
+) -> Iterator[InteractiveShell]:
     for var in (
         "ANTHROPIC_API_KEY",
         "OPENAI_API_KEY",

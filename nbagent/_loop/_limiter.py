@@ -51,6 +51,7 @@ __all__ = [
     "limiter_key",
     "reset_shared_limiters",
     "shared_limiter",
+    "too_long",
 ]
 
 POLL_S = 0.02
@@ -115,6 +116,14 @@ class RetryBudget:
         with self._lock:
             self.tokens = self.capacity
 
+    def lease(self, amount: float) -> float:
+        """Take up to `amount` tokens at once, for a holder that spends them itself (a Ray
+        worker's share of a cluster-wide budget); `refill` gives back what it returns."""
+        with self._lock:
+            taken = max(0.0, min(amount, self.tokens))
+            self.tokens -= taken
+        return taken
+
 
 def _first_number(headers: Mapping[str, str], *names: str) -> float | None:
     for n in names:
@@ -178,6 +187,37 @@ class RateLimiter:
     def rate(self) -> float | None:
         """Requests per second we pace at, once known."""
         return None if not self.interval else 1.0 / self.interval
+
+    # -- what it learned (the cluster-wide limiter shares it) ------------------------------
+
+    def snapshot(self, now: float) -> dict[str, float | None]:
+        """What this limiter has learned, as plain numbers: `rate` (requests/s we pace at),
+        `capacity`, `blocked_s` (how long everyone still waits), counters and the budget."""
+        with self._lock:
+            return {
+                "rate": None if not self.interval else 1.0 / self.interval,
+                "capacity": self.capacity,
+                "blocked_s": max(0.0, self.blocked_until - now),
+                "admitted": float(self.admitted),
+                "rejected": float(self.rejected),
+                "paced": float(self.paced),
+                "budget": self.budget.tokens,
+            }
+
+    def restore(self, learned: Mapping[str, float | None], now: float) -> None:
+        """Start from what another limiter learned (a restarted cluster limiter, seeded by its
+        workers): rate, capacity and any wait still due. The bucket is taken as empty, so a
+        restart never bursts; it refills at the learned rate."""
+        with self._lock:
+            if self.interval is not None or self.admitted or self.rejected:
+                return  # it has learned for itself meanwhile
+            rate, cap = learned.get("rate"), learned.get("capacity")
+            if rate:
+                self.interval = 1.0 / rate
+                self.tokens, self._t = 0.0, now
+            if cap:
+                self.capacity = cap
+            self.blocked_until = max(self.blocked_until, now + (learned.get("blocked_s") or 0.0))
 
     # -- asking for a slot ---------------------------------------------------------------
 
@@ -251,20 +291,11 @@ class RateLimiter:
             delay, slot = self.reserve(clock.now())
             if slot and delay <= 0:
                 break
-            past_deadline = deadline is not None and clock.now() + delay > deadline
-            if past_deadline or delay > max_wait:
+            refused = too_long(clock, delay, deadline, max_wait, provider, "shared")
+            if refused is not None:
                 if slot:
                     self.release(clock.now(), epoch)
-                why = (
-                    "which ends past this run's wall-clock budget"
-                    if past_deadline
-                    else "because the provider asked everyone to wait that long"
-                )
-                raise RateLimited(
-                    f"the shared rate limiter asks to wait {delay:.3g} s before sending, {why}",
-                    provider=provider,
-                    retry_after=delay,
-                )
+                raise refused
             if slot or delay > 0.05:
                 reason = (
                     "pacing to the provider's learned rate"
@@ -384,6 +415,26 @@ class RateLimiter:
             if self._probes:
                 self._probes.pop(0)
             self._anchor = None
+
+
+def too_long(
+    clock: Clock, delay: float, deadline: float | None, max_wait: float, provider: str, who: str
+) -> RateLimited | None:
+    """The error for a pacing wait that will not be taken (it ends past the run's deadline, or
+    is longer than a server may ask for), or None when the wait is fine."""
+    past_deadline = deadline is not None and clock.now() + delay > deadline
+    if not past_deadline and delay <= max_wait:
+        return None
+    why = (
+        "which ends past this run's wall-clock budget"
+        if past_deadline
+        else "because the provider asked everyone to wait that long"
+    )
+    return RateLimited(
+        f"the {who} rate limiter asks to wait {delay:.3g} s before sending, {why}",
+        provider=provider,
+        retry_after=delay,
+    )
 
 
 def _duration(text: str | None) -> float | None:

@@ -1,5 +1,6 @@
-"""Batch prompting: `nbagent.map` / `nbagent.amap`, one agent per prompt under one rate budget."""
+"""Batch prompting: `nbagent.map` / `amap` / `start`, one agent per prompt under one rate
+budget, in this process or on Ray (`backend="ray"`)."""
 
-from ._map import RESULT_COLUMNS, BatchProgress, BatchResult, amap, map
+from ._map import RESULT_COLUMNS, BatchHandle, BatchProgress, BatchResult, amap, map, start
 
-__all__ = ["RESULT_COLUMNS", "BatchProgress", "BatchResult", "amap", "map"]
+__all__ = ["RESULT_COLUMNS", "BatchHandle", "BatchProgress", "BatchResult", "amap", "map", "start"]

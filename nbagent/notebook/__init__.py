@@ -12,6 +12,8 @@ export and the tests share. `playground()` is the retry-policy playground of not
 
 from __future__ import annotations
 
+from ._batch_view import BatchView as BatchView
+from ._batch_view import show_batch_view as show_batch_view
 from ._display import NotebookPresenter, display_view, in_notebook, start_shown
 from ._export import export_html
 from ._playground import Playground, playground

@@ -1,0 +1,225 @@
+"""The rows of a batch: what each prompt ended with, and every attempt, as pandas frames.
+
+Both backends build one row per prompt with `row_ok` / `row_failed` (plain dicts, so a Ray
+worker can send them back cheaply) and the driver turns them into a `BatchResult`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
+from ..errors import Aborted, BudgetExceeded, ConfigError
+
+__all__ = [
+    "RESULT_COLUMNS",
+    "BatchResult",
+    "attempts_frame",
+    "prompts_of",
+    "results_frame",
+    "row_failed",
+    "row_ok",
+]
+
+RESULT_COLUMNS: tuple[str, ...] = (
+    "prompt",
+    "final_text",
+    "end_reason",
+    "error",
+    "error_message",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "turns",
+    "duration_s",
+    "run_id",
+)
+
+
+@dataclass
+class BatchResult:
+    """What `map` returns: `results` (one row per prompt) and `attempts` (every attempt).
+
+    `results` columns: prompt, final_text, end_reason (end_turn | max_tokens | … | error |
+    budget | cancelled), error (the error's kind, e.g. "RateLimited", or missing),
+    error_message, input_tokens, output_tokens, cost_usd, turns, duration_s (wall seconds),
+    run_id (joins with `attempts.run_id`). `attempts` has a `prompt_index` column, the attempt
+    log's columns, then `agent_id` (which agent: "<prompt index>.<try>") and `worker` (which
+    process ran it, `host:pid`). `cancelled` is True when the batch was stopped early: the rows
+    that had not finished say `end_reason == "cancelled"`. In a notebook it shows as the table.
+    """
+
+    results: pd.DataFrame
+    attempts: pd.DataFrame
+    duration_s: float = 0.0
+    limiter: str = ""
+    backend: str = "local"
+    cancelled: bool = False
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        """The rows that finished without an error."""
+        out: pd.DataFrame = self.results[self.results["error"].isna()]
+        return out
+
+    @property
+    def failed(self) -> pd.DataFrame:
+        """The rows that ended in an error."""
+        out: pd.DataFrame = self.results[self.results["error"].notna()]
+        return out
+
+    def summary(self) -> str:
+        n, bad = len(self.results), int(self.results["error"].notna().sum())
+        requests = self.attempts[
+            (self.attempts["phase"] == "request") & (self.attempts["action"] != "paced")
+        ]
+        retries = int((requests["action"] == "retry").sum())
+        paced = self.attempts[self.attempts["action"] == "paced"]
+        stopped = " (cancelled)" if self.cancelled else ""
+        return (
+            f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
+            f"{len(requests)} requests, {retries} retried, "
+            f"{len(paced)} paced waits ({float(paced['delay_s'].sum()):.1f} s)"
+        )
+
+    def __repr__(self) -> str:
+        return f"BatchResult: {self.summary()}\n{self.results!r}"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        table = self.results._repr_html_()  # type: ignore[operator]
+        return f"<p><b>BatchResult</b>: {escape(self.summary())}</p>{table}"
+
+
+def prompts_of(
+    prompts: Iterable[str] | pd.Series[Any] | pd.DataFrame, column: str | None
+) -> tuple[list[str], pd.Index[Any] | None]:
+    """The prompt texts, and the index to give the results (a Series' or DataFrame's)."""
+    if isinstance(prompts, pd.DataFrame):
+        if column is None:
+            if prompts.shape[1] != 1:
+                raise ConfigError(
+                    "map() got a DataFrame with several columns: name the prompt column with "
+                    "column='...'"
+                )
+            column = str(prompts.columns[0])
+        if column not in prompts.columns:
+            raise ConfigError(f"map(): the DataFrame has no column {column!r}")
+        series = prompts[column]
+        return [_text(p) for p in series.tolist()], prompts.index
+    if isinstance(prompts, pd.Series):
+        return [_text(p) for p in prompts.tolist()], prompts.index
+    if isinstance(prompts, str):
+        raise ConfigError("map() takes many prompts (a list of strings), not one string")
+    return [_text(p) for p in prompts], None
+
+
+def _text(prompt: object) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if prompt is None or (isinstance(prompt, float) and prompt != prompt):
+        return ""
+    return str(prompt)
+
+
+def _end_reason(err: BaseException) -> str:
+    if isinstance(err, Aborted):
+        return "cancelled"
+    if isinstance(err, BudgetExceeded):
+        return "budget"
+    return "error"
+
+
+def row_ok(prompt: str, result: Any, duration_s: float) -> dict[str, Any]:
+    """The row of a prompt whose run finished (`result` is a `RunResult`)."""
+    u = result.usage
+    return {
+        "prompt": prompt,
+        "final_text": result.final_text,
+        "end_reason": result.end_reason,
+        "error": None,
+        "error_message": None,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cost_usd": u.cost_usd,
+        "turns": result.turns,
+        "run_id": result.run_id,
+        "duration_s": duration_s,
+    }
+
+
+def row_failed(
+    prompt: str, attempts: pd.DataFrame, err: BaseException, duration_s: float
+) -> dict[str, Any]:
+    """The row of a prompt that failed hard or was cancelled, from what its attempts say."""
+    df = attempts
+    run_ids = df["run_id"].dropna()
+    cost = df["cost_usd"].dropna()
+    turns = df["turn"].dropna()
+    return {
+        "prompt": prompt,
+        "final_text": None,
+        "end_reason": _end_reason(err),
+        "error": type(err).__name__,
+        "error_message": str(err) or type(err).__name__,
+        "input_tokens": int(df["input_tokens"].fillna(0).sum()),
+        "output_tokens": int(df["output_tokens"].fillna(0).sum()),
+        "cost_usd": float(cost.sum()) if len(cost) else None,
+        "turns": int(turns.max()) if len(turns) else 0,
+        "run_id": str(run_ids.iloc[-1]) if len(run_ids) else None,
+        "duration_s": duration_s,
+    }
+
+
+def results_frame(rows: list[dict[str, Any]], index: pd.Index[Any] | None) -> pd.DataFrame:
+    data: dict[str, Any] = {c: [r.get(c) for r in rows] for c in RESULT_COLUMNS}
+    df: pd.DataFrame = pd.DataFrame(
+        {
+            "prompt": pd.array(data["prompt"], dtype="string"),
+            "final_text": pd.array(data["final_text"], dtype="string"),
+            "end_reason": pd.array(data["end_reason"], dtype="string"),
+            "error": pd.array(data["error"], dtype="string"),
+            "error_message": pd.array(data["error_message"], dtype="string"),
+            "input_tokens": pd.array(data["input_tokens"], dtype="Int64"),
+            "output_tokens": pd.array(data["output_tokens"], dtype="Int64"),
+            "cost_usd": pd.array(
+                [math.nan if v is None else float(v) for v in data["cost_usd"]],
+                dtype="float64",
+            ),
+            "turns": pd.array(data["turns"], dtype="Int64"),
+            "duration_s": pd.array(data["duration_s"], dtype="float64"),
+            "run_id": pd.array(data["run_id"], dtype="string"),
+        }
+    )
+    if index is not None:
+        df.index = index
+    return df
+
+
+def attempts_frame(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
+    """One frame from `(prompt_index, frame with COLUMNS + ORIGIN_COLUMNS)` parts, in order.
+
+    One concat and one inserted column: copying each of hundreds of small frames first costs
+    seconds at the end of a large batch."""
+    kept = [(i, f) for i, f in sorted(parts, key=lambda p: p[0]) if len(f)]
+    if not kept:
+        empty = empty_frame()
+        empty.insert(0, "prompt_index", pd.Series([], dtype="int64"))
+        for c in ORIGIN_COLUMNS:
+            empty[c] = pd.Series([], dtype="string")
+        return empty
+    out: pd.DataFrame = pd.concat([f for _, f in kept], ignore_index=True)
+    out = out[[*COLUMNS, *ORIGIN_COLUMNS]]
+    index = np.repeat([i for i, _ in kept], [len(f) for _, f in kept])
+    out.insert(0, "prompt_index", index.astype("int64"))
+    return out

@@ -1,0 +1,163 @@
+"""A worker process of a Ray batch: an async actor that runs many agents at once.
+
+The driver sends it prompts one call at a time (`run`), up to its share of the batch's
+concurrency; each call builds the agent from the batch's `AgentSpec`, runs it, and returns the
+prompt's row and attempt frame. Meanwhile the worker keeps what the driver polls (`drain`):
+lane moves, counters, and every attempt row as it ends, so a prompt whose worker dies keeps the
+attempts it had made. `cancel` stops every agent of a batch at once (each still returns its row,
+marked cancelled); `finish` hands the retry budget back to the cluster limiter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from typing import Any
+
+import pandas as pd
+
+from .._core._pacing import Pacer
+from .._loop._attempt_log import AttemptLog
+from .._loop._frame import with_origin
+from ..errors import Aborted
+from ..events import Event, PacedWait, RetryScheduled
+from ._cluster_limiter import ClusterPacer
+from ._frames import row_failed, row_ok
+from ._progress import lane_state
+from ._spec import AgentSpec
+
+__all__ = ["BatchWorker", "LimiterChoice"]
+
+LimiterChoice = tuple[str, Any]
+"""("cluster", (actor name, limiter actor handle)) | ("process", None) | ("off", None)
+| ("pacer", a Pacer)."""
+
+
+class BatchWorker:
+    """One Ray worker process of `map(..., backend="ray")` (wrapped by `ray.remote`)."""
+
+    def __init__(self) -> None:
+        self.label = f"{socket.gethostname()}:{os.getpid()}"
+        self._specs: dict[str, AgentSpec] = {}
+        self._pacers: dict[str, ClusterPacer] = {}
+        self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
+        self._cancelled: set[str] = set()
+        self._lanes: dict[str, list[tuple[int, int, str]]] = {}
+        self._rows: dict[str, dict[tuple[int, int, int], dict[str, Any]]] = {}
+        self._counts: dict[str, dict[str, float]] = {}
+
+    def ping(self) -> str:
+        return self.label
+
+    async def run(
+        self,
+        batch: str,
+        i: int,
+        attempt: int,
+        prompt: str,
+        spec_box: list[Any],
+        limiter: LimiterChoice,
+    ) -> tuple[dict[str, Any], pd.DataFrame]:
+        """Run prompt `i` (its `attempt`-th try); its row and its attempts."""
+        spec = await self._spec(batch, spec_box[0])
+        stream = AttemptLog(on_row=self._streamer(batch, i, attempt))
+        agent = spec.make(self._tracker(batch, i, attempt), stream, limiter=self._pacer(limiter))
+        t0 = time.monotonic()
+        run = asyncio.ensure_future(agent.run(prompt, show=False))
+        tasks = self._tasks.setdefault(batch, set())
+        tasks.add(run)
+        try:
+            row = row_ok(prompt, await run, time.monotonic() - t0)
+        except asyncio.CancelledError:
+            if batch not in self._cancelled:
+                raise
+            err = Aborted("the batch was cancelled while this prompt ran")
+            row = row_failed(prompt, agent.attempts, err, time.monotonic() - t0)
+        except Exception as err:  # a prompt that fails hard does not stop the others
+            row = row_failed(prompt, agent.attempts, err, time.monotonic() - t0)
+        finally:
+            tasks.discard(run)
+            await agent.aclose()
+        return row, with_origin(agent.attempts, f"{i}.{attempt}", self.label)
+
+    async def connect(self, limiter: LimiterChoice) -> str:
+        """Meet the batch's limiter before the prompts come (see `ClusterPacer.hello`)."""
+        pacer = self._pacer(limiter)
+        if isinstance(pacer, ClusterPacer):
+            await pacer.hello()
+        return self.label
+
+    def cancel(self, batch: str) -> int:
+        """Stop every agent of `batch` now; returns how many were running."""
+        self._cancelled.add(batch)
+        tasks = self._tasks.get(batch, set())
+        for t in tasks:
+            t.cancel()
+        return len(tasks)
+
+    def drain(self, batch: str) -> dict[str, Any]:
+        """What happened since the last drain: lane moves, counters, ended attempt rows."""
+        out = {
+            "worker": self.label,
+            "lanes": self._lanes.pop(batch, []),
+            "counts": self._counts.pop(batch, {}),
+            "rows": self._rows.pop(batch, {}),
+        }
+        return out
+
+    async def finish(self, batch: str) -> None:
+        """The batch is over: forget it, and give the retry budget back."""
+        for key in (self._specs, self._tasks, self._lanes, self._rows, self._counts):
+            key.pop(batch, None)
+        self._cancelled.discard(batch)
+        for pacer in self._pacers.values():
+            await pacer.close()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def _spec(self, batch: str, ref: Any) -> AgentSpec:
+        spec = self._specs.get(batch)
+        if spec is None:
+            spec = self._specs[batch] = await ref
+        return spec
+
+    def _pacer(self, choice: LimiterChoice) -> Pacer | bool:
+        kind, value = choice
+        if kind == "cluster":
+            key, actor = value
+            pacer = self._pacers.get(key)
+            if pacer is None:
+
+                def report(*args: Any) -> Any:
+                    return actor.report.remote(*args)
+
+                async def ask(*args: Any) -> dict[str, Any]:
+                    reply: dict[str, Any] = await actor.ask.remote(*args)
+                    return reply
+
+                pacer = self._pacers[key] = ClusterPacer(report, ask, self.label)
+            return pacer
+        if kind == "pacer":
+            return value  # type: ignore[no-any-return]
+        return kind == "process"
+
+    def _tracker(self, batch: str, i: int, attempt: int) -> Any:
+        def on_event(event: Event) -> None:
+            state = lane_state(event)
+            if state is not None:
+                self._lanes.setdefault(batch, []).append((i, attempt, state))
+            if isinstance(event, (RetryScheduled, PacedWait)):
+                counts = self._counts.setdefault(batch, {})
+                name = "retry" if isinstance(event, RetryScheduled) else "paced"
+                counts[name] = counts.get(name, 0.0) + 1
+                counts[name + "_s"] = counts.get(name + "_s", 0.0) + float(event.delay_s)
+
+        return on_event
+
+    def _streamer(self, batch: str, i: int, attempt: int) -> Any:
+        def on_row(idx: int, row: dict[str, Any]) -> None:
+            self._rows.setdefault(batch, {})[(i, attempt, idx)] = row
+
+        return on_row

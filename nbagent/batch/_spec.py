@@ -1,0 +1,93 @@
+"""How to build each agent of a batch, as one value that can travel to a Ray worker.
+
+`AgentSpec` holds what `map(...)` was given for the agents (model, tools, system prompt, retry
+policy and every other `Agent` keyword, `log=` included) and builds one agent per prompt. On Ray
+it is pickled once per batch, so everything in it must pickle: model strings, `RetryPolicy`,
+plain functions and a log path do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._pacing import Pacer
+from .._core._retry import RetryPolicy
+from .._loop._agent import Agent
+from .._loop._args import ModelSpec
+from ..events import Event
+
+__all__ = ["AgentSpec", "BatchControl", "cancelled_row"]
+
+
+@dataclass
+class AgentSpec:
+    model: ModelSpec | Sequence[ModelSpec]
+    tools: list[Any] = field(default_factory=list)
+    system: str | None = None
+    retry: RetryPolicy | None = None
+    subscribers: list[Callable[[Event], None]] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def make(
+        self, *subscribers: Callable[[Event], None], limiter: Pacer | bool | None = None
+    ) -> Agent:
+        kwargs = dict(self.kwargs)
+        if limiter is not None:
+            kwargs["limiter"] = limiter
+        return Agent(
+            self.model,
+            tools=self.tools,
+            system=self.system,
+            retry=self.retry,
+            subscribers=(*subscribers, *self.subscribers),
+            **kwargs,
+        )
+
+
+class BatchControl:
+    """The batch's Stop: set from any thread (a button, Ctrl-C, `handle.cancel()`), awaited by
+    the runner in its own event loop."""
+
+    def __init__(self) -> None:
+        self._set = threading.Event()
+        self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._set.is_set()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._set.set()
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(event.set)
+
+    async def wait(self) -> None:
+        """Return once the batch is cancelled."""
+        event = asyncio.Event()
+        with self._lock:
+            if self._set.is_set():
+                return
+            self._waiters.append((asyncio.get_running_loop(), event))
+        await event.wait()
+
+
+def cancelled_row(prompt: str, why: str) -> dict[str, Any]:
+    """The row of a prompt that never ran to an end because the batch was cancelled."""
+    return {
+        "prompt": prompt,
+        "end_reason": "cancelled",
+        "error": "Aborted",
+        "error_message": why,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "turns": 0,
+        "duration_s": 0.0,
+    }

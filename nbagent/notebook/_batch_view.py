@@ -1,0 +1,258 @@
+"""The live view of a batch (`nbagent.map`, either backend): counts, pace, one lane per agent.
+
+It reads a plain snapshot (`BatchProgress.snapshot()`: done / running / waiting / failed, the
+shared limiter's pace, retries per minute, one letter per lane) and knows nothing of how the
+batch runs, so the local and the Ray backend show the same picture. Lanes are a row per agent
+for small batches and a heat-strip of cells when there are hundreds.
+
+Pushes are coalesced as in `TimelineWidget`: at most one per `min_interval` (0.1 s, about ten a
+second); an early one schedules a trailing push on the running loop, so the last change shows.
+The colours are in `COLOURS`, the one place that names them (the front end gets them with the
+state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anywidget
+import traitlets
+
+__all__ = ["COLOURS", "BatchView", "render_text", "show_batch_view"]
+
+COLOURS: dict[str, str] = {
+    "queued": "#d0d7de",
+    "running": "#0969da",
+    "waiting": "#bf8700",
+    "ok": "#1a7f37",
+    "failed": "#cf222e",
+    "cancelled": "#8c959f",
+}
+"""Lane state → colour. One small dict, to be pointed at the shared palette."""
+
+LANE_ROWS_UP_TO = 48
+"""Up to this many agents each get a labelled row; more become a heat-strip of cells."""
+
+_STATES = {
+    "q": "queued",
+    "r": "running",
+    "w": "waiting",
+    "o": "ok",
+    "f": "failed",
+    "c": "cancelled",
+}
+
+_ESM = r"""
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+const STATES = {q: "queued", r: "running", w: "waiting", o: "ok", f: "failed", c: "cancelled"};
+
+function draw(model, root) {
+  const s = model.get("state") || {};
+  const colours = s.colours || {};
+  root.replaceChildren();
+  const head = el("div", "nbb-head");
+  const where = s.backend === "ray" ? `ray · ${s.workers} workers` : "this process";
+  const when = ` ${where} · ${s.elapsed_s ?? 0} s`;
+  head.append(el("b", "", "nbagent.map"), el("span", "nbb-where", when));
+  if (model.get("show_stop") && !s.finished) {
+    const stop = el("button", "nbb-stop", model.get("stop_requested") ? "Stopping…" : "Stop");
+    stop.disabled = model.get("stop_requested");
+    stop.onclick = () => { model.set("stop_requested", true); model.save_changes(); };
+    head.append(stop);
+  }
+  root.append(head);
+  const bar = el("div", "nbb-bar");
+  const total = Math.max(1, s.total || 0);
+  const cancelled = s.cancelled || 0;
+  const failed = (s.failed || 0) - cancelled;
+  const parts = {ok: (s.done || 0) - (s.failed || 0), failed, cancelled};
+  for (const k of ["ok", "failed", "cancelled"]) {
+    const n = parts[k];
+    const part = el("div", "nbb-fill");
+    part.style.width = `${(100 * n) / total}%`;
+    part.style.background = colours[k];
+    bar.append(part);
+  }
+  root.append(bar);
+  const counts = el("div", "nbb-counts");
+  const chip = (key, label, value, colour) => {
+    const c = el("span", "nbb-count");
+    c.dataset.k = key;
+    const dot = el("i", "nbb-dot");
+    dot.style.background = colour || "transparent";
+    c.append(dot, el("span", "", `${label} ${value}`));
+    counts.append(c);
+  };
+  chip("done", "done", `${s.done || 0}/${s.total || 0}`, colours.ok);
+  chip("running", "running", s.running || 0, colours.running);
+  chip("waiting", "waiting", s.waiting || 0, colours.waiting);
+  chip("failed", "failed", failed, colours.failed);
+  if (cancelled) chip("cancelled", "cancelled", cancelled, colours.cancelled);
+  chip("retries", "retries/min", s.retries_per_min || 0, "");
+  const pace = s.pace || {};
+  const rate = typeof pace.rate === "number" ? `${pace.rate.toFixed(1)}/s` : "learning";
+  const blocked = pace.blocked_s > 0 ? ` · everyone waits ${pace.blocked_s.toFixed(1)} s` : "";
+  chip("pace", "pace", rate + blocked, "");
+  root.append(counts);
+  const lanes = s.lanes || "";
+  const heat = lanes.length > s.rows_up_to;
+  const strip = el("div", heat ? "nbb-lanes nbb-heat" : "nbb-lanes nbb-rows");
+  for (let i = 0; i < lanes.length; i++) {
+    const state = STATES[lanes[i]] || "queued";
+    if (heat) {
+      const cell = el("i", "nbb-cell");
+      cell.style.background = colours[state];
+      cell.title = `#${i} ${state}`;
+      strip.append(cell);
+    } else {
+      const row = el("div", "nbb-lane");
+      row.dataset.state = state;
+      const fill = el("i", "nbb-lane-fill");
+      fill.style.background = colours[state];
+      row.append(el("span", "nbb-lane-label", `#${i}`), fill, el("span", "nbb-lane-state", state));
+      strip.append(row);
+    }
+  }
+  root.append(strip);
+}
+
+export default {
+  render({ model, el: host }) {
+    const root = el("div", "nbb-root");
+    host.append(root);
+    const redraw = () => draw(model, root);
+    model.on("change:state", redraw);
+    model.on("change:stop_requested", redraw);
+    redraw();
+  },
+};
+"""
+
+_CSS = """
+.nbb-root { font: 12px/1.4 var(--jp-ui-font-family, sans-serif); padding: 4px 0; }
+.nbb-head { display: flex; gap: 8px; align-items: center; }
+.nbb-where { color: #57606a; }
+.nbb-stop { margin-left: auto; }
+.nbb-bar { display: flex; height: 8px; background: #eaeef2; border-radius: 4px; overflow: hidden;
+  margin: 4px 0; }
+.nbb-counts { display: flex; flex-wrap: wrap; gap: 12px; margin-bottom: 4px; }
+.nbb-dot { display: inline-block; width: 8px; height: 8px; border-radius: 50%; margin-right: 4px; }
+.nbb-rows { display: grid; grid-template-columns: repeat(auto-fill, minmax(160px, 1fr));
+  gap: 2px 12px; }
+.nbb-lane { display: flex; align-items: center; gap: 6px; }
+.nbb-lane-label { width: 32px; color: #57606a; text-align: right; }
+.nbb-lane-fill { display: inline-block; width: 60px; height: 8px; border-radius: 2px; }
+.nbb-heat { display: flex; flex-wrap: wrap; gap: 1px; }
+.nbb-cell { display: inline-block; width: 7px; height: 7px; }
+"""
+
+
+class BatchView(anywidget.AnyWidget):
+    """The live batch view. `update(snapshot)` with `BatchProgress.snapshot()` dicts."""
+
+    _esm = _ESM
+    _css = _CSS
+
+    state = traitlets.Dict().tag(sync=True)
+    stop_requested = traitlets.Bool(False).tag(sync=True)
+    show_stop = traitlets.Bool(False).tag(sync=True)
+
+    def __init__(
+        self,
+        snapshot: dict[str, Any],
+        *,
+        on_stop: Callable[[], None] | None = None,
+        min_interval: float = 0.1,
+        now: Callable[[], float] = time.monotonic,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(state=_dress(snapshot), show_stop=on_stop is not None, **kwargs)
+        self.on_stop = on_stop
+        self.min_interval = min_interval
+        self.pushes = 0
+        self._now = now
+        self._last_push = -float("inf")
+        self._pending: dict[str, Any] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._finished = False
+        self.observe(self._stop_changed, names="stop_requested")
+
+    def update(self, snapshot: dict[str, Any], force: bool = False) -> None:
+        """Show `snapshot`: now if the last push is old enough (or `force`), else shortly."""
+        elapsed = self._now() - self._last_push
+        if force or elapsed >= self.min_interval:
+            self._push(snapshot)
+            return
+        self._pending = snapshot
+        if self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop: the next update (or the final one) shows it
+                return
+            self._timer = loop.call_later(self.min_interval - elapsed, self._on_timer)
+
+    def finished(self) -> None:
+        """The batch is over: no more Stop button, the last picture stays."""
+        self._finished = True
+        self._push(dict(self.state))
+
+    def _push(self, snapshot: dict[str, Any]) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._pending = None
+        self._last_push = self._now()
+        self.pushes += 1
+        self.state = _dress(snapshot, finished=self._finished)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._pending is not None:
+            self._push(self._pending)
+
+    def _stop_changed(self, change: dict[str, Any]) -> None:
+        if change["new"] and self.on_stop is not None:
+            self.on_stop()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        if isinstance(data, dict):
+            data = {**data, "text/plain": render_text(self.state)}
+        return data, metadata
+
+
+def _dress(snapshot: dict[str, Any], finished: bool = False) -> dict[str, Any]:
+    return {**snapshot, "colours": COLOURS, "rows_up_to": LANE_ROWS_UP_TO, "finished": finished}
+
+
+def render_text(state: dict[str, Any]) -> str:
+    """The view as one line of text, for front ends without widgets."""
+    lanes = str(state.get("lanes", ""))
+    counts = {name: lanes.count(code) for code, name in _STATES.items()}
+    rate = (state.get("pace") or {}).get("rate")
+    pace = f", pace {rate:.1f}/s" if isinstance(rate, (int, float)) else ""
+    return (
+        f"nbagent.map: {state.get('done', 0)}/{state.get('total', 0)} done, "
+        f"{counts['running']} running, {counts['waiting']} waiting, "
+        f"{state.get('failed', 0)} failed, {state.get('retries_per_min', 0)} retries/min{pace}"
+    )
+
+
+def show_batch_view(
+    snapshot: dict[str, Any], on_stop: Callable[[], None] | None = None
+) -> BatchView:
+    """Display a batch view under the current cell (with a Stop button when `on_stop`)."""
+    from IPython.display import display
+
+    view = BatchView(snapshot, on_stop=on_stop)
+    display(view)  # type: ignore[no-untyped-call]
+    return view

@@ -1,0 +1,170 @@
+"""The cluster-wide limiter without Ray: `LimiterCore` on an injected clock, `ClusterPacer`s
+talking to it in-process, as the Ray actor and its workers do."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import pytest
+
+from nbagent import RateLimited, RealClock
+from nbagent.batch._cluster_limiter import (
+    LEASE_TOKENS,
+    AsyncLimiterCore,
+    ClusterPacer,
+    LimiterCore,
+)
+from nbagent.errors import ServerError
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_429_one_worker_saw_holds_every_worker_back() -> None:
+    clock = Clock()
+    core = LimiterCore(now=clock)
+    first = core.reserve("a", 1, 0.0)
+    assert first["slots"] == [(0.0, True)]
+    core.report("a", [("limited", 0.0, 2.0)])  # worker a met a 429: wait 2 s
+    ((delay, slot),) = core.reserve("b", 1, 0.0)["slots"]
+    assert not slot and delay == pytest.approx(2.0)
+    clock.t += 2.0
+    ((delay, slot),) = core.reserve("b", 1, 0.0)["slots"]
+    assert slot and delay == 0.0
+
+
+def test_a_429_reported_late_is_dated_when_it_happened() -> None:
+    clock = Clock()
+    core = LimiterCore(now=clock)
+    core.reserve("a", 1, 0.0)
+    core.report("a", [("limited", 0.5, 2.0)])  # it happened 0.5 s before the report arrived
+    ((delay, slot),) = core.reserve("b", 1, 0.0)["slots"]
+    assert not slot and delay == pytest.approx(1.5)
+
+
+def test_workers_hold_shares_of_one_retry_budget_and_give_them_back() -> None:
+    core = LimiterCore(now=Clock())
+    budget = core.limiter.budget
+    full = budget.tokens
+    assert core.reserve("a", 0, 0.0)["grant"] == LEASE_TOKENS
+    assert core.reserve("b", 0, 0.0)["grant"] == LEASE_TOKENS
+    assert budget.tokens == full - 2 * LEASE_TOKENS
+    assert core.reserve("a", 0, LEASE_TOKENS - 5)["grant"] == 5  # topped up, not doubled
+    core.forget("b")  # a worker that died: its share returns
+    core.report("a", [("refill", LEASE_TOKENS)])  # a worker that finished hands it back
+    assert budget.tokens == full - 5  # what a's retry spent stays spent
+
+
+def test_a_restarted_core_seeded_with_what_was_learned_paces_at_once_without_a_burst() -> None:
+    clock = Clock()
+    old = LimiterCore(now=clock)
+    old.limiter.interval, old.limiter.capacity, old.limiter.tokens = 0.05, 10.0, 10.0
+    learned = old.limiter.snapshot(clock())
+    new = LimiterCore(now=clock)
+    slots = new.reserve("a", 3, 0.0, seed=learned)["slots"]
+    assert [round(d, 3) for d, _ in slots] == [0.05, 0.1, 0.15]  # one interval apart
+    assert all(slot for _, slot in slots)
+    assert new.stats()["rate"] == pytest.approx(20.0)
+
+
+class Link:
+    """The pacer's two channels to an in-process core; `down` makes asks fail (restarting)."""
+
+    def __init__(self, core: AsyncLimiterCore) -> None:
+        self.core, self.down, self.asks, self.seeds = core, 0, 0, []  # type: ignore[var-annotated]
+
+    def report(self, worker: str, outcomes: list[Any]) -> None:
+        self.core.report(worker, outcomes)
+
+    async def ask(self, worker: str, wants: int, held: float, seed: Any, after: Any) -> Any:
+        self.asks += 1
+        self.seeds.append(seed)
+        if self.down:
+            self.down -= 1
+            raise ConnectionError("the limiter actor is restarting")
+        return await self.core.ask(worker, wants, held, seed, after)
+
+
+def _noop(delay: float, reason: str) -> None:
+    pass
+
+
+def test_agents_of_two_workers_leave_one_interval_apart() -> None:
+    async def main() -> list[float]:
+        core = AsyncLimiterCore()
+        core.limiter.interval, core.limiter.capacity, core.limiter.tokens = 0.02, 1.0, 1.0
+        core.limiter._t = core._now()
+        link = Link(core)
+        pacers = [ClusterPacer(link.report, link.ask, w) for w in ("a", "b")]
+        sent: list[float] = []
+        clock = RealClock()
+
+        async def one(p: ClusterPacer) -> None:
+            await p.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+            sent.append(clock.now())
+
+        await asyncio.gather(*(one(pacers[k % 2]) for k in range(6)))
+        return sorted(sent)
+
+    sent = asyncio.run(main())
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert min(gaps) > 0.015  # no two requests together, whichever worker sent them
+
+
+def test_while_the_core_is_down_a_worker_waits_then_seeds_the_new_one() -> None:
+    async def main() -> tuple[Link, ClusterPacer]:
+        old = AsyncLimiterCore()
+        link = Link(old)
+        pacer = ClusterPacer(link.report, link.ask, "a")
+        clock = RealClock()
+        await pacer.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        pacer.succeeded(clock.now(), {"anthropic-ratelimit-requests-limit": "10"})
+        await asyncio.sleep(0.01)
+        await pacer.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        link.core, link.down = AsyncLimiterCore(), 2  # killed; two asks fail while it restarts
+        await pacer.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        return link, pacer
+
+    link, pacer = asyncio.run(main())
+    assert link.asks == 5 and link.down == 0
+    assert link.seeds[-1] is not None and link.seeds[-1]["capacity"] == 10  # told the new core
+    assert link.core.limiter.capacity == 10
+    assert pacer.incarnation == link.core.incarnation
+
+
+def test_a_wait_longer_than_allowed_is_a_rate_limit_error_and_the_slot_goes_back() -> None:
+    async def main() -> AsyncLimiterCore:
+        core = AsyncLimiterCore()
+        core.report("a", [("limited", 0.0, 30.0)])
+        link = Link(core)
+        pacer = ClusterPacer(link.report, link.ask, "a")
+        with pytest.raises(RateLimited, match="cluster-wide rate limiter asks to wait"):
+            await pacer.acquire(RealClock(), deadline=None, max_wait=5, provider="x", on_wait=_noop)
+        return core
+
+    core = asyncio.run(main())
+    assert core.limiter.admitted == 0
+
+
+def test_the_retry_budget_is_spent_from_the_workers_share() -> None:
+    async def main() -> tuple[list[bool], AsyncLimiterCore]:
+        core = AsyncLimiterCore()
+        link = Link(core)
+        pacer = ClusterPacer(link.report, link.ask, "a")
+        await pacer.acquire(RealClock(), deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        answers = [pacer.allow_retry(ServerError("boom", provider="x")) for _ in range(10)]
+        await asyncio.sleep(0.01)
+        return answers, core
+
+    answers, core = asyncio.run(main())
+    per_retry = core.limiter.budget.retry_cost
+    allowed = int(LEASE_TOKENS // per_retry)
+    assert answers == [True] * allowed + [False] * (10 - allowed)
+    assert core.limiter.budget.retries == allowed and core.limiter.budget.refused == 10 - allowed
