@@ -12,7 +12,7 @@ from nbagent import errors as E
 from nbagent._core._attempts import AttemptFailure, AttemptLoop, Fallback, Sent
 from nbagent._core._budget import Usage
 from nbagent._core._clock import Clock, VirtualClock
-from nbagent._core._pacing import OnWait, Pacer
+from nbagent._core._pacing import Pacer, PaceRequest
 from nbagent._core._retry import RetryPolicy
 from nbagent.events import (
     AttemptFailed,
@@ -114,20 +114,12 @@ class FakePacer:
         self.wait, self.refuse, self.budget = wait, refuse, budget
         self.told: list[str] = []
 
-    async def acquire(
-        self,
-        clock: Clock,
-        *,
-        deadline: float | None,
-        max_wait: float,
-        provider: str,
-        on_wait: OnWait,
-    ) -> None:
+    async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         self.told.append("acquire")
         if self.refuse is not None:
             raise self.refuse
         if self.wait:
-            on_wait(self.wait, "pacing")
+            ask.on_wait(self.wait, "pacing")
             await clock.sleep(self.wait)
 
     def succeeded(self, now: float, headers: Mapping[str, str]) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nbagent import RateLimited, RealClock
+from nbagent._core._pacing import PaceRequest
 from nbagent.batch._cluster_limiter import (
     LEASE_TOKENS,
     AsyncLimiterCore,
@@ -107,7 +108,7 @@ def test_agents_of_two_workers_leave_one_interval_apart() -> None:
         clock = RealClock()
 
         async def one(p: ClusterPacer) -> None:
-            await p.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+            await p.acquire(clock, PaceRequest(None, 60, "x", _noop))
             sent.append(clock.now())
 
         await asyncio.gather(*(one(pacers[k % 2]) for k in range(6)))
@@ -124,12 +125,12 @@ def test_while_the_core_is_down_a_worker_waits_then_seeds_the_new_one() -> None:
         link = Link(old)
         pacer = ClusterPacer(link.report, link.ask, "a")
         clock = RealClock()
-        await pacer.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        await pacer.acquire(clock, PaceRequest(None, 60, "x", _noop))
         pacer.succeeded(clock.now(), {"anthropic-ratelimit-requests-limit": "10"})
         await asyncio.sleep(0.01)
-        await pacer.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        await pacer.acquire(clock, PaceRequest(None, 60, "x", _noop))
         link.core, link.down = AsyncLimiterCore(), 2  # killed; two asks fail while it restarts
-        await pacer.acquire(clock, deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        await pacer.acquire(clock, PaceRequest(None, 60, "x", _noop))
         return link, pacer
 
     link, pacer = asyncio.run(main())
@@ -146,7 +147,7 @@ def test_a_wait_longer_than_allowed_is_a_rate_limit_error_and_the_slot_goes_back
         link = Link(core)
         pacer = ClusterPacer(link.report, link.ask, "a")
         with pytest.raises(RateLimited, match="cluster-wide rate limiter asks to wait"):
-            await pacer.acquire(RealClock(), deadline=None, max_wait=5, provider="x", on_wait=_noop)
+            await pacer.acquire(RealClock(), PaceRequest(None, 5, "x", _noop))
         return core
 
     core = asyncio.run(main())
@@ -158,7 +159,7 @@ def test_the_retry_budget_is_spent_from_the_workers_share() -> None:
         core = AsyncLimiterCore()
         link = Link(core)
         pacer = ClusterPacer(link.report, link.ask, "a")
-        await pacer.acquire(RealClock(), deadline=None, max_wait=60, provider="x", on_wait=_noop)
+        await pacer.acquire(RealClock(), PaceRequest(None, 60, "x", _noop))
         answers = [pacer.allow_retry(ServerError("boom", provider="x")) for _ in range(10)]
         await asyncio.sleep(0.01)
         return answers, core

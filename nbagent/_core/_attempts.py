@@ -25,7 +25,7 @@ import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, TypedDict, TypeVar
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
 from ..errors import (
     Aborted,
@@ -48,7 +48,7 @@ from ..events import (
 from ._budget import Usage
 from ._clock import Clock, RealClock
 from ._decision import Decision, Failure, Table, decide
-from ._pacing import Pacer
+from ._pacing import Pacer, PaceRequest
 
 if TYPE_CHECKING:
     from ._retry import OnRetry, RetryPolicy
@@ -72,7 +72,7 @@ Compact = Callable[[ContextOverflow], Awaitable[bool]]
 class Sent:
     """What a successful attempt reports: for its `AttemptSucceeded` and for the pacer."""
 
-    usage: Usage | None = None
+    usage: Usage = field(default_factory=Usage)
     request_id: str | None = None
     response_id: str | None = None
     ttft_s: float | None = None
@@ -183,13 +183,10 @@ class AttemptLoop:
             try:
                 if self.pacer is not None:
                     paced = True
-                    await self.pacer.acquire(
-                        self.clock,
-                        deadline=self.deadline,
-                        max_wait=self.policy.max_retry_after,
-                        provider=self.provider,
-                        on_wait=self._announce_wait,
+                    ask = PaceRequest(
+                        self.deadline, self.policy.max_retry_after, self.provider, self._waiting
                     )
+                    await self.pacer.acquire(self.clock, ask)
                     paced = False
                 result = await attempt(n)
             except asyncio.CancelledError:
@@ -249,7 +246,7 @@ class AttemptLoop:
             self.emit(AttemptStarted(**self._labels(self.attempt)))
         return self.attempt
 
-    def _announce_wait(self, delay: float, reason: str) -> None:
+    def _waiting(self, delay: float, reason: str) -> None:
         if self.emit is not None:
             self.emit(PacedWait(delay_s=delay, model=self.model, reason=reason))
 
@@ -257,19 +254,11 @@ class AttemptLoop:
         if self.pacer is not None:
             self.pacer.succeeded(self.clock.now(), sent.headers)
         if self.emit is not None:
-            u = sent.usage
             self.emit(
                 AttemptSucceeded(
                     **self._labels(n),
-                    request_id=sent.request_id,
-                    response_id=sent.response_id,
-                    ttft_s=sent.ttft_s,
-                    stop_reason=sent.stop_reason,
-                    input_tokens=None if u is None else u.input_tokens,
-                    output_tokens=None if u is None else u.output_tokens,
-                    cache_read_tokens=None if u is None else u.cache_read_tokens,
-                    cache_write_tokens=None if u is None else u.cache_write_tokens,
-                    cost_usd=None if u is None else u.cost_usd,
+                    **_by_name(_UsageFields, sent.usage),
+                    **_by_name(_ReplyFields, sent),
                 )
             )
 
@@ -326,14 +315,7 @@ class AttemptLoop:
         if decision.why:
             said["message"] += f" ({decision.why})"
         self.emit(
-            AttemptFailed(
-                **self._labels(n),
-                **said,
-                action=decision.action,
-                ttft_s=failure.ttft_s,
-                discarded_text=failure.text,
-                discarded_thinking=failure.thinking,
-            )
+            AttemptFailed(**self._labels(n), **said, **_discarded(failure), action=decision.action)
         )
 
     def _announce_retry(self, n: int, failure: AttemptFailure, decision: Decision) -> None:
@@ -356,6 +338,43 @@ class AttemptLoop:
                 discarded_thinking=failure.thinking,
             )
         )
+
+
+class _UsageFields(TypedDict):
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None
+    cache_write_tokens: int | None
+    cost_usd: float | None
+
+
+class _ReplyFields(TypedDict):
+    request_id: str | None
+    response_id: str | None
+    ttft_s: float | None
+    stop_reason: str | None
+
+
+F = TypeVar("F", _UsageFields, _ReplyFields)
+
+
+def _by_name(fields: type[F], source: object) -> F:
+    """`Usage` and `Sent` name their fields as `AttemptSucceeded` does: copy them by name."""
+    return cast(F, {name: getattr(source, name) for name in fields.__annotations__})
+
+
+class _Discarded(TypedDict):
+    """What a failed attempt had streamed before it failed, and when it began to."""
+
+    ttft_s: float | None
+    discarded_text: str
+    discarded_thinking: str
+
+
+def _discarded(failure: AttemptFailure) -> _Discarded:
+    return _Discarded(
+        ttft_s=failure.ttft_s, discarded_text=failure.text, discarded_thinking=failure.thinking
+    )
 
 
 class _ErrorFields(TypedDict):

@@ -13,33 +13,43 @@ knows nothing of events: it reports each wait through `on_wait`, and the loop em
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ._clock import Clock
 
-__all__ = ["OnWait", "Pacer"]
+__all__ = ["OnWait", "PaceRequest", "Pacer"]
 
 OnWait = Callable[[float, str], None]
 """Called with `(delay_s, reason)` before each wait a pacer takes, before it sleeps."""
 
 
+def _silent(delay: float, reason: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PaceRequest:
+    """What the attempt loop tells a pacer about the request it wants to send: the run's
+    `deadline` (on the pacer's clock; None: none), the longest wait worth taking (`max_wait`,
+    what a server may ask for at most), the `provider` (for the error's wording), and whom to
+    tell of each wait (`on_wait`)."""
+
+    deadline: float | None = None
+    max_wait: float = float("inf")
+    provider: str = ""
+    on_wait: OnWait = _silent
+
+
 @runtime_checkable
 class Pacer(Protocol):
-    async def acquire(
-        self,
-        clock: Clock,
-        *,
-        deadline: float | None,
-        max_wait: float,
-        provider: str,
-        on_wait: OnWait,
-    ) -> None:
+    async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         """Return when the request may be sent, sleeping on `clock` until then.
 
         Raises `RateLimited` (with `retry_after` = the wait) instead of waiting when the wait
-        would end past `deadline` or last longer than `max_wait` (what a server may ask for at
-        most): nothing was sent, so the loop decides about it as about a 429. A cancelled wait
-        gives back what it had reserved.
+        would end past `ask.deadline` or last longer than `ask.max_wait`: nothing was sent, so
+        the loop decides about it as about a 429. A cancelled wait gives back what it had
+        reserved.
         """
         ...
 

@@ -26,29 +26,21 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
 from ..errors import ConfigError, ProviderError, QuotaExceeded, RateLimited
+from . import _jitter as jitters
 from ._clock import Clock, RealClock
-from ._jitter import (
-    DecorrelatedJitter,
-    EqualJitter,
-    FullJitter,
-    Jitter,
-    NoJitter,
-    ProportionalJitter,
-    Span,
-)
 
 __all__ = ["JitterSpec", "RetryPlan", "RetryPolicy", "format_duration"]
 
 T = TypeVar("T")
-JitterSpec = Literal["full", "equal", "decorrelated"] | float | Jitter | None
+JitterSpec = Literal["full", "equal", "decorrelated"] | float | jitters.Jitter | None
 """A jitter strategy or its shorthand: "full", "equal", "decorrelated", a fraction, None."""
 RetryAfterPartial = Literal["always", "reasoning_only", "never"]
 OnRetry = Callable[[int, BaseException, "RetryPlan"], None]
 
-_SHORTHAND: dict[str, Jitter] = {
-    "full": FullJitter(),
-    "equal": EqualJitter(),
-    "decorrelated": DecorrelatedJitter(),
+_SHORTHAND: dict[str, jitters.Jitter] = {
+    "full": jitters.FullJitter(),
+    "equal": jitters.EqualJitter(),
+    "decorrelated": jitters.DecorrelatedJitter(),
 }
 _JITTER_HINT = "use 'full', 'equal', 'decorrelated', a fraction 0..1, None, or a Jitter object"
 
@@ -82,7 +74,7 @@ class RetryPolicy:
     seed: int | None = None
     retry_after_partial: RetryAfterPartial = "always"
     max_empty_retries: int = 1
-    _strategy: Jitter = field(init=False, repr=False, compare=False)
+    _strategy: jitters.Jitter = field(init=False, repr=False, compare=False)
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -137,33 +129,33 @@ class RetryPolicy:
             stacklevel=4 + depth,  # the caller of RetryPolicy(...), past __init__
         )
 
-    def _jitter_strategy(self) -> Jitter:
+    def _jitter_strategy(self) -> jitters.Jitter:
         j = self.jitter
         if j is None:
-            return NoJitter()
+            return jitters.NoJitter()
         if isinstance(j, str):
             strategy = _SHORTHAND.get(j)
             if strategy is None:
                 raise ConfigError(f"unknown jitter {j!r}: {_JITTER_HINT}")
             return strategy
         if isinstance(j, bool) or not isinstance(j, (int, float)):
-            if isinstance(j, Jitter):
+            if isinstance(j, jitters.Jitter):
                 return j
             raise ConfigError(f"unknown jitter {j!r}: {_JITTER_HINT}")
         f = float(j)
         if f == 0:
             object.__setattr__(self, "jitter", None)  # a spread of 0 is no jitter
-            return NoJitter()
+            return jitters.NoJitter()
         if not f > 0:
             self._normalise("jitter", None, "a negative fraction means no jitter", depth=1)
-            return NoJitter()
+            return jitters.NoJitter()
         if f > 1:
             self._normalise("jitter", 1.0, "a fraction is at most 1", depth=1)
             f = 1.0
-        return ProportionalJitter(f)
+        return jitters.ProportionalJitter(f)
 
     @property
-    def strategy(self) -> Jitter:
+    def strategy(self) -> jitters.Jitter:
         """The jitter strategy object (`jitter` may be its shorthand)."""
         return self._strategy
 
@@ -183,12 +175,12 @@ class RetryPolicy:
     def jittered(
         self, delay: float, rng: random.Random | None = None, *, previous: float | None = None
     ) -> float:
-        span = Span(self.initial_delay, self.max_delay, previous)
+        span = jitters.Span(self.initial_delay, self.max_delay, previous)
         return self._strategy.apply(delay, rng or self._rng, span)
 
     def envelope(self, attempt: int) -> tuple[float, float, float]:
         """(min, max, expected) of the jittered delay before attempt `attempt + 1`."""
-        span = Span(self.initial_delay, self.max_delay, attempt=attempt)
+        span = jitters.Span(self.initial_delay, self.max_delay, attempt=attempt)
         return self._strategy.envelope(self.base_delay(attempt), span)
 
     def rng(self) -> random.Random:

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .._core._clock import Clock
-from .._core._pacing import OnWait
+from .._core._pacing import PaceRequest
 from ..errors import RateLimited, TransportError
 
 __all__ = [
@@ -273,15 +273,7 @@ class RateLimiter:
 
     # -- the Pacer seam ------------------------------------------------------------------
 
-    async def acquire(
-        self,
-        clock: Clock,
-        *,
-        deadline: float | None,
-        max_wait: float,
-        provider: str,
-        on_wait: OnWait,
-    ) -> None:
+    async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         """Wait for a slot (see `Pacer.acquire`). Short holds behind a probe add up to one
         announced wait; a reservation that a 429 voided meanwhile (the epoch moved on) is made
         again; a cancelled wait hands its slot back."""
@@ -291,7 +283,7 @@ class RateLimiter:
             delay, slot = self.reserve(clock.now())
             if slot and delay <= 0:
                 break
-            refused = too_long(clock, delay, deadline, max_wait, provider, "shared")
+            refused = too_long(clock, delay, ask, "shared")
             if refused is not None:
                 if slot:
                     self.release(clock.now(), epoch)
@@ -302,7 +294,7 @@ class RateLimiter:
                     if slot
                     else "the provider asked everyone to wait"
                 )
-                on_wait(delay, reason)
+                ask.on_wait(delay, reason)
                 try:
                     await clock.sleep(delay)
                 except asyncio.CancelledError:
@@ -315,7 +307,7 @@ class RateLimiter:
             held += delay
             await clock.sleep(delay)
         if held > 0:
-            on_wait(held, "held back while another request probes the rate limit")
+            ask.on_wait(held, "held back while another request probes the rate limit")
 
     def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
         self.on_success(now, headers)
@@ -417,13 +409,11 @@ class RateLimiter:
             self._anchor = None
 
 
-def too_long(
-    clock: Clock, delay: float, deadline: float | None, max_wait: float, provider: str, who: str
-) -> RateLimited | None:
+def too_long(clock: Clock, delay: float, ask: PaceRequest, who: str) -> RateLimited | None:
     """The error for a pacing wait that will not be taken (it ends past the run's deadline, or
     is longer than a server may ask for), or None when the wait is fine."""
-    past_deadline = deadline is not None and clock.now() + delay > deadline
-    if not past_deadline and delay <= max_wait:
+    past_deadline = ask.deadline is not None and clock.now() + delay > ask.deadline
+    if not past_deadline and delay <= ask.max_wait:
         return None
     why = (
         "which ends past this run's wall-clock budget"
@@ -432,7 +422,7 @@ def too_long(
     )
     return RateLimited(
         f"the {who} rate limiter asks to wait {delay:.3g} s before sending, {why}",
-        provider=provider,
+        provider=ask.provider,
         retry_after=delay,
     )
 

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from .._core._clock import Clock
-from .._core._pacing import OnWait
+from .._core._pacing import PaceRequest
 from .._loop._limiter import RateLimiter, RetryBudget, too_long
 from ..errors import RateLimited, TransportError
 
@@ -321,15 +321,7 @@ class ClusterPacer:
 
     # -- the Pacer seam ---------------------------------------------------------------------
 
-    async def acquire(
-        self,
-        clock: Clock,
-        *,
-        deadline: float | None,
-        max_wait: float,
-        provider: str,
-        on_wait: OnWait,
-    ) -> None:
+    async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         """Wait for a slot from the cluster's limiter (see `Pacer.acquire`)."""
         held_since: float | None = None
         again = False
@@ -339,7 +331,7 @@ class ClusterPacer:
             again = False
             if slot and delay <= 0:
                 break
-            refused = too_long(clock, delay, deadline, max_wait, provider, "cluster-wide")
+            refused = too_long(clock, delay, ask, "cluster-wide")
             if refused is not None:
                 if slot:
                     self._note("release", epoch)
@@ -350,7 +342,7 @@ class ClusterPacer:
                     if slot
                     else "the provider asked everyone to wait (cluster-wide)"
                 )
-                on_wait(delay, reason)
+                ask.on_wait(delay, reason)
                 try:
                     await clock.sleep(delay)
                 except asyncio.CancelledError:
@@ -369,7 +361,7 @@ class ClusterPacer:
                 held_since = clock.now()
             again = True
         if held_since is not None:
-            on_wait(
+            ask.on_wait(
                 clock.now() - held_since, "held back while another request probes the rate limit"
             )
 
