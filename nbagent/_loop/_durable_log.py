@@ -155,6 +155,25 @@ def _prepare(conn: sqlite3.Connection, label: str) -> None:
         raise
 
 
+def _prepare_patiently(conn: sqlite3.Connection, label: str) -> None:
+    """`_prepare`, tried again while another process is setting the same file up."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            _prepare(conn, label)
+            return
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection has the file for now."""
+    name = getattr(exc, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
+
+
 def _row(item: tuple[str, str, int, dict[str, Any], float]) -> tuple[Any, ...]:
     # NaN (a missing time) is stored as NULL by SQLite itself
     agent_id, worker, seq, row, logged_at = item
@@ -196,7 +215,7 @@ class _Writer:
         conn: sqlite3.Connection | None = None
         try:
             conn = self._connect()
-            _prepare(conn, self.label)
+            _prepare_patiently(conn, self.label)
         except ConfigError as exc:
             self.error = exc
         except sqlite3.ProgrammingError:  # a connection tied to the thread that made it
@@ -233,15 +252,27 @@ class _Writer:
             conn.close()
 
     def _write(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_UPSERT, rows)
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            self.error = self._host_error(exc)
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        pause = 0.005
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(_UPSERT, rows)
+                conn.execute("COMMIT")
+                return
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                # Another process holds the file: SQLite's busy handler waits for most such
+                # cases, but some (a WAL being recovered or reset) come back at once as BUSY.
+                # Those pass: try again, for as long as the busy timeout, before giving up.
+                if _busy(exc) and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(0.2, pause * 2)
+                    continue
+                self.error = self._host_error(exc)
+                return
 
     def _host_error(self, exc: sqlite3.Error) -> HostError:
         return HostError(

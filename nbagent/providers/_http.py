@@ -176,8 +176,11 @@ class HTTPProvider:
         loop = asyncio.get_running_loop()
         client = self._owned.get(loop)
         if client is None:
+            # plain http (a local server, the demo's mock) has no certificate to check: no
+            # need to load the CA bundle, which costs the first attempt a visible moment
+            tls = _ssl_context() if self.base_url.startswith("https:") else False
             client = self._owned[loop] = httpx.AsyncClient(
-                timeout=self.limits.httpx_timeout(), verify=_ssl_context()
+                timeout=self.limits.httpx_timeout(), verify=tls
             )
         return client
 
