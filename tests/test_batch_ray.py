@@ -11,6 +11,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,7 +80,9 @@ def test_one_budget_for_every_worker(ray: Any) -> None:
     # few rejections: learning the rate costs a handful, a large share of only 80 requests on a
     # busy machine (benchmarks/bench_ray.py holds 400 prompts to <= 0.1 rejected per success)
     assert statuses.count(429) <= 0.2 * statuses.count(200)
-    assert "rate=" in out.limiter and "rate=unknown" not in out.limiter  # learned, and shared
+    assert "cluster-wide RateLimiter(rate=" in out.limiter  # one limiter, shared
+    if statuses.count(429) > LEARNING:  # it met the limit (a very slow machine may not)
+        assert "rate=unknown" not in out.limiter  # and learned it
 
 
 def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) -> None:
@@ -111,21 +114,38 @@ def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) ->
 
 
 def test_the_limiter_actor_killed_mid_batch_restarts_and_workers_do_not_hammer(ray: Any) -> None:
+    learned: dict[str, Any] = {}
+
     async def main(url: str) -> BatchResult:
-        handle = start(_prompts(60), base_url=url, backend="ray", concurrency=16, show=False)
+        handle = start(_prompts(80), base_url=url, backend="ray", concurrency=16, show=False)
         await _when(handle, 10)
         key = limiter_key(Agent("demo", base_url=url)._providers[0])
         actor = ray.get_actor(limiter_name(key), namespace=NAMESPACE)
+        # kill it once it has learned the rate (or half-way, on a machine too slow to meet it)
+        while not handle.done() and handle.progress.done < 40:
+            learned.update(await actor.stats.remote())
+            if learned["rate"]:
+                break
+            await asyncio.sleep(0.05)
+        learned["killed_at"] = time.time()
         ray.kill(actor, no_restart=False)
         return await handle
 
     with serve(rate_limit=RateLimit(requests_per_s=RATE, burst=BURST)) as server:
         out = asyncio.run(main(server.url))
         sent, statuses = _sent(server), [r.status for r in server.requests]
+        after = [r.status for r in server.requests if r.received_at > learned["killed_at"]]
     assert out.results["error"].isna().all()
     assert "limiter restarted" in out.limiter
-    assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING  # relearning, not hammering
     assert statuses.count(429) <= 0.2 * statuses.count(200)
+    if learned["rate"]:
+        # seeded by the workers with what the old one knew: it paces at once, no relearning
+        assert after.count(429) <= 2
+        assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING
+    else:
+        # it knew nothing to pass on: the new one learns again, a few 429s, not a storm
+        assert after.count(429) <= 2 * LEARNING
+        assert per_second_peak(sent, 0.999) <= RATE + BURST + 2 * LEARNING
 
 
 def test_cancel_stops_every_worker_and_returns_what_finished(ray: Any) -> None:

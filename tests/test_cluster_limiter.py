@@ -75,6 +75,39 @@ def test_a_restarted_core_seeded_with_what_was_learned_paces_at_once_without_a_b
     assert new.stats()["rate"] == pytest.approx(20.0)
 
 
+def test_a_restarted_core_that_heard_replies_first_still_takes_the_seeded_rate() -> None:
+    clock = Clock()
+    new = LimiterCore(now=clock)
+    # replies to requests the old core let through reach the new one before any seed does
+    new.report("a", [("ok", 0.0, {"anthropic-ratelimit-requests-limit": "10"})])
+    assert new.reserve("a", 1, 0.0)["slots"] == [(0.0, True)]  # a probe: the rate is unknown
+    seed = {"rate": 20.0, "capacity": 10.0, "blocked_s": 0.0}
+    slots = new.reserve("b", 2, 0.0, seed=seed)["slots"]
+    # the probe still out holds a slot: the next two leave one and two intervals after it
+    assert [round(d, 3) for d, _ in slots] == [0.1, 0.15]
+    assert new.stats()["rate"] == pytest.approx(20.0)
+
+
+def test_a_success_reported_after_a_429_but_older_than_it_does_not_count() -> None:
+    clock = Clock()
+    core = LimiterCore(now=clock)
+    lim = core.limiter
+    core.reserve("a", 1, 0.0)
+    core.report("a", [("limited", 0.0, 0.2)])  # D1 = 100.2
+    # worker b's reply came back 0.3 s before that 429 (admitted before the bucket was empty)
+    core.report("b", [("ok", 0.3, {})])
+    clock.t += 0.2
+    for _ in range(3):  # three admissions, one at a time, 0.1 s apart
+        core.reserve("a", 1, 0.0)
+        core.report("a", [("ok", 0.0, {})])
+        clock.t += 0.1
+    core.reserve("a", 1, 0.0)
+    core.report("a", [("limited", 0.0, 0.1)])  # D2 = 100.6
+    # three admissions refilled (100.6 - 100.2) s: 0.133 s each, not 0.1 (which counting the
+    # old reply would measure, 25 % too fast)
+    assert lim.interval == pytest.approx(0.4 / 3)
+
+
 class Link:
     """The pacer's two channels to an in-process core; `down` makes asks fail (restarting)."""
 

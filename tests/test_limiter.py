@@ -27,12 +27,16 @@ def _fresh_limiters() -> Iterator[None]:
 
 
 def simulate(
-    n: int, rate: float = 10.0, burst: int = 5, latency: float = 0.005
+    n: int,
+    rate: float = 10.0,
+    burst: int = 5,
+    latency: float = 0.005,
+    lim: RateLimiter | None = None,
 ) -> tuple[float, int, RateLimiter]:
     """`n` clients that each need one success; returns (makespan, rejected, limiter)."""
     now = [0.0]
     bucket = RateLimit(requests_per_s=rate, burst=burst, now=lambda: now[0])
-    lim = RateLimiter()
+    lim = lim if lim is not None else RateLimiter()
     # events: (time, seq, client, kind, epoch)
     queue: list[tuple[float, int, int, str, int]] = []
     seq = 0
@@ -86,6 +90,32 @@ def test_limiter_with_a_slow_server_and_a_big_burst() -> None:
     assert rejected <= 6
     assert span <= 1.15 * (40 - 10) / 2.0 + 1.0
     assert lim.rate is not None and 1.8 <= lim.rate <= 2.0 * 1.001  # measured, not guessed
+
+
+def test_a_rate_learned_too_fast_is_corrected_within_a_few_429s() -> None:
+    # as a restarted cluster limiter, or one that heard its Retry-Afters late, may have it:
+    # pacing at 28/s against a server that refills 20/s
+    lim = RateLimiter()
+    lim.interval, lim.tokens = 1 / 28, 0.0
+    span, rejected, lim = simulate(100, rate=20.0, lim=lim)
+    assert rejected <= 5  # slowing 2 % per 429 alone took 17
+    assert lim.rate is not None and 19.0 <= lim.rate <= 20.0 * 1.001
+    assert span <= 1.1 * (100 - 5) / 20.0
+
+
+def test_a_429_after_the_bucket_had_filled_up_measures_nothing() -> None:
+    lim = RateLimiter()
+    lim.interval, lim.tokens, lim.capacity = 0.1, 0.0, 5.0
+    lim.on_rate_limited(0.0, 0.1)  # D1 = 0.1 (and 2 % slower)
+    for t in (0.1, 0.2, 0.3):
+        assert lim.reserve(t)[1]
+        lim.on_success(t, {})
+    lim.reserve(10.0)  # idle long enough for the bucket to fill: refill was lost meanwhile
+    for t in (10.0, 10.0, 10.0):
+        lim.on_success(t, {})
+    lim.on_rate_limited(10.0, 0.1)
+    # 2 % slower again, not 50 % (what (10.1 - 0.1) / 6 admissions would have said)
+    assert lim.interval == pytest.approx(0.1 * lim.slowdown**2)
 
 
 def test_no_headers_no_limit_means_a_quick_slow_start() -> None:

@@ -18,6 +18,12 @@ the provider's token bucket:
   one interval apart instead of all at once; a 429 after that blocks everyone until its
   Retry-After, slows the rate a little and voids every reservation (the `epoch` moves on), so
   the queue is rebuilt from what the server just said;
+- **correcting a rate measured too fast** (Retry-Afters heard late on a busy machine, outcomes
+  reported out of order by other processes): 429s while pacing, with `k` admissions between
+  the first and the last (`k` of 3 or more) and a bucket that never filled up meanwhile,
+  measure the interval again, `(D2 - D1) / k` as above; if that is slower than the pace, the
+  pace moves to it (by at most `MAX_STEP` at a time), so a wrong rate costs three or four 429s
+  instead of one per 2 % of error;
 - **knowing nothing** (no headers, no 429 yet): requests are let through in a slow start, one,
   one more after each success (twice as many per round trip; and twice as many again after
   `probe_timeout` without an answer), so a
@@ -56,6 +62,8 @@ __all__ = [
 
 POLL_S = 0.02
 """How often a request held back behind a probe looks again."""
+MAX_STEP = 1.5
+"""The most one 429 while pacing slows the pace by (a measurement can undercount admissions)."""
 
 # The retry cost this task (this agent run) last drew from a budget: refunded on its success.
 _drawn: contextvars.ContextVar[tuple[int, float] | None] = contextvars.ContextVar(
@@ -171,6 +179,8 @@ class RateLimiter:
         self._window = 1.0  # how many of those may be in flight (slow start)
         self._anchor: float | None = None  # D1: the moment a 429 named, to measure the rate
         self._since_anchor = 0  # admissions since that 429
+        self._anchor_at = 0.0  # when that 429 happened: admissions older than it do not count
+        self._filled = False  # our bucket filled up since the anchor: no measurement from it
         self.rejected = 0
         self.admitted = 0
         self.paced = 0
@@ -209,13 +219,18 @@ class RateLimiter:
         workers): rate, capacity and any wait still due. The bucket is taken as empty, so a
         restart never bursts; it refills at the learned rate."""
         with self._lock:
-            if self.interval is not None or self.admitted or self.rejected:
-                return  # it has learned for itself meanwhile
+            if self.interval is not None:
+                return  # it has measured the rate itself meanwhile
             rate, cap = learned.get("rate"), learned.get("capacity")
             if rate:
+                # successes it heard of before the seed came (replies to requests sent under
+                # the old limiter) taught it no rate; the probes still out took their slots
                 self.interval = 1.0 / rate
-                self.tokens, self._t = 0.0, now
-            if cap:
+                self.tokens = min(0.0, self.tokens or 0.0) - len(self._probes)
+                self._t = now
+                self._probes.clear()
+                self._anchor = None
+            if cap and self.capacity is None:
                 self.capacity = cap
             self.blocked_until = max(self.blocked_until, now + (learned.get("blocked_s") or 0.0))
 
@@ -226,6 +241,8 @@ class RateLimiter:
             cap = self.capacity if self.capacity is not None else 1.0
             if self.tokens < cap:
                 self.tokens = min(cap, self.tokens + max(0.0, now - self._t) / self.interval)
+            if self.tokens >= cap:
+                self._filled = True
         self._t = now
 
     def reserve(self, now: float) -> tuple[float, bool]:
@@ -359,8 +376,8 @@ class RateLimiter:
                     self._t = now
                 elif self.tokens is None:
                     self._window = min(1e6, self._window + 1)  # slow start: x2 per round trip
-                if self._anchor is not None:
-                    self._since_anchor += 1
+            if self._anchor is not None and now >= self._anchor_at:
+                self._since_anchor += 1
         self.budget.refill()
 
     def on_rate_limited(self, now: float, retry_after: float | None) -> None:
@@ -384,14 +401,14 @@ class RateLimiter:
                 if not alone:
                     self._anchor = None  # others in flight: admissions cannot be counted
                 elif self._anchor is None:
-                    self._anchor, self._since_anchor = due, 0  # D1: a measurement starts
+                    self._start_measuring(now, due)  # D1
                 elif self._since_anchor >= self.learn_admissions:
                     measured = (due - self._anchor) / self._since_anchor
                     if measured > 0:
                         self.interval = measured * self.margin
                     self._anchor = None
             else:
-                self.interval *= self.slowdown  # we were too fast: slow down a little
+                self._slow_down(now, due)
             if self.interval is not None:
                 # the provider's bucket holds one request at `due`, not before; reservations
                 # made before this are void (the epoch moved on) and will be made again
@@ -400,6 +417,24 @@ class RateLimiter:
             else:
                 self.tokens = 0.0
                 self._t = now
+
+    def _start_measuring(self, now: float, due: float) -> None:
+        self._anchor, self._anchor_at, self._since_anchor, self._filled = due, now, 0, False
+
+    def _slow_down(self, now: float, due: float) -> None:
+        """A 429 while pacing: we were too fast. Slow down a little, or to what the admissions
+        since the last such 429 measure, when that is slower (see the module docstring)."""
+        assert self.interval is not None
+        slower = self.interval * self.slowdown
+        k = self._since_anchor
+        if self._anchor is None or self._filled:
+            self._start_measuring(now, due)
+        elif k >= self.learn_admissions:
+            measured = (due - self._anchor) / k * self.margin
+            slower = min(max(slower, measured), self.interval * MAX_STEP)
+            self._start_measuring(now, due)
+        # else: too few admissions yet; the measurement goes on over the next 429s
+        self.interval = slower
 
     def on_other(self) -> None:
         """An attempt ended without telling us about the limit (an error other than 429)."""
