@@ -32,7 +32,8 @@ from ._core._retry import RetryPolicy
 from ._loop._agent import Agent, RunHandle, RunResult
 from ._loop._compaction import CompactionContext, CompactionResult, Compactor, StubOldToolOutput
 from ._loop._estimate import TokenEstimator
-from ._loop._limiter import RateLimiter, RetryBudget
+from ._loop._limiter import RateLimiter
+from ._loop._retry_budget import RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
 from ._mcp import MCPSource

@@ -3,7 +3,7 @@
 Exploratory prompting goes on for hours and kernels die; `agent.attempts` lives in memory.
 `Agent(log="runs.sqlite")` gives the agent's `AttemptLog` a `DurableLog` as its row sink, and
 `read_attempts("runs.sqlite")` gives back the same typed frame, across every session and process
-that wrote there (plus `agent_id` and `worker`).
+that wrote there (plus `agent_id` and `worker`; the reading is in `_durable_read`).
 
 How it stays cheap and safe:
 
@@ -35,16 +35,22 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterable
-from datetime import date, datetime, timedelta
 from typing import Any
 
-import pandas as pd
-
 from ..errors import ConfigError, HostError
-from ._frame import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, ORIGIN_COLUMNS, coerce
+from ._frame import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS
 
-__all__ = ["SCHEMA_VERSION", "DurableLog", "LogTarget", "read_attempts"]
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "SCHEMA_VERSION",
+    "TABLE",
+    "DurableLog",
+    "LogTarget",
+    "check_version",
+    "column_names",
+    "label_of",
+    "table_names",
+]
 
 LogTarget = str | os.PathLike[str] | sqlite3.Connection
 """What `Agent(log=...)` and `read_attempts` take: a file path, or an open connection."""
@@ -78,16 +84,16 @@ def default_worker() -> str:
 # -- the file's layout -------------------------------------------------------------------------
 
 
-def _label(target: LogTarget) -> str:
+def label_of(target: LogTarget) -> str:
     return "the sqlite3 connection given" if isinstance(target, sqlite3.Connection) else str(target)
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
+def table_names(conn: sqlite3.Connection) -> set[str]:
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
     return {str(r[0]) for r in rows if not str(r[0]).startswith("sqlite_")}
 
 
-def _check_version(conn: sqlite3.Connection, label: str, tables: set[str]) -> int | None:
+def check_version(conn: sqlite3.Connection, label: str, tables: set[str]) -> int | None:
     """The file's layout version; None for an empty database. Refuses foreign and newer files."""
     if META not in tables:
         if tables:
@@ -112,7 +118,7 @@ def _check_version(conn: sqlite3.Connection, label: str, tables: set[str]) -> in
     return version
 
 
-def _columns(conn: sqlite3.Connection) -> list[str]:
+def column_names(conn: sqlite3.Connection) -> list[str]:
     return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({TABLE})").fetchall()]
 
 
@@ -121,7 +127,7 @@ def _prepare(conn: sqlite3.Connection, label: str) -> None:
     (two processes starting at once take turns)."""
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
     try:  # refuse a file that is not ours before changing anything in it
-        _check_version(conn, label, _tables(conn))
+        check_version(conn, label, table_names(conn))
     except sqlite3.DatabaseError as exc:
         if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" or "not a database" in str(exc):
             raise ConfigError(f"{label} is not an nbagent attempt log ({exc})") from exc
@@ -130,7 +136,7 @@ def _prepare(conn: sqlite3.Connection, label: str) -> None:
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("BEGIN IMMEDIATE")
     try:  # again, now holding the write lock: another process may have set it up meanwhile
-        version = _check_version(conn, label, _tables(conn))
+        version = check_version(conn, label, table_names(conn))
         if version is None:
             cols = ", ".join(f"{c} {_SQL_TYPE[c]}" for c in COLUMNS)
             conn.execute(
@@ -141,8 +147,8 @@ def _prepare(conn: sqlite3.Connection, label: str) -> None:
             conn.execute(f"CREATE TABLE {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             conn.execute(f"INSERT INTO {META} VALUES ('kind', ?)", (KIND,))
             conn.execute(f"INSERT INTO {META} VALUES ('version', ?)", (str(SCHEMA_VERSION),))
-        elif version < SCHEMA_VERSION or set(COLUMNS) - set(_columns(conn)):
-            have = set(_columns(conn))
+        elif version < SCHEMA_VERSION or set(COLUMNS) - set(column_names(conn)):
+            have = set(column_names(conn))
             for c in COLUMNS:  # an older layout lacks the columns added since
                 if c not in have:
                     conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {c} {_SQL_TYPE[c]}")
@@ -193,7 +199,7 @@ class _Writer:
 
     def __init__(self, target: LogTarget) -> None:
         self.target = target
-        self.label = _label(target)
+        self.label = label_of(target)
         self.queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.error: LogError | None = None
         self.warned = False
@@ -371,7 +377,7 @@ class DurableLog:
         self._report()
 
     def __repr__(self) -> str:
-        return f"DurableLog({_label(self.target)}, agent_id={self.agent_id!r})"
+        return f"DurableLog({label_of(self.target)}, agent_id={self.agent_id!r})"
 
     @property
     def error(self) -> LogError | None:
@@ -415,104 +421,3 @@ class DurableLog:
                 return
             w.warned = True
         warnings.warn(str(w.error), RuntimeWarning, stacklevel=3)
-
-
-# -- reading --------------------------------------------------------------------------------------
-
-
-def _since_seconds(since: Any) -> float:
-    """Unix seconds from a datetime, date, Timestamp, ISO string, timedelta (ago) or number."""
-    if isinstance(since, bool):
-        raise ConfigError(f"since= takes a time, not {since!r}")
-    if isinstance(since, (int, float)):
-        return float(since)
-    if isinstance(since, timedelta):
-        return time.time() - since.total_seconds()
-    if isinstance(since, date) and not isinstance(since, datetime):
-        since = datetime(since.year, since.month, since.day)
-    try:
-        ts = pd.Timestamp(since)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(
-            f"since= takes a datetime, a date, an ISO time such as '2025-06-01 14:00', a "
-            f"timedelta (that long ago) or Unix seconds, not {since!r}"
-        ) from exc
-    if ts.tzinfo is None:  # a naive time is local time, as datetime.now() gives it
-        return float(ts.to_pydatetime().timestamp())
-    return float(ts.timestamp())
-
-
-def read_attempts(
-    log: LogTarget, since: Any = None, model: str | Iterable[str] | None = None
-) -> pd.DataFrame:
-    """Every attempt in a durable log, across every session that wrote there, oldest first.
-
-    The frame is typed exactly like `agent.attempts`, with `agent_id` and `worker` after the
-    attempt columns; `nbagent.analysis` takes it unchanged. `since` keeps the attempts logged at
-    or after a time (a datetime, an ISO string, a timedelta meaning "that long ago", or Unix
-    seconds). `model` keeps one model's attempts ("anthropic:claude-…", or several), with the
-    tool calls of the runs that used it. Times in the frame are each agent's own clock.
-    """
-    label = _label(log)
-    if isinstance(log, sqlite3.Connection):
-        conn, own = log, False
-    elif isinstance(log, (str, os.PathLike)):
-        path = os.fspath(log)
-        if not os.path.isfile(path):
-            raise ConfigError(f"there is no attempt log at {path}")
-        try:  # read-write but never create: a WAL file is only readable with its -shm
-            conn = sqlite3.connect(
-                f"file:{_uri_path(path)}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S
-            )
-        except sqlite3.Error as exc:
-            raise HostError(f"cannot open the attempt log {path}: {exc}") from exc
-        own = True
-    else:
-        raise ConfigError(
-            "read_attempts() takes a file path or an open sqlite3.Connection, "
-            f"not {type(log).__name__}"
-        )
-    try:
-        try:
-            tables = _tables(conn)
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"{label} is not an nbagent attempt log ({exc})") from exc
-        if _check_version(conn, label, tables) is None:
-            raise ConfigError(f"{label} is not an nbagent attempt log (it is an empty database)")
-        have = set(_columns(conn))
-        wanted = [c for c in (*COLUMNS, *ORIGIN_COLUMNS) if c in have]
-        where, params = _filters(since, model)
-        sql = f"SELECT {', '.join(wanted)} FROM {TABLE}{where} ORDER BY logged_at, rowid"
-        rows = conn.execute(sql, params).fetchall()
-    finally:
-        if own:
-            conn.close()
-    raw = pd.DataFrame.from_records(rows, columns=wanted)
-    out = coerce(raw)  # missing columns (an older layout) come back empty, typed
-    for c in ORIGIN_COLUMNS:
-        values = raw[c].tolist() if c in raw.columns else [None] * len(raw)
-        out[c] = pd.array(values, dtype="string")
-    return out
-
-
-def _filters(since: Any, model: str | Iterable[str] | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if since is not None:
-        clauses.append("logged_at >= ?")
-        params.append(_since_seconds(since))
-    if model is not None:
-        models = [model] if isinstance(model, str) else [str(m) for m in model]
-        marks = ", ".join("?" * len(models))
-        clauses.append(
-            f"(model IN ({marks}) OR (model IS NULL AND run_id IN "
-            f"(SELECT run_id FROM {TABLE} WHERE model IN ({marks}))))"
-        )
-        params += models + models
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
-def _uri_path(path: str) -> str:
-    from urllib.parse import quote
-
-    return quote(os.path.abspath(path))

@@ -35,7 +35,8 @@ from typing import Any
 
 from .._core._clock import Clock
 from .._core._pacing import PaceRequest
-from .._loop._limiter import RateLimiter, RetryBudget, too_long
+from .._loop._limiter import RateLimiter, too_long
+from .._loop._retry_budget import RetryBudget
 from ..errors import RateLimited, TransportError
 
 __all__ = ["LEASE_TOKENS", "AsyncLimiterCore", "ClusterPacer", "LimiterCore", "rate_headers"]
