@@ -80,30 +80,10 @@ def simulate_retries(
         log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=model))
         attempt = 1
         while True:
-            log(
-                AttemptStarted(
-                    phase="request",
-                    run_id=run,
-                    time=t,
-                    turn=1,
-                    attempt=attempt,
-                    max_attempts=policy.max_attempts,
-                    model=model,
-                )
-            )
+            _log_attempt(log, AttemptStarted, run, t, attempt, policy, model)
             t += dur
             if fails.random() >= p_fail:
-                log(
-                    AttemptSucceeded(
-                        phase="request",
-                        run_id=run,
-                        time=t,
-                        turn=1,
-                        attempt=attempt,
-                        max_attempts=policy.max_attempts,
-                        model=model,
-                    )
-                )
+                _log_attempt(log, AttemptSucceeded, run, t, attempt, policy, model)
                 break
             error: ProviderError
             if retry_after_s is not None:
@@ -195,17 +175,7 @@ def simulate_contention(
     while heap:
         t, c, attempt = heapq.heappop(heap)
         run = runs[c]
-        log(
-            AttemptStarted(
-                phase="request",
-                run_id=run,
-                time=t,
-                turn=1,
-                attempt=attempt,
-                max_attempts=pol.max_attempts,
-                model=model,
-            )
-        )
+        _log_attempt(log, AttemptStarted, run, t, attempt, pol, model)
         error: ProviderError | None = None
         if server == "single":
             if t >= busy_until:
@@ -221,17 +191,7 @@ def simulate_contention(
                 wait = (1.0 - tokens) / refill_rate if send_retry_after else None
                 error = RateLimited("no token", status_code=429, retry_after=wait)
         if error is None:
-            log(
-                AttemptSucceeded(
-                    phase="request",
-                    run_id=run,
-                    time=t + service,
-                    turn=1,
-                    attempt=attempt,
-                    max_attempts=pol.max_attempts,
-                    model=model,
-                )
-            )
+            _log_attempt(log, AttemptSucceeded, run, t + service, attempt, pol, model)
             continue
         end = t + reject
         plan = decide(Failure(error, attempt, previous_delay=previous[c]), pol, rng=rng).plan
@@ -301,6 +261,29 @@ def compare_jitter(
             )
     out: pd.DataFrame = pd.DataFrame(rows)
     return out
+
+
+def _log_attempt(
+    log: AttemptLog,
+    kind: type[AttemptStarted] | type[AttemptSucceeded],
+    run: str,
+    t: float,
+    attempt: int,
+    policy: RetryPolicy,
+    model: str,
+) -> None:
+    """An attempt starting, or succeeding, as the agent would emit it."""
+    log(
+        kind(
+            phase="request",
+            run_id=run,
+            time=t,
+            turn=1,
+            attempt=attempt,
+            max_attempts=policy.max_attempts,
+            model=model,
+        )
+    )
 
 
 def _log_failure(
