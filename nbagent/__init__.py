@@ -70,6 +70,7 @@ from .errors import (
 from .notebook import NotebookPresenter as _NotebookPresenter
 from .providers._scripted import Partial, Reply, ScriptedModel, ToolUse, fault
 from .tracing import instrument
+from ._watch import Watcher, watch, watching
 
 __version__ = "0.1.0"
 
@@ -146,6 +147,7 @@ __all__ = [
     "TransportError",
     "Usage",
     "VirtualClock",
+    "Watcher",
     "amap",
     "classify",
     "fault",
@@ -155,6 +157,8 @@ __all__ = [
     "save_session",
     "start_map",
     "tool",
+    "watch",
+    "watching",
 ]
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "RetryScheduled",
     "RunFinished",
     "RunStarted",
+    "SDKRetryScheduled",
     "Stamp",
     "Subscriber",
     "TextDelta",
@@ -192,6 +193,16 @@ class RetryScheduled(Event):
     request_id: str | None = None
     discarded_text: str = ""
     discarded_thinking: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SDKRetryScheduled(RetryScheduled):
+    """A watched SDK client (`nbagent.watch`), not nbagent, waits before its next attempt.
+
+    `delay_s` is about what the SDK's own rule gives (announced as the wait starts); the attempt
+    log of the watcher records the wait the SDK took. `sdk` names it ("the Anthropic SDK")."""
+
+    sdk: str
 
 
 @dataclass(frozen=True, kw_only=True)

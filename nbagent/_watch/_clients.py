@@ -1,0 +1,113 @@
+"""A watched copy of each kind of client, made through the seams the clients offer.
+
+Stainless-built SDKs (anthropic, openai and Azure's): `client.with_options(http_client=...)`,
+the documented way to give an SDK client another httpx client. google-genai: a new `Client`
+with the same settings and `http_options.httpx_client` / `httpx_async_client`. httpx (and
+httpx2, which the newer SDKs use) clients: a new client with the same settings. In each case the
+new http client sends through the old one's transport, wrapped (`_transport`); the one private
+attribute read is httpx's `_transport` / `_mounts`, as OpenTelemetry's httpx instrumentation
+reads it, so a proxy or a custom transport the user set up keeps working. Nothing is patched:
+the original client is left as it was and can still be used unwatched.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from ..errors import ConfigError
+from ._sdk import SdkRules, rules_for
+from ._transport import ObserverFactory, watching_transport
+
+__all__ = ["Wrapped", "kind_of", "wrap"]
+
+Wrapped = tuple[Any, SdkRules]
+
+
+def _http_module(obj: Any) -> ModuleType | None:
+    for cls in type(obj).__mro__:
+        top = getattr(cls, "__module__", "").partition(".")[0]
+        if top in ("httpx", "httpx2"):
+            return importlib.import_module(top)
+    return None
+
+
+def kind_of(client: Any) -> str:
+    """anthropic, openai, genai or httpx; ConfigError for anything else."""
+    top = type(client).__module__.partition(".")[0]
+    if top == "anthropic" and hasattr(client, "with_options"):
+        return "anthropic"
+    if top == "openai" and hasattr(client, "with_options"):
+        return "openai"
+    if type(client).__module__.startswith("google.genai") and hasattr(client, "models"):
+        return "genai"
+    mod = _http_module(client)
+    if mod is not None and isinstance(client, (mod.Client, mod.AsyncClient)):
+        return "httpx"
+    raise ConfigError(
+        f"nbagent.watch cannot watch a {type(client).__name__}: give it an anthropic, openai or "
+        "google-genai client, or an httpx client."
+    )
+
+
+def _rebuilt(http: Any, observers: list[ObserverFactory], now: Callable[[], float]) -> Any:
+    """A new client of `http`'s kind with its settings, sending through its transports, watched."""
+    mod = _http_module(http)
+    assert mod is not None
+    asynchronous = isinstance(http, mod.AsyncClient)
+
+    def watched(transport: Any) -> Any:
+        return watching_transport(mod, transport, observers, asynchronous=asynchronous, now=now)
+
+    mounts = {
+        p.pattern: (None if t is None else watched(t)) for p, t in getattr(http, "_mounts", {}).items()
+    }
+    cls = mod.AsyncClient if asynchronous else mod.Client
+    return cls(
+        transport=watched(http._transport),
+        mounts=mounts,
+        base_url=http.base_url,
+        headers=http.headers,
+        cookies=http.cookies,
+        timeout=http.timeout,
+        auth=http.auth,
+        follow_redirects=http.follow_redirects,
+        max_redirects=http.max_redirects,
+        event_hooks=http.event_hooks,
+        trust_env=http.trust_env,
+    )
+
+
+def _genai(client: Any, observers: list[ObserverFactory], now: Callable[[], float]) -> Wrapped:
+    import httpx
+    from google import genai
+
+    api = client._api_client  # the settings the client was made with (read, never changed)
+    options = api._http_options.model_copy()
+    sync_http = options.httpx_client or httpx.Client()
+    async_http = options.httpx_async_client or httpx.AsyncClient()
+    options.httpx_client = _rebuilt(sync_http, observers, now)
+    options.httpx_async_client = _rebuilt(async_http, observers, now)
+    kwargs: dict[str, Any] = {"http_options": options}
+    if api.vertexai:
+        kwargs.update(
+            vertexai=True, project=api.project, location=api.location, credentials=api._credentials
+        )
+    else:
+        kwargs["api_key"] = api.api_key
+    watched = genai.Client(**kwargs)
+    return watched, rules_for("genai", None, options.retry_options)
+
+
+def wrap(client: Any, observers: list[ObserverFactory], now: Callable[[], float]) -> Wrapped:
+    """The watched copy of `client` and the rule by which it retries."""
+    kind = kind_of(client)
+    if kind in ("anthropic", "openai"):
+        http = _rebuilt(client._client, observers, now)
+        watched = client.with_options(http_client=http)
+        return watched, rules_for(kind, getattr(client, "max_retries", None))
+    if kind == "genai":
+        return _genai(client, observers, now)
+    return _rebuilt(client, observers, now), rules_for("httpx", None)

@@ -1,0 +1,117 @@
+"""How the watched SDK retries, so its next step can be announced before it takes it.
+
+The watcher never decides: the SDK does. But a widget should say "the SDK is waiting about
+1.0 s (server's Retry-After) before attempt 2" while the SDK sleeps, and the wait it actually
+took is only known when the next attempt arrives. So the SDK's documented rule is written down
+here (the Stainless-built SDKs, anthropic and openai: 408, 409, 429, 5xx and connection errors,
+`x-should-retry` first, Retry-After when positive, else 0.5 s doubling to 8 s with up to 25 %
+jitter off; google-genai: only with `retry_options`, tenacity's exponential jitter), and the
+frame's `delay_s` is always the wait measured between the attempts.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..errors import StreamInterrupted, TransportError
+
+__all__ = ["SdkRules", "Wait"]
+
+Family = Literal["stainless", "genai", "none"]
+
+_STAINLESS_STATUSES = frozenset({408, 409, 429})
+_GENAI_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The wait the SDK's rule gives: `seconds` (about: jitter aside) and whose wish it is."""
+
+    seconds: float
+    server: bool
+
+
+def _retry_after(headers: Any) -> float | None:
+    if headers is None:
+        return None
+    try:
+        return float(headers.get("retry-after-ms")) / 1000
+    except (TypeError, ValueError):
+        pass
+    raw = headers.get("retry-after")
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        pass
+    parsed = email.utils.parsedate_tz(raw) if raw else None
+    return None if parsed is None else float(email.utils.mktime_tz(parsed) - time.time())
+
+
+@dataclass(frozen=True)
+class SdkRules:
+    """The retry rule of one SDK client: `label` names it in sentences ("the Anthropic SDK")."""
+
+    label: str
+    family: Family
+    max_retries: int
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    genai_statuses: frozenset[int] = _GENAI_STATUSES
+
+    @property
+    def max_attempts(self) -> int:
+        return self.max_retries + 1
+
+    def will_retry(
+        self, status: int | None, headers: Any, error: BaseException, attempt: int
+    ) -> bool:
+        """Whether the SDK sends attempt `attempt + 1` after this failure."""
+        if attempt > self.max_retries or self.family == "none":
+            return False
+        if isinstance(error, StreamInterrupted) and status is not None and status < 300:
+            return False  # the stream was handed over: the SDK raises, it does not resend
+        if self.family == "genai":
+            return isinstance(error, TransportError) or status in self.genai_statuses
+        verdict = headers.get("x-should-retry") if headers is not None else None
+        if verdict == "true":
+            return True
+        if verdict == "false":
+            return False
+        if status is None:
+            return isinstance(error, TransportError)
+        return status in _STAINLESS_STATUSES or status >= 500
+
+    def wait(self, headers: Any, attempt: int) -> Wait:
+        """About how long the SDK sleeps after failed attempt `attempt`."""
+        if self.family == "stainless":
+            wish = _retry_after(headers)
+            if wish is not None and wish > 0:
+                return Wait(wish, True)
+            nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
+            return Wait(nominal * 0.875, False)  # the middle of its 75-100 % jitter
+        nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
+        return Wait(nominal + 0.5, False)  # tenacity adds up to `jitter` (1 s) on top
+
+
+def rules_for(kind: str, max_retries: int | None, retry_options: Any = None) -> SdkRules:
+    """The rules of a watched client of `kind` (anthropic, openai, genai, httpx)."""
+    if kind in ("anthropic", "openai"):
+        label = "the Anthropic SDK" if kind == "anthropic" else "the OpenAI SDK"
+        return SdkRules(label, "stainless", 2 if max_retries is None else max_retries)
+    if kind == "genai":
+        if retry_options is None:
+            return SdkRules("the Google GenAI SDK", "none", 0)
+        attempts = getattr(retry_options, "attempts", None) or 5
+        statuses = getattr(retry_options, "http_status_codes", None) or _GENAI_STATUSES
+        return SdkRules(
+            "the Google GenAI SDK",
+            "genai",
+            max(0, attempts - 1),
+            initial_delay=getattr(retry_options, "initial_delay", None) or 1.0,
+            max_delay=getattr(retry_options, "max_delay", None) or 60.0,
+            genai_statuses=frozenset(statuses),
+        )
+    return SdkRules("the client", "none", 0)

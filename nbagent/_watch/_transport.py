@@ -1,0 +1,212 @@
+"""The transport a watched client sends through: every exchange passes its observers untouched.
+
+A client's one seam to the network is its transport (`handle_request` /
+`handle_async_request`). `watching_transport` builds one that holds the real transport and tells
+each observer about the exchange as it happens: the request as sent, the response's status and
+headers when they arrive, each body chunk with its time as the client reads it, and the end
+(complete, broken, cancelled or closed early). Nothing is buffered or changed: the chunks the
+client reads are the inner transport's own, handed on as they come.
+
+Observers are per exchange: a factory (`ObserverFactory`) is called with each request and
+returns an `Exchange` (or None to ignore it). The watcher is one factory; a recorder of
+exchanges would be another, appended to `transport.observers`.
+
+The official SDKs build on `httpx2` (a fork of httpx with the same transport API) or on httpx:
+the classes are made for whichever module the client's classes come from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import ModuleType
+from typing import Any, Protocol
+
+__all__ = ["Exchange", "ObserverFactory", "StreamClosed", "watching_transport"]
+
+
+class StreamClosed(Exception):
+    """The client closed the response before reading it to the end (it stopped early)."""
+
+
+class Exchange(Protocol):
+    """What an observer hears of one exchange, in this order: `response` once (unless the
+    request failed before an answer), `chunk` per body chunk, `end` exactly once."""
+
+    def response(self, status: int, headers: Any, t: float) -> None: ...
+
+    def chunk(self, data: bytes, t: float) -> None: ...
+
+    def end(self, error: BaseException | None, t: float) -> None:
+        """`error` is None when the body was read to its end; `StreamClosed` when the client
+        closed it early; else what the transport or the read raised (re-raised afterwards)."""
+        ...
+
+
+ObserverFactory = Callable[[Any, float], "Exchange | None"]
+"""Called with each request (an httpx or httpx2 `Request`) and the time it is sent."""
+
+_CLASSES: dict[str, tuple[type, type]] = {}
+
+
+class _Ends:
+    """The observers of one exchange, ended exactly once."""
+
+    __slots__ = ("done", "exchanges", "now")
+
+    def __init__(self, exchanges: list[Exchange], now: Callable[[], float]) -> None:
+        self.exchanges = exchanges
+        self.now = now
+        self.done = False
+
+    def end(self, error: BaseException | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        t = self.now()
+        for e in self.exchanges:
+            e.end(error, t)
+
+
+def _classes(mod: ModuleType) -> tuple[type, type]:
+    cached = _CLASSES.get(mod.__name__)
+    if cached is not None:
+        return cached
+
+    class SyncStream(mod.SyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, inner: Any, ends: _Ends) -> None:
+            self._inner = inner
+            self._ends = ends
+
+        def __iter__(self) -> Iterator[bytes]:
+            ends = self._ends
+            exchanges = ends.exchanges
+            now = ends.now
+            try:
+                for chunk in self._inner:
+                    t = now()
+                    for e in exchanges:
+                        e.chunk(chunk, t)
+                    yield chunk
+            except GeneratorExit:
+                ends.end(StreamClosed("the client stopped reading before the end"))
+                raise
+            except BaseException as exc:
+                ends.end(exc)
+                raise
+            ends.end(None)
+
+        def close(self) -> None:
+            try:
+                self._inner.close()
+            finally:
+                self._ends.end(StreamClosed("the client closed the response before the end"))
+
+    class AsyncStream(mod.AsyncByteStream):  # type: ignore[misc,name-defined]
+        def __init__(self, inner: Any, ends: _Ends) -> None:
+            self._inner = inner
+            self._ends = ends
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            ends = self._ends
+            exchanges = ends.exchanges
+            now = ends.now
+            try:
+                async for chunk in self._inner:
+                    t = now()
+                    for e in exchanges:
+                        e.chunk(chunk, t)
+                    yield chunk
+            except GeneratorExit:
+                ends.end(StreamClosed("the client stopped reading before the end"))
+                raise
+            except BaseException as exc:
+                ends.end(exc)
+                raise
+            ends.end(None)
+
+        async def aclose(self) -> None:
+            try:
+                await self._inner.aclose()
+            finally:
+                self._ends.end(StreamClosed("the client closed the response before the end"))
+
+    class SyncTransport(mod.BaseTransport):  # type: ignore[misc,name-defined]
+        """The real transport, watched (see `nbagent._watch._transport`)."""
+
+        def __init__(
+            self, inner: Any, observers: list[ObserverFactory], now: Callable[[], float]
+        ) -> None:
+            self.inner = inner
+            self.observers = observers
+            self._now = now
+
+        def handle_request(self, request: Any) -> Any:
+            now = self._now
+            t = now()
+            exchanges = [e for f in self.observers if (e := f(request, t)) is not None]
+            if not exchanges:
+                return self.inner.handle_request(request)
+            ends = _Ends(exchanges, now)
+            try:
+                response = self.inner.handle_request(request)
+            except BaseException as exc:
+                ends.end(exc)
+                raise
+            t = now()
+            for e in exchanges:
+                e.response(response.status_code, response.headers, t)
+            response.stream = SyncStream(response.stream, ends)
+            return response
+
+        def close(self) -> None:
+            # The original client owns the inner transport (and closes it); this one only looks.
+            pass
+
+    class AsyncTransport(mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+        """The real transport, watched (see `nbagent._watch._transport`)."""
+
+        def __init__(
+            self, inner: Any, observers: list[ObserverFactory], now: Callable[[], float]
+        ) -> None:
+            self.inner = inner
+            self.observers = observers
+            self._now = now
+
+        async def handle_async_request(self, request: Any) -> Any:
+            now = self._now
+            t = now()
+            exchanges = [e for f in self.observers if (e := f(request, t)) is not None]
+            if not exchanges:
+                return await self.inner.handle_async_request(request)
+            ends = _Ends(exchanges, now)
+            try:
+                response = await self.inner.handle_async_request(request)
+            except BaseException as exc:
+                ends.end(exc)
+                raise
+            t = now()
+            for e in exchanges:
+                e.response(response.status_code, response.headers, t)
+            response.stream = AsyncStream(response.stream, ends)
+            return response
+
+        async def aclose(self) -> None:
+            pass
+
+    _CLASSES[mod.__name__] = (SyncTransport, AsyncTransport)
+    return SyncTransport, AsyncTransport
+
+
+def watching_transport(
+    mod: ModuleType,
+    inner: Any,
+    observers: list[ObserverFactory],
+    *,
+    asynchronous: bool,
+    now: Callable[[], float] = time.monotonic,
+) -> Any:
+    """A transport of `mod` (httpx or httpx2) that sends through `inner` and tells `observers`."""
+    sync_cls, async_cls = _classes(mod)
+    cls = async_cls if asynchronous else sync_cls
+    return cls(inner, observers, now)

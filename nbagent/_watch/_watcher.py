@@ -1,0 +1,207 @@
+"""`nbagent.watch` and `nbagent.watching`: the SDK's own retries, seen as nbagent sees its own.
+
+A `Watcher` is another source of the agent's typed events (see `_calls`): the attempt log, the
+live timeline (through the core's presenter seam, filled by the notebook layer), the durable log
+(`log=`) and tracing (`nbagent.tracing.instrument()`, which hears every event bus) subscribe to
+it as they subscribe to an agent. It reads and classifies; the SDK decides and retries.
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from .._core._clock import Clock, RealClock
+from .._core._presenter import LiveView, presenter
+from .._loop._attempt_log import AttemptLog
+from .._loop._durable_log import DurableLog, LogTarget
+from ..events import Event, EventBus, RetryScheduled
+from ._calls import CallLog
+from ._clients import kind_of, wrap
+from ._sdk import SdkRules
+from ._transport import ObserverFactory
+
+__all__ = ["Watcher", "watch", "watching"]
+
+C = TypeVar("C")
+
+_WATCHERS: weakref.WeakKeyDictionary[Any, Watcher] = weakref.WeakKeyDictionary()
+_BY_ID: dict[int, Watcher] = {}  # for clients that take no weak reference
+
+
+class Watcher:
+    """What a watched client did, attempt by attempt (`attempts`), and the events it told.
+
+    Made by `watch` / `watching`; `client` is the watched client. As a context manager
+    (`with nbagent.watching(client) as w:`) it shows the live timeline under the cell for the
+    duration of the block, in a notebook.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        log: LogTarget | None = None,
+        clock: Clock | None = None,
+        show: bool | None = None,
+    ) -> None:
+        kind_of(client)  # a clear ConfigError before anything is built
+        self.clock: Clock = clock or RealClock()
+        self.name = f"watch-{uuid.uuid4().hex[:8]}"
+        self.events = EventBus()
+        self._rows: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+        self._durable = DurableLog(log, self.name) if log is not None else None
+        self._log = AttemptLog(on_row=self._row)
+        self.events.subscribe(self._log)
+        self.observers: list[ObserverFactory] = []
+        self._show = show
+        self._view: LiveView | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        watched, rules = wrap(client, self.observers, self.clock.now)
+        self.rules: SdkRules = rules
+        self._calls = CallLog(
+            self.events, rules, name=self.name, now=self.clock.now, after_wait=self._waited
+        )
+        self.observers.append(self._calls)
+        self.client: Any = watched
+        _remember(watched, self)
+
+    def __repr__(self) -> str:
+        return f"Watcher({self.rules.label}, {len(self._log)} attempts)"
+
+    # -- the attempt log ------------------------------------------------------------------
+
+    @property
+    def attempts(self) -> pd.DataFrame:
+        """One row per HTTP attempt, with the columns of `agent.attempts` and `nbagent_action`.
+
+        `action` is what the SDK did (retry or fail), `delay_s` the wait it took before its next
+        attempt (measured), `policy_delay_s` its own backoff where no server asked for a wait,
+        and `nbagent_action` what nbagent's `classify` and the default `RetryPolicy` would have
+        done with the same failure ("none" for a success)."""
+        df = self._log.frame()
+        keys = list(zip(df["run_id"].tolist(), df["attempt"].tolist(), strict=True))
+        waits = self._calls.waits
+        actions = self._calls.nbagent_actions
+        if waits:
+            old = df["delay_s"].tolist()
+            df["delay_s"] = [waits.get(k, v) for k, v in zip(keys, old, strict=True)]
+        df["nbagent_action"] = pd.array([actions.get(k) for k in keys], dtype="string")
+        return df
+
+    def _row(self, idx: int, row: dict[str, Any]) -> None:
+        key = (row["run_id"], row["attempt"])
+        waited = self._calls.waits.get(key) if hasattr(self, "_calls") else None
+        if waited is not None:
+            row = {**row, "delay_s": waited}
+        if row["attempt"] is not None:
+            self._rows[key] = (idx, row)
+        if self._durable is not None:
+            self._durable(idx, row)
+
+    def _waited(self, key: tuple[str, int], waited: float) -> None:
+        found = self._rows.get(key)
+        if found is not None and self._durable is not None:
+            idx, row = found
+            self._durable(idx, {**row, "delay_s": waited})
+
+    # -- showing and closing ----------------------------------------------------------------
+
+    def show(self) -> None:
+        """Show the live timeline of this client's calls under the current cell."""
+        if self._view is not None:
+            self._view.close()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+        view = presenter().open(None)
+
+        def to_view(event: Event) -> None:
+            view(event)
+            if isinstance(event, RetryScheduled):  # the SDK sleeps now: show it
+                view.close()
+
+        self._view = view
+        self._unsubscribe = self.events.subscribe(to_view)
+
+    def close(self) -> None:
+        """End the calls still waiting for a retry, commit the durable log, stop showing."""
+        self._calls.settle()
+        if self._view is not None:
+            self._view.close()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._view = None
+        if self._durable is not None:
+            self._durable.close()
+
+    def __enter__(self) -> Watcher:
+        show = presenter().active() if self._show is None else self._show
+        if show:
+            self.show()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._calls.settle()
+        if self._view is not None:
+            self._view.close()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._view = None
+        if self._durable is not None:
+            self._durable.flush()
+
+
+def _remember(client: Any, w: Watcher) -> None:
+    try:
+        _WATCHERS[client] = w
+    except TypeError:
+        _BY_ID[id(client)] = w
+
+
+def _watcher_of(client: Any) -> Watcher | None:
+    try:
+        return _WATCHERS.get(client)
+    except TypeError:
+        w = _BY_ID.get(id(client))
+        return w if w is not None and w.client is client else None
+
+
+def watch(client: C, *, log: LogTarget | None = None, show: bool = False) -> C:
+    """The same client, watched: every HTTP attempt it makes is recorded, nothing else changes.
+
+    `client` is an `anthropic.Anthropic` / `AsyncAnthropic`, an `openai.OpenAI` / `AsyncOpenAI`
+    / `AzureOpenAI` / `AsyncAzureOpenAI`, a `google.genai.Client`, or an httpx (or httpx2)
+    `Client` / `AsyncClient`. The copy gives the same responses, streams, retries and exceptions;
+    `nbagent.watching(copy)` gives its `Watcher` (`.attempts`, the live timeline). `log=` writes
+    the attempts to a durable log as `Agent(log=...)` does; `show=True` shows the live timeline
+    under the current cell at once.
+    """
+    w = Watcher(client, log=log, show=show)
+    if show:
+        w.show()
+    watched: C = w.client
+    return watched
+
+
+def watching(client: Any, *, log: LogTarget | None = None, show: bool | None = None) -> Watcher:
+    """The `Watcher` of a watched client (from `watch`), or of a new watched copy of `client`
+    (`w.client`). `with nbagent.watching(client) as w:` shows the live timeline under the cell
+    while the block runs (in a notebook; `show=False` never, `show=True` always)."""
+    w = _watcher_of(client)
+    if w is None:
+        return Watcher(client, log=log, show=show)
+    if show is not None:
+        w._show = show
+    return w
