@@ -37,6 +37,7 @@ from ._loop._retry_budget import RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
 from ._mcp import MCPSource
+from ._watch import Watcher, watch, watching
 from .batch import BatchHandle, BatchResult, amap, map
 from .batch import start as start_map
 from .demo import install as _install_demo
@@ -70,7 +71,6 @@ from .errors import (
 from .notebook import NotebookPresenter as _NotebookPresenter
 from .providers._scripted import Partial, Reply, ScriptedModel, ToolUse, fault
 from .tracing import instrument
-from ._watch import Watcher, watch, watching
 
 __version__ = "0.1.0"
 

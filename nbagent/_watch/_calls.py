@@ -54,7 +54,9 @@ class _Call:
     facts: RequestFacts
     attempts: int = 0
     open: bool = True
-    failed_at: float | None = None  # the end of the last attempt, when it failed and the SDK retries
+    failed_at: float | None = (
+        None  # the end of the last attempt, when it failed and the SDK retries
+    )
     usage: Usage = field(default_factory=Usage)
 
 

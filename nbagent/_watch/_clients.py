@@ -62,7 +62,8 @@ def _rebuilt(http: Any, observers: list[ObserverFactory], now: Callable[[], floa
         return watching_transport(mod, transport, observers, asynchronous=asynchronous, now=now)
 
     mounts = {
-        p.pattern: (None if t is None else watched(t)) for p, t in getattr(http, "_mounts", {}).items()
+        p.pattern: (None if t is None else watched(t))
+        for p, t in getattr(http, "_mounts", {}).items()
     }
     cls = mod.AsyncClient if asynchronous else mod.Client
     return cls(

@@ -20,7 +20,6 @@ from ..errors import (
     Aborted,
     InvalidResponse,
     NbAgentError,
-    ProviderError,
     StreamInterrupted,
     TransportError,
 )
@@ -39,10 +38,20 @@ SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key", "pr
 
 _MARKERS: dict[str, tuple[bytes, ...]] = {
     "anthropic": (b"message_start", b"message_delta", b"message_stop", b"error"),
-    "openai": (b"[DONE]", b'"finish_reason":"', b'"finish_reason": "', b'"usage":{', b'"usage": {',
-               b'"error"'),
-    "openai-responses": (b"response.completed", b"response.failed", b"response.incomplete",
-                         b"error"),
+    "openai": (
+        b"[DONE]",
+        b'"finish_reason":"',
+        b'"finish_reason": "',
+        b'"usage":{',
+        b'"usage": {',
+        b'"error"',
+    ),
+    "openai-responses": (
+        b"response.completed",
+        b"response.failed",
+        b"response.incomplete",
+        b"error",
+    ),
     "gemini": (b"finishReason", b"usageMetadata", b'"error"'),
 }
 
@@ -218,8 +227,14 @@ class ReplyReader:
         rid = request_id_from(self.headers, None, f.secrets)
         if self.status >= 300 or (not self.sse and not (200 <= self.status < 300)):
             body = b"".join(self._body)
-            err = error_from_response(f.provider, self.status, body, self.headers,
-                                      secrets=f.secrets, model=f.model or None)
+            err = error_from_response(
+                f.provider,
+                self.status,
+                body,
+                self.headers,
+                secrets=f.secrets,
+                model=f.model or None,
+            )
             return Ending(error=err, request_id=err.request_id or rid)
         if not self.sse:
             return self._json_ending(rid)
@@ -230,7 +245,8 @@ class ReplyReader:
                 return end
         if not self._done and f.provider != "http":
             end.error = StreamInterrupted(
-                "the stream ended without its terminating event", provider=f.provider,
+                "the stream ended without its terminating event",
+                provider=f.provider,
                 request_id=rid,
             )
         return end
@@ -247,8 +263,14 @@ class ReplyReader:
             end.error = InvalidResponse("the reply is not JSON", provider=f.provider)
             return end
         if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            end.error = error_from_response(f.provider, self.status, body, self.headers,
-                                            secrets=f.secrets, model=f.model or None)
+            end.error = error_from_response(
+                f.provider,
+                self.status,
+                body,
+                self.headers,
+                secrets=f.secrets,
+                model=f.model or None,
+            )
             return end
         if isinstance(body, dict):
             _usage(f.provider, body, end)
@@ -281,8 +303,7 @@ class ReplyReader:
         if f.provider in ("openai-responses", "azure-responses"):
             if kind in ("error", "response.failed"):
                 payload = data.get("response", data) if kind == "response.failed" else data
-                end.error = error_from_payload(f.provider, payload, self.headers,
-                                               secrets=f.secrets)
+                end.error = error_from_payload(f.provider, payload, self.headers, secrets=f.secrets)
             elif kind in ("response.completed", "response.incomplete"):
                 self._done = True
                 if isinstance(data.get("response"), dict):
@@ -323,10 +344,12 @@ def _usage(provider: str, body: dict[str, Any], end: Ending) -> None:
     usage = body.get("usage")
     if isinstance(usage, dict):
         if provider == "anthropic":
-            for field, name in (("input_tokens", "input_tokens"),
-                                ("output_tokens", "output_tokens"),
-                                ("cache_read_tokens", "cache_read_input_tokens"),
-                                ("cache_write_tokens", "cache_creation_input_tokens")):
+            for field, name in (
+                ("input_tokens", "input_tokens"),
+                ("output_tokens", "output_tokens"),
+                ("cache_read_tokens", "cache_read_input_tokens"),
+                ("cache_write_tokens", "cache_creation_input_tokens"),
+            ):
                 v = _int(usage.get(name))
                 if v is not None:
                     setattr(end, field, v)
@@ -347,7 +370,3 @@ def _usage(provider: str, body: dict[str, Any], end: Ending) -> None:
             end.stop_reason = str(reason)
     if provider.endswith("responses") and isinstance(body.get("status"), str):
         end.stop_reason = body["status"]
-
-
-def is_provider_error(err: BaseException | None) -> bool:
-    return isinstance(err, ProviderError)

@@ -35,6 +35,7 @@ from ..events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SDKRetryScheduled,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -294,6 +295,15 @@ class TimelineState:
         else:
             self._set_status(f"{label}: retrying in {delay} {step}", "wait")
 
+    def _on_sdk_retry(self, event: SDKRetryScheduled) -> None:
+        # A watched SDK (nbagent.watch) waits, not the agent: say whose wait it is and why.
+        self._waits.retry(event, _lane(event.phase))
+        why = "server's Retry-After" if event.retry_after_s is not None else "its own backoff"
+        delay = seconds(num(event.delay_s) or 0.0)
+        sdk = event.sdk or "the SDK"
+        text = f"{sdk} is waiting about {delay} ({why}) before attempt {event.next_attempt}"
+        self._set_status(text, "wait")
+
     def _on_paced_wait(self, event: PacedWait) -> None:
         self._waits.paced(event)
         self._set_status(f"rate limiter: sending in {seconds(num(event.delay_s) or 0.0)}", "wait")
@@ -486,6 +496,7 @@ _HANDLERS: dict[type[Event], Callable[[TimelineState, Any], None]] = {
     AttemptSucceeded: TimelineState._on_attempt_succeeded,
     AttemptFailed: TimelineState._on_attempt_failed,
     RetryScheduled: TimelineState._on_retry_scheduled,
+    SDKRetryScheduled: TimelineState._on_sdk_retry,
     PacedWait: TimelineState._on_paced_wait,
     CompactionStarted: TimelineState._on_compaction_started,
     CompactionFinished: TimelineState._on_compaction_finished,

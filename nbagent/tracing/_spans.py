@@ -46,6 +46,7 @@ from ..events import (
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SDKRetryScheduled,
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
@@ -427,6 +428,7 @@ _HANDLERS: dict[type[Event], Callable[[SpanRecorder, Any], None]] = {
     AttemptSucceeded: SpanRecorder._on_attempt_succeeded,
     AttemptFailed: SpanRecorder._on_attempt_failed,
     RetryScheduled: SpanRecorder._on_retry,
+    SDKRetryScheduled: SpanRecorder._on_retry,  # a watched SDK's wait (nbagent.watch)
     PacedWait: SpanRecorder._on_paced,
     TextDelta: SpanRecorder._on_text,
     ToolCallDelta: SpanRecorder._on_tool_delta,
