@@ -99,7 +99,9 @@ class _Attempt:
         if isinstance(error, StreamClosed):
             if reader is not None:
                 ending = reader.ending()
-                if ending.error is None:
+                # an error answer the SDK closed unread (it retries without reading the body)
+                # is read from its status and headers; a reply read to its end is whole
+                if ending.error is None or reader.status >= 300:
                     return ending, False
             return Ending(error=Aborted(f"{error}")), True
         if error is not None:

@@ -160,8 +160,7 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
             return response
 
         def close(self) -> None:
-            # The original client owns the inner transport (and closes it); this one only looks.
-            pass
+            self.inner.close()
 
     class AsyncTransport(mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         """The real transport, watched (see `nbagent._watch._transport`)."""
@@ -192,7 +191,7 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
             return response
 
         async def aclose(self) -> None:
-            pass
+            await self.inner.aclose()
 
     _CLASSES[mod.__name__] = (SyncTransport, AsyncTransport)
     return SyncTransport, AsyncTransport
