@@ -424,3 +424,73 @@ def test_cli_reports_a_missing_key_without_a_traceback(
     captured = capsys.readouterr()
     assert code == 2
     assert "ANTHROPIC_API_KEY" in captured.err and "Traceback" not in captured.err
+
+
+def test_a_watched_sdk_client_keeps_the_key_out_of_everything_it_shows(tmp_path: Path) -> None:
+    """nbagent.watch: the frame, the events, the widget state, the durable log and the reprs."""
+    anthropic = pytest.importorskip("anthropic")
+    httpx2 = pytest.importorskip("httpx2")
+    import nbagent
+    from nbagent.analysis import read_attempts
+    from nbagent.notebook import TimelineState
+
+    calls = {"n": 0}
+
+    def reflect(request: Any) -> Any:
+        calls["n"] += 1
+        key = request.headers.get("x-api-key", "")
+        if calls["n"] == 1:  # an error body that repeats the key, retried by the SDK
+            body = {"type": "error", "error": {"type": "overloaded_error", "message": key}}
+            return httpx2.Response(529, json=body, headers={"request-id": f"req-{key}"})
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 0},
+            },
+        }
+        events = f"event: message_start\ndata: {json.dumps(start)}\n\n" + (
+            "event: error\ndata: "
+            + json.dumps({"type": "error", "error": {"type": "api_error", "message": key}})
+            + "\n\n"
+        )
+        return httpx2.Response(
+            200, content=events.encode(), headers={"content-type": "text/event-stream"}
+        )
+
+    base = anthropic.Anthropic(
+        api_key=SENTINEL,
+        base_url="http://127.0.0.1:9",
+        max_retries=1,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(reflect)),
+    )
+    path = tmp_path / "watch.sqlite"
+    w = nbagent.watching(base, log=path, show=False)
+    state = TimelineState()
+    seen: list[Any] = []
+    w.events.subscribe(state)
+    w.events.subscribe(seen.append)
+    with no_leaks():
+        try:
+            with w.client.messages.stream(
+                model="claude-x", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+            ) as s:
+                for _ in s.text_stream:
+                    pass
+        except anthropic.APIError:
+            pass  # the SDK's own exception is the SDK's business, unchanged
+        w.close()
+        assert calls["n"] == 2  # the key did reach the server, twice
+        assert_clean("the watcher's attempts", w.attempts.to_csv())
+        assert_clean("the watcher's events", " ".join(repr(e) for e in seen))
+        assert_clean("the widget state of a watched client", json.dumps(state.snapshot()))
+        assert_clean("the watcher's durable log", read_attempts(path).to_csv())
+        assert_clean("the watcher's durable log file", path.read_bytes().decode("latin-1"))
+        assert_clean("the watcher's repr", repr(w) + repr(w._calls) + repr(w.observers))
+    assert list(w.attempts["error_kind"]) == ["Overloaded", "StreamInterrupted"]

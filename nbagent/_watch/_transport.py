@@ -68,6 +68,19 @@ class _Ends:
             e.end(error, t)
 
 
+def _whole(mod: ModuleType, response: Any, exchanges: list[Exchange], ends: _Ends, t: float) -> bool:
+    """A body that is all there already (a mock transport's `content=`): told at once, whole."""
+    stream = response.stream
+    if not isinstance(stream, mod.ByteStream):
+        return False
+    body = b"".join(stream)
+    if body:
+        for e in exchanges:
+            e.chunk(body, t)
+    ends.end(None)
+    return True
+
+
 def _classes(mod: ModuleType) -> tuple[type, type]:
     cached = _CLASSES.get(mod.__name__)
     if cached is not None:
@@ -156,6 +169,8 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
             t = now()
             for e in exchanges:
                 e.response(response.status_code, response.headers, t)
+            if _whole(mod, response, exchanges, ends, t):
+                return response
             response.stream = SyncStream(response.stream, ends)
             return response
 
@@ -187,6 +202,8 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
             t = now()
             for e in exchanges:
                 e.response(response.status_code, response.headers, t)
+            if _whole(mod, response, exchanges, ends, t):
+                return response
             response.stream = AsyncStream(response.stream, ends)
             return response
 
