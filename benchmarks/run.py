@@ -19,6 +19,7 @@ import bench_contention
 import bench_ray
 import bench_streaming
 import bench_timing
+import bench_watch
 from common import machine
 
 BENCHMARKS = {
@@ -27,6 +28,7 @@ BENCHMARKS = {
     "bookkeeping": bench_bookkeeping.run,
     "timing": bench_timing.run,
     "ray": bench_ray.run,
+    "watch": bench_watch.run,
 }
 
 

@@ -1,0 +1,67 @@
+"""Watching an SDK client: the CPU the watcher adds to the anthropic SDK's own, per streamed reply.
+
+One reply of 20,000 text deltas (`[demo:deltas=N]` against the mock server, which runs in its own
+process, so the process CPU time measured here is the client's alone), read with
+`messages.stream()` by an unwatched `anthropic.Anthropic` and by `nbagent.watch` of the same
+client, interleaved run by run; the medians are compared. Goal: watching adds at most 5 %.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from common import Goal, Report, median, mock_process
+
+import nbagent
+
+MODEL = "demo"
+
+
+def _read(client: Any, deltas: int) -> int:
+    with client.messages.stream(
+        model=MODEL,
+        max_tokens=100_000,
+        messages=[{"role": "user", "content": f"[demo:deltas={deltas}] Go."}],
+    ) as stream:
+        n = 0
+        for text in stream.text_stream:
+            n += len(text)
+    return n
+
+
+def run(short: bool = False) -> Report:
+    import anthropic
+
+    deltas = 2_000 if short else 20_000
+    repeats = 3 if short else 9
+    rep = Report(f"watch: one reply of {deltas:,} text deltas through the anthropic SDK")
+    with mock_process() as url:
+        plain = anthropic.Anthropic(base_url=url, api_key="bench", max_retries=0)
+        w = nbagent.watching(anthropic.Anthropic(base_url=url, api_key="bench", max_retries=0))
+        clients = {"anthropic SDK": plain, "anthropic SDK, watched": w.client}
+        cpu: dict[str, list[float]] = {name: [] for name in clients}
+        for c in clients.values():  # warm up: imports, connections
+            _read(c, 10)
+        for _ in range(repeats):
+            for name, c in clients.items():
+                t0 = time.process_time()
+                n = _read(c, deltas)
+                cpu[name].append(time.process_time() - t0)
+                assert n > deltas, f"{name} read only {n} characters"
+        attempts = w.attempts
+        assert len(attempts) == repeats + 1 and (attempts["outcome"] == "ok").all()
+        plain.close()
+        w.client.close()
+    med = {k: median(v) for k, v in cpu.items()}
+    base = med["anthropic SDK"]
+    rows = [[k, v, v / base, 1e6 * v / deltas] for k, v in med.items()]
+    rep.table(["client", "CPU seconds", "x unwatched", "us/delta"], rows)
+    rep.goals.append(Goal("watched / unwatched client CPU", med["anthropic SDK, watched"] / base, 1.05))
+    return rep
+
+
+if __name__ == "__main__":
+    import sys
+
+    run("--short" in sys.argv).show()
