@@ -57,7 +57,9 @@ def run(short: bool = False) -> Report:
     base = med["anthropic SDK"]
     rows = [[k, v, v / base, 1e6 * v / deltas] for k, v in med.items()]
     rep.table(["client", "CPU seconds", "x unwatched", "us/delta"], rows)
-    rep.goals.append(Goal("watched / unwatched client CPU", med["anthropic SDK, watched"] / base, 1.05))
+    rep.goals.append(
+        Goal("watched / unwatched client CPU", med["anthropic SDK, watched"] / base, 1.05)
+    )
     return rep
 
 

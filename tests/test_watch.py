@@ -46,7 +46,9 @@ def server() -> Iterator[MockServer]:
         yield srv
 
 
-def _twice(server: MockServer, faults: list[str], call: Callable[[Any], Any], make: Callable[[], Any]) -> tuple[Any, Any, nbagent.Watcher]:
+def _twice(
+    server: MockServer, faults: list[str], call: Callable[[Any], Any], make: Callable[[], Any]
+) -> tuple[Any, Any, nbagent.Watcher]:
     """`call(client)` unwatched and then watched, each after the same faults."""
 
     def outcome(client: Any) -> Any:
@@ -214,7 +216,9 @@ def test_openai_chat_streams_with_a_retry_and_a_break(server: MockServer) -> Non
 
 def test_openai_responses_api_streaming(server: MockServer) -> None:
     def call(c: Any) -> Any:
-        return [same(e) for e in c.responses.create(model="demo", input="What is 2 + 2?", stream=True)]
+        return [
+            same(e) for e in c.responses.create(model="demo", input="What is 2 + 2?", stream=True)
+        ]
 
     plain, watched, w = _twice(server, ["429:retry_after=0.2", "ok"], call, _openai(server))
     assert plain[0] == "ok" and watched == plain
@@ -316,7 +320,9 @@ def test_google_genai_against_the_gemini_format(server: MockServer) -> None:
             api_key=KEY,
             http_options=types.HttpOptions(
                 base_url=server.url,
-                retry_options=types.HttpRetryOptions(attempts=3, initial_delay=0.05, max_delay=0.1, jitter=0.0),
+                retry_options=types.HttpRetryOptions(
+                    attempts=3, initial_delay=0.05, max_delay=0.1, jitter=0.0
+                ),
             ),
         )
 

@@ -68,7 +68,9 @@ class _Ends:
             e.end(error, t)
 
 
-def _whole(mod: ModuleType, response: Any, exchanges: list[Exchange], ends: _Ends, t: float) -> bool:
+def _whole(
+    mod: ModuleType, response: Any, exchanges: list[Exchange], ends: _Ends, t: float
+) -> bool:
     """A body that is all there already (a mock transport's `content=`): told at once, whole."""
     stream = response.stream
     if not isinstance(stream, mod.ByteStream):
