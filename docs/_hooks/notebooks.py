@@ -21,6 +21,7 @@ import html
 import json
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,18 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             )
         )
     return files
+
+
+def on_post_build(config: MkDocsConfig) -> None:
+    """Fail the build if a page still needs a live widget, or loads a script from elsewhere."""
+    site = Path(config.site_dir)
+    for page in site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        where = page.relative_to(site)
+        if WIDGET_VIEW in text:
+            raise PluginError(f"{where} still has a widget that needs a kernel")
+        if re.search(r"<script[^>]+src=[\"']?(https?:)?//", text):
+            raise PluginError(f"{where} loads a script from another site")
 
 
 # ---- widgets made static -------------------------------------------------------------------
