@@ -32,9 +32,8 @@ DIRECTIVE = re.compile(r"^:::\s+([\w.]+)\s*$", re.M)
 
 def public_modules() -> list[str]:
     """nbagent and every submodule of it whose name has no leading underscore."""
-    return ["nbagent"] + sorted(
-        f"nbagent.{m.name}" for m in pkgutil.iter_modules(nbagent.__path__) if m.name[0] != "_"
-    )
+    subs = (m.name for m in pkgutil.iter_modules(nbagent.__path__) if m.name[0] != "_")
+    return ["nbagent", *sorted(f"nbagent.{name}" for name in subs)]
 
 
 def public_names(module_name: str) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import html
-import json
 import logging
 import os
 import re
@@ -255,4 +254,3 @@ def _iframe(page: str) -> str:
         f'style="width:100%;border:0;min-height:120px" loading="lazy" '
         f'onload="{grow};setTimeout(()=>{{{grow}}},300)"></iframe>'
     )
-
