@@ -29,7 +29,8 @@ echo "== release: every package file is in the wheel"
 echo "== release: install the wheel into a fresh venv"
 "$PY" -m venv "$work/venv"
 V="$work/venv/bin"
-"$V/python" -m pip install -q --disable-pip-version-check "$wheel" nbclient ipykernel
+"$V/python" -m pip install -q --disable-pip-version-check "$wheel" nbclient ipykernel \
+  >"$work/pip.log" 2>&1 || { cat "$work/pip.log"; exit 1; }
 
 cd "$work"  # away from the checkout: nothing here can shadow the installed package
 version="$("$V/python" -c 'import nbagent; print(nbagent.__version__)')"
