@@ -246,3 +246,30 @@ def test_a_widget_with_no_saved_state_keeps_its_fallback() -> None:
     data = nb.cells[0].outputs[0]["data"]
     assert "application/vnd.jupyter.widget-view+json" not in data
     assert data["text/plain"] == "nbagent: idle"
+
+
+def test_a_playground_shows_its_figures_and_where_its_controls_were_left() -> None:
+    states = {
+        "play": {"model_name": "HBoxModel", "state": {"children": ["IPY_MODEL_c", "IPY_MODEL_r"]}},
+        "c": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_s", "IPY_MODEL_d"]}},
+        "s": {"model_name": "IntSliderModel", "state": {"description": "max attempts", "value": 6}},
+        "d": {
+            "model_name": "DropdownModel",
+            "state": {"description": "jitter", "index": 1, "_options_labels": ["full", "equal"]},
+        },
+        "r": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_h", "IPY_MODEL_i"]}},
+        "h": {"model_name": "HTMLModel", "state": {"value": "<b class='calls'>86</b>"}},
+        "i": {
+            "model_name": "ImageModel",
+            "state": {"format": "png"},
+            "buffers": [{"path": ["value"], "data": "iVBORw0KGgo=", "encoding": "base64"}],
+        },
+    }
+    nb = widget_notebook(states, "play")
+    load_hook().make_widgets_static(nb)
+    shown = nb.cells[0].outputs[0]["data"]["text/html"]
+    assert "flex-direction:row" in shown  # the HBox keeps controls beside the figures
+    assert '<img alt="figure" src="data:image/png;base64,iVBORw0KGgo=">' in shown
+    assert "max attempts" in shown and "<b>6</b>" in shown
+    assert "<b>equal</b>" in shown
+    assert "<b class='calls'>86</b>" in shown

@@ -21,6 +21,7 @@ import html
 import logging
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -79,14 +80,18 @@ def on_pre_build(config: MkDocsConfig) -> None:
         _executed[path.name] = out
         if not out.exists():
             todo.append((path, out))
+    for stale in CACHE.iterdir():  # executed from sources that have changed since
+        if stale.is_dir() and stale not in {p.parent.parent for p in _executed.values()}:
+            shutil.rmtree(stale, ignore_errors=True)
     if todo:
         os.environ.setdefault("MPLBACKEND", "Agg")  # the kernels inherit it
         asyncio.run(_execute_all(todo))
 
 
 def _source_hash() -> bytes:
-    """What an executed notebook depends on besides itself: the package's sources."""
-    digest = hashlib.sha256()
+    """What an executed notebook depends on besides itself: the package's sources, and this
+    hook (the copy kept is the one with its widgets made static)."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
     for path in sorted((ROOT / "nbagent").rglob("*")):
         if path.is_file() and path.suffix in (".py", ".js", ".css", ".json", ".txt", ".md"):
             digest.update(path.relative_to(ROOT).as_posix().encode())
@@ -197,7 +202,33 @@ def _render(model_id: str, states: dict[str, Any], depth: int = 0) -> str:
         return str(state.get("value", ""))
     if name == "LabelModel":
         return f"<span>{html.escape(str(state.get('value', '')))}</span>"
-    return ""  # controls (buttons, sliders) do nothing on a static page
+    if name == "ImageModel":
+        return _image(model)
+    if name.endswith(("SliderModel", "DropdownModel", "TextModel", "CheckboxModel")):
+        return _control(state)
+    return ""  # buttons do nothing on a static page
+
+
+def _image(model: dict[str, Any]) -> str:
+    """An Image widget: its bytes travel as a base64 buffer beside the state."""
+    for buffer in model.get("buffers", []):
+        if buffer.get("path") == ["value"] and buffer.get("encoding", "base64") == "base64":
+            fmt = html.escape(str(model.get("state", {}).get("format", "png")))
+            return f'<img alt="figure" src="data:image/{fmt};base64,{buffer["data"]}">'
+    return ""
+
+
+def _control(state: dict[str, Any]) -> str:
+    """A control as the value it was left at (a static page cannot move it)."""
+    value = state.get("value")
+    labels = state.get("_options_labels")
+    if value is None and isinstance(labels, list) and isinstance(state.get("index"), int):
+        value = labels[state["index"]]
+    label = html.escape(str(state.get("description", "")))
+    return (
+        f'<div style="font-size:13px"><span style="display:inline-block;min-width:120px">'
+        f"{label}</span> <b>{html.escape(str(value))}</b></div>"
+    )
 
 
 def _output_html(output: dict[str, Any]) -> str:
