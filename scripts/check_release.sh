@@ -50,7 +50,7 @@ cli="$("$V/nbagent" --version)"
 echo "   nbagent $version, imported from the venv; --version and the metadata agree"
 
 echo "== release: nbagent demo (offline) from the wheel"
-"$V/nbagent" demo --out "$work/demo" >"$work/demo.log" 2>&1 || { cat "$work/demo.log"; exit 1; }
+bash "$ROOT/scripts/offline.sh" "$V/nbagent" demo --out "$work/demo" >"$work/demo.log" 2>&1 || { cat "$work/demo.log"; exit 1; }
 for f in attempts.csv timeline.png session.json report.html; do
   [ -s "$work/demo/$f" ] || { echo "nbagent demo did not write $f"; exit 1; }
 done
@@ -76,8 +76,8 @@ assert files("nbagent.demo").joinpath("data", "notes.txt").is_file(), "demo data
 print("   timeline.js, timeline.css, TimelineWidget, export_html, demo data")
 PY
 
-echo "== release: the quickstart notebook in the fresh venv"
-MPLBACKEND=Agg "$V/python" - "$ROOT/notebooks/01_quickstart.ipynb" <<'PY'
+echo "== release: the quickstart notebook in the fresh venv (offline)"
+MPLBACKEND=Agg bash "$ROOT/scripts/offline.sh" "$V/python" - "$ROOT/notebooks/01_quickstart.ipynb" <<'PY'
 import sys
 import tempfile
 

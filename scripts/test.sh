@@ -25,8 +25,8 @@ if compgen -G "notebooks/*.ipynb" >/dev/null; then
   # fails it as under nbmake), so they are not run twice.
 fi
 # ---- docs and release ------------------------------------------------------------------------
-echo "== docs (mkdocs build --strict: executes the notebooks offline, checks links and anchors)"
-NO_MKDOCS_2_WARNING=1 mkdocs build --strict --clean
+echo "== docs (mkdocs build --strict, with no network: executes the notebooks, checks links and anchors)"
+NO_MKDOCS_2_WARNING=1 bash scripts/offline.sh mkdocs build --strict --clean
 echo "== release (sdist and wheel, twine check, the wheel in a fresh venv)"
 PYTHON="$PWD/.venv/bin/python" bash scripts/check_release.sh
 # ---- end docs and release -------------------------------------------------------------------

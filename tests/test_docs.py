@@ -273,3 +273,11 @@ def test_a_playground_shows_its_figures_and_where_its_controls_were_left() -> No
     assert "max attempts" in shown and "<b>6</b>" in shown
     assert "<b>equal</b>" in shown
     assert "<b class='calls'>86</b>" in shown
+
+
+def test_the_readme_links_pages_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(((?:docs|notebooks)/[^)#\s]+)", readme)
+    assert any(link.startswith("docs/") for link in links), "the README does not link the docs"
+    for link in links:
+        assert (ROOT / link).exists(), f"README links {link}, which does not exist"
