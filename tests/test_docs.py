@@ -7,6 +7,7 @@ scripts/test.sh; these checks are cheap and say exactly which name or page is mi
 
 from __future__ import annotations
 
+import asyncio
 import html
 import importlib
 import importlib.util
@@ -281,3 +282,41 @@ def test_the_readme_links_pages_that_exist() -> None:
     assert any(link.startswith("docs/") for link in links), "the README does not link the docs"
     for link in links:
         assert (ROOT / link).exists(), f"README links {link}, which does not exist"
+
+
+@pytest.mark.e2e
+def test_a_widget_fed_after_its_cell_shows_its_final_state(tmp_path: Path) -> None:
+    # as with agent.start: one cell displays the widget and starts a task that feeds it while
+    # a later cell runs (its updates belong to the cell that started the task)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from IPython.display import display\n"
+            "from nbagent.notebook import TimelineWidget\n"
+            "widget = TimelineWidget()\n"
+            "display(widget)"
+        ),
+        nbformat.v4.new_code_cell(
+            f"import asyncio, sys\nsys.path.insert(0, {str(ROOT / 'tests')!r})\n"
+            "from harness.timeline_script import run_events\n"
+            "async def feed():\n"
+            "    await asyncio.sleep(0.2)\n"
+            "    for event in run_events():\n"
+            "        widget(event)\n"
+            "task = asyncio.get_running_loop().create_task(feed())"
+        ),
+        nbformat.v4.new_code_cell("await task"),
+    ]
+    src = tmp_path / "fed_later.ipynb"
+    nbformat.write(nb, src)
+    out = tmp_path / "out" / "notebooks" / "fed_later.ipynb"
+    asyncio.run(load_hook()._execute(src, out))
+    executed = nbformat.read(out, as_version=4)
+    assert len(executed.cells) == 3  # the hidden cell that re-sent the state is gone
+    page = srcdoc(executed.cells[0].outputs[0]["data"]["text/html"])
+    assert "Summarise notes.txt" in page  # the final state, not the empty first one

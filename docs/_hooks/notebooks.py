@@ -43,6 +43,16 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 TIMEOUT_S = 600
 PARALLEL = 2
 
+# nbclient records a widget's updates only while the cell that displayed it runs; a widget fed
+# by a background task (agent.start, start_map) would keep its first picture. A last, hidden cell
+# sends every widget's state again, which nbclient records, and is removed before rendering.
+RESEND_STATE = """
+import ipywidgets as _ipw
+_all = getattr(_ipw.widgets.widget, "_instances", None) or getattr(_ipw.Widget, "widgets", {})
+for _widget in list(_all.values()):
+    _widget.send_state()
+"""
+
 _executed: dict[str, Path] = {}
 
 
@@ -114,6 +124,7 @@ async def _execute(src: Path, out: Path) -> None:
     from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(src, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(RESEND_STATE))
     log.info("executing %s", src.name)
     try:
         with tempfile.TemporaryDirectory(prefix="nbagent-docs-") as scratch:
@@ -127,6 +138,7 @@ async def _execute(src: Path, out: Path) -> None:
             await client.async_execute()
     except CellExecutionError as exc:
         raise PluginError(f"notebook {src.name} failed while the docs were built:\n{exc}") from exc
+    nb.cells.pop()
     make_widgets_static(nb)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
