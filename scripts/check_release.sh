@@ -14,19 +14,19 @@ unset PYTHONPATH  # the fresh venv must import the installed wheel, never this t
 work="$(mktemp -d -t nbagent-release-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
-echo "== release: build the sdist and the wheel"
+echo "== release: build the sdist and the wheel (at ${SECONDS} s)"
 "$PY" -m build --outdir "$work/dist" . >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 wheel="$(ls "$work"/dist/nbagent-*.whl)"
 sdist="$(ls "$work"/dist/nbagent-*.tar.gz)"
 echo "   $(basename "$wheel"), $(basename "$sdist")"
 
-echo "== release: twine check"
+echo "== release: twine check (at ${SECONDS} s)"
 "$PY" -m twine check --strict "$wheel" "$sdist"
 
-echo "== release: every package file is in the wheel"
+echo "== release: every package file is in the wheel (at ${SECONDS} s)"
 "$PY" scripts/check_wheel.py "$wheel"
 
-echo "== release: install the wheel into a fresh venv"
+echo "== release: install the wheel into a fresh venv (at ${SECONDS} s)"
 "$PY" -m venv "$work/venv"
 V="$work/venv/bin"
 "$V/python" -m pip install -q --disable-pip-version-check "$wheel" nbclient ipykernel \
@@ -49,14 +49,14 @@ cli="$("$V/nbagent" --version)"
 [ "$cli" = "nbagent $version" ] || { echo "nbagent --version says '$cli', the package $version"; exit 1; }
 echo "   nbagent $version, imported from the venv; --version and the metadata agree"
 
-echo "== release: nbagent demo (offline) from the wheel"
+echo "== release: nbagent demo (offline) from the wheel (at ${SECONDS} s)"
 bash "$ROOT/scripts/offline.sh" "$V/nbagent" demo --out "$work/demo" >"$work/demo.log" 2>&1 || { cat "$work/demo.log"; exit 1; }
 for f in attempts.csv timeline.png session.json report.html; do
   [ -s "$work/demo/$f" ] || { echo "nbagent demo did not write $f"; exit 1; }
 done
 echo "   wrote attempts.csv, timeline.png, session.json, report.html"
 
-echo "== release: the widget's front-end assets from the wheel"
+echo "== release: the widget's front-end assets from the wheel (at ${SECONDS} s)"
 "$V/python" - <<'PY'
 from importlib.resources import files
 
@@ -76,7 +76,7 @@ assert files("nbagent.demo").joinpath("data", "notes.txt").is_file(), "demo data
 print("   timeline.js, timeline.css, TimelineWidget, export_html, demo data")
 PY
 
-echo "== release: the quickstart notebook in the fresh venv (offline)"
+echo "== release: the quickstart notebook in the fresh venv (offline) (at ${SECONDS} s)"
 MPLBACKEND=Agg bash "$ROOT/scripts/offline.sh" "$V/python" - "$ROOT/notebooks/01_quickstart.ipynb" <<'PY'
 import sys
 import tempfile
@@ -90,4 +90,4 @@ with tempfile.TemporaryDirectory() as scratch:
 cells = sum(1 for c in nb.cells if c.cell_type == "code")
 print(f"   01_quickstart.ipynb: {cells} code cells ran")
 PY
-echo "== release: ok"
+echo "== release: ok (at ${SECONDS} s)"
