@@ -72,6 +72,8 @@ from .notebook import NotebookPresenter as _NotebookPresenter
 from .providers._scripted import Partial, Reply, ScriptedModel, ToolUse, fault
 from .tracing import instrument
 
+# The one place the version lives: hatchling reads it ([tool.hatch.version] in pyproject.toml),
+# so the package metadata and `nbagent --version` say the same. Add its CHANGELOG.md entry.
 __version__ = "0.1.0"
 
 # The seams the core defines, filled here, explicitly: the model string "demo" (the demo model

@@ -208,6 +208,9 @@ class ProviderError(NbAgentError):
 
 
 class RateLimited(ProviderError):
+    """429: too many requests for now. Retried after the server's Retry-After (or backoff);
+    a wait beyond `max_retry_after` makes it a `QuotaExceeded`."""
+
     reason = "rate_limit"
 
 
@@ -218,23 +221,25 @@ class QuotaExceeded(RateLimited):
 
 
 class Overloaded(ProviderError):
-    pass
+    """529 or `overloaded_error`: the provider has no capacity right now. Retried."""
 
 
 class ServerError(ProviderError):
-    pass
+    """500, 502, 503, 504, 408, 409, 425: a transient failure on the server's side. Retried."""
 
 
 class TransportError(ProviderError):
-    pass
+    """No answer reached us: connect, DNS or TLS failure, reset, timeout, idle stream. Retried."""
 
 
 class StreamInterrupted(ProviderError):
-    pass
+    """The stream broke off or went bad mid-answer; the partial message is discarded and the
+    request retried."""
 
 
 class EmptyResponse(ProviderError):
-    pass
+    """A 200 with nothing in it. Retried at most once, since a model that answers nothing twice
+    will likely do it again."""
 
 
 class ContextOverflow(ProviderError):
@@ -254,23 +259,23 @@ class ContextOverflow(ProviderError):
 
 
 class AuthFailed(ProviderError):
-    pass
+    """401 or 403: the key is wrong or lacks access. Final: retrying cannot fix it."""
 
 
 class ModelNotFound(ProviderError):
-    pass
+    """404 for the model: final, or the next model of a fallback chain."""
 
 
 class BadRequest(ProviderError):
-    pass
+    """Another 4xx: the request itself is wrong, so sending it again would fail again."""
 
 
 class InvalidResponse(ProviderError):
-    pass
+    """A 2xx body that does not decode or passes the size caps. Final: not retried."""
 
 
 class ContentFiltered(ProviderError):
-    pass
+    """The provider's content filter or a refusal stopped the answer. Final: not retried."""
 
 
 _RETRYABLE: tuple[type[ProviderError], ...] = (

@@ -102,6 +102,8 @@ class Stamp:
 
 @dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
+    """A run began: the prompt as given and the model it goes to first."""
+
     prompt: str
     model: str
     agent_id: str = ""
@@ -109,6 +111,8 @@ class RunStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptStarted(Event):
+    """One attempt (a request, a compaction request or a tool call) is about to be sent."""
+
     phase: AttemptPhase
     attempt: int
     max_attempts: int
@@ -117,18 +121,25 @@ class AttemptStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class TextDelta(Event):
+    """A piece of the answer as it streams. Only committed when the attempt succeeds; a broken
+    stream's deltas are discarded."""
+
     text: str
     attempt: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class ThinkingDelta(Event):
+    """A piece of the model's reasoning as it streams (discarded with the attempt if it fails)."""
+
     text: str
     attempt: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallDelta(Event):
+    """A tool call's arguments as they stream, by call `index`."""
+
     index: int
     call_id: str
     name: str
@@ -138,6 +149,8 @@ class ToolCallDelta(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptSucceeded(Event):
+    """An attempt got its answer: the row of the attempt log with outcome `ok`."""
+
     phase: AttemptPhase
     attempt: int
     max_attempts: int
@@ -216,6 +229,8 @@ class PacedWait(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionStarted(Event):
+    """The conversation is being shrunk (`reason`: it overflowed, or the estimate says it will)."""
+
     reason: CompactionReason
     tokens_before: int
     strategy: str
@@ -223,6 +238,8 @@ class CompactionStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionFinished(Event):
+    """A compaction ended: tokens before and after, and whether it worked (`ok`)."""
+
     tokens_before: int
     tokens_after: int
     strategy: str
@@ -233,6 +250,8 @@ class CompactionFinished(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallStarted(Event):
+    """A tool call is about to run, with its decoded arguments."""
+
     call_id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -263,12 +282,16 @@ class ToolSourceUnavailable(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class MessageCommitted(Event):
+    """A message joined the history (at `index`): the only event that changes the conversation."""
+
     message: Message
     index: int
 
 
 @dataclass(frozen=True, kw_only=True)
 class FallbackStarted(Event):
+    """A model of the chain failed for good; the next one takes over."""
+
     from_model: str
     to_model: str
     error: str
@@ -277,6 +300,8 @@ class FallbackStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetWarning(Event):
+    """A budget (cost, tokens, time, turns) passed its warning share; the run goes on."""
+
     limit: BudgetLimit
     actual: float
     limit_value: float
@@ -297,6 +322,7 @@ class RunFinished(Event):
 
 
 Subscriber = Callable[[Event], None]
+"""Anything called with each event, in order, before the agent acts on it."""
 
 _everywhere: list[Subscriber] = []
 

@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 ContentionJitter = Literal["full", "equal", "decorrelated"] | float | None
+"""The jitter strategies the contention experiment compares (as `RetryPolicy` takes them)."""
 Server = Literal["single", "token_bucket"]
 
 

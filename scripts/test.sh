@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every check from nothing: set up .venv with the dev extras, then lint, type-check, run the
-# test suite, execute the notebooks and run the benchmarks in their short mode.
+# test suite, build the docs (which executes the notebooks), check the release and run the
+# benchmarks in their short mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
@@ -20,8 +21,15 @@ pytest -q -p no:cacheprovider tests
 if compgen -G "notebooks/*.ipynb" >/dev/null; then
   echo "== notebooks"
   nbstripout --verify notebooks/*.ipynb
-  pytest -q -p no:cacheprovider --nbmake notebooks
+  # Executed by the docs build below (nbclient, every notebook of the folder, a failing cell
+  # fails it as under nbmake), so they are not run twice.
 fi
+# ---- docs and release ------------------------------------------------------------------------
+echo "== docs (mkdocs build --strict, with no network: executes the notebooks, checks links and anchors)"
+NO_MKDOCS_2_WARNING=1 bash scripts/offline.sh mkdocs build --strict --clean
+echo "== release (sdist and wheel, twine check, the wheel in a fresh venv)"
+PYTHON="$PWD/.venv/bin/python" bash scripts/check_release.sh
+# ---- end docs and release -------------------------------------------------------------------
 if [ -f benchmarks/run.py ]; then
   echo "== benchmarks (short mode: checks they work, asserts no times)"
   python benchmarks/run.py --short

@@ -1,6 +1,6 @@
 """The notebooks are committed clean and each teaches its concept in prose.
 
-Executing them is CI's job (`pytest --nbmake notebooks` in scripts/test.sh); these checks are
+Executing them is CI's job (the docs build in scripts/test.sh runs each one); these checks are
 cheap and run with the rest of the suite: the expected notebooks exist, are valid nbformat
 4 with the python3 kernel, carry no outputs or execution counts, and explain themselves in
 markdown. Binder's files are checked too, since the README's badge depends on them.

@@ -17,6 +17,9 @@ __all__ = ["Budget", "Usage"]
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens, requests and cost, added up over attempts, runs or a batch; `cost_usd` is None
+    when the model's price is unknown (never a guess)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0

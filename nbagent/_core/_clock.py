@@ -31,6 +31,8 @@ class Clock(Protocol):
 
 
 class RealClock:
+    """Monotonic time and real sleeps: the default. Tests and simulations use `VirtualClock`."""
+
     def now(self) -> float:
         return time.monotonic()
 

@@ -46,6 +46,9 @@ ANY_SPAN = Span()
 
 @runtime_checkable
 class Jitter(Protocol):
+    """A jitter strategy: turns the backoff's delay into the one waited. Give your own to
+    `RetryPolicy(jitter=...)`; `envelope` lets plots and the playground draw its range."""
+
     def apply(self, delay: float, rng: random.Random, span: Span = ANY_SPAN) -> float:
         """One jittered delay; `delay` is the backoff's own (un-jittered) delay."""
         ...

@@ -47,12 +47,17 @@ Role = Literal["user", "assistant"]
 
 @dataclass(frozen=True)
 class TextBlock:
+    """Plain text from the user or the model."""
+
     text: str
     type: Literal["text"] = "text"
 
 
 @dataclass(frozen=True)
 class ThinkingBlock:
+    """The model's visible reasoning; `signature` is the provider's proof, sent back unchanged
+    so the provider accepts the thinking in the next request."""
+
     thinking: str
     signature: str = ""
     type: Literal["thinking"] = "thinking"
@@ -86,6 +91,8 @@ class OpaqueBlock:
 
 @dataclass(frozen=True)
 class ImageBlock:
+    """An image in a user message or a tool result, base64-encoded (`data`)."""
+
     data: str  # base64
     media_type: str = "image/png"
     type: Literal["image"] = "image"
@@ -104,6 +111,9 @@ class ToolUseBlock:
 
 @dataclass(frozen=True)
 class ToolResultBlock:
+    """The answer to one tool call; `is_error` results are how a failed tool reaches the model
+    (the fourth action) instead of ending the run."""
+
     tool_use_id: str
     content: tuple[TextBlock | ImageBlock, ...] = ()
     is_error: bool = False
@@ -127,6 +137,9 @@ Block = (
 
 @dataclass(frozen=True)
 class Message:
+    """One turn of the conversation: a role and its blocks. Frozen, so a failed attempt can
+    never change the history the retry sends again."""
+
     role: Role
     blocks: tuple[Block, ...] = ()
 

@@ -43,6 +43,9 @@ class PaceRequest:
 
 @runtime_checkable
 class Pacer(Protocol):
+    """The seam a client-side rate limiter fills: asked before every request, so a paced wait
+    shows as its own row instead of a 429."""
+
     async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         """Return when the request may be sent, sleeping on `clock` until then.
 

@@ -78,6 +78,9 @@ class CompactionContext:
 
 @dataclass(frozen=True)
 class CompactionResult:
+    """What a compaction did: the new messages and the token counts before and after, for the
+    widget, the events and the attempt log."""
+
     messages: list[Message]
     tokens_before: int
     tokens_after: int
@@ -88,6 +91,9 @@ class CompactionResult:
 
 @runtime_checkable
 class Compactor(Protocol):
+    """A compaction strategy: shrink `messages` to fit `ctx`, or return None when it cannot.
+    Pass your own as `Agent(compaction=...)`."""
+
     name: str
 
     async def compact(

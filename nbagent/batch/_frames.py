@@ -40,6 +40,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "duration_s",
     "run_id",
 )
+"""The columns of `BatchResult.results`, one row per prompt, in the order given."""
 
 
 @dataclass

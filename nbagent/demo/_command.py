@@ -37,6 +37,8 @@ FILES = ("attempts.csv", "timeline.png", "report.html", "session.json")
 
 @dataclass(frozen=True)
 class DemoStep:
+    """One prompt of `nbagent demo`, the faults its requests meet, and what it teaches."""
+
     prompt: str
     faults: tuple[str, ...] = ()
     teaches: str = ""
@@ -74,6 +76,7 @@ DEMO_PLAN: tuple[DemoStep, ...] = (
         "HARD FAIL: the server wants 50 minutes; that is a quota, reported as a typed error",
     ),
 )
+"""The built-in demo: one step per action, so a single run shows all four."""
 
 _DIRECTIVE = re.compile(r"\[demo:[^\]]*\]\s*")
 

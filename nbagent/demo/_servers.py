@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["NOTES_SERVER", "notes_server_command", "notes_source"]
 
 NOTES_SERVER = Path(__file__).with_name("notes_server.py")
+"""The demo's MCP notes server script (run with `python -m nbagent.demo.notes_server`)."""
 
 
 def notes_server_command(notes_file: str | None = None) -> list[str]:

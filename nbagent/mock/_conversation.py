@@ -29,6 +29,8 @@ class Text:
 
 @dataclass(frozen=True)
 class ToolUse:
+    """A tool call in the request's history, as the client sent it."""
+
     id: str
     name: str
     arguments: str  # JSON text as the model produced it (may be invalid)
@@ -36,6 +38,8 @@ class ToolUse:
 
 @dataclass(frozen=True)
 class ToolResult:
+    """A tool's answer in the request's history."""
+
     tool_use_id: str
     content: str
     is_error: bool
@@ -46,6 +50,8 @@ Block = Text | ToolUse | ToolResult
 
 @dataclass(frozen=True)
 class Turn:
+    """One message of the request's history, format-independent."""
+
     role: Literal["user", "assistant"]
     blocks: tuple[Block, ...]
 
@@ -64,6 +70,8 @@ class Turn:
 
 @dataclass(frozen=True)
 class Conversation:
+    """A request decoded from whichever wire format it came in: what a `Responder` answers."""
+
     format: Format
     model: str
     system: str

@@ -24,10 +24,13 @@ __all__ = [
 ]
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens"]
+"""Why a mock reply ends, in Anthropic's words (each wire format translates it)."""
 
 
 @dataclass(frozen=True)
 class MockToolCall:
+    """A tool call the mock server streams back."""
+
     id: str
     name: str
     arguments: str  # JSON text; deliberately invalid for [demo:bad_json]
@@ -35,6 +38,9 @@ class MockToolCall:
 
 @dataclass(frozen=True)
 class MockReply:
+    """What a responder answers; the server streams it in the request's wire format, word by
+    word, so faults can break it anywhere."""
+
     text_deltas: tuple[str, ...] = ()
     tool_calls: tuple[MockToolCall, ...] = ()
     stop_reason: StopReason = "end_turn"
@@ -65,6 +71,7 @@ def split_words(text: str) -> tuple[str, ...]:
 
 
 Responder = Callable[[Conversation], MockReply]
+"""Decides the mock's answer to a decoded request (the demo model is one)."""
 _default: list[Responder] = []
 
 
@@ -74,6 +81,9 @@ def set_default_responder(responder: Responder) -> None:
 
 
 def default_responder() -> Responder:
+    """The responder of every mock server that was not given one (the demo model, once
+    `import nbagent` has registered it)."""
+
     if not _default:
         raise RuntimeError(
             "the mock server has no responder: pass MockServer(responder=...) or import nbagent, "

@@ -51,17 +51,23 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class TextPart:
+    """Answer text as it streams from a provider."""
+
     text: str
 
 
 @dataclass(frozen=True)
 class ThinkingPart:
+    """Reasoning text as it streams, with the signature that must go back with it."""
+
     text: str
     signature: str = ""
 
 
 @dataclass(frozen=True)
 class ToolCallPart:
+    """A fragment of a tool call's arguments, by `index`."""
+
     index: int
     call_id: str = ""
     name: str = ""
@@ -70,6 +76,9 @@ class ToolCallPart:
 
 @dataclass(frozen=True)
 class Completed:
+    """The stream's last part: the whole message, its usage and stop reason, and the ids the
+    provider gave it (for the attempt log and traces)."""
+
     message: Message
     usage: Usage
     stop_reason: str  # end_turn | tool_use | max_tokens | stop_sequence | refusal ...
@@ -80,6 +89,7 @@ class Completed:
 
 
 StreamPart = TextPart | ThinkingPart | ToolCallPart | Completed
+"""What a provider's stream yields: parts as they come, then one `Completed`."""
 
 
 @runtime_checkable

@@ -45,6 +45,9 @@ __all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
 
 @dataclass(frozen=True)
 class ToolUse:
+    """A tool call a `Reply` makes; an `input` given as text is sent as raw (possibly broken)
+    JSON, to test the bad-arguments path."""
+
     name: str
     input: dict[str, Any] | str = field(default_factory=dict)  # a str is sent as raw JSON text
     id: str | None = None
@@ -52,6 +55,9 @@ class ToolUse:
 
 @dataclass(frozen=True)
 class Reply:
+    """One scripted answer of a `ScriptedModel`: text, tool calls, thinking, a stop reason and
+    its usage."""
+
     text: str = ""
     tool_calls: tuple[ToolUse, ...] | list[ToolUse] = ()
     thinking: str = ""
