@@ -72,6 +72,7 @@ def _row(item: tuple[str, str, int, dict[str, Any], float]) -> tuple[Any, ...]:
 # -- the writer thread ---------------------------------------------------------------------------
 
 _STOP = object()
+_DROPPED = object()  # a log using this writer was collected unclosed: one user fewer
 _generation = 0  # bumped in a forked child: the parent's writer threads do not exist there
 
 LogError = ConfigError | HostError
@@ -155,7 +156,7 @@ class _Writer:
             for i in items:
                 if isinstance(i, threading.Event):
                     i.set()
-                elif i is _STOP:
+                elif i is _STOP or (i is _DROPPED and _let_go_of(self)):
                     stop = True
 
     def _write(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -237,15 +238,28 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_flush_all)
 
 
-def _release(w: _Writer, timeout: float | None) -> None:
+def _let_go_of(w: _Writer) -> bool:
+    """One user fewer; True if that was the last (the writer is then no longer handed out)."""
     with _writers_lock:
         w.refs -= 1
         if w.refs > 0:
-            return
+            return False
         if _writers.get(_key(w.target)) is w:
             del _writers[_key(w.target)]
-    w.queue.put(_STOP)
-    w.thread.join(timeout)
+        return True
+
+
+def _release(w: _Writer, timeout: float | None) -> None:
+    if _let_go_of(w):
+        w.queue.put(_STOP)
+        w.thread.join(timeout)
+
+
+def _dropped(w: _Writer) -> None:
+    # A finalizer may run in any thread, at any allocation, even one holding `_writers_lock`
+    # or the writer thread itself: it only queues a note (SimpleQueue.put is reentrant), and
+    # the writer thread does the rest.
+    w.queue.put(_DROPPED)
 
 
 # -- the sink ------------------------------------------------------------------------------------
@@ -324,7 +338,7 @@ class DurableLog:
         if self._finalizer is not None:
             self._finalizer.detach()
         self._writer = w
-        self._finalizer = weakref.finalize(self, _release, w, 0.0)
+        self._finalizer = weakref.finalize(self, _dropped, w)
         self._finalizer.atexit = False  # at exit, `_flush_all` commits and closes
         return w
 
