@@ -8,6 +8,21 @@ bash scripts/setup.sh --dev
 export PATH="$PWD/.venv/bin:$PATH"
 export MPLBACKEND=Agg
 
+# -- the other Pythons (noxfile.py: tests-3.10 ... tests-3.13), beside the main run -------------
+# Every supported Python but .venv's runs the suite (all but the browser tests) in a venv of its
+# own made by nox with uv, one after the other, in the background while the main run below
+# goes on: the suites mostly wait on sockets, processes and sleeps, so two at once fit 2 cores.
+# Their output goes to .nox/other-pythons.log, shown when they end.
+mine=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+others=$(python -c "import noxfile; print(' '.join(noxfile.sessions_besides('$mine')))")
+OTHERS_LOG=.nox/other-pythons.log
+OTHERS_TIMEOUT_S=${NBAGENT_OTHER_PYTHONS_TIMEOUT_S:-1800}
+# timeout runs nox in a process group of its own: a failure here stops all of it (the trap)
+# shellcheck disable=SC2086
+timeout "$OTHERS_TIMEOUT_S" nox --no-color -s $others >"$OTHERS_LOG" 2>&1 &
+others_pid=$!
+trap 'kill -TERM -- "-$others_pid" 2>/dev/null || true' EXIT
+
 echo "== ruff"
 ruff check .
 ruff format --check .
@@ -34,3 +49,13 @@ if [ -f benchmarks/run.py ]; then
   echo "== benchmarks (short mode: checks they work, asserts no times)"
   python benchmarks/run.py --short
 fi
+echo "== the other Pythons: $others (log: $OTHERS_LOG)"
+others_rc=0
+wait "$others_pid" || others_rc=$?
+trap - EXIT
+cat "$OTHERS_LOG"
+if [ "$others_rc" -eq 124 ]; then
+  echo "the other Pythons' suites ($others) did not end within ${OTHERS_TIMEOUT_S} s" >&2
+fi
+echo "== scripts/test.sh took $SECONDS s"
+exit "$others_rc"

@@ -7,10 +7,15 @@ changes how a run ends; a file that is not ours, or is newer than us, is refused
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
 import os
 import socket
 import sqlite3
+import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,7 @@ from nbagent import (
     tool,
 )
 from nbagent import errors as E
-from nbagent._loop._durable_log import SCHEMA_VERSION
+from nbagent._loop._durable_layout import SCHEMA_VERSION
 from nbagent._loop._frame import COLUMNS, ORIGIN_COLUMNS
 from nbagent.analysis import read_attempts
 
@@ -71,6 +76,15 @@ def run(agent: Agent, prompt: str = "go") -> Any:
     return agent.run_sync(prompt, show=False)
 
 
+@contextlib.contextmanager
+def opened(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to look into or alter a file, committed and then closed. (`with
+    sqlite3.connect(...)` only commits: the connection is left to the garbage collector, which
+    Python 3.13 warns about.)"""
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        yield conn
+
+
 def attempts_only(df: pd.DataFrame) -> pd.DataFrame:
     return df.drop(columns=list(ORIGIN_COLUMNS)).reset_index(drop=True)
 
@@ -86,7 +100,7 @@ def test_every_attempt_is_in_the_file_typed_exactly_like_agent_attempts(tmp_path
     assert df.retry_after_s.iloc[1] == 2.0 and df.delay_s.iloc[1] == 2.0  # completed after the end
     assert set(df.agent_id) == {agent.agent_id}
     assert set(df.worker) == {f"{socket.gethostname()}:{os.getpid()}"}
-    with sqlite3.connect(path) as conn:
+    with opened(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     # the analysis functions and plots take it unchanged
     assert int(analysis.summary(df)["count"].sum()) == len(df)
@@ -179,7 +193,7 @@ def test_keys_never_reach_the_file(tmp_path: Path) -> None:
 def test_a_newer_file_is_refused_with_a_sentence(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite"
     run(make(path))
-    with sqlite3.connect(path) as conn:
+    with opened(path) as conn:
         conn.execute(
             "UPDATE nbagent_meta SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION + 1),)
         )
@@ -191,7 +205,7 @@ def test_a_newer_file_is_refused_with_a_sentence(tmp_path: Path) -> None:
 
 def test_foreign_files_are_refused_and_left_as_they_were(tmp_path: Path) -> None:
     theirs = tmp_path / "theirs.sqlite"
-    with sqlite3.connect(theirs) as conn:
+    with opened(theirs) as conn:
         conn.execute("CREATE TABLE measurements (t REAL, value REAL)")
     before = theirs.read_bytes()
     with pytest.raises(E.ConfigError, match="not an nbagent attempt log .*measurements"):
@@ -217,7 +231,7 @@ def test_an_older_layout_is_read_and_migrated_when_written_to(tmp_path: Path) ->
     path = tmp_path / "runs.sqlite"
     old = make(path)
     run(old)
-    with sqlite3.connect(path) as conn:  # as written before the cache columns existed
+    with opened(path) as conn:  # as written before the cache columns existed
         conn.execute("ALTER TABLE attempts DROP COLUMN cache_read_tokens")
         conn.execute("ALTER TABLE attempts DROP COLUMN cache_write_tokens")
         conn.execute("UPDATE nbagent_meta SET value = '0' WHERE key = 'version'")
@@ -230,7 +244,7 @@ def test_an_older_layout_is_read_and_migrated_when_written_to(tmp_path: Path) ->
     )
     new = make(path, entries=["fine"])
     run(new)
-    with sqlite3.connect(path) as conn:
+    with opened(path) as conn:
         assert conn.execute("SELECT value FROM nbagent_meta WHERE key = 'version'").fetchone() == (
             str(SCHEMA_VERSION),
         )
@@ -303,3 +317,85 @@ def test_a_path_that_cannot_be_opened_warns_at_once_and_runs_still_work(tmp_path
         agent = make(blocker / "runs.sqlite")
     result = run(agent)
     same_run(result, agent)
+
+
+# -- every connection is closed where it was opened ------------------------------------------------
+
+
+def closed(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.total_changes  # noqa: B018 - raises once closed
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def files_held_open(folder: Path) -> list[str]:
+    """The files under `folder` this process has open (Linux's /proc; elsewhere none seen)."""
+    fds = Path("/proc/self/fd")
+    held = []
+    for fd in fds.iterdir() if fds.is_dir() else []:
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith(str(folder)):
+                held.append(target)
+    return held
+
+
+def test_every_connection_nbagent_opens_it_closes_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No connection is left to the garbage collector, which closes it silently before 3.13 and
+    warns (`ResourceWarning: unclosed database`) from 3.13 on. The connections opened are held
+    here, so the collector cannot close them behind the test's back, on any Python."""
+    path = tmp_path / "runs.sqlite"
+    run(make(path))
+    newer, foreign, text = tmp_path / "newer.sqlite", tmp_path / "theirs.sqlite", tmp_path / "t"
+    run(make(newer, entries=["x"]))
+    with opened(newer) as conn:
+        conn.execute("UPDATE nbagent_meta SET value = '99' WHERE key = 'version'")
+    with opened(foreign) as conn:
+        conn.execute("CREATE TABLE measurements (t REAL)")
+    text.write_text("not a database\n" * 50)
+    sqlite3.connect(tmp_path / "empty.sqlite").close()
+
+    seen: list[sqlite3.Connection] = []
+    real_connect = sqlite3.connect
+
+    def connect(*args: Any, **kw: Any) -> sqlite3.Connection:
+        conn = real_connect(*args, **kw)
+        seen.append(conn)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    run(make(path, entries=["again"]))
+    assert len(read_attempts(path)) == 6 and len(read_attempts(path, model="scripted:m")) == 6
+    for refused in (newer, foreign, text):
+        with pytest.raises(E.ConfigError):
+            make(refused)
+        with pytest.raises(E.ConfigError):
+            read_attempts(refused)
+    with pytest.raises(E.ConfigError, match="empty database"):
+        read_attempts(tmp_path / "empty.sqlite")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.warns(RuntimeWarning, match="unable to open database file"):
+        run(make(blocker / "runs.sqlite"))
+    # an agent used with `await agent.run(...)` and never closed, then dropped: once collected,
+    # its rows are committed and the file closed
+    abandoned = make(path, entries=["left open"])
+    runner = threading.Thread(target=asyncio.run, args=(abandoned.run("go", show=False),))
+    runner.start()
+    runner.join()
+    del abandoned
+    gc.collect()
+    deadline = time.monotonic() + 60.0  # the writer thread closes it: wait for that, boundedly
+    while time.monotonic() < deadline and not (
+        all(closed(c) for c in seen) and files_held_open(tmp_path) == []
+    ):
+        time.sleep(0.01)
+
+    assert len(seen) >= 10  # every path above opened its own
+    assert [c for c in seen if not closed(c)] == []
+    assert files_held_open(tmp_path) == []
+    assert len(read_attempts(path)) == 7  # the abandoned agent's row was committed first

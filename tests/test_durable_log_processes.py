@@ -6,6 +6,7 @@ a scripted model, writing to one SQLite file in a temporary folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -106,7 +107,7 @@ def test_a_run_killed_mid_retries_leaves_every_finished_attempt_whole_in_the_fil
     assert list(df.action) == ["retry"] * 3 and list(df.outcome) == ["error"] * 3
     assert df.retry_after_s.iloc[2] == 60.0 and df.delay_s.iloc[2] == 60.0
     assert df.ended_at.notna().all() and df.model.notna().all() and df.request_id.notna().all()
-    with sqlite3.connect(path) as conn:
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # closed, not left to the gc
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     # the killed writer left no lock behind: the next session appends
     agent = Agent(ScriptedModel(["after the crash"]), clock=VirtualClock(), log=path)

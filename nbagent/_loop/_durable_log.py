@@ -20,8 +20,9 @@ How it stays cheap and safe:
   row. A file that is not an nbagent attempt log, or one written by a newer nbagent, is refused
   with a `ConfigError` before anything is sent.
 
-The file carries its layout version in `nbagent_meta`. An older layout (fewer columns) is read
-as it is, missing columns empty, and migrated (the columns added) when written to.
+The file's layout (its version, creating and migrating it) is in `_durable_layout`. Every
+connection is closed by the code that opened it, never left to the garbage collector: the writer
+thread closes its own when the last log using it is closed or collected, and at exit.
 """
 
 from __future__ import annotations
@@ -35,39 +36,20 @@ import sqlite3
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 from ..errors import ConfigError, HostError
-from ._frame import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS
+from ._durable_layout import BUSY_TIMEOUT_S, TABLE, LogTarget, busy, label_of, prepare_patiently
+from ._frame import COLUMNS
 
-__all__ = [
-    "BUSY_TIMEOUT_S",
-    "SCHEMA_VERSION",
-    "TABLE",
-    "DurableLog",
-    "LogTarget",
-    "check_version",
-    "column_names",
-    "label_of",
-    "table_names",
-]
+__all__ = ["DurableLog", "LogTarget"]
 
-LogTarget = str | os.PathLike[str] | sqlite3.Connection
-"""What `Agent(log=...)` and `read_attempts` take: a file path, or an open connection."""
-
-SCHEMA_VERSION = 1
-KIND = "nbagent.attempts"
-TABLE = "attempts"
-META = "nbagent_meta"
-BUSY_TIMEOUT_S = 30.0
 LINGER_S = 0.005
 """How long the writer lets rows gather before a commit: rows reach the disk within a few ms."""
 
 _KEY = ("agent_id", "seq")
 _EXTRA = ("worker", "logged_at")  # logged_at: wall-clock seconds (Unix time) of the first write
-_SQL_TYPE = {
-    c: "INTEGER" if c in INT_COLUMNS else "REAL" if c in FLOAT_COLUMNS else "TEXT" for c in COLUMNS
-}
 _WRITTEN = (*_KEY, *_EXTRA, *COLUMNS)
 _UPSERT = (
     f"INSERT INTO {TABLE} ({', '.join(_WRITTEN)}) VALUES ({', '.join('?' * len(_WRITTEN))}) "
@@ -81,105 +63,6 @@ def default_worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-# -- the file's layout -------------------------------------------------------------------------
-
-
-def label_of(target: LogTarget) -> str:
-    return "the sqlite3 connection given" if isinstance(target, sqlite3.Connection) else str(target)
-
-
-def table_names(conn: sqlite3.Connection) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    return {str(r[0]) for r in rows if not str(r[0]).startswith("sqlite_")}
-
-
-def check_version(conn: sqlite3.Connection, label: str, tables: set[str]) -> int | None:
-    """The file's layout version; None for an empty database. Refuses foreign and newer files."""
-    if META not in tables:
-        if tables:
-            names = ", ".join(sorted(tables)[:5])
-            raise ConfigError(
-                f"{label} is not an nbagent attempt log (it holds other tables: {names}); "
-                "give the log a file of its own"
-            )
-        return None
-    meta = dict(conn.execute(f"SELECT key, value FROM {META}").fetchall())
-    try:
-        version = int(meta.get("version", ""))
-    except ValueError:
-        version = -1
-    if meta.get("kind") != KIND or version < 0 or TABLE not in tables:
-        raise ConfigError(f"{label} is not an nbagent attempt log (its nbagent_meta is not ours)")
-    if version > SCHEMA_VERSION:
-        raise ConfigError(
-            f"{label} was written by a newer nbagent (attempt log layout {version}; this one "
-            f"knows up to {SCHEMA_VERSION}): upgrade nbagent to use it"
-        )
-    return version
-
-
-def column_names(conn: sqlite3.Connection) -> list[str]:
-    return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({TABLE})").fetchall()]
-
-
-def _prepare(conn: sqlite3.Connection, label: str) -> None:
-    """Make the file ready to append to: create, check or migrate its layout, in one transaction
-    (two processes starting at once take turns)."""
-    conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-    try:  # refuse a file that is not ours before changing anything in it
-        check_version(conn, label, table_names(conn))
-    except sqlite3.DatabaseError as exc:
-        if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB" or "not a database" in str(exc):
-            raise ConfigError(f"{label} is not an nbagent attempt log ({exc})") from exc
-        raise
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("BEGIN IMMEDIATE")
-    try:  # again, now holding the write lock: another process may have set it up meanwhile
-        version = check_version(conn, label, table_names(conn))
-        if version is None:
-            cols = ", ".join(f"{c} {_SQL_TYPE[c]}" for c in COLUMNS)
-            conn.execute(
-                f"CREATE TABLE {TABLE} (agent_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-                f"worker TEXT, logged_at REAL NOT NULL, {cols}, PRIMARY KEY (agent_id, seq))"
-            )
-            conn.execute(f"CREATE INDEX {TABLE}_logged_at ON {TABLE} (logged_at)")
-            conn.execute(f"CREATE TABLE {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            conn.execute(f"INSERT INTO {META} VALUES ('kind', ?)", (KIND,))
-            conn.execute(f"INSERT INTO {META} VALUES ('version', ?)", (str(SCHEMA_VERSION),))
-        elif version < SCHEMA_VERSION or set(COLUMNS) - set(column_names(conn)):
-            have = set(column_names(conn))
-            for c in COLUMNS:  # an older layout lacks the columns added since
-                if c not in have:
-                    conn.execute(f"ALTER TABLE {TABLE} ADD COLUMN {c} {_SQL_TYPE[c]}")
-            conn.execute(
-                f"UPDATE {META} SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),)
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def _prepare_patiently(conn: sqlite3.Connection, label: str) -> None:
-    """`_prepare`, tried again while another process is setting the same file up."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    while True:
-        try:
-            _prepare(conn, label)
-            return
-        except sqlite3.OperationalError as exc:
-            if not _busy(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
-
-
-def _busy(exc: sqlite3.Error) -> bool:
-    """SQLITE_BUSY / SQLITE_LOCKED: another connection has the file for now."""
-    name = getattr(exc, "sqlite_errorname", "")
-    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc)
-
-
 def _row(item: tuple[str, str, int, dict[str, Any], float]) -> tuple[Any, ...]:
     # NaN (a missing time) is stored as NULL by SQLite itself
     agent_id, worker, seq, row, logged_at = item
@@ -189,6 +72,7 @@ def _row(item: tuple[str, str, int, dict[str, Any], float]) -> tuple[Any, ...]:
 # -- the writer thread ---------------------------------------------------------------------------
 
 _STOP = object()
+_DROPPED = object()  # a log using this writer was collected unclosed: one user fewer
 _generation = 0  # bumped in a forked child: the parent's writer threads do not exist there
 
 LogError = ConfigError | HostError
@@ -217,11 +101,14 @@ class _Writer:
             self.target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
 
-    def _main(self) -> None:
+    def _open(self) -> sqlite3.Connection | None:
+        """The connection, ready to append to; None (and `error` set) if the file cannot be
+        used, in which case the connection opened here is closed here."""
         conn: sqlite3.Connection | None = None
         try:
             conn = self._connect()
-            _prepare_patiently(conn, self.label)
+            prepare_patiently(conn, self.label)
+            return conn
         except ConfigError as exc:
             self.error = exc
         except sqlite3.ProgrammingError:  # a connection tied to the thread that made it
@@ -231,7 +118,24 @@ class _Writer:
             )
         except sqlite3.Error as exc:
             self.error = self._host_error(exc)
-        self.ready.set()
+        except Exception as exc:  # never a thread dead before `ready`: its DurableLog would hang
+            self.error = self._host_error(exc)
+        if conn is not None and conn is not self.target:
+            conn.close()
+        return None
+
+    def _main(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = self._open()
+            self.ready.set()
+            self._serve(conn)
+        finally:  # the connection opened in this thread is closed in it, whatever happens
+            self.ready.set()
+            if conn is not None and conn is not self.target:
+                conn.close()
+
+    def _serve(self, conn: sqlite3.Connection | None) -> None:
         stop = False
         while not stop:
             items = [self.queue.get()]
@@ -252,10 +156,8 @@ class _Writer:
             for i in items:
                 if isinstance(i, threading.Event):
                     i.set()
-                elif i is _STOP:
+                elif i is _STOP or (i is _DROPPED and _let_go_of(self)):
                     stop = True
-        if conn is not None and conn is not self.target:
-            conn.close()
 
     def _write(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         deadline = time.monotonic() + BUSY_TIMEOUT_S
@@ -273,20 +175,22 @@ class _Writer:
                 # Another process holds the file: SQLite's busy handler waits for most such
                 # cases, but some (a WAL being recovered or reset) come back at once as BUSY.
                 # Those pass: try again, for as long as the busy timeout, before giving up.
-                if _busy(exc) and time.monotonic() < deadline:
+                if busy(exc) and time.monotonic() < deadline:
                     time.sleep(pause)
                     pause = min(0.2, pause * 2)
                     continue
                 self.error = self._host_error(exc)
                 return
 
-    def _host_error(self, exc: sqlite3.Error) -> HostError:
+    def _host_error(self, exc: Exception) -> HostError:
         return HostError(
             f"the durable attempt log {self.label} cannot be written ({exc}); runs go on and "
             "agent.attempts keeps every row, but no more rows are saved to the file"
         )
 
     def flush(self, timeout: float | None) -> bool:
+        if not self.thread.is_alive():  # stopped (at exit): nothing is left to commit
+            return True
         done = threading.Event()
         self.queue.put(done)
         return done.wait(timeout)
@@ -318,11 +222,15 @@ def _forked() -> None:
 
 
 def _flush_all() -> None:
-    """At interpreter exit: commit what is queued (the writer threads are daemons)."""
+    """At interpreter exit: commit what is queued and close the files (the writer threads are
+    daemons; a closed file has its WAL checkpointed, leaving no `-wal` file beside it)."""
     with _writers_lock:
         writers = list(_writers.values())
+        _writers.clear()
     for w in writers:
-        w.flush(5.0)
+        w.queue.put(_STOP)
+    for w in writers:
+        w.thread.join(5.0)
 
 
 if hasattr(os, "register_at_fork"):
@@ -330,15 +238,28 @@ if hasattr(os, "register_at_fork"):
 atexit.register(_flush_all)
 
 
-def _release(w: _Writer, timeout: float | None) -> None:
+def _let_go_of(w: _Writer) -> bool:
+    """One user fewer; True if that was the last (the writer is then no longer handed out)."""
     with _writers_lock:
         w.refs -= 1
         if w.refs > 0:
-            return
+            return False
         if _writers.get(_key(w.target)) is w:
             del _writers[_key(w.target)]
-    w.queue.put(_STOP)
-    w.thread.join(timeout)
+        return True
+
+
+def _release(w: _Writer, timeout: float | None) -> None:
+    if _let_go_of(w):
+        w.queue.put(_STOP)
+        w.thread.join(timeout)
+
+
+def _dropped(w: _Writer) -> None:
+    # A finalizer may run in any thread, at any allocation, even one holding `_writers_lock`
+    # or the writer thread itself: it only queues a note (SimpleQueue.put is reentrant), and
+    # the writer thread does the rest.
+    w.queue.put(_DROPPED)
 
 
 # -- the sink ------------------------------------------------------------------------------------
@@ -367,13 +288,13 @@ class DurableLog:
         self.agent_id = agent_id
         self.worker = worker
         self._last_error: LogError | None = None
-        self._writer: _Writer | None = _acquire(self.target)
-        self._writer.ready.wait()
-        error = self._writer.error
-        if isinstance(error, ConfigError):
-            _release(self._writer, None)
-            self._writer = None
-            raise error
+        self._writer: _Writer | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        w = self._hold(_acquire(self.target))
+        w.ready.wait()
+        if isinstance(w.error, ConfigError):
+            self._let_go(None)
+            raise w.error
         self._report()
 
     def __repr__(self) -> str:
@@ -389,7 +310,7 @@ class DurableLog:
     def __call__(self, index: int, row: dict[str, Any]) -> None:
         w = self._writer
         if w is None or w.generation != _generation:
-            w = self._writer = _acquire(self.target)
+            w = self._hold(_acquire(self.target))
         if w.error is not None:
             self._report()
             return
@@ -403,13 +324,31 @@ class DurableLog:
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Commit what is queued and let go of the file (the last user closes the connection)."""
-        w, self._writer = self._writer, None
+        w = self._writer
         if w is None:
             return
         w.flush(timeout)
         self._report(w)
         self._last_error = w.error or self._last_error
-        _release(w, timeout)
+        self._let_go(timeout)
+
+    def _hold(self, w: _Writer) -> _Writer:
+        """Use `w`; a log dropped unclosed (an agent never closed) lets go of it when collected,
+        so the last one gone closes the file (its queued rows are still committed first)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        self._writer = w
+        self._finalizer = weakref.finalize(self, _dropped, w)
+        self._finalizer.atexit = False  # at exit, `_flush_all` commits and closes
+        return w
+
+    def _let_go(self, timeout: float | None) -> None:
+        w, self._writer = self._writer, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if w is not None:
+            _release(w, timeout)
 
     def _report(self, w: _Writer | None = None) -> None:
         """Warn once per file and process that rows are no longer saved; the run goes on."""

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import ConfigError, HostError
-from ._durable_log import (
+from ._durable_layout import (
     BUSY_TIMEOUT_S,
     TABLE,
     LogTarget,
