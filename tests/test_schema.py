@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import threading
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
@@ -16,8 +17,9 @@ from typing_extensions import TypedDict
 
 from nbagent import Agent, ScriptedModel, VirtualClock
 from nbagent._core._messages import TextBlock, ToolResultBlock
-from nbagent._loop import _tools
+from nbagent._loop import _checks
 from nbagent._loop._schema import ArgumentCheck
+from nbagent._loop._toolbox import Toolbox
 from nbagent._loop._tools import Tool, ToolCall, ToolOutcome, tool
 from nbagent.events import Event, ToolCallFinished
 from nbagent.providers._base import ToolSpec
@@ -455,15 +457,19 @@ def test_schemas_that_cannot_be_enforced_are_left_to_the_server() -> None:
     assert ArgumentCheck("not a schema").problems({"x": 1}) == []
 
 
-def test_each_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_schema_is_compiled_once_and_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     compiled: list[Any] = []
+    threads: set[str] = set()
 
     class Counting(ArgumentCheck):
         def __init__(self, schema: Any) -> None:
             compiled.append(schema)
+            threads.add(threading.current_thread().name)
             super().__init__(schema)
 
-    monkeypatch.setattr(_tools, "ArgumentCheck", Counting)
+    monkeypatch.setattr(_checks, "ArgumentCheck", Counting)
 
     @tool
     def echo(text: str) -> str:
@@ -471,7 +477,7 @@ def test_each_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return text
 
     shop = Shop()
-    box = _tools.Toolbox([echo, shop])
+    box = Toolbox([echo, shop])
 
     async def main() -> None:
         await box.specs()
@@ -483,7 +489,12 @@ def test_each_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
             await box.run_batch(calls, lambda *a, **k: None)
 
     asyncio.run(main())
-    assert compiled == [echo.input_schema, PATTERN_SCHEMA]
+    # the function's schema, then every tool the source listed (compiled as soon as listed),
+    # each once however many calls use it
+    assert compiled[0] is echo.input_schema
+    assert any(c is PATTERN_SCHEMA for c in compiled)
+    assert len({id(c) for c in compiled}) == len(compiled) == 3  # echo, create_order, subscribe
+    assert threads == {"nbagent-argument-checks"}  # never the thread running the loop
 
 
 def test_a_hand_built_tool_gets_its_arguments_as_they_came() -> None:

@@ -30,7 +30,7 @@ from ..events import FallbackStarted, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
 from ._stream import Streamed, stream_once
-from ._tools import Toolbox
+from ._toolbox import Toolbox
 
 __all__ = ["Requester", "RunState"]
 

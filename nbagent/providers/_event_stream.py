@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import httpx
@@ -23,7 +23,7 @@ from ._sse import ServerSentEvent, SSEParser
 
 __all__ = ["EventStream"]
 
-_scan = json.JSONDecoder().scan_once
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 # A blank line (the end of an SSE event) is two line terminators in a row.
 _BOUNDARY = re.compile(rb"\n\n|\n\r|\r\r")
