@@ -267,15 +267,17 @@ print(json.dumps({"steps": steps, "windows": windows, "block": block}))
 """
 
 
-def first_call_run(pause: float, calls: int) -> dict[str, Any]:
-    """One fresh process of `_FIRST_CALL`: its steps, tool windows and longest loop block."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def first_call_run(pause: float, calls: int, root: str | None = None) -> dict[str, Any]:
+    """One fresh process of `_FIRST_CALL`: its steps, tool windows and longest loop block.
+    `root`: the source tree to import nbagent from (this checkout unless given)."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run(
         [sys.executable, "-c", _FIRST_CALL, str(pause), str(calls)],
         capture_output=True,
         text=True,
         env=env,
+        cwd=root,  # `python -c` puts the working directory first on sys.path
         check=True,
         timeout=300,
     )

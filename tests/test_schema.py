@@ -7,8 +7,12 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -504,3 +508,25 @@ def test_a_hand_built_tool_gets_its_arguments_as_they_came() -> None:
     raw = Tool("raw", "Raw.", {"type": "object", "properties": {"n": {"type": "integer"}}}, handler)
     assert raw.argument_problems({"n": "x"}) == ["'n' must be integer, not a string"]
     assert asyncio.run(raw(n=1, extra=True)) == "{'n': 1, 'extra': True}"
+
+
+def test_jsonschema_imported_off_the_loop_still_checks_iri_formats_for_everyone() -> None:
+    """The builder thread imports jsonschema with its IRI grammar deferred: the grammar is built
+    at the first "iri" check instead, and that check answers as it always did."""
+    code = """
+import sys
+from nbagent._loop._checks import import_jsonschema
+import_jsonschema()
+assert "jsonschema" in sys.modules and "rfc3987_syntax" not in sys.modules
+from jsonschema import Draft202012Validator, FormatChecker
+v = Draft202012Validator({"format": "iri"}, format_checker=FormatChecker())
+print(v.is_valid("https://example.org/caf\\u00e9"), v.is_valid("no scheme"))
+print(sys.modules["rfc3987_syntax"].__file__.endswith("__init__.py"))
+"""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "True"]

@@ -149,6 +149,7 @@ def test_calls_run_concurrently_and_results_keep_call_order() -> None:
 
     async def main() -> list[Any]:
         await box.specs()
+        await wait.check().wait()  # compiled, as it is by the time a model asks for a call
         batch = asyncio.create_task(box.run_batch(calls, events.append))
         for _ in range(100):  # let the calls start; a serial dispatcher would have one asleep
             await asyncio.sleep(0)
@@ -281,13 +282,16 @@ def test_a_tools_duration_and_timeout_cover_the_tool_alone_not_its_argument_chec
     assert finished.duration_s == pytest.approx(0.25)  # the tool's own time, not 2.25 s
 
 
-def test_a_tools_argument_check_is_compiled_when_the_tool_is_made() -> None:
+def test_a_tools_argument_check_is_compiled_when_an_agent_takes_the_tool() -> None:
     @tool
     def fresh(n: int) -> int:
         """A tool made just now."""
         return n
 
-    check = fresh.check()
+    assert fresh._check is None  # making a tool costs nothing more
+    Toolbox([fresh])
+    check = fresh._check
+    assert check is not None
     check.result()  # the builder thread compiles it without any call having been made
     assert check.ready
     assert fresh.check() is check  # the same schema: compiled once

@@ -71,6 +71,8 @@ class Toolbox:
         self._pending: list[ToolSource] = list(self.sources)  # not listed yet
         self.unavailable: dict[str, str] = {}  # source name -> why it offers no tools
         self._checks: dict[str, PendingCheck] = {}  # a source tool's schema, compiled once
+        for t in self.tools.values():
+            t.check()  # compiled off the loop from now on, before the model asks for a call
 
     def retry_unavailable(self) -> None:
         """List the sources that offered nothing again (at the next `specs()`): a server that

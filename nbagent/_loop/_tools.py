@@ -89,11 +89,9 @@ class Tool:
     signature: ToolSignature | None = field(default=None, repr=False, compare=False)
     _check: PendingCheck | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        self._check = builder.submit(self.input_schema)  # compiled off the loop, from now on
-
     def check(self) -> PendingCheck:
-        """The argument check of the current schema (compiled once per schema)."""
+        """The argument check of the current schema, compiled once per schema by the builder
+        thread: asked for when an agent takes the tool, so it is ready by the first call."""
         if self._check is None or self._check.schema is not self.input_schema:
             self._check = builder.submit(self.input_schema)
         return self._check
