@@ -7,10 +7,18 @@
 3. The durable attempt log (`Agent(log="runs.sqlite")`): µs per attempt of the attempt log
    alone and with the SQLite sink, side by side: on the run's own thread (what a run pays: the
    row goes on a queue) and until every row is committed by the writer thread.
+4. The first tool call of a fresh process against the later ones (each process new, so the
+   first `import jsonschema`, about a second where Jupyter is installed, is really paid): the
+   step from the model's reply to the next request, the tool's own timed window (what the
+   timeline's bar shows), and the longest the event loop went without running.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -211,6 +219,113 @@ def durable_section(rep: Report, n: int, repeats: int) -> None:
     rep.goals.append(Goal("durable log sink calls, us/attempt", median(calls), 10.0))
 
 
+# One fresh process: a tool is made and an agent built (a notebook's first cell), then, after
+# `pause` seconds (the next cell), a run in which a scripted model calls the tool `calls` times.
+_FIRST_CALL = """
+import asyncio, json, sys, time
+pause, calls = float(sys.argv[1]), int(sys.argv[2])
+from nbagent import Agent, Reply, ScriptedModel, ToolUse, tool
+from nbagent.events import AttemptStarted, AttemptSucceeded, ToolCallFinished
+
+@tool(timeout=0.5)
+def add(a: int, b: int) -> int:
+    \"\"\"Add two numbers.\"\"\"
+    return a + b
+
+script = [Reply(tool_calls=[ToolUse("add", {"a": i, "b": 1})]) for i in range(calls)] + ["done"]
+steps, windows, replied = [], [], [None]
+
+def watch(event):
+    if isinstance(event, AttemptSucceeded) and event.phase == "request":
+        replied[0] = time.perf_counter()
+    elif isinstance(event, AttemptStarted) and replied[0] is not None:
+        steps.append(time.perf_counter() - replied[0])
+        replied[0] = None
+    elif isinstance(event, ToolCallFinished):
+        windows.append(event.duration_s)
+
+agent = Agent(ScriptedModel(script), tools=[add], subscribers=[watch])
+time.sleep(pause)
+
+async def main():
+    gap = [0.0]
+    async def ticker():
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.002)
+            now = time.perf_counter()
+            gap[0] = max(gap[0], now - last)
+            last = now
+    tick = asyncio.ensure_future(ticker())
+    await asyncio.sleep(0.01)
+    await agent.run("Go.", show=False)
+    tick.cancel()
+    return gap[0]
+
+block = asyncio.run(main())
+print(json.dumps({"steps": steps, "windows": windows, "block": block}))
+"""
+
+
+def first_call_run(pause: float, calls: int, root: str | None = None) -> dict[str, Any]:
+    """One fresh process of `_FIRST_CALL`: its steps, tool windows and longest loop block.
+    `root`: the source tree to import nbagent from (this checkout unless given)."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_CALL, str(pause), str(calls)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,  # `python -c` puts the working directory first on sys.path
+        check=True,
+        timeout=300,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def first_call_section(rep: Report, repeats: int, calls: int) -> None:
+    rows: list[list[object]] = []
+    for pause, label in ((2.0, "run in the next cell (2 s later)"), (0.0, "run at once")):
+        first, later, window1, window_n, block = [], [], [], [], []
+        for _ in range(repeats):
+            r = first_call_run(pause, calls)
+            first.append(r["steps"][0])
+            later.append(median(r["steps"][1:]))
+            window1.append(r["windows"][0])
+            window_n.append(median(r["windows"][1:]))
+            block.append(r["block"])
+        extra = 1e3 * (median(first) - median(later))
+        rows.append(
+            [
+                label,
+                1e3 * median(first),
+                1e3 * median(later),
+                extra,
+                1e3 * median(window1),
+                1e3 * median(window_n),
+                1e3 * max(block),
+            ]
+        )
+        if pause:
+            rep.goals.append(Goal("first tool call, ms more than later ones", extra, 50.0))
+        rep.goals.append(Goal(f"{label}: longest event-loop block, ms", 1e3 * max(block), 50.0))
+    rep.lines.append("")
+    rep.table(
+        [
+            f"first tool call of a fresh process ({calls} calls)",
+            "1st step ms",
+            "later ms",
+            "extra ms",
+            "1st tool ms",
+            "later tool ms",
+            "loop block ms",
+        ],
+        rows,
+    )
+
+
 def run(short: bool = False) -> Report:
     from nbagent.notebook._widget import TimelineWidget
 
@@ -259,6 +374,7 @@ def run(short: bool = False) -> Report:
     )
     rep.goals.append(Goal("AttemptLog.frame() / from_records", median(ours) / median(theirs), 1.5))
     durable_section(rep, 1_000 if short else 20_000, repeats)
+    first_call_section(rep, 1 if short else 5, 4 if short else 10)
     return rep
 
 

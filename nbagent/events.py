@@ -164,6 +164,7 @@ class AttemptSucceeded(Event):
     cache_write_tokens: int | None = None
     cost_usd: float | None = None
     stop_reason: str | None = None
+    message: str = ""  # what the reading of the reply had to assume ("no finish_reason: stop")
 
 
 @dataclass(frozen=True, kw_only=True)

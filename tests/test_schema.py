@@ -7,7 +7,12 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -16,8 +21,9 @@ from typing_extensions import TypedDict
 
 from nbagent import Agent, ScriptedModel, VirtualClock
 from nbagent._core._messages import TextBlock, ToolResultBlock
-from nbagent._loop import _tools
+from nbagent._loop import _checks
 from nbagent._loop._schema import ArgumentCheck
+from nbagent._loop._toolbox import Toolbox
 from nbagent._loop._tools import Tool, ToolCall, ToolOutcome, tool
 from nbagent.events import Event, ToolCallFinished
 from nbagent.providers._base import ToolSpec
@@ -455,15 +461,19 @@ def test_schemas_that_cannot_be_enforced_are_left_to_the_server() -> None:
     assert ArgumentCheck("not a schema").problems({"x": 1}) == []
 
 
-def test_each_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_schema_is_compiled_once_and_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     compiled: list[Any] = []
+    threads: set[str] = set()
 
     class Counting(ArgumentCheck):
         def __init__(self, schema: Any) -> None:
             compiled.append(schema)
+            threads.add(threading.current_thread().name)
             super().__init__(schema)
 
-    monkeypatch.setattr(_tools, "ArgumentCheck", Counting)
+    monkeypatch.setattr(_checks, "ArgumentCheck", Counting)
 
     @tool
     def echo(text: str) -> str:
@@ -471,7 +481,7 @@ def test_each_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return text
 
     shop = Shop()
-    box = _tools.Toolbox([echo, shop])
+    box = Toolbox([echo, shop])
 
     async def main() -> None:
         await box.specs()
@@ -483,7 +493,12 @@ def test_each_schema_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
             await box.run_batch(calls, lambda *a, **k: None)
 
     asyncio.run(main())
-    assert compiled == [echo.input_schema, PATTERN_SCHEMA]
+    # the function's schema, then every tool the source listed (compiled as soon as listed),
+    # each once however many calls use it
+    assert compiled[0] is echo.input_schema
+    assert any(c is PATTERN_SCHEMA for c in compiled)
+    assert len({id(c) for c in compiled}) == len(compiled) == 3  # echo, create_order, subscribe
+    assert threads == {"nbagent-argument-checks"}  # never the thread running the loop
 
 
 def test_a_hand_built_tool_gets_its_arguments_as_they_came() -> None:
@@ -493,3 +508,25 @@ def test_a_hand_built_tool_gets_its_arguments_as_they_came() -> None:
     raw = Tool("raw", "Raw.", {"type": "object", "properties": {"n": {"type": "integer"}}}, handler)
     assert raw.argument_problems({"n": "x"}) == ["'n' must be integer, not a string"]
     assert asyncio.run(raw(n=1, extra=True)) == "{'n': 1, 'extra': True}"
+
+
+def test_jsonschema_imported_off_the_loop_still_checks_iri_formats_for_everyone() -> None:
+    """The builder thread imports jsonschema with its IRI grammar deferred: the grammar is built
+    at the first "iri" check instead, and that check answers as it always did."""
+    code = """
+import sys
+from nbagent._loop._checks import import_jsonschema
+import_jsonschema()
+assert "jsonschema" in sys.modules and "rfc3987_syntax" not in sys.modules
+from jsonschema import Draft202012Validator, FormatChecker
+v = Draft202012Validator({"format": "iri"}, format_checker=FormatChecker())
+print(v.is_valid("https://example.org/caf\\u00e9"), v.is_valid("no scheme"))
+print(sys.modules["rfc3987_syntax"].__file__.endswith("__init__.py"))
+"""
+    root = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "True"]

@@ -9,9 +9,12 @@ from typing import Any, Literal
 
 import pytest
 
+from nbagent import VirtualClock
 from nbagent import errors as E
 from nbagent._core._messages import TextBlock
-from nbagent._loop._tools import Tool, Toolbox, ToolCall, ToolOutcome, tool
+from nbagent._loop._schema import ArgumentCheck
+from nbagent._loop._toolbox import Toolbox
+from nbagent._loop._tools import Tool, ToolCall, ToolOutcome, tool
 from nbagent.events import Event, ToolCallFinished, ToolCallStarted
 from nbagent.providers._base import ToolSpec
 
@@ -146,6 +149,7 @@ def test_calls_run_concurrently_and_results_keep_call_order() -> None:
 
     async def main() -> list[Any]:
         await box.specs()
+        await wait.check().wait()  # compiled, as it is by the time a model asks for a call
         batch = asyncio.create_task(box.run_batch(calls, events.append))
         for _ in range(100):  # let the calls start; a serial dispatcher would have one asleep
             await asyncio.sleep(0)
@@ -234,6 +238,63 @@ def test_sync_tools_run_off_the_event_loop() -> None:
     results, _ = run([ToolCall("a", "where", {})], Toolbox([where]))
     assert results[0].text == "ok"
     assert seen and seen[0] != threading.main_thread().name
+
+
+def test_a_tools_duration_and_timeout_cover_the_tool_alone_not_its_argument_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first call of a fresh process used to import jsonschema inside the tool's timed
+    window: a 0.5 s timeout showed a 1.3 s bar. Here the check takes 2 s of the agent's clock."""
+    clock = VirtualClock()
+    order: list[str] = []
+    original = ArgumentCheck.problems
+
+    def slow_check(self: ArgumentCheck, arguments: Any) -> list[str]:
+        order.append("check")
+        clock.advance(2.0)
+        return original(self, arguments)
+
+    monkeypatch.setattr(ArgumentCheck, "problems", slow_check)
+
+    @tool(timeout=0.5)
+    async def lookup(key: str) -> str:
+        """Look a key up."""
+        order.append("tool")
+        await clock.sleep(0.25)
+        return key.upper()
+
+    events: list[Event] = []
+
+    def emit(event: Event) -> None:
+        events.append(event)
+        if isinstance(event, ToolCallStarted):
+            order.append("started")
+
+    async def main() -> list[Any]:
+        return await Toolbox([lookup]).run_batch(
+            [ToolCall("a", "lookup", {"key": "k"})], emit, clock.now
+        )
+
+    results = asyncio.run(main())
+    assert results[0].text == "K" and not results[0].is_error  # not "timed out after 0.5 s"
+    assert order == ["check", "started", "tool"]
+    finished = next(e for e in events if isinstance(e, ToolCallFinished))
+    assert finished.duration_s == pytest.approx(0.25)  # the tool's own time, not 2.25 s
+
+
+def test_a_tools_argument_check_is_compiled_when_an_agent_takes_the_tool() -> None:
+    @tool
+    def fresh(n: int) -> int:
+        """A tool made just now."""
+        return n
+
+    assert fresh._check is None  # making a tool costs nothing more
+    Toolbox([fresh])
+    check = fresh._check
+    assert check is not None
+    check.result()  # the builder thread compiles it without any call having been made
+    assert check.ready
+    assert fresh.check() is check  # the same schema: compiled once
 
 
 @pytest.mark.parametrize("exc", [E.HostError("save failed"), MemoryError()])

@@ -78,6 +78,7 @@ class Sent:
     ttft_s: float | None = None
     stop_reason: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    message: str = ""  # a note on how the reply was read, for the attempt log
 
 
 class _Labels(TypedDict):
@@ -353,6 +354,7 @@ class _ReplyFields(TypedDict):
     response_id: str | None
     ttft_s: float | None
     stop_reason: str | None
+    message: str
 
 
 F = TypeVar("F", _UsageFields, _ReplyFields)

@@ -38,7 +38,8 @@ from ._request import Requester, RequestSettings, RunState
 from ._results import RunHandle, RunResult
 from ._run import Run
 from ._summaries import DefaultCompaction
-from ._tools import Tool, Toolbox, ToolSource
+from ._toolbox import Toolbox
+from ._tools import Tool, ToolSource
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -260,6 +260,8 @@ class AttemptLog:
         cols[_CREAD][idx] = event.cache_read_tokens
         cols[_CWRITE][idx] = event.cache_write_tokens
         cols[_COST][idx] = _f(event.cost_usd)
+        if event.message:
+            cols[_MSG][idx] = event.message
         self._finished(idx)
 
     def _on_attempt_failed(self, event: AttemptFailed) -> None:

@@ -4,7 +4,9 @@
 one `AttemptLoop`: the attempt streams the reply (`stream_once`), the loop decides about each
 failure (retry after a wait, compact and retry, fall back, fail), the rate limiter paces each
 request. Before the first attempt the conversation is brought inside the context window
-(`ContextKeeper.prepare` and `before_sending`); an overflow compacts it (`after_overflow`). The
+(`ContextKeeper.prepare` and `before_sending`); with `context_window=` given, a request the
+estimate still puts over the window after every compaction allowed is not sent but fails with
+`ContextOverflow`; an overflow the provider reports compacts it (`after_overflow`). The
 request is built afresh for every attempt from the current conversation, so a retry sends the
 same snapshot and a compacted conversation is what the next attempt sends.
 
@@ -30,7 +32,7 @@ from ..events import FallbackStarted, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
 from ._stream import Streamed, stream_once
-from ._tools import Toolbox
+from ._toolbox import Toolbox
 
 __all__ = ["Requester", "RunState"]
 
@@ -114,6 +116,8 @@ class Requester:
             working, tools, self.summarize, self._window()
         )
         step = _Step(working, tools, compactions=int(compacted))
+        if self.settings.context_window:
+            await self._fit(step, self.settings.context_window)
         while True:
             model = self.model
             try:
@@ -132,6 +136,39 @@ class Requester:
             assert step.sent is not None
             self.keeper.calibrate(step.sent, streamed.completed.usage.input_tokens)
             return streamed.completed, step.working
+
+    async def _fit(self, step: _Step, window: int) -> None:
+        """With `context_window=` given, never send what the estimate says will not fit: shed
+        more (each round sheds more) while the step's allowance lasts, then fail before
+        sending. A server sent an oversized prompt may just cut the stream, with no word of
+        the context, so the failure is named here, where it is known."""
+        estimate = self.keeper.estimate(step.working, step.tools)
+        while estimate > window:
+            shorter = None
+            why = "compaction has nothing more to shed"
+            if step.compactions >= self.settings.max_compactions:
+                why = f"the {self.settings.max_compactions} compactions allowed per step are spent"
+            else:
+                step.compactions += 1
+                shorter = await self.keeper.compact(
+                    step.working,
+                    step.tools,
+                    self.summarize,
+                    None,
+                    step.compactions,
+                    target=window,
+                )
+            if shorter is None:
+                raise ContextOverflow(
+                    f"the request is about {estimate:,} tokens (estimated), over the "
+                    f"{window:,}-token context window, and {why}, so it was not sent",
+                    tokens=estimate,
+                    limit=window,
+                    provider=self.provider.name,
+                    code="context_window",
+                )
+            step.working = shorter
+            estimate = self.keeper.estimate(step.working, step.tools)
 
     async def _ask(self, provider: Provider, model: str, step: _Step) -> Streamed:
         """One model's attempt loop for this step; raises `Fallback` to hand over."""

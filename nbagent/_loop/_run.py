@@ -25,7 +25,8 @@ from ..errors import Aborted, BudgetExceeded, LengthResumeExhausted
 from ..events import BudgetWarning, MessageCommitted, RunFinished
 from ._request import Requester, RunState
 from ._results import RunResult
-from ._tools import Toolbox, ToolCall
+from ._toolbox import Toolbox
+from ._tools import ToolCall
 
 __all__ = ["Run"]
 

@@ -44,7 +44,9 @@ class Streamed:
     def sent(self) -> Sent:
         """What the attempt loop announces of it, and tells the pacer."""
         c = self.completed
-        return Sent(c.usage, c.request_id, c.response_id, self.ttft_s, c.stop_reason, c.headers)
+        return Sent(
+            c.usage, c.request_id, c.response_id, self.ttft_s, c.stop_reason, c.headers, c.note
+        )
 
 
 # A reply cut off at max_tokens is asked for again by the run (LengthResumeExhausted when that

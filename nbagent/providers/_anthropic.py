@@ -239,6 +239,19 @@ class AnthropicProvider(HTTPProvider):
                         continue
                     data = es.json(event)
                     kind = data.get("type", event.event)
+                    if kind == "content_block_delta":  # nearly every event: a text delta
+                        delta = data.get("delta")
+                        fast = blocks.get(data.get("index"))  # type: ignore[arg-type]
+                        if (
+                            fast is not None
+                            and type(delta) is dict
+                            and delta.get("type") == "text_delta"
+                        ):
+                            text = delta.get("text")
+                            if type(text) is str and text:
+                                fast.text.append(text)
+                                buf.text(text)
+                            continue
                     if kind == "ping":
                         continue
                     if kind == "error" or event.event == "error":

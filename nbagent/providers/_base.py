@@ -86,6 +86,7 @@ class Completed:
     model: str | None = None  # the model the provider says answered
     response_id: str | None = None  # the provider's id of this reply (msg_…, chatcmpl-…, resp_…)
     headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers, for pacing
+    note: str = ""  # what reading the stream had to assume (a server that left a field out)
 
 
 StreamPart = TextPart | ThinkingPart | ToolCallPart | Completed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import httpx
@@ -22,6 +22,8 @@ from ._limits import Limits, chunks_within, transport_error
 from ._sse import ServerSentEvent, SSEParser
 
 __all__ = ["EventStream"]
+
+_scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 # A blank line (the end of an SSE event) is two line terminators in a row.
 _BOUNDARY = re.compile(rb"\n\n|\n\r|\r\r")
@@ -52,6 +54,14 @@ class _BoundedStream(httpx.AsyncByteStream):
                         continue
                     data = prev + chunk
                     start = len(prev)
+                    if pending + len(chunk) <= cap:
+                        # no event in this read can pass the cap: only the bytes after its
+                        # last boundary (the event still being received) need counting
+                        end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
+                        pending = pending + len(chunk) if end < 0 else len(data) - end - 2
+                        prev = chunk[-1:]
+                        yield chunk
+                        continue
                     first = True
                     for m in _BOUNDARY.finditer(data):
                         seg = max(0, m.start() - start)
@@ -128,8 +138,19 @@ class EventStream:
 
     def json(self, event: ServerSentEvent) -> dict[str, Any]:
         """An event's data as a JSON object, or `StreamInterrupted` (bad SSE)."""
+        text = event.data
         try:
-            data = json.loads(event.data)
+            # the C scanner straight away: `json.loads` adds two Python calls and two regex
+            # matches per event; anything unusual (whitespace around, trailing bytes, an
+            # error) goes through `json.loads` for its exact reading and message
+            data, end = _scan(text, 0)
+            if end != len(text):
+                data = json.loads(text)
+        except StopIteration:
+            try:
+                data = json.loads(text)
+            except (ValueError, RecursionError):
+                raise self.bad_data(event, "data is not JSON") from None
         except (ValueError, RecursionError):
             raise self.bad_data(event, "data is not JSON") from None
         if not isinstance(data, dict):

@@ -307,6 +307,7 @@ class HTTPProvider:
         request_id: str | None = None,
         response_id: str | None = None,
         headers: Mapping[str, str] | None = None,
+        note: str = "",
     ) -> Completed:
         """The one `Completed` of a stream: the message, usage priced with genai-prices (input
         counts cached tokens too, as every provider's total does), the rate-limit headers."""
@@ -326,6 +327,7 @@ class HTTPProvider:
             response_id=response_id,
             model=answered,
             headers=kept_headers(headers or {}, self._secrets),
+            note=note,
         )
 
     def _refusal(

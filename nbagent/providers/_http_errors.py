@@ -101,7 +101,22 @@ RATE_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded", "rate_limited
 AUTH_CODES = frozenset(
     {"authentication_error", "permission_error", "invalid_api_key", "unauthorized"}
 )
-NOT_FOUND_CODES = frozenset({"not_found_error", "model_not_found", "deploymentnotfound"})
+# "Not found" in each dialect: Anthropic's type, OpenAI's code (the Responses API sends it with
+# HTTP 400), Azure's deployment, Gemini's `NOT_FOUND` status, vLLM's and LiteLLM's exception name.
+# Read whatever the status, so a fallback chain moves on from a model the server does not have.
+NOT_FOUND_CODES = frozenset(
+    {
+        "not_found_error",
+        "model_not_found",
+        "deploymentnotfound",
+        "not_found",
+        "notfounderror",
+        "model_not_available",
+    }
+)
+# OpenRouter names an unknown model in its message only (`{"code": 400, "message": "x is not a
+# valid model ID"}`); Ollama says `model "x" not found, try pulling it first`.
+NOT_FOUND_MARKERS = ("is not a valid model id", "try pulling it first")
 FILTER_CODES = frozenset(
     {"content_filter", "content_policy_violation", "content_filtered", "moderation", "safety"}
 )
@@ -338,10 +353,10 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
         return QuotaExceeded
     if status == 429 or (status is None and codes & RATE_CODES):
         return RateLimited
+    if status == 404 or codes & NOT_FOUND_CODES or any(m in low for m in NOT_FOUND_MARKERS):
+        return ModelNotFound
     if status in (401, 403) or (status is None and codes & AUTH_CODES):
         return AuthFailed
-    if status == 404 or (status is None and codes & NOT_FOUND_CODES):
-        return ModelNotFound
     if (status is None or 400 <= status < 500) and is_context_overflow(p.message, codes):
         return ContextOverflow
     if status is None:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._core._messages import (
     Block,
@@ -30,7 +31,13 @@ from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._parts import PartBuffer
 
-__all__ = ["OpenAIProvider", "build_openai_body", "filtered_categories", "messages_to_openai"]
+__all__ = [
+    "OpenAIProvider",
+    "build_openai_body",
+    "filtered_categories",
+    "max_tokens_key",
+    "messages_to_openai",
+]
 
 _FINISH = {
     "stop": "end_turn",
@@ -42,6 +49,7 @@ _FINISH = {
     "eos": "end_turn",
 }
 _RESERVED = frozenset({"model", "messages", "tools", "stream"})
+OPENAI_HOST = "api.openai.com"
 
 
 def filtered_categories(results: Any) -> set[str]:
@@ -58,6 +66,19 @@ def filtered_categories(results: Any) -> set[str]:
                 severity = verdict.get("severity")
                 out.add(f"{name} ({severity})" if isinstance(severity, str) else str(name))
     return out
+
+
+def max_tokens_key(base_url: str) -> str:
+    """Which field carries the output cap, decided by the endpoint, not the provider's name.
+
+    OpenAI's own API (api.openai.com) requires `max_completion_tokens` for its reasoning models
+    (Azure's provider sends it too); every other server speaking this format (llama.cpp,
+    llama-cpp-python, vLLM, Ollama, LM Studio, gateways) reads `max_tokens`, and would ignore the
+    other and generate until its context is full: `Agent("openai:...", base_url=<local
+    server>)` talks to such a server, so its cap goes in `max_tokens`.
+    """
+    host = (urlsplit(base_url).hostname or "").lower()
+    return "max_completion_tokens" if host == OPENAI_HOST else "max_tokens"
 
 
 # -- serialisation ---------------------------------------------------------------------------
@@ -113,11 +134,11 @@ def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> lis
                 for b in message.blocks
                 if isinstance(b, ToolUseBlock)
             ]
-            d: dict[str, Any] = {"role": "assistant", "content": text or None}
+            # a turn of tool calls only says "content": "", never null: llama.cpp's server
+            # answers null with HTTP 500 (its validation), and the API allows the empty string
+            d: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 d["tool_calls"] = calls
-            elif not text:
-                d["content"] = ""
             out.append(d)
             continue
         # user: tool results first (they must follow the assistant's tool_calls), then the rest
@@ -186,9 +207,7 @@ class OpenAIProvider(HTTPProvider):
         return self.base_url + "/chat/completions"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        # OpenAI's newer models take only max_completion_tokens; other servers know max_tokens.
-        key = "max_completion_tokens" if self.name == "openai" else "max_tokens"
-        return build_openai_body(self.model, request, max_tokens_key=key)
+        return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         content = self._encode(self.build_body(request))
@@ -271,8 +290,14 @@ class OpenAIProvider(HTTPProvider):
             headers = es.headers
         if not done:
             raise es.interrupted("the stream ended before data: [DONE]")
+        note = ""
         if finish is None:
-            raise es.interrupted("the stream ended without a finish_reason")
+            if not (text or calls or refusal):
+                raise es.interrupted("the stream ended without a finish_reason")
+            # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
+            # name a finish reason: [DONE] after content is a complete stream, read as "stop".
+            finish = "stop"
+            note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
         if finish == "content_filter" or refusal:
             why = "".join(refusal) or "the provider's content filter stopped the answer"
             if flagged:
@@ -308,6 +333,7 @@ class OpenAIProvider(HTTPProvider):
             request_id=request_id,
             response_id=response_id,
             headers=headers,
+            note=note,
         )
 
     @staticmethod

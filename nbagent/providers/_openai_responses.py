@@ -8,13 +8,17 @@ server. (A reasoning item without its encrypted content cannot be sent back with
 `store: false`: the server would look it up and answer 404.) Non-reasoning models refuse that
 `include`; pass `options={"include": [...]}` to choose it yourself.
 
-Events: text deltas, reasoning summary deltas (thinking), function calls with argument deltas
-(parallel calls by `output_index`), and the end: `response.completed` (usage with cached and
-reasoning tokens), `response.incomplete` (`max_output_tokens` -> the length path,
-`content_filter` -> `ContentFiltered`), `response.failed` and `error` events (the documented flat
-shape and the nested one the recordings show), classified by their code like HTTP errors:
-`rate_limit_exceeded` and `server_error` retry, `insufficient_quota` fails. A stream that ends
-before one of the three ends broke.
+Raw reasoning (DeepSeek, OpenRouter: `reasoning_text` deltas and a reasoning item whose `content`
+holds `reasoning_text` parts, no `encrypted_content`) is thinking too, and its item goes back in
+the next request with that content, as those servers expect.
+
+Events: text deltas, reasoning summary and reasoning text deltas (thinking), function calls
+with argument deltas (parallel calls by `output_index`), and the end: `response.completed`
+(usage with cached and reasoning tokens), `response.incomplete` (`max_output_tokens` -> the
+length path, `content_filter` -> `ContentFiltered`), `response.failed` and `error` events (the
+documented flat shape and the nested one the recordings show), classified by their code like
+HTTP errors: `rate_limit_exceeded` and `server_error` retry, `insufficient_quota` fails. A stream
+that ends before one of the three ends broke.
 """
 
 from __future__ import annotations
@@ -152,16 +156,26 @@ class _State:
     items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> final item
     added: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> first item
     text: dict[int, list[str]] = field(default_factory=dict)  # deltas, in case no item is done
+    reasoning: dict[int, list[str]] = field(default_factory=dict)  # raw reasoning_text deltas
     args: dict[int, list[str]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)  # output_index -> tool call number
     end: str | None = None
     response: dict[str, Any] = field(default_factory=dict)
 
 
-def _summary(item: dict[str, Any]) -> str:
-    parts = item.get("summary")
+def _summary(item: dict[str, Any], key: str = "summary") -> str:
+    """The text of a reasoning item's `summary` parts (or, with key="content", of the raw
+    `reasoning_text` parts DeepSeek and OpenRouter send)."""
+    parts = item.get(key)
     texts = [p.get("text") for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
     return "\n\n".join(t for t in texts if isinstance(t, str) and t)
+
+
+def _with_reasoning_text(item: dict[str, Any], deltas: list[str] | None) -> dict[str, Any]:
+    """A reasoning item whose raw text came only as deltas, with that text as its content."""
+    if not deltas or _summary(item, "content"):
+        return item
+    return {**item, "content": [{"type": "reasoning_text", "text": "".join(deltas)}]}
 
 
 class ResponsesProvider(HTTPProvider):
@@ -241,6 +255,8 @@ class ResponsesProvider(HTTPProvider):
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             delta = data.get("delta")
             if isinstance(delta, str) and delta:
+                if kind == "response.reasoning_text.delta" and index is not None:
+                    state.reasoning.setdefault(index, []).append(delta)
                 buf.add(ThinkingPart(delta))
         elif kind == "response.function_call_arguments.delta" and index is not None:
             delta = data.get("delta")
@@ -262,17 +278,23 @@ class ResponsesProvider(HTTPProvider):
         items: list[dict[str, Any]] = []
         for i in indices:
             if i in state.items:
-                items.append(state.items[i])
+                item = state.items[i]
             elif i < len(listed):
-                items.append(listed[i])
+                item = listed[i]
             elif i in state.added:
                 item = dict(state.added[i])
-                if item.get("type") == "message":
+            else:  # pragma: no cover - indices come from these three
+                continue
+            kind = item.get("type")
+            if kind == "reasoning":
+                item = _with_reasoning_text(item, state.reasoning.get(i))
+            elif i not in state.items and i >= len(listed):  # only the first sight of it
+                if kind == "message":
                     text = "".join(state.text.get(i, []))
                     item["content"] = [{"type": "output_text", "text": text}]
-                elif item.get("type") == "function_call":
+                elif kind == "function_call":
                     item["arguments"] = "".join(state.args.get(i, []))
-                items.append(item)
+            items.append(item)
         return items
 
     def _finish(
@@ -295,10 +317,13 @@ class ResponsesProvider(HTTPProvider):
         for item in self._final_items(state):
             kind = item.get("type")
             if kind == "reasoning":
-                summary = _summary(item)
-                if summary:
-                    blocks.append(ThinkingBlock(summary))
-                if item.get("encrypted_content"):
+                # a summary (OpenAI), or the raw reasoning text itself (DeepSeek, OpenRouter)
+                reasoning = _summary(item, "content")
+                thought = _summary(item) or reasoning
+                if thought:
+                    blocks.append(ThinkingBlock(thought))
+                if item.get("encrypted_content") or reasoning:
+                    # sent back as it came: encrypted content, or the reasoning text in it
                     blocks.append(OpaqueBlock(self.name, item))
             elif kind == "message":
                 for part in item.get("content") or ():
