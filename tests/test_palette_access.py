@@ -51,7 +51,9 @@ THEMES = {"light": COLORS, "dark": DARK_COLORS}
 
 
 def linear(hex_colour: str) -> Vector:
-    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(hex_colour))
+    r, g, b = (
+        c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(hex_colour)
+    )
     return r, g, b
 
 
@@ -63,7 +65,9 @@ def times(m: tuple[Vector, Vector, Vector], v: Vector) -> Vector:
 def lab(rgb_linear: Vector) -> Vector:
     xyz = times(SRGB_TO_XYZ, rgb_linear)
     f = [
-        math.copysign(abs(t) ** (1 / 3), t) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
+        math.copysign(abs(t) ** (1 / 3), t)
+        if t > (6 / 29) ** 3
+        else t / (3 * (6 / 29) ** 2) + 4 / 29
         for t in (v / w for v, w in zip(xyz, D65, strict=True))
     ]
     return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])

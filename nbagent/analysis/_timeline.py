@@ -3,10 +3,11 @@
 It speaks the widget's visual language (`nbagent._palette`, Okabe–Ito based): attempts green
 when they got an answer and vermillion and crossed out when they failed, tool calls green or
 brown and crossed out, compactions blue, the backoff after a failure in amber stripes and a
-server's Retry-After in purple ones, with the widget's legend words. One row per run, labelled by its prompt when the caller knows it; a row has a lane for
-each phase it used (requests, and tools or compaction only when there were some). Long quiet
-stretches are drawn shorter and marked "//" on the axis (`_timeaxis`), so short attempts stay
-visible next to a long wait.
+server's Retry-After in purple ones, with the widget's legend words. One row per run, labelled
+by its prompt when the caller knows it; a row has a lane for each phase it used (requests, and
+tools or compaction only when there were some). Long quiet stretches are drawn shorter and
+marked "//" on the axis (`nbagent._axis`, the mapping the widget and the HTML report use too),
+so short attempts stay visible next to a long wait.
 """
 
 from __future__ import annotations
