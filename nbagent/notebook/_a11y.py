@@ -109,9 +109,9 @@ def _name(bar: Mapping[str, Any], wait: Mapping[str, Any] | None) -> str:
 def bar_names(bars: Iterable[Mapping[str, Any]], waits: Iterable[Mapping[str, Any]]) -> list[str]:
     """Each bar's accessible name, in order; a failed attempt names the wait that followed."""
     after: dict[tuple[str, str, float], Mapping[str, Any]] = {}
-    for wait in waits:
-        if wait.get("kind") == "retry":
-            after[(wait["run_id"], wait["lane"], round(float(wait["start"]), 6))] = wait
+    for w in waits:
+        if w.get("kind") == "retry":
+            after[(w["run_id"], w["lane"], round(float(w["start"]), 6))] = w
     names = []
     for bar in bars:
         wait: Mapping[str, Any] | None = None
