@@ -131,15 +131,22 @@ class Announcer:
     def __init__(self) -> None:
         self.count = 0
         self.text = ""
+        self._recent: list[tuple[int, str]] = []
 
     def heard(self, event: Event) -> None:
         text = _announcement(event)
         if text:
             self.count += 1
             self.text = text
+            self._recent = [*self._recent[-(_RECENT - 1) :], (self.count, text)]
 
     def snapshot(self) -> dict[str, Any]:
-        return {"id": self.count, "text": self.text}
+        """`recent` holds the last few, so a browser that got two changes in one push (the
+        widget coalesces pushes) says both, once."""
+        return {"id": self.count, "text": self.text, "recent": [list(r) for r in self._recent]}
+
+
+_RECENT = 4
 
 
 def _announcement(event: Event) -> str | None:

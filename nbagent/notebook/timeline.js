@@ -440,7 +440,8 @@ function block(b) {
 
 function conversation(state, ui) {
   const entries = state.conversation || [];
-  const list = h("div", { class: "nb-conv-list" });
+  // it scrolls, so it takes the focus (the keyboard scrolls it); not a live region
+  const list = h("div", { class: "nb-conv-list", tabindex: "0", role: "region", "aria-label": "conversation" });
   for (const e of entries) {
     if (e.kind === "message") {
       list.append(
@@ -671,7 +672,11 @@ function render({ model, el }) {
   function announce(state) {
     const a = state.announcement;
     if (!a) return;
-    if (heard !== null && a.id !== heard && a.text) live.textContent = a.text;
+    if (heard !== null && a.id !== heard && a.text) {
+      // what changed since the last push, said once (a push may carry two changes)
+      const missed = (a.recent || []).filter(([id]) => id > heard).map(([, text]) => text);
+      live.textContent = missed.length ? missed.join(". ") : a.text;
+    }
     heard = a.id;
   }
 
@@ -704,6 +709,7 @@ function render({ model, el }) {
     if (node.classList.contains("nb-close")) return ".nb-close";
     if (node.classList.contains("nb-stop")) return ".nb-stop";
     if (node.tagName === "SUMMARY") return ".nb-conv > summary";
+    if (node.classList.contains("nb-conv-list")) return ".nb-conv-list";
     return null;
   }
 
