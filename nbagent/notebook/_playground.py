@@ -15,6 +15,7 @@ loop (a plain script, a test) it recomputes at once.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import html
 import io
@@ -123,8 +124,8 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         self.server.value = server
         self.numbers = ipywidgets.HTML()
         self.numbers.add_class("nb-play-numbers")
-        self.envelope = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="448px"))
-        self.timeline = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="448px"))
+        self.envelope = _Picture()
+        self.timeline = _Picture()
         controls = [
             self.max_attempts,
             self.initial_delay,
@@ -146,8 +147,8 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
                 ipywidgets.VBox(
                     [
                         self.numbers,
-                        self.envelope,
-                        self.timeline,
+                        self.envelope.view,
+                        self.timeline.view,
                         ipywidgets.HTML(_legend_html()),
                     ]
                 ),
@@ -202,9 +203,6 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             send_retry_after=retry_after,
         )
         last = frame.groupby("run_id", observed=True).tail(1)
-        with self.hold_sync():
-            self.envelope.value = _envelope_png(policy, self.jitter.value)
-            self.timeline.value = _timeline_png(frame)
         result = PlaygroundResult(
             calls=len(frame),
             failed_calls=int((frame["outcome"] == "error").sum()),
@@ -215,9 +213,41 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             compute_s=time.perf_counter() - started,
             frame=frame,
         )
+        from ..analysis._waits import policy_label
+
+        label = policy_label(policy).replace("jitter 'full'", f"jitter {self.jitter.value!r}")
+        self.envelope.show(
+            _envelope_png(policy, self.jitter.value),
+            f"The range each wait is drawn from, retry by retry, for {label}.",
+        )
+        self.timeline.show(
+            _timeline_png(frame),
+            f"Timeline of {result.clients} clients: {result.calls:,} calls "
+            f"({result.failed_calls:,} failed), {result.gave_up} gave up, the last done at "
+            f"{result.makespan_s:.2f} s.",
+        )
         self.numbers.value = _numbers_html(result)
         self.result = result
         return result
+
+
+class _Picture:
+    """A PNG in the page with words for readers who cannot see it: `ipywidgets.Image` has no
+    alternative text, so the picture is an <img alt=...> in an HTML widget. `value` keeps the
+    PNG's bytes."""
+
+    def __init__(self) -> None:
+        self.value = b""
+        self.alt = ""
+        self.view = ipywidgets.HTML(layout=ipywidgets.Layout(width="448px"))
+
+    def show(self, png: bytes, alt: str) -> None:
+        self.value, self.alt = png, alt
+        data = base64.b64encode(png).decode("ascii")
+        self.view.value = (
+            f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" '
+            'style="width:448px;display:block">'
+        )
 
 
 def _numbers_html(r: PlaygroundResult) -> str:
