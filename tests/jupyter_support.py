@@ -232,10 +232,12 @@ def use_theme(page: Any, name: str) -> None:
 def accessible_in_both_themes(page: Any, include: str) -> None:
     """axe-core finds no WCAG 2.1 A/AA violation in `include`, in the light and the dark
     theme (the page is left in the light one)."""
-    assert violations(page, include) == [], "light theme"
+    found = violations(page, include)
+    assert found == [], f"light theme: {found}"
     use_theme(page, "JupyterLab Dark")
     try:
-        assert violations(page, include) == [], "dark theme"
+        found = violations(page, include)
+        assert found == [], f"dark theme: {found}"
     finally:
         use_theme(page, "JupyterLab Light")
 

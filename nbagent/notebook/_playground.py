@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anywidget
 import ipywidgets
 import pandas as pd
 
@@ -150,7 +151,10 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
                         self.envelope.view,
                         self.timeline.view,
                         ipywidgets.HTML(_legend_html()),
-                    ]
+                        _SliderNames(),
+                    ],
+                    # not a scrolling box: one the keyboard could not reach (WCAG 2.1.1)
+                    layout=ipywidgets.Layout(overflow="visible"),
                 ),
             ]
         )
@@ -229,6 +233,45 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         self.numbers.value = _numbers_html(result)
         self.result = result
         return result
+
+
+class _SliderNames(anywidget.AnyWidget):
+    """Names the playground's slider handles after their labels, for screen readers.
+
+    ipywidgets draws a slider's handle as a `role="slider"` element with no accessible name
+    (its description is a separate label), so a screen reader says "slider, 3" and no more.
+    This invisible helper gives each handle its label's words as `aria-label`, also when
+    ipywidgets redraws them."""
+
+    _esm = """
+    export default {
+      render({ el }) {
+        el.style.display = "none";
+        let root = null;
+        const name = () => {
+          root = root || el.closest(".nb-playground");
+          if (!root) return;
+          for (const box of root.querySelectorAll(".widget-slider, .widget-hslider")) {
+            const label = box.querySelector(".widget-label");
+            const words = label ? label.textContent.trim() : "";
+            for (const handle of box.querySelectorAll('[role="slider"]')) {
+              if (words && handle.getAttribute("aria-label") !== words) {
+                handle.setAttribute("aria-label", words);
+              }
+            }
+          }
+        };
+        const watch = new MutationObserver(name);
+        const start = () => {
+          name();
+          if (root) watch.observe(root, { childList: true, subtree: true });
+          else setTimeout(start, 50);
+        };
+        start();
+        return () => watch.disconnect();
+      },
+    };
+    """
 
 
 class _Picture:
