@@ -115,9 +115,7 @@ def test_lanes_bars_and_colours(open_page: Any) -> None:
     r, g, b = rgb(error.evaluate("n => getComputedStyle(n).backgroundColor"))
     assert r > g + 40 and r > b + 80, (r, g, b)  # a dark vermillion (Okabe–Ito, shaded)
     # and crossed out, so that it differs from an ok bar by more than its colour
-    assert "repeating-linear-gradient" in error.evaluate(
-        "n => getComputedStyle(n).backgroundImage"
-    )
+    assert "repeating-linear-gradient" in error.evaluate("n => getComputedStyle(n).backgroundImage")
     assert ok.evaluate("n => getComputedStyle(n).backgroundImage") == "none"
     assert TOOL_ERROR in (error.get_attribute("title") or "")
 

@@ -153,11 +153,12 @@ _CSS = """
 .nbb-root { font: 12px/1.4 var(--jp-ui-font-family, sans-serif); padding: 4px 0; }
 .nbb-head { display: flex; gap: 8px; align-items: center; }
 .nbb-root { --nbb-muted: %(muted)s; --nbb-track: %(panel)s; }
-body[data-jp-theme-light="false"] .nbb-root { --nbb-muted: %(dark_muted)s; --nbb-track: %(dark_panel)s; }
+body[data-jp-theme-light="false"] .nbb-root {
+  --nbb-muted: %(dark_muted)s; --nbb-track: %(dark_panel)s; }
 .nbb-where { color: var(--nbb-muted); }
 .nbb-stop { margin-left: auto; }
-.nbb-bar { display: flex; height: 8px; background: var(--nbb-track); border-radius: 4px; overflow: hidden;
-  margin: 4px 0; }
+.nbb-bar { display: flex; height: 8px; background: var(--nbb-track); border-radius: 4px;
+  overflow: hidden; margin: 4px 0; }
 .nbb-counts { display: flex; flex-wrap: wrap; gap: 12px; margin-bottom: 4px; }
 .nbb-dot { display: inline-block; width: 8px; height: 8px; border-radius: 50%; margin-right: 4px; }
 .nbb-rows { display: grid; grid-template-columns: repeat(auto-fill, minmax(160px, 1fr));
