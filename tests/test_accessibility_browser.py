@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 from harness.axe import violations
-from harness.timeline_script import RUN, live_events, run_events
+from harness.timeline_script import ANNOUNCED, RUN, live_events, run_events
 from jupyter_support import launch_chromium
-from test_timeline_access import ANNOUNCED
 
 from nbagent._axis import Axis
 from nbagent.events import Event, TextDelta

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.timeline_script import FINAL, RUN, live_events, run_events
+from harness.timeline_script import ANNOUNCED, FINAL, RUN, live_events, run_events
 
 from nbagent._core._budget import Usage
 from nbagent._loop._attempt_log import AttemptLog
@@ -18,14 +18,6 @@ from nbagent.analysis._timeline import _picture
 from nbagent.events import Event, RunFinished, TextDelta
 from nbagent.notebook import TimelineState
 from nbagent.notebook._a11y import spoken_seconds
-
-ANNOUNCED = [
-    "provider unavailable: waiting 2.4 s (backoff) before attempt 2 of 4",
-    "tool `read_file` returned an error",
-    "compacted 48,210 → 12,400 tokens",
-    "rate limit: waiting for the server's Retry-After of 2 s",
-    "finished",
-]
 
 
 def announcements(events: list[Event], every: int = 1) -> tuple[list[str], int]:
