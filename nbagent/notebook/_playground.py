@@ -154,7 +154,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
                         _SliderNames(),
                     ],
                     # not a scrolling box: one the keyboard could not reach (WCAG 2.1.1)
-                    layout=ipywidgets.Layout(overflow="visible"),
+                    layout=ipywidgets.Layout(overflow="visible", width="450px"),
                 ),
             ]
         )
@@ -371,6 +371,13 @@ def _legend_html() -> str:
         if swatch.hatch:
             paint = f"repeating-linear-gradient(45deg,{swatch.face} 0 2px,transparent 2px 6px)"
             border = f"1px dashed {swatch.edge}"
+        elif swatch.mark:  # crossed out, as the bars are
+            cross = "rgba(255,255,255,.45) 0 1px,transparent 1px 4px"
+            paint = (
+                f"repeating-linear-gradient(45deg,{cross}),"
+                f"repeating-linear-gradient(-45deg,{cross}),{swatch.face}"
+            )
+            border = f"1px solid {swatch.edge}"
         else:
             paint, border = swatch.face, f"1px solid {swatch.edge}"
         box = f"display:inline-block;width:14px;height:10px;margin-right:4px;background:{paint}"
