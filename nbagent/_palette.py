@@ -18,6 +18,9 @@ from typing import Final
 __all__ = [
     "COLORS",
     "CSS_VARIABLES",
+    "DARK_COLORS",
+    "DISTINCT_ROLES",
+    "FAILURE_MARK",
     "FONT_SIZE",
     "LABEL_FONT_SIZE",
     "LEGEND",
@@ -25,41 +28,115 @@ __all__ = [
     "Swatch",
 ]
 
+# The colours are Okabe & Ito's colour-blind-safe set (bluish green, vermillion, orange, reddish
+# purple, blue, sky blue), shaded until two conditions hold together: every pair of the
+# DISTINCT_ROLES stays at least 10 CIEDE2000 apart under simulated protanopia, deuteranopia
+# and tritanopia (Machado et al. 2009, severity 1), and every shape keeps 3:1 against the lane
+# behind it and every word 4.5:1 against what it is written on (WCAG 2.1 AA).
+# tests/test_palette_access.py checks both, for the light and the dark theme.
+
 COLORS: Final[dict[str, str]] = {
     "fg": "#1f2328",
-    "muted": "#656d76",
+    "muted": "#59636e",
+    "bg": "#ffffff",
     "panel": "#f6f8fa",
     "border": "#d0d7de",
-    "ok": "#2da44e",
-    "ok_dark": "#1a7f37",
-    "error": "#d1242f",
-    "error_dark": "#a40e26",
-    "cancelled": "#8c959f",
-    "running": "#0969da",
-    "backoff": "#d4a72c",
-    "backoff_text": "#6b4d00",
-    "retry_after": "#8250df",
-    "retry_after_text": "#4c2889",
-    "compaction": "#1b7c83",
+    "ok": "#009e73",
+    "ok_dark": "#00805d",
+    "error": "#aa4b00",
+    "error_dark": "#a34800",
+    "cancelled": "#818992",
+    "running": "#3d94c4",
+    "backoff": "#b87f00",
+    "backoff_text": "#885e00",
+    "retry_after": "#8b5272",
+    "retry_after_text": "#8b5272",
+    "compaction": "#0072b2",
+    "compaction_text": "#0068a2",
+    "tool_error": "#6f3100",
     "paced": "#6e7781",
-    "warning": "#9a6700",
+    "paced_text": "#5f666f",
+    "warning": "#885e00",
+    "ok_ink": "#000000",
+    "error_ink": "#ffffff",
+    "cancelled_ink": "#000000",
+    "running_ink": "#000000",
+    "compaction_ink": "#ffffff",
+    "tool_error_ink": "#ffffff",
 }
-"""Hex colours by role. "backoff" is the widget's wait colour, "retry_after" its server-wish
-purple; the `_text` and `_dark` shades are for words written on or next to them."""
+"""Hex colours by role, light theme (and the static figures). "backoff" is the widget's wait
+colour, "retry_after" its server-wish purple; the `_text` and `_dark` shades are for words
+written next to them, the `_ink` ones for words written on a bar of that colour."""
+
+DARK_COLORS: Final[dict[str, str]] = {
+    "fg": "#e6edf3",
+    "muted": "#a0a8b1",
+    "bg": "#111111",
+    "panel": "#212121",
+    "border": "#4a4f55",
+    "ok": "#009e73",
+    "ok_dark": "#21ab85",
+    "error": "#bb5300",
+    "error_dark": "#cd8145",
+    "cancelled": "#8c959f",
+    "running": "#56b4e9",
+    "backoff": "#ebb233",
+    "backoff_text": "#ebb233",
+    "retry_after": "#9b5c7f",
+    "retry_after_text": "#b586a0",
+    "compaction": "#0072b2",
+    "compaction_text": "#4a9bc8",
+    "tool_error": "#dc7829",
+    "paced": "#8c959f",
+    "paced_text": "#939ba5",
+    "warning": "#ebb233",
+    "ok_ink": "#000000",
+    "error_ink": "#ffffff",
+    "cancelled_ink": "#000000",
+    "running_ink": "#000000",
+    "compaction_ink": "#ffffff",
+    "tool_error_ink": "#000000",
+}
+"""The same roles for a dark page (JupyterLab Dark, or a browser that prefers dark)."""
+
+DISTINCT_ROLES: Final[tuple[str, ...]] = (
+    "ok",
+    "error",
+    "cancelled",
+    "backoff",
+    "retry_after",
+    "compaction",
+    "tool_error",
+)
+"""The roles a reader must tell apart, with any colour vision (ok, failed, cancelled, backoff,
+the server's Retry-After, compaction, tool error)."""
 
 CSS_VARIABLES: Final[dict[str, str]] = {
     "--nb-ok": "ok",
     "--nb-ok-dark": "ok_dark",
+    "--nb-ok-ink": "ok_ink",
     "--nb-error": "error",
     "--nb-error-dark": "error_dark",
+    "--nb-error-ink": "error_ink",
     "--nb-cancelled": "cancelled",
+    "--nb-cancelled-ink": "cancelled_ink",
     "--nb-running": "running",
+    "--nb-running-ink": "running_ink",
     "--nb-wait": "backoff",
+    "--nb-wait-text": "backoff_text",
     "--nb-wish": "retry_after",
+    "--nb-wish-text": "retry_after_text",
     "--nb-compact": "compaction",
+    "--nb-compact-text": "compaction_text",
+    "--nb-compact-ink": "compaction_ink",
+    "--nb-tool-error": "tool_error",
+    "--nb-tool-error-ink": "tool_error_ink",
     "--nb-paced": "paced",
+    "--nb-paced-text": "paced_text",
+    "--nb-warning": "warning",
 }
-"""Which `COLORS` entry each custom property of timeline.css holds."""
+"""Which `COLORS` (`DARK_COLORS` in the dark block) entry each custom property of timeline.css
+holds."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +145,9 @@ class Swatch:
 
     `hatch` is matplotlib's pattern for the widget's stripes (the CSS draws the same 45° lines
     with `repeating-linear-gradient`); `face_alpha` is the transparency of the fill under them.
+    `mark` is the pattern drawn over a solid bar so that a failure differs from a success by
+    more than its colour (matplotlib's "xx"; the CSS crosses two gradients the same way).
+    `ink` is the colour of a word written on the face.
     """
 
     word: str
@@ -77,10 +157,13 @@ class Swatch:
     hatch: str = ""
     face_alpha: float = 1.0
     dashed: bool = False
+    mark: str = ""
+    ink: str = "#000000"
 
 
-def _solid(word: str, css_class: str, color: str) -> Swatch:
-    return Swatch(word, css_class, COLORS[color], COLORS[color])
+def _solid(word: str, css_class: str, color: str, mark: str = "") -> Swatch:
+    ink = COLORS.get(f"{color}_ink", COLORS["fg"])
+    return Swatch(word, css_class, COLORS[color], COLORS[color], mark=mark, ink=ink)
 
 
 def _striped(word: str, css_class: str, color: str, alpha: float) -> Swatch:
@@ -89,9 +172,12 @@ def _striped(word: str, css_class: str, color: str, alpha: float) -> Swatch:
     )
 
 
+FAILURE_MARK: Final[str] = "xx"
+"""The cross-hatch over everything that failed (an attempt, a tool call, a compaction)."""
+
 SWATCHES: Final[dict[str, Swatch]] = {
     "ok": _solid("ok", "nb-ok", "ok"),
-    "failed": _solid("failed", "nb-error", "error"),
+    "failed": _solid("failed", "nb-error", "error", FAILURE_MARK),
     "cancelled": _solid("cancelled", "nb-cancelled", "cancelled"),
     "running": _solid("running", "nb-running", "running"),
     "backoff": _striped("backoff", "nb-wait", "backoff", 0.12),
@@ -99,7 +185,7 @@ SWATCHES: Final[dict[str, Swatch]] = {
     "paced": _striped("paced", "nb-wait nb-paced", "paced", 0.1),
     "compaction": _solid("compaction", "nb-kind-compaction nb-ok", "compaction"),
     "tool_ok": _solid("tool ok", "nb-tool-ok", "ok"),
-    "tool_error": _solid("tool error", "nb-tool-error", "error"),
+    "tool_error": _solid("tool error", "nb-tool-error", "tool_error", FAILURE_MARK),
 }
 """Every shape the timeline draws, keyed by what it means."""
 

@@ -39,3 +39,9 @@ if [ "$extras" = "--dev" ] && [ ! -x .venv-litellm/bin/litellm ]; then
   "$PY" -m venv .venv-litellm
   "${UV[@]}" --python .venv-litellm/bin/python 'litellm[proxy]==1.82.6'
 fi
+
+if [ "$extras" = "--dev" ] && [ ! -d tests/node_modules/axe-core ]; then
+  # axe-core, the accessibility checker the browser tests inject into pages (pinned, locked)
+  echo "== installing the browser tests' JavaScript (npm ci in tests/)"
+  (cd tests && npm ci --no-audit --no-fund --silent)
+fi

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.axe import violations
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -215,6 +216,32 @@ def in_page(browser: Any, name: str, steps: Callable[[Any], None]) -> None:
         context.close()
 
 
+def use_theme(page: Any, name: str) -> None:
+    """Switch the front end's theme from its Settings menu, as a reader would, and wait until
+    it took effect ("JupyterLab Light" or "JupyterLab Dark")."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{name}$")).click()
+    light = "false" if "Dark" in name else "true"
+    page.locator(f'body[data-jp-theme-light="{light}"][data-jp-theme-name="{name}"]').wait_for(
+        state="attached"  # the body has no box of its own: JupyterLab's shell is positioned
+    )
+    page.keyboard.press("Escape")  # no menu left open
+
+
+def accessible_in_both_themes(page: Any, include: str) -> None:
+    """axe-core finds no WCAG 2.1 A/AA violation in `include`, in the light and the dark
+    theme (the page is left in the light one)."""
+    found = violations(page, include)
+    assert found == [], f"light theme: {found}"
+    use_theme(page, "JupyterLab Dark")
+    try:
+        found = violations(page, include)
+        assert found == [], f"dark theme: {found}"
+    finally:
+        use_theme(page, "JupyterLab Light")
+
+
 def drive(
     server: Server,
     page: Any,
@@ -301,6 +328,9 @@ def drive(
     wait_text(status, lambda text: text.startswith("cancelled"), 10)
     assert start.locator("button.jupyter-button", has_text="Stop").count() == 0
     assert start.locator("button.jupyter-button", has_text="Finished").count() == 1
+    # the 30 s wait the run was cut in is drawn shorter, and marked as on the PNGs
+    assert start.locator(".nb-axis .nb-break").count() >= 1
+    accessible_in_both_themes(page, ".jp-OutputArea-output:has(.nb-root)")
     start.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 

@@ -309,9 +309,10 @@ def test_plot_legends_speak_the_widgets_words_and_colours() -> None:
         assert to_hex(handle.get_facecolor()) == swatch.face
         if swatch.hatch:  # stripes are drawn in the edge colour, as the CSS draws them
             assert to_hex(handle.get_edgecolor()) == swatch.edge
-        assert handle.get_hatch() == (swatch.hatch or None)
-    # the tool error is a red fill, and the failed final attempt is red, never black
-    assert to_hex(words["tool error"].face) == COLORS["error"]
+        assert handle.get_hatch() == (swatch.hatch or swatch.mark or None)
+    # the tool error has a fill of its own (not the failed attempts'), crossed out like them
+    assert to_hex(words["tool error"].face) == COLORS["tool_error"] != COLORS["error"]
+    assert words["tool error"].mark == words["failed"].mark != ""
     fills = {face for face, _, _ in boxes(fig)}
     assert COLORS["error"] in fills and "#000000" not in fills
     # backoff and Retry-After waits in the other plots use the same two colours

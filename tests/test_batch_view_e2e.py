@@ -4,7 +4,8 @@ tests/notebooks/batch_view.ipynb starts a batch of 30 prompts in the background
 (`nbagent.batch.start`) against a mock server that admits 5 requests a second. The test watches
 the view's "done" count rise while the agents run (pushed from the kernel, about ten times a
 second at most), presses its Stop button, and checks in the next cell that the batch returned
-every row, the unfinished ones cancelled. Same harness as the widget's test (jupyter_support).
+every row, the unfinished ones cancelled; axe-core checks the view (WCAG 2.1 A/AA) in the light
+and the dark theme once stopped. Same harness as the widget's test (jupyter_support).
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_support import ARTIFACTS, Server, in_page, launch_chromium, serve, wait_text
+from jupyter_support import (
+    ARTIFACTS,
+    Server,
+    accessible_in_both_themes,
+    in_page,
+    launch_chromium,
+    serve,
+    wait_text,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -83,6 +92,8 @@ def test_the_batch_view_updates_while_agents_run_and_stops(lab: Server, browser:
         view.locator("button.nbb-stop").wait_for(state="detached", timeout=10_000)
         stopped = _done(done.inner_text())
         assert 8 <= stopped < 30 or stopped == 30, stopped
+        # axe-core finds nothing in the view, light or dark
+        accessible_in_both_themes(page, ".jp-OutputArea-output:has(.nbb-root)")
         ARTIFACTS.mkdir(exist_ok=True)
         started.screenshot(path=str(ARTIFACTS / "batch-view.png"))
 

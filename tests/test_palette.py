@@ -10,41 +10,54 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from matplotlib.colors import to_hex, to_rgba
+from matplotlib.colors import to_hex
 
-from nbagent._palette import COLORS, CSS_VARIABLES, LEGEND, SWATCHES
+from nbagent._palette import COLORS, CSS_VARIABLES, DARK_COLORS, LEGEND, SWATCHES
 
 WIDGET = Path(__file__).resolve().parent.parent / "nbagent" / "notebook"
 CSS = (WIDGET / "timeline.css").read_text(encoding="utf-8")
 JS = (WIDGET / "timeline.js").read_text(encoding="utf-8")
 
 
-def root_variables() -> dict[str, str]:
-    block = re.search(r"\.nb-root \{(.*?)\n\}", CSS, re.S)
-    assert block is not None
-    return dict(re.findall(r"(--nb-[\w-]+):\s*(#[0-9a-fA-F]{6});", block.group(1)))
+def variables_of(selector: str) -> dict[str, str]:
+    begin = CSS.index(selector + " {") + len(selector) + 2
+    block = CSS[begin : CSS.index("}", begin)]
+    return dict(re.findall(r"(--nb-[\w-]+):\s*(?:var\(--jp-[\w-]+, )?(#[0-9a-fA-F]{6})\)?;", block))
 
 
 def test_every_css_colour_variable_is_the_palettes() -> None:
-    variables = root_variables()
-    for name, role in CSS_VARIABLES.items():
-        assert variables.get(name, "").lower() == COLORS[role], name
-    colour_vars = {v for v in variables if not v.startswith(("--nb-fg", "--nb-muted"))}
-    assert colour_vars <= set(CSS_VARIABLES), colour_vars - set(CSS_VARIABLES)
+    # the light block, JupyterLab Dark's block and the exported page's dark one
+    for selector, colours in (
+        ("\n.nb-root", COLORS),
+        ('body[data-jp-theme-light="false"] .nb-root', DARK_COLORS),
+        ("  body.nb-page .nb-root", DARK_COLORS),
+    ):
+        variables = variables_of(selector)
+        for name, role in CSS_VARIABLES.items():
+            assert variables.get(name, "").lower() == colours[role], (selector, name)
+        for name in ("fg", "muted", "bg", "panel", "border"):
+            assert variables[f"--nb-{name}"] == colours[name], (selector, name)
+        assert set(variables) - set(CSS_VARIABLES) == {
+            "--nb-fg",
+            "--nb-muted",
+            "--nb-bg",
+            "--nb-panel",
+            "--nb-border",
+        }
 
 
 def test_wait_stripes_are_the_palettes_colours() -> None:
-    # the hatched waits mix their colour with transparency: the rgb part must be the palette's
-    for selector, key in (
-        ("}\n\n.nb-wait {", "backoff"),
-        ("}\n\n.nb-wait.nb-server-wish {", "retry_after"),
-        ("}\n\n.nb-wait.nb-paced {", "paced"),
+    # the hatched waits mix their own colour with transparency, in either theme
+    for selector, variable in (
+        ("}\n\n.nb-wait {", "--nb-wait"),
+        ("}\n\n.nb-wait.nb-server-wish {", "--nb-wish"),
+        ("}\n\n.nb-wait.nb-paced {", "--nb-paced"),
     ):
         begin = CSS.index(selector) + len(selector)  # the rule itself, not a shared one
         rule = CSS[begin : CSS.index("}", begin)]
-        rgbs = {tuple(int(x) for x in m) for m in re.findall(r"rgba\((\d+), (\d+), (\d+)", rule)}
-        want = tuple(round(c * 255) for c in to_rgba(SWATCHES[key].face)[:3])
-        assert rgbs == {want}, (selector, rgbs, want)
+        mixed = set(re.findall(r"color-mix\(in srgb, var\((--nb-[\w-]+)\)", rule))
+        assert mixed == {variable}, (selector, mixed)
+        assert "rgba(" not in rule
 
 
 def test_the_widgets_legend_is_the_palettes_legend() -> None:

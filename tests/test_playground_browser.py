@@ -3,7 +3,8 @@
 A notebook of one cell (`playground(clients=20)`) is written into a real JupyterLab server's
 folder (the harness of test_jupyterlab_e2e.py: 127.0.0.1 only, nothing fetched from the
 network) and run with Shift+Enter. The test moves sliders with the keyboard, as a reader might,
-and waits for the kernel's recomputation to reach the page.
+and waits for the kernel's recomputation to reach the page; axe-core then checks it (WCAG 2.1
+A/AA) in the light and the dark theme.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_support import Server, in_page, launch_chromium, serve, wait_text
+from jupyter_support import (
+    Server,
+    accessible_in_both_themes,
+    in_page,
+    launch_chromium,
+    serve,
+    wait_text,
+)
 
 CELL = "from nbagent.notebook import playground\n\nplayground(clients=20)"
 
@@ -91,6 +99,10 @@ def test_moving_a_slider_changes_the_numbers_shown(lab: Server, browser: Any) ->
         wait_text(gave_up, lambda text: text == "29 of 30", 30)
         assert calls.inner_text() == "30"
 
+        # the pictures say in words what they show; axe finds nothing, light or dark
+        timeline = cell.locator("img[alt^='Timeline of 30 clients: 30 calls']")
+        assert timeline.count() == 1, cell.locator("img").evaluate_all("ns => ns.map(n => n.alt)")
+        accessible_in_both_themes(page, ".jp-OutputArea-output:has(.nb-playground)")
         cell.screenshot(path=str(Path(__file__).parent / "artifacts" / "playground.png"))
         assert errors == [], errors
         remote = [u for u in requests if not u.startswith((f"{lab.url}/", "data:", "blob:"))]

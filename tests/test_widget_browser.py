@@ -111,9 +111,12 @@ def test_lanes_bars_and_colours(open_page: Any) -> None:
     assert "nb-ok" in (ok.get_attribute("class") or "")
     assert "nb-error" in (error.get_attribute("class") or "")
     r, g, b = rgb(ok.evaluate("n => getComputedStyle(n).backgroundColor"))
-    assert g > r + 40 and g > b, (r, g, b)  # green
+    assert g > r + 40 and g > b, (r, g, b)  # (bluish) green
     r, g, b = rgb(error.evaluate("n => getComputedStyle(n).backgroundColor"))
-    assert r > g + 80 and r > b + 80, (r, g, b)  # red
+    assert r > g + 40 and r > b + 80, (r, g, b)  # a dark vermillion (Okabe–Ito, shaded)
+    # and crossed out, so that it differs from an ok bar by more than its colour
+    assert "repeating-linear-gradient" in error.evaluate("n => getComputedStyle(n).backgroundImage")
+    assert ok.evaluate("n => getComputedStyle(n).backgroundImage") == "none"
     assert TOOL_ERROR in (error.get_attribute("title") or "")
 
     compaction = page.locator(".nb-bar.nb-kind-compaction")

@@ -64,6 +64,8 @@ def bar_style(swatch: Swatch) -> dict[str, Any]:
     }
     if swatch.hatch:
         style.update(hatch=swatch.hatch, linewidth=0.9, linestyle=(0, (3, 2)))
+    elif swatch.mark:
+        style.update(hatch=swatch.mark, edgecolor="white", linewidth=0.4)
     return style
 
 

@@ -1,12 +1,13 @@
 """`plot_timeline`: the widget's timeline as a static figure, for a run, a session or a batch.
 
-It speaks the widget's visual language (`nbagent._palette`): attempts green when they got an
-answer and red when they failed, tool calls green or red, compactions teal, the backoff after a
-failure in amber stripes and a server's Retry-After in purple ones, with the widget's legend
-words. One row per run, labelled by its prompt when the caller knows it; a row has a lane for
-each phase it used (requests, and tools or compaction only when there were some). Long quiet
-stretches are drawn shorter and marked "//" on the axis (`_timeaxis`), so short attempts stay
-visible next to a long wait.
+It speaks the widget's visual language (`nbagent._palette`, Okabe–Ito based): attempts green
+when they got an answer and vermillion and crossed out when they failed, tool calls green or
+brown and crossed out, compactions blue, the backoff after a failure in amber stripes and a
+server's Retry-After in purple ones, with the widget's legend words. One row per run, labelled
+by its prompt when the caller knows it; a row has a lane for each phase it used (requests, and
+tools or compaction only when there were some). Long quiet stretches are drawn shorter and
+marked "//" on the axis (`nbagent._axis`, the mapping the widget and the HTML report use too),
+so short attempts stay visible next to a long wait.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from matplotlib.figure import Figure
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, SWATCHES
 from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes
 from ._tables import frame, wait_kind
-from ._timeaxis import TimeAxis, compressed_axis
+from ._timeaxis import TimeAxis, picture_time_axis
 
 __all__ = ["draw_timeline", "plot_timeline", "short_label"]
 
@@ -31,7 +32,6 @@ _LANE_NAMES = {"request": "requests", "compaction": "compaction", "tool": "tools
 _LANE_IN = 0.3  # inches per lane
 _ROW_GAP = 0.5  # lanes of space between runs
 _BAR = 0.78  # share of a lane a bar fills
-_SLIVER = 0.015  # a typical bar narrower than this share of the span is a sliver
 _WAIT_LABELS = {"backoff": "backoff", "retry_after": "Retry-After", "paced": "paced"}
 
 
@@ -167,12 +167,9 @@ def _picture(df: pd.DataFrame, max_groups: int, compress: bool) -> _Picture | st
     delay = np.nan_to_num(df["delay_s"].to_numpy(dtype=float))
     bars = ~(df["action"] == "paced").to_numpy(dtype=bool)
     span = float(max(np.max(end), np.max(end + delay)))
-    lengths = (end - start)[bars]
-    typical = float(np.median(lengths[lengths > 0])) if (lengths > 0).any() else 0.0
-    # shorten quiet stretches only when a linear axis would shrink a typical bar to a sliver
-    needed = compress and typical < span * _SLIVER
-    busy = list(zip(start[bars], end[bars], strict=True))
-    axis = compressed_axis(busy if needed else [(0.0, span)], span)
+    # quiet stretches are shortened only when a linear axis would shrink a typical bar to a
+    # sliver: the rule (and the mapping) the widget and the HTML report use too
+    axis = picture_time_axis(list(zip(start[bars], end[bars], strict=True)), span, compress)
     lane_y = np.array([rows.lanes[(r, p)] for r, p in zip(run, phase, strict=True)])
     bar_y, bar_h = _stack_overlaps(phase, run, start, end, lane_y + (1 - _BAR) / 2, _BAR)
     outcome = df["outcome"].astype(object).fillna("error").astype(str).to_numpy()
@@ -219,7 +216,7 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
         sel = pic.bars & (pic.keys == key)
         left = at(pic.start[sel])
         right = np.maximum(at(pic.end[sel]), left + min_w)
-        colour = SWATCHES[key].face
+        swatch = SWATCHES[key]
         _boxes(
             ax,
             left,
@@ -227,9 +224,10 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
             pic.bar_y[sel],
             pic.bar_h[sel],
             zorder=3,
-            facecolor=colour,
+            facecolor=swatch.face,
             edgecolor="white",
             linewidth=0.4,
+            hatch=swatch.mark or None,  # failures are crossed out, not only red
         )
     for i in np.flatnonzero((pic.df["action"] == "fallback").to_numpy(dtype=bool)):
         y = pic.lane_y[i]
@@ -353,7 +351,8 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
             text = _bar_text(df.iloc[i], pic.phase[i])
             middle_y = pic.bar_y[i] + pic.bar_h[i] / 2
             if text:
-                place(pic.start[i], pic.end[i], middle_y, text, color="white")
+                ink = SWATCHES[pic.keys[i]].ink
+                place(pic.start[i], pic.end[i], middle_y, text, color=ink)
         kind, delay = pic.kinds[i], pic.delay[i]
         if isinstance(kind, str) and delay > 0:
             colour = {"retry_after": "retry_after_text", "backoff": "backoff_text"}.get(kind, "fg")

@@ -21,17 +21,24 @@ from typing import Any
 import anywidget
 import traitlets
 
-__all__ = ["COLOURS", "BatchView", "render_text", "show_batch_view"]
+from .._palette import COLORS, DARK_COLORS
 
-COLOURS: dict[str, str] = {
-    "queued": "#d0d7de",
-    "running": "#0969da",
-    "waiting": "#bf8700",
-    "ok": "#1a7f37",
-    "failed": "#cf222e",
-    "cancelled": "#8c959f",
+__all__ = ["COLOURS", "DARK_COLOURS", "BatchView", "render_text", "show_batch_view"]
+
+_ROLES = {
+    "queued": "border",
+    "running": "running",
+    "waiting": "backoff",
+    "ok": "ok",
+    "failed": "error",
+    "cancelled": "cancelled",
 }
-"""Lane state → colour. One small dict, to be pointed at the shared palette."""
+
+COLOURS: dict[str, str] = {state: COLORS[role] for state, role in _ROLES.items()}
+"""Lane state → colour, from the shared palette (`nbagent._palette`, colour-blind safe)."""
+
+DARK_COLOURS: dict[str, str] = {state: DARK_COLORS[role] for state, role in _ROLES.items()}
+"""The same in a dark theme."""
 
 LANE_ROWS_UP_TO = 48
 """Up to this many agents each get a labelled row; more become a heat-strip of cells."""
@@ -56,7 +63,8 @@ const STATES = {q: "queued", r: "running", w: "waiting", o: "ok", f: "failed", c
 
 function draw(model, root) {
   const s = model.get("state") || {};
-  const colours = s.colours || {};
+  const dark = document.body.dataset.jpThemeLight === "false";
+  const colours = (dark ? s.colours_dark : s.colours) || s.colours || {};
   root.replaceChildren();
   const head = el("div", "nbb-head");
   const where = s.backend === "ray" ? `ray · ${s.workers} workers` : "this process";
@@ -64,6 +72,7 @@ function draw(model, root) {
   head.append(el("b", "", "nbagent.map"), el("span", "nbb-where", when));
   if (model.get("show_stop") && !s.finished) {
     const stop = el("button", "nbb-stop", model.get("stop_requested") ? "Stopping…" : "Stop");
+    stop.title = "Cancel the batch";
     stop.disabled = model.get("stop_requested");
     stop.onclick = () => { model.set("stop_requested", true); model.save_changes(); };
     head.append(stop);
@@ -131,7 +140,11 @@ export default {
     const redraw = () => draw(model, root);
     model.on("change:state", redraw);
     model.on("change:stop_requested", redraw);
+    // the lanes' colours follow JupyterLab's theme when it changes
+    const theme = new MutationObserver(redraw);
+    theme.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light"] });
     redraw();
+    return () => theme.disconnect();
   },
 };
 """
@@ -139,20 +152,30 @@ export default {
 _CSS = """
 .nbb-root { font: 12px/1.4 var(--jp-ui-font-family, sans-serif); padding: 4px 0; }
 .nbb-head { display: flex; gap: 8px; align-items: center; }
-.nbb-where { color: #57606a; }
+.nbb-root { --nbb-muted: %(muted)s; --nbb-track: %(panel)s; }
+body[data-jp-theme-light="false"] .nbb-root {
+  --nbb-muted: %(dark_muted)s; --nbb-track: %(dark_panel)s; }
+.nbb-where { color: var(--nbb-muted); }
 .nbb-stop { margin-left: auto; }
-.nbb-bar { display: flex; height: 8px; background: #eaeef2; border-radius: 4px; overflow: hidden;
-  margin: 4px 0; }
+.nbb-bar { display: flex; height: 8px; background: var(--nbb-track); border-radius: 4px;
+  overflow: hidden; margin: 4px 0; }
 .nbb-counts { display: flex; flex-wrap: wrap; gap: 12px; margin-bottom: 4px; }
 .nbb-dot { display: inline-block; width: 8px; height: 8px; border-radius: 50%; margin-right: 4px; }
 .nbb-rows { display: grid; grid-template-columns: repeat(auto-fill, minmax(160px, 1fr));
   gap: 2px 12px; }
 .nbb-lane { display: flex; align-items: center; gap: 6px; }
-.nbb-lane-label { width: 32px; color: #57606a; text-align: right; }
+.nbb-lane-label { width: 32px; color: var(--nbb-muted); text-align: right; }
 .nbb-lane-fill { display: inline-block; width: 60px; height: 8px; border-radius: 2px; }
 .nbb-heat { display: flex; flex-wrap: wrap; gap: 1px; }
 .nbb-cell { display: inline-block; width: 7px; height: 7px; }
 """
+for _key, _value in (
+    ("dark_muted", DARK_COLORS["muted"]),
+    ("dark_panel", DARK_COLORS["panel"]),
+    ("muted", COLORS["muted"]),
+    ("panel", COLORS["panel"]),
+):
+    _CSS = _CSS.replace(f"%({_key})s", _value)
 
 
 class BatchView(anywidget.AnyWidget):
@@ -231,7 +254,13 @@ class BatchView(anywidget.AnyWidget):
 
 
 def _dress(snapshot: dict[str, Any], finished: bool = False) -> dict[str, Any]:
-    return {**snapshot, "colours": COLOURS, "rows_up_to": LANE_ROWS_UP_TO, "finished": finished}
+    return {
+        **snapshot,
+        "colours": COLOURS,
+        "colours_dark": DARK_COLOURS,
+        "rows_up_to": LANE_ROWS_UP_TO,
+        "finished": finished,
+    }
 
 
 def render_text(state: dict[str, Any]) -> str:

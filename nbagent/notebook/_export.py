@@ -211,11 +211,11 @@ def render_text(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
     return "\n".join(lines)
 
 
-_OUTCOME_COLOURS = {
+_OUTCOME_COLOURS = {  # words on white: the palette's text shades (4.5:1 or more)
     "ok": COLORS["ok_dark"],
-    "error": COLORS["error"],
-    "cancelled": COLORS["paced"],
-    "running": COLORS["running"],
+    "error": COLORS["error_dark"],
+    "cancelled": COLORS["paced_text"],
+    "running": COLORS["compaction_text"],
 }
 
 
@@ -225,7 +225,7 @@ def _run_lines(state: Mapping[str, Any]) -> str:
     for i, run in enumerate(state.get("runs") or [], 1):
         summary = run.get("summary") or {}
         end = summary.get("error") or summary.get("end_reason") or "running"
-        colour = COLORS["error"] if summary.get("error") else COLORS["ok_dark"]
+        colour = COLORS["error_dark"] if summary.get("error") else COLORS["ok_dark"]
         lines.append(
             f"<li>{i}. {html.escape(str(run.get('prompt') or ''))} — "
             f"<b style='color:{colour}'>{html.escape(str(end))}</b>, "
@@ -258,7 +258,7 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
     waits = [w for w in state.get("waits") or [] if w.get("kind") == "retry"]
     for bar in state.get("bars") or []:
         outcome = str(bar.get("outcome"))
-        colour = _OUTCOME_COLOURS.get(outcome, "#6e7781")
+        colour = _OUTCOME_COLOURS.get(outcome, COLORS["paced_text"])
         start, end = bar.get("start"), bar.get("end")
         took = _seconds(end - start) if start is not None and end is not None else "running"
         detail = str(bar.get("detail") or "")
@@ -307,7 +307,7 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
                         f"{esc(str(block.get('arguments', ''))[:300])}</code>"
                     )
                 elif btype == "tool_result":
-                    colour = "#cf222e" if block.get("is_error") else "#1a7f37"
+                    colour = COLORS["error_dark"] if block.get("is_error") else COLORS["ok_dark"]
                     label = "tool error" if block.get("is_error") else "tool result"
                     parts.append(
                         f"<span style='color:{colour}'>{label}: "

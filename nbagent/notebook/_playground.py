@@ -15,6 +15,7 @@ loop (a plain script, a test) it recomputes at once.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import html
 import io
@@ -23,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import anywidget
 import ipywidgets
 import pandas as pd
 
@@ -123,8 +125,8 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         self.server.value = server
         self.numbers = ipywidgets.HTML()
         self.numbers.add_class("nb-play-numbers")
-        self.envelope = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="448px"))
-        self.timeline = ipywidgets.Image(format="png", layout=ipywidgets.Layout(width="448px"))
+        self.envelope = _Picture()
+        self.timeline = _Picture()
         controls = [
             self.max_attempts,
             self.initial_delay,
@@ -146,10 +148,13 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
                 ipywidgets.VBox(
                     [
                         self.numbers,
-                        self.envelope,
-                        self.timeline,
+                        self.envelope.view,
+                        self.timeline.view,
                         ipywidgets.HTML(_legend_html()),
-                    ]
+                        _SliderNames(),
+                    ],
+                    # not a scrolling box: one the keyboard could not reach (WCAG 2.1.1)
+                    layout=ipywidgets.Layout(overflow="visible", width="450px"),
                 ),
             ]
         )
@@ -202,9 +207,6 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             send_retry_after=retry_after,
         )
         last = frame.groupby("run_id", observed=True).tail(1)
-        with self.hold_sync():
-            self.envelope.value = _envelope_png(policy, self.jitter.value)
-            self.timeline.value = _timeline_png(frame)
         result = PlaygroundResult(
             calls=len(frame),
             failed_calls=int((frame["outcome"] == "error").sum()),
@@ -215,9 +217,80 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             compute_s=time.perf_counter() - started,
             frame=frame,
         )
+        from ..analysis._waits import policy_label
+
+        label = policy_label(policy).replace("jitter 'full'", f"jitter {self.jitter.value!r}")
+        self.envelope.show(
+            _envelope_png(policy, self.jitter.value),
+            f"The range each wait is drawn from, retry by retry, for {label}.",
+        )
+        self.timeline.show(
+            _timeline_png(frame),
+            f"Timeline of {result.clients} clients: {result.calls:,} calls "
+            f"({result.failed_calls:,} failed), {result.gave_up} gave up, the last done at "
+            f"{result.makespan_s:.2f} s.",
+        )
         self.numbers.value = _numbers_html(result)
         self.result = result
         return result
+
+
+class _SliderNames(anywidget.AnyWidget):
+    """Names the playground's slider handles after their labels, for screen readers.
+
+    ipywidgets draws a slider's handle as a `role="slider"` element with no accessible name
+    (its description is a separate label), so a screen reader says "slider, 3" and no more.
+    This invisible helper gives each handle its label's words as `aria-label`, also when
+    ipywidgets redraws them."""
+
+    _esm = """
+    export default {
+      render({ el }) {
+        el.style.display = "none";
+        let root = null;
+        const name = () => {
+          root = root || el.closest(".nb-playground");
+          if (!root) return;
+          for (const box of root.querySelectorAll(".widget-slider, .widget-hslider")) {
+            const label = box.querySelector(".widget-label");
+            const words = label ? label.textContent.trim() : "";
+            for (const handle of box.querySelectorAll('[role="slider"]')) {
+              if (words && handle.getAttribute("aria-label") !== words) {
+                handle.setAttribute("aria-label", words);
+              }
+            }
+          }
+        };
+        const watch = new MutationObserver(name);
+        const start = () => {
+          name();
+          if (root) watch.observe(root, { childList: true, subtree: true });
+          else setTimeout(start, 50);
+        };
+        start();
+        return () => watch.disconnect();
+      },
+    };
+    """
+
+
+class _Picture:
+    """A PNG in the page with words for readers who cannot see it: `ipywidgets.Image` has no
+    alternative text, so the picture is an <img alt=...> in an HTML widget. `value` keeps the
+    PNG's bytes."""
+
+    def __init__(self) -> None:
+        self.value = b""
+        self.alt = ""
+        self.view = ipywidgets.HTML(layout=ipywidgets.Layout(width="448px"))
+
+    def show(self, png: bytes, alt: str) -> None:
+        self.value, self.alt = png, alt
+        data = base64.b64encode(png).decode("ascii")
+        self.view.value = (
+            f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" '
+            'style="width:448px;display:block">'
+        )
 
 
 def _numbers_html(r: PlaygroundResult) -> str:
@@ -298,6 +371,13 @@ def _legend_html() -> str:
         if swatch.hatch:
             paint = f"repeating-linear-gradient(45deg,{swatch.face} 0 2px,transparent 2px 6px)"
             border = f"1px dashed {swatch.edge}"
+        elif swatch.mark:  # crossed out, as the bars are
+            cross = "rgba(255,255,255,.45) 0 1px,transparent 1px 4px"
+            paint = (
+                f"repeating-linear-gradient(45deg,{cross}),"
+                f"repeating-linear-gradient(-45deg,{cross}),{swatch.face}"
+            )
+            border = f"1px solid {swatch.edge}"
         else:
             paint, border = swatch.face, f"1px solid {swatch.edge}"
         box = f"display:inline-block;width:14px;height:10px;margin-right:4px;background:{paint}"

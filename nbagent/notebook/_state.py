@@ -43,6 +43,7 @@ from ..events import (
     ToolCallStarted,
     ToolSourceUnavailable,
 )
+from ._a11y import Announcer, bar_names, timeline_axis
 from ._conversation import Conversation
 from ._summary import end_status, new_run, run_summary, session_summary
 from ._values import (
@@ -83,6 +84,7 @@ class TimelineState:
         self._compactions: list[dict[str, Any]] = []
         self._warnings: list[dict[str, Any]] = []
         self._talk = Conversation()
+        self._announcer = Announcer()
         self._status = "idle"
         self._status_kind = "idle"  # idle | running | wait | error | done
         self._clock_offset = 0.0
@@ -118,12 +120,17 @@ class TimelineState:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
+        self._announcer.heard(event)
 
     # -- the snapshot ---------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
         """A fresh JSON-able dict (no object is shared with the live state)."""
         runs = [{**r, "summary": dict(r["summary"]) if r["summary"] else None} for r in self._runs]
+        waits = self._waits.snapshot()
+        bars = [dict(b) for b in self._bars]
+        for bar, name in zip(bars, bar_names(bars, waits["waits"]), strict=True):
+            bar["aria"] = name  # what a screen reader says for the bar
         return {
             "version": self.version,
             "active": self._active,
@@ -133,8 +140,10 @@ class TimelineState:
             "start": self._start,
             "now": self._now,
             "runs": runs,
-            "bars": [dict(b) for b in self._bars],
-            **self._waits.snapshot(),
+            "bars": bars,
+            **waits,
+            "axis": timeline_axis(bars, waits["waits"], self._start, self._now),
+            "announcement": self._announcer.snapshot(),
             "fallbacks": [dict(f) for f in self._fallbacks],
             "compactions": [dict(c) for c in self._compactions],
             "warnings": [dict(w) for w in self._warnings],

@@ -73,7 +73,7 @@ function statusNode(state) {
   }
   return h(
     "div",
-    { class: `nb-status nb-status-${kind}`, role: "status" },
+    { class: `nb-status nb-status-${kind}` },
     h("span", { class: "nb-dot" }),
     h("span", { class: "nb-status-text" }, parts),
   );
@@ -101,6 +101,34 @@ function niceStep(span) {
   return steps.find((s) => span / s <= 8) || 7200;
 }
 
+// The time axis: seconds to drawn position. The compressed mapping (long idle stretches drawn
+// shorter, marked "//") comes computed from Python in state.axis, the very one the PNGs use
+// (nbagent/_axis.py); here it is only interpolated. Without it (an old export): linear.
+function timeAxis(state, t0, t1) {
+  const a = state.axis;
+  if (a && a.times && a.times.length >= 2 && Math.abs(a.t0 - t0) < 1e-6) {
+    const xs = a.times;
+    const ys = a.positions;
+    const n = xs.length - 1;
+    const rel = (x) => {
+      if (x <= xs[0]) return ys[0] + (x - xs[0]);
+      if (x >= xs[n]) return ys[n] + (x - xs[n]);
+      let i = 0;
+      while (xs[i + 1] < x) i++;
+      const w = xs[i + 1] - xs[i];
+      return w > 0 ? ys[i] + ((ys[i + 1] - ys[i]) * (x - xs[i])) / w : ys[i + 1];
+    };
+    return { rel, width: Math.max(rel(t1 - t0), 0.001), breaks: a.breaks || [], ticks: a.ticks || [] };
+  }
+  const width = Math.max(t1 - t0, 0.001);
+  const step = niceStep(width * 1.02);
+  const ticks = [];
+  for (let t = 0; t <= width * 1.02 + 1e-9; t += step) {
+    ticks.push([t, step < 1 ? `${t.toFixed(1)}s` : seconds(t).replace(".0s", "s")]);
+  }
+  return { rel: (x) => x, width, breaks: [], ticks };
+}
+
 function timeline(state, ui) {
   const bars = (state.bars || []).map((b) => ({ ...b }));
   const waits = (state.waits || []).map((w) => ({ ...w }));
@@ -114,9 +142,12 @@ function timeline(state, ui) {
   if (t0 === null || t0 === undefined) {
     return h("div", { class: "nb-timeline nb-empty" }, "No attempts yet.");
   }
-  const span = Math.max(t1 - t0, 0.001) * 1.02;
-  const pct = (t) => `${(((t - t0) / span) * 100).toFixed(3)}%`;
-  const width = (a, b) => `${(((b - a) / span) * 100).toFixed(3)}%`;
+  const axis = timeAxis(state, t0, t1);
+  const span = axis.width * 1.02;
+  const at = (t) => (axis.rel(t - t0) / span) * 100;
+  const pct = (t) => `${at(t).toFixed(3)}%`;
+  const width = (a, b) => `${(at(b) - at(a)).toFixed(3)}%`;
+  const when = (a, b) => `at ${seconds(a - t0)}${b === null || b === undefined ? "" : `–${seconds(b - t0)}`}`;
   const activeWait = remaining(state) !== null ? state.wait_until : null;
 
   const lanes = LANES.map(([lane, title]) => {
@@ -149,7 +180,8 @@ function timeline(state, ui) {
           "div",
           {
             class: cls.filter(Boolean).join(" "),
-            title: `${w.detail || w.label}\nwaited ${seconds(w.delay_s)}${
+            "aria-hidden": "true",
+            title: `${w.detail || w.label}\n${when(w.start, w.end)}: waited ${seconds(w.delay_s)}${
               w.server_wish
                 ? " (the server's Retry-After)"
                 : w.kind === "paced"
@@ -167,6 +199,10 @@ function timeline(state, ui) {
         ),
       );
     }
+    // Keyboard: the lane is a toolbar; Tab enters it at one bar (the last one focused, else the
+    // first), the arrow keys, Home and End move between its bars (WAI-ARIA APG roving tabindex).
+    const order = [...laneBars].sort((x, y) => x.start - y.start || x.id - y.id);
+    const current = order.find((b) => b.id === ui.focus[lane]) || order[0];
     for (const b of laneBars) {
       const end = b.end ?? t1;
       const cls = ["nb-bar", `nb-${b.outcome}`, `nb-kind-${b.kind}`];
@@ -174,7 +210,8 @@ function timeline(state, ui) {
         cls.push(b.is_error ? "nb-tool-error" : "nb-tool-ok");
       }
       if (ui.selected === b.id) cls.push("nb-selected");
-      const title = b.detail ? `${b.label}\n${b.detail}` : b.label;
+      const times = when(b.start, b.end);
+      const title = b.detail ? `${b.label}\n${b.detail}\n${times}` : `${b.label}\n${times}`;
       track.append(
         h(
           "div",
@@ -183,7 +220,11 @@ function timeline(state, ui) {
             "data-id": b.id,
             "data-short": shortLabel(b),
             title,
-            tabindex: "0",
+            role: "button",
+            "aria-label": b.aria || b.label,
+            "aria-expanded": ui.selected === b.id ? "true" : "false",
+            "aria-controls": ui.selected === b.id ? ui.detailId : null,
+            tabindex: b === current ? "0" : "-1",
             style: {
               left: pct(b.start),
               width: width(b.start, end),
@@ -191,9 +232,7 @@ function timeline(state, ui) {
               height: `${ROW_HEIGHT}px`,
             },
             onclick: () => ui.select(b.id),
-            onkeydown: (e) => {
-              if (e.key === "Enter" || e.key === " ") ui.select(b.id);
-            },
+            onkeydown: (e) => ui.barKey(e, b, order),
           },
           h("span", { class: "nb-bar-label" }, barLabel(b)),
         ),
@@ -206,6 +245,7 @@ function timeline(state, ui) {
             "div",
             {
               class: "nb-fallback",
+              "aria-hidden": "true",
               title: `${f.label}: fallback from ${f.from_model} to ${f.to_model}${
                 f.message ? `\n${f.message}` : ""
               }`,
@@ -216,33 +256,48 @@ function timeline(state, ui) {
         );
       }
     }
+    if (laneBars.length) {
+      track.setAttribute("role", "toolbar");
+      const n = laneBars.length;
+      track.setAttribute("aria-label", `${title}: ${n} bar${n === 1 ? "" : "s"}`);
+    }
     const empty = laneBars.length === 0 && !waits.some((w) => w.lane === lane);
     return h(
       "div",
       { class: `nb-lane nb-lane-${lane}${empty ? " nb-lane-empty" : ""}`, "data-lane": lane },
-      h("div", { class: "nb-lane-label" }, title),
+      h("div", { class: "nb-lane-label", "aria-hidden": "true" }, title),
       track,
     );
   });
 
-  const step = niceStep(span);
-  const ticks = [];
-  for (let t = 0; t <= span + 1e-9; t += step) {
-    ticks.push(
-      h(
-        "span",
-        { class: "nb-tick", style: { left: `${((t / span) * 100).toFixed(3)}%` } },
-        step < 1 ? `${t.toFixed(1)}s` : seconds(t).replace(".0s", "s"),
-      ),
-    );
-  }
-  const axis = h(
-    "div",
-    { class: "nb-lane nb-axis" },
-    h("div", { class: "nb-lane-label" }),
-    h("div", { class: "nb-axis-track" }, ticks),
+  const ticks = axis.ticks.map(([t, text]) =>
+    h("span", { class: "nb-tick", style: { left: `${((axis.rel(t) / span) * 100).toFixed(3)}%` } }, text),
   );
-  return h("div", { class: "nb-timeline" }, lanes, axis);
+  const marks = axis.breaks.map(([a, b]) =>
+    h(
+      "span",
+      {
+        class: "nb-break",
+        title: `${seconds(b - a)} of idle time, drawn shorter`,
+        style: { left: `${(((axis.rel(a) + axis.rel(b)) / 2 / span) * 100).toFixed(3)}%` },
+      },
+      "//",
+    ),
+  );
+  const axisRow = h(
+    "div",
+    { class: "nb-lane nb-axis", "aria-hidden": "true" },
+    h("div", { class: "nb-lane-label" }),
+    h("div", { class: "nb-axis-track" }, ticks, marks),
+  );
+  const note = axis.breaks.length
+    ? h(
+        "div",
+        { class: "nb-axis-note" },
+        `seconds from the first attempt; // marks ${axis.breaks.length === 1 ? "a stretch" : "stretches"} of idle time drawn shorter`,
+      )
+    : null;
+  return h("div", { class: "nb-timeline" }, lanes, axisRow, note);
 }
 
 function barLabel(b) {
@@ -301,7 +356,8 @@ function placeLabels(root) {
 
 // The words and classes are nbagent/_palette.py's LEGEND (tests/test_palette.py checks them).
 function legend(state) {
-  const item = (cls, text) => h("span", { class: "nb-legend-item" }, h("i", { class: cls }), text);
+  const item = (cls, text) =>
+    h("span", { class: "nb-legend-item" }, h("i", { class: cls, "aria-hidden": "true" }), text);
   const paced = (state.waits || []).some((w) => w.kind === "paced");
   return h(
     "div",
@@ -327,16 +383,30 @@ function detailPanel(state, ui) {
     bar.kind === "tool"
       ? `${bar.name || bar.label} — ${bar.is_error ? "tool error" : bar.outcome === "ok" ? "ok" : bar.outcome}`
       : `${bar.label} — ${bar.outcome}${bar.action && bar.action !== "none" ? ` → ${bar.action}` : ""}`;
-  const duration = bar.end !== null && bar.end !== undefined ? seconds(bar.end - bar.start) : "running";
+  const ended = bar.end !== null && bar.end !== undefined;
+  const duration = ended ? seconds(bar.end - bar.start) : "running";
+  const t0 = state.axis ? state.axis.t0 : state.start;
+  // the true times, whatever the axis drew shorter
+  const from = `${seconds(bar.start - t0)}${ended ? ` to ${seconds(bar.end - t0)}` : ""}`;
   return h(
     "div",
-    { class: `nb-detail${bar.is_error || bar.outcome === "error" ? " nb-detail-error" : ""}` },
+    {
+      class: `nb-detail${bar.is_error || bar.outcome === "error" ? " nb-detail-error" : ""}`,
+      id: ui.detailId,
+      role: "region",
+      "aria-label": `details of ${bar.aria || bar.label}`,
+      onkeydown: (e) => ui.escape(e),
+    },
     h(
       "div",
       { class: "nb-detail-head" },
       h("strong", {}, heading),
-      h("span", { class: "nb-muted" }, ` · ${duration}`),
-      h("button", { class: "nb-close", title: "Close", onclick: () => ui.select(null) }, "×"),
+      h("span", { class: "nb-muted" }, ` · ${duration} · from ${from} after the start`),
+      h(
+        "button",
+        { class: "nb-close", title: "Close", "aria-label": "Close the details", onclick: () => ui.close() },
+        "×",
+      ),
     ),
     bar.arguments ? h("pre", { class: "nb-args" }, `arguments: ${bar.arguments}`) : null,
     h("pre", { class: "nb-detail-text" }, bar.detail || "(no details)"),
@@ -370,7 +440,8 @@ function block(b) {
 
 function conversation(state, ui) {
   const entries = state.conversation || [];
-  const list = h("div", { class: "nb-conv-list" });
+  // it scrolls, so it takes the focus (the keyboard scrolls it); not a live region
+  const list = h("div", { class: "nb-conv-list", tabindex: "0", role: "region", "aria-label": "conversation" });
   for (const e of entries) {
     if (e.kind === "message") {
       list.append(
@@ -562,7 +633,7 @@ function header(model, state) {
             model.save_changes();
           },
         },
-        stopWanted ? "stopping…" : "■ Stop",
+        stopWanted ? "stopping…" : [h("span", { "aria-hidden": "true" }, "■ "), "Stop"],
       )
     : null;
   return h(
@@ -580,11 +651,34 @@ function header(model, state) {
   );
 }
 
+let nbWidgets = 0;
+
 function render({ model, el }) {
-  const ui = { selected: null, convOpen: true, select: null };
+  const ui = {
+    selected: null,
+    convOpen: true,
+    focus: {}, // lane -> the id of the bar Tab enters it at
+    detailId: `nb-detail-${++nbWidgets}`,
+  };
   const root = h("div", { class: "nb-root" });
-  el.append(root);
+  // The one live region: said politely, once per change the state announces (its id moves),
+  // never per streamed delta. It lives outside what each draw replaces, as screen readers
+  // only speak changes to a region that was already there.
+  const live = h("div", { class: "nb-live", role: "status", "aria-live": "polite", "aria-atomic": "true" });
+  el.append(root, live);
+  let heard = null;
   let timer = null;
+
+  function announce(state) {
+    const a = state.announcement;
+    if (!a) return;
+    if (heard !== null && a.id !== heard && a.text) {
+      // what changed since the last push, said once (a push may carry two changes)
+      const missed = (a.recent || []).filter(([id]) => id > heard).map(([, text]) => text);
+      live.textContent = missed.length ? missed.join(". ") : a.text;
+    }
+    heard = a.id;
+  }
 
   function tick() {
     const state = model.get("state") || {};
@@ -606,8 +700,22 @@ function render({ model, el }) {
     }
   }
 
+  // What had the keyboard focus, so that a redraw (ten a second while a run streams) puts it
+  // back on the same bar, button or lane instead of dropping it to the page.
+  function focused() {
+    const node = document.activeElement;
+    if (!node || !root.contains(node)) return null;
+    if (node.classList.contains("nb-bar")) return `.nb-bar[data-id="${node.dataset.id}"]`;
+    if (node.classList.contains("nb-close")) return ".nb-close";
+    if (node.classList.contains("nb-stop")) return ".nb-stop";
+    if (node.tagName === "SUMMARY") return ".nb-conv > summary";
+    if (node.classList.contains("nb-conv-list")) return ".nb-conv-list";
+    return null;
+  }
+
   function draw() {
     const state = model.get("state") || {};
+    const refocus = focused();
     const oldList = root.querySelector(".nb-conv-list");
     const atBottom = !oldList || oldList.scrollTop + oldList.clientHeight >= oldList.scrollHeight - 8;
     const oldScroll = oldList ? oldList.scrollTop : 0;
@@ -628,6 +736,8 @@ function render({ model, el }) {
     placeLabels(root);
     const list = root.querySelector(".nb-conv-list");
     if (list) list.scrollTop = atBottom ? list.scrollHeight : oldScroll;
+    if (refocus) root.querySelector(refocus)?.focus({ preventScroll: true });
+    announce(state);
     if (remaining(state) !== null) {
       if (timer === null) timer = setInterval(tick, 100);
     } else {
@@ -635,9 +745,59 @@ function render({ model, el }) {
     }
   }
 
+  function focusBar(id) {
+    root.querySelector(`.nb-bar[data-id="${id}"]`)?.focus();
+  }
+
   ui.select = (id) => {
     ui.selected = ui.selected === id ? null : id;
     draw();
+  };
+
+  ui.close = () => {
+    const id = ui.selected;
+    ui.selected = null;
+    draw();
+    if (id !== null) focusBar(id);
+  };
+
+  ui.escape = (e) => {
+    if (e.key !== "Escape" || ui.selected === null) return;
+    e.preventDefault();
+    e.stopPropagation(); // JupyterLab would leave the cell's edit mode
+    ui.close();
+  };
+
+  ui.barKey = (e, bar, order) => {
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      ui.focus[bar.lane] = bar.id;
+      ui.select(bar.id);
+      focusBar(bar.id);
+      return;
+    }
+    if (e.key === "Escape") {
+      ui.escape(e);
+      return;
+    }
+    const i = order.indexOf(bar);
+    const next = {
+      ArrowRight: order[i + 1],
+      ArrowDown: order[i + 1],
+      ArrowLeft: order[i - 1],
+      ArrowUp: order[i - 1],
+      Home: order[0],
+      End: order[order.length - 1],
+    }[e.key];
+    if (!(e.key in { ArrowRight: 1, ArrowDown: 1, ArrowLeft: 1, ArrowUp: 1, Home: 1, End: 1 })) return;
+    e.preventDefault();
+    e.stopPropagation(); // not the notebook's own arrow keys
+    if (!next) return;
+    ui.focus[bar.lane] = next.id;
+    for (const node of root.querySelectorAll(`.nb-lane-${bar.lane} .nb-bar`)) {
+      node.tabIndex = Number(node.dataset.id) === next.id ? 0 : -1;
+    }
+    focusBar(next.id);
   };
 
   model.on("change:state", draw);
@@ -647,6 +807,7 @@ function render({ model, el }) {
 
   return () => {
     stopTimer();
+    live.remove();
     model.off("change:state", draw);
     model.off("change:stop_requested", draw);
     model.off("change:show_stop", draw);

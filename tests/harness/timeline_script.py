@@ -30,6 +30,14 @@ RUN = "run-1"
 PROMPT = "Summarise notes.txt and list what else is in the folder."
 TOOL_ERROR = "Tool execution failed for `read_file`: FileNotFoundError: notes.txt"
 FINAL = "There is no notes.txt here; the folder holds README.md and data.csv."
+# what the widget's live region says over run_events(), once each
+ANNOUNCED = [
+    "provider unavailable: waiting 2.4 s (backoff) before attempt 2 of 4",
+    "tool `read_file` returned an error",
+    "compacted 48,210 → 12,400 tokens",
+    "rate limit: waiting for the server's Retry-After of 2 s",
+    "finished",
+]
 
 
 def _deltas(text: str, start: float, step: float, *, turn: int, attempt: int) -> list[Event]:
