@@ -26,7 +26,7 @@ from ._conversation import (
     estimate_tokens,
 )
 from ._faults import Fault, FaultPlan, parse_fault, parse_faults
-from ._formats import parse_request
+from ._formats import Route, parse_request, route
 from ._ratelimit import RateDecision, RateLimit
 from ._records import RequestRecord
 from ._reply import (
@@ -51,6 +51,7 @@ __all__ = [
     "RateLimit",
     "RequestRecord",
     "Responder",
+    "Route",
     "StopReason",
     "ToolResult",
     "ToolUse",
@@ -61,6 +62,7 @@ __all__ = [
     "parse_fault",
     "parse_faults",
     "parse_request",
+    "route",
     "serve",
     "set_default_responder",
     "shared_server",

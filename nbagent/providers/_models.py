@@ -23,12 +23,13 @@ from ._http import HTTPProvider, check_base_url
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 
-__all__ = ["PROVIDERS", "ProviderInfo", "register_model", "resolve_model"]
+__all__ = ["PROVIDERS", "ProviderInfo", "register_model", "register_prefix", "resolve_model"]
 
 ModelFactory = Callable[..., Provider]
 """Makes the provider of a named model: called with `base_url=` (None: its own) and options."""
 
 _NAMED: dict[str, ModelFactory] = {}
+_PREFIXED: dict[str, Callable[..., Provider]] = {}
 
 
 def register_model(name: str, factory: ModelFactory) -> None:
@@ -38,6 +39,12 @@ def register_model(name: str, factory: ModelFactory) -> None:
     package registers "demo" (the demo model behind the loopback mock server).
     """
     _NAMED[name] = factory
+
+
+def register_prefix(prefix: str, factory: Callable[..., Provider]) -> None:
+    """Make `"<prefix>:<rest>"` resolve through `factory(rest, api_key=..., base_url=...,
+    **options)`: the demo package registers "replay" (a recording served by the mock server)."""
+    _PREFIXED[prefix] = factory
 
 
 @dataclass(frozen=True)
@@ -210,6 +217,9 @@ def resolve_model(
         raise ConfigError(
             f"model string {spec!r} has no provider prefix: write it as '<provider>:<model>'{hint}."
         )
+    prefixed = _PREFIXED.get(prefix.strip().lower())
+    if prefixed is not None:
+        return prefixed(model.strip(), api_key=api_key, base_url=base_url, **kw)
     info = PROVIDERS.get(prefix.strip().lower())
     if info is None:
         raise ConfigError(
