@@ -56,7 +56,9 @@ def recording_path(name: str | Path) -> Path:
 
 def _wire(recording: Recording) -> tuple[type[Any], str]:
     if not recording.exchanges:
-        raise ConfigError(f"the recording {recording.path} holds no requests: there is nothing to replay.")
+        raise ConfigError(
+            f"the recording {recording.path} holds no requests: there is nothing to replay."
+        )
     first = recording.exchanges[0]
     found = route(first.path)
     if found is None or found.azure:

@@ -16,8 +16,8 @@ from ._faults import OK, Fault
 from ._formats import CODECS, Codec, Route, parse_request, route
 from ._ratelimit import RateDecision, format_seconds
 from ._records import redact_headers
-from ._reply import MockReply
 from ._replay import Mismatch, Replayer
+from ._reply import MockReply
 
 if TYPE_CHECKING:
     from ..recording import Exchange, RecordedExchange

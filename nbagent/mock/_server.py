@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import selectors
 import socket
 import threading
-import os
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -14,10 +14,10 @@ from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from ..recording import Recorder, Recording
 from ._faults import Fault, FaultPlan, FaultRates
 from ._handler import MockHandler
 from ._ratelimit import RateLimit
-from ..recording import Recorder, Recording
 from ._records import RequestRecord
 from ._replay import Replayer
 from ._reply import Responder, default_responder

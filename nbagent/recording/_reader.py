@@ -148,18 +148,24 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise error(f"cannot read the recording {path} ({exc.strerror or exc}).") from None
     lines = data.split(b"\n")
     torn = not data.endswith(b"\n")
+    first = True
     for i, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError, RecursionError):
+            doc = None
+        if first:
+            first = False
+            _check_header(doc, path)
+        if doc is None:
             if torn and i == len(lines):
                 return  # the writer was killed mid-line: everything before it stands
             raise error(
                 f"line {i} of the recording {path} is not JSON: the file is damaged "
                 "(a recording is written one JSON object per line)."
-            ) from None
+            )
         if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str):
             raise error(f"line {i} of the recording {path} is not a recording line.")
         yield i, doc

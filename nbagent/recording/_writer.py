@@ -30,7 +30,7 @@ from ._format import (
 )
 from ._reader import error, read_header, scan_last_exchange
 
-_enc = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_enc = json.encoder.encode_basestring_ascii
 
 
 class Recorder:
@@ -182,7 +182,7 @@ class Exchange:
         except UnicodeDecodeError:  # a character cut by the chunk's edge, or binary (gzip)
             field = '"data_b64":"' + base64.b64encode(data).decode("ascii") + '"'
         self._rec._write(
-            '{"kind":"chunk","exchange":%d,"after_s":%.6f,%s}\n' % (self.number, after, field)
+            f'{{"kind":"chunk","exchange":{self.number},"after_s":{after:.6f},{field}}}\n'
         )
 
     def end(self, error: str | None = None) -> None:
