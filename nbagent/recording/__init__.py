@@ -50,6 +50,7 @@ the mock server, a transport wrapper)::
     ex.end(error=None)                      # once: None, or how it broke ("ReadError")
     rec.close()
 
+`write_recording(path, recording)` writes a whole one (assembled, trimmed) at once.
 `read_recording(path)` gives a `Recording` (its ``header`` and ``exchanges``, each a
 `RecordedExchange` with its status, kept headers and timed chunks). A file that is missing,
 damaged, not a recording, or written by a newer nbagent raises `RecordingError` with one
@@ -75,7 +76,7 @@ from ._reader import (
     read_recording,
     set_error_type,
 )
-from ._writer import Exchange, Recorder
+from ._writer import Exchange, Recorder, write_recording
 
 __all__ = [
     "FORMAT",
@@ -95,4 +96,5 @@ __all__ = [
     "read_header",
     "read_recording",
     "set_error_type",
+    "write_recording",
 ]

@@ -28,7 +28,7 @@ from ._format import (
     model_of,
     redact_bytes,
 )
-from ._reader import error, read_header, scan_last_exchange
+from ._reader import Recording, error, read_header, scan_last_exchange
 
 _enc = json.encoder.encode_basestring_ascii
 
@@ -203,3 +203,54 @@ class Exchange:
         if not self._hidden:
             return text
         return redact_bytes(text.encode(), self._hidden).decode("utf-8", "replace")
+
+
+def write_recording(path: str | os.PathLike[str], recording: Recording) -> Path:
+    """Write a whole `Recording` (one read back, trimmed, or assembled) to `path` in the
+    recording format; the file appears complete or not at all."""
+    target = Path(path)
+    header = {"kind": "header", "exchange": 0, "format": FORMAT, "version": VERSION}
+    header.update({k: v for k, v in recording.header.items() if k not in header})
+    lines = [json.dumps(header, ensure_ascii=True)]
+    for ex in recording.exchanges:
+        n = ex.number
+        request: dict[str, Any] = {
+            "kind": "request",
+            "exchange": n,
+            "at": ex.at,
+            "method": ex.method,
+            "path": ex.path,
+            "model": ex.model,
+            "body_sha256": ex.body_sha256,
+            "body_bytes": ex.body_bytes,
+        }
+        if ex.body is not None:
+            request["body"] = ex.body
+        lines.append(json.dumps(request, ensure_ascii=True))
+        if ex.status is not None:
+            response = {
+                "kind": "response",
+                "exchange": n,
+                "after_s": ex.response_after_s or 0.0,
+                "status": ex.status,
+                "headers": kept_headers(ex.headers),
+            }
+            lines.append(json.dumps(response, ensure_ascii=True))
+        for after, data in ex.chunks:
+            try:
+                field: dict[str, str] = {"data": data.decode("utf-8")}
+            except UnicodeDecodeError:
+                field = {"data_b64": base64.b64encode(data).decode("ascii")}
+            chunk = {"kind": "chunk", "exchange": n, "after_s": after, **field}
+            lines.append(json.dumps(chunk, ensure_ascii=True))
+        if ex.complete:
+            end = {"kind": "end", "exchange": n, "after_s": ex.end_after_s, "error": ex.error}
+            lines.append(json.dumps(end, ensure_ascii=True))
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text("\n".join(lines) + "\n", encoding="ascii")
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise error(f"cannot write the recording {target} ({exc.strerror or exc}).") from None
+    return target
