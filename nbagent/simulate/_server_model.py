@@ -13,6 +13,10 @@ The model, and its limits:
   from the `*-ratelimit-*-limit` headers (or the requests admitted before the first 429), its
   rate from what was admitted and the Retry-Afters the server sent. Then sending more does
   meet more 429s, and a Retry-After says when the next token comes.
+- **A quota comes after as many successes as it did.** A quota (a per-day limit, a spend
+  cap: `QuotaExceeded`) is taken to count requests, not time: once the new policy's clients
+  have had as many successful answers as the recording had before its first quota answer,
+  every later attempt gets that answer.
 - **The workload is the recorded one.** Attempts that sent the same body (the same digest; in
   a frame, the same run and turn) are retries of one request; the pause before each new
   request (the user, a tool) is kept; a successful answer takes as long as it took.
@@ -99,6 +103,14 @@ class Bucket:
         )
 
 
+@dataclass(frozen=True)
+class Quota:
+    """The first quota answer of a recording, and how many successes came before it."""
+
+    after_successes: int
+    answer: Answer
+
+
 @dataclass
 class ServerModel:
     """The server's answers over time, the fitted rate limit (if any) and the workload."""
@@ -109,12 +121,17 @@ class ServerModel:
     model: str
     provider: str
     source: str
+    quota: Quota | None = None
     _held: list[Answer] = field(default_factory=list, repr=False)
     _times: list[float] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         limited = self.bucket is not None
-        self._held = [a for a in self.answers if not (limited and a.rate_limited)]
+        self._held = [
+            a
+            for a in self.answers
+            if not (limited and a.rate_limited) and not isinstance(a.error, QuotaExceeded)
+        ]
         self._times = [a.at for a in self._held]
 
     def held(self, t: float) -> Answer | None:
@@ -312,7 +329,13 @@ def server_model(source: Recording | str | os.PathLike[str] | pd.DataFrame) -> S
         rec = source if isinstance(source, Recording) else read_recording(Path(source))
         answers, limits, model, provider = _from_recording(rec)
         where = str(rec.path.name) if rec.path else "a recording"
+    quota: Quota | None = None
+    for i, a in enumerate(answers):
+        if isinstance(a.error, QuotaExceeded):
+            quota = Quota(sum(b.error is None for b in answers[:i]), a)
+            break
     return ServerModel(
+        quota=quota,
         answers=answers,
         requests=_workload(answers),
         bucket=_fit_bucket(answers, limits),

@@ -116,6 +116,8 @@ def _simulate(
     heap: list[tuple[float, int, int, int, float | None]] = []
     for c in range(clients):
         heapq.heappush(heap, (model.requests[0].gap_s, c, 0, 1, None))
+    successes = 0
+    quota = model.quota
     while heap:
         t, c, n, attempt, previous = heapq.heappop(heap)
         run = f"client-{c + 1:0{width}d}/{n + 1:03d}"
@@ -123,8 +125,11 @@ def _simulate(
             log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=name))
         _log_attempt(log, AttemptStarted, run, t, attempt, policy, name)
         error: ProviderError | None
-        wait = bucket.take(t) if bucket is not None else None
-        if wait is not None and bucket is not None:
+        spent = quota is not None and successes >= quota.after_successes
+        wait = bucket.take(t) if bucket is not None and not spent else None
+        if spent and quota is not None:
+            error, duration = quota.answer.error, quota.answer.duration_s
+        elif wait is not None and bucket is not None:
             wish = wait if bucket.b.sends_retry_after else None
             error = RateLimited(
                 "rate limit (the recording's bucket)",
@@ -141,6 +146,7 @@ def _simulate(
                 duration = model.requests[n].ok_duration_s
         end = t + duration
         if error is None:
+            successes += 1
             _log_attempt(log, AttemptSucceeded, run, end, attempt, policy, name)
             _next_request(heap, model, end, c, n)
             continue
