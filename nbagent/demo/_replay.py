@@ -76,16 +76,21 @@ def _wire(recording: Recording) -> tuple[type[Any], str]:
 
 
 def replay_provider(
-    rest: str, *, api_key: str | None = None, base_url: str | None = None, **options: Any
+    rest: str,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    speed: float = 1.0,
+    **options: Any,
 ) -> Provider:
     """The provider for `"replay:<rest>"`: the recording's wire format and model, against a mock
-    server replaying it (started here on 127.0.0.1, unless `base_url` names one already
-    replaying it)."""
+    server replaying it at `speed` (started here on 127.0.0.1, unless `base_url` names one
+    already replaying it)."""
     recording = read_recording(recording_path(rest))
     wire, model = _wire(recording)
     url = base_url
     if url is None:
-        server = MockServer(replay=recording).start()
+        server = MockServer(replay=recording, speed=speed).start()
         with _lock:
             _servers.append(server)
         url = server.openai_base_url if wire in (OpenAIProvider, ResponsesProvider) else server.url
