@@ -102,19 +102,19 @@ def redact_bytes(data: bytes, secrets: tuple[bytes, ...]) -> bytes:
 
 
 def _mask_edges(data: bytes, secret: bytes) -> bytes:
+    """Mask the start of `secret` ending the chunk, and its end starting it (8 bytes or more:
+    the next or the last chunk holds the rest). Two searches with an 8-byte needle."""
     n = len(secret)
-    if n < 8 or not data:
+    if n < 8 or len(data) < 8:
         return data
-    # the end of the chunk holding the start of the secret
-    start = max(0, len(data) - n + 1)
-    i = data.find(secret[:1], start)
+    head = secret[:8]
+    i = data.find(head, max(0, len(data) - n + 1))
     while i != -1:
-        if len(data) - i >= 8 and secret.startswith(data[i:]):
+        if secret.startswith(data[i:]):
             data = data[:i] + b"*" * (len(data) - i)
             break
-        i = data.find(secret[:1], i + 1)
-    # the start of the chunk holding the end of the secret
-    first = data[:1]
+        i = data.find(head, i + 1)
+    first = data[:8]
     k = secret.find(first, 1)
     while k != -1 and n - k >= 8:
         tail = secret[k:]
