@@ -187,3 +187,21 @@ def test_a_source_with_no_requests_is_a_config_error(tmp_path: Path) -> None:
         what_if(what_if(_storm()).attempts.iloc[0:0])
     with pytest.raises(ConfigError, match="no recording at"):
         what_if(tmp_path / "missing.nbrec")
+
+
+def test_the_playground_takes_a_recording_as_its_server() -> None:
+    from nbagent.demo._replay import shipped_recordings
+    from nbagent.notebook import playground
+
+    path = shipped_recordings()["anthropic-overload-storm"]
+    play = playground(recording=path, clients=1, max_attempts=4, debounce=0)
+    assert play.server.value == "the server of the recording anthropic-overload-storm"
+    assert len(play.server.options) == 4  # the three simulated servers, and this one
+    assert play.result is not None
+    expected = what_if(path, play.policy(), 1, seed=0).attempts
+    assert play.result.calls == len(expected)
+    gave_up = play.result.gave_up
+    play.max_attempts.value = 8  # patient enough to outlast the storm
+    assert play.result.gave_up < gave_up
+    play.server.value = "one request at a time"
+    assert play.result.clients == 1
