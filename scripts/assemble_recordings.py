@@ -210,9 +210,7 @@ def main() -> int:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        differ = [
-            p.name for p in build(Path(tmp)) if p.read_bytes() != (OUT / p.name).read_bytes()
-        ]
+        differ = [p.name for p in build(Path(tmp)) if p.read_bytes() != (OUT / p.name).read_bytes()]
     for name in differ:
         print(f"{name} differs from what the script makes", file=sys.stderr)
     return 1 if differ else 0

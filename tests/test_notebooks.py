@@ -26,6 +26,7 @@ EXPECTED = [
     "06_budgets_and_fallbacks.ipynb",
     "07_real_providers.ipynb",
     "08_tracing_and_durable_log.ipynb",
+    "11_replay_and_what_if.ipynb",
 ]
 
 

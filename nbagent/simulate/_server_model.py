@@ -12,7 +12,9 @@ The model, and its limits:
   quota), those 429s come from a token bucket instead, fitted to the recording: its capacity
   from the `*-ratelimit-*-limit` headers (or the requests admitted before the first 429), its
   rate from what was admitted and the Retry-Afters the server sent. Then sending more does
-  meet more 429s, and a Retry-After says when the next token comes.
+  meet more 429s, and a Retry-After says when the next token comes (or, for a server that
+  always asked for the same wait, such as Gemini's 58 s, that wait). A fixed per-minute window
+  is approximated by the bucket.
 - **A quota comes after as many successes as it did.** A quota (a per-day limit, a spend
   cap: `QuotaExceeded`) is taken to count requests, not time: once the new policy's clients
   have had as many successful answers as the recording had before its first quota answer,
@@ -95,11 +97,19 @@ class Bucket:
     rate: float  # tokens per second
     sends_retry_after: bool
     reject_duration_s: float
+    same_wish_s: float | None = None  # a server that always asked for this wait (Gemini's 58 s)
+
+    def wish(self, until_token_s: float) -> float | None:
+        """The Retry-After a rejected request is given."""
+        if not self.sends_retry_after:
+            return None
+        return self.same_wish_s if self.same_wish_s is not None else until_token_s
 
     def __repr__(self) -> str:
+        wish = f", always asks for {self.same_wish_s:g} s" if self.same_wish_s is not None else ""
         return (
             f"Bucket(capacity={self.capacity:g}, rate={self.rate:.4g}/s, "
-            f"sends_retry_after={self.sends_retry_after})"
+            f"sends_retry_after={self.sends_retry_after}{wish})"
         )
 
 
@@ -317,7 +327,11 @@ def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:
             if cost < best:
                 best, rate = cost, candidate
     durations = [a.duration_s for a in limited]
-    return Bucket(capacity, rate, bool(wished_known), statistics.median(durations))
+    values = [w for _, w in wished_known]
+    same = None
+    if len(values) >= 2 and max(values) - min(values) <= 0.05 * max(values):
+        same = statistics.median(values)
+    return Bucket(capacity, rate, bool(wished_known), statistics.median(durations), same)
 
 
 def server_model(source: Recording | str | os.PathLike[str] | pd.DataFrame) -> ServerModel:

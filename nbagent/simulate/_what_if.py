@@ -130,7 +130,7 @@ def _simulate(
         if spent and quota is not None:
             error, duration = quota.answer.error, quota.answer.duration_s
         elif wait is not None and bucket is not None:
-            wish = wait if bucket.b.sends_retry_after else None
+            wish = bucket.b.wish(wait)
             error = RateLimited(
                 "rate limit (the recording's bucket)",
                 provider=model.provider,
