@@ -63,7 +63,10 @@ class Agent:
 
     `model` is a model string ("demo", "anthropic:claude-…", "openai:gpt-…", "openrouter:…",
     "ollama:…"), a `Provider`, or a list of them: a fallback chain, tried in order when a model's
-    retries are spent or it does not exist.
+    retries are spent or it does not exist. "replay:<recording>" answers from a recording.
+
+    `record=` (a path, or a `nbagent.recording.Recorder`) appends every HTTP exchange of the
+    model chain to a recording as it happens, to replay it later or ask `what_if` about it.
     """
 
     def __init__(
