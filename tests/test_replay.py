@@ -99,16 +99,24 @@ def test_a_replay_at_speed_1_keeps_each_chunk_within_20_ms_of_its_recorded_offse
         _post(client, server.anthropic_url, _body())
     (ex,) = read_recording(path).exchanges
     assert len(ex.chunks) > 10
-    with MockServer(replay=path, speed=1.0) as server, httpx.Client() as client:
-        status, _, reads = _post(client, server.anthropic_url, _body())
-    assert status == 200
-    arrived = _arrivals(ex, reads)
     # offsets from the first chunk, on each side's own clock: what a reader of the stream sees
     want = [t - ex.chunks[0][0] for t, _ in ex.chunks]
-    got = [t - arrived[0] for t in arrived]
-    worst = max(abs(g - w) for g, w in zip(got, want, strict=True))
-    assert worst <= 0.020, f"a chunk came {worst * 1000:.1f} ms off its recorded offset"
-    assert got[-1] >= 0.04 * (len(ex.chunks) - 3)  # the pacing was kept, not dropped
+    worsts: list[float] = []
+    # A busy machine can deschedule the server's or the client's thread for tens of
+    # milliseconds at any moment: one such hiccup spoils one replay, not the pacing. A replay
+    # that paces wrongly (offsets ignored, scaled, or drifting) misses in every one of them.
+    for _ in range(3):
+        with MockServer(replay=path, speed=1.0) as server, httpx.Client() as client:
+            status, _, reads = _post(client, server.anthropic_url, _body())
+        assert status == 200
+        arrived = _arrivals(ex, reads)
+        got = [t - arrived[0] for t in arrived]
+        assert got[-1] >= 0.04 * (len(ex.chunks) - 3)  # the pacing was kept, not dropped
+        worsts.append(max(abs(g - w) for g, w in zip(got, want, strict=True)))
+        if worsts[-1] <= 0.020:
+            break
+    shown = ", ".join(f"{w * 1000:.1f} ms" for w in worsts)
+    assert min(worsts) <= 0.020, f"the worst chunk of each replay came off by {shown}"
 
 
 def test_a_replay_at_double_speed_halves_the_offsets(tmp_path: Path) -> None:
@@ -116,11 +124,16 @@ def test_a_replay_at_double_speed_halves_the_offsets(tmp_path: Path) -> None:
     with MockServer(["ok"], record=path, demo_delay_s=0.04) as server, httpx.Client() as client:
         _post(client, server.anthropic_url, _body())
     (ex,) = read_recording(path).exchanges
-    with MockServer(replay=path, speed=2.0) as server, httpx.Client() as client:
-        _, _, reads = _post(client, server.anthropic_url, _body())
-    arrived = _arrivals(ex, reads)
     recorded_span = ex.chunks[-1][0] - ex.chunks[0][0]
-    assert arrived[-1] - arrived[0] == pytest.approx(recorded_span / 2, abs=0.020)
+    errors: list[float] = []
+    for _ in range(3):  # as above: one scheduling hiccup spoils one replay only
+        with MockServer(replay=path, speed=2.0) as server, httpx.Client() as client:
+            _, _, reads = _post(client, server.anthropic_url, _body())
+        arrived = _arrivals(ex, reads)
+        errors.append(abs((arrived[-1] - arrived[0]) - recorded_span / 2))
+        if errors[-1] <= 0.020:
+            break
+    assert min(errors) <= 0.020, f"the replayed span was off by {errors} s"
 
 
 def test_a_request_the_recording_cannot_answer_gets_one_sentence_naming_the_difference(
