@@ -8,6 +8,9 @@ scripted or random faults, a token-bucket rate limiter and a context window. It 
 window of the requests it received (``max_records``; ``dropped_requests`` counts the rest).
 ``shared_server()`` is the process-wide server behind ``model="demo"``. What it answers comes
 from a responder (the demo model, `nbagent.demo.demo_reply`, unless another is given).
+``MockServer(record=path)`` appends every exchange it serves to a recording
+(`nbagent.recording`); ``MockServer(replay=path, speed=1.0)`` answers with a recording's answers
+instead, in order and at their recorded pace, and names a request that does not match.
 
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
