@@ -243,3 +243,15 @@ def test_speed_must_be_positive(tmp_path: Path) -> None:
         _post(client, server.anthropic_url, _body())
     with pytest.raises(ValueError, match="speed must be a positive number"):
         MockServer(replay=path, speed=0)
+
+
+def test_nbagent_serve_refuses_a_damaged_recording_in_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from nbagent.mock import main
+
+    bad = tmp_path / "bad.nbrec"
+    bad.write_text("not a recording\n")
+    assert main(["--replay", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.nbrec is not an nbagent recording" in err and "Traceback" not in err
