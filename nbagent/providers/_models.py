@@ -183,7 +183,8 @@ def resolve_model(
     `"<provider>:<model>"` with provider `anthropic`, `openai`, `openai-responses`, `gemini`,
     `azure` (Chat Completions against a deployment), `azure-responses`, `openrouter` or
     `ollama`, or a registered name such as `"demo"` (the embedded model behind the loopback mock
-    server, no key, no internet).
+    server, no key, no internet), or a registered prefix such as `"replay:<recording>"` (a
+    recording's answers, served by the mock server).
     `api_key` defaults to the provider's variable: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
     `GEMINI_API_KEY` (else `GOOGLE_API_KEY`), `AZURE_OPENAI_API_KEY`, `OPENROUTER_API_KEY`;
     `base_url` to the provider's public endpoint (or `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` /
