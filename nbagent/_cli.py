@@ -91,6 +91,19 @@ def _demo_parser() -> _Parser:
         default="demo",
         help="'demo' (default) or a real model such as anthropic:claude-sonnet-4-5 (needs its key)",
     )
+    parser.add_argument(
+        "--replay",
+        default=None,
+        metavar="NAME",
+        help="replay a recording instead: a .nbrec path, or a shipped one "
+        "(gemini-free-tier, anthropic-overload-storm)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=_number(float, "a positive number"),
+        default=1.0,
+        help="with --replay: how fast the recorded answers come (1: as recorded)",
+    )
     return parser
 
 
@@ -101,9 +114,17 @@ def _demo(argv: Sequence[str]) -> int:
     from .mock._cli import split_faults
 
     faults = None if args.faults is None else split_faults(args.faults)
+    if args.replay is not None and (faults is not None or args.model != "demo"):
+        raise _UsageError("nbagent demo: --replay cannot be combined with --faults or --model.")
     try:
         run_demo(
-            args.out, seed=args.seed, faults=faults, fault_rate=args.fault_rate, model=args.model
+            args.out,
+            seed=args.seed,
+            faults=faults,
+            fault_rate=args.fault_rate,
+            model=args.model,
+            replay=args.replay,
+            speed=args.speed,
         )
     except ConfigError as exc:
         raise _UsageError(f"nbagent demo: {exc}") from None

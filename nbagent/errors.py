@@ -5,6 +5,7 @@ Every failure while the agent produces its next message gets exactly one of four
 
     NbAgentError
     ├── ConfigError                 missing key, malformed URL, unknown model, bad argument
+    │   └── RecordingFileError      a recording that cannot be read or written
     ├── SessionFileError            a session file that cannot be read back
     ├── ToolPairingError            a tool_use without its tool_result (strict loading)
     ├── HostError                   an event handler, widget or session save raised
@@ -37,6 +38,9 @@ import asyncio
 import enum
 from collections.abc import Mapping
 from typing import Any, Literal
+
+from .recording import RecordingError as _RecordingError
+from .recording import set_error_type as _set_recording_error_type
 
 __all__ = [
     "Aborted",
@@ -83,6 +87,14 @@ class NbAgentError(Exception):
 
 class ConfigError(NbAgentError):
     """Something the user configured cannot work; nothing was sent."""
+
+
+class RecordingFileError(ConfigError, _RecordingError):
+    """A recording (`nbagent.recording`) that cannot be read or written: missing, damaged, not
+    a recording, or from a newer nbagent. It is the `RecordingError` of that module too."""
+
+
+_set_recording_error_type(RecordingFileError)  # the recording module raises it from now on
 
 
 class SessionFileError(NbAgentError):

@@ -28,6 +28,7 @@ EXPECTED = [
     "08_tracing_and_durable_log.ipynb",
     "09_batch_prompting.ipynb",
     "10_watch_your_sdk.ipynb",
+    "11_replay_and_what_if.ipynb",
 ]
 
 

@@ -494,3 +494,67 @@ def test_a_watched_sdk_client_keeps_the_key_out_of_everything_it_shows(tmp_path:
         assert_clean("the watcher's durable log file", path.read_bytes().decode("latin-1"))
         assert_clean("the watcher's repr", repr(w) + repr(w._calls) + repr(w.observers))
     assert list(w.attempts["error_kind"]) == ["Overloaded", "StreamInterrupted"]
+@pytest.mark.parametrize(
+    ("model", "env"),
+    [
+        ("anthropic:claude-x", "ANTHROPIC_API_KEY"),
+        ("openai:gpt-x", "OPENAI_API_KEY"),
+        ("gemini:gemini-x", "GEMINI_API_KEY"),
+        ("openai-responses:o4-mini", "OPENAI_API_KEY"),
+        ("azure:my-deployment", "AZURE_OPENAI_API_KEY"),
+    ],
+)
+def test_a_recording_never_holds_the_key_even_when_the_server_reflects_it(
+    model: str, env: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from nbagent.recording import Recorder, read_recording
+
+    for name in KEY_ENVS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(env, SENTINEL)
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://example-resource.openai.azure.com")
+    prefix = model.partition(":")[0]
+    fmt = {"anthropic": "anthropic", "gemini": "gemini", "openai-responses": "responses"}.get(
+        prefix, "openai"
+    )
+    reflector = Reflector(fmt)
+    path = tmp_path / "session.nbrec"
+
+    async def main() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(reflector)) as client:
+            provider = resolve_model(model, client=client)
+            agent = Agent(
+                provider,
+                clock=VirtualClock(),
+                retry=RetryPolicy(max_attempts=3, seed=3),
+                limiter=False,
+                record=Recorder(path, record_bodies=True),
+            )
+            for i in range(12):
+                with contextlib.suppress(*TABLE_ERRORS):
+                    await agent.run(f"question {i}", show=False)
+            await agent.aclose()
+            agent.recorder.close()  # type: ignore[union-attr]
+
+    with no_leaks():
+        asyncio.run(main())
+    assert reflector.seen_keys == {SENTINEL}
+    assert len(read_recording(path)) >= 12  # every exchange is there, reflected key and all
+    assert_clean("the recording", path.read_text())
+
+
+def test_the_mock_servers_recording_drops_keys_in_headers_and_in_the_query(
+    tmp_path: Path,
+) -> None:
+    from nbagent.mock import serve
+
+    path = tmp_path / "mock.nbrec"
+    with serve(record=path) as server, httpx.Client() as client:
+        body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+        client.post(f"{server.gemini_url('gemini-x')}&key={SENTINEL}", json=body)
+        client.post(
+            server.anthropic_url, headers={"x-api-key": SENTINEL, "cookie": SENTINEL}, json={}
+        )
+    text = path.read_text()
+    assert text.count('"kind": "request"') == 2
+    assert_clean("the mock server's recording", text)

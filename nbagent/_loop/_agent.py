@@ -27,7 +27,8 @@ from .._core._presenter import presenter
 from .._core._retry import RetryPolicy
 from ..errors import Aborted, ConfigError, HostError
 from ..events import Event, EventBus, RunStarted, Stamp, Subscriber
-from ..providers import Provider
+from ..providers import HTTPProvider, Provider
+from ..recording import Recorder
 from ._args import ModelSpec, check_arguments, resolve_model_spec
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor
@@ -47,12 +48,26 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "RunHandle", "RunResult"]
 
 
+def _recorder(record: str | os.PathLike[str] | Recorder | None) -> Recorder | None:
+    if record is None or isinstance(record, Recorder):
+        return record
+    if not isinstance(record, (str, os.PathLike)):
+        raise ConfigError(
+            f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
+            f"not {type(record).__name__}."
+        )
+    return Recorder(record, made_by="nbagent Agent(record=...)")
+
+
 class Agent:
     """An LLM agent that makes every failure visible.
 
     `model` is a model string ("demo", "anthropic:claude-…", "openai:gpt-…", "openrouter:…",
     "ollama:…"), a `Provider`, or a list of them: a fallback chain, tried in order when a model's
-    retries are spent or it does not exist.
+    retries are spent or it does not exist. "replay:<recording>" answers from a recording.
+
+    `record=` (a path, or a `nbagent.recording.Recorder`) appends every HTTP exchange of the
+    model chain to a recording as it happens, to replay it later or ask `what_if` about it.
     """
 
     def __init__(
@@ -81,6 +96,7 @@ class Agent:
         limiter: Pacer | bool = True,
         cache: bool = True,
         log: LogTarget | None = None,
+        record: str | os.PathLike[str] | Recorder | None = None,
     ) -> None:
         specs: list[ModelSpec] = (
             list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
@@ -137,6 +153,12 @@ class Agent:
         self.agent_id = uuid.uuid4().hex[:8]
         self._durable = DurableLog(log, self.agent_id) if log is not None else None
         self._log.on_row = self._durable
+        # record=: every HTTP exchange of the model chain is appended to a recording as it
+        # happens (nbagent.recording), to replay it later with Agent("replay:<path>")
+        self.recorder = _recorder(record)
+        for p in self._providers:
+            if isinstance(p, HTTPProvider) and self.recorder is not None:
+                p.recorder = self.recorder
 
     # -- configuration ----------------------------------------------------------------------
 

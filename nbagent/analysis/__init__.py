@@ -17,6 +17,7 @@ from .._palette import SWATCHES as _SWATCHES
 from ._tables import success_rate_by_attempt, summary, wait_kind
 from ._timeline import plot_timeline
 from ._waits import plot_backoff, plot_delays
+from ._what_if import plot_what_if
 
 __all__ = [
     "ACTION_COLORS",
@@ -26,6 +27,7 @@ __all__ = [
     "plot_backoff",
     "plot_delays",
     "plot_timeline",
+    "plot_what_if",
     "read_attempts",
     "success_rate_by_attempt",
     "summary",

@@ -195,6 +195,8 @@ def run_demo(
     fault_rate: float = 0.0,
     model: str = "demo",
     stream: TextIO | None = None,
+    replay: str | None = None,
+    speed: float = 1.0,
 ) -> DemoResult:
     """Run the demo and write its files. Returns where they went and how each prompt ended.
 
@@ -215,7 +217,9 @@ def run_demo(
         reporter = ConsoleReporter(out)
         policy = RetryPolicy(seed=seed)
         tools = [calculator, *file_tools()]
-        if model != "demo":
+        if replay is not None:
+            agent = _replay_steps(replay, speed, seed, reporter, out, result)
+        elif model != "demo":
             agent = Agent(model, tools=tools, retry=policy, subscribers=[reporter])
             print(f"nbagent demo with {model} (no fault injection on a real provider)", file=out)
             plan = [DemoStep(_DIRECTIVE.sub("", s.prompt)) for s in DEMO_PLAN[:4]]
@@ -243,6 +247,44 @@ def run_demo(
     for f in result.files:
         print(f"  {f}", file=out)
     return result
+
+
+def _replay_steps(
+    name: str, speed: float, seed: int, reporter: ConsoleReporter, out: TextIO, result: DemoResult
+) -> Agent:
+    """`--replay NAME`: as many prompts as the recording holds requests, answered by it; the
+    agent's own waits take no time (a virtual clock), the answers come at `speed`."""
+    import math
+
+    from .._core._clock import VirtualClock
+    from ..recording import read_recording
+    from ..simulate import server_model
+    from ._replay import recording_path, replay_provider
+
+    if not (isinstance(speed, (int, float)) and speed > 0 and not math.isnan(speed)):
+        raise ConfigError(f"--speed must be a positive number, not {speed!r}.")
+    path = recording_path(name)
+    recording = read_recording(path)
+    requests = len(server_model(recording).requests)
+    provider = replay_provider(str(path), speed=speed)
+    agent = Agent(
+        provider,
+        retry=RetryPolicy(max_attempts=10, seed=seed),
+        clock=VirtualClock(),
+        limiter=False,
+        subscribers=[reporter],
+    )
+    print(
+        f"nbagent demo: replaying {path.name} ({len(recording)} answers) at speed {speed:g}",
+        file=out,
+    )
+    note = str(recording.header.get("note") or "")
+    if note:
+        print(f"  {note}", file=out)
+    print("the agent's own waits run on a virtual clock: they take no time here", file=out)
+    plan = [DemoStep(f"Request {i} of the recording.") for i in range(1, requests + 1)]
+    _steps(agent, plan, None, out, False, result)
+    return agent
 
 
 def _random_faults(fault_rate: float) -> dict[str, float] | None:

@@ -1,12 +1,14 @@
-"""Plugging the demo model in: the model string "demo" and the mock server's default responder."""
+"""Plugging the demo model in: the model strings "demo" and "replay:<recording>", and the mock
+server's default responder."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..mock import set_default_responder, shared_server
-from ..providers import AnthropicProvider, Provider, register_model
+from ..providers import AnthropicProvider, Provider, register_model, register_prefix
 from ._model import demo_reply
+from ._replay import replay_provider
 
 __all__ = ["DEMO_API_KEY", "install"]
 
@@ -26,3 +28,4 @@ def install() -> None:
     """Register the demo model; `import nbagent` calls this once."""
     set_default_responder(demo_reply)
     register_model("demo", _demo_provider)
+    register_prefix("replay", replay_provider)

@@ -8,6 +8,9 @@ scripted or random faults, a token-bucket rate limiter and a context window. It 
 window of the requests it received (``max_records``; ``dropped_requests`` counts the rest).
 ``shared_server()`` is the process-wide server behind ``model="demo"``. What it answers comes
 from a responder (the demo model, `nbagent.demo.demo_reply`, unless another is given).
+``MockServer(record=path)`` appends every exchange it serves to a recording
+(`nbagent.recording`); ``MockServer(replay=path, speed=1.0)`` answers with a recording's answers
+instead, in order and at their recorded pace, and names a request that does not match.
 
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
@@ -26,7 +29,7 @@ from ._conversation import (
     estimate_tokens,
 )
 from ._faults import Fault, FaultPlan, parse_fault, parse_faults
-from ._formats import parse_request
+from ._formats import Route, parse_request, route
 from ._ratelimit import RateDecision, RateLimit
 from ._records import RequestRecord
 from ._reply import (
@@ -51,6 +54,7 @@ __all__ = [
     "RateLimit",
     "RequestRecord",
     "Responder",
+    "Route",
     "StopReason",
     "ToolResult",
     "ToolUse",
@@ -61,6 +65,7 @@ __all__ = [
     "parse_fault",
     "parse_faults",
     "parse_request",
+    "route",
     "serve",
     "set_default_responder",
     "shared_server",

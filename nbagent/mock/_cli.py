@@ -73,6 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tokens-per-min", type=int, default=None, help="prompt tokens per minute")
     parser.add_argument("--context-window", type=int, default=None, help="tokens before overflow")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between streamed deltas")
+    parser.add_argument(
+        "--record", default=None, metavar="PATH", help="append every exchange to a recording"
+    )
+    parser.add_argument(
+        "--replay", default=None, metavar="PATH", help="answer with a recording's answers"
+    )
+    parser.add_argument(
+        "--speed", type=float, default=1.0, help="with --replay: 2 is twice as fast (default 1)"
+    )
     return parser
 
 
@@ -106,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             context_window=args.context_window,
             demo_delay_s=args.delay,
             port=args.port,
+            record=args.record,
+            replay=args.replay,
+            speed=args.speed,
         )
         server.start()
     except (ValueError, OSError) as err:

@@ -6,16 +6,21 @@ import contextlib
 import json
 import logging
 import socket
+import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ._conversation import Conversation, RequestError
 from ._faults import OK, Fault
 from ._formats import CODECS, Codec, Route, parse_request, route
 from ._ratelimit import RateDecision, format_seconds
 from ._records import redact_headers
+from ._replay import Mismatch, Replayer
 from ._reply import MockReply
+
+if TYPE_CHECKING:
+    from ..recording import Exchange, RecordedExchange
 
 if TYPE_CHECKING:
     from ._server import MockServer, _HTTPServer
@@ -47,6 +52,9 @@ class MockHandler(BaseHTTPRequestHandler):
     _buffer: list[bytes]
     _buffered: int
     _started: bool
+    _ex: Exchange | None = None  # the exchange being recorded (MockServer(record=...))
+    _status_sent: int = 0
+    _sent: list[tuple[str, str]]
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the request log is ``MockServer.requests``
@@ -77,10 +85,13 @@ class MockHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._mock = cast("_HTTPServer", self.server).mock
         self._started = False
+        self._ex = None
+        broke: str | None = None
         try:
             self._post()
         except _Dropped:
             self.close_connection = True
+            broke = "the connection was closed"
         except (BrokenPipeError, ConnectionError, TimeoutError):
             self.close_connection = True
         except Exception as err:  # a bug in the mock itself: answer 500 so it is seen, not hidden
@@ -91,6 +102,29 @@ class MockHandler(BaseHTTPRequestHandler):
                 codec = CODECS[found.format if found else "openai"]
                 message = f"nbagent mock server internal error: {type(err).__name__}: {err}"
                 self._send_json(500, codec.internal_error(message, "req_mock_error"), {})
+        finally:
+            if self._ex is not None:
+                self._ex.end(error=broke)
+
+    # --- what is sent, for MockServer(record=...) ----------------------------------------------
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self._status_sent, self._sent = code, []
+        super().send_response(code, message)
+
+    def send_header(self, keyword: str, value: str) -> None:
+        super().send_header(keyword, value)
+        if self._ex is not None:
+            self._sent.append((keyword, value))
+
+    def end_headers(self) -> None:
+        super().end_headers()
+        if self._ex is not None:
+            self._ex.response(self._status_sent, self._sent)
+
+    def _chunk(self, data: bytes) -> None:
+        if self._ex is not None:
+            self._ex.chunk(data)
 
     # --- helpers --------------------------------------------------------------------------------
 
@@ -131,7 +165,11 @@ class MockHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         if length < 0 or length > MAX_BODY:
             raise _Dropped
-        return self.rfile.read(length) if length else b""
+        raw = self.rfile.read(length) if length else b""
+        recorder = self._mock.recorder
+        if recorder is not None and self.command == "POST":
+            self._ex = recorder.exchange("POST", self.path, None, raw)
+        return raw
 
     def _send_bytes(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
         self._started = True
@@ -142,6 +180,7 @@ class MockHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+        self._chunk(data)
 
     def _send_json(self, status: int, body: Any, headers: dict[str, str]) -> None:
         data = json.dumps(body, ensure_ascii=False).encode()
@@ -150,6 +189,9 @@ class MockHandler(BaseHTTPRequestHandler):
     # --- the model endpoints --------------------------------------------------------------------
 
     def _post(self) -> None:
+        if self._mock.replayer is not None:
+            self._replay(self._mock.replayer)
+            return
         found = route(self.path)
         if found is None:
             self._not_found("POST")
@@ -276,6 +318,7 @@ class MockHandler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data[: len(data) // 2])
+            self._chunk(data[: len(data) // 2])
             raise _Dropped
         self._send_bytes(200, data, "application/json", self._extra)
 
@@ -299,6 +342,7 @@ class MockHandler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         except OSError as err:
             raise _Dropped from err
+        self._chunk(payload)
 
     def _end_stream(self) -> None:
         self._flush()
@@ -358,3 +402,54 @@ class MockHandler(BaseHTTPRequestHandler):
             self._write(self._codec.midstream_error(self._message_id()))
         self._end_stream()
         return True
+
+    # --- replaying a recording (MockServer(replay=...)) ------------------------------------------
+
+    def _replay(self, replayer: Replayer) -> None:
+        raw = self._read_body()
+        t0 = time.perf_counter()
+        got = replayer.take("POST", self.path, raw)
+        if isinstance(got, Mismatch):
+            codec = self._guess_codec()
+            rid = codec.new_request_id()
+            headers = {"x-should-retry": "false", **self._id_headers(codec, rid)}
+            self._send_json(400, codec.bad_request(got.message, rid, None), headers)
+            return
+        self._serve_recorded(got, t0, replayer)
+
+    def _serve_recorded(self, ex: RecordedExchange, t0: float, replayer: Replayer) -> None:
+        def until(after: float | None) -> None:
+            delay = t0 + replayer.scaled(after or 0.0) - time.perf_counter()
+            if delay > 0 and self._mock.wait(delay):
+                raise _Dropped
+
+        if ex.status is None:  # no answer was recorded: the connection closed first
+            until(ex.end_after_s)
+            self._hang_up()
+        until(ex.response_after_s)
+        self._started = True
+        self.send_response(ex.status)
+        for name, value in ex.headers.items():
+            self.send_header(name, value)
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for after, data in ex.chunks:
+            until(after)
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            except OSError as err:
+                raise _Dropped from err
+            self._chunk(data)
+        if ex.error is not None or not ex.complete:
+            until(ex.end_after_s)
+            self._hang_up()
+        try:
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError as err:
+            raise _Dropped from err
+
+    def _hang_up(self) -> NoReturn:
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+        raise _Dropped

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import selectors
 import socket
 import threading
@@ -13,11 +14,16 @@ from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from ..recording import Recorder, Recording
 from ._faults import Fault, FaultPlan, FaultRates
 from ._handler import MockHandler
 from ._ratelimit import RateLimit
 from ._records import RequestRecord
+from ._replay import Replayer
 from ._reply import Responder, default_responder
+
+RecordTarget = str | os.PathLike[str] | Recorder
+ReplaySource = str | os.PathLike[str] | Recording
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -109,6 +115,13 @@ class MockServer:
     It keeps the last ``max_records`` requests (parsed bodies included) in ``requests``, and
     counts the older ones it let go in ``dropped_requests``: the server behind ``Agent("demo")``
     lives as long as the kernel, and hours of prompting must not grow its memory.
+
+    ``record=`` (a path or a `nbagent.recording.Recorder`) appends every model exchange it
+    serves to a recording, as it happens. ``replay=`` (a recording's path, or a `Recording`)
+    makes it answer with the recorded answers instead, in order, each chunk at its recorded
+    offset divided by ``speed`` (``math.inf``: no waiting); a request that does not match the
+    next recorded one (another path or model, or one too many) gets a 400 naming the
+    difference. Faults, the rate limit and the responder do not apply to a replay.
     """
 
     def __init__(
@@ -123,6 +136,9 @@ class MockServer:
         port: int = 0,
         responder: Responder | None = None,
         max_records: int = DEFAULT_MAX_RECORDS,
+        record: RecordTarget | None = None,
+        replay: ReplaySource | None = None,
+        speed: float = 1.0,
     ) -> None:
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
             raise ValueError(
@@ -148,6 +164,14 @@ class MockServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
+        self.replayer = Replayer(replay, speed) if replay is not None else None
+        self.recorder: Recorder | None = (
+            None
+            if record is None
+            else record
+            if isinstance(record, Recorder)
+            else Recorder(record, made_by="nbagent MockServer(record=...)")
+        )
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -291,6 +315,9 @@ def serve(
     port: int = 0,
     responder: Responder | None = None,
     max_records: int = DEFAULT_MAX_RECORDS,
+    record: RecordTarget | None = None,
+    replay: ReplaySource | None = None,
+    speed: float = 1.0,
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block."""
     server = MockServer(
@@ -303,6 +330,9 @@ def serve(
         port=port,
         responder=responder,
         max_records=max_records,
+        record=record,
+        replay=replay,
+        speed=speed,
     )
     server.start()
     try:

@@ -22,6 +22,7 @@ import io
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -30,7 +31,8 @@ import pandas as pd
 
 from .._core._retry import RetryPolicy
 from .._palette import COLORS, SWATCHES
-from ..simulate import ContentionJitter, simulate_contention
+from ..recording import Recording, read_recording
+from ..simulate import ContentionJitter, simulate_contention, what_if
 
 __all__ = ["Playground", "PlaygroundResult", "playground"]
 
@@ -104,8 +106,15 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         server: str = "one request at a time",
         seed: int = 0,
         debounce: float = 0.15,
+        recording: Recording | str | Path | None = None,
     ) -> None:
         self.seed = seed
+        # recording=: a third kind of server, the one a recording shows (nbagent.simulate.what_if)
+        self.recording = (
+            recording
+            if recording is None or isinstance(recording, Recording)
+            else read_recording(recording)
+        )
         self.debounce = debounce
         self.max_attempts = _control(
             ipywidgets.IntSlider, "attempts", "max attempts", value=max_attempts, min=1, max=12
@@ -121,7 +130,12 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         self.clients = _control(
             ipywidgets.IntSlider, "clients", "clients", value=clients, min=1, max=100
         )
-        self.server = _control(ipywidgets.Dropdown, "server", "server", options=list(_SERVERS))
+        servers = list(_SERVERS)
+        if self.recording is not None:
+            servers.append(_recording_label(self.recording))
+            if server == "one request at a time":
+                server = servers[-1]
+        self.server = _control(ipywidgets.Dropdown, "server", "server", options=servers)
         self.server.value = server
         self.numbers = ipywidgets.HTML()
         self.numbers.add_class("nb-play-numbers")
@@ -197,15 +211,19 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         """Simulate the current setting and redraw; returns (and keeps) the result."""
         started = time.perf_counter()
         policy = self.policy()
-        kind, retry_after = _SERVERS[self.server.value]
-        frame = simulate_contention(
-            int(self.clients.value),
-            _JITTER[self.jitter.value],
-            "single" if kind == "single" else "token_bucket",
-            policy=policy,
-            seed=self.seed,
-            send_retry_after=retry_after,
-        )
+        if self.server.value not in _SERVERS and self.recording is not None:
+            clients = int(self.clients.value)
+            frame = what_if(self.recording, policy, clients, seed=self.seed).attempts
+        else:
+            kind, retry_after = _SERVERS[self.server.value]
+            frame = simulate_contention(
+                int(self.clients.value),
+                _JITTER[self.jitter.value],
+                "single" if kind == "single" else "token_bucket",
+                policy=policy,
+                seed=self.seed,
+                send_retry_after=retry_after,
+            )
         last = frame.groupby("run_id", observed=True).tail(1)
         result = PlaygroundResult(
             calls=len(frame),
@@ -291,6 +309,9 @@ class _Picture:
             f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" '
             'style="width:448px;display:block">'
         )
+def _recording_label(recording: Recording) -> str:
+    name = recording.path.stem if recording.path is not None else "a recording"
+    return f"the server of the recording {name}"
 
 
 def _numbers_html(r: PlaygroundResult) -> str:
@@ -390,5 +411,6 @@ def _legend_html() -> str:
 
 def playground(**settings: Any) -> Playground:
     """The policy playground: sliders for a `RetryPolicy` and a crowd of clients, and what they
-    produce, recomputed as the sliders move (see `Playground` for the settings)."""
+    produce, recomputed as the sliders move (see `Playground` for the settings).
+    `recording=` (a path or a `Recording`) adds the server that recording shows as a choice."""
     return Playground(**settings)

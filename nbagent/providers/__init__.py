@@ -19,7 +19,7 @@ from ._base import (
 from ._gemini import GeminiProvider
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload, error_from_response
-from ._models import register_model, resolve_model
+from ._models import register_model, register_prefix, resolve_model
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 
@@ -42,5 +42,6 @@ __all__ = [
     "error_from_payload",
     "error_from_response",
     "register_model",
+    "register_prefix",
     "resolve_model",
 ]

@@ -26,7 +26,7 @@ import math
 import ssl
 import weakref
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -48,6 +48,10 @@ from ._limits import (
     transport_error,
 )
 from ._pricing import estimate_cost
+from ._recorded import open_stream
+
+if TYPE_CHECKING:
+    from ..recording import Recorder
 
 __all__ = ["USER_AGENT", "HTTPProvider", "check_base_url"]
 
@@ -93,6 +97,7 @@ class HTTPProvider:
     default_name = ""
     auth_header = "authorization"  # how the key travels: Bearer by default
     auth_prefix = "Bearer "
+    recorder: Recorder | None = None  # Agent(record=...): every exchange is appended to it
 
     def __init__(
         self,
@@ -237,8 +242,10 @@ class HTTPProvider:
             try:
                 with anyio.fail_after(limits.connect_timeout + limits.idle_timeout):
                     response = await stack.enter_async_context(
-                        client.stream(
-                            "POST",
+                        open_stream(
+                            client,
+                            self.recorder,
+                            self._secrets,
                             url,
                             content=content,
                             headers=headers,

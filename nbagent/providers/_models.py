@@ -23,12 +23,13 @@ from ._http import HTTPProvider, check_base_url
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 
-__all__ = ["PROVIDERS", "ProviderInfo", "register_model", "resolve_model"]
+__all__ = ["PROVIDERS", "ProviderInfo", "register_model", "register_prefix", "resolve_model"]
 
 ModelFactory = Callable[..., Provider]
 """Makes the provider of a named model: called with `base_url=` (None: its own) and options."""
 
 _NAMED: dict[str, ModelFactory] = {}
+_PREFIXED: dict[str, Callable[..., Provider]] = {}
 
 
 def register_model(name: str, factory: ModelFactory) -> None:
@@ -38,6 +39,12 @@ def register_model(name: str, factory: ModelFactory) -> None:
     package registers "demo" (the demo model behind the loopback mock server).
     """
     _NAMED[name] = factory
+
+
+def register_prefix(prefix: str, factory: Callable[..., Provider]) -> None:
+    """Make `"<prefix>:<rest>"` resolve through `factory(rest, api_key=..., base_url=...,
+    **options)`: the demo package registers "replay" (a recording served by the mock server)."""
+    _PREFIXED[prefix] = factory
 
 
 @dataclass(frozen=True)
@@ -176,7 +183,8 @@ def resolve_model(
     `"<provider>:<model>"` with provider `anthropic`, `openai`, `openai-responses`, `gemini`,
     `azure` (Chat Completions against a deployment), `azure-responses`, `openrouter` or
     `ollama`, or a registered name such as `"demo"` (the embedded model behind the loopback mock
-    server, no key, no internet).
+    server, no key, no internet), or a registered prefix such as `"replay:<recording>"` (a
+    recording's answers, served by the mock server).
     `api_key` defaults to the provider's variable: `ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
     `GEMINI_API_KEY` (else `GOOGLE_API_KEY`), `AZURE_OPENAI_API_KEY`, `OPENROUTER_API_KEY`;
     `base_url` to the provider's public endpoint (or `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL` /
@@ -210,6 +218,9 @@ def resolve_model(
         raise ConfigError(
             f"model string {spec!r} has no provider prefix: write it as '<provider>:<model>'{hint}."
         )
+    prefixed = _PREFIXED.get(prefix.strip().lower())
+    if prefixed is not None:
+        return prefixed(model.strip(), api_key=api_key, base_url=base_url, **kw)
     info = PROVIDERS.get(prefix.strip().lower())
     if info is None:
         raise ConfigError(

@@ -25,11 +25,11 @@ from typing import Literal
 
 import pandas as pd
 
-from ._core._decision import Failure, decide
-from ._core._retry import RetryPlan, RetryPolicy
-from ._loop._attempt_log import AttemptLog
-from .errors import ProviderError, RateLimited, ServerError
-from .events import AttemptFailed, AttemptStarted, AttemptSucceeded, RetryScheduled, RunStarted
+from .._core._decision import Failure, decide
+from .._core._retry import RetryPlan, RetryPolicy
+from .._loop._attempt_log import AttemptLog
+from ..errors import ProviderError, RateLimited, ServerError
+from ..events import AttemptFailed, AttemptStarted, AttemptSucceeded, RetryScheduled, RunStarted
 
 __all__ = [
     "ContentionJitter",

@@ -1,0 +1,241 @@
+"""What another retry policy would have done against the server a recording shows.
+
+`what_if` runs the recorded workload against the `ServerModel` of the recording in virtual time,
+with the agent's own decision (`decide`) under the new policy, and lays the recorded attempts
+beside it: two attempt frames with the columns of `agent.attempts`, and one table comparing
+them. The model's limits are in `_server_model`'s docstring (and the README).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .._core._decision import Failure, decide
+from .._core._retry import RetryPlan, RetryPolicy
+from .._loop._attempt_log import AttemptLog
+from ..errors import ConfigError, ProviderError, RateLimited
+from ..events import AttemptStarted, AttemptSucceeded, RunStarted
+from ..recording import Recording
+from ._backoff import _log_attempt, _log_failure
+from ._server_model import Answer, ServerModel, server_model
+
+__all__ = ["WhatIf", "what_if"]
+
+
+@dataclass
+class WhatIf:
+    """The answer of `what_if`.
+
+    `attempts`: the new policy's attempts (every client), `recorded`: the recorded ones, both
+    with the columns of `agent.attempts`; `comparison`: one row each ("recorded", "what if")
+    with `policy, clients, requests, makespan_s, attempts, rejected, waiting_s, succeeded,
+    outcome`; `server`: the model that answered. `attempts, comparison = what_if(...)` unpacks.
+    """
+
+    attempts: pd.DataFrame
+    recorded: pd.DataFrame
+    comparison: pd.DataFrame
+    server: ServerModel
+    policy: RetryPolicy
+
+    def __iter__(self) -> Iterator[pd.DataFrame]:
+        return iter((self.attempts, self.comparison))
+
+    def _repr_html_(self) -> str:
+        return self.comparison.to_html()
+
+    def __repr__(self) -> str:
+        return f"WhatIf({self.server.source}, {len(self.attempts)} attempts)\n{self.comparison}"
+
+
+def _recorded_frame(model: ServerModel) -> pd.DataFrame:
+    log = AttemptLog()
+    policy = RetryPolicy(max_attempts=max(1, _longest(model.answers)))
+    name = model.model
+    for n in range(len(model.requests)):
+        mine = [a for a in model.answers if a.request == n]
+        if not mine:
+            continue
+        run = f"recorded-{n + 1:03d}"
+        log(RunStarted(run_id=run, time=mine[0].at, turn=1, prompt="", model=name))
+        for k, a in enumerate(mine, start=1):
+            _log_attempt(log, AttemptStarted, run, a.at, k, policy, name)
+            end = a.at + a.duration_s
+            if a.error is None:
+                _log_attempt(log, AttemptSucceeded, run, end, k, policy, name)
+                continue
+            following = mine[k] if k < len(mine) else None
+            plan = None
+            if following is not None:
+                delay = max(0.0, following.at - end)
+                plan = RetryPlan(delay, delay, a.error.retry_after)
+            _log_failure(log, run, end, k, policy, name, a.error, plan)
+    return log.frame()
+
+
+def _longest(answers: list[Answer]) -> int:
+    counts: dict[int, int] = {}
+    for a in answers:
+        counts[a.request] = counts.get(a.request, 0) + 1
+    return max(counts.values(), default=1)
+
+
+class _Bucket:
+    def __init__(self, model: ServerModel) -> None:
+        assert model.bucket is not None
+        self.b = model.bucket
+        self.tokens = model.bucket.capacity
+        self.last = 0.0
+
+    def take(self, t: float) -> float | None:
+        """None when admitted, else the seconds until the next token."""
+        b = self.b
+        self.tokens = min(b.capacity, self.tokens + max(0.0, t - self.last) * b.rate)
+        self.last = max(self.last, t)
+        if self.tokens >= 1.0 - 1e-9:
+            self.tokens -= 1.0
+            return None
+        return (1.0 - self.tokens) / b.rate
+
+
+def _simulate(
+    model: ServerModel, policy: RetryPolicy, clients: int, rng: random.Random
+) -> pd.DataFrame:
+    log = AttemptLog()
+    bucket = _Bucket(model) if model.bucket is not None else None
+    name = model.model
+    width = max(2, len(str(clients)))
+    # (time, client, request, attempt, previous delay)
+    heap: list[tuple[float, int, int, int, float | None]] = []
+    for c in range(clients):
+        heapq.heappush(heap, (model.requests[0].gap_s, c, 0, 1, None))
+    successes = 0
+    quota = model.quota
+    while heap:
+        t, c, n, attempt, previous = heapq.heappop(heap)
+        run = f"client-{c + 1:0{width}d}/{n + 1:03d}"
+        if attempt == 1:
+            log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=name))
+        _log_attempt(log, AttemptStarted, run, t, attempt, policy, name)
+        error: ProviderError | None
+        spent = quota is not None and successes >= quota.after_successes
+        wait = bucket.take(t) if bucket is not None and not spent else None
+        if spent and quota is not None:
+            error, duration = quota.answer.error, quota.answer.duration_s
+        elif wait is not None and bucket is not None:
+            wish = bucket.b.wish(wait)
+            error = RateLimited(
+                "rate limit (the recording's bucket)",
+                provider=model.provider,
+                status_code=429,
+                retry_after=wish,
+            )
+            duration = bucket.b.reject_duration_s
+        else:
+            held = model.held(t)
+            error = held.error if held is not None else None
+            duration = held.duration_s if held is not None and error is not None else 0.0
+            if error is None:
+                duration = model.requests[n].ok_duration_s
+        end = t + duration
+        if error is None:
+            successes += 1
+            _log_attempt(log, AttemptSucceeded, run, end, attempt, policy, name)
+            _next_request(heap, model, end, c, n)
+            continue
+        failure = Failure(error, attempt, previous_delay=previous)
+        plan = decide(failure, policy, rng=rng).plan
+        _log_failure(log, run, end, attempt, policy, name, error, plan)
+        if plan is None:
+            _next_request(heap, model, end, c, n)
+        else:
+            heapq.heappush(heap, (end + plan.delay_s, c, n, attempt + 1, plan.delay_s))
+    return log.frame()
+
+
+def _next_request(
+    heap: list[tuple[float, int, int, int, float | None]],
+    model: ServerModel,
+    end: float,
+    c: int,
+    n: int,
+) -> None:
+    if n + 1 < len(model.requests):
+        heapq.heappush(heap, (end + model.requests[n + 1].gap_s, c, n + 1, 1, None))
+
+
+def _row(label: str, policy: str, clients: int, df: pd.DataFrame) -> dict[str, object]:
+    req = df[df["phase"] == "request"]
+    last = req.groupby("run_id", observed=True).tail(1)
+    ok = int((last["outcome"] == "ok").sum())
+    total = len(last)
+    failed = last[last["outcome"] != "ok"]
+    kinds = sorted({str(k) for k in failed["error_kind"].dropna()})
+    outcome = (
+        f"all {total} ok"
+        if ok == total
+        else f"{ok} of {total} ok; {total - ok} failed ({', '.join(kinds) or 'error'})"
+    )
+    span = float(req["ended_at"].max() - req["started_at"].min()) if len(req) else 0.0
+    return {
+        "behaviour": label,
+        "policy": policy,
+        "clients": clients,
+        "requests": total,
+        "makespan_s": span,
+        "attempts": len(req),
+        "rejected": int((req["outcome"] == "error").sum()),
+        "waiting_s": float(req["delay_s"].fillna(0.0).sum()),
+        "succeeded": ok,
+        "outcome": outcome,
+    }
+
+
+def _describe(policy: RetryPolicy) -> str:
+    return (
+        f"max_attempts={policy.max_attempts}, initial_delay={policy.initial_delay:g}, "
+        f"max_delay={policy.max_delay:g}, jitter={policy.jitter!r}, "
+        f"max_retry_after={policy.max_retry_after:g}"
+    )
+
+
+def what_if(
+    recording_or_attempts: Recording | str | os.PathLike[str] | pd.DataFrame,
+    policy: RetryPolicy | None = None,
+    clients: int = 1,
+    *,
+    seed: int | None = 0,
+) -> WhatIf:
+    """Replay what the server did (its answers over time, its Retry-Afters, its rate limit as
+    the recording shows it) against `policy`, in virtual time, for `clients` copies of the
+    recorded workload starting together; compare with what was recorded.
+
+    `recording_or_attempts`: a `Recording`, a recording's path, or an attempt frame
+    (`agent.attempts`, `read_attempts(...)`). The jitter draws come from `random.Random(seed)`
+    (`seed=None`: the policy's own). Raises `ConfigError` for a source with no requests or a
+    file that is not a recording. The model and its limits: `nbagent.simulate._server_model`.
+    """
+    if policy is None:
+        policy = RetryPolicy()
+    if not isinstance(policy, RetryPolicy):
+        raise ConfigError("policy= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=6).")
+    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+        raise ConfigError(f"clients must be a whole number of at least 1, not {clients!r}.")
+    model = server_model(recording_or_attempts)
+    rng = random.Random(seed) if seed is not None else policy.rng()
+    attempts = _simulate(model, policy, clients, rng)
+    recorded = _recorded_frame(model)
+    table = pd.DataFrame(
+        [
+            _row("recorded", "as recorded", 1, recorded),
+            _row("what if", _describe(policy), clients, attempts),
+        ]
+    ).set_index("behaviour")
+    return WhatIf(attempts, recorded, table, model, dataclasses.replace(policy))
