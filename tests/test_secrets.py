@@ -433,6 +433,7 @@ def test_a_watched_sdk_client_keeps_the_key_out_of_everything_it_shows(tmp_path:
     import nbagent
     from nbagent.analysis import read_attempts
     from nbagent.notebook import TimelineState
+    from nbagent.recording import read_recording
 
     calls = {"n": 0}
 
@@ -471,7 +472,8 @@ def test_a_watched_sdk_client_keeps_the_key_out_of_everything_it_shows(tmp_path:
         http_client=httpx2.Client(transport=httpx2.MockTransport(reflect)),
     )
     path = tmp_path / "watch.sqlite"
-    w = nbagent.watching(base, log=path, show=False)
+    rec = tmp_path / "watch.nbrec"
+    w = nbagent.watching(base, log=path, show=False, record=rec)
     state = TimelineState()
     seen: list[Any] = []
     w.events.subscribe(state)
@@ -492,8 +494,12 @@ def test_a_watched_sdk_client_keeps_the_key_out_of_everything_it_shows(tmp_path:
         assert_clean("the widget state of a watched client", json.dumps(state.snapshot()))
         assert_clean("the watcher's durable log", read_attempts(path).to_csv())
         assert_clean("the watcher's durable log file", path.read_bytes().decode("latin-1"))
+        assert_clean("the watcher's recording", rec.read_bytes().decode("latin-1"))
         assert_clean("the watcher's repr", repr(w) + repr(w._calls) + repr(w.observers))
     assert list(w.attempts["error_kind"]) == ["Overloaded", "StreamInterrupted"]
+    assert len(read_recording(rec)) == 2  # both exchanges were recorded, keys masked
+
+
 @pytest.mark.parametrize(
     ("model", "env"),
     [

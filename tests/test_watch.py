@@ -393,3 +393,45 @@ def test_failed_events_carry_the_sdks_decision(server: MockServer) -> None:
     failed = [e for e in seen if isinstance(e, AttemptFailed)]
     assert [(e.error, e.action) for e in failed] == [("AuthFailed", "fail")]
     assert w.attempts["nbagent_action"].iloc[0] == "fail"
+
+
+# -- record= : the watcher's exchanges into a recording, replayed to the same SDK result ------
+
+
+def test_a_watched_sdk_s_recording_replays_to_the_same_sdk_result(
+    server: MockServer, tmp_path: Any
+) -> None:
+    from nbagent.recording import read_recording
+
+    path = tmp_path / "sdk.nbrec"
+    server.set_faults(["529", "ok"])
+    client = nbagent.watch(
+        anthropic.Anthropic(api_key=KEY, base_url=server.url, max_retries=3), record=path
+    )
+    live = client.messages.create(model="demo", max_tokens=100, messages=ASK)
+    with client.messages.stream(model="demo", max_tokens=100, messages=ASK) as stream:
+        live_text = "".join(stream.text_stream)
+    _close(client)
+    recording = read_recording(path)
+    assert [e.status for e in recording.exchanges] == [529, 200, 200]
+    assert KEY not in path.read_text()
+
+    with MockServer(replay=path) as replay:
+        again = anthropic.Anthropic(api_key=KEY, base_url=replay.url, max_retries=3)
+        replayed = again.messages.create(model="demo", max_tokens=100, messages=ASK)
+        with again.messages.stream(model="demo", max_tokens=100, messages=ASK) as stream:
+            replayed_text = "".join(stream.text_stream)
+        _close(again)
+    # byte for byte: the recording holds the very ids the live server gave
+    assert replayed.model_dump_json() == live.model_dump_json()
+    assert replayed_text == live_text
+
+
+def test_record_on_an_already_watched_client_is_refused_in_one_sentence(
+    server: MockServer, tmp_path: Any
+) -> None:
+    client = nbagent.watch(anthropic.Anthropic(api_key=KEY, base_url=server.url))
+    with pytest.raises(nbagent.ConfigError, match="watched already"):
+        nbagent.watching(client, record=tmp_path / "x.nbrec")
+    assert not (tmp_path / "x.nbrec").exists()
+    _close(client)

@@ -27,7 +27,14 @@ from ..providers._error_text import request_id_from
 from ..providers._http_errors import error_from_payload, error_from_response, redact
 from ..providers._sse import ServerSentEvent, SSEParser
 
-__all__ = ["Ending", "ReplyReader", "RequestFacts", "read_request", "transport_failure"]
+__all__ = [
+    "Ending",
+    "ReplyReader",
+    "RequestFacts",
+    "read_request",
+    "request_secrets",
+    "transport_failure",
+]
 
 MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 8 * 1024 * 1024
@@ -113,17 +120,23 @@ def _last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
+def request_secrets(request: Any) -> tuple[str, ...]:
+    """The keys an httpx/httpx2 request carries (auth headers, a `?key=`): to mask, never keep."""
+    headers = request.headers
+    secrets = tuple(
+        v.split(" ", 1)[-1] for name in SECRET_HEADERS if (v := headers.get(name)) is not None
+    )
+    key = request.url.params.get("key")
+    return (*secrets, key) if key else secrets
+
+
 def read_request(request: Any) -> RequestFacts:
     """The facts of an httpx/httpx2 request (read from its bytes; nothing is changed)."""
     url = request.url
     path = url.path
     provider = _provider_of(path, url.host)
     headers = request.headers
-    secrets = tuple(
-        v.split(" ", 1)[-1] for name in SECRET_HEADERS if (v := headers.get(name)) is not None
-    )
-    if url.params.get("key"):
-        secrets += (url.params["key"],)
+    secrets = request_secrets(request)
     raw = headers.get("x-stainless-retry-count")
     retry_count = int(raw) if raw is not None and raw.isdigit() else None
     try:

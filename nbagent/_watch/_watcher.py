@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -20,9 +21,12 @@ from .._core._clock import Clock, RealClock
 from .._core._presenter import LiveView, presenter
 from .._loop._attempt_log import AttemptLog
 from .._loop._durable_log import DurableLog, LogTarget
+from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
+from ..recording import Recorder
 from ._calls import CallLog
 from ._clients import kind_of, wrap
+from ._record import RecordingObserver, recorder_for
 from ._sdk import SdkRules
 from ._transport import ObserverFactory
 
@@ -49,8 +53,11 @@ class Watcher:
         log: LogTarget | None = None,
         clock: Clock | None = None,
         show: bool | None = None,
+        record: str | Path | Recorder | None = None,
     ) -> None:
         kind_of(client)  # a clear ConfigError before anything is built
+        # a recording that cannot be opened (not a recording, a newer format) is refused first
+        self.recorder: Recorder | None = recorder_for(record) if record is not None else None
         self.clock: Clock = clock or RealClock()
         self.name = f"watch-{uuid.uuid4().hex[:8]}"
         self.events = EventBus()
@@ -68,6 +75,8 @@ class Watcher:
             self.events, rules, name=self.name, now=self.clock.now, after_wait=self._waited
         )
         self.observers.append(self._calls)
+        if self.recorder is not None:
+            self.observers.append(RecordingObserver(self.recorder))
         self.client: Any = watched
         _remember(watched, self)
 
@@ -178,7 +187,13 @@ def _watcher_of(client: Any) -> Watcher | None:
         return w if w is not None and w.client is client else None
 
 
-def watch(client: C, *, log: LogTarget | None = None, show: bool = False) -> C:
+def watch(
+    client: C,
+    *,
+    log: LogTarget | None = None,
+    show: bool = False,
+    record: str | Path | Recorder | None = None,
+) -> C:
     """The same client, watched: every HTTP attempt it makes is recorded, nothing else changes.
 
     `client` is an `anthropic.Anthropic` / `AsyncAnthropic`, an `openai.OpenAI` / `AsyncOpenAI`
@@ -186,22 +201,37 @@ def watch(client: C, *, log: LogTarget | None = None, show: bool = False) -> C:
     `Client` / `AsyncClient`. The copy gives the same responses, streams, retries and exceptions;
     `nbagent.watching(copy)` gives its `Watcher` (`.attempts`, the live timeline). `log=` writes
     the attempts to a durable log as `Agent(log=...)` does; `show=True` shows the live timeline
-    under the current cell at once.
+    under the current cell at once. `record="calls.nbrec"` (a path, or a
+    `nbagent.recording.Recorder`) also writes every HTTP exchange, chunk by chunk with its timing,
+    to a recording that `MockServer(replay=...)` serves again offline; no key or auth header is
+    written.
     """
-    w = Watcher(client, log=log, show=show)
+    w = Watcher(client, log=log, show=show, record=record)
     if show:
         w.show()
     watched: C = w.client
     return watched
 
 
-def watching(client: Any, *, log: LogTarget | None = None, show: bool | None = None) -> Watcher:
+def watching(
+    client: Any,
+    *,
+    log: LogTarget | None = None,
+    show: bool | None = None,
+    record: str | Path | Recorder | None = None,
+) -> Watcher:
     """The `Watcher` of a watched client (from `watch`), or of a new watched copy of `client`
     (`w.client`). `with nbagent.watching(client) as w:` shows the live timeline under the cell
-    while the block runs (in a notebook; `show=False` never, `show=True` always)."""
+    while the block runs (in a notebook; `show=False` never, `show=True` always). `record=`
+    writes a new copy's exchanges to a recording, as `watch(client, record=...)` does."""
     w = _watcher_of(client)
     if w is None:
-        return Watcher(client, log=log, show=show)
+        return Watcher(client, log=log, show=show, record=record)
+    if record is not None:
+        raise ConfigError(
+            "this client is watched already: give record= to nbagent.watch(client, record=...) "
+            "when you make the watched copy"
+        )
     if show is not None:
         w._show = show
     return w

@@ -1,0 +1,66 @@
+"""A watched client's exchanges into a recording (`nbagent.watch(client, record=...)`).
+
+One more observer of the watching transport: each request becomes an exchange of the
+`nbagent.recording` file, its status, kept headers and body chunks written as the client reads
+them. The request's auth headers are never written (the recorder keeps none of a request's
+headers); the keys they carry are passed on only so that a server reflecting one into a body or
+a kept header has it masked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..recording import Exchange as RecordedExchange
+from ..recording import Recorder
+from ._reading import request_secrets
+from ._transport import StreamClosed
+
+__all__ = ["RecordingObserver", "recorder_for"]
+
+
+def recorder_for(record: str | Path | Recorder) -> Recorder:
+    """The recorder for `record=`: a path (appended to when it is a recording already) or one
+    the caller made (`Recorder(path, record_bodies=True)`)."""
+    if isinstance(record, Recorder):
+        return record
+    return Recorder(record, made_by="nbagent.watch")
+
+
+class _Exchange:
+    __slots__ = ("_ex",)
+
+    def __init__(self, ex: RecordedExchange) -> None:
+        self._ex = ex
+
+    def response(self, status: int, headers: Any, t: float) -> None:
+        self._ex.response(status, list(headers.multi_items()))
+
+    def chunk(self, data: bytes, t: float) -> None:
+        self._ex.chunk(data)
+
+    def end(self, error: BaseException | None, t: float) -> None:
+        closed_early = error is None or isinstance(error, StreamClosed)
+        self._ex.end(error=None if closed_early else type(error).__name__)
+
+
+class RecordingObserver:
+    """The observer factory: called with each request as it is sent."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def __call__(self, request: Any, t: float) -> _Exchange:
+        try:
+            body = request.content
+        except Exception:  # a streamed request body: nothing to read without consuming it
+            body = b""
+        ex = self.recorder.exchange(
+            request.method,
+            str(request.url),
+            None,
+            body,
+            secrets=request_secrets(request),
+        )
+        return _Exchange(ex)
