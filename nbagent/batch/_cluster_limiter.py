@@ -39,7 +39,14 @@ from .._loop._limiter import RateLimiter, too_long
 from .._loop._retry_budget import RetryBudget
 from ..errors import RateLimited, TransportError
 
-__all__ = ["LEASE_TOKENS", "AsyncLimiterCore", "ClusterPacer", "LimiterCore", "rate_headers"]
+__all__ = [
+    "LEASE_TOKENS",
+    "LONG_POLL_S",
+    "AsyncLimiterCore",
+    "ClusterPacer",
+    "LimiterCore",
+    "rate_headers",
+]
 
 LEASE_TOKENS = 40.0
 """The share of the retry budget a worker holds: eight retries, or four after timeouts."""
@@ -190,8 +197,12 @@ class AsyncLimiterCore(LimiterCore):
         if after is not None and after == self.version:
             if self._news is None:
                 self._news = asyncio.Event()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._news.wait(), LONG_POLL_S)
+            # asyncio.wait, which does not raise on timeout: on Python 3.10 `wait_for` raises
+            # asyncio.TimeoutError, not yet the built-in TimeoutError, and a long poll that
+            # failed instead of answering held every worker back for ever
+            news = asyncio.ensure_future(self._news.wait())
+            await asyncio.wait({news}, timeout=LONG_POLL_S)
+            news.cancel()
         return self.reserve(worker, wants, held, seed)
 
 
