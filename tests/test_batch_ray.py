@@ -28,6 +28,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RATE, BURST = 20.0, 5
 LEARNING = 3
+"""429s any limiter spends learning the rate (each 429's Retry-After names the refill)."""
+CORRECTING = 4
+"""429s the limiter spends correcting a rate measured too fast (see `nbagent.RateLimiter`): what
+a busy machine causes, Retry-Afters and outcomes heard late."""
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +78,10 @@ def test_one_budget_for_every_worker(ray: Any) -> None:
         out = map(_prompts(80), base_url=server.url, backend="ray", concurrency=16, show=False)
         sent, statuses = _sent(server), [r.status for r in server.requests]
     assert out.results["error"].isna().all()
-    # the server's limit plus its burst, plus the two or three 429s any limiter spends learning
-    # the rate (each 429's Retry-After names the refill); four limiters alone would send more
-    assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING
+    # the server's bucket admits at most BURST + RATE in any second, however late a slot is
+    # spent; beyond those, only the 429s the design spends: learning the rate, and correcting a
+    # rate a busy machine made it measure too fast. (One limiter per worker sends ~40-50.)
+    assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING + CORRECTING
     # few rejections: learning the rate costs a handful, a large share of only 80 requests on a
     # busy machine (benchmarks/bench_ray.py holds 400 prompts to <= 0.1 rejected per success)
     assert statuses.count(429) <= 0.2 * statuses.count(200)
@@ -141,11 +146,11 @@ def test_the_limiter_actor_killed_mid_batch_restarts_and_workers_do_not_hammer(r
     if learned["rate"]:
         # seeded by the workers with what the old one knew: it paces at once, no relearning
         assert after.count(429) <= 2
-        assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING
+        assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING + CORRECTING
     else:
         # it knew nothing to pass on: the new one learns again, a few 429s, not a storm
         assert after.count(429) <= 2 * LEARNING
-        assert per_second_peak(sent, 0.999) <= RATE + BURST + 2 * LEARNING
+        assert per_second_peak(sent, 0.999) <= RATE + BURST + 2 * LEARNING + CORRECTING
 
 
 def test_cancel_stops_every_worker_and_returns_what_finished(ray: Any) -> None:
