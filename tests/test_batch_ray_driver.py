@@ -1,6 +1,7 @@
 """The Ray batch's driver without Ray: fake worker actors whose calls the test answers, in the
 orders a real cluster produces (a killed worker's drain failing before its lost call does, a
-worker that never answers, an agent that is stuck).
+worker that never answers, an agent that is stuck); and a worker (the actor's class, in this
+process) saying what its agents wait for.
 
 Bounds given to the driver are small here so the tests are quick; nothing asserts how long a
 test took, only what the rows say once the batch has ended.
@@ -16,7 +17,8 @@ import pandas as pd
 from nbagent._loop._frame import frame_from_records, with_origin
 from nbagent.batch._progress import BatchProgress
 from nbagent.batch._ray_driver import Driver
-from nbagent.batch._spec import BatchControl
+from nbagent.batch._ray_worker import BatchWorker
+from nbagent.batch._spec import AgentSpec, BatchControl
 
 
 class RayActorError(Exception):
@@ -259,3 +261,42 @@ def test_a_slow_agent_that_keeps_doing_things_is_not_stopped() -> None:
 
     d = asyncio.run(main())
     assert d.rows[0] is not None and d.rows[0]["error"] is None
+
+
+class StuckPacer:
+    """A pacer whose slot never comes (as the cluster limiter's did on Python 3.10)."""
+
+    async def acquire(self, clock: Any, ask: Any) -> None:
+        await asyncio.Event().wait()
+
+    def succeeded(self, now: float, headers: Any) -> None:
+        pass
+
+    def failed(self, now: float, error: BaseException) -> None:
+        pass
+
+    def allow_retry(self, error: BaseException) -> bool:
+        return False
+
+
+def test_a_worker_says_what_each_running_agent_waits_for_and_since_when() -> None:
+    async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        worker = BatchWorker()
+        spec: asyncio.Future[AgentSpec] = asyncio.get_running_loop().create_future()
+        spec.set_result(AgentSpec(model="demo"))
+        stuck = asyncio.ensure_future(
+            worker.run("b1", 0, 1, "What is 2 + 2?", [spec], ("pacer", StuckPacer()))
+        )
+        done = await worker.run("b1", 1, 1, "Hello", [spec], ("off", None))
+        await asyncio.sleep(0.05)
+        drained = worker.drain("b1")
+        worker.cancel("b1")
+        row, _ = await asyncio.wait_for(stuck, 30)
+        return drained, row, done[0]
+
+    drained, row, done = asyncio.run(main())
+    ((key, (quiet_s, what)),) = drained["busy"].items()  # the finished prompt is not there
+    assert key == (0, 1) and quiet_s > 0
+    assert what == "a slot from the rate limiter"
+    assert done["error"] is None
+    assert row["error"] == "Aborted"  # cancelled, it still returns its row
