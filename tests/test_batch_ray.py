@@ -92,6 +92,7 @@ def test_one_budget_for_every_worker(ray: Any) -> None:
 
 def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) -> None:
     n = 24
+    killed: list[str] = []
 
     async def main(url: str) -> BatchResult:
         handle = start(_prompts(n), base_url=url, backend="ray", concurrency=8, show=False)
@@ -99,6 +100,7 @@ def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) ->
         (workers,) = _pool.values()
         victim = ray.get(workers[0].ping.remote())
         os.kill(int(victim.rsplit(":", 1)[1]), signal.SIGKILL)
+        killed.append(victim)
         return await handle
 
     with serve(demo_delay_s=0.03) as server:  # each reply streams for a while
@@ -110,6 +112,7 @@ def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) ->
     lost = a[a["error_kind"] == "WorkerLost"]
     assert len(lost) >= 1
     assert lost["message"].str.contains("was lost mid-prompt").all()
+    assert set(lost["worker"]) == set(killed)  # the process that ran them, not its replacement
     for i in lost["prompt_index"]:
         tries = a[a["prompt_index"] == i]
         ok = tries[(tries["outcome"] == "ok") & (tries["phase"] == "request")]
