@@ -257,13 +257,14 @@ class Driver:
         elif now - self.none_up_since > self.silent_s:
             why = (
                 f"no Ray worker answered for {self.silent_s:g} s (every worker of the batch "
-                f"was lost or stopped answering); this prompt did not run again"
+                f"was lost or stopped answering); this prompt did not run"
             )
             while self.queue:
                 i = self.queue.popleft()
+                why_i = why + (" again" if self.tries[i] else "")
                 self.keep(
                     i,
-                    row_failed(self.texts[i], _no_attempts(), _WorkerLost(why), 0.0),
+                    row_failed(self.texts[i], _no_attempts(), _WorkerLost(why_i), 0.0),
                     _no_attempts(),
                 )
 
