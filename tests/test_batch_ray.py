@@ -115,9 +115,12 @@ def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) ->
     assert set(lost["worker"]) == set(killed)  # the process that ran them, not its replacement
     for i in lost["prompt_index"]:
         tries = a[a["prompt_index"] == i]
-        ok = tries[(tries["outcome"] == "ok") & (tries["phase"] == "request")]
+        # the lost try's own requests may have succeeded before its process died: look at the
+        # tries that returned
+        returned = tries[~tries["agent_id"].isin(set(lost["agent_id"]))]
+        ok = returned[(returned["outcome"] == "ok") & (returned["phase"] == "request")]
         assert ok["agent_id"].str.endswith(".2").any()  # its second try succeeded
-        assert set(ok["worker"]).isdisjoint(set(lost["worker"]))  # on another process
+        assert set(ok["worker"]).isdisjoint(set(killed))  # on another process
         assert df.loc[i, "run_id"] in set(ok["run_id"])  # the row is that try's
 
 
