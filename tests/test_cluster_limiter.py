@@ -233,3 +233,33 @@ def test_a_probe_that_never_reports_does_not_hold_every_worker_back_for_ever() -
         return core.limiter.admitted + len(core.limiter._probes)
 
     assert asyncio.run(main()) == 2  # both got a slot (their probes are out)
+
+
+def test_a_restarted_core_that_answers_before_it_is_seeded_gives_no_burst() -> None:
+    # Ray retries a call in flight on the restarted limiter actor: the new core answers it
+    # knowing only what replies sent under the old one told it (a bucket with 5 left, once)
+    planned: list[float] = []
+
+    def on_wait(delay: float, reason: str) -> None:
+        planned.append(delay)
+
+    async def main() -> AsyncLimiterCore:
+        clock = Clock()
+        old = AsyncLimiterCore(now=clock)
+        old.limiter.interval, old.limiter.capacity, old.limiter.tokens = 0.05, 5.0, 0.0
+        old.limiter._t = clock()
+        link = Link(old)
+        pacer = ClusterPacer(link.report, link.ask, "a")
+        ask = PaceRequest(None, 60, "x", on_wait)
+        await pacer.acquire(VirtualClock(), ask)  # it learns the rate from the old core
+        new = AsyncLimiterCore(now=clock)
+        new.report("a", [("ok", 0.0, {"anthropic-ratelimit-requests-remaining": "5"})])
+        link.core = new
+        planned.clear()
+        await asyncio.gather(*(pacer.acquire(VirtualClock(), ask) for _ in range(4)))
+        return new
+
+    new = asyncio.run(main())
+    assert new.limiter.rate == pytest.approx(20.0)  # seeded before it handed out a slot
+    # paced from an empty bucket, one interval apart; not four at once
+    assert sorted(planned) == pytest.approx([0.05, 0.1, 0.15, 0.2])

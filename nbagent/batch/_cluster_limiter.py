@@ -278,6 +278,14 @@ class ClusterPacer:
                 continue
             wait = RETRY_CALL_S[0]
             self._took(reply, time.monotonic() - t0, seeded=seed is not None)
+            if self._seed_next and self.learned:
+                # a restarted core that has not been told what the old one knew (Ray retried
+                # this call there): its slots may burst; hand them back and tell it first
+                for _, slot in reply["slots"]:
+                    if slot:
+                        self._note("release", self.epoch)
+                self._want, self._check = want + self._want, check + self._check
+                continue
             for (fut, _), (delay, slot) in zip(want, reply["slots"], strict=True):
                 if fut.done():  # its agent stopped waiting: hand the slot back
                     if slot:
@@ -291,12 +299,12 @@ class ClusterPacer:
     def _took(self, reply: Mapping[str, Any], rtt: float, *, seeded: bool) -> None:
         self.calls += 1
         self.round_trip_s += rtt
-        self._seed_next = False
-        if self.incarnation is not None and reply["incarnation"] != self.incarnation and not seeded:
-            self._seed_next = True  # a new core: tell it what the old one knew
+        # a new core: tell it what the old one knew (and do not take its word over it)
+        new = self.incarnation not in (None, reply["incarnation"]) and not seeded
+        self._seed_next = new
         self.incarnation = reply["incarnation"]
         learned = reply["learned"]
-        if learned.get("rate") or learned.get("capacity") or not self.learned:
+        if not new and (learned.get("rate") or learned.get("capacity") or not self.learned):
             self.learned = dict(learned)
         self.epoch = int(reply["epoch"])
         self.version = int(reply["version"])
