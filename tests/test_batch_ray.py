@@ -28,6 +28,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 RATE, BURST = 20.0, 5
 LEARNING = 3
+"""429s any limiter spends learning the rate (each 429's Retry-After names the refill)."""
+CORRECTING = 4
+"""429s the limiter spends correcting a rate measured too fast (see `nbagent.RateLimiter`): what
+a busy machine causes, Retry-Afters and outcomes heard late."""
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +78,10 @@ def test_one_budget_for_every_worker(ray: Any) -> None:
         out = map(_prompts(80), base_url=server.url, backend="ray", concurrency=16, show=False)
         sent, statuses = _sent(server), [r.status for r in server.requests]
     assert out.results["error"].isna().all()
-    # the server's limit plus its burst, plus the two or three 429s any limiter spends learning
-    # the rate (each 429's Retry-After names the refill); four limiters alone would send more
-    assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING
+    # the server's bucket admits at most BURST + RATE in any second, however late a slot is
+    # spent; beyond those, only the 429s the design spends: learning the rate, and correcting a
+    # rate a busy machine made it measure too fast. (One limiter per worker sends ~40-50.)
+    assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING + CORRECTING
     # few rejections: learning the rate costs a handful, a large share of only 80 requests on a
     # busy machine (benchmarks/bench_ray.py holds 400 prompts to <= 0.1 rejected per success)
     assert statuses.count(429) <= 0.2 * statuses.count(200)
@@ -87,6 +92,7 @@ def test_one_budget_for_every_worker(ray: Any) -> None:
 
 def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) -> None:
     n = 24
+    killed: list[str] = []
 
     async def main(url: str) -> BatchResult:
         handle = start(_prompts(n), base_url=url, backend="ray", concurrency=8, show=False)
@@ -94,6 +100,7 @@ def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) ->
         (workers,) = _pool.values()
         victim = ray.get(workers[0].ping.remote())
         os.kill(int(victim.rsplit(":", 1)[1]), signal.SIGKILL)
+        killed.append(victim)
         return await handle
 
     with serve(demo_delay_s=0.03) as server:  # each reply streams for a while
@@ -105,11 +112,15 @@ def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) ->
     lost = a[a["error_kind"] == "WorkerLost"]
     assert len(lost) >= 1
     assert lost["message"].str.contains("was lost mid-prompt").all()
+    assert set(lost["worker"]) == set(killed)  # the process that ran them, not its replacement
     for i in lost["prompt_index"]:
         tries = a[a["prompt_index"] == i]
-        ok = tries[(tries["outcome"] == "ok") & (tries["phase"] == "request")]
+        # the lost try's own requests may have succeeded before its process died: look at the
+        # tries that returned
+        returned = tries[~tries["agent_id"].isin(set(lost["agent_id"]))]
+        ok = returned[(returned["outcome"] == "ok") & (returned["phase"] == "request")]
         assert ok["agent_id"].str.endswith(".2").any()  # its second try succeeded
-        assert set(ok["worker"]).isdisjoint(set(lost["worker"]))  # on another process
+        assert set(ok["worker"]).isdisjoint(set(killed))  # on another process
         assert df.loc[i, "run_id"] in set(ok["run_id"])  # the row is that try's
 
 
@@ -121,10 +132,15 @@ def test_the_limiter_actor_killed_mid_batch_restarts_and_workers_do_not_hammer(r
         await _when(handle, 10)
         key = limiter_key(Agent("demo", base_url=url)._providers[0])
         actor = ray.get_actor(limiter_name(key), namespace=NAMESPACE)
-        # kill it once it has learned the rate (or half-way, on a machine too slow to meet it)
+        # kill it once it has learned the rate and told the workers (its answers to their next
+        # slot requests carry it), or half-way, on a machine too slow to meet the limit
+        told = None
         while not handle.done() and handle.progress.done < 40:
             learned.update(await actor.stats.remote())
-            if learned["rate"]:
+            if learned["rate"] and told is None:
+                told = learned["requests"] + 2
+            if told is not None and learned["requests"] >= told:
+                learned["told"] = True
                 break
             await asyncio.sleep(0.05)
         learned["killed_at"] = time.time()
@@ -135,17 +151,23 @@ def test_the_limiter_actor_killed_mid_batch_restarts_and_workers_do_not_hammer(r
         out = asyncio.run(main(server.url))
         sent, statuses = _sent(server), [r.status for r in server.requests]
         after = [r.status for r in server.requests if r.received_at > learned["killed_at"]]
+        # what to read when it fails: each reply after the kill, seconds after it
+        story = [
+            f"{r.received_at - learned['killed_at']:.2f}s:{r.status}"
+            for r in server.requests
+            if r.received_at > learned["killed_at"]
+        ]
     assert out.results["error"].isna().all()
     assert "limiter restarted" in out.limiter
     assert statuses.count(429) <= 0.2 * statuses.count(200)
-    if learned["rate"]:
+    if learned.get("told"):
         # seeded by the workers with what the old one knew: it paces at once, no relearning
-        assert after.count(429) <= 2
-        assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING
+        assert after.count(429) <= 2, f"learned before the kill: {learned}; after: {story}"
+        assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING + CORRECTING
     else:
-        # it knew nothing to pass on: the new one learns again, a few 429s, not a storm
-        assert after.count(429) <= 2 * LEARNING
-        assert per_second_peak(sent, 0.999) <= RATE + BURST + 2 * LEARNING
+        # the workers knew no rate to pass on: the new one learns again, a few 429s, not a storm
+        assert after.count(429) <= 2 * LEARNING, f"after the kill: {story}"
+        assert per_second_peak(sent, 0.999) <= RATE + BURST + 2 * LEARNING + CORRECTING
 
 
 def test_cancel_stops_every_worker_and_returns_what_finished(ray: Any) -> None:

@@ -39,7 +39,14 @@ from .._loop._limiter import RateLimiter, too_long
 from .._loop._retry_budget import RetryBudget
 from ..errors import RateLimited, TransportError
 
-__all__ = ["LEASE_TOKENS", "AsyncLimiterCore", "ClusterPacer", "LimiterCore", "rate_headers"]
+__all__ = [
+    "LEASE_TOKENS",
+    "LONG_POLL_S",
+    "AsyncLimiterCore",
+    "ClusterPacer",
+    "LimiterCore",
+    "rate_headers",
+]
 
 LEASE_TOKENS = 40.0
 """The share of the retry budget a worker holds: eight retries, or four after timeouts."""
@@ -190,8 +197,12 @@ class AsyncLimiterCore(LimiterCore):
         if after is not None and after == self.version:
             if self._news is None:
                 self._news = asyncio.Event()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._news.wait(), LONG_POLL_S)
+            # asyncio.wait, which does not raise on timeout: on Python 3.10 `wait_for` raises
+            # asyncio.TimeoutError, not yet the built-in TimeoutError, and a long poll that
+            # failed instead of answering held every worker back for ever
+            news = asyncio.ensure_future(self._news.wait())
+            await asyncio.wait({news}, timeout=LONG_POLL_S)
+            news.cancel()
         return self.reserve(worker, wants, held, seed)
 
 
@@ -267,6 +278,14 @@ class ClusterPacer:
                 continue
             wait = RETRY_CALL_S[0]
             self._took(reply, time.monotonic() - t0, seeded=seed is not None)
+            if self._seed_next and self.learned:
+                # a restarted core that has not been told what the old one knew (Ray retried
+                # this call there): its slots may burst; hand them back and tell it first
+                for _, slot in reply["slots"]:
+                    if slot:
+                        self._note("release", self.epoch)
+                self._want, self._check = want + self._want, check + self._check
+                continue
             for (fut, _), (delay, slot) in zip(want, reply["slots"], strict=True):
                 if fut.done():  # its agent stopped waiting: hand the slot back
                     if slot:
@@ -280,12 +299,12 @@ class ClusterPacer:
     def _took(self, reply: Mapping[str, Any], rtt: float, *, seeded: bool) -> None:
         self.calls += 1
         self.round_trip_s += rtt
-        self._seed_next = False
-        if self.incarnation is not None and reply["incarnation"] != self.incarnation and not seeded:
-            self._seed_next = True  # a new core: tell it what the old one knew
+        # a new core: tell it what the old one knew (and do not take its word over it)
+        new = self.incarnation not in (None, reply["incarnation"]) and not seeded
+        self._seed_next = new
         self.incarnation = reply["incarnation"]
         learned = reply["learned"]
-        if learned.get("rate") or learned.get("capacity") or not self.learned:
+        if not new and (learned.get("rate") or learned.get("capacity") or not self.learned):
             self.learned = dict(learned)
         self.epoch = int(reply["epoch"])
         self.version = int(reply["version"])

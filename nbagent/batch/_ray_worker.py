@@ -4,8 +4,10 @@ The driver sends it prompts one call at a time (`run`), up to its share of the b
 concurrency; each call builds the agent from the batch's `AgentSpec`, runs it, and returns the
 prompt's row and attempt frame. Meanwhile the worker keeps what the driver polls (`drain`):
 lane moves, counters, and every attempt row as it ends, so a prompt whose worker dies keeps the
-attempts it had made. `cancel` stops every agent of a batch at once (each still returns its row,
-marked cancelled); `finish` hands the retry budget back to the cluster limiter.
+attempts it had made, and what each running agent last did and when (`busy`), so the driver
+can tell an agent that is stuck from one that is slow. `cancel` stops every agent of a batch at
+once (each still returns its row, marked cancelled); `finish` hands the retry budget back to the
+cluster limiter.
 """
 
 from __future__ import annotations
@@ -14,15 +16,27 @@ import asyncio
 import os
 import socket
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
 
-from .._core._pacing import Pacer
+from .._core._clock import Clock
+from .._core._pacing import Pacer, PaceRequest
 from .._loop._attempt_log import AttemptLog
 from .._loop._frame import with_origin
 from ..errors import Aborted
-from ..events import Event, PacedWait, RetryScheduled
+from ..events import (
+    AttemptStarted,
+    CompactionStarted,
+    Event,
+    PacedWait,
+    RetryScheduled,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStarted,
+)
 from ._cluster_limiter import ClusterPacer
 from ._frames import row_failed, row_ok
 from ._progress import lane_state
@@ -47,6 +61,7 @@ class BatchWorker:
         self._lanes: dict[str, list[tuple[int, int, str]]] = {}
         self._rows: dict[str, dict[tuple[int, int, int], dict[str, Any]]] = {}
         self._counts: dict[str, dict[str, float]] = {}
+        self._busy: dict[str, dict[tuple[int, int], tuple[float, str]]] = {}
 
     def ping(self) -> str:
         return self.label
@@ -61,9 +76,18 @@ class BatchWorker:
         limiter: LimiterChoice,
     ) -> tuple[dict[str, Any], pd.DataFrame]:
         """Run prompt `i` (its `attempt`-th try); its row and its attempts."""
+        busy = self._busy.setdefault(batch, {})
+        busy[i, attempt] = (time.monotonic(), "its agent to start")
+
+        def mark(what: str) -> None:
+            busy[i, attempt] = (time.monotonic(), what)
+
         spec = await self._spec(batch, spec_box[0])
         stream = AttemptLog(on_row=self._streamer(batch, i, attempt))
-        agent = spec.make(self._tracker(batch, i, attempt), stream, limiter=self._pacer(limiter))
+        pacer = self._pacer(limiter)
+        if not isinstance(pacer, bool):
+            pacer = _MarkedPacer(pacer, mark)
+        agent = spec.make(self._tracker(batch, i, attempt, mark), stream, limiter=pacer)
         t0 = time.monotonic()
         run = asyncio.ensure_future(agent.run(prompt, show=False))
         tasks = self._tasks.setdefault(batch, set())
@@ -79,6 +103,7 @@ class BatchWorker:
             row = row_failed(prompt, agent.attempts, err, time.monotonic() - t0)
         finally:
             tasks.discard(run)
+            busy.pop((i, attempt), None)
             await agent.aclose()
         return row, with_origin(agent.attempts, f"{i}.{attempt}", self.label)
 
@@ -98,18 +123,21 @@ class BatchWorker:
         return len(tasks)
 
     def drain(self, batch: str) -> dict[str, Any]:
-        """What happened since the last drain: lane moves, counters, ended attempt rows."""
-        out = {
+        """What happened since the last drain: lane moves, counters, ended attempt rows; and
+        for each running agent, how long ago it last did something, and what it waits for."""
+        now = time.monotonic()
+        busy = self._busy.get(batch, {})
+        return {
             "worker": self.label,
             "lanes": self._lanes.pop(batch, []),
             "counts": self._counts.pop(batch, {}),
             "rows": self._rows.pop(batch, {}),
+            "busy": {key: (now - t, what) for key, (t, what) in busy.items()},
         }
-        return out
 
     async def finish(self, batch: str) -> None:
         """The batch is over: forget it, and give the retry budget back."""
-        for key in (self._specs, self._tasks, self._lanes, self._rows, self._counts):
+        for key in (self._specs, self._tasks, self._lanes, self._rows, self._counts, self._busy):
             key.pop(batch, None)
         self._cancelled.discard(batch)
         for pacer in self._pacers.values():
@@ -143,8 +171,9 @@ class BatchWorker:
             return value  # type: ignore[no-any-return]
         return kind == "process"
 
-    def _tracker(self, batch: str, i: int, attempt: int) -> Any:
+    def _tracker(self, batch: str, i: int, attempt: int, mark: Callable[[str], None]) -> Any:
         def on_event(event: Event) -> None:
+            mark(waiting_for(event))
             state = lane_state(event)
             if state is not None:
                 self._lanes.setdefault(batch, []).append((i, attempt, state))
@@ -161,3 +190,40 @@ class BatchWorker:
             self._rows.setdefault(batch, {})[(i, attempt, idx)] = row
 
         return on_row
+
+
+def waiting_for(event: Event) -> str:
+    """What an agent waits for after `event` (the driver's sentence for a stuck prompt)."""
+    if isinstance(event, (AttemptStarted, TextDelta, ThinkingDelta, ToolCallDelta)):
+        return "the provider's reply"
+    if isinstance(event, PacedWait):
+        return f"the rate limiter ({event.reason})"
+    if isinstance(event, RetryScheduled):
+        return "the backoff before a retry"
+    if isinstance(event, ToolCallStarted):
+        return f"tool `{event.name}` to return"
+    if isinstance(event, CompactionStarted):
+        return "a summary of the conversation (compaction)"
+    return f"its next step (after {type(event).__name__})"
+
+
+class _MarkedPacer:
+    """A run's view of its worker's pacer: the same pacer, and the run's `busy` mark says when
+    it waits for a slot (a wait that emits no event until it ends)."""
+
+    def __init__(self, pacer: Pacer, mark: Callable[[str], None]) -> None:
+        self._pacer, self._mark = pacer, mark
+
+    async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
+        self._mark("a slot from the rate limiter")
+        await self._pacer.acquire(clock, ask)
+        self._mark("the provider's reply")
+
+    def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
+        self._pacer.succeeded(now, headers)
+
+    def failed(self, now: float, error: BaseException) -> None:
+        self._pacer.failed(now, error)
+
+    def allow_retry(self, error: BaseException) -> bool:
+        return self._pacer.allow_retry(error)
