@@ -137,3 +137,29 @@ def test_the_widget_and_the_png_compress_the_same_idle_stretch() -> None:
     assert drawn / widget.width > 0.01
     assert (second["end"] - second["start"]) / widget.span < 0.01  # a sliver if linear
     assert FINAL  # the scripted reply is the same in both runs
+
+
+def test_a_watched_sdk_s_wait_is_announced_as_the_sdk_s() -> None:
+    from nbagent.events import SDKRetryScheduled
+
+    wait = SDKRetryScheduled(
+        run_id=RUN,
+        time=100.5,
+        turn=1,
+        phase="request",
+        attempt=1,
+        next_attempt=2,
+        max_attempts=3,
+        model="demo",
+        delay_s=1.0,
+        policy_delay_s=0.5,
+        error="RateLimited",
+        message="rate limited",
+        status_code=429,
+        retry_after_s=1.0,
+        sdk="the Anthropic SDK",
+    )
+    said, _ = announcements([*live_events()[:2], wait])
+    assert said[-1] == (
+        "rate limit: the Anthropic SDK is waiting 1 s (the server's Retry-After) before attempt 2"
+    )

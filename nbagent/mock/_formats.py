@@ -34,6 +34,9 @@ Piece = tuple[str, bytes]
 
 @dataclass(frozen=True)
 class Route:
+    """Which wire format and model a request to the mock speaks, read from its path and body:
+    what the server answers in, and what a replay compares with the recording."""
+
     format: Format
     model: str = ""  # Gemini names the model in the path
     stream: bool | None = None  # Gemini says it in the path; the others in the body

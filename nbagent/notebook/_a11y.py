@@ -27,6 +27,7 @@ from ..events import (
     PacedWait,
     RetryScheduled,
     RunFinished,
+    SDKRetryScheduled,
     ToolCallFinished,
 )
 from ._values import num
@@ -150,6 +151,12 @@ _RECENT = 4
 
 
 def _announcement(event: Event) -> str | None:
+    if isinstance(event, SDKRetryScheduled):  # a watched SDK waits, not the agent
+        who = event.sdk or "the SDK"
+        delay = spoken_seconds(num(event.delay_s))
+        why = "the server's Retry-After" if event.retry_after_s is not None else "its own backoff"
+        step = f"attempt {event.next_attempt}"
+        return f"{describe(event.error)}: {who} is waiting {delay} ({why}) before {step}"
     if isinstance(event, RetryScheduled):
         delay = spoken_seconds(num(event.delay_s))
         step = f"attempt {event.next_attempt} of {event.max_attempts}"

@@ -15,8 +15,11 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 FORMAT = "nbagent-recording"
+"""The `format` the header line names: a file without it is not a recording."""
 VERSION = 1
+"""The layout version written; a file of a newer one is refused (never guessed at)."""
 SUFFIX = ".nbrec"
+"""The usual file suffix of a recording (`replay:NAME` looks for NAME + SUFFIX)."""
 
 KEPT_HEADERS = frozenset(
     {
