@@ -613,3 +613,13 @@ def test_no_response_headers_within_the_timeouts_is_transport_error() -> None:
     assert isinstance(err, TransportError)
     assert "0.1 s" in err.message
     assert classify(err) is Action.RETRY
+
+
+def test_a_code_of_non_ascii_digits_is_read_as_a_code_not_a_crash() -> None:
+    # hypothesis found it: "¹".isdigit() is True, int("¹") raises ValueError
+    from nbagent.providers._http_errors import error_from_payload
+
+    err = error_from_payload(
+        "anthropic", {"type": "error", "error": {"code": "¹", "message": "x"}}, {}
+    )
+    assert err.code == "¹"

@@ -138,7 +138,7 @@ def read_request(request: Any) -> RequestFacts:
     headers = request.headers
     secrets = request_secrets(request)
     raw = headers.get("x-stainless-retry-count")
-    retry_count = int(raw) if raw is not None and raw.isdigit() else None
+    retry_count = int(raw) if raw is not None and raw.isascii() and raw.isdigit() else None
     try:
         content = request.content
     except Exception:  # a streamed request body: nothing to read without consuming it

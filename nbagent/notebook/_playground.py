@@ -309,6 +309,8 @@ class _Picture:
             f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" '
             'style="width:448px;display:block">'
         )
+
+
 def _recording_label(recording: Recording) -> str:
     name = recording.path.stem if recording.path is not None else "a recording"
     return f"the server of the recording {name}"

@@ -133,7 +133,7 @@ async def read_body(
     """The whole body, read in bounded chunks; `InvalidResponse` past `max_body_bytes`."""
     cap = limits.max_body_bytes
     declared = response.headers.get("content-length", "")
-    if declared.strip().isdigit() and int(declared) > cap:
+    if declared.strip().isascii() and declared.strip().isdigit() and int(declared) > cap:
         what = f"the response body ({int(declared)} bytes)"
         raise _too_large(provider, response, what, cap, secrets)
     buf = bytearray()

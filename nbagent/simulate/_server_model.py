@@ -212,7 +212,7 @@ def _from_recording(rec: Recording) -> tuple[list[Answer], list[float], str, str
         answers.append(Answer(ex.at - t0, ex.duration_s, error, logical))
         for name in _LIMIT_HEADERS:
             value = ex.headers.get(name, "")
-            if value.isdigit():
+            if value.isascii() and value.isdigit():
                 limits.append(float(value))
     first = rec.exchanges[0]
     found = route(first.path)
