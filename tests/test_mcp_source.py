@@ -202,8 +202,21 @@ def test_server_killed_from_outside_while_a_call_runs() -> None:
             await src.list_tools()
             pid = await server_pid(src)
 
+            # Kill once the quick call's result is in (not after a fixed sleep: on a busy
+            # machine 0.4 s may not be enough for it); the slow calls have 10 s to go then.
+            quick_done = asyncio.Event()
+            call_one = src._call_one
+
+            async def watched_call(conn: Any, call: ToolCall) -> Any:
+                outcome = await call_one(conn, call)
+                if call.id == "a":
+                    quick_done.set()
+                return outcome
+
+            src._call_one = watched_call  # type: ignore[method-assign]
+
             async def kill_soon() -> None:
-                await asyncio.sleep(0.4)
+                await quick_done.wait()
                 os.kill(pid, signal.SIGKILL)
 
             killer = asyncio.create_task(kill_soon())
@@ -217,6 +230,7 @@ def test_server_killed_from_outside_while_a_call_runs() -> None:
                 )
             )
             await killer
+            src._call_one = call_one  # type: ignore[method-assign]
             assert got[0].text == "quick" and not got[0].is_error  # done before the kill
             for o in got[1:]:
                 assert o.error == "server_exited"
