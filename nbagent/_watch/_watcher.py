@@ -139,6 +139,11 @@ class Watcher:
 
     def close(self) -> None:
         """End the calls still waiting for a retry, commit the durable log, stop showing."""
+        self._stop_showing()
+        if self._durable is not None:
+            self._durable.close()
+
+    def _stop_showing(self) -> None:
         self._calls.settle()
         if self._view is not None:
             self._view.close()
@@ -146,8 +151,6 @@ class Watcher:
             self._unsubscribe()
             self._unsubscribe = None
         self._view = None
-        if self._durable is not None:
-            self._durable.close()
 
     def __enter__(self) -> Watcher:
         show = presenter().active() if self._show is None else self._show
@@ -161,13 +164,7 @@ class Watcher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._calls.settle()
-        if self._view is not None:
-            self._view.close()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        self._view = None
+        self._stop_showing()
         if self._durable is not None:
             self._durable.flush()
 

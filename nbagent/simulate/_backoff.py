@@ -1,14 +1,5 @@
-"""Backoff in virtual time: an hour of retries in a fraction of a second.
-
-Both simulations drive the agent's own decision (`decide`, with the real `RetryPolicy`'s
-backoff, jitter and caps) with no sleeping, and emit the same events the agent emits into an
-`AttemptLog`, so they return attempt frames with exactly the columns of `agent.attempts` and
-every plot of `nbagent.analysis` applies::
-
-    df = simulate_retries(RetryPolicy(max_attempts=6, seed=1), fail_rate=0.4, n_runs=50, seed=1)
-    plot_backoff(df, policy)
-
-    compare_jitter(n_clients=50, seed=0)     # none vs full vs equal vs decorrelated
+"""Retries and contention in virtual time (`simulate_retries`, `simulate_contention`,
+`compare_jitter`); the package docstring of `nbagent.simulate` shows them in use.
 
 `simulate_contention` is the experiment of the AWS Architecture Blog post "Exponential Backoff
 And Jitter": N clients start at the same moment and race for one server; without jitter they
