@@ -1,7 +1,7 @@
 """End to end: the live batch view in JupyterLab, in headless Chromium.
 
 tests/notebooks/batch_view.ipynb starts a batch of 30 prompts in the background
-(`nbagent.batch.start`) against a mock server that admits 5 requests a second. The test watches
+(`nbagent.batch.start`) against a mock server that admits 2 requests a second. The test watches
 the view's "done" count rise while the agents run (pushed from the kernel, about ten times a
 second at most), presses its Stop button, and checks in the next cell that the batch returned
 every row, the unfinished ones cancelled; axe-core checks the view (WCAG 2.1 A/AA) in the light
