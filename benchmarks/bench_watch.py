@@ -1,9 +1,14 @@
 """Watching an SDK client: the CPU the watcher adds to the anthropic SDK's own, per streamed reply.
 
 One reply of 20,000 text deltas (`[demo:deltas=N]` against the mock server, which runs in its own
-process, so the process CPU time measured here is the client's alone), read with
+process), read with
 `messages.stream()` by an unwatched `anthropic.Anthropic` and by `nbagent.watch` of the same
-client, interleaved run by run; the medians are compared. Goal: watching adds at most 5 %.
+client, in pairs run back to back; the median of the pairs' ratios is the figure. Goal:
+watching adds at most 5 %.
+
+The figure is the CPU time of the thread that reads (`time.thread_time`): the SDK and the
+watcher both run there (the watcher has no thread of its own), while threads other benchmarks
+of the same process left behind (Ray's driver, in a full run) do not count towards it.
 """
 
 from __future__ import annotations
@@ -43,11 +48,13 @@ def run(short: bool = False) -> Report:
         cpu: dict[str, list[float]] = {name: [] for name in clients}
         for c in clients.values():  # warm up: imports, connections
             _read(c, 10)
-        for _ in range(repeats):
-            for name, c in clients.items():
-                t0 = time.process_time()
+        order = list(clients.items())
+        for i in range(repeats):
+            # each pair in turn order (ABBA...), so a drift of the machine's speed is shared
+            for name, c in order if i % 2 == 0 else order[::-1]:
+                t0 = time.thread_time()
                 n = _read(c, deltas)
-                cpu[name].append(time.process_time() - t0)
+                cpu[name].append(time.thread_time() - t0)
                 assert n > deltas, f"{name} read only {n} characters"
         attempts = w.attempts
         assert len(attempts) == repeats + 1 and (attempts["outcome"] == "ok").all()
@@ -57,9 +64,11 @@ def run(short: bool = False) -> Report:
     base = med["anthropic SDK"]
     rows = [[k, v, v / base, 1e6 * v / deltas] for k, v in med.items()]
     rep.table(["client", "CPU seconds", "x unwatched", "us/delta"], rows)
-    rep.goals.append(
-        Goal("watched / unwatched client CPU", med["anthropic SDK, watched"] / base, 1.05)
-    )
+    # the median of the pairs' ratios: each pair ran back to back, so a slow spell of a shared
+    # machine (seen: the same read taking 1.5 s in one pair and 2.1 s in the next) moves both
+    pairs = zip(cpu["anthropic SDK"], cpu["anthropic SDK, watched"], strict=True)
+    ratio = median([watched / plain for plain, watched in pairs])
+    rep.goals.append(Goal("watched / unwatched client CPU, median of pairs", ratio, 1.05))
     return rep
 
 
