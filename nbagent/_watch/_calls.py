@@ -225,14 +225,7 @@ class CallLog:
         cost = None
         if e.input_tokens is not None or e.output_tokens is not None:
             cost = estimate_cost(f.provider, f.model, usage)
-        call.usage = call.usage + Usage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost_usd=cost,
-            requests=1,
-        )
+        call.usage = call.usage + usage.with_cost(cost)
         self.nbagent_actions[(call.run_id, a.n)] = "none"
         self._emit(
             AttemptSucceeded(

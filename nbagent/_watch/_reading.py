@@ -20,6 +20,7 @@ from ..errors import (
     Aborted,
     InvalidResponse,
     NbAgentError,
+    ProviderError,
     StreamInterrupted,
     TransportError,
 )
@@ -239,15 +240,7 @@ class ReplyReader:
         f = self.facts
         rid = request_id_from(self.headers, None, f.secrets)
         if self.status >= 300 or (not self.sse and not (200 <= self.status < 300)):
-            body = b"".join(self._body)
-            err = error_from_response(
-                f.provider,
-                self.status,
-                body,
-                self.headers,
-                secrets=f.secrets,
-                model=f.model or None,
-            )
+            err = self._error(b"".join(self._body))
             return Ending(error=err, request_id=err.request_id or rid)
         if not self.sse:
             return self._json_ending(rid)
@@ -264,6 +257,13 @@ class ReplyReader:
             )
         return end
 
+    def _error(self, body: bytes | dict[str, Any]) -> ProviderError:
+        """The provider's error for this answer, read from its status, body and headers."""
+        f = self.facts
+        return error_from_response(
+            f.provider, self.status, body, self.headers, secrets=f.secrets, model=f.model or None
+        )
+
     def _json_ending(self, rid: str | None) -> Ending:
         f = self.facts
         raw = b"".join(self._body)
@@ -276,14 +276,7 @@ class ReplyReader:
             end.error = InvalidResponse("the reply is not JSON", provider=f.provider)
             return end
         if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            end.error = error_from_response(
-                f.provider,
-                self.status,
-                body,
-                self.headers,
-                secrets=f.secrets,
-                model=f.model or None,
-            )
+            end.error = self._error(body)
             return end
         if isinstance(body, dict):
             _usage(f.provider, body, end)

@@ -50,7 +50,7 @@ _CLASSES: dict[str, tuple[type, type]] = {}
 
 
 class _Ends:
-    """The observers of one exchange, ended exactly once."""
+    """The observers of one exchange, told each step of it and ended exactly once."""
 
     __slots__ = ("done", "exchanges", "now")
 
@@ -58,6 +58,27 @@ class _Ends:
         self.exchanges = exchanges
         self.now = now
         self.done = False
+
+    def chunk(self, data: bytes) -> None:
+        t = self.now()
+        for e in self.exchanges:
+            e.chunk(data, t)
+
+    def answered(self, mod: ModuleType, response: Any) -> bool:
+        """Tells the status and headers; True when the body was all there already (a mock
+        transport's `content=`), told at once, whole, and the exchange ended."""
+        t = self.now()
+        for e in self.exchanges:
+            e.response(response.status_code, response.headers, t)
+        stream = response.stream
+        if not isinstance(stream, mod.ByteStream):
+            return False
+        body = b"".join(stream)
+        if body:
+            for e in self.exchanges:
+                e.chunk(body, t)
+        self.end(None)
+        return True
 
     def end(self, error: BaseException | None) -> None:
         if self.done:
@@ -68,19 +89,9 @@ class _Ends:
             e.end(error, t)
 
 
-def _whole(
-    mod: ModuleType, response: Any, exchanges: list[Exchange], ends: _Ends, t: float
-) -> bool:
-    """A body that is all there already (a mock transport's `content=`): told at once, whole."""
-    stream = response.stream
-    if not isinstance(stream, mod.ByteStream):
-        return False
-    body = b"".join(stream)
-    if body:
-        for e in exchanges:
-            e.chunk(body, t)
-    ends.end(None)
-    return True
+def _exchanges(observers: list[ObserverFactory], request: Any, t: float) -> list[Exchange]:
+    """The observers that watch `request` (a factory returns None for one it leaves alone)."""
+    return [e for f in observers if (e := f(request, t)) is not None]
 
 
 def _classes(mod: ModuleType) -> tuple[type, type]:
@@ -95,13 +106,9 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
 
         def __iter__(self) -> Iterator[bytes]:
             ends = self._ends
-            exchanges = ends.exchanges
-            now = ends.now
             try:
                 for chunk in self._inner:
-                    t = now()
-                    for e in exchanges:
-                        e.chunk(chunk, t)
+                    ends.chunk(chunk)
                     yield chunk
             except GeneratorExit:
                 ends.end(StreamClosed("the client stopped reading before the end"))
@@ -124,13 +131,9 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             ends = self._ends
-            exchanges = ends.exchanges
-            now = ends.now
             try:
                 async for chunk in self._inner:
-                    t = now()
-                    for e in exchanges:
-                        e.chunk(chunk, t)
+                    ends.chunk(chunk)
                     yield chunk
             except GeneratorExit:
                 ends.end(StreamClosed("the client stopped reading before the end"))
@@ -157,23 +160,17 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
             self._now = now
 
         def handle_request(self, request: Any) -> Any:
-            now = self._now
-            t = now()
-            exchanges = [e for f in self.observers if (e := f(request, t)) is not None]
+            exchanges = _exchanges(self.observers, request, self._now())
             if not exchanges:
                 return self.inner.handle_request(request)
-            ends = _Ends(exchanges, now)
+            ends = _Ends(exchanges, self._now)
             try:
                 response = self.inner.handle_request(request)
             except BaseException as exc:
                 ends.end(exc)
                 raise
-            t = now()
-            for e in exchanges:
-                e.response(response.status_code, response.headers, t)
-            if _whole(mod, response, exchanges, ends, t):
-                return response
-            response.stream = SyncStream(response.stream, ends)
+            if not ends.answered(mod, response):
+                response.stream = SyncStream(response.stream, ends)
             return response
 
         def close(self) -> None:
@@ -190,23 +187,17 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
             self._now = now
 
         async def handle_async_request(self, request: Any) -> Any:
-            now = self._now
-            t = now()
-            exchanges = [e for f in self.observers if (e := f(request, t)) is not None]
+            exchanges = _exchanges(self.observers, request, self._now())
             if not exchanges:
                 return await self.inner.handle_async_request(request)
-            ends = _Ends(exchanges, now)
+            ends = _Ends(exchanges, self._now)
             try:
                 response = await self.inner.handle_async_request(request)
             except BaseException as exc:
                 ends.end(exc)
                 raise
-            t = now()
-            for e in exchanges:
-                e.response(response.status_code, response.headers, t)
-            if _whole(mod, response, exchanges, ends, t):
-                return response
-            response.stream = AsyncStream(response.stream, ends)
+            if not ends.answered(mod, response):
+                response.stream = AsyncStream(response.stream, ends)
             return response
 
         async def aclose(self) -> None:
