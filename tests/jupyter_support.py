@@ -332,7 +332,9 @@ def drive(
     median = float(re.search(r"median attempt ([\d.]+) s", answer).group(1))  # type: ignore[union-attr]
     needed = 1.25 * median / SLIVER
     assert needed < 25, f"the demo's attempts took {median:.3f} s (median) on loopback"
-    print(f"median attempt {median:.3f} s: Stop pressed no sooner than {needed:.1f} s into the wait")
+    print(
+        f"median attempt {median:.3f} s: Stop pressed no sooner than {needed:.1f} s into the wait"
+    )
     time.sleep(max(0.0, waiting_since + needed - time.monotonic()))
 
     ARTIFACTS.mkdir(exist_ok=True)
