@@ -2,7 +2,8 @@
 
 Each benchmark prints its table, its ratios and PASS/MISS against its goal. Short mode uses tiny
 sizes and asserts no times. `--only NAME` runs one of: streaming, contention, bookkeeping,
-timing, ray, replay. `--write FILE` also saves the printed report (for benchmarks/README.md).
+timing, ray, watch, replay, first_attempt. `--write FILE` also saves the printed report (for
+benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_bookkeeping
 import bench_contention
+import bench_first_attempt
 import bench_ray
 import bench_replay
 import bench_streaming
@@ -31,6 +33,7 @@ BENCHMARKS = {
     "ray": bench_ray.run,
     "watch": bench_watch.run,
     "replay": bench_replay.run,
+    "first_attempt": bench_first_attempt.run,
 }
 
 

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
+import importlib
 import json
 import math
 import ssl
@@ -87,6 +88,26 @@ def _ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+# httpx loads its transport (httpcore, h11, the anyio backend) when the first client is built
+# and its first connection opens: a quarter of a second on a fresh process, which the first
+# attempt's duration_s and ttft_s would show as if the server had been slow. A provider loads
+# them when it is made, before any attempt is timed.
+_TRANSPORT = (
+    "httpcore",
+    "h11",
+    "httpcore._async.http11",
+    "httpcore._backends.anyio",
+    "anyio._backends._asyncio",
+)
+
+
+@functools.cache
+def _load_transport() -> None:
+    for module in _TRANSPORT:
+        with contextlib.suppress(ImportError):  # a layout httpx does not use any more
+            importlib.import_module(module)
+
+
 class HTTPProvider:
     """What every HTTP wire format shares. Subclasses implement `stream` and name their public
     endpoint and provider in `default_base_url` and `default_name`."""
@@ -150,6 +171,9 @@ class HTTPProvider:
             float(connect_timeout), float(idle_timeout), max_body_bytes, max_event_bytes
         )
         self._extra_headers = dict(extra_headers or {})
+        _load_transport()
+        if client is None and self.base_url.startswith("https:"):
+            _ssl_context()  # the CA bundle too: loaded now, not in the first attempt
 
     # -- secrets and repr ------------------------------------------------------------------
 
