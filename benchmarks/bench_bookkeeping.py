@@ -15,9 +15,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from common import Goal, Report, median
+from common import ROOT, Goal, Report, fresh_python, median
 
 from nbagent._core._budget import Usage
 from nbagent._loop._attempt_log import AttemptLog
@@ -270,19 +267,7 @@ print(json.dumps({"steps": steps, "windows": windows, "block": block}))
 def first_call_run(pause: float, calls: int, root: str | None = None) -> dict[str, Any]:
     """One fresh process of `_FIRST_CALL`: its steps, tool windows and longest loop block.
     `root`: the source tree to import nbagent from (this checkout unless given)."""
-    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run(
-        [sys.executable, "-c", _FIRST_CALL, str(pause), str(calls)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,  # `python -c` puts the working directory first on sys.path
-        check=True,
-        timeout=300,
-    )
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return fresh_python(_FIRST_CALL, str(pause), str(calls), root=root or ROOT)
 
 
 def first_call_section(rep: Report, repeats: int, calls: int) -> None:

@@ -9,13 +9,10 @@ now loads it when it is made. The script runs the demo model behind the loopback
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from typing import Any
 
-from common import ROOT, Goal, Report, median
+from common import ROOT, Goal, Report, fresh_python, median
 
 _SCRIPT = """
 import json, sys, time
@@ -39,18 +36,7 @@ print(json.dumps({"imported": imported, "made": made, "durations": durations}))
 def fresh_process(runs: int, root: str = ROOT) -> dict[str, Any]:
     """One fresh process of `_SCRIPT`: its import and Agent() times, every attempt's duration.
     `root`: the source tree to import nbagent from (this checkout unless given)."""
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(runs)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=root,  # `python -c` puts the working directory first on sys.path
-        check=True,
-        timeout=300,
-    )
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    return fresh_python(_SCRIPT, str(runs), root=root)
 
 
 def run(short: bool = False) -> Report:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,6 +46,23 @@ def mock_process(*args: str) -> Iterator[str]:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def fresh_python(script: str, *args: str, root: str = ROOT) -> dict[str, Any]:
+    """`python -c script ARGS` in a new process importing nbagent from `root` (this checkout
+    unless given), so what a process pays once is really paid; the JSON its last line prints."""
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,  # `python -c` puts the working directory first on sys.path
+        check=True,
+        timeout=300,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def median(values: Sequence[float]) -> float:
