@@ -25,9 +25,9 @@ if [ "${#others[@]}" -gt 1 ]; then
 else
   lanes=("${others[*]}")
 fi
-# A bound on a hang, not a speed check: on an idle 2-core machine a lane of two sessions takes
-# about 20 min; beside a busy process (a CPU hog) about 35, so 50 min leaves room and the whole
-# CI run stays inside its 90-minute limit.
+# A bound on a hang, not a speed check: on an idle 2-core machine the lane of two sessions took
+# 26 min; the three one after the other took 34 beside a busy process (a CPU hog), so 50 min
+# leaves room and the whole CI run stays inside its 90-minute limit.
 OTHERS_TIMEOUT_S=${NBAGENT_OTHER_PYTHONS_TIMEOUT_S:-3000}
 lane_pids=()
 start_lane() {  # start_lane N: lane N's sessions in the background

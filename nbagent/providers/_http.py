@@ -172,8 +172,11 @@ class HTTPProvider:
         )
         self._extra_headers = dict(extra_headers or {})
         _load_transport()
-        if client is None and self.base_url.startswith("https:"):
-            _ssl_context()  # the CA bundle too: loaded now, not in the first attempt
+        # plain http (a local server, the demo's mock) has no certificate to check; an https
+        # endpoint's CA bundle is loaded now, not in the first attempt
+        self._verify: ssl.SSLContext | bool = (
+            _ssl_context() if client is None and self.base_url.startswith("https:") else False
+        )
 
     # -- secrets and repr ------------------------------------------------------------------
 
@@ -205,11 +208,8 @@ class HTTPProvider:
         loop = asyncio.get_running_loop()
         client = self._owned.get(loop)
         if client is None:
-            # plain http (a local server, the demo's mock) has no certificate to check: no
-            # need to load the CA bundle, which costs the first attempt a visible moment
-            tls = _ssl_context() if self.base_url.startswith("https:") else False
             client = self._owned[loop] = httpx.AsyncClient(
-                timeout=self.limits.httpx_timeout(), verify=tls
+                timeout=self.limits.httpx_timeout(), verify=self._verify
             )
         return client
 
