@@ -7,9 +7,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from clock_support import drive, until
 
 from nbagent import RateLimited, RealClock, VirtualClock
 from nbagent._core._pacing import PaceRequest
+from nbagent._loop._limiter import LATE_NOTE
 from nbagent.batch._cluster_limiter import (
     LEASE_TOKENS,
     LONG_POLL_S,
@@ -18,6 +20,7 @@ from nbagent.batch._cluster_limiter import (
     LimiterCore,
 )
 from nbagent.errors import ServerError
+from nbagent.mock import RateLimit
 
 
 class Clock:
@@ -151,6 +154,39 @@ def test_agents_of_two_workers_leave_one_interval_apart() -> None:
     asyncio.run(main())
     # one request at once, the five others one interval apart, whichever worker sends them
     assert sorted(planned) == pytest.approx([0.02, 0.04, 0.06, 0.08, 0.1])
+
+
+def test_slots_that_came_due_while_a_worker_was_busy_do_not_all_leave_at_once() -> None:
+    # eight agents of one worker paced 50 ms apart; the worker is then busy for a second (a
+    # loaded machine, or the check before sending answered late) and no timer fires: seven
+    # slots are due at once when it wakes. Sent together, the provider's bucket of one would
+    # take one and reject six
+    clock = VirtualClock(auto_advance=False)
+    provider = RateLimit(requests_per_s=20, burst=1, now=clock.now)
+    admitted: list[bool] = []
+    reasons: list[str] = []
+
+    async def main() -> None:
+        core = AsyncLimiterCore(now=clock.now)
+        core.limiter.interval, core.limiter.capacity, core.limiter.tokens = 0.05, 1.0, 1.0
+        core.limiter._t = clock.now()
+        link = Link(core)
+        pacer = ClusterPacer(link.report, link.ask, "a")
+        ask = PaceRequest(None, 60, "x", lambda delay, reason: reasons.append(reason))
+
+        async def agent() -> None:
+            await pacer.acquire(clock, ask)
+            admitted.append(provider.acquire().allowed)
+
+        tasks = [asyncio.create_task(agent()) for _ in range(8)]
+        await until(lambda: clock.sleepers == 7)
+        clock.advance(1.0)  # busy: every timer fires at t=1.0
+        await drive(clock, tasks, 0.005)
+
+    asyncio.run(main())
+    assert admitted == [True] * 8  # no 429: the late slots were taken again, one apart
+    assert clock.now() == pytest.approx(1.3, abs=0.01)
+    assert sum(LATE_NOTE in r for r in reasons) == 6
 
 
 def test_while_the_core_is_down_a_worker_waits_then_seeds_the_new_one() -> None:

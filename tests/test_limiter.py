@@ -7,10 +7,12 @@ import heapq
 from collections.abc import Iterator
 
 import pytest
+from clock_support import drive, until
 
 from nbagent import Agent, RateLimiter, RetryBudget, RetryPolicy, ScriptedModel, VirtualClock
 from nbagent._core._clock import RealClock
-from nbagent._loop._limiter import limiter_key, reset_shared_limiters, shared_limiter
+from nbagent._core._pacing import PaceRequest
+from nbagent._loop._limiter import LATE_NOTE, limiter_key, reset_shared_limiters, shared_limiter
 from nbagent.mock import RateLimit, serve
 from nbagent.mock._ratelimit import anthropic_headers
 from nbagent.providers._anthropic import AnthropicProvider
@@ -183,6 +185,70 @@ def test_release_hands_a_cancelled_slot_back() -> None:
     lim.release(0.0, e)
     d3, _ = lim.reserve(0.0)
     assert d3 == pytest.approx(d2)
+
+
+# --- a busy process: timers that fire late -------------------------------------------------
+
+
+def _paced(rate: float = 20.0) -> RateLimiter:
+    """A limiter that knows the rate and a bucket of one, as after learning them."""
+    lim = RateLimiter()
+    lim.interval, lim.capacity, lim.tokens, lim._t = 1.0 / rate, 1.0, 1.0, 0.0
+    return lim
+
+
+def _agents(
+    lim: RateLimiter, clock: VirtualClock, n: int, provider: RateLimit
+) -> tuple[list[asyncio.Task[None]], list[bool], list[str]]:
+    admitted: list[bool] = []
+    reasons: list[str] = []
+    ask = PaceRequest(None, 60.0, "x", lambda delay, reason: reasons.append(reason))
+
+    async def agent() -> None:
+        await lim.acquire(clock, ask)
+        admitted.append(provider.acquire().allowed)
+
+    return [asyncio.create_task(agent()) for _ in range(n)], admitted, reasons
+
+
+def test_slots_that_came_due_while_the_loop_was_blocked_do_not_all_leave_at_once() -> None:
+    # eight agents paced 50 ms apart; the process is then busy for a second (a long cell, a
+    # loaded machine) and no timer fires: when it wakes, seven slots are due at once. Sent
+    # together, the provider's bucket of one would take one and reject six
+    clock = VirtualClock(auto_advance=False)
+    provider = RateLimit(requests_per_s=20, burst=1, now=clock.now)
+
+    async def main() -> tuple[list[bool], list[str]]:
+        tasks, admitted, reasons = _agents(_paced(), clock, 8, provider)
+        await until(lambda: clock.sleepers == 7)
+        clock.advance(1.0)  # blocked: every timer fires at t=1.0
+        await drive(clock, tasks, 0.005)
+        return admitted, reasons
+
+    admitted, reasons = asyncio.run(main())
+    assert admitted == [True] * 8  # no 429: the late slots were taken again, one apart
+    assert clock.now() == pytest.approx(1.3, abs=0.01)  # 1.0, then 1.05 ... 1.30
+    assert sum(LATE_NOTE in r for r in reasons) == 6  # each second wait says why
+
+
+def test_a_slot_a_little_late_is_spent_and_a_late_one_is_taken_again_only_once() -> None:
+    clock = VirtualClock(auto_advance=False)
+    provider = RateLimit(requests_per_s=1000, burst=100, now=clock.now)
+
+    async def main() -> list[str]:
+        tasks, _, reasons = _agents(_paced(), clock, 4, provider)
+        await drive(clock, tasks, 0.03)  # timers fire up to 30 ms late: a busy loop's jitter
+        assert not any(LATE_NOTE in r for r in reasons)
+        # a machine that is always slow: blocked again before each second slot; still sent
+        tasks, _, reasons = _agents(_paced(), clock, 3, provider)
+        for sleeping in (2, 1):  # the second agent's new slot is free at once, the third's not
+            await until(lambda: clock.sleepers == sleeping)  # noqa: B023 (awaited at once)
+            clock.advance(2.0)
+        await drive(clock, tasks, 0.005)
+        return reasons
+
+    reasons = asyncio.run(main())
+    assert sum(LATE_NOTE in r for r in reasons) == 1  # renewed once, then spent however late
 
 
 # --- the retry budget --------------------------------------------------------------------------

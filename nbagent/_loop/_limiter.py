@@ -17,7 +17,9 @@ the provider's token bucket:
 - **pacing**: once the rate is known each request reserves its own future slot, so waiters leave
   one interval apart instead of all at once; a 429 after that blocks everyone until its
   Retry-After, slows the rate a little and voids every reservation (the `epoch` moves on), so
-  the queue is rebuilt from what the server just said;
+  the queue is rebuilt from what the server just said; a slot that came due while the process
+  was busy (its event loop blocked) is dropped and taken again at the back of the queue, once,
+  so the waiters it held do not all leave together;
 - **correcting a rate measured too fast** (Retry-Afters heard late on a busy machine, outcomes
   reported out of order by other processes): 429s while pacing, with `k` admissions between
   the first and the last (`k` of 3 or more) and a bucket that never filled up meanwhile,
@@ -51,11 +53,13 @@ from ..errors import RateLimited, TransportError
 from ._retry_budget import RetryBudget
 
 __all__ = [
+    "LATE_NOTE",
     "RateLimiter",
     "RetryBudget",
     "limiter_key",
     "reset_shared_limiters",
     "shared_limiter",
+    "too_late",
     "too_long",
 ]
 
@@ -63,6 +67,10 @@ POLL_S = 0.02
 """How often a request held back behind a probe looks again."""
 MAX_STEP = 1.5
 """The most one 429 while pacing slows the pace by (a measurement can undercount admissions)."""
+LATE_S = 0.05
+"""How late past its time a paced slot may still be spent: an event loop's jitter on a busy
+machine. See `too_late`."""
+LATE_NOTE = " (again: the last slot came due while this process was busy)"
 
 
 def _first_number(headers: Mapping[str, str], *names: str) -> float | None:
@@ -227,6 +235,7 @@ class RateLimiter:
         announced wait; a reservation that a 429 voided meanwhile (the epoch moved on) is made
         again; a cancelled wait hands its slot back."""
         held = 0.0
+        renewed = False
         while True:
             epoch = self.epoch
             delay, slot = self.reserve(clock.now())
@@ -243,7 +252,8 @@ class RateLimiter:
                     if slot
                     else "the provider asked everyone to wait"
                 )
-                ask.on_wait(delay, reason)
+                ask.on_wait(delay, reason + (LATE_NOTE if renewed else ""))
+                slept_at = clock.now()
                 try:
                     await clock.sleep(delay)
                 except asyncio.CancelledError:
@@ -251,7 +261,9 @@ class RateLimiter:
                         self.release(clock.now(), epoch)
                     raise
                 if slot and self.epoch == epoch:
-                    break
+                    if renewed or not too_late(clock, slept_at, delay, self.interval):
+                        break
+                    renewed = True  # dropped, not handed back: see `too_late`
                 continue
             held += delay
             await clock.sleep(delay)
@@ -374,6 +386,26 @@ class RateLimiter:
             if self._probes:
                 self._probes.pop(0)
             self._anchor = None
+
+
+def too_late(clock: Clock, slept_at: float, delay: float, interval: float | None) -> bool:
+    """Whether a paced slot is too late to spend: the wait for it, begun at `slept_at` for
+    `delay`, ended more than one interval (and `LATE_S`) past its time.
+
+    Slots that fell due while the process was busy (its event loop blocked by other work, or
+    the answer it waited for slow) would all leave at once when it wakes, a burst the
+    provider's bucket may not hold: the limiter counted each as spent at its time, and a
+    bucket that stayed full meanwhile kept no more than its capacity. So a late slot is
+    dropped, not handed back (as spent, the bucket is never overdrawn), and a new one taken at
+    the back of the queue. Only once per request: on a machine that is always slow, the second
+    slot is spent however late, so requests still go out.
+
+    An auto-advancing `VirtualClock` moves time by each sleep in turn, so a sleeper's time
+    includes the others' sleeps: nothing there is late.
+    """
+    if interval is None or getattr(clock, "auto_advance", False):
+        return False
+    return clock.now() - slept_at - delay > max(LATE_S, interval)
 
 
 def too_long(clock: Clock, delay: float, ask: PaceRequest, who: str) -> RateLimited | None:

@@ -13,6 +13,9 @@ which talks to it:
 - **a slot's epoch**: a 429 anywhere moves the core's epoch on and voids every reservation. A
   worker that slept towards a slot and heard nothing from the core meanwhile asks once more
   before sending, so it does not send into a wait another worker just learned about;
+- **a slot that came due late**: agents whose slots fell due while that answer was slow (or
+  the worker's event loop busy) would leave together, a burst; a slot more than an interval
+  late is dropped and a new one reserved, once (`nbagent._loop._limiter.too_late`);
 - **a leased retry budget**: `allow_retry` must answer at once, so each worker holds a share of
   the cluster's retry budget (topped up to `LEASE_TOKENS` on every call) and spends from it;
   successes refill the cluster's budget, a finished worker hands its share back;
@@ -35,7 +38,7 @@ from typing import Any
 
 from .._core._clock import Clock
 from .._core._pacing import PaceRequest
-from .._loop._limiter import RateLimiter, too_long
+from .._loop._limiter import LATE_NOTE, RateLimiter, too_late, too_long
 from .._loop._retry_budget import RetryBudget
 from ..errors import RateLimited, TransportError
 
@@ -311,6 +314,10 @@ class ClusterPacer:
         self.replied_at = time.monotonic()
         self.lease += float(reply["grant"])
 
+    def _interval(self) -> float | None:
+        rate = self.learned.get("rate")
+        return 1.0 / rate if rate else None
+
     async def _slot(self, again: bool) -> tuple[float, bool, int]:
         fut: asyncio.Future[tuple[float, bool, int]] = asyncio.get_running_loop().create_future()
         self._want.append((fut, again))
@@ -344,7 +351,7 @@ class ClusterPacer:
     async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         """Wait for a slot from the cluster's limiter (see `Pacer.acquire`)."""
         held_since: float | None = None
-        again = False
+        again = renewed = False
         while True:
             delay, slot, epoch = await self._slot(again)
             core = self.incarnation  # a slot is the core's that gave it: a restart voids it
@@ -362,7 +369,8 @@ class ClusterPacer:
                     if slot
                     else "the provider asked everyone to wait (cluster-wide)"
                 )
-                ask.on_wait(delay, reason)
+                ask.on_wait(delay, reason + (LATE_NOTE if renewed else ""))
+                slept_at = clock.now()
                 try:
                     await clock.sleep(delay)
                 except asyncio.CancelledError:
@@ -374,7 +382,11 @@ class ClusterPacer:
                 if time.monotonic() - self.replied_at > FRESH_S:
                     await self._fresh_epoch()  # a 429 elsewhere may have voided this slot
                 if self.epoch == epoch and self.incarnation == core:
-                    break
+                    # slots that came due while this worker was busy, or while the check's
+                    # answer was slow, would leave together: a late one is dropped (once)
+                    if renewed or not too_late(clock, slept_at, delay, self._interval()):
+                        break
+                    renewed = True
                 continue
             # held back while a probe is out: ask again, answered when the core hears news
             if held_since is None:
