@@ -20,6 +20,7 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import pandas as pd
@@ -209,7 +210,9 @@ class Amplification:
             }
         )
         # worst first; among equals, in the order they were made
-        return df.sort_values("factor", ascending=False, kind="stable").reset_index(drop=True)
+        worst: pd.DataFrame = df.sort_values("factor", ascending=False, kind="stable")
+        out: pd.DataFrame = worst.reset_index(drop=True)
+        return out
 
 
 _OUR_MODULES = (
@@ -234,8 +237,8 @@ def warn(text: str) -> None:
     """Warn `text` as `RetryAmplification`, pointed at the first frame outside the libraries
     between the caller's code and the socket, and never swallowed by the warning registry of an
     earlier client's identical sentence (once per client is the watcher's own rule)."""
-    frame = sys._getframe(1)
-    first = frame
+    frame: FrameType | None = sys._getframe(1)
+    first = sys._getframe(1)
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
         if module.partition(".")[0] not in _OUR_MODULES:
