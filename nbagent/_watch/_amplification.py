@@ -16,6 +16,7 @@ When an intended call takes more HTTP requests than the retrying layer alone all
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import warnings
@@ -236,7 +237,8 @@ _OUR_MODULES = (
 def warn(text: str) -> None:
     """Warn `text` as `RetryAmplification`, pointed at the first frame outside the libraries
     between the caller's code and the socket, and never swallowed by the warning registry of an
-    earlier client's identical sentence (once per client is the watcher's own rule)."""
+    earlier client's identical sentence (once per client is the watcher's own rule). Never
+    raised into the watched client's call."""
     frame: FrameType | None = sys._getframe(1)
     first = sys._getframe(1)
     while frame is not None:
@@ -245,12 +247,15 @@ def warn(text: str) -> None:
             first = frame
             break
         frame = frame.f_back
-    warnings.warn_explicit(
-        RetryAmplification(text),
-        RetryAmplification,
-        first.f_code.co_filename,
-        first.f_lineno,
-        module=str(first.f_globals.get("__name__", "")),
-        registry={},
-        module_globals=first.f_globals,
-    )
+    # filters that turn warnings into errors: raised here it would break the client's own call
+    # (an SDK reads it as a connection error); the frame and the widget still tell it
+    with contextlib.suppress(RetryAmplification):
+        warnings.warn_explicit(
+            RetryAmplification(text),
+            RetryAmplification,
+            first.f_code.co_filename,
+            first.f_lineno,
+            module=str(first.f_globals.get("__name__", "")),
+            registry={},
+            module_globals=first.f_globals,
+        )

@@ -75,12 +75,14 @@ class _Cell:
 @dataclass
 class GuardSlot:
     """What a guarded transport tells the call log about the exchange it is sending: the
-    logical call, the attempt's number, and (once the reply is the SDK's) `handed`."""
+    logical call, the attempt's number, whether the reply is the SDK's now (`handed`), and
+    whether the guard has announced how the attempt failed (`decided`)."""
 
     call: _Call
     n: int
     attempt: _Attempt | None = None
     handed: bool = False
+    decided: bool = False
 
 
 class _Attempt:
@@ -282,7 +284,8 @@ class CallLog:
     def attempt_ended(self, a: _Attempt, result: tuple[Ending, bool], t: float) -> None:
         ending, cancelled = result
         a.ending = result
-        if ending.error is not None and a.slot is not None and not a.slot.handed:
+        slot = a.slot
+        if ending.error is not None and slot is not None and (slot.decided or not slot.handed):
             return  # the guard decides about it and announces it (`guarded_event`)
         with self._lock:
             if ending.error is None:

@@ -24,8 +24,10 @@ from .._loop._durable_log import DurableLog, LogTarget
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
+from ._amplification import Who
 from ._calls import CallLog
 from ._clients import kind_of, wrap
+from ._guarded import GuardCore, guarded_transport
 from ._record import RecordingObserver, recorder_for
 from ._sdk import SdkRules
 from ._transport import ObserverFactory
@@ -54,6 +56,7 @@ class Watcher:
         clock: Clock | None = None,
         show: bool | None = None,
         record: str | Path | Recorder | None = None,
+        guard: GuardCore | None = None,
     ) -> None:
         kind_of(client)  # a clear ConfigError before anything is built
         # a recording that cannot be opened (not a recording, a newer format) is refused first
@@ -69,11 +72,34 @@ class Watcher:
         self._show = show
         self._view: LiveView | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        watched, rules = wrap(client, self.observers, self.clock.now)
+        who = None
+        if guard is None:
+            watched, rules = wrap(client, self.observers, self.clock.now)
+        else:
+            core = guard
+
+            def outer(mod: Any, transport: Any, asynchronous: bool) -> Any:
+                return guarded_transport(mod, transport, core, asynchronous=asynchronous)
+
+            watched, _ = wrap(client, self.observers, self.clock.now, outer)
+            attempts = guard.policy.max_attempts
+            rules = SdkRules("nbagent.guard", "none", attempts - 1)
+            who = Who(
+                "nbagent.guard",
+                attempts,
+                "set the outer layer's retries to 0 (nbagent.guard retries already).",
+            )
         self.rules: SdkRules = rules
         self._calls = CallLog(
-            self.events, rules, name=self.name, now=self.clock.now, after_wait=self._waited
+            self.events,
+            rules,
+            name=self.name,
+            now=self.clock.now,
+            after_wait=self._waited,
+            who=who,
         )
+        if guard is not None:
+            guard.calls = self._calls
         self.observers.append(self._calls)
         if self.recorder is not None:
             self.observers.append(RecordingObserver(self.recorder))
