@@ -240,22 +240,24 @@ def warn(text: str) -> None:
     earlier client's identical sentence (once per client is the watcher's own rule). Never
     raised into the watched client's call."""
     frame: FrameType | None = sys._getframe(1)
-    first = sys._getframe(1)
     while frame is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        if module.partition(".")[0] not in _OUR_MODULES:
-            first = frame
+        if str(frame.f_globals.get("__name__", "")).partition(".")[0] not in _OUR_MODULES:
             break
         frame = frame.f_back
+    # no caller's frame on this thread (a guarded client's worker thread): say whose it is
+    filename, lineno, module, globs = ("nbagent", 0, "nbagent", None)
+    if frame is not None:
+        filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        module, globs = str(frame.f_globals.get("__name__", "")), frame.f_globals
     # filters that turn warnings into errors: raised here it would break the client's own call
     # (an SDK reads it as a connection error); the frame and the widget still tell it
     with contextlib.suppress(RetryAmplification):
         warnings.warn_explicit(
             RetryAmplification(text),
             RetryAmplification,
-            first.f_code.co_filename,
-            first.f_lineno,
-            module=str(first.f_globals.get("__name__", "")),
+            filename,
+            lineno,
+            module=module,
             registry={},
-            module_globals=first.f_globals,
+            module_globals=globs,
         )
