@@ -63,6 +63,20 @@ def _counting(out: Outcome) -> Any:
     return anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [count]})
 
 
+async def _complete(client: Any, out: Outcome) -> None:
+    """One streamed completion through an anthropic SDK client, counted as it ended."""
+    import anthropic
+
+    try:
+        async with client.messages.stream(
+            model="demo", max_tokens=256, messages=[{"role": "user", "content": PROMPT}]
+        ) as stream:
+            await stream.get_final_message()
+        out.ok += 1
+    except anthropic.APIError:
+        out.failed += 1
+
+
 async def _sdk(url: str, n: int, *, max_retries: int) -> Outcome:
     import anthropic
 
@@ -71,18 +85,8 @@ async def _sdk(url: str, n: int, *, max_retries: int) -> Outcome:
         base_url=url, api_key="bench", max_retries=max_retries, http_client=_counting(out)
     )
 
-    async def one() -> None:
-        try:
-            async with client.messages.stream(
-                model="demo", max_tokens=256, messages=[{"role": "user", "content": PROMPT}]
-            ) as stream:
-                await stream.get_final_message()
-            out.ok += 1
-        except anthropic.APIError:
-            out.failed += 1
-
     try:
-        await asyncio.gather(*(one() for _ in range(n)))
+        await asyncio.gather(*(_complete(client, out) for _ in range(n)))
     finally:
         await client.close()
     return out
@@ -98,18 +102,8 @@ async def _guarded(url: str, n: int) -> Outcome:
     base = anthropic.AsyncAnthropic(base_url=url, api_key="bench")
     clients = [nbagent.guard(base) for _ in range(n)]
 
-    async def one(client: Any) -> None:
-        try:
-            async with client.messages.stream(
-                model="demo", max_tokens=256, messages=[{"role": "user", "content": PROMPT}]
-            ) as stream:
-                await stream.get_final_message()
-            out.ok += 1
-        except anthropic.APIError:
-            out.failed += 1
-
     try:
-        await asyncio.gather(*(one(c) for c in clients))
+        await asyncio.gather(*(_complete(c, out) for c in clients))
     finally:
         for c in clients:
             await c.close()

@@ -158,6 +158,7 @@ def test_the_widget_draws_the_tries_and_its_summary_says_the_factor(server: Mock
     ]
     assert snap["summary"]["layer_attempt"] == 3
     assert snap["summary"]["call_requests"] == 5 == len(server.requests)
+    assert snap["session"]["most_requests_per_call"] == 5  # the headline over every run
 
 
 # -- a real framework: pydantic-ai's own request retries over the SDK's ----------------------

@@ -163,8 +163,9 @@ class GuardCore:
         facts: RequestFacts,
     ) -> Any:
         status = response.status_code
-        ctype = response.headers.get("content-type", "")
-        if status >= 400 or (200 <= status < 300 and "json" in ctype and "stream" not in ctype):
+        media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        whole = media == "application/json" or media.endswith("+json")  # not ndjson streams
+        if status >= 400 or (200 <= status < 300 and whole):
             try:
                 body = await io.read_all(response)
             except Exception as exc:

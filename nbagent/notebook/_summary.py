@@ -137,7 +137,10 @@ def session_summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     ends = [r["finished"] for r in runs if r.get("finished") is not None]
     last = runs[-1]
     failed = [s for s in done if not is_success(s)]
+    # an outer layer's retries: the most requests one intended call took (None: none retried)
+    amplified = [s["call_requests"] for s in done if (s.get("layer_attempt") or 1) > 1]
     out.update(
+        most_requests_per_call=max(amplified) if amplified else None,
         runs=len(runs),
         finished=len(done),
         runs_ok=len(done) - len(failed),

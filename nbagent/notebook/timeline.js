@@ -609,6 +609,9 @@ function sessionHeadline(state) {
       stat("tool errors", `${s.tool_errors} of ${s.tool_calls}`, s.tool_errors ? "nb-stat-error" : ""),
       stat("compactions", String(s.compactions)),
       s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
+      s.most_requests_per_call
+        ? stat("amplified", `1 call, ${s.most_requests_per_call} requests`, "nb-stat-error")
+        : null,
       stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
       stat("cost", money(s.cost_usd)),
       stat("time", seconds(s.duration_s)),
