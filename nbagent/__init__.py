@@ -37,7 +37,7 @@ from ._loop._retry_budget import RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
 from ._mcp import MCPSource
-from ._watch import Watcher, watch, watching
+from ._watch import RetryAmplification, Watcher, guard, watch, watching
 from .batch import BatchHandle, BatchResult, amap, map
 from .batch import start as start_map
 from .demo import install as _install_demo
@@ -126,6 +126,7 @@ __all__ = [
     "RecordingFileError",
     "RedactedThinkingBlock",
     "Reply",
+    "RetryAmplification",
     "RetryBudget",
     "RetryPolicy",
     "RunHandle",
@@ -155,6 +156,7 @@ __all__ = [
     "amap",
     "classify",
     "fault",
+    "guard",
     "instrument",
     "load_session",
     "map",

@@ -102,11 +102,18 @@ class Stamp:
 
 @dataclass(frozen=True, kw_only=True)
 class RunStarted(Event):
-    """A run began: the prompt as given and the model it goes to first."""
+    """A run began: the prompt as given and the model it goes to first.
+
+    For a watched client's logical call, `call` is the intended call it belongs to (the run id
+    of the first logical call an outer layer's retries sent again, or its own) and
+    `layer_attempt` the outer layer's try it is (1 for the first); an agent's run leaves them
+    empty and 1."""
 
     prompt: str
     model: str
     agent_id: str = ""
+    call: str = ""
+    layer_attempt: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)

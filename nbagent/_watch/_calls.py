@@ -10,7 +10,13 @@ flight there), so concurrent calls never mix. A failure the SDK will retry is fo
 when the next attempt arrives (`CallLog.waits`).
 
 `nbagent_action` is what nbagent would have done with the same failure: `decide` under the
-default `RetryPolicy`.
+default `RetryPolicy`. Logical calls that an outer layer sent again are grouped into intended
+calls (`_amplification`).
+
+A guarded client (`nbagent.guard`) decides for itself: its transport binds each exchange it
+sends to its logical call (`GuardSlot`), announces its decisions through `guarded_event`, and
+ends a call it gave up on with `guard_gave_up`; a failure before the reply was handed to the
+SDK is the guard's to announce, one after it is announced here, as final.
 """
 
 from __future__ import annotations
@@ -39,11 +45,12 @@ from ..events import (
     Stamp,
 )
 from ..providers._pricing import estimate_cost
+from ._amplification import Amplification, Who, warn
 from ._reading import Ending, ReplyReader, RequestFacts, read_request, transport_failure
 from ._sdk import SdkRules
 from ._transport import StreamClosed
 
-__all__ = ["CallLog"]
+__all__ = ["CallLog", "GuardSlot"]
 
 _POLICY = RetryPolicy()
 
@@ -65,20 +72,54 @@ class _Cell:
     call: _Call | None = None
 
 
+@dataclass
+class GuardSlot:
+    """What a guarded transport tells the call log about the exchange it is sending: the
+    logical call, the attempt's number, whether the reply is the SDK's now (`handed`), and
+    whether the guard has announced how the attempt failed (`decided`)."""
+
+    call: _Call
+    n: int
+    attempt: _Attempt | None = None
+    handed: bool = False
+    decided: bool = False
+
+
 class _Attempt:
     """One exchange, as the watcher hears it (an `Exchange` of `_transport`)."""
 
-    __slots__ = ("_log", "call", "facts", "n", "reader", "started", "status", "ttft")
+    __slots__ = (
+        "_log",
+        "call",
+        "ending",
+        "facts",
+        "n",
+        "reader",
+        "slot",
+        "started",
+        "status",
+        "ttft",
+    )
 
-    def __init__(self, log: CallLog, call: _Call, facts: RequestFacts, n: int, t: float) -> None:
+    def __init__(
+        self,
+        log: CallLog,
+        call: _Call,
+        facts: RequestFacts,
+        n: int,
+        t: float,
+        slot: GuardSlot | None = None,
+    ) -> None:
         self._log = log
         self.call = call
         self.facts = facts
         self.n = n
         self.started = t
+        self.slot = slot
         self.reader: ReplyReader | None = None
         self.status: int | None = None
         self.ttft: float | None = None
+        self.ending: tuple[Ending, bool] | None = None  # how it ended, once it has
 
     def response(self, status: int, headers: Any, t: float) -> None:
         self.status = status
@@ -127,12 +168,18 @@ class CallLog:
         name: str,
         now: Callable[[], float],
         after_wait: Callable[[tuple[str, int], float], None] | None = None,
+        who: Who | None = None,
     ) -> None:
         self.bus = bus
         self.rules = rules
         self.name = name
         self.now = now
         self.after_wait = after_wait
+        self.amplification = Amplification(who or _who(rules))
+        self.guarded: contextvars.ContextVar[GuardSlot | None] = contextvars.ContextVar(
+            f"nbagent_guard_{name}", default=None
+        )
+        self._warnings: list[str] = []
         self.waits: dict[tuple[str, int], float] = {}
         self.nbagent_actions: dict[tuple[str, int], str] = {}
         self.reasons: dict[tuple[str, int], str] = {}
@@ -150,31 +197,59 @@ class CallLog:
             t = self.now()
             for call in [c for c in self._open.values() if c.failed_at is not None]:
                 self._finish(call, t, "error", "", "the client sent no further attempt")
+        self._warn()
 
     def _emit(self, event: Event, run_id: str, t: float) -> None:
         self.bus.emit(event, Stamp(run_id, t, 0))
 
+    def _warn(self) -> None:
+        """Warn what `_finish` found, outside the lock (a warning turned into an error by the
+        caller's filters must not leave the log half-updated)."""
+        while self._warnings:
+            warn(self._warnings.pop(0))
+
+    def _new_call(self, facts: RequestFacts, previous: _Call | None, t: float) -> _Call:
+        call = _Call(f"{self.name}-{next(self._ids)}", facts)
+        # a cell of this context's own (tasks inherit their parent's: never share one)
+        self._current.set(_Cell(call))
+        self._open[call.run_id] = call
+        intended, layer = self.amplification.begin(
+            call.run_id,
+            facts.key,
+            previous.run_id if previous is not None else None,
+            t,
+            facts.model,
+        )
+        self._emit(
+            RunStarted(
+                prompt=facts.prompt,
+                model=facts.model,
+                agent_id=self.name,
+                call=intended,
+                layer_attempt=layer,
+            ),
+            call.run_id,
+            t,
+        )
+        return call
+
     # -- the observer factory of the transport ---------------------------------------------
 
     def __call__(self, request: Any, t: float) -> _Attempt:
+        slot = self.guarded.get()
+        if slot is not None:
+            return self._guarded_attempt(slot, t)
         facts = read_request(request)
         cell = self._current.get()
         with self._lock:
-            call = cell.call if cell is not None else None
+            previous = call = cell.call if cell is not None else None
             if call is not None and not self._continues(call, facts):
                 if call.open:  # the SDK moved on without the retry it was expected to make
                     self._finish(call, t, "error", "", "the client sent no further attempt")
                 call = None
             if call is None:
-                call = _Call(f"{self.name}-{next(self._ids)}", facts)
-                # a cell of this context's own (tasks inherit their parent's: never share one)
-                self._current.set(_Cell(call))
-                self._open[call.run_id] = call
-                self._emit(
-                    RunStarted(prompt=facts.prompt, model=facts.model, agent_id=self.name),
-                    call.run_id,
-                    t,
-                )
+                call = self._new_call(facts, previous, t)
+            self.amplification.request(call.run_id)
             call.attempts += 1
             n = call.attempts
             if call.failed_at is not None:
@@ -194,6 +269,7 @@ class CallLog:
                 call.run_id,
                 t,
             )
+        self._warn()
         return _Attempt(self, call, facts, n, t)
 
     def _continues(self, call: _Call, facts: RequestFacts) -> bool:
@@ -207,11 +283,56 @@ class CallLog:
 
     def attempt_ended(self, a: _Attempt, result: tuple[Ending, bool], t: float) -> None:
         ending, cancelled = result
+        a.ending = result
+        slot = a.slot
+        if ending.error is not None and slot is not None and (slot.decided or not slot.handed):
+            return  # the guard decides about it and announces it (`guarded_event`)
         with self._lock:
             if ending.error is None:
                 self._succeeded(a, ending, t)
             else:
                 self._failed(a, ending, cancelled, t)
+        self._warn()
+
+    # -- a guarded client's calls (see the module docstring) ------------------------------
+
+    def open_guarded(self, request: Any, t: float) -> tuple[_Call, RequestFacts]:
+        """A guarded client's new logical call for `request`: its `RunStarted`, its place
+        among the intended calls of this thread or task."""
+        facts = read_request(request)
+        cell = self._current.get()
+        with self._lock:
+            previous = cell.call if cell is not None else None
+            return self._new_call(facts, previous, t), facts
+
+    def _guarded_attempt(self, slot: GuardSlot, t: float) -> _Attempt:
+        call = slot.call
+        with self._lock:
+            self.amplification.request(call.run_id)
+            call.attempts = max(call.attempts, slot.n)
+        a = _Attempt(self, call, call.facts, slot.n, t, slot)
+        slot.attempt = a
+        return a
+
+    def guarded_event(self, call: _Call, event: Event) -> None:
+        """An event of the guard's attempt loop for `call`: stamped and told, except the
+        success, which is told here when the reply has been read to its end."""
+        if isinstance(event, AttemptSucceeded):
+            return
+        with self._lock:
+            if isinstance(event, AttemptFailed):
+                self.nbagent_actions[(call.run_id, event.attempt)] = event.action
+                self.reasons[(call.run_id, event.attempt)] = event.message
+            self._emit(event, call.run_id, self.now())
+
+    def guard_gave_up(self, call: _Call, error: BaseException) -> None:
+        """The guard's decision about `call`'s last attempt was final: the call ends."""
+        with self._lock:
+            if call.open:
+                end = "cancelled" if isinstance(error, Aborted) else "error"
+                message = str(getattr(error, "message", "") or error)
+                self._finish(call, self.now(), end, type(error).__name__, message)
+        self._warn()
 
     def _succeeded(self, a: _Attempt, e: Ending, t: float) -> None:
         call, f = a.call, a.facts
@@ -254,7 +375,8 @@ class CallLog:
         headers = a.reader.headers if a.reader is not None else None
         key = (call.run_id, a.n)
         decision = decide(Failure(err, attempt=a.n), _POLICY, rng=self._rng)
-        self.nbagent_actions[key] = decision.action
+        # a guarded reply that broke once it was the SDK's: nbagent's own decision is final
+        self.nbagent_actions[key] = decision.action if a.slot is None else "fail"
         retries = not cancelled and self.rules.will_retry(a.status, headers, err, a.n)
         kind = type(err).__name__
         message = str(getattr(err, "message", "") or err)
@@ -320,6 +442,9 @@ class CallLog:
         call.open = False
         self._open.pop(call.run_id, None)
         call.failed_at = None
+        text = self.amplification.ended(call.run_id, end_reason, t)
+        if text is not None:
+            self._warnings.append(text)
         self._emit(
             RunFinished(
                 end_reason=end_reason,
@@ -331,3 +456,21 @@ class CallLog:
             call.run_id,
             t,
         )
+
+
+def _who(rules: SdkRules) -> Who:
+    """Who retries inside a watched client's logical calls, for the amplification warning."""
+    if rules.family == "stainless":
+        advice = (
+            "set max_retries=0 on the client, or the outer layer's retries to 0, "
+            "or use nbagent.guard(client)."
+        )
+        return Who("the SDK", rules.max_attempts, advice)
+    if rules.family == "genai":
+        advice = (
+            "drop retry_options from the client's http_options, or set the outer layer's "
+            "retries to 0, or use nbagent.guard(client)."
+        )
+        return Who("the SDK", rules.max_attempts, advice)
+    advice = "set the outer layer's retries to 0, or use nbagent.guard(client)."
+    return Who("the client", rules.max_attempts, advice)

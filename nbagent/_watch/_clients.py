@@ -21,9 +21,11 @@ from ..errors import ConfigError
 from ._sdk import SdkRules, rules_for
 from ._transport import ObserverFactory, watching_transport
 
-__all__ = ["Wrapped", "kind_of", "wrap"]
+__all__ = ["Outer", "Wrapped", "base_url_of", "kind_of", "wrap"]
 
 Wrapped = tuple[Any, SdkRules]
+Outer = Callable[[ModuleType, Any, bool], Any]
+"""Wraps a watched transport once more (`nbagent.guard`): (httpx module, transport, async)."""
 
 
 def _http_module(obj: Any) -> ModuleType | None:
@@ -52,14 +54,18 @@ def kind_of(client: Any) -> str:
     )
 
 
-def _rebuilt(http: Any, observers: list[ObserverFactory], now: Callable[[], float]) -> Any:
-    """A new client of `http`'s kind with its settings, sending through its transports, watched."""
+def _rebuilt(
+    http: Any, observers: list[ObserverFactory], now: Callable[[], float], outer: Outer | None
+) -> Any:
+    """A new client of `http`'s kind with its settings, sending through its transports, watched
+    (and wrapped in `outer`, when given)."""
     mod = _http_module(http)
     assert mod is not None
     asynchronous = isinstance(http, mod.AsyncClient)
 
     def watched(transport: Any) -> Any:
-        return watching_transport(mod, transport, observers, asynchronous=asynchronous, now=now)
+        w = watching_transport(mod, transport, observers, asynchronous=asynchronous, now=now)
+        return w if outer is None else outer(mod, w, asynchronous)
 
     mounts = {
         p.pattern: (None if t is None else watched(t))
@@ -81,7 +87,9 @@ def _rebuilt(http: Any, observers: list[ObserverFactory], now: Callable[[], floa
     )
 
 
-def _genai(client: Any, observers: list[ObserverFactory], now: Callable[[], float]) -> Wrapped:
+def _genai(
+    client: Any, observers: list[ObserverFactory], now: Callable[[], float], outer: Outer | None
+) -> Wrapped:
     import httpx
     from google import genai
 
@@ -89,8 +97,10 @@ def _genai(client: Any, observers: list[ObserverFactory], now: Callable[[], floa
     options = api._http_options.model_copy()
     sync_http = options.httpx_client or httpx.Client()
     async_http = options.httpx_async_client or httpx.AsyncClient()
-    options.httpx_client = _rebuilt(sync_http, observers, now)
-    options.httpx_async_client = _rebuilt(async_http, observers, now)
+    options.httpx_client = _rebuilt(sync_http, observers, now, outer)
+    options.httpx_async_client = _rebuilt(async_http, observers, now, outer)
+    if outer is not None:
+        options.retry_options = None  # the guard retries: the SDK's own retries are off
     kwargs: dict[str, Any] = {"http_options": options}
     if api.vertexai:
         kwargs.update(
@@ -102,13 +112,32 @@ def _genai(client: Any, observers: list[ObserverFactory], now: Callable[[], floa
     return watched, rules_for("genai", None, options.retry_options)
 
 
-def wrap(client: Any, observers: list[ObserverFactory], now: Callable[[], float]) -> Wrapped:
-    """The watched copy of `client` and the rule by which it retries."""
+def wrap(
+    client: Any,
+    observers: list[ObserverFactory],
+    now: Callable[[], float],
+    outer: Outer | None = None,
+) -> Wrapped:
+    """The watched copy of `client` and the rule by which it retries. With `outer` (a guard),
+    every transport is wrapped in it as well and the SDK's own retries are turned off."""
     kind = kind_of(client)
     if kind in ("anthropic", "openai"):
-        http = _rebuilt(client._client, observers, now)
+        http = _rebuilt(client._client, observers, now, outer)
+        if outer is not None:
+            return client.with_options(http_client=http, max_retries=0), rules_for(kind, 0)
         watched = client.with_options(http_client=http)
         return watched, rules_for(kind, getattr(client, "max_retries", None))
     if kind == "genai":
-        return _genai(client, observers, now)
-    return _rebuilt(client, observers, now), rules_for("httpx", None)
+        return _genai(client, observers, now, outer)
+    return _rebuilt(client, observers, now, outer), rules_for("httpx", None)
+
+
+def base_url_of(client: Any) -> str:
+    """The endpoint a client is set up for, without a trailing slash ("" for an httpx client
+    without a base URL): with the provider and the key, what its requests share a limit by."""
+    kind = kind_of(client)
+    if kind == "genai":
+        options = client._api_client._http_options
+        url = options.base_url or "https://generativelanguage.googleapis.com"
+        return str(url).rstrip("/")
+    return str(client.base_url).rstrip("/")

@@ -13,6 +13,7 @@ event), with a bytes search per chunk. That keeps watching cheap on a 20,000-del
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..errors import (
 from ..providers._error_text import request_id_from
 from ..providers._http_errors import error_from_payload, error_from_response, redact
 from ..providers._sse import ServerSentEvent, SSEParser
+from ..recording._format import digest
 
 __all__ = [
     "Ending",
@@ -73,7 +75,7 @@ class RequestFacts:
     model: str
     stream: bool
     retry_count: int | None
-    key: tuple[str, str, int]  # method, path, hash of the body: the same request sent again
+    key: tuple[str, str, str]  # method, path, the body's digest: the same request sent again
     prompt: str
     secrets: tuple[str, ...]
 
@@ -163,7 +165,7 @@ def read_request(request: Any) -> RequestFacts:
         model=model,
         stream=stream,
         retry_count=retry_count,
-        key=(request.method, path, hash(content)),
+        key=(request.method, path, digest(content)),
         prompt=str(redact(prompt, secrets)),
         secrets=secrets,
     )
@@ -235,12 +237,38 @@ class ReplyReader:
 
     # -- the end --------------------------------------------------------------------------
 
+    def early_error(self) -> BaseException | None:
+        """An error event among the events read so far (a stream that failed at its start)."""
+        if not self._events:
+            return None
+        end = Ending()
+        for name, data in self._events:
+            self._read_event(name, data, end)
+            if end.error is not None:
+                return end.error
+        return None
+
+    def _whole_body(self) -> bytes:
+        """The body as read, decompressed when the server sent it gzip- or deflate-encoded
+        (what the transport passes on is the bytes off the wire; the client decodes them)."""
+        raw = b"".join(self._body)
+        coding = self.headers.get("content-encoding", "").strip().lower()
+        if coding in ("gzip", "deflate") and raw:
+            try:
+                return zlib.decompress(raw, 47 if coding == "gzip" else 15)
+            except zlib.error:
+                try:
+                    return zlib.decompress(raw, -15)  # a raw deflate stream
+                except zlib.error:
+                    return raw
+        return raw
+
     def ending(self) -> Ending:
         """How the attempt ended, the body having been read to its end."""
         f = self.facts
         rid = request_id_from(self.headers, None, f.secrets)
         if self.status >= 300 or (not self.sse and not (200 <= self.status < 300)):
-            err = self._error(b"".join(self._body))
+            err = self._error(self._whole_body())
             return Ending(error=err, request_id=err.request_id or rid)
         if not self.sse:
             return self._json_ending(rid)
@@ -266,7 +294,7 @@ class ReplyReader:
 
     def _json_ending(self, rid: str | None) -> Ending:
         f = self.facts
-        raw = b"".join(self._body)
+        raw = self._whole_body()
         end = Ending(request_id=rid)
         if f.provider == "http" or self._size >= MAX_JSON_BODY:
             return end

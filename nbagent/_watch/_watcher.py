@@ -24,8 +24,10 @@ from .._loop._durable_log import DurableLog, LogTarget
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
+from ._amplification import Who
 from ._calls import CallLog
 from ._clients import kind_of, wrap
+from ._guarded import GuardCore, guarded_transport
 from ._record import RecordingObserver, recorder_for
 from ._sdk import SdkRules
 from ._transport import ObserverFactory
@@ -54,6 +56,7 @@ class Watcher:
         clock: Clock | None = None,
         show: bool | None = None,
         record: str | Path | Recorder | None = None,
+        guard: GuardCore | None = None,
     ) -> None:
         kind_of(client)  # a clear ConfigError before anything is built
         # a recording that cannot be opened (not a recording, a newer format) is refused first
@@ -69,11 +72,34 @@ class Watcher:
         self._show = show
         self._view: LiveView | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        watched, rules = wrap(client, self.observers, self.clock.now)
+        who = None
+        if guard is None:
+            watched, rules = wrap(client, self.observers, self.clock.now)
+        else:
+            core = guard
+
+            def outer(mod: Any, transport: Any, asynchronous: bool) -> Any:
+                return guarded_transport(mod, transport, core, asynchronous=asynchronous)
+
+            watched, _ = wrap(client, self.observers, self.clock.now, outer)
+            attempts = guard.policy.max_attempts
+            rules = SdkRules("nbagent.guard", "none", attempts - 1)
+            who = Who(
+                "nbagent.guard",
+                attempts,
+                "set the outer layer's retries to 0 (nbagent.guard retries already).",
+            )
         self.rules: SdkRules = rules
         self._calls = CallLog(
-            self.events, rules, name=self.name, now=self.clock.now, after_wait=self._waited
+            self.events,
+            rules,
+            name=self.name,
+            now=self.clock.now,
+            after_wait=self._waited,
+            who=who,
         )
+        if guard is not None:
+            guard.calls = self._calls
         self.observers.append(self._calls)
         if self.recorder is not None:
             self.observers.append(RecordingObserver(self.recorder))
@@ -92,7 +118,10 @@ class Watcher:
         `action` is what the SDK did (retry or fail), `delay_s` the wait it took before its next
         attempt (measured), `policy_delay_s` its own backoff where no server asked for a wait,
         and `nbagent_action` what nbagent's `classify` and the default `RetryPolicy` would have
-        done with the same failure ("none" for a success)."""
+        done with the same failure ("none" for a success). For a guarded client
+        (`nbagent.guard`) `action` is nbagent's own decision. `call` is the intended call the
+        row belongs to and `layer_attempt` the outer layer's try it was sent in (see
+        `amplification`), beside the SDK's own `attempt`."""
         df = self._log.frame()
         keys = list(zip(df["run_id"].tolist(), df["attempt"].tolist(), strict=True))
         waits = self._calls.waits
@@ -101,7 +130,24 @@ class Watcher:
             old = df["delay_s"].tolist()
             df["delay_s"] = [waits.get(k, v) for k, v in zip(keys, old, strict=True)]
         df["nbagent_action"] = pd.array([actions.get(k) for k in keys], dtype="string")
+        layers = [self._calls.amplification.of(r) for r in df["run_id"].tolist()]
+        df["call"] = pd.array([x[0] if x else None for x in layers], dtype="string")
+        df["layer_attempt"] = pd.array([x[1] if x else None for x in layers], dtype="Int64")
         return df
+
+    @property
+    def amplification(self) -> pd.DataFrame:
+        """One row per intended call, the most amplified first.
+
+        An intended call is one logical call and the outer layer's retries of it (the same
+        request sent again as a new call, from the same thread or task, while or shortly after
+        it failed; see `nbagent.RetryAmplification`). Columns: `call` (the run id of its first
+        logical call, as in `attempts["call"]`), `model`, `logical_calls` (the outer layer's
+        tries), `requests` (HTTP requests in all), `factor` (requests per intended call),
+        `allowed` (the requests the retrying layer alone makes at most: the SDK's
+        `max_retries` + 1, or a guard's `max_attempts`) and `outcome` (ok, error, cancelled,
+        running)."""
+        return self._calls.amplification.frame()
 
     def _row(self, idx: int, row: dict[str, Any]) -> None:
         key = (row["run_id"], row["attempt"])

@@ -210,6 +210,8 @@ class TimelineState:
     def _on_run_started(self, event: RunStarted) -> None:
         run = self._run(event)
         run.update(prompt=event.prompt, model=event.model, started=num(event.time))
+        if event.call:
+            run.update(call=event.call, layer_attempt=as_int(event.layer_attempt) or 1)
         self._active = True
         self._summary = None
         self._final_text = ""
@@ -481,12 +483,17 @@ class TimelineState:
 
     def _summarise(self, run: dict[str, Any]) -> dict[str, Any]:
         rid = run["run_id"]
+        requests = None
+        if run["layer_attempt"] > 1:  # an outer layer's retry: count its intended call's too
+            tries = {r["run_id"] for r in self._runs if r["call"] == run["call"]}
+            requests = sum(1 for b in self._bars if b["kind"] == "attempt" and b["run_id"] in tries)
         return run_summary(
             run,
             (b for b in self._bars if b["run_id"] == rid),
             self._waits.of_run(rid),
             compactions=sum(1 for c in self._compactions if c["run_id"] == rid),
             fallbacks=sum(1 for f in self._fallbacks if f["run_id"] == rid),
+            call_requests=requests,
         )
 
 

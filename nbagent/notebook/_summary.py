@@ -45,6 +45,8 @@ def new_run(run_id: str, started: float | None) -> dict[str, Any]:
         "error": "",
         "message": "",
         "summary": None,
+        "call": run_id,  # the intended call (a watched client's outer retries share one)
+        "layer_attempt": 1,
     }
 
 
@@ -72,8 +74,13 @@ def run_summary(
     waits: Iterable[Mapping[str, Any]],
     compactions: int,
     fallbacks: int,
+    call_requests: int | None = None,
 ) -> dict[str, Any]:
-    """`run`'s numbers from its own bars and waits (already filtered to this run)."""
+    """`run`'s numbers from its own bars and waits (already filtered to this run).
+
+    `call_requests` is how many requests the intended call `run` is a try of has made in all
+    (a watched client whose outer layer retried: the amplification), when it is more than one
+    try."""
     bars = list(bars)
     attempts = [b for b in bars if b["kind"] == "attempt"]
     tools = [b for b in bars if b["kind"] == "tool"]
@@ -114,6 +121,8 @@ def run_summary(
         "duration_s": (
             round(finished - started, 3) if finished is not None and started is not None else None
         ),
+        "layer_attempt": run.get("layer_attempt", 1),
+        "call_requests": call_requests if call_requests is not None else len(attempts),
     }
 
 
@@ -128,7 +137,10 @@ def session_summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     ends = [r["finished"] for r in runs if r.get("finished") is not None]
     last = runs[-1]
     failed = [s for s in done if not is_success(s)]
+    # an outer layer's retries: the most requests one intended call took (None: none retried)
+    amplified = [s["call_requests"] for s in done if (s.get("layer_attempt") or 1) > 1]
     out.update(
+        most_requests_per_call=max(amplified) if amplified else None,
         runs=len(runs),
         finished=len(done),
         runs_ok=len(done) - len(failed),

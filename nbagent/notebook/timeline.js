@@ -12,6 +12,7 @@ const LANES = [
 ];
 const ROW_HEIGHT = 22;
 const ROW_GAP = 4;
+const LAYER_STRIP = 14;
 
 function h(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -96,6 +97,36 @@ function packRows(items, t1) {
   return Math.max(1, rowEnds.length);
 }
 
+// An intended call that an outer layer retried (a watched SDK client inside a framework that
+// retries too): each of its tries becomes a group drawn around the SDK attempts it made, so the
+// layers read nested, the outer tries as groups, the SDK's retries inside.
+function layerGroups(state, bars, t1) {
+  const byCall = new Map();
+  for (const r of state.runs || []) {
+    if (!r.call) continue;
+    if (!byCall.has(r.call)) byCall.set(r.call, []);
+    byCall.get(r.call).push(r);
+  }
+  const groups = [];
+  for (const tries of byCall.values()) {
+    if (tries.length < 2) continue;
+    const total = tries.reduce((n, r) => n + bars.filter((b) => b.run_id === r.run_id).length, 0);
+    for (const r of tries) {
+      const mine = bars.filter((b) => b.run_id === r.run_id);
+      if (!mine.length) continue;
+      groups.push({
+        layer: r.layer_attempt,
+        tries: tries.length,
+        requests: mine.length,
+        total,
+        start: Math.min(...mine.map((b) => b.start)),
+        end: Math.max(...mine.map((b) => b.end ?? t1)),
+      });
+    }
+  }
+  return groups;
+}
+
 function niceStep(span) {
   const steps = [0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600];
   return steps.find((s) => span / s <= 8) || 7200;
@@ -159,10 +190,32 @@ function timeline(state, ui) {
     const spanRows = spans.length ? packRows(spans, t1) : 0;
     for (const s of spans) s.row += othersRows;
     const rows = Math.max(1, othersRows + spanRows);
+    const groups = lane === "request" ? layerGroups(state, others, t1) : [];
+    const strip = groups.length ? LAYER_STRIP : 0; // room above the bars for the groups' labels
     const track = h("div", {
       class: "nb-track",
-      style: { height: `${rows * ROW_HEIGHT + (rows + 1) * ROW_GAP}px` },
+      style: { height: `${strip + rows * ROW_HEIGHT + (rows + 1) * ROW_GAP}px` },
     });
+    for (const g of groups) {
+      const requests = `${g.requests} request${g.requests === 1 ? "" : "s"}`;
+      track.append(
+        h(
+          "div",
+          {
+            class: "nb-layer",
+            "aria-hidden": "true",
+            title: `the outer layer's try ${g.layer} of ${g.tries}: ${requests} by the SDK inside; ${g.total} requests for this one call`,
+            style: {
+              left: pct(g.start),
+              width: width(g.start, g.end),
+              top: "1px",
+              height: `${strip + rows * ROW_HEIGHT + (rows - 1) * ROW_GAP + ROW_GAP}px`,
+            },
+          },
+          h("span", { class: "nb-layer-label" }, `try ${g.layer}`),
+        ),
+      );
+    }
     for (const w of waits.filter((x) => x.lane === lane)) {
       const active = activeWait !== null && Math.abs(w.end - activeWait) < 1e-6;
       const cls = [
@@ -191,7 +244,7 @@ function timeline(state, ui) {
             style: {
               left: pct(w.start),
               width: width(w.start, w.end),
-              top: `${ROW_GAP}px`,
+              top: `${strip + ROW_GAP}px`,
               height: `${rows * ROW_HEIGHT + (rows - 1) * ROW_GAP}px`,
             },
           },
@@ -228,7 +281,7 @@ function timeline(state, ui) {
             style: {
               left: pct(b.start),
               width: width(b.start, end),
-              top: `${ROW_GAP + b.row * (ROW_HEIGHT + ROW_GAP)}px`,
+              top: `${strip + ROW_GAP + b.row * (ROW_HEIGHT + ROW_GAP)}px`,
               height: `${ROW_HEIGHT}px`,
             },
             onclick: () => ui.select(b.id),
@@ -556,6 +609,9 @@ function sessionHeadline(state) {
       stat("tool errors", `${s.tool_errors} of ${s.tool_calls}`, s.tool_errors ? "nb-stat-error" : ""),
       stat("compactions", String(s.compactions)),
       s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
+      s.most_requests_per_call
+        ? stat("amplified", `1 call, ${s.most_requests_per_call} requests`, "nb-stat-error")
+        : null,
       stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
       stat("cost", money(s.cost_usd)),
       stat("time", seconds(s.duration_s)),
@@ -608,6 +664,13 @@ function summary(state) {
       "tools",
       `${s.tool_calls}${s.tool_errors ? ` (${s.tool_errors} error${s.tool_errors === 1 ? "" : "s"})` : ""}`,
     ),
+    s.layer_attempt > 1
+      ? stat(
+          "amplified",
+          `1 call, ${s.call_requests} requests (${s.layer_attempt} tries by an outer layer)`,
+          "nb-stat-error",
+        )
+      : null,
     s.compactions ? stat("compactions", String(s.compactions)) : null,
     s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
     stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),

@@ -1,0 +1,263 @@
+"""Retry amplification: an outer layer's retries, told apart from new calls, and multiplied out.
+
+An SDK retries inside one logical call (its own retry counter goes 0, 1, 2); a framework or a
+wrapper on top retries by calling the SDK again, which starts a new logical call whose counter
+is back at 0. The watcher cannot see the outer layer, but it sees what it sends: the same
+request (method, path and the body's digest, the one recordings compute: a retry sends the same
+snapshot) as a new logical call, from the same thread or task, while or shortly after
+(`OUTER_RETRY_WINDOW_S`) the previous one failed. Such logical calls are one **intended call**:
+`call` is the run id of its first logical call, `layer_attempt` counts the outer layer's tries
+(1, 2, ...). A call that succeeded, or failed long ago, or ran in another task, is never
+continued: sending the same prompt again on purpose is a new call.
+
+When an intended call takes more HTTP requests than the retrying layer alone allows (the SDK's
+`max_retries` + 1), the client's watcher warns once with `RetryAmplification`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["OUTER_RETRY_WINDOW_S", "Amplification", "RetryAmplification", "Who", "warn"]
+
+OUTER_RETRY_WINDOW_S = 120.0
+"""How long after a failed logical call the same request still counts as an outer retry of it
+(longer than any wait a retrying layer should take: nbagent's `max_retry_after` is 60 s)."""
+
+
+class RetryAmplification(UserWarning):
+    """Warned once per watched client when one intended call became more HTTP requests than
+    its retrying layer alone allows: two layers (the SDK and a framework, or a wrapper of your
+    own) both retry, and their retries multiply. `w.amplification` has the figures."""
+
+
+@dataclass(frozen=True)
+class Who:
+    """Who retries inside each logical call, and how to make it the only layer that does:
+    `label` is its name in the warning ("the SDK"), `allowed` the requests it alone makes at
+    most for one call, `advice` the sentence after "Let one layer retry: "."""
+
+    label: str
+    allowed: int
+    advice: str
+
+
+@dataclass
+class _Try:
+    call: str
+    layer: int
+    key: tuple[str, str, str]
+    requests: int = 0
+    ended: float | None = None
+    failed: bool = False
+    continued: bool = False
+
+
+@dataclass
+class _Intended:
+    call: str
+    model: str
+    started: float
+    tries: list[_Try] = field(default_factory=list)
+    outcome: str = "running"
+
+    @property
+    def requests(self) -> int:
+        return sum(t.requests for t in self.tries)
+
+
+class Amplification:
+    """The intended calls of one watched client (see the module docstring); thread-safe."""
+
+    def __init__(self, who: Who, *, window: float = OUTER_RETRY_WINDOW_S) -> None:
+        self.who = who
+        self.window = window
+        self.warned = False
+        self._lock = threading.Lock()
+        self._tries: dict[str, _Try] = {}
+        self._calls: dict[str, _Intended] = {}
+
+    def begin(
+        self,
+        run_id: str,
+        key: tuple[str, str, str],
+        previous: str | None,
+        t: float,
+        model: str = "",
+    ) -> tuple[str, int]:
+        """A new logical call `run_id` sends `key` at `t`; `previous` is the logical call this
+        thread or task made before it. Returns `(call, layer_attempt)`."""
+        with self._lock:
+            prev = self._tries.get(previous) if previous is not None else None
+            if (
+                prev is not None
+                and prev.key == key
+                and prev.failed
+                and not prev.continued
+                and prev.ended is not None
+                and t - prev.ended <= self.window
+            ):
+                prev.continued = True
+                mine = _Try(prev.call, prev.layer + 1, key)
+            else:
+                mine = _Try(run_id, 1, key)
+                self._calls[run_id] = _Intended(run_id, model, t)
+            self._tries[run_id] = mine
+            self._calls[mine.call].tries.append(mine)
+            return mine.call, mine.layer
+
+    def request(self, run_id: str) -> None:
+        """One more HTTP request of logical call `run_id`."""
+        with self._lock:
+            found = self._tries.get(run_id)
+            if found is not None:
+                found.requests += 1
+
+    def ended(self, run_id: str, end_reason: str, t: float) -> str | None:
+        """Logical call `run_id` ended (`end_reason` as in `RunFinished`). The first time an
+        intended call has gone past what the retrying layer alone allows, returns the warning's
+        sentence, for the caller to `warn` once its own bookkeeping is done."""
+        with self._lock:
+            mine = self._tries.get(run_id)
+            if mine is None:
+                return None
+            mine.ended = t
+            mine.failed = end_reason in ("error", "cancelled")
+            intended = self._calls[mine.call]
+            intended.outcome = (
+                "cancelled" if end_reason == "cancelled" else "error" if mine.failed else "ok"
+            )
+            text = None
+            if not self.warned and intended.requests > self.who.allowed and mine.layer > 1:
+                self.warned = True
+                text = self.sentence(intended)
+        return text
+
+    def sentence(self, intended: _Intended) -> str:
+        """The warning's words for `intended` (see the module docstring)."""
+        n, tries = intended.requests, len(intended.tries)
+        inner = [t.requests - 1 for t in intended.tries]
+        most = max(inner)
+        if most <= 0:
+            how = f"an outer layer tried it {tries} times"
+        else:
+            times = "time" if most == 1 else "times"
+            each = "up to " if min(inner) != most else ""
+            how = (
+                f"{self.who.label} retried {each}{most} {times} inside each of {tries} tries "
+                "by an outer layer"
+            )
+        return f"1 call became {n} requests: {how}. Let one layer retry: {self.who.advice}"
+
+    def of(self, run_id: str) -> tuple[str, int] | None:
+        """`(call, layer_attempt)` of logical call `run_id`."""
+        found = self._tries.get(run_id)
+        return None if found is None else (found.call, found.layer)
+
+    def requests_of(self, run_id: str) -> tuple[int, int]:
+        """`(HTTP requests, logical calls)` of the intended call `run_id` belongs to, so far."""
+        with self._lock:
+            found = self._tries.get(run_id)
+            if found is None:
+                return 0, 0
+            intended = self._calls[found.call]
+            return intended.requests, len(intended.tries)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per intended call, the most amplified first (see `Watcher.amplification`)."""
+        with self._lock:
+            rows: list[dict[str, Any]] = [
+                {
+                    "call": c.call,
+                    "model": c.model,
+                    "logical_calls": len(c.tries),
+                    "requests": c.requests,
+                    "factor": float(c.requests),
+                    "allowed": self.who.allowed,
+                    "outcome": c.outcome,
+                }
+                for c in self._calls.values()
+                if c.requests
+            ]
+        df = pd.DataFrame(
+            rows,
+            columns=[
+                "call",
+                "model",
+                "logical_calls",
+                "requests",
+                "factor",
+                "allowed",
+                "outcome",
+            ],
+        )
+        df = df.astype(
+            {
+                "call": "string",
+                "model": "string",
+                "logical_calls": "int64",
+                "requests": "int64",
+                "factor": "float64",
+                "allowed": "int64",
+                "outcome": "string",
+            }
+        )
+        # worst first; among equals, in the order they were made
+        worst: pd.DataFrame = df.sort_values("factor", ascending=False, kind="stable")
+        out: pd.DataFrame = worst.reset_index(drop=True)
+        return out
+
+
+_OUR_MODULES = (
+    "nbagent",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "anthropic",
+    "openai",
+    "google",
+    "pydantic_ai",
+    "tenacity",
+    "asyncio",
+    "anyio",
+    "concurrent",
+    "threading",
+    "contextlib",
+)
+
+
+def warn(text: str) -> None:
+    """Warn `text` as `RetryAmplification`, pointed at the first frame outside the libraries
+    between the caller's code and the socket, and never swallowed by the warning registry of an
+    earlier client's identical sentence (once per client is the watcher's own rule). Never
+    raised into the watched client's call."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).partition(".")[0] not in _OUR_MODULES:
+            break
+        frame = frame.f_back
+    # no caller's frame on this thread (a guarded client's worker thread): say whose it is
+    filename, lineno, module, globs = ("nbagent", 0, "nbagent", None)
+    if frame is not None:
+        filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        module, globs = str(frame.f_globals.get("__name__", "")), frame.f_globals
+    # filters that turn warnings into errors: raised here it would break the client's own call
+    # (an SDK reads it as a connection error); the frame and the widget still tell it
+    with contextlib.suppress(RetryAmplification):
+        warnings.warn_explicit(
+            RetryAmplification(text),
+            RetryAmplification,
+            filename,
+            lineno,
+            module=module,
+            registry={},
+            module_globals=globs,
+        )

@@ -1,0 +1,250 @@
+"""Retry amplification: an outer layer's retries over a watched SDK, counted and warned about.
+
+The SDKs run against the mock server with their real retries; the waits are kept short by a
+429 asking for 10 ms (the SDKs honour a positive Retry-After), except in the pydantic-ai test,
+which is the issue's outage (529 / 503) through a real framework. Every count is held against
+the mock's own request count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import nbagent
+from nbagent import RetryAmplification, VirtualClock
+from nbagent.mock import MockServer
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+KEY = "sk-test-amplify-0123456789abcdef"
+ASK = [{"role": "user", "content": "What is 2 + 2?"}]
+FAST_429 = "429:retry_after=0.01"
+
+
+@pytest.fixture
+def server() -> Iterator[MockServer]:
+    with MockServer() as srv:
+        yield srv
+
+
+def _sdk(server: MockServer, retries: int) -> Any:
+    return anthropic.Anthropic(api_key=KEY, base_url=server.url, max_retries=retries)
+
+
+def _outer(client: Any, tries: int, messages: list[dict[str, str]] = ASK) -> Any:
+    """What a framework's retry layer does: call the SDK again when it raised."""
+    for n in range(tries):
+        try:
+            return client.messages.create(model="demo", max_tokens=30, messages=messages)
+        except anthropic.APIStatusError:
+            if n == tries - 1:
+                raise
+    return None
+
+
+def test_an_outer_layer_s_tries_are_one_intended_call_and_the_product_is_shown(
+    server: MockServer,
+) -> None:
+    server.set_faults([FAST_429] * 6 + ["ok"])
+    w = nbagent.watching(_sdk(server, retries=1), show=False)
+    with pytest.warns(RetryAmplification) as caught:
+        _outer(w.client, tries=4)
+    assert len(server.requests) == 7
+    df = w.attempts
+    assert df["call"].nunique() == 1 and (df["call"] == df["run_id"].iloc[0]).all()
+    assert list(df["layer_attempt"]) == [1, 1, 2, 2, 3, 3, 4]
+    assert list(df["attempt"]) == [1, 2, 1, 2, 1, 2, 1]  # the SDK's own count, beside it
+    amp = w.amplification
+    assert len(amp) == 1
+    row = amp.iloc[0]
+    assert (row["logical_calls"], row["requests"], row["factor"]) == (4, 7, 7.0)
+    assert (row["allowed"], row["outcome"]) == (2, "ok")
+    # warned once, when the second try had made the call more than the SDK alone allows
+    assert [str(c.message) for c in caught] == [
+        "1 call became 4 requests: the SDK retried 1 time inside each of 2 tries by an outer "
+        "layer. Let one layer retry: set max_retries=0 on the client, or the outer layer's "
+        "retries to 0, or use nbagent.guard(client)."
+    ]
+    assert caught[0].filename == __file__  # pointed at the caller's code, not the library's
+
+
+def test_the_same_request_again_is_a_new_call_after_a_success_or_long_after_a_failure(
+    server: MockServer,
+) -> None:
+    clock = VirtualClock()
+    w = nbagent.Watcher(_sdk(server, retries=0), clock=clock, show=False)
+    server.set_faults(["ok", "ok"])
+    _outer(w.client, tries=1)
+    _outer(w.client, tries=1)  # asked again on purpose: not a retry
+    server.set_faults([FAST_429, "ok"])
+    with pytest.raises(anthropic.RateLimitError):
+        _outer(w.client, tries=1)
+    clock.advance(600)  # ten minutes later: a plain new call with the same body
+    _outer(w.client, tries=1)
+    df = w.attempts
+    assert list(df["layer_attempt"]) == [1, 1, 1, 1]
+    assert df["call"].nunique() == 4
+    assert list(w.amplification["factor"]) == [1.0] * 4
+
+    # without the ten minutes, the same pair is an outer retry
+    server.set_faults([FAST_429, "ok"])
+    with pytest.raises(anthropic.RateLimitError):
+        _outer(w.client, tries=1)
+    clock.advance(5)
+    _outer(w.client, tries=1)
+    assert list(w.attempts["layer_attempt"].iloc[-2:]) == [1, 2]
+    assert w.amplification["factor"].iloc[0] == 2.0
+
+
+def test_the_same_request_from_another_thread_is_not_an_outer_retry(server: MockServer) -> None:
+    w = nbagent.watching(_sdk(server, retries=0), show=False)
+    server.set_faults([FAST_429, "ok"])
+    with pytest.raises(anthropic.RateLimitError):
+        _outer(w.client, tries=1)
+    other = threading.Thread(target=_outer, args=(w.client, 1))
+    other.start()
+    other.join()
+    assert list(w.attempts["layer_attempt"]) == [1, 1]
+    assert w.attempts["call"].nunique() == 2
+
+
+def test_the_warning_comes_once_per_client(server: MockServer) -> None:
+    w = nbagent.watching(_sdk(server, retries=1), show=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for prompt in ("one", "two"):
+            server.set_faults([FAST_429] * 4 + ["ok"])
+            _outer(w.client, tries=3, messages=[{"role": "user", "content": prompt}])
+        server.set_faults([FAST_429] * 4 + ["ok"])
+        again = nbagent.watching(_sdk(server, retries=1), show=False)
+        _outer(again.client, tries=3)
+    amplified = [c for c in caught if issubclass(c.category, RetryAmplification)]
+    assert len(amplified) == 2  # the first client once, the second client once
+    assert list(w.amplification["requests"]) == [5, 5]
+
+
+def test_a_warning_filter_that_raises_never_breaks_the_client_s_call(server: MockServer) -> None:
+    w = nbagent.watching(_sdk(server, retries=1), show=False)
+    server.set_faults([FAST_429] * 4 + ["ok"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reply = _outer(w.client, tries=3)
+    assert reply.content[0].text  # the SDK's answer, untouched
+    assert w.amplification["requests"].iloc[0] == 5
+
+
+def test_the_widget_draws_the_tries_and_its_summary_says_the_factor(server: MockServer) -> None:
+    from nbagent.notebook import TimelineState
+
+    w = nbagent.watching(_sdk(server, retries=1), show=False)
+    state = TimelineState()
+    w.events.subscribe(state)
+    server.set_faults([FAST_429] * 4 + ["ok"])
+    with pytest.warns(RetryAmplification):
+        _outer(w.client, tries=3)
+    snap = state.snapshot()
+    first = snap["runs"][0]["run_id"]
+    assert [(r["call"], r["layer_attempt"]) for r in snap["runs"]] == [
+        (first, 1),
+        (first, 2),
+        (first, 3),
+    ]
+    assert snap["summary"]["layer_attempt"] == 3
+    assert snap["summary"]["call_requests"] == 5 == len(server.requests)
+    assert snap["session"]["most_requests_per_call"] == 5  # the headline over every run
+
+
+# -- a real framework: pydantic-ai's own request retries over the SDK's ----------------------
+
+
+def _pydantic_ai_agent(model: Any, tries: int) -> Any:
+    from pydantic_ai import Agent, RetryModelRequest
+    from pydantic_ai.capabilities import AbstractCapability
+
+    class RetryOnError(AbstractCapability[None]):
+        """pydantic-ai's documented way to try a failed model request again."""
+
+        async def on_model_request_error(
+            self, ctx: Any, *, request_context: Any, error: Exception
+        ) -> Any:
+            if request_context.attempt < tries:
+                raise RetryModelRequest()
+            raise error
+
+    return Agent(model, capabilities=[RetryOnError()])
+
+
+@pytest.mark.slow  # the SDK's own backoff, twice in each of three tries: about 5 s
+def test_pydantic_ai_over_a_watched_async_anthropic_multiplies_the_sdk_s_retries(
+    server: MockServer,
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    server.set_faults(["529"] * 9)
+    watched = nbagent.watch(
+        anthropic.AsyncAnthropic(api_key=KEY, base_url=server.url, max_retries=2)
+    )
+    model = AnthropicModel("demo", provider=AnthropicProvider(anthropic_client=watched))
+    agent = _pydantic_ai_agent(model, tries=3)
+    from pydantic_ai.exceptions import ModelAPIError
+
+    sdk_retried = "the SDK retried 2 times inside each of"
+    with pytest.warns(RetryAmplification, match=sdk_retried), pytest.raises(ModelAPIError):
+        asyncio.run(agent.run("What is 2 + 2?"))
+    w = nbagent.watching(watched)
+    amp = w.amplification
+    assert len(amp) == 1
+    assert amp["logical_calls"].iloc[0] == 3
+    assert amp["requests"].iloc[0] == 9 == len(server.requests)  # 3 tries x 3 SDK attempts
+    assert list(w.attempts["layer_attempt"]) == [1] * 3 + [2] * 3 + [3] * 3
+
+
+def test_pydantic_ai_over_watched_async_openai_and_then_over_a_guarded_one(
+    server: MockServer,
+) -> None:
+    pytest.importorskip("pydantic_ai")
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    def agent_over(client: Any, tries: int) -> Any:
+        model = OpenAIChatModel("demo", provider=OpenAIProvider(openai_client=client))
+        return _pydantic_ai_agent(model, tries=tries)
+
+    server.set_faults(["503"] * 6)
+    watched = nbagent.watch(
+        openai.AsyncOpenAI(api_key=KEY, base_url=server.openai_base_url, max_retries=1)
+    )
+    from pydantic_ai.exceptions import ModelAPIError
+
+    with pytest.warns(RetryAmplification), pytest.raises(ModelAPIError, match="503"):
+        asyncio.run(agent_over(watched, tries=3).run("What is 2 + 2?"))
+    amp = nbagent.watching(watched).amplification
+    assert (amp["logical_calls"].iloc[0], amp["requests"].iloc[0]) == (3, 6)
+    assert len(server.requests) == 6
+
+    # one layer: the framework's retries off, nbagent.guard's on (paced, in virtual time)
+    server.clear_requests()
+    server.set_faults(["503", "503", "ok"])
+    guarded = nbagent.guard(
+        openai.AsyncOpenAI(api_key=KEY, base_url=server.openai_base_url),
+        retry=nbagent.RetryPolicy(seed=2),
+        clock=VirtualClock(),
+    )
+    result = asyncio.run(agent_over(guarded, tries=1).run("What is 2 + 2?"))
+    assert result.output
+    w = nbagent.watching(guarded)
+    assert list(w.attempts["action"]) == ["retry", "retry", "none"]
+    assert (w.amplification["logical_calls"].iloc[0], w.amplification["requests"].iloc[0]) == (
+        1,
+        3,
+    )
+    assert len(server.requests) == 3
