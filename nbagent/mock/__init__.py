@@ -23,8 +23,9 @@ Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` 
 ``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``empty``, ``slow=S`` (``invalid`` is
 ``400``, ``overloaded`` is ``529``); any of them takes ``should_retry=true|false``. A
 ``target:`` prefix aims an entry at a batch endpoint instead (``create:429``, ``create:lost``,
-``retrieve:503``, ``results:cut``), where ``lost`` and ``cut`` also apply. In Gemini's format ``429`` is a per-minute quota whose wait is in the
-body (``RetryInfo``), ``quota`` a per-day quota, and ``529`` a 503 ``UNAVAILABLE``.
+``retrieve:503``, ``results:cut``), where ``lost`` and ``cut`` also apply. In Gemini's format
+``429`` is a per-minute quota whose wait is in the body (``RetryInfo``), ``quota`` a per-day
+quota, and ``529`` a 503 ``UNAVAILABLE``.
 """
 
 from ._batches import BatchCounts, MockBatch
