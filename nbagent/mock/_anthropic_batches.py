@@ -119,7 +119,11 @@ def create(call: BatchCall) -> None:
             call.refuse(400, f"{where}.params: Field required.", f"{where}.params")
     mock = call.mock
     entries = ((r["custom_id"], r["params"], item.compact(r["params"])) for r in requests)
-    items = item.add_items(Items(), entries, "anthropic", None, mock.plan.next, mock.context_window)
+    # Anthropic has no failed batches: one that fails (create:failed) errs in every item
+    failed = call.fault.kind == "failed"
+    items = item.add_items(
+        Items(), entries, "anthropic", None, mock.plan, mock.context_window, failed=failed
+    )
     del requests, body
     batch = call.store.add(new_id("msgbatch_01", 22), "anthropic", items)
     call.body = {"requests": len(batch)}

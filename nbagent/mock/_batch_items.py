@@ -10,12 +10,12 @@ breaks items as it breaks requests.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._batches import OK_OUTCOME, ItemOutcome, Items
+from ._batches import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
 from ._conversation import Format, RequestError
-from ._faults import Fault
+from ._faults import Fault, FaultPlan
 from ._formats import CODECS, Codec, Route, parse_request
 from ._ratelimit import format_seconds
 from ._reply import MockReply, Responder
@@ -54,18 +54,35 @@ def outcome_for(
     return OK_OUTCOME if fault.is_ok else ItemOutcome("ok", fault)
 
 
+def outcomes_for(
+    requests: Iterable[Any],
+    fmt: Format,
+    route: Route | None,
+    plan: FaultPlan,
+    window: int | None,
+    *,
+    failed: bool = False,
+) -> Iterator[ItemOutcome]:
+    """Each request's outcome, with the next fault of the script in turn; in a batch that
+    ``failed`` (``create:failed``) none runs, so none takes a fault."""
+    for request in requests:
+        yield FAILED_OUTCOME if failed else outcome_for(fmt, request, route, plan.next(), window)
+
+
 def add_items(
     items: Items,
     entries: Iterable[tuple[str | None, Any, bytes]],
     fmt: Format,
     route: Route | None,
-    next_fault: Callable[[], Fault],
+    plan: FaultPlan,
     window: int | None,
+    *,
+    failed: bool = False,
 ) -> Items:
-    """Add ``(custom_id, request, line)`` entries, each with the next fault of the script."""
+    """Add ``(custom_id, request, line)`` entries, each with its outcome (`outcomes_for`)."""
     for custom_id, request, line in entries:
-        fault: Fault = next_fault()
-        items.add(custom_id, line, outcome_for(fmt, request, route, fault, window))
+        (outcome,) = outcomes_for([request], fmt, route, plan, window, failed=failed)
+        items.add(custom_id, line, outcome)
     return items
 
 

@@ -56,7 +56,10 @@ connection per item), ``overloaded_midstream`` an overloaded one; ``stall`` and 
 
 **Endpoint faults** are script entries with a target, ``create:429``, ``create:lost``,
 ``retrieve:503``, ``results:cut`` and so on: see `nbagent.mock.parse_fault`. A ``lost`` create
-stores the batch, then closes the connection before answering.
+stores the batch, then closes the connection before answering; ``create:failed`` makes a batch
+that is accepted and then fails (OpenAI ``failed`` with ``token_limit_exceeded`` in its
+``errors``, Gemini ``BATCH_STATE_FAILED``; Anthropic has none, so there every item ends errored
+with an ``api_error``).
 
 **Counters and views**: ``MockServer.batch_counts`` (a `BatchCounts`: create requests received,
 batches created and items submitted, per provider), ``MockServer.submitted_ids(provider)``
@@ -153,6 +156,7 @@ class ItemOutcome:
 
 
 OK_OUTCOME = ItemOutcome("ok")
+FAILED_OUTCOME = ItemOutcome("fault", Fault("500"))  # an item of a batch that failed
 
 
 class Items:
@@ -307,7 +311,9 @@ class Batch:
         return int(self._rank[index])
 
     def status(self, index: int, snap: Snapshot) -> ItemStatus:
-        """Item ``index``'s status at ``snap``."""
+        """Item ``index``'s status at ``snap`` (every item of a batch that failed errored)."""
+        if snap.phase == "failed":
+            return "errored"
         if self.rank(index) < snap.finished:
             return "errored" if self.items.outcomes[index].errored else "succeeded"
         if snap.ended_at is None:
@@ -315,6 +321,9 @@ class Batch:
         return "canceled" if snap.phase == "canceled" else "expired"
 
     def counts(self, snap: Snapshot) -> dict[ItemStatus, int]:
+        if snap.phase == "failed":
+            n = len(self.items)
+            return {"processing": 0, "succeeded": 0, "errored": n, "expired": 0, "canceled": 0}
         errored = self.errored_among(snap.finished)
         rest = len(self.items) - snap.finished
         ended = snap.ended_at is not None

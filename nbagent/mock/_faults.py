@@ -14,8 +14,10 @@ aimed at an endpoint take the kinds a status or a connection can show: a status 
 connection is closed before the answer: a create that made a batch its caller never heard of),
 ``slow=S`` (done, answered S seconds later), ``malformed`` (half a JSON body), and for
 ``results`` and ``retrieve`` ``cut`` (the body stops half way and the connection closes) and
-``stall=S`` (the body pauses S seconds half way). ``invalid`` is another name for ``400`` and
-``overloaded`` for ``529``.
+``stall=S`` (the body pauses S seconds half way), and for ``create`` ``failed`` (the batch is
+accepted, then fails: OpenAI's ``failed`` with ``token_limit_exceeded``, Gemini's
+``BATCH_STATE_FAILED``; Anthropic has no failed batches, so there every item ends errored).
+``invalid`` is another name for ``400`` and ``overloaded`` for ``529``.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ _ENDPOINT_KINDS: frozenset[str] = STATUS_KINDS | frozenset(
 )
 _BODY_KINDS: frozenset[str] = frozenset({"cut", "stall"})  # only where a long body comes back
 _BODY_TARGETS: frozenset[str] = frozenset({"results", "retrieve"})
-_TARGETED_ONLY: frozenset[str] = frozenset({"lost", "cut"})
+_TARGETED_ONLY: frozenset[str] = frozenset({"lost", "cut", "failed"})
 _MAX_SECONDS = 3600.0
 
 
@@ -231,13 +233,18 @@ def _check_kind(entry: str, kind: str, target: str | None) -> None:
             known = ", ".join(sorted(ALL_KINDS | set(ALIASES)))
             raise ValueError(f"Fault {entry!r} has unknown kind {kind!r}; known kinds are {known}.")
         return
+    if kind == "failed" and target != "create":
+        raise ValueError(
+            f"Fault {entry!r}: kind 'failed' is a batch that fails after it was accepted, so "
+            "it is for create."
+        )
     if kind in _BODY_KINDS and target not in _BODY_TARGETS:
         raise ValueError(
             f"Fault {entry!r}: kind {kind!r} breaks a long answer, so it is for results or "
             f"retrieve, not {target}."
         )
-    if kind not in _ENDPOINT_KINDS | _BODY_KINDS:
-        known = ", ".join(sorted(_ENDPOINT_KINDS | _BODY_KINDS | set(ALIASES)))
+    if kind not in _ENDPOINT_KINDS | _BODY_KINDS | {"failed"}:
+        known = ", ".join(sorted(_ENDPOINT_KINDS | _BODY_KINDS | set(ALIASES) | {"failed"}))
         raise ValueError(
             f"Fault {entry!r}: kind {kind!r} cannot be aimed at the {target} endpoint; "
             f"kinds for an endpoint are {known}."

@@ -10,7 +10,9 @@ inline responses, in input order, each a ``response`` or an ``error`` with the r
 ``metadata``, are under both ``metadata.output.inlinedResponses.inlinedResponses`` (what the SDK
 reads) and ``response.inlinedResponses.inlinedResponses`` (what the REST guide reads). A batch
 that expires (Gemini: still pending or running after 48 hours) or is cancelled carries no
-responses. An item error is a ``google.rpc.Status`` (``code``, ``message``).
+responses. An item error, like a failed batch's ``error``, is a ``google.rpc.Status``: ``code``
+(the canonical ``google.rpc.Code``, 8 for RESOURCE_EXHAUSTED, not the HTTP status) and
+``message``; ``details`` are left out, since the genai SDK types them as strings.
 """
 
 from __future__ import annotations
@@ -39,6 +41,22 @@ _STATE = {
     "expired": "BATCH_STATE_EXPIRED",
     "canceled": "BATCH_STATE_CANCELLED",
     "failed": "BATCH_STATE_FAILED",
+}
+# google.rpc.Code: a Status inside an operation or an inline response carries the canonical
+# code, not the HTTP status (the HTTP error envelope carries both).
+RPC_CODES = {
+    "CANCELLED": 1,
+    "UNKNOWN": 2,
+    "INVALID_ARGUMENT": 3,
+    "DEADLINE_EXCEEDED": 4,
+    "NOT_FOUND": 5,
+    "PERMISSION_DENIED": 7,
+    "RESOURCE_EXHAUSTED": 8,
+    "FAILED_PRECONDITION": 9,
+    "ABORTED": 10,
+    "INTERNAL": 13,
+    "UNAVAILABLE": 14,
+    "UNAUTHENTICATED": 16,
 }
 _HOLE = "\u0000inlined responses\u0000"
 _HOLE_JSON = json.dumps(_HOLE).encode()
@@ -128,8 +146,7 @@ def _response(call: BatchCall, batch: Batch, index: int) -> bytes:
     out: dict[str, Any] = {}
     if outcome.errored:
         _, body = item.error(call.codec, outcome, batch.extra["model_id"], "")
-        error = body.get("error", {})
-        out["error"] = {"code": error.get("code", 500), "message": error.get("message", "")}
+        out["error"] = rpc_status(body)
     else:
         response_id = stable_id(batch.id, index, 22)
         request = entry.get("request")
@@ -139,6 +156,13 @@ def _response(call: BatchCall, batch: Batch, index: int) -> bytes:
     if entry.get("metadata") is not None:
         out["metadata"] = entry["metadata"]
     return item.compact(out)
+
+
+def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
+    """An HTTP error body as the ``google.rpc.Status`` an operation carries."""
+    error = body.get("error", {})
+    code = RPC_CODES.get(str(error.get("status", "")), 2)
+    return {"code": code, "message": str(error.get("message", ""))}
 
 
 def _reply(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
@@ -182,8 +206,12 @@ def create(call: BatchCall) -> None:
             key = (entry.get("metadata") or {}).get("key")
             yield (key if isinstance(key, str) else None), entry["request"], item.compact(entry)
 
-    items = item.add_items(Items(), entries(), "gemini", route, mock.plan.next, mock.context_window)
+    failed = call.fault.kind == "failed"
+    items = item.add_items(
+        Items(), entries(), "gemini", route, mock.plan, mock.context_window, failed=failed
+    )
     display = _field(batch_spec, "displayName", "display_name")
+    errors = [_failure(model_id)] if failed else []
     batch = call.store.add(
         "batches/" + new_id("", 36, "abcdefghijklmnopqrstuvwxyz0123456789"),
         "gemini",
@@ -192,9 +220,18 @@ def create(call: BatchCall) -> None:
         model_id=model_id,
         display_name=display if isinstance(display, str) else "",
         metadata={"displayName": display} if isinstance(display, str) else {},
+        errors=errors,
     )
     call.body = {"displayName": display, "requests": len(batch)}
     _reply(call, batch, call.store.snapshot(batch))
+
+
+def _failure(model_id: str) -> dict[str, Any]:
+    message = (
+        f"Batch job failed: the enqueued token limit for {model_id} was reached. "
+        "Try again once some running batches have finished."
+    )
+    return {"code": RPC_CODES["RESOURCE_EXHAUSTED"], "message": message}
 
 
 def get(call: BatchCall) -> None:

@@ -24,9 +24,16 @@ from typing import Any
 from . import _batch_items as item
 from . import _files as files
 from ._batch_http import BatchCall, CallError, Endpoint
-from ._batches import Batch, ItemOutcome, Items, Provider, Snapshot, new_id, stable_id
+from ._batches import (
+    Batch,
+    ItemOutcome,
+    Items,
+    Provider,
+    Snapshot,
+    new_id,
+    stable_id,
+)
 from ._conversation import Format
-from ._faults import Fault
 
 MAX_REQUESTS = 50_000
 DAY_S = 86_400
@@ -193,8 +200,8 @@ def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "cancelled_at": ended if phase == "canceled" else None,
         "request_counts": {
             "total": 0 if validating else len(batch),
-            "completed": counts["succeeded"],
-            "failed": failed,
+            "completed": 0 if validating else counts["succeeded"],
+            "failed": 0 if validating else failed,
         },
         "metadata": extra["metadata"],
         "model": extra["model"],
@@ -305,12 +312,13 @@ def create(call: BatchCall) -> None:
     starts, ids, bodies, errors, model = read_input(data, endpoint)
     outcomes: list[ItemOutcome] = []
     if not errors:
+        failed = call.fault.kind == "failed"
         mock = call.mock
-        for request in bodies:
-            fault: Fault = mock.plan.next()
-            outcomes.append(item.outcome_for(fmt, request, None, fault, mock.context_window))
+        context = mock.context_window
+        outcomes = list(item.outcomes_for(bodies, fmt, None, mock.plan, context, failed=failed))
+        errors = [_token_limit(model)] if failed else []
     del bodies
-    items = Items.over(data, starts, ids, outcomes) if not errors else Items()
+    items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
     batch = call.store.add(
         new_id("batch_", 32, "0123456789abcdef"),
         call.provider,
@@ -325,6 +333,15 @@ def create(call: BatchCall) -> None:
     )
     call.body = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
     call.reply(batch_json(call, batch, call.store.snapshot(batch)))
+
+
+def _token_limit(model: str | None) -> dict[str, Any]:
+    message = (
+        f"Enqueued token limit reached for {model} in organization org-nbagent-mock. "
+        "Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have "
+        "been completed."
+    )
+    return {"code": "token_limit_exceeded", "line": None, "message": message, "param": None}
 
 
 def _check_metadata(metadata: Any) -> None:
