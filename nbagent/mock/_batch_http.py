@@ -81,6 +81,7 @@ class BatchCall:
         self.fault: Fault = OK
         self.body: Any = None  # what the request record keeps (never a whole batch)
         self.started = False  # the status line has been sent
+        self._body_read = False
         self._recorded = False
 
     # --- the request ----------------------------------------------------------------------------
@@ -94,6 +95,7 @@ class BatchCall:
         return f"http://{host}"
 
     def read_body(self) -> bytes:
+        self._body_read = True
         try:
             length = int(self.header("content-length") or 0)
         except ValueError:
@@ -215,6 +217,7 @@ class BatchCall:
         """Answer with a body made piece by piece (``count`` pieces), in chunked encoding: a
         ``cut`` ends it after half of them, a ``stall`` pauses there."""
         self._after_action(status)
+        self._drain()
         handler = self.handler
         self.started = True
         handler.send_response(status)
@@ -256,7 +259,18 @@ class BatchCall:
         if kind == "slow" and self.mock.wait(self.fault.seconds or 0.0):
             self.hang_up(status)
 
+    def _drain(self) -> None:
+        """Read a body nobody read (the call was refused first), so the next request on the
+        connection starts where it should; one too large to read closes the connection."""
+        if self._body_read:
+            return
+        try:
+            self.read_body()
+        except CallError:
+            self.handler.close_connection = True
+
     def _send_whole(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
+        self._drain()
         handler = self.handler
         self.started = True
         handler.send_response(status)

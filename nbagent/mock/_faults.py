@@ -227,7 +227,7 @@ def _check_kind(entry: str, kind: str, target: str | None) -> None:
         if kind in _TARGETED_ONLY:
             raise ValueError(
                 f"Fault {entry!r}: kind {kind!r} is for a batch endpoint, so aim it at one, "
-                f"e.g. {'results' if kind == 'cut' else 'create'}:{kind}."
+                f"as in {'results' if kind == 'cut' else 'create'}:{kind}."
             )
         if kind not in ALL_KINDS:
             known = ", ".join(sorted(ALL_KINDS | set(ALIASES)))
