@@ -19,7 +19,7 @@ from typing import Any
 
 from . import _batch_items as item
 from ._batch_http import BatchCall, CallError, Endpoint
-from ._batches import Batch, Items, Provider, Snapshot, new_id, stable_id
+from ._batch_timeline import Batch, Items, Provider, Snapshot, new_id, stable_id
 from ._wire import anthropic_error
 
 MAX_REQUESTS = 100_000

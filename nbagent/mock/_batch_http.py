@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qs
 
-from ._batches import BatchStore, Provider
+from ._batch_timeline import Provider
+from ._batches import BatchStore
 from ._faults import OK, Fault
 from ._formats import Codec
 from ._ratelimit import RateDecision, format_seconds

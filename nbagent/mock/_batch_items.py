@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._batches import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
+from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
 from ._conversation import Format, RequestError
 from ._faults import Fault, FaultPlan
 from ._formats import CODECS, Codec, Route, parse_request

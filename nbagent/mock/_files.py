@@ -10,17 +10,18 @@ file of 100,000 answers is never held whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ._batch_http import BatchCall, CallError
-from ._batches import Provider, new_id
+from ._batch_timeline import Provider, new_id
 
 PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
 )
 MAX_FILE_BYTES = 200 * 1024 * 1024
+T = TypeVar("T")
 FILE_DAYS_S = 30 * 86_400
 
 
@@ -174,18 +175,28 @@ def list_files(call: BatchCall) -> None:
     files = [f for f in reversed(files) if f.provider == call.provider]
     if purpose:
         files = [f for f in files if f.purpose == purpose]
+    list_page(call, files, limit, lambda f: f.id, StoredFile.json)
+
+
+def list_page(
+    call: BatchCall,
+    objects: Sequence[T],
+    limit: int,
+    id_of: Callable[[T], str],
+    render: Callable[[T], dict[str, Any]],
+) -> None:
+    """Answer one page of an OpenAI list, newest first, from the object after ``?after=``."""
     after = call.query.get("after")
     if after is not None:
-        ids = [f.id for f in files]
-        files = files[ids.index(after) + 1 :] if after in ids else []
-    page = files[:limit]
-    data = [f.json() for f in page]
+        ids = [id_of(x) for x in objects]
+        objects = objects[ids.index(after) + 1 :] if after in ids else []
+    data = [render(x) for x in objects[:limit]]
     call.reply(
         {
             "object": "list",
             "data": data,
             "first_id": data[0]["id"] if data else None,
             "last_id": data[-1]["id"] if data else None,
-            "has_more": len(files) > limit,
+            "has_more": len(objects) > limit,
         }
     )

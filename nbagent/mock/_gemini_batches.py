@@ -25,7 +25,7 @@ from typing import Any
 
 from . import _batch_items as item
 from ._batch_http import BatchCall, CallError, Endpoint
-from ._batches import Batch, Items, Provider, Snapshot, new_id, stable_id
+from ._batch_timeline import Batch, Items, Provider, Snapshot, new_id, stable_id
 from ._formats import Route
 from ._gemini_wire import gemini_error
 

@@ -24,7 +24,7 @@ from typing import Any
 from . import _batch_items as item
 from . import _files as files
 from ._batch_http import BatchCall, CallError, Endpoint
-from ._batches import (
+from ._batch_timeline import (
     Batch,
     ItemOutcome,
     Items,
@@ -365,20 +365,8 @@ def retrieve(call: BatchCall) -> None:
 def list_batches(call: BatchCall) -> None:
     limit = call.int_query("limit", 20, 1, 100)
     batches = call.store.newest_first(call.provider)
-    after = call.query.get("after")
-    if after is not None:
-        ids = [b.id for b in batches]
-        batches = batches[ids.index(after) + 1 :] if after in ids else []
-    page = batches[:limit]
-    data = [batch_json(call, b, call.store.snapshot(b)) for b in page]
-    call.reply(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": len(batches) > limit,
-        }
+    files.list_page(
+        call, batches, limit, lambda b: b.id, lambda b: batch_json(call, b, call.store.snapshot(b))
     )
 
 

@@ -15,12 +15,12 @@ from types import TracebackType
 from typing import Any
 
 from ..recording import Recorder, Recording
+from ._batch_timeline import Provider
 from ._batches import (
     DEFAULT_BATCH_DURATION_S,
     BatchCounts,
     BatchStore,
     MockBatch,
-    Provider,
     check_duration,
 )
 from ._faults import Fault, FaultPlan, FaultRates
