@@ -629,3 +629,19 @@ def test_advance_batches_moves_the_real_clock_forward() -> None:
         server.advance_batches(3600)
         now = client.get(f"/v1/messages/batches/{batch.json()['id']}").json()
     assert now["processing_status"] == "ended"
+
+
+def test_the_providers_request_caps(
+    monkeypatch: pytest.MonkeyPatch, client: httpx.Client, clock: BatchClock
+) -> None:
+    from nbagent.mock import _anthropic_batches, _openai_batches
+
+    monkeypatch.setattr(_anthropic_batches, "MAX_REQUESTS", 3)  # 100,000 on the wire
+    monkeypatch.setattr(_openai_batches, "MAX_REQUESTS", 3)  # 50,000
+    r = client.post("/v1/messages/batches", json={"requests": anthropic_requests(4)})
+    assert r.status_code == 400 and "at most 3" in r.json()["error"]["message"]
+    batch = openai_batch(client, 4)  # OpenAI accepts it, then fails it
+    clock.advance(DURATION)
+    failed = client.get(f"/v1/batches/{batch['id']}").json()
+    assert failed["status"] == "failed"
+    assert [e["code"] for e in failed["errors"]["data"]] == ["too_many_tasks"]

@@ -36,6 +36,14 @@ official SDKs can be tested against the same bytes in seconds.
 - ``batch_clock`` (default ``time.time``): the clock batches run on, in seconds since the epoch
   (its readings become the batches' timestamps); ``MockServer.advance_batches(seconds)`` moves
   it forward, so a test or a notebook never waits.
+- ``MockServer.batch_duration_s`` and ``MockServer.expire_after_s`` may be changed on a running
+  server (``shared_server()``, behind ``model="demo"``, included); a batch keeps the values it
+  was created with.
+
+OpenAI's ``request_counts`` and Gemini's ``batchStats`` move as items end; Anthropic's
+``request_counts`` keep every item under ``processing`` until the batch has ended (its API
+reference: "Requests start as processing and move to one of the other statuses only once
+processing of the entire batch ends").
 
 A cancel takes a tenth of the duration to settle (Anthropic ``canceling``, OpenAI
 ``cancelling``), the items that end meanwhile keep their answers, and the rest are canceled.
@@ -52,7 +60,13 @@ error, ``empty`` an empty answer; a request its wire format refuses is an errore
 invalid-request error that names the field. Kinds that break a connection (``close``,
 ``drop_after_tokens``, ``malformed``) make an item errored with a server error (there is no
 connection per item), ``overloaded_midstream`` an overloaded one; ``stall`` and ``slow`` are
-``ok``.
+``ok``. A Gemini item error (and a failed Gemini batch's ``error``) is a ``google.rpc.Status``:
+``code`` is the canonical code (3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 13 INTERNAL,
+14 UNAVAILABLE), not the HTTP status; an OpenAI item error is an error-file line whose
+``response`` carries the HTTP status and OpenAI's error body; an Anthropic one is an
+``errored`` result with Anthropic's error object. Caps are the providers': Anthropic 100,000
+requests or 256 MB (a 400, a 413), OpenAI 50,000 lines (the batch ``failed`` with
+``too_many_tasks``) or a 200 MB file, Gemini 20 MB of inline requests (a 400).
 
 **Endpoint faults** are script entries with a target, ``create:429``, ``create:lost``,
 ``retrieve:503``, ``results:cut`` and so on: see `nbagent.mock.parse_fault`. A ``lost`` create
