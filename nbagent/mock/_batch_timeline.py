@@ -1,0 +1,266 @@
+"""One provider batch on the mock server: its items, kept compactly, and its timeline.
+
+A batch's state is a function of the batch clock alone: created at ``created``, its items end
+one by one in a shuffled order between a tenth and nine tenths of its duration, and it ends at
+its duration, at its expiry, or a tenth of the duration after a cancel, whichever comes first.
+So any reading of the clock (a retrieve, a results download, a test's assertion) sees the same
+batch, and a test that moves the clock sees it progress without anything running behind it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+import random
+import secrets
+import string
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._faults import Fault
+
+Provider = Literal["anthropic", "openai", "azure", "gemini"]
+"""Which API a batch was created through (Azure is OpenAI's Batch API under ``/openai/``)."""
+ItemStatus = Literal["processing", "succeeded", "errored", "expired", "canceled"]
+"""Where one item of a batch stands, in Anthropic's words (OpenAI and Gemini have no per-item
+status on the wire; these are what their lines and responses say)."""
+Phase = Literal[
+    "validating",
+    "in_progress",
+    "finalizing",
+    "canceling",
+    "completed",
+    "expired",
+    "canceled",
+    "failed",
+]
+"""Where a batch stands, in neutral words each provider module translates."""
+
+LEAD = 0.1  # the share of the duration before the first item ends (validating / pending)
+SPAN = 0.8  # the share over which the items end
+CANCEL_SETTLE = 0.1  # the share of the duration a cancel takes to settle
+_ALNUM = string.ascii_letters + string.digits
+
+
+def new_id(prefix: str, length: int, alphabet: str = _ALNUM) -> str:
+    """A random id in a provider's style (``msgbatch_01...``, ``batch_...``, ``file-...``)."""
+    return prefix + "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def stable_id(seed: str, index: int, length: int = 24) -> str:
+    """An id that is the same each time an item's answer is made (downloads repeat)."""
+    return hashlib.blake2b(f"{seed}/{index}".encode(), digest_size=16).hexdigest()[:length]
+
+
+@dataclass(frozen=True)
+class ItemOutcome:
+    """What an item will be once it ends, decided when the batch is created.
+
+    ``kind``: ``ok`` (answered by the responder; ``fault`` may be ``empty``), ``fault`` (an
+    error from the fault script), ``invalid`` (the wire format refused the request:
+    ``message``/``param``) or ``overflow`` (``tokens`` over the context window ``maximum``).
+    """
+
+    kind: Literal["ok", "fault", "invalid", "overflow"]
+    fault: Fault = field(default_factory=Fault)
+    message: str = ""
+    param: str | None = None
+    tokens: int = 0
+    maximum: int = 0
+
+    @property
+    def errored(self) -> bool:
+        return self.kind != "ok"
+
+
+OK_OUTCOME = ItemOutcome("ok")
+FAILED_OUTCOME = ItemOutcome("fault", Fault("500"))  # an item of a batch that failed
+
+
+class Items:
+    """The items of one batch, compactly: one JSON line each in a shared buffer, an id, an
+    outcome. 100,000 items cost their request bytes plus a few dozen bytes each."""
+
+    def __init__(self) -> None:
+        self._blob: bytes | bytearray = bytearray()
+        self._offsets = array("Q", [0])
+        self.ids: list[str | None] = []
+        self.outcomes: list[ItemOutcome] = []
+
+    def add(self, custom_id: str | None, line: bytes, outcome: ItemOutcome) -> None:
+        assert isinstance(self._blob, bytearray)
+        self._blob += line
+        self._offsets.append(len(self._blob))
+        self.ids.append(custom_id)
+        self.outcomes.append(outcome)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def line(self, index: int) -> bytes:
+        return bytes(self._blob[self._offsets[index] : self._offsets[index + 1]])
+
+    def freeze(self) -> None:
+        if isinstance(self._blob, bytearray):
+            self._blob = bytearray(self._blob)  # drop the over-allocation of growth
+
+    @classmethod
+    def over(
+        cls, buffer: bytes, starts: list[int], ids: list[str | None], outcomes: list[ItemOutcome]
+    ) -> Items:
+        """Items whose lines are already in ``buffer`` (an uploaded file), one from each start
+        to the next (the last to the end), so the file is not copied."""
+        items = cls()
+        items._blob = buffer
+        items._offsets = array("Q", [*starts, len(buffer)])
+        items.ids, items.outcomes = ids, outcomes
+        return items
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A batch at one reading of the clock: its phase and how many items (in finish order)
+    have ended with their own outcome."""
+
+    phase: Phase
+    finished: int
+    now: float
+    ended_at: float | None
+    in_progress_at: float | None  # when validation ended, if it has
+    finalizing_at: float | None  # when the last item ended, if it has
+
+
+class Batch:
+    """One batch in the store. Provider modules keep their own fields in ``extra``."""
+
+    def __init__(
+        self,
+        batch_id: str,
+        provider: Provider,
+        items: Items,
+        *,
+        created: float,
+        duration: float,
+        expire_after: float | None,
+        seed: int | None,
+        extra: dict[str, Any],
+    ) -> None:
+        self.id = batch_id
+        self.provider: Provider = provider
+        self.items = items
+        self.created = created
+        self.duration = duration
+        self.expire_after = expire_after if expire_after is not None and expire_after > 0 else None
+        self.cancel_at: float | None = None
+        self.deleted = False
+        self.extra = extra
+        self.failed: list[dict[str, Any]] = list(extra.get("errors") or [])
+        self.keeps_partial = provider != "gemini"  # Gemini: expired or canceled means no output
+        n = len(items)
+        order = list(range(n))
+        random.Random(f"{seed}/{batch_id}").shuffle(order)
+        if n > 1 and order == sorted(order):  # results are never in request order
+            order[0], order[1] = order[1], order[0]
+        self.order = array("I", order)  # rank -> index: the order items end in
+        self._rank: array[int] | None = None
+        errored = [rank for rank, index in enumerate(order) if items.outcomes[index].errored]
+        self._errored_ranks = errored  # sorted
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    # --- time -----------------------------------------------------------------------------------
+
+    def _finished_by(self, t: float) -> int:
+        n = len(self.items)
+        if self.duration <= 0:
+            return n
+        done = (t - self.created - LEAD * self.duration) * n / (SPAN * self.duration)
+        return max(0, min(n, math.floor(done + 1e-9)))
+
+    def _end(self) -> tuple[float, Phase]:
+        ends: list[tuple[float, int, Phase]] = [(self.created + self.duration, 0, "completed")]
+        if self.expire_after is not None and self.expire_after < self.duration:
+            ends.append((self.created + self.expire_after, 1, "expired"))
+        if self.cancel_at is not None:
+            ends.append((self.cancel_at + CANCEL_SETTLE * self.duration, 2, "canceled"))
+        at, _, phase = min(ends)
+        return at, phase
+
+    def snapshot(self, now: float) -> Snapshot:
+        n = len(self.items)
+        end_at, end_phase = self._end()
+        lead_end = self.created + LEAD * self.duration
+        if self.failed:  # it fails its validation
+            if now >= lead_end:
+                return Snapshot("failed", 0, now, lead_end, None, None)
+            return Snapshot("validating", 0, now, None, None, None)
+        last_at = self.created + (LEAD + SPAN) * self.duration
+        started = lead_end if now >= lead_end else None
+        if now >= end_at:
+            finished = n if end_phase == "completed" else self._finished_by(end_at)
+            if end_phase != "completed" and not self.keeps_partial:
+                finished = 0
+            started = lead_end if end_at >= lead_end else None
+            final = last_at if end_at >= last_at else None
+            return Snapshot(end_phase, finished, now, end_at, started, final)
+        finished = self._finished_by(now)
+        final = last_at if now >= last_at else None
+        if self.cancel_at is not None and now >= self.cancel_at:
+            return Snapshot("canceling", finished, now, None, started, final)
+        if started is None:
+            return Snapshot("validating", finished, now, None, None, None)
+        if finished >= n:
+            return Snapshot("finalizing", finished, now, None, started, final)
+        return Snapshot("in_progress", finished, now, None, started, final)
+
+    # --- items ----------------------------------------------------------------------------------
+
+    def errored_among(self, finished: int) -> int:
+        """How many of the first ``finished`` items to end were errored."""
+        return bisect.bisect_left(self._errored_ranks, finished)
+
+    def rank(self, index: int) -> int:
+        if self._rank is None:
+            ranks = array("I", bytes(4 * len(self.order)))
+            for rank, i in enumerate(self.order):
+                ranks[i] = rank
+            self._rank = ranks
+        return int(self._rank[index])
+
+    def status(self, index: int, snap: Snapshot) -> ItemStatus:
+        """Item ``index``'s status at ``snap`` (every item of a batch that failed errored)."""
+        if snap.phase == "failed":
+            return "errored"
+        if self.rank(index) < snap.finished:
+            return "errored" if self.items.outcomes[index].errored else "succeeded"
+        if snap.ended_at is None:
+            return "processing"
+        return "canceled" if snap.phase == "canceled" else "expired"
+
+    def counts(self, snap: Snapshot) -> dict[ItemStatus, int]:
+        if snap.phase == "failed":
+            n = len(self.items)
+            return {"processing": 0, "succeeded": 0, "errored": n, "expired": 0, "canceled": 0}
+        errored = self.errored_among(snap.finished)
+        rest = len(self.items) - snap.finished
+        ended = snap.ended_at is not None
+        return {
+            "processing": 0 if ended else rest,
+            "succeeded": snap.finished - errored,
+            "errored": errored,
+            "expired": rest if ended and snap.phase == "expired" else 0,
+            "canceled": rest if ended and snap.phase == "canceled" else 0,
+        }
+
+    def ended_in_order(self, snap: Snapshot) -> Iterator[int]:
+        """The indexes of the items that ended with their own outcome, in the order they ended."""
+        for rank in range(snap.finished):
+            yield int(self.order[rank])
+
+    def unfinished_in_order(self, snap: Snapshot) -> Iterator[int]:
+        for rank in range(snap.finished, len(self.order)):
+            yield int(self.order[rank])

@@ -1,0 +1,326 @@
+"""Provider batch APIs on the mock server: the store every batch lives in, its clock, its counters.
+
+A client of Anthropic's Message Batches, OpenAI's Batch API or Gemini's batch mode meets there
+what a live client never does: a create that is accepted and then takes hours, items that end
+one by one in any order, an expiry that keeps part of the work, a results file to download. The
+mock answers all three on its own host, over real HTTP, so nbagent's batch backend and the
+official SDKs can be tested against the same bytes in seconds.
+
+**Endpoints** (paths as the providers and their SDKs write them; OpenAI's also under Azure's
+``/openai/`` and ``/openai/v1/`` prefixes):
+
+- Anthropic: ``POST /v1/messages/batches``; ``GET /v1/messages/batches/{id}``;
+  ``GET /v1/messages/batches`` (``after_id``, ``before_id``, ``limit``);
+  ``POST .../{id}/cancel``; ``DELETE .../{id}``; ``GET .../{id}/results`` (the
+  ``results_url``, on the mock's own host).
+- OpenAI: ``POST /v1/files`` (multipart, ``purpose=batch``); ``GET /v1/files``;
+  ``GET /v1/files/{id}``; ``GET /v1/files/{id}/content``; ``DELETE /v1/files/{id}``;
+  ``POST /v1/batches``; ``GET /v1/batches/{id}``; ``GET /v1/batches`` (``after``, ``limit``);
+  ``POST /v1/batches/{id}/cancel``.
+- Gemini: ``POST /v1beta/models/{m}:batchGenerateContent`` (inline requests);
+  ``GET /v1beta/batches/{id}``; ``GET /v1beta/batches`` (``pageSize``, ``pageToken``);
+  ``POST /v1beta/batches/{id}:cancel``; ``DELETE /v1beta/batches/{id}``; also under ``/v1/``,
+  where the genai SDK calls them (a ``/v1/batches/...`` request is Gemini's when it carries
+  ``x-goog-api-key`` or ``?key=``, names a Gemini batch, or pages with ``pageSize``).
+
+**Options** (``MockServer(...)``, and the flags of ``nbagent serve``):
+
+- ``batch_duration_s`` (default 2.0; ``--batch-duration``): how long a batch runs on the batch
+  clock. Its first tenth is spent validating (OpenAI ``validating``, Gemini
+  ``BATCH_STATE_PENDING``), its items end one by one over the next eight tenths, in a shuffled
+  order, and the last tenth is OpenAI's ``finalizing``.
+- ``expire_after_s`` (default None; ``--expire-after``): a batch still running that long after
+  its creation expires. Items ended by then keep their answers; the rest are Anthropic
+  ``expired`` results and OpenAI ``batch_expired`` lines in the error file; a Gemini batch
+  that expires has no results at all (``BATCH_STATE_EXPIRED``), as Gemini documents.
+- ``batch_clock`` (default ``time.time``): the clock batches run on, in seconds since the epoch
+  (its readings become the batches' timestamps); ``MockServer.advance_batches(seconds)`` moves
+  it forward, so a test or a notebook never waits.
+- ``MockServer.batch_duration_s`` and ``MockServer.expire_after_s`` may be changed on a running
+  server (``shared_server()``, behind ``model="demo"``, included); a batch keeps the values it
+  was created with.
+
+OpenAI's ``request_counts`` and Gemini's ``batchStats`` move as items end; Anthropic's
+``request_counts`` keep every item under ``processing`` until the batch has ended (its API
+reference: "Requests start as processing and move to one of the other statuses only once
+processing of the entire batch ends").
+
+A cancel takes a tenth of the duration to settle (Anthropic ``canceling``, OpenAI
+``cancelling``), the items that end meanwhile keep their answers, and the rest are canceled.
+
+**Items** are answered as live requests are: each takes the next entry of the fault script
+without a target, in submission order, when the batch is created (``faults=["ok", "500",
+"invalid"]`` makes the second item errored with an ``api_error`` and the third with an
+``invalid_request_error``), and the responder (the demo model) answers the rest in the
+provider's non-streamed body (an Anthropic Message, a ``chat.completion`` or a Responses object,
+a ``GenerateContentResponse``) when the results are read. ``overloaded``/``529`` give an
+overloaded error, ``quota`` the provider's out-of-credit error (Anthropic: "Your credit balance
+is too low ..."), ``overflow`` and a prompt larger than ``context_window`` a prompt-too-long
+error, ``empty`` an empty answer; a request its wire format refuses is an errored item with the
+invalid-request error that names the field. Kinds that break a connection (``close``,
+``drop_after_tokens``, ``malformed``) make an item errored with a server error (there is no
+connection per item), ``overloaded_midstream`` an overloaded one; ``stall`` and ``slow`` are
+``ok``. A Gemini item error (and a failed Gemini batch's ``error``) is a ``google.rpc.Status``:
+``code`` is the canonical code (3 INVALID_ARGUMENT, 8 RESOURCE_EXHAUSTED, 13 INTERNAL,
+14 UNAVAILABLE), not the HTTP status; an OpenAI item error is an error-file line whose
+``response`` carries the HTTP status and OpenAI's error body; an Anthropic one is an
+``errored`` result with Anthropic's error object. Caps are the providers': Anthropic 100,000
+requests or 256 MB (a 400, a 413), OpenAI 50,000 lines (the batch ``failed`` with
+``too_many_tasks``) or a 200 MB file, Gemini 20 MB of inline requests (a 400).
+
+**Endpoint faults** are script entries with a target, ``create:429``, ``create:lost``,
+``retrieve:503``, ``results:cut`` and so on: see `nbagent.mock.parse_fault`. A ``lost`` create
+stores the batch, then closes the connection before answering; ``create:failed`` makes a batch
+that is accepted and then fails (OpenAI ``failed`` with ``token_limit_exceeded`` in its
+``errors``, Gemini ``BATCH_STATE_FAILED``; Anthropic has none, so there every item ends errored
+with an ``api_error``).
+
+**Counters and views**: ``MockServer.batch_counts`` (a `BatchCounts`: create requests received,
+batches created and items submitted, per provider), ``MockServer.submitted_ids(provider)``
+(how many times each custom id or key was submitted, over every batch), ``MockServer.batches``
+and ``MockServer.batch(id)`` (`MockBatch` views: status, counts and each item's status as the
+provider reports them now), ``MockServer.clear_batches()``.
+
+Batches and their files are kept in memory, compactly: each item's request as one JSON line in
+a batch-wide buffer, its fault, and an offset; answers are made when the results are read and
+streamed out, never held.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot
+
+__all__ = ["DEFAULT_BATCH_DURATION_S", "BatchCounts", "BatchStore", "MockBatch"]
+
+DEFAULT_BATCH_DURATION_S = 2.0
+
+
+class MockBatch:
+    """A batch the mock server holds, as a test sees it: read at the time of each access.
+
+    ``custom_ids`` are the ids (Anthropic, OpenAI) or keys (Gemini ``metadata.key``, None when
+    an inline request had none) in submission order.
+    """
+
+    def __init__(self, batch: Batch, store: BatchStore) -> None:
+        self._batch = batch
+        self._store = store
+
+    @property
+    def id(self) -> str:
+        """The provider's id (Gemini's is ``batches/...``)."""
+        return self._batch.id
+
+    @property
+    def provider(self) -> Provider:
+        """``anthropic``, ``openai``, ``azure`` or ``gemini``: the API it was created through."""
+        return self._batch.provider
+
+    @property
+    def custom_ids(self) -> list[str | None]:
+        """The items' custom ids (Gemini: ``metadata.key``), in submission order."""
+        return list(self._batch.items.ids)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """OpenAI's ``metadata``, Gemini's ``displayName`` (as ``{"displayName": ...}``), or
+        nothing for Anthropic (whose batches carry none)."""
+        return dict(self._batch.extra.get("metadata") or {})
+
+    @property
+    def created_at(self) -> float:
+        """The batch clock's reading when it was created (seconds since the epoch)."""
+        return self._batch.created
+
+    @property
+    def phase(self) -> Phase:
+        """Where the batch stands now, in neutral words."""
+        return self._store.snapshot(self._batch).phase
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether a cancel was asked for (it may not have settled yet)."""
+        return self._batch.cancel_at is not None
+
+    @property
+    def deleted(self) -> bool:
+        """Whether it was deleted (it is then gone from the provider's endpoints)."""
+        return self._batch.deleted
+
+    def counts(self) -> dict[ItemStatus, int]:
+        """How many items stand where, now.
+
+        Returns:
+            The number of items ``processing``, ``succeeded``, ``errored``, ``expired`` and
+            ``canceled`` (an item of a batch that failed counts as errored).
+        """
+        return self._batch.counts(self._store.snapshot(self._batch))
+
+    def statuses(self) -> dict[str, ItemStatus]:
+        """Each item's status now.
+
+        Returns:
+            The status by custom id (a Gemini item without a key by position, as
+            ``"#<index>"``), in submission order.
+        """
+        snap = self._store.snapshot(self._batch)
+        return {
+            (cid if cid is not None else f"#{i}"): self._batch.status(i, snap)
+            for i, cid in enumerate(self._batch.items.ids)
+        }
+
+    def __len__(self) -> int:
+        return len(self._batch)
+
+    def __repr__(self) -> str:
+        return f"MockBatch({self.id!r}, {self.provider}, {len(self)} items, {self.phase})"
+
+
+@dataclass(frozen=True)
+class BatchCounts:
+    """What the mock's batch endpoints have seen, per provider (``anthropic``, ``openai``,
+    ``azure``, ``gemini``).
+
+    ``create_requests`` counts every create call received, answered or not (a scripted 429, a
+    refused body); ``batches_created`` the batches it stored (a ``lost`` create counts);
+    ``items_submitted`` the items in them.
+    """
+
+    create_requests: Mapping[str, int]
+    batches_created: Mapping[str, int]
+    items_submitted: Mapping[str, int]
+
+
+class BatchStore:
+    """Every batch and file of one mock server, on one clock. Thread-safe."""
+
+    def __init__(
+        self,
+        *,
+        duration_s: float = DEFAULT_BATCH_DURATION_S,
+        expire_after_s: float | None = None,
+        clock: Callable[[], float] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        check_duration(duration_s, expire_after_s)
+        self.duration_s = float(duration_s)
+        self.expire_after_s = None if expire_after_s is None else float(expire_after_s)
+        self._clock = clock or time.time
+        self._offset = 0.0
+        self.seed = seed
+        self.lock = threading.RLock()
+        self._batches: dict[str, Batch] = {}
+        self.files: dict[str, Any] = {}  # OpenAI's files (see `_files`)
+        self._create_requests: Counter[str] = Counter()
+
+    # --- the clock ------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self._clock() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(
+                f"advance_batches takes a number of seconds (0 or more), got {seconds!r}."
+            )
+        with self.lock:
+            self._offset += float(seconds)
+
+    def snapshot(self, batch: Batch) -> Snapshot:
+        with self.lock:
+            return batch.snapshot(self.now())
+
+    # --- batches --------------------------------------------------------------------------------
+
+    def count_create(self, provider: Provider) -> None:
+        with self.lock:
+            self._create_requests[provider] += 1
+
+    def add(self, batch_id: str, provider: Provider, items: Items, **extra: Any) -> Batch:
+        items.freeze()
+        with self.lock:
+            batch = Batch(
+                batch_id,
+                provider,
+                items,
+                created=self.now(),
+                duration=self.duration_s,
+                expire_after=self.expire_after_s,
+                seed=self.seed,
+                extra=extra,
+            )
+            self._batches[batch_id] = batch
+            return batch
+
+    def get(self, batch_id: str, provider: Provider | tuple[Provider, ...]) -> Batch | None:
+        wanted = (provider,) if isinstance(provider, str) else provider
+        with self.lock:
+            batch = self._batches.get(batch_id)
+        if batch is None or batch.deleted or batch.provider not in wanted:
+            return None
+        return batch
+
+    def newest_first(self, provider: Provider | tuple[Provider, ...]) -> list[Batch]:
+        wanted = (provider,) if isinstance(provider, str) else provider
+        with self.lock:
+            batches = list(self._batches.values())
+        return [b for b in reversed(batches) if b.provider in wanted and not b.deleted]
+
+    def cancel(self, batch: Batch) -> Snapshot:
+        """Ask ``batch`` to stop; the snapshot after the request (a batch that ended stays so)."""
+        with self.lock:
+            snap = batch.snapshot(self.now())
+            if snap.ended_at is None and batch.cancel_at is None:
+                batch.cancel_at = snap.now
+                snap = batch.snapshot(snap.now)
+            return snap
+
+    def all(self) -> list[Batch]:
+        with self.lock:
+            return list(self._batches.values())
+
+    def clear(self) -> None:
+        with self.lock:
+            self._batches.clear()
+            self.files.clear()
+            self._create_requests.clear()
+
+    def counts(self) -> BatchCounts:
+        with self.lock:
+            created: Counter[str] = Counter()
+            items: Counter[str] = Counter()
+            for batch in self._batches.values():
+                created[batch.provider] += 1
+                items[batch.provider] += len(batch)
+            return BatchCounts(dict(self._create_requests), dict(created), dict(items))
+
+    def submitted_ids(self, provider: Provider | None = None) -> Counter[str]:
+        seen: Counter[str] = Counter()
+        for batch in self.all():
+            if provider is None or batch.provider == provider:
+                seen.update(cid for cid in batch.items.ids if cid is not None)
+        return seen
+
+
+def check_duration(duration_s: float, expire_after_s: float | None) -> None:
+    """Refuse a batch duration or expiry that is not a number of seconds, in one sentence."""
+    if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s)) or duration_s < 0:
+        raise ValueError(
+            f"batch_duration_s must be a number of seconds (0 or more), got {duration_s!r}."
+        )
+    if expire_after_s is not None and not (
+        isinstance(expire_after_s, (int, float))
+        and math.isfinite(expire_after_s)
+        and expire_after_s > 0
+    ):
+        raise ValueError(
+            f"expire_after_s must be a positive number of seconds, or None, got {expire_after_s!r}."
+        )
