@@ -25,7 +25,7 @@ class RetryBudget:
 
     The defaults are the AWS SDKs' standard retry mode: 500 tokens, a retry costs 5 (a timeout
     or connection failure 10), a success returns the cost of the retry that led to it, or 1.
-    Give one to `RateLimiter(retry_budget=...)`; every agent sharing the limiter shares it.
+    Give one to `RateLimiter(budget=...)`; every agent sharing the limiter shares it.
 
     Attributes:
         capacity: The most tokens it holds, and what it starts with.
