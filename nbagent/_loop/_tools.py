@@ -262,9 +262,7 @@ class ToolSource(Protocol):
         """
         ...
 
-    async def call_batch(
-        self, calls: Sequence[ToolCall]
-    ) -> Sequence[ToolOutcome | BaseException]:
+    async def call_batch(self, calls: Sequence[ToolCall]) -> Sequence[ToolOutcome | BaseException]:
         """Run the calls of one reply that go to this source.
 
         Args:

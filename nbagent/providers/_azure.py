@@ -81,6 +81,14 @@ class AzureChatProvider(_Azure, OpenAIProvider):
         return self._azure_url(f"deployments/{deployment}/chat/completions", "chat/completions")
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The Chat Completions body, with `max_completion_tokens` as Azure wants it.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+        """
         return build_openai_body(self.model, request, max_tokens_key="max_completion_tokens")
 
 
