@@ -54,7 +54,9 @@ def public_objects(package: griffe.Module) -> dict[str, griffe.Object]:
         found[f"{module_name}.{name}"] = target
         if isinstance(target, griffe.Class):
             for member_name, member in target.members.items():
-                if member.is_alias or not member.is_function or member_name.startswith("_"):
+                if member.is_alias or member_name.startswith("_"):
+                    continue
+                if not (member.is_function or "property" in member.labels):
                     continue
                 found[f"{module_name}.{name}.{member_name}"] = member
     return found

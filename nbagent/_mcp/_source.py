@@ -177,6 +177,7 @@ class MCPSource:
 
     @property
     def running(self) -> bool:
+        """Whether the server is up now (started and not dead)."""
         conn = self._conn
         return conn is not None and conn.alive
 

@@ -55,6 +55,15 @@ class Fault:
     ``kind`` is one of ``ALL_KINDS``. ``tokens`` is set for ``drop_after_tokens``; ``seconds`` for
     ``stall`` and ``slow``; ``retry_after_s`` for ``429``. ``should_retry`` adds the
     ``x-should-retry`` header when not None.
+
+    Attributes:
+        kind: The fault: an HTTP status ("500", "429", ...), "quota", "overflow", "close",
+            "empty", "malformed", "overloaded_midstream", "drop_after_tokens", "stall",
+            "slow", or "ok".
+        tokens: For "drop_after_tokens": how many tokens stream before the connection drops.
+        seconds: For "stall" and "slow": how long, in seconds.
+        retry_after_s: For "429": the Retry-After it sends, in seconds.
+        should_retry: The `x-should-retry` header to add, or None for none.
     """
 
     kind: str = "ok"
@@ -65,6 +74,7 @@ class Fault:
 
     @property
     def is_ok(self) -> bool:
+        """Whether it is no fault at all."""
         return self.kind == "ok"
 
     @property
@@ -93,8 +103,8 @@ class Fault:
 
 
 OK = Fault("ok")
-# Random-fault probabilities keyed by fault string (or Fault): {"500": 0.1, "429": 0.05}.
 FaultRates = Mapping[str, float] | Mapping[Fault, float] | Mapping[str | Fault, float]
+"""Random-fault probabilities keyed by fault string (or `Fault`): {"500": 0.1, "429": 0.05}."""
 
 
 def _fmt_number(value: float) -> str:
@@ -116,7 +126,18 @@ def _seconds(entry: str, what: str, text: str) -> float:
 
 
 def parse_fault(entry: str) -> Fault:
-    """Parse one fault string; raise ``ValueError`` with one sentence naming the bad entry."""
+    """Parse one fault string; raise ``ValueError`` with one sentence naming the bad entry.
+
+    Args:
+        entry: A fault string: a kind, maybe "=value", maybe ":param=value,..."
+            ("429:retry_after=2", "drop_after_tokens=20", "500:should_retry=false").
+
+    Returns:
+        The fault.
+
+    Raises:
+        ValueError: The entry does not parse; one sentence names it and what is wrong.
+    """
     if not isinstance(entry, str):
         raise ValueError(f"Fault {entry!r} must be a string such as '500' or '429:retry_after=2'.")
     text = entry.strip()
@@ -174,7 +195,17 @@ def parse_fault(entry: str) -> Fault:
 
 
 def parse_faults(entries: Iterable[str | Fault]) -> list[Fault]:
-    """Parse a fault script; ``Fault`` objects pass through unchanged."""
+    """Parse a fault script; ``Fault`` objects pass through unchanged.
+
+    Args:
+        entries: Fault strings or `Fault`s.
+
+    Returns:
+        The faults, in order.
+
+    Raises:
+        ValueError: An entry does not parse, or one string was given instead of a list.
+    """
     if isinstance(entries, str):
         raise ValueError(f"Faults must be a list of strings, not the single string {entries!r}.")
     return [e if isinstance(e, Fault) else parse_fault(e) for e in entries]
@@ -200,6 +231,15 @@ class FaultPlan:
     The script is consumed first, one entry per request; after it, each request draws from
     ``fault_rates`` with a seeded ``random.Random`` (deterministic for a given request order), or
     is ``ok`` when no rates are set.
+
+    Args:
+        script: The fault script.
+        seed: Seeds the random draws.
+        fault_rates: Random-fault probabilities, by fault string or `Fault` ({"500": 0.1, "429":
+            0.05}); each request after the script draws one, or none.
+
+    Raises:
+        ValueError: A fault or a rate does not parse.
     """
 
     def __init__(
@@ -216,12 +256,23 @@ class FaultPlan:
         self._random = random.Random(seed)
 
     def set_script(self, script: Sequence[str | Fault]) -> None:
+        """Replace the script; the next request gets its first entry.
+
+        Args:
+            script: Fault strings or `Fault`s.
+        """
         faults = parse_faults(script)
         with self._lock:
             self._script = faults
             self._position = 0
 
     def set_rates(self, fault_rates: FaultRates | None, seed: int | None) -> None:
+        """Replace the random-fault probabilities and reseed their draws.
+
+        Args:
+            fault_rates: The probabilities; None for none.
+            seed: Seeds the draws.
+        """
         rates = parse_fault_rates(fault_rates or {})
         with self._lock:
             self._rates = rates
@@ -234,6 +285,11 @@ class FaultPlan:
             return len(self._script) - self._position
 
     def next(self) -> Fault:
+        """The fault of the next model request.
+
+        Returns:
+            The script's next entry, else a random draw, else `ok`.
+        """
         with self._lock:
             if self._position < len(self._script):
                 fault = self._script[self._position]

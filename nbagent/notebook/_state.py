@@ -167,6 +167,7 @@ class TimelineState:
 
     @property
     def status(self) -> str:
+        """The status line the widget shows ("receiving reply from demo", ...)."""
         return self._status
 
     # -- helpers --------------------------------------------------------------------------

@@ -77,6 +77,7 @@ class AzureChatProvider(_Azure, OpenAIProvider):
 
     @property
     def url(self) -> str:
+        """The deployment's Chat Completions endpoint (v1, or dated with `api_version`)."""
         deployment = quote(self.model, safe="")
         return self._azure_url(f"deployments/{deployment}/chat/completions", "chat/completions")
 
@@ -97,4 +98,5 @@ class AzureResponsesProvider(_Azure, ResponsesProvider):
 
     @property
     def url(self) -> str:
+        """The resource's Responses endpoint (v1, or dated with `api_version`)."""
         return self._azure_url("responses", "responses")

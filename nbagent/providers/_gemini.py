@@ -150,6 +150,7 @@ class GeminiProvider(HTTPProvider):
 
     @property
     def url(self) -> str:
+        """The model's `streamGenerateContent` endpoint (SSE), under `base_url`'s API version."""
         model = self.model.removeprefix("models/")
         base = self.base_url
         if not base.endswith(("/v1beta", "/v1", "/v1alpha")):

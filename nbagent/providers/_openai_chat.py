@@ -213,6 +213,7 @@ class OpenAIProvider(HTTPProvider):
 
     @property
     def url(self) -> str:
+        """The endpoint: `{base_url}/chat/completions`."""
         return self.base_url + "/chat/completions"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:

@@ -195,6 +195,7 @@ class ResponsesProvider(HTTPProvider):
 
     @property
     def url(self) -> str:
+        """The endpoint: `{base_url}/responses`."""
         return self.base_url + "/responses"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
