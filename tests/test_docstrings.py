@@ -18,6 +18,7 @@ described, and every described attribute must exist.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -106,9 +107,9 @@ def public_violations(objects: dict[str, griffe.Object]) -> list[str]:
         for path, obj in objects.items()
         if not isinstance(obj, griffe.Attribute)
     }
-    for obj in list(objects.values()):
+    for path, obj in objects.items():
         if isinstance(obj, griffe.Class):  # the constructor's arguments: the class docstring
-            by_key[(Path(str(obj.filepath)).resolve(), f"{obj.name}.__init__")] = obj.path
+            by_key[(Path(str(obj.filepath)).resolve(), f"{obj.name}.__init__")] = path
     files = {file for file, _ in by_key}
     return [
         f"{by_key[(file, key)]}: {code} {message}"
@@ -174,28 +175,28 @@ def documented_raises(obj: griffe.Object) -> set[str]:
     return names
 
 
+@functools.cache
+def parsed(path: str) -> ast.Module:
+    return ast.parse(Path(path).read_text(encoding="utf-8"))
+
+
 def function_nodes(obj: griffe.Object) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     """The function's definition; for a class, its `__init__` (documented on the class)."""
-    tree = ast.parse(Path(str(obj.filepath)).read_text(encoding="utf-8"))
-    wanted = "__init__" if isinstance(obj, griffe.Class) else obj.name
-    parent = obj if isinstance(obj, griffe.Class) else obj.parent
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != wanted:
-            continue
-        if isinstance(parent, griffe.Class):
-            owner = next(
-                (
-                    c
-                    for c in ast.walk(tree)
-                    if isinstance(c, ast.ClassDef) and c.name == parent.name and node in c.body
-                ),
-                None,
-            )
-            if owner is None:
-                continue
-        elif node not in tree.body:
-            continue
-        yield node
+    tree = parsed(str(obj.filepath))
+    if isinstance(obj, griffe.Class):
+        owner, wanted = obj.name, "__init__"
+    else:
+        owner = obj.parent.name if isinstance(obj.parent, griffe.Class) else None
+        wanted = obj.name
+    body: list[ast.stmt] = tree.body
+    if owner is not None:
+        body = next(
+            (c.body for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == owner),
+            [],
+        )
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == wanted:
+            yield node
 
 
 def undocumented_raises(objects: dict[str, griffe.Object]) -> list[str]:
