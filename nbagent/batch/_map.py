@@ -210,10 +210,7 @@ async def amap(
         The results, one row per prompt, and every attempt.
 
     Raises:
-        ConfigError: An option is wrong (`concurrency` or `workers` not a positive whole
-            number, an unknown `backend`, `workers` without Ray, one prompt string instead of
-            many, a DataFrame without the column), or an agent argument is (checked before
-            any prompt is sent).
+        ConfigError: As for `map`.
     """
     return await _Batch(BatchOptions.of(locals()), stoppable=False).run()
 
@@ -252,10 +249,7 @@ def start(
         The handle: `await` it for the `BatchResult`, `cancel()` it to stop every agent.
 
     Raises:
-        ConfigError: An option is wrong (`concurrency` or `workers` not a positive whole
-            number, an unknown `backend`, `workers` without Ray, one prompt string instead of
-            many, a DataFrame without the column), or an agent argument is (checked before
-            any prompt is sent).
+        ConfigError: As for `map`.
         RuntimeError: No event loop is running (use `map` from a script).
     """
     options = BatchOptions.of(locals())

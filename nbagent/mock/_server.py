@@ -413,24 +413,18 @@ def serve(
     """Run a ``MockServer`` for the duration of a ``with`` block.
 
     Args:
-        faults: The fault script: one fault string ("500", "429:retry_after=2",
-            "drop_after_tokens=20", ...) or `Fault` per model request, in order; then every request
-            is fine (or draws from `fault_rates`).
-        seed: Seeds the random faults.
-        fault_rates: Random-fault probabilities, by fault string or `Fault` ({"500": 0.1, "429":
-            0.05}); each request after the script draws one, or none.
-        rate_limit: A token bucket every model request must pass (429s with the providers' rate-
-            limit headers); None for none.
-        context_window: Refuse prompts estimated above this many tokens with the format's context-
-            overflow error; None for the format's usual window.
-        demo_delay_s: Seconds to wait before each answer (to watch a widget in real time).
-        port: The port to bind on 127.0.0.1; 0 for a free one.
-        responder: What decides the answers; None for the default (the demo model).
-        max_records: How many requests to keep in `requests` (0 or more).
-        record: A path or a `Recorder`: every model exchange it serves is appended to a recording.
-        replay: A recording's path or a `Recording`: answer with its recorded answers instead, in
-            order.
-        speed: How much faster than recorded a replay answers (`math.inf`: no waiting).
+        faults: As for `MockServer`.
+        seed: As for `MockServer`.
+        fault_rates: As for `MockServer`.
+        rate_limit: As for `MockServer`.
+        context_window: As for `MockServer`.
+        demo_delay_s: As for `MockServer`.
+        port: As for `MockServer`.
+        responder: As for `MockServer`.
+        max_records: As for `MockServer`.
+        record: As for `MockServer`.
+        replay: As for `MockServer`.
+        speed: As for `MockServer`.
 
     Yields:
         The running server; it stops when the block ends.
