@@ -194,23 +194,23 @@ async def amap(
     task stops every agent (and raises); use `start` for a batch you can stop and keep.
 
     Args:
-        prompts: As for `map`.
-        model: As for `map`.
-        concurrency: As for `map`.
-        column: As for `map`.
-        tools: As for `map`.
-        system: As for `map`.
-        retry: As for `map`.
-        show: As for `map`.
-        backend: As for `map`.
-        workers: As for `map`.
-        **agent_kwargs: As for `map`.
+        prompts: As for [`map`][nbagent.map].
+        model: As for [`map`][nbagent.map].
+        concurrency: As for [`map`][nbagent.map].
+        column: As for [`map`][nbagent.map].
+        tools: As for [`map`][nbagent.map].
+        system: As for [`map`][nbagent.map].
+        retry: As for [`map`][nbagent.map].
+        show: As for [`map`][nbagent.map].
+        backend: As for [`map`][nbagent.map].
+        workers: As for [`map`][nbagent.map].
+        **agent_kwargs: As for [`map`][nbagent.map].
 
     Returns:
         The results, one row per prompt, and every attempt.
 
     Raises:
-        ConfigError: As for `map`.
+        ConfigError: As for [`map`][nbagent.map].
     """
     return await _Batch(BatchOptions.of(locals()), stoppable=False).run()
 
@@ -233,23 +233,23 @@ def start(
     its `BatchHandle` at once; the kernel stays free, and the view's Stop button cancels it.
 
     Args:
-        prompts: As for `map`.
-        model: As for `map`.
-        concurrency: As for `map`.
-        column: As for `map`.
-        tools: As for `map`.
-        system: As for `map`.
-        retry: As for `map`.
-        show: As for `map`.
-        backend: As for `map`.
-        workers: As for `map`.
-        **agent_kwargs: As for `map`.
+        prompts: As for [`map`][nbagent.map].
+        model: As for [`map`][nbagent.map].
+        concurrency: As for [`map`][nbagent.map].
+        column: As for [`map`][nbagent.map].
+        tools: As for [`map`][nbagent.map].
+        system: As for [`map`][nbagent.map].
+        retry: As for [`map`][nbagent.map].
+        show: As for [`map`][nbagent.map].
+        backend: As for [`map`][nbagent.map].
+        workers: As for [`map`][nbagent.map].
+        **agent_kwargs: As for [`map`][nbagent.map].
 
     Returns:
         The handle: `await` it for the `BatchResult`, `cancel()` it to stop every agent.
 
     Raises:
-        ConfigError: As for `map`.
+        ConfigError: As for [`map`][nbagent.map].
         RuntimeError: No event loop is running (use `map` from a script).
     """
     options = BatchOptions.of(locals())

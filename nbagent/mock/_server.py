@@ -413,18 +413,18 @@ def serve(
     """Run a ``MockServer`` for the duration of a ``with`` block.
 
     Args:
-        faults: As for `MockServer`.
-        seed: As for `MockServer`.
-        fault_rates: As for `MockServer`.
-        rate_limit: As for `MockServer`.
-        context_window: As for `MockServer`.
-        demo_delay_s: As for `MockServer`.
-        port: As for `MockServer`.
-        responder: As for `MockServer`.
-        max_records: As for `MockServer`.
-        record: As for `MockServer`.
-        replay: As for `MockServer`.
-        speed: As for `MockServer`.
+        faults: As for [`MockServer`][nbagent.mock.MockServer].
+        seed: As for [`MockServer`][nbagent.mock.MockServer].
+        fault_rates: As for [`MockServer`][nbagent.mock.MockServer].
+        rate_limit: As for [`MockServer`][nbagent.mock.MockServer].
+        context_window: As for [`MockServer`][nbagent.mock.MockServer].
+        demo_delay_s: As for [`MockServer`][nbagent.mock.MockServer].
+        port: As for [`MockServer`][nbagent.mock.MockServer].
+        responder: As for [`MockServer`][nbagent.mock.MockServer].
+        max_records: As for [`MockServer`][nbagent.mock.MockServer].
+        record: As for [`MockServer`][nbagent.mock.MockServer].
+        replay: As for [`MockServer`][nbagent.mock.MockServer].
+        speed: As for [`MockServer`][nbagent.mock.MockServer].
 
     Yields:
         The running server; it stops when the block ends.
