@@ -5,7 +5,7 @@ compact and retry, a tool error result the model can read, or a typed hard failu
 """
 
 from ._core._budget import Budget, Usage
-from ._core._clock import RealClock, VirtualClock
+from ._core._clock import Clock, RealClock, VirtualClock
 from ._core._jitter import (
     DecorrelatedJitter,
     EqualJitter,
@@ -26,11 +26,13 @@ from ._core._messages import (
     load_session,
     save_session,
 )
-from ._core._pacing import Pacer
+from ._core._pacing import Pacer, PaceRequest
 from ._core._presenter import set_presenter as _set_presenter
-from ._core._retry import RetryPolicy
+from ._core._retry import JitterSpec, RetryPolicy
 from ._loop._agent import Agent, RunHandle, RunResult
+from ._loop._args import ModelSpec
 from ._loop._compaction import CompactionContext, CompactionResult, Compactor, StubOldToolOutput
+from ._loop._durable_layout import LogTarget
 from ._loop._estimate import TokenEstimator
 from ._loop._limiter import RateLimiter
 from ._loop._retry_budget import RetryBudget
@@ -92,6 +94,7 @@ __all__ = [
     "BatchResult",
     "Budget",
     "BudgetExceeded",
+    "Clock",
     "CompactionContext",
     "CompactionResult",
     "Compactor",
@@ -107,14 +110,18 @@ __all__ = [
     "ImageBlock",
     "InvalidResponse",
     "Jitter",
+    "JitterSpec",
     "LengthResumeExhausted",
+    "LogTarget",
     "MCPSource",
     "Message",
     "ModelNotFound",
+    "ModelSpec",
     "NbAgentError",
     "NoJitter",
     "OpaqueBlock",
     "Overloaded",
+    "PaceRequest",
     "Pacer",
     "Partial",
     "ProportionalJitter",

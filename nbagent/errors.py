@@ -73,7 +73,17 @@ __all__ = [
 
 
 class Action(str, enum.Enum):
-    """What the agent does about a failure. The values are the attempt log's `action` column."""
+    """What the agent does about a failure: the four actions, as `classify` returns them.
+
+    The values are what the attempt log's `action` column holds (with "none" for a success and
+    "fallback" for moving to the next model of a chain).
+
+    Attributes:
+        RETRY: Send the same request again after a wait (backoff, or the server's Retry-After).
+        COMPACT: Shrink the conversation with the agent's compaction strategy, then retry once.
+        TOOL_RESULT: A tool call failed: the model gets an error result to read and goes on.
+        FAIL: Stop the run with the typed error; `agent.history` is as before the failed step.
+    """
 
     RETRY = "retry"
     COMPACT = "compact"
@@ -98,7 +108,16 @@ _set_recording_error_type(RecordingFileError)  # the recording module raises it 
 
 
 class SessionFileError(NbAgentError):
-    """A session file cannot be loaded; the message names the file and the problem."""
+    """A session file cannot be loaded; the message names the file and the problem.
+
+    Args:
+        path: The session file (any path-like; kept as a string).
+        problem: What is wrong with it, as a phrase ("not JSON", "version 3 is newer ...").
+
+    Attributes:
+        path: The session file, as a string.
+        problem: What is wrong with it.
+    """
 
     def __init__(self, path: object, problem: str) -> None:
         self.path = str(path)
@@ -127,7 +146,22 @@ class LengthResumeExhausted(NbAgentError):
 
 
 class BudgetExceeded(NbAgentError):
-    """A budget (cost, tokens, wall clock, turns) was passed; checked after each turn."""
+    """A budget (cost, tokens, wall clock, turns) was passed; checked after each turn.
+
+    A budget is a soft cap: the turn that passes it finishes, and this is raised before the
+    next one starts, so `actual` may be a little over `limit_value`.
+
+    Args:
+        limit: Which `Budget` field was passed: "max_cost_usd", "max_total_tokens",
+            "max_wall_s" or "max_turns".
+        actual: What the run has used of it (US dollars, tokens, seconds or turns).
+        limit_value: The limit that was set, in the same unit.
+
+    Attributes:
+        limit: Which `Budget` field was passed.
+        actual: What the run used, in the limit's unit.
+        limit_value: The limit that was set.
+    """
 
     def __init__(self, limit: str, actual: float, limit_value: float) -> None:
         self.limit = limit
@@ -139,9 +173,34 @@ class BudgetExceeded(NbAgentError):
 class ProviderError(NbAgentError):
     """A model provider failed to give the next message.
 
-    `retry_after` is the server's wish in seconds (already parsed from its headers), `headers`
-    the response headers that matter for retrying (never authorization headers).
-    `should_retry` is the server's `x-should-retry` verdict, which overrides the table.
+    Providers raise the subclass that says what went wrong (`RateLimited`, `ServerError`, ...);
+    `classify` turns the class into an action. The message is one sentence naming the provider,
+    the kind of failure, the HTTP status and the request id, so it can be shown as it is.
+
+    Args:
+        message: What the provider said, or what went wrong ("" for the kind's label alone).
+        provider: The provider's name ("anthropic", "openai", "gemini", ...).
+        status_code: The HTTP status, or None when no response arrived.
+        code: The provider's error code or type ("rate_limit_error", "insufficient_quota").
+        request_id: The provider's request id, to quote to its support.
+        retry_after: The server's wish in seconds, already parsed from its headers or body
+            (`retry-after`, `retry-after-ms`, Gemini's `retryDelay`, ...), or None.
+        reason: Overrides the class's `reason` (e.g. "quota" for a quota read from a 429).
+        should_retry: The server's `x-should-retry` verdict; when set it overrides the table.
+        headers: The response headers that matter for retrying (never authorization headers).
+        body: The decoded error body (a dict from JSON, or text), for reading details.
+
+    Attributes:
+        reason: A short machine word for the kind ("rate_limit", "quota", "provider_error").
+        message: What the provider said.
+        provider: The provider's name.
+        status_code: The HTTP status, or None.
+        code: The provider's error code or type, or None.
+        request_id: The provider's request id, or None.
+        retry_after: The server's wish in seconds, or None.
+        should_retry: The server's `x-should-retry` verdict, or None.
+        headers: The retry-relevant response headers.
+        body: The decoded error body.
     """
 
     reason: str = "provider_error"
@@ -174,8 +233,18 @@ class ProviderError(NbAgentError):
         super().__init__(self._text())
 
     def recast(self, kind: type[ProviderError], message: str) -> ProviderError:
-        """The same answer, read as another kind of error (a far reset makes a rate limit a
-        quota): every field kept, the message replaced."""
+        """The same answer, read as another kind of error: every field kept, the message replaced.
+
+        A rate limit whose reset is further away than the policy's `max_retry_after` becomes a
+        `QuotaExceeded` this way, keeping the status, request id and headers.
+
+        Args:
+            kind: The error class to read it as.
+            message: The new message.
+
+        Returns:
+            A new error of class `kind`; this one is unchanged.
+        """
         return kind(
             message,
             provider=self.provider,
@@ -221,13 +290,24 @@ class ProviderError(NbAgentError):
 
 class RateLimited(ProviderError):
     """429: too many requests for now. Retried after the server's Retry-After (or backoff);
-    a wait beyond `max_retry_after` makes it a `QuotaExceeded`."""
+    a wait beyond `max_retry_after` makes it a `QuotaExceeded`.
+
+    Attributes:
+        reason: "rate_limit" (the attempt log and `RetryScheduled` show it).
+    """
 
     reason = "rate_limit"
 
 
 class QuotaExceeded(RateLimited):
-    """A limit that waiting a little will not lift: quota, credits, spend cap, far reset."""
+    """A limit that waiting a little will not lift: quota, credits, spend cap, far reset.
+
+    Never retried; its message says when the limit resets, when the provider told
+    ("Anthropic rate limit reached. Resets in 1 h 45 min.").
+
+    Attributes:
+        reason: "quota".
+    """
 
     reason = "quota"
 
@@ -255,7 +335,18 @@ class EmptyResponse(ProviderError):
 
 
 class ContextOverflow(ProviderError):
-    """The prompt does not fit the model's window; `tokens`/`limit` when the provider said."""
+    """The prompt does not fit the model's window: the agent compacts it, then retries once.
+
+    Args:
+        message: What the provider said.
+        tokens: The prompt's size in tokens, when the provider said.
+        limit: The model's context window in tokens, when the provider said.
+        **kwargs: The other fields of `ProviderError` (`provider`, `status_code`, ...).
+
+    Attributes:
+        tokens: The prompt's size in tokens, or None.
+        limit: The model's context window in tokens, or None.
+    """
 
     def __init__(
         self,
@@ -309,10 +400,22 @@ _FINAL: tuple[type[BaseException], ...] = (
 
 
 def classify(error: BaseException, *, phase: Literal["request", "tool"] = "request") -> Action:
-    """The decision table of DESIGN.md, "The four actions", in one function.
+    """The action for a failure: the table of [the four actions](../guide/actions.md), in code.
 
-    `phase="tool"`: a failure inside a tool call. The model reads it as an error result unless
-    it is one that must stop the run (HostError, MemoryError, cancellation).
+    This is the only place the table lives; the agent's attempt loop, summaries and
+    `RetryPolicy.call` all ask it. A server's `x-should-retry` (on `ProviderError.should_retry`)
+    overrides the table, except that a quota is never retried.
+
+    Args:
+        error: The failure: any exception, not only nbagent's.
+        phase: "request" for a model request (the default); "tool" for a failure inside a tool
+            call, which the model reads as an error result unless it must stop the run
+            (`HostError`, `MemoryError`, cancellation).
+
+    Returns:
+        `Action.RETRY`, `Action.COMPACT`, `Action.TOOL_RESULT` or `Action.FAIL`. An error that
+        is not a `ProviderError` (a `ConfigError`, a bug) fails in the request phase: no retry
+        would fix it.
     """
     if isinstance(error, (Aborted, asyncio.CancelledError, KeyboardInterrupt)):
         return Action.FAIL
@@ -362,7 +465,15 @@ _DESCRIPTIONS = {
 
 
 def describe(error_kind: str) -> str:
-    """A short human label for an error kind, for status lines ("provider unavailable")."""
+    """A short human label for an error kind, for status lines.
+
+    Args:
+        error_kind: An error class's name, as the attempt log's `error_kind` column holds it
+            ("ServerError").
+
+    Returns:
+        The label ("provider unavailable"), or `error_kind` itself for a kind it does not know.
+    """
     return _DESCRIPTIONS.get(error_kind, error_kind)
 
 

@@ -84,7 +84,14 @@ BudgetLimit = Literal["max_cost_usd", "max_total_tokens", "max_wall_s", "max_tur
 
 @dataclass(frozen=True, kw_only=True)
 class Event:
-    """What every event carries; stamped by the agent when it emits the event."""
+    """What every event carries; stamped by the agent when it emits the event.
+
+    Attributes:
+        run_id: The run it belongs to (`RunResult.run_id`; the attempt log's `run_id`).
+        time: When it happened: seconds on the agent's clock (`clock.now()`).
+        turn: The step of the run: 0 before the first request, then 1, 2, ... (one per model
+            reply).
+    """
 
     run_id: str = ""
     time: float = 0.0
@@ -93,7 +100,13 @@ class Event:
 
 @dataclass(frozen=True)
 class Stamp:
-    """The shared fields of events emitted during one run, at one moment."""
+    """The shared fields of events emitted during one run, at one moment.
+
+    Attributes:
+        run_id: The run's id.
+        time: Seconds on the agent's clock.
+        turn: The run's current step.
+    """
 
     run_id: str
     time: float
@@ -104,10 +117,17 @@ class Stamp:
 class RunStarted(Event):
     """A run began: the prompt as given and the model it goes to first.
 
-    For a watched client's logical call, `call` is the intended call it belongs to (the run id
-    of the first logical call an outer layer's retries sent again, or its own) and
-    `layer_attempt` the outer layer's try it is (1 for the first); an agent's run leaves them
-    empty and 1."""
+    Attributes:
+        prompt: The prompt's text.
+        model: The first model of the chain.
+        agent_id: The agent's id (`agent.agent_id`), which tells agents apart in a batch, a
+            trace or the durable log.
+        call: For a watched client's logical call, the intended call it belongs to: the run id
+            of the first logical call that an outer layer's retries sent again, or its own. An
+            agent's run leaves it empty.
+        layer_attempt: For a watched client's logical call, which try of the outer layer it is
+            (1 for the first); 1 for an agent's run.
+    """
 
     prompt: str
     model: str
@@ -118,7 +138,15 @@ class RunStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptStarted(Event):
-    """One attempt (a request, a compaction request or a tool call) is about to be sent."""
+    """One attempt (a request or a compaction request) is about to be sent.
+
+    Attributes:
+        phase: What the attempt asked for: "request" (the next message) or "compaction" (a
+            summary).
+        attempt: Which attempt of this request it is, counting from 1.
+        max_attempts: The policy's `max_attempts` (the first attempt included).
+        model: The model it went to, as `agent.models` names it ("anthropic:claude-…").
+    """
 
     phase: AttemptPhase
     attempt: int
@@ -129,7 +157,12 @@ class AttemptStarted(Event):
 @dataclass(frozen=True, kw_only=True)
 class TextDelta(Event):
     """A piece of the answer as it streams. Only committed when the attempt succeeds; a broken
-    stream's deltas are discarded."""
+    stream's deltas are discarded.
+
+    Attributes:
+        text: The new text (append it to what came before in this attempt).
+        attempt: The attempt it belongs to: when a new attempt starts, the text starts over.
+    """
 
     text: str
     attempt: int
@@ -137,7 +170,12 @@ class TextDelta(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ThinkingDelta(Event):
-    """A piece of the model's reasoning as it streams (discarded with the attempt if it fails)."""
+    """A piece of the model's reasoning as it streams (discarded with the attempt if it fails).
+
+    Attributes:
+        text: The new reasoning text.
+        attempt: The attempt it belongs to.
+    """
 
     text: str
     attempt: int
@@ -145,7 +183,15 @@ class ThinkingDelta(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallDelta(Event):
-    """A tool call's arguments as they stream, by call `index`."""
+    """A tool call's arguments as they stream, by call `index`.
+
+    Attributes:
+        index: The call's position in the reply (a reply can hold several calls).
+        call_id: The provider's id of the call ("" until the provider has sent it).
+        name: The tool's name ("" until sent).
+        arguments: The new piece of the arguments' JSON text (not yet parseable on its own).
+        attempt: The attempt it belongs to.
+    """
 
     index: int
     call_id: str
@@ -156,7 +202,27 @@ class ToolCallDelta(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptSucceeded(Event):
-    """An attempt got its answer: the row of the attempt log with outcome `ok`."""
+    """An attempt got its answer: the row of the attempt log with outcome `ok`.
+
+    Attributes:
+        phase: What the attempt asked for: "request" (the next message) or "compaction" (a
+            summary).
+        attempt: Which attempt of this request it is, counting from 1.
+        max_attempts: The policy's `max_attempts` (the first attempt included).
+        model: The model it went to, as `agent.models` names it ("anthropic:claude-…").
+        request_id: The provider's request id, when it sent one.
+        response_id: The provider's id of the answer (a message or response id), when sent.
+        ttft_s: Seconds from sending to the first streamed piece, or None.
+        input_tokens: Prompt tokens the provider counted, or None when it did not say.
+        output_tokens: Answer tokens the provider counted, or None.
+        cache_read_tokens: Prompt tokens read from the provider's prompt cache, or None.
+        cache_write_tokens: Prompt tokens written to the cache, or None.
+        cost_usd: What the attempt cost in US dollars (from the model's prices), or None
+            when the price is unknown.
+        stop_reason: Why the model stopped ("end_turn", "tool_use", "max_tokens", ...).
+        message: What reading the reply had to assume, shown in the attempt log ("no
+            finish_reason; read as stop"), or "".
+    """
 
     phase: AttemptPhase
     attempt: int
@@ -177,7 +243,27 @@ class AttemptSucceeded(Event):
 @dataclass(frozen=True, kw_only=True)
 class AttemptFailed(Event):
     """An attempt ended in error. `action` is what the agent decided; a `RetryScheduled`
-    follows when it is "retry"."""
+    follows when it is "retry".
+
+    Attributes:
+        phase: What the attempt asked for: "request" (the next message) or "compaction" (a
+            summary).
+        attempt: Which attempt of this request it is, counting from 1.
+        max_attempts: The policy's `max_attempts` (the first attempt included).
+        model: The model it went to, as `agent.models` names it ("anthropic:claude-…").
+        error: The error's class name ("RateLimited"); never the exception itself, so no
+            secret can ride along.
+        message: The error's message.
+        action: What the agent does about it: "retry", "compact", "fallback" or "fail".
+        status_code: The HTTP status, or None when no response arrived.
+        request_id: The provider's request id, or None.
+        retry_after_s: The server's wish in seconds, or None.
+        cancelled: True when the attempt was cancelled (Stop button, `task.cancel()`).
+        ttft_s: Seconds to the first streamed piece, when something streamed before it broke.
+        discarded_text: The answer text streamed before the failure, thrown away (never
+            committed).
+        discarded_thinking: The reasoning streamed before the failure, thrown away.
+    """
 
     phase: AttemptPhase
     attempt: int
@@ -197,8 +283,26 @@ class AttemptFailed(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class RetryScheduled(Event):
-    """The wait before the next attempt, announced before it starts. `delay_s` is the wait
-    taken, `policy_delay_s` what the backoff alone said, `retry_after_s` the server's wish."""
+    """The wait before the next attempt, announced before it starts (a widget can count down).
+
+    Attributes:
+        phase: What the attempt asked for: "request" (the next message) or "compaction" (a
+            summary).
+        attempt: The attempt that failed, counting from 1.
+        next_attempt: The attempt that follows the wait.
+        max_attempts: The policy's `max_attempts` (the first attempt included).
+        model: The model it went to, as `agent.models` names it ("anthropic:claude-…").
+        delay_s: The wait taken, in seconds: the server's wish when it gave one, else the
+            backoff with jitter.
+        policy_delay_s: What the backoff alone said, in seconds.
+        error: The failed attempt's error class name.
+        message: The failed attempt's error message.
+        status_code: The failed attempt's HTTP status, or None.
+        retry_after_s: The server's wish in seconds, or None.
+        request_id: The failed attempt's request id, or None.
+        discarded_text: The answer text the failed attempt streamed, thrown away.
+        discarded_thinking: The reasoning the failed attempt streamed, thrown away.
+    """
 
     phase: AttemptPhase
     attempt: int
@@ -221,14 +325,24 @@ class SDKRetryScheduled(RetryScheduled):
     """A watched SDK client (`nbagent.watch`), not nbagent, waits before its next attempt.
 
     `delay_s` is about what the SDK's own rule gives (announced as the wait starts); the attempt
-    log of the watcher records the wait the SDK took. `sdk` names it ("the Anthropic SDK")."""
+    log of the watcher records the wait the SDK took.
+
+    Attributes:
+        sdk: Which SDK waits ("the Anthropic SDK").
+    """
 
     sdk: str
 
 
 @dataclass(frozen=True, kw_only=True)
 class PacedWait(Event):
-    """The shared rate limiter holds a request back before it is sent."""
+    """The shared rate limiter holds a request back before it is sent.
+
+    Attributes:
+        delay_s: How long it holds the request, in seconds.
+        model: The model it went to, as `agent.models` names it ("anthropic:claude-…").
+        reason: Why, as a sentence ("held back while another request probes the rate limit").
+    """
 
     delay_s: float
     model: str
@@ -237,7 +351,14 @@ class PacedWait(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionStarted(Event):
-    """The conversation is being shrunk (`reason`: it overflowed, or the estimate says it will)."""
+    """The conversation is being shrunk.
+
+    Attributes:
+        reason: "overflow" (the provider said the prompt is too long) or "proactive" (the
+            estimate passed `compaction_threshold` of the context window before sending).
+        tokens_before: The estimated size of the conversation, in tokens.
+        strategy: The compaction strategy's name.
+    """
 
     reason: CompactionReason
     tokens_before: int
@@ -246,7 +367,16 @@ class CompactionStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class CompactionFinished(Event):
-    """A compaction ended: tokens before and after, and whether it worked (`ok`)."""
+    """A compaction ended: tokens before and after, and whether it worked (`ok`).
+
+    Attributes:
+        tokens_before: The estimated size before, in tokens.
+        tokens_after: The estimated size after, in tokens.
+        strategy: The compaction strategy's name.
+        removed: How many blocks (stubbed tool outputs) or messages (summarised) were replaced.
+        ok: Whether the conversation got smaller; when not, the overflow is final.
+        message: What happened, when there is more to say, or "".
+    """
 
     tokens_before: int
     tokens_after: int
@@ -258,7 +388,14 @@ class CompactionFinished(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallStarted(Event):
-    """A tool call is about to run, with its decoded arguments."""
+    """A tool call is about to run, with its decoded arguments.
+
+    Attributes:
+        call_id: The provider's id of the call (its result carries the same id).
+        name: The tool's name.
+        arguments: The decoded arguments (empty when they were not JSON).
+        source: The tool source it belongs to (an MCP server's name), "" for a local tool.
+    """
 
     call_id: str
     name: str
@@ -268,8 +405,18 @@ class ToolCallStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolCallFinished(Event):
-    """`error` names why a call failed (unknown_tool, invalid_arguments, raised, timeout, ...;
-    tool sources add their own), "" when it did not."""
+    """A tool call ended; its result (an error result too) goes back to the model.
+
+    Attributes:
+        call_id: The provider's id of the call.
+        name: The tool's name.
+        is_error: Whether the result is an error result.
+        content: The result's text, as the model reads it.
+        duration_s: How long the call took, in seconds.
+        error: Why it failed ("unknown_tool", "invalid_arguments", "raised", "timeout", ...;
+            tool sources add their own), "" when it did not.
+        source: The tool source it belongs to, "" for a local tool.
+    """
 
     call_id: str
     name: str
@@ -282,7 +429,12 @@ class ToolCallFinished(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ToolSourceUnavailable(Event):
-    """A tool source (an MCP server, say) offers no tools this run; the model cannot call them."""
+    """A tool source (an MCP server, say) offers no tools this run; the model cannot call them.
+
+    Attributes:
+        source: The source's name.
+        reason: Why it is unavailable (the server's start-up error, say).
+    """
 
     source: str
     reason: str
@@ -290,7 +442,12 @@ class ToolSourceUnavailable(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class MessageCommitted(Event):
-    """A message joined the history (at `index`): the only event that changes the conversation."""
+    """A message joined the history: the only event that changes the conversation.
+
+    Attributes:
+        message: The message.
+        index: Its position in `agent.transcript` (the whole conversation, never compacted).
+    """
 
     message: Message
     index: int
@@ -298,7 +455,14 @@ class MessageCommitted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class FallbackStarted(Event):
-    """A model of the chain failed for good; the next one takes over."""
+    """A model of the chain failed for good; the next one takes over.
+
+    Attributes:
+        from_model: The model that failed.
+        to_model: The model that takes over.
+        error: The error class name that ended it.
+        message: The error's message.
+    """
 
     from_model: str
     to_model: str
@@ -308,7 +472,17 @@ class FallbackStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetWarning(Event):
-    """A budget (cost, tokens, time, turns) passed its warning share; the run goes on."""
+    """A budget is close to its limit; the run goes on.
+
+    Today the one warning is about turns: when `Budget.max_turns_warning` turns are left, the
+    model is told to wrap up, and this event carries the note it was sent.
+
+    Attributes:
+        limit: The `Budget` field it is about ("max_turns").
+        actual: What the run has used, in the limit's unit (turns so far).
+        limit_value: The limit.
+        message: The note sent to the model ("[nbagent] 2 turns left in this run's budget: ...").
+    """
 
     limit: BudgetLimit
     actual: float
@@ -318,8 +492,17 @@ class BudgetWarning(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class RunFinished(Event):
-    """`end_reason`: the model's stop reason when the run ended well (end_turn, max_tokens,
-    stop_sequence, ...), else "error", "cancelled" or "budget"."""
+    """A run ended, well or not; the last event of every run.
+
+    Attributes:
+        end_reason: The model's stop reason when the run ended well ("end_turn",
+            "max_tokens", "stop_sequence", ...), else "error", "cancelled" or "budget".
+        usage: Tokens, cost and requests of the whole run.
+        model: The model that answered last.
+        error: The error class name when it failed, else "".
+        message: The error's message when it failed, else "".
+        final_text: The last assistant message's text when it ended well.
+    """
 
     end_reason: str
     usage: Usage
@@ -336,8 +519,17 @@ _everywhere: list[Subscriber] = []
 
 
 def subscribe_everywhere(fn: Subscriber) -> Callable[[], None]:
-    """Deliver every event of every agent in this process to `fn`, after each agent's own
-    subscribers (tracing uses this). Returns a function that stops the delivery."""
+    """Deliver every event of every agent in this process to `fn`.
+
+    It is called after each agent's own subscribers; tracing (`nbagent.instrument`) uses it,
+    so agents made later are traced too.
+
+    Args:
+        fn: Called with each event. If it raises, the run stops with a `HostError`.
+
+    Returns:
+        A function that stops the delivery (calling it twice is harmless).
+    """
     _everywhere.append(fn)
 
     def unsubscribe() -> None:
@@ -357,13 +549,24 @@ def _stamped(event: Event, stamp: Stamp) -> Event:
 
 
 class EventBus:
-    """Subscribers, called in order for each event."""
+    """Subscribers, called in order for each event (`agent.events` is one).
+
+    Args:
+        subscribers: The first subscribers, in order.
+    """
 
     def __init__(self, subscribers: list[Subscriber] | None = None) -> None:
         self._subs: list[Subscriber] = list(subscribers or [])
 
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
-        """Add a subscriber; returns a function that removes it."""
+        """Add a subscriber, called after the ones already there.
+
+        Args:
+            fn: Called with each event, before the agent acts on it.
+
+        Returns:
+            A function that removes it (calling it twice is harmless).
+        """
         self._subs.append(fn)
 
         def unsubscribe() -> None:
@@ -374,10 +577,21 @@ class EventBus:
 
     @property
     def subscribers(self) -> tuple[Subscriber, ...]:
+        """The subscribers, in the order they are called."""
         return tuple(self._subs)
 
     def emit(self, event: Event, stamp: Stamp | None = None) -> None:
-        """Deliver `event` (stamped with `stamp` first, when given) to every subscriber."""
+        """Deliver `event` to every subscriber, then to those of `subscribe_everywhere`.
+
+        Args:
+            event: The event.
+            stamp: The run, time and turn to stamp on it first (the agent passes one; an event
+                built by hand carries its own).
+
+        Raises:
+            HostError: A subscriber raised; the run stops, since a broken widget or handler
+                must not hide what the agent does.
+        """
         if stamp is not None:
             _stamped(event, stamp)
         for fn in (*self._subs, *_everywhere):

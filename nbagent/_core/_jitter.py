@@ -31,9 +31,14 @@ INF = float("inf")
 
 @dataclass(frozen=True)
 class Span:
-    """What a strategy may use besides the computed delay: the policy's `floor` (initial delay)
-    and `cap` (maximum delay), the `previous` wait taken (None before the first retry), and the
-    number of the `attempt` that failed."""
+    """What a strategy may use besides the computed delay.
+
+    Attributes:
+        floor: The policy's `initial_delay`, in seconds.
+        cap: The policy's `max_delay`, in seconds.
+        previous: The wait taken before the attempt that failed; None before the first retry.
+        attempt: The number of the attempt that failed, counting from 1.
+    """
 
     floor: float = 0.0
     cap: float = INF
@@ -46,15 +51,36 @@ ANY_SPAN = Span()
 
 @runtime_checkable
 class Jitter(Protocol):
-    """A jitter strategy: turns the backoff's delay into the one waited. Give your own to
-    `RetryPolicy(jitter=...)`; `envelope` lets plots and the playground draw its range."""
+    """A jitter strategy: turns the backoff's delay into the one waited.
+
+    Give your own to `RetryPolicy(jitter=...)`: any object with these two methods. `envelope`
+    lets plots and the playground draw its range.
+    """
 
     def apply(self, delay: float, rng: random.Random, span: Span = ANY_SPAN) -> float:
-        """One jittered delay; `delay` is the backoff's own (un-jittered) delay."""
+        """One jittered delay.
+
+        Args:
+            delay: The backoff's own (un-jittered) delay, in seconds.
+            rng: The generator to draw from (the policy's, seeded by `seed`), so runs repeat.
+            span: The policy's floor and cap, the previous wait and the attempt number, for a
+                strategy that needs more than the delay (decorrelated jitter).
+
+        Returns:
+            The delay to wait, in seconds.
+        """
         ...
 
     def envelope(self, delay: float, span: Span = ANY_SPAN) -> tuple[float, float, float]:
-        """(min, max, mean) of what `apply` can return for this `delay`."""
+        """The range `apply` draws from for this `delay`.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+            span: As for `apply`.
+
+        Returns:
+            `(min, max, mean)` of what `apply` can return, in seconds.
+        """
         ...
 
 
@@ -79,9 +105,26 @@ class NoJitter(_Spread):
     """The backoff as computed: clients that failed together retry together."""
 
     def draw(self, delay: float, rng: random.Random) -> float:
+        """The delay itself.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+            rng: The generator to draw from (the policy's, seeded by `seed`).
+
+        Returns:
+            The delay to wait, in seconds.
+        """
         return delay
 
     def bounds(self, delay: float) -> tuple[float, float, float]:
+        """The delay, three times.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+
+        Returns:
+            `(min, max, mean)` of the delays `draw` can return, in seconds.
+        """
         return delay, delay, delay
 
     def __str__(self) -> str:
@@ -93,9 +136,26 @@ class FullJitter(_Spread):
     """Uniform between 0 and the delay."""
 
     def draw(self, delay: float, rng: random.Random) -> float:
+        """Uniform between 0 and `delay`.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+            rng: The generator to draw from (the policy's, seeded by `seed`).
+
+        Returns:
+            The delay to wait, in seconds.
+        """
         return rng.uniform(0.0, delay)
 
     def bounds(self, delay: float) -> tuple[float, float, float]:
+        """0 to `delay`, mean half of it.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+
+        Returns:
+            `(min, max, mean)` of the delays `draw` can return, in seconds.
+        """
         return 0.0, delay, delay / 2
 
     def __str__(self) -> str:
@@ -107,9 +167,26 @@ class EqualJitter(_Spread):
     """Half the delay, plus uniform up to the other half: never shorter than half."""
 
     def draw(self, delay: float, rng: random.Random) -> float:
+        """Half of `delay`, plus uniform up to the other half.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+            rng: The generator to draw from (the policy's, seeded by `seed`).
+
+        Returns:
+            The delay to wait, in seconds.
+        """
         return delay / 2 + rng.uniform(0.0, delay / 2)
 
     def bounds(self, delay: float) -> tuple[float, float, float]:
+        """Half of `delay` to all of it, mean three quarters.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+
+        Returns:
+            `(min, max, mean)` of the delays `draw` can return, in seconds.
+        """
         return delay / 2, delay, 0.75 * delay
 
     def __str__(self) -> str:
@@ -118,14 +195,37 @@ class EqualJitter(_Spread):
 
 @dataclass(frozen=True)
 class ProportionalJitter(_Spread):
-    """The delay times (1 ± fraction), uniform: a light spread around the computed value."""
+    """The delay times (1 ± fraction), uniform: a light spread around the computed value.
+
+    `RetryPolicy(jitter=0.2)` is shorthand for `ProportionalJitter(0.2)`.
+
+    Attributes:
+        fraction: How far either way, as a share of the delay (0..1).
+    """
 
     fraction: float
 
     def draw(self, delay: float, rng: random.Random) -> float:
+        """`delay` times (1 ± `fraction`), uniform.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+            rng: The generator to draw from (the policy's, seeded by `seed`).
+
+        Returns:
+            The delay to wait, in seconds.
+        """
         return delay * (1 + rng.uniform(-self.fraction, self.fraction))
 
     def bounds(self, delay: float) -> tuple[float, float, float]:
+        """`delay` times 1 - `fraction` to 1 + `fraction`, mean `delay`.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+
+        Returns:
+            `(min, max, mean)` of the delays `draw` can return, in seconds.
+        """
         return delay * (1 - self.fraction), delay * (1 + self.fraction), delay
 
     def __str__(self) -> str:
@@ -139,10 +239,30 @@ class DecorrelatedJitter:
     exponential delay is not used)."""
 
     def apply(self, delay: float, rng: random.Random, span: Span = ANY_SPAN) -> float:
+        """One wait, grown from the previous one.
+
+        Args:
+            delay: Not used: the wait depends on the previous wait, not the attempt number.
+            rng: The generator to draw from.
+            span: The policy's floor and cap and the previous wait.
+
+        Returns:
+            The delay to wait, in seconds.
+        """
         last = span.floor if span.previous is None else max(span.floor, span.previous)
         return min(span.cap, rng.uniform(span.floor, max(span.floor, last * 3)))
 
     def envelope(self, delay: float, span: Span = ANY_SPAN) -> tuple[float, float, float]:
+        """The widest range the wait before `span.attempt + 1` can fall in.
+
+        Args:
+            delay: Not used.
+            span: The policy's floor and cap and the attempt number.
+
+        Returns:
+            `(min, max, mean)` in seconds: from the floor to the floor times 3 per attempt,
+            capped.
+        """
         high = min(span.cap, span.floor * 3 ** max(1, span.attempt))
         return span.floor, high, (span.floor + high) / 2
 

@@ -43,11 +43,17 @@ __all__ = [
 SESSION_FORMAT = 1
 
 Role = Literal["user", "assistant"]
+"""Who a message is from. A system prompt is not a message: it is `Agent(system=...)`."""
 
 
 @dataclass(frozen=True)
 class TextBlock:
-    """Plain text from the user or the model."""
+    """Plain text from the user or the model.
+
+    Attributes:
+        text: The text.
+        type: The block's kind, for its JSON form ("text"); set by the class.
+    """
 
     text: str
     type: Literal["text"] = "text"
@@ -55,8 +61,14 @@ class TextBlock:
 
 @dataclass(frozen=True)
 class ThinkingBlock:
-    """The model's visible reasoning; `signature` is the provider's proof, sent back unchanged
-    so the provider accepts the thinking in the next request."""
+    """The model's visible reasoning.
+
+    Attributes:
+        thinking: The reasoning text.
+        signature: The provider's proof that it wrote this, sent back unchanged so the provider
+            accepts the thinking in the next request ("" when there is none).
+        type: The block's kind, for its JSON form ("thinking"); set by the class.
+    """
 
     thinking: str
     signature: str = ""
@@ -66,7 +78,12 @@ class ThinkingBlock:
 @dataclass(frozen=True)
 class RedactedThinkingBlock:
     """Thinking the provider encrypted (Anthropic's `redacted_thinking`). Unreadable, but a
-    thinking + tool-use conversation is refused without it, so it is kept and sent back as is."""
+    thinking + tool-use conversation is refused without it, so it is kept and sent back as is.
+
+    Attributes:
+        data: The encrypted reasoning, as received.
+        type: The block's kind, for its JSON form ("redacted_thinking"); set by the class.
+    """
 
     data: str
     type: Literal["redacted_thinking"] = "redacted_thinking"
@@ -82,6 +99,11 @@ class OpaqueBlock:
     and encrypted reasoning are what let a reasoning model continue a tool-using turn; a history
     without them is refused or reasons from scratch. Where it sits among the message's blocks is
     part of its meaning (each provider module says how).
+
+    Attributes:
+        provider: The wire format that produced it, the only one it is sent back to.
+        data: The JSON object exactly as received.
+        type: The block's kind, for its JSON form ("opaque"); set by the class.
     """
 
     provider: str
@@ -91,7 +113,13 @@ class OpaqueBlock:
 
 @dataclass(frozen=True)
 class ImageBlock:
-    """An image in a user message or a tool result, base64-encoded (`data`)."""
+    """An image in a user message or a tool result.
+
+    Attributes:
+        data: The image's bytes, base64-encoded.
+        media_type: Its MIME type ("image/png", "image/jpeg", ...).
+        type: The block's kind, for its JSON form ("image"); set by the class.
+    """
 
     data: str  # base64
     media_type: str = "image/png"
@@ -100,7 +128,16 @@ class ImageBlock:
 
 @dataclass(frozen=True)
 class ToolUseBlock:
-    """A tool call. `input` is the decoded arguments; `raw_input` keeps text that did not decode."""
+    """A tool call the model made.
+
+    Attributes:
+        id: The provider's id of the call; its result's `tool_use_id` is the same.
+        name: The tool's name.
+        input: The decoded arguments.
+        raw_input: The arguments' text when it did not decode as JSON (the tool then gets an
+            error result saying so), else None.
+        type: The block's kind, for its JSON form ("tool_use"); set by the class.
+    """
 
     id: str
     name: str
@@ -111,8 +148,15 @@ class ToolUseBlock:
 
 @dataclass(frozen=True)
 class ToolResultBlock:
-    """The answer to one tool call; `is_error` results are how a failed tool reaches the model
-    (the fourth action) instead of ending the run."""
+    """The answer to one tool call.
+
+    Attributes:
+        tool_use_id: The id of the call it answers.
+        content: What the tool gave: text and images.
+        is_error: Whether it is an error result: how a failed tool reaches the model (the
+            third action) instead of ending the run.
+        type: The block's kind, for its JSON form ("tool_result"); set by the class.
+    """
 
     tool_use_id: str
     content: tuple[TextBlock | ImageBlock, ...] = ()
@@ -121,6 +165,7 @@ class ToolResultBlock:
 
     @property
     def text(self) -> str:
+        """The result's text blocks, joined."""
         return "".join(p.text for p in self.content if isinstance(p, TextBlock))
 
 
@@ -137,37 +182,79 @@ Block = (
 
 @dataclass(frozen=True)
 class Message:
-    """One turn of the conversation: a role and its blocks. Frozen, so a failed attempt can
-    never change the history the retry sends again."""
+    """One turn of the conversation: a role and its blocks.
+
+    Frozen, so a failed attempt can never change the history the retry sends again.
+
+    Attributes:
+        role: "user" or "assistant" (tool results travel in user messages).
+        blocks: Its content, in order: text, thinking, images, tool calls, tool results.
+    """
 
     role: Role
     blocks: tuple[Block, ...] = ()
 
     @classmethod
     def user(cls, text: str) -> Message:
+        """A user message of one text block.
+
+        Args:
+            text: The text.
+
+        Returns:
+            The message.
+        """
         return cls("user", (TextBlock(text),))
 
     @classmethod
     def assistant(cls, text: str) -> Message:
+        """An assistant message of one text block (for a history written by hand).
+
+        Args:
+            text: The text.
+
+        Returns:
+            The message.
+        """
         return cls("assistant", (TextBlock(text),))
 
     @property
     def text(self) -> str:
+        """The message's text blocks, joined (thinking and tool blocks left out)."""
         return "".join(b.text for b in self.blocks if isinstance(b, TextBlock))
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
+        """The tool calls in it, in order."""
         return [b for b in self.blocks if isinstance(b, ToolUseBlock)]
 
     @property
     def tool_results(self) -> list[ToolResultBlock]:
+        """The tool results in it, in order."""
         return [b for b in self.blocks if isinstance(b, ToolResultBlock)]
 
     def to_dict(self) -> dict[str, Any]:
+        """The message as JSON-ready data, as a session file holds it.
+
+        Returns:
+            `{"role": ..., "content": [block, ...]}`.
+        """
         return {"role": self.role, "content": [block_to_dict(b) for b in self.blocks]}
 
     @classmethod
     def from_dict(cls, data: Any) -> Message:
+        """A message from its JSON form (`to_dict`'s, or content given as a plain string).
+
+        Args:
+            data: The decoded JSON.
+
+        Returns:
+            The message.
+
+        Raises:
+            ValueError: `data` is not a message: not an object, an unknown role, or content
+                that is neither a string nor a list of known blocks.
+        """
         if not isinstance(data, dict):
             raise ValueError(f"a message must be an object, not {type(data).__name__}")
         role = data.get("role")
@@ -293,7 +380,20 @@ def repair_tool_pairing(messages: list[Message], *, strict: bool = False) -> lis
 def save_session(
     path: str | os.PathLike[str], messages: list[Message], meta: dict[str, Any] | None = None
 ) -> None:
-    """Write a session file atomically."""
+    """Write a session file atomically: a crash leaves the old file or the new, never half.
+
+    The file is JSON (UTF-8) with a format version, so a later nbagent can read it. No keys
+    are stored: a session holds messages, not the agent's configuration.
+
+    Args:
+        path: Where to write; its folder must exist.
+        messages: The conversation.
+        meta: Anything JSON-ready to keep beside it (`Agent.save` keeps the models and the
+            whole transcript).
+
+    Raises:
+        OSError: The file cannot be written (no half-written file is left behind).
+    """
     target = Path(path)
     doc = {
         "format": SESSION_FORMAT,
@@ -322,7 +422,22 @@ def save_session(
 def load_session(
     path: str | os.PathLike[str], *, strict_tool_pairing: bool = False
 ) -> tuple[list[Message], dict[str, Any]]:
-    """Read a session file: (messages, meta). Raises `SessionFileError` naming what is wrong."""
+    """Read a session file back (what `save_session` wrote, or a bare list of messages).
+
+    Args:
+        path: The session file.
+        strict_tool_pairing: False (the default): a tool call without a result (a run that
+            was interrupted) gets an error result, so a provider accepts the history. True:
+            raise instead.
+
+    Returns:
+        `(messages, meta)`: the conversation and what was kept beside it.
+
+    Raises:
+        SessionFileError: The file cannot be read, is not JSON, is from a newer nbagent, or
+            holds something that is not a message; the message names the file and the problem.
+        ToolPairingError: `strict_tool_pairing` and a tool call has no result.
+    """
     target = Path(path)
     try:
         raw = target.read_bytes()

@@ -30,10 +30,16 @@ def _silent(delay: float, reason: str) -> None:
 
 @dataclass(frozen=True)
 class PaceRequest:
-    """What the attempt loop tells a pacer about the request it wants to send: the run's
-    `deadline` (on the pacer's clock; None: none), the longest wait worth taking (`max_wait`,
-    what a server may ask for at most), the `provider` (for the error's wording), and whom to
-    tell of each wait (`on_wait`)."""
+    """What the attempt loop tells a pacer about the request it wants to send.
+
+    Attributes:
+        deadline: When the run must end, on the pacer's clock; None for no deadline. A wait
+            that would end past it is not taken.
+        max_wait: The longest wait worth taking, in seconds (the policy's `max_retry_after`).
+        provider: The provider's name, for the wording of the error.
+        on_wait: Called with `(delay_s, reason)` before each wait, so the loop can emit a
+            `PacedWait`.
+    """
 
     deadline: float | None = None
     max_wait: float = float("inf")
@@ -49,22 +55,45 @@ class Pacer(Protocol):
     async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         """Return when the request may be sent, sleeping on `clock` until then.
 
-        Raises `RateLimited` (with `retry_after` = the wait) instead of waiting when the wait
-        would end past `ask.deadline` or last longer than `ask.max_wait`: nothing was sent, so
-        the loop decides about it as about a 429. A cancelled wait gives back what it had
-        reserved.
+        A cancelled wait gives back what it had reserved.
+
+        Args:
+            clock: The clock to sleep on (the agent's).
+            ask: The run's deadline, the longest wait worth taking, and whom to tell.
+
+        Raises:
+            RateLimited: The wait would end past `ask.deadline` or last longer than
+                `ask.max_wait` (its `retry_after` is the wait). Nothing was sent, so the loop
+                decides about it as about a 429.
         """
         ...
 
     def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
-        """A request went through; `headers` are its rate-limit headers."""
+        """A request went through.
+
+        Args:
+            now: When it ended, on the pacer's clock.
+            headers: Its response headers (the rate-limit ones teach the limit).
+        """
         ...
 
     def failed(self, now: float, error: BaseException) -> None:
-        """A request that was sent failed with `error` (a 429 teaches the limit)."""
+        """A request that was sent failed.
+
+        Args:
+            now: When it ended, on the pacer's clock.
+            error: Why (a 429 teaches the limit).
+        """
         ...
 
     def allow_retry(self, error: BaseException) -> bool:
-        """Take the cost of one retry after `error` from the retry budget; False (and nothing
-        taken) when the budget cannot pay, which makes the failure final."""
+        """Take the cost of one retry after `error` from the retry budget.
+
+        Args:
+            error: The failure to be retried (a timeout costs more).
+
+        Returns:
+            True when the budget paid; False (and nothing taken) when it cannot, which makes
+            the failure final.
+        """
         ...

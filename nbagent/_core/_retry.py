@@ -33,9 +33,13 @@ __all__ = ["JitterSpec", "RetryPlan", "RetryPolicy", "format_duration"]
 
 T = TypeVar("T")
 JitterSpec = Literal["full", "equal", "decorrelated"] | float | jitters.Jitter | None
-"""A jitter strategy or its shorthand: "full", "equal", "decorrelated", a fraction, None."""
+"""A jitter strategy or its shorthand (`RetryPolicy(jitter=...)`): "full" (`FullJitter`),
+"equal" (`EqualJitter`), "decorrelated" (`DecorrelatedJitter`), a fraction 0..1
+(`ProportionalJitter`), None (`NoJitter`), or any `Jitter` object."""
 RetryAfterPartial = Literal["always", "reasoning_only", "never"]
+"""Whether a request whose reply had begun to stream may be retried (`RetryPolicy`)."""
 OnRetry = Callable[[int, BaseException, "RetryPlan"], None]
+"""Told `(attempt, error, plan)` before each wait of `RetryPolicy.call` / `acall`."""
 
 _SHORTHAND: dict[str, jitters.Jitter] = {
     "full": jitters.FullJitter(),
@@ -47,7 +51,14 @@ _JITTER_HINT = "use 'full', 'equal', 'decorrelated', a fraction 0..1, None, or a
 
 @dataclass(frozen=True)
 class RetryPlan:
-    """One scheduled retry: the wait taken, the policy's own delay, the server's wish."""
+    """One scheduled retry (what `RetryPolicy.plan` returns and `on_retry` is told).
+
+    Attributes:
+        delay_s: The wait to take, in seconds: the server's wish when it gave one, else the
+            policy's delay.
+        policy_delay_s: What the backoff with jitter alone said, in seconds.
+        retry_after_s: The server's wish in seconds, or None.
+    """
 
     delay_s: float
     policy_delay_s: float
@@ -56,13 +67,38 @@ class RetryPlan:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retry settings. `max_attempts` counts the first attempt.
+    """How often to try and how long to wait between tries: a small frozen value.
 
-    Delay before attempt n+1 is `min(max_delay, initial_delay * multiplier**(n-1))`, jittered:
-    "full" uniform 0..d, "equal" d/2 + uniform 0..d/2, a fraction f: d*(1 ± f), None: none,
-    "decorrelated" min(max_delay, uniform(initial_delay, previous * 3)).
-    `retry_after_partial`: may a request be retried after part of its reply streamed?
-    `max_empty_retries`: how often an empty reply is retried (DESIGN: at most once).
+    The delay before attempt n+1 is `min(max_delay, initial_delay * multiplier**(n-1))`, then
+    jittered: "full" uniform 0..d, "equal" d/2 + uniform 0..d/2, a fraction f d·(1 ± f), None
+    none, "decorrelated" `min(max_delay, uniform(initial_delay, previous * 3))`. A server's wish
+    (Retry-After and the rate-limit reset headers) replaces the computed delay and is never
+    jittered. Whether to retry at all is `classify`'s table; the policy only says how long.
+
+    Out-of-range numbers are replaced, never rejected (a teacher typing `multiplier=0.5` should
+    see backoff, not a traceback), and each replacement is announced by one `UserWarning`
+    naming the argument, the value given and the value used.
+
+    Attributes:
+        max_attempts: Attempts in all, the first one included (below 1: 1).
+        initial_delay: The first backoff delay, in seconds (0 or less: no wait at all).
+        max_delay: The cap on a computed delay, in seconds (0 or less: 30).
+        multiplier: How much each delay grows over the last (below 1: 2).
+        jitter: The jitter strategy or its shorthand ("full" by default, the widest spread
+            and so the fewest collisions); a fraction above 1 is read as 1, below 0 as None.
+        max_retry_after: The longest server wish worth waiting for, in seconds: a longer one
+            makes the error final (a rate limit becomes `QuotaExceeded`, saying when it
+            resets).
+        seed: Seeds the jitter, so a run's waits repeat exactly; None for fresh randomness.
+        retry_after_partial: Whether a request whose reply had begun to stream may be retried:
+            "always" (the default; the partial reply is discarded), "reasoning_only" (only
+            when nothing but reasoning had streamed), "never".
+        max_empty_retries: How often an empty reply is retried (a model that answers nothing
+            twice will likely do it again).
+
+    Raises:
+        ConfigError: A setting is not a number at all, `jitter` or `retry_after_partial` is
+            not one of the values above, or `seed` is not a whole number.
     """
 
     max_attempts: int = 4
@@ -162,7 +198,15 @@ class RetryPolicy:
     # -- delays ---------------------------------------------------------------------------
 
     def base_delay(self, attempt: int) -> float:
-        """The un-jittered delay before attempt `attempt + 1` (attempt is 1-based)."""
+        """The un-jittered delay before attempt `attempt + 1`.
+
+        Args:
+            attempt: The attempt that failed, counting from 1.
+
+        Returns:
+            `min(max_delay, initial_delay * multiplier**(attempt-1))` in seconds; 0 when
+            `initial_delay` is 0.
+        """
         if self.initial_delay <= 0:
             return 0.0
         n = max(1, attempt)
@@ -175,22 +219,51 @@ class RetryPolicy:
     def jittered(
         self, delay: float, rng: random.Random | None = None, *, previous: float | None = None
     ) -> float:
+        """A delay, spread by the policy's jitter strategy.
+
+        Args:
+            delay: The un-jittered delay, in seconds (`base_delay`).
+            rng: The generator to draw from; None for the policy's own (seeded by `seed`).
+            previous: The wait taken before, for decorrelated jitter; None before the first.
+
+        Returns:
+            The delay to wait, in seconds.
+        """
         span = jitters.Span(self.initial_delay, self.max_delay, previous)
         return self._strategy.apply(delay, rng or self._rng, span)
 
     def envelope(self, attempt: int) -> tuple[float, float, float]:
-        """(min, max, expected) of the jittered delay before attempt `attempt + 1`."""
+        """The range of the jittered delay before attempt `attempt + 1` (the plots' band).
+
+        Args:
+            attempt: The attempt that failed, counting from 1.
+
+        Returns:
+            `(min, max, expected)` in seconds.
+        """
         span = jitters.Span(self.initial_delay, self.max_delay, attempt=attempt)
         return self._strategy.envelope(self.base_delay(attempt), span)
 
     def rng(self) -> random.Random:
-        """A fresh generator seeded like this policy."""
+        """A fresh generator seeded like this policy (each agent draws from its own).
+
+        Returns:
+            `random.Random(seed)`, or an unseeded one when `seed` is None.
+        """
         return random.Random(self.seed) if self.seed is not None else random.Random()
 
     # -- what a failure's wait is ---------------------------------------------------------
 
     def escalate(self, error: ProviderError) -> ProviderError:
-        """A rate limit whose reset is further away than `max_retry_after` is a final error."""
+        """Read a rate limit whose reset is further away than `max_retry_after` as final.
+
+        Args:
+            error: The provider's error.
+
+        Returns:
+            A `QuotaExceeded` saying when the limit resets ("Anthropic rate limit reached.
+            Resets in 1 h 45 min."), or `error` itself when it is not such a rate limit.
+        """
         if (
             isinstance(error, RateLimited)
             and not isinstance(error, QuotaExceeded)
@@ -215,9 +288,20 @@ class RetryPolicy:
     ) -> RetryPlan | None:
         """The wait before the next attempt, or None when there is to be no next attempt.
 
-        `attempt` is the 1-based number of the attempt that just failed; `time_left` the seconds
-        until the run's deadline (a wait that would end past it is not taken); `previous` the
-        wait taken before that attempt (for decorrelated jitter).
+        It does not ask whether the error is worth retrying (that is `classify`'s); only when
+        and whether the policy allows it.
+
+        Args:
+            error: The failure; its `retry_after` (a `ProviderError`'s) replaces the delay.
+            attempt: The attempt that just failed, counting from 1.
+            rng: The generator for the jitter; None for the policy's own.
+            time_left: Seconds until the run's deadline: a wait that would end past it is not
+                taken. None for no deadline.
+            previous: The wait taken before that attempt (for decorrelated jitter).
+
+        Returns:
+            The plan, or None when the attempts are spent, the server's wish is beyond
+            `max_retry_after`, or the wait would pass the deadline.
         """
         if attempt >= self.max_attempts:
             return None
@@ -241,11 +325,25 @@ class RetryPolicy:
         sleep: Callable[[float], None] = time.sleep,
         on_retry: OnRetry | None = None,
     ) -> T:
-        """Call `fn()` under this policy: retried as `classify` says (or `should_retry`).
+        """Call `fn()` under this policy, through the attempt loop the agent uses.
 
-        `idempotent=False`: only a 429 is retried (it proves the request was not acted on).
-        `on_retry(attempt, error, plan)` is told before each wait. Cancellation, `Aborted` and
-        KeyboardInterrupt are never retried.
+        Cancellation, `Aborted` and KeyboardInterrupt are never retried.
+
+        Args:
+            fn: The function to call, with no arguments (wrap yours in a lambda).
+            should_retry: Says whether an error is worth retrying; None for `classify`'s
+                table (rate limits, overloads, 5xx, transport errors and broken streams).
+            idempotent: False for a call that must not happen twice: only a 429 is retried
+                then, since it proves the request was not acted on.
+            sleep: What waits between attempts (`time.sleep`; a test passes a recorder).
+            on_retry: Told `(attempt, error, plan)` before each wait.
+
+        Returns:
+            What `fn()` returned, on the first attempt that did not raise.
+
+        Raises:
+            Exception: The last attempt's error when no attempt succeeded, or the first error
+                not worth retrying; a rate limit beyond `max_retry_after` as `QuotaExceeded`.
         """
         from ._attempts import AttemptLoop, generic_table
 
@@ -261,8 +359,22 @@ class RetryPolicy:
         clock: Clock | None = None,
         on_retry: OnRetry | None = None,
     ) -> T:
-        """Await `fn()` under this policy (the asynchronous twin of `call`); waits go through
-        `clock` (a `VirtualClock` runs them in no time)."""
+        """Await `fn()` under this policy: the asynchronous twin of `call`.
+
+        Args:
+            fn: An async function to await, with no arguments.
+            should_retry: Says whether an error is worth retrying; None for `classify`'s table.
+            idempotent: False for a call that must not happen twice (only a 429 is retried).
+            clock: What waits go through; None for real time (a `VirtualClock` runs them in
+                no time).
+            on_retry: Told `(attempt, error, plan)` before each wait.
+
+        Returns:
+            What `fn()` gave, on the first attempt that did not raise.
+
+        Raises:
+            Exception: As for `call`.
+        """
         from ._attempts import AttemptLoop, generic_table
 
         loop = AttemptLoop(
@@ -275,7 +387,15 @@ class RetryPolicy:
 
 
 def format_duration(seconds: float) -> str:
-    """`6300` -> `1 h 45 min`; `42.5` -> `43 s`; `90` -> `1 min 30 s`."""
+    """A duration as people read it: `6300` -> `1 h 45 min`; `42.5` -> `43 s`.
+
+    Args:
+        seconds: The duration; rounded up to whole seconds.
+
+    Returns:
+        Days and hours, hours and minutes, minutes and seconds, or seconds; "an unknown time"
+        for an infinite or NaN duration.
+    """
     if not math.isfinite(seconds):
         return "an unknown time"
     s = max(0, math.ceil(seconds))

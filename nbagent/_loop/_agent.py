@@ -62,12 +62,80 @@ def _recorder(record: str | os.PathLike[str] | Recorder | None) -> Recorder | No
 class Agent:
     """An LLM agent that makes every failure visible.
 
-    `model` is a model string ("demo", "anthropic:claude-…", "openai:gpt-…", "openrouter:…",
-    "ollama:…"), a `Provider`, or a list of them: a fallback chain, tried in order when a model's
-    retries are spent or it does not exist. "replay:<recording>" answers from a recording.
+    It holds what you configured and the conversation; each run (`run`, `start`, `run_sync`)
+    sends the conversation, retries, compacts or fails as the four actions say, and commits
+    the new messages only when a step succeeds. Every argument is checked here, before
+    anything is sent: a wrong one raises `ConfigError` with one sentence on what to change.
 
-    `record=` (a path, or a `nbagent.recording.Recorder`) appends every HTTP exchange of the
-    model chain to a recording as it happens, to replay it later or ask `what_if` about it.
+    Args:
+        model: A model string ("demo", "anthropic:claude-…", "openai:gpt-…",
+            "openrouter:…", "ollama:…", "replay:<recording>"), a `Provider`, or a list of
+            them: a fallback chain, tried in order when a model's retries are spent or it
+            does not exist.
+        tools: Functions (made tools as by `@tool`), `Tool`s and `ToolSource`s (an
+            `MCPSource`) the model may call.
+        system: The system prompt; None for none.
+        retry: How often to try and how long to wait; None for `RetryPolicy()` (4 attempts,
+            full jitter).
+        budget: Limits per run (cost, tokens, wall clock, turns); None for none.
+        compaction: What shrinks the conversation when it outgrows the context window; None
+            for `DefaultCompaction()` (stub old tool output, then summarise).
+        clock: What time is read from and waits go through; None for real time (a
+            `VirtualClock` runs minutes of backoff in no time).
+        subscribers: Called with every event, in order, before the agent acts on it.
+        max_tokens: The most tokens one reply may have.
+        max_length_resumes: How often a reply cut off at `max_tokens` with nothing in it is
+            asked for again before `LengthResumeExhausted`.
+        max_compactions_per_step: How often one step may compact before an overflow is final.
+        context_window: The model's window in tokens, to compact before sending instead of
+            after an overflow (and never send what the estimate says will not fit); None for
+            the provider's figure when it has one.
+        compaction_threshold: Compact before sending when the estimate passes this share of
+            the window (0..1].
+        allowed_tools: The names of the tools the model may call; None for all. A call to
+            another gets an error result.
+        tool_timeout: Seconds a tool call may take before it gets a "timed out" error
+            result; None for no limit (a tool's own `timeout` wins).
+        strict_tool_pairing: False (the default): a history with a tool call but no result
+            (an interrupted run) gets an error result, so a provider accepts it. True: raise
+            `ToolPairingError` instead.
+        history: The conversation to start from (`Message`s).
+        api_key: The key for model strings; None for the provider's environment variable
+            (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`, ...). Never shown or stored.
+        base_url: The endpoint for model strings; None for the provider's own.
+        options: Provider-specific request fields sent as given (temperature, reasoning
+            settings, ...).
+        limiter: True (the default): pace requests with the limiter this process shares per
+            provider, endpoint and key, so agents racing one rate limit do not storm it.
+            False: no pacing. A `RateLimiter` (any `Pacer`): that one.
+        cache: Whether to mark the stable prefix for the provider's prompt cache, where it
+            has one.
+        log: A durable attempt log: a SQLite path or connection that every finished attempt
+            is appended to as it finishes (`nbagent.analysis.read_attempts` reads it).
+        record: A path (".nbrec") or a `nbagent.recording.Recorder`: every HTTP exchange of
+            the model chain is appended as it happens, to replay it later
+            (`Agent("replay:<path>")`) or ask `what_if` about it.
+
+    Attributes:
+        system: The system prompt.
+        budget: The run limits.
+        compaction: The compaction strategy.
+        clock: The clock.
+        max_tokens: The most tokens one reply may have.
+        options: The provider-specific request fields.
+        limiter: What paces requests (see `pacer_for`).
+        toolbox: The tools, as the agent runs them.
+        events: The event bus: `agent.events.subscribe(fn)` is `agent.subscribe(fn)`.
+        history: The conversation the next run sends (compacted, when compaction has
+            happened).
+        transcript: Every message ever committed, never compacted.
+        agent_id: A short id naming this agent in traces, batches and the durable log.
+        recorder: Where HTTP exchanges are recorded, or None.
+
+    Raises:
+        ConfigError: An argument of the wrong kind or out of range, an unknown model string,
+            a missing key, a malformed URL, a log or recording path that cannot be used.
+        ToolPairingError: `strict_tool_pairing` and `history` has a tool call without result.
     """
 
     def __init__(
@@ -176,6 +244,7 @@ class Agent:
 
     @property
     def models(self) -> list[str]:
+        """The model chain as strings ("demo", "anthropic:claude-…"), in order."""
         return [f"{p.name}:{p.model}" if p.name != "demo" else "demo" for p in self._providers]
 
     @property
@@ -184,8 +253,15 @@ class Agent:
         return tuple(self._providers)
 
     def pacer_for(self, provider: Provider) -> Pacer | None:
-        """What paces this agent's requests to `provider`: the process-wide shared limiter for
-        its endpoint and key (`limiter=True`), the one given, or None (`limiter=False`)."""
+        """What paces this agent's requests to `provider`.
+
+        Args:
+            provider: A provider of the chain.
+
+        Returns:
+            The process-wide shared limiter for its endpoint and key (`limiter=True`), the
+            one given, or None (`limiter=False`).
+        """
         if self.limiter is False:
             return None
         if self.limiter is not True:
@@ -204,12 +280,28 @@ class Agent:
         return self._log.frame()
 
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        """Call `fn` with every event of this agent's runs, in order.
+
+        Args:
+            fn: Called with each event before the agent acts on it; if it raises, the run
+                stops with a `HostError`.
+
+        Returns:
+            A function that unsubscribes it.
+        """
         return self.events.subscribe(fn)
 
     # -- the conversation -------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Save the conversation (and its full transcript) atomically. No keys are stored."""
+        """Save the conversation (and its full transcript) atomically. No keys are stored.
+
+        Args:
+            path: The session file to write (JSON); `load` reads it back.
+
+        Raises:
+            HostError: The file cannot be written (no half-written file is left).
+        """
         try:
             save_session(
                 path,
@@ -222,7 +314,17 @@ class Agent:
             raise HostError(f"saving the session to {path} failed: {why}") from exc
 
     def load(self, path: str | os.PathLike[str]) -> None:
-        """Replace the conversation with a saved one (tool calls without results are repaired)."""
+        """Replace the conversation with a saved one.
+
+        Tool calls without results are repaired (or, with `strict_tool_pairing`, refused).
+
+        Args:
+            path: A session file `save` wrote.
+
+        Raises:
+            SessionFileError: The file cannot be read or is not a session.
+            ToolPairingError: `strict_tool_pairing` and a tool call has no result.
+        """
         messages, meta = load_session(path, strict_tool_pairing=self.strict_tool_pairing)
         transcript = meta.get("transcript")
         self.history = messages
@@ -265,9 +367,22 @@ class Agent:
     async def run(self, prompt: str | Message, *, show: bool | None = None) -> RunResult:
         """Run the agent on `prompt` until the model ends its turn.
 
-        Raises a typed `NbAgentError` on hard failure; `agent.history` is then as it was
-        before the failed step. In a notebook the live timeline widget is shown (`show=False`
-        to opt out); its Stop button cancels this run, which then raises `Aborted`.
+        In a notebook the live timeline widget is shown; its Stop button cancels this run.
+
+        Args:
+            prompt: The user's message: text, or a `Message.user(...)` (with images, say).
+            show: Whether to show the live widget; None to show it where a notebook can.
+
+        Returns:
+            The final text, the messages added, usage, stop reason and turns.
+
+        Raises:
+            NbAgentError: The typed error of a hard failure (`QuotaExceeded`, `AuthFailed`,
+                `BudgetExceeded`, ...); `agent.history` is then as it was before the
+                failed step, so you can fix things and run again.
+            Aborted: The run was stopped (Stop button, cancellation).
+            ConfigError: The prompt is not text or a user message, or the agent is already
+                running.
         """
         if not _showing(show):
             return await self._run_once(prompt)
@@ -295,7 +410,16 @@ class Agent:
             view.close()
 
     def start(self, prompt: str | Message, *, show: bool | None = None) -> RunHandle:
-        """Run in a background task; the kernel stays responsive. Returns an awaitable handle."""
+        """Run in a background task; the kernel stays responsive (call it from a running loop).
+
+        Args:
+            prompt: The user's message.
+            show: Whether to show the live widget; None to show it where a notebook can.
+
+        Returns:
+            A handle: `await` it for the `RunResult` (or the run's error), `cancel()` it to
+            stop the run.
+        """
         loop = asyncio.get_running_loop()
         if not _showing(show):
             return RunHandle(loop.create_task(self._run_once(prompt)))
@@ -326,7 +450,18 @@ class Agent:
         """Run to completion from synchronous code: a script, or a notebook cell.
 
         Inside a running event loop (a notebook) the run happens on a worker thread with its own
-        loop; nothing is patched. An interrupt cancels the run and raises `Aborted`.
+        loop; nothing is patched. The connections it opened are closed when it ends.
+
+        Args:
+            prompt: The user's message.
+            show: Whether to show the live widget; None to show it where a notebook can.
+
+        Returns:
+            The run's result.
+
+        Raises:
+            NbAgentError: The typed error of a hard failure, as for `run`.
+            Aborted: An interrupt (KeyboardInterrupt) cancelled the run.
         """
         from ._blocking import run_blocking
 

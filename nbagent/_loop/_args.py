@@ -16,6 +16,10 @@ from ..providers._base import Provider
 __all__ = ["check_arguments", "resolve_model_spec"]
 
 ModelSpec = str | Provider
+"""A model, as `Agent(model=...)` and `nbagent.map` take it: a model string such as "demo",
+"anthropic:claude-sonnet-4-5", "openai:gpt-4o", "gemini:gemini-2.5-flash", "ollama:llama3.2"
+or "replay:storm.nbrec" (resolved by `nbagent.providers.resolve_model`), or a `Provider`
+object (a `ScriptedModel`, a provider built with its own endpoint, key or client)."""
 
 
 def check_arguments(

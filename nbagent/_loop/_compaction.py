@@ -56,6 +56,8 @@ __all__ = [
 STUB_SUFFIX = "removed to fit the context window]"
 
 Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]
+"""How a strategy asks the model for a summary: `await summarize(messages, instruction)`
+gives the text, through the agent's retry policy (`CompactionContext.extra["summarize"]`)."""
 
 
 # -- the protocol -------------------------------------------------------------------------------
@@ -63,10 +65,20 @@ Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]
 
 @dataclass(frozen=True)
 class CompactionContext:
-    """What a strategy is told: why it runs, which round of this step, the provider's error
-    (with its `tokens`/`limit` when it said them), the system prompt and tools that count
-    against the window, and `extra` ("target_tokens": the window; "summarize": how to ask
-    the model for a summary)."""
+    """What a compaction strategy is told about the request it must make fit.
+
+    Attributes:
+        reason: "overflow" (the provider refused the prompt) or "proactive" (the estimate
+            passed the agent's `compaction_threshold` before sending).
+        round: 1 for the first compaction of this step, 2 for the next: a strategy may cut
+            deeper each round.
+        error: The provider's `ContextOverflow`, with its `tokens` and `limit` when it said
+            them; None for a proactive compaction.
+        system: The system prompt (it counts against the window too).
+        tools: The tools sent with the request (their schemas count too).
+        extra: What the agent adds: "target_tokens" (the context window, when known) and
+            "summarize" (a `Summarizer` that asks the model for a summary).
+    """
 
     reason: CompactionReason
     round: int  # 1 for the first compaction of this step, 2 for the next…
@@ -78,8 +90,16 @@ class CompactionContext:
 
 @dataclass(frozen=True)
 class CompactionResult:
-    """What a compaction did: the new messages and the token counts before and after, for the
-    widget, the events and the attempt log."""
+    """What a compaction did, for the widget, the events and the attempt log.
+
+    Attributes:
+        messages: The new conversation, sent in place of the old.
+        tokens_before: The estimated size before, in tokens.
+        tokens_after: The estimated size after, in tokens.
+        strategy: Which strategy did the work ("stub", "summarize", "stub+summarize").
+        removed: How many blocks (stubs) or messages (summaries) were replaced.
+        note: Anything the user should know (a summary that failed), or "".
+    """
 
     messages: list[Message]
     tokens_before: int
@@ -91,14 +111,32 @@ class CompactionResult:
 
 @runtime_checkable
 class Compactor(Protocol):
-    """A compaction strategy: shrink `messages` to fit `ctx`, or return None when it cannot.
-    Pass your own as `Agent(compaction=...)`."""
+    """A compaction strategy: shrink the conversation to fit, or say it cannot.
+
+    Pass your own as `Agent(compaction=...)`: any object with a `name` and `compact`. A
+    strategy may also have `prepare(messages, ctx)` (applied before every request, to keep
+    what an earlier compaction learned) and `reset()`.
+
+    Attributes:
+        name: The strategy's name, shown in events and the attempt log.
+    """
 
     name: str
 
     async def compact(
         self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None: ...
+    ) -> CompactionResult | None:
+        """Shrink `messages` so the request fits.
+
+        Args:
+            messages: The conversation that did not fit (or would not, by the estimate).
+            ctx: Why it runs, which round, the provider's error and what else counts.
+
+        Returns:
+            The result, or None when it cannot make the conversation smaller (the overflow
+            is then final).
+        """
+        ...
 
 
 class _Estimating:
@@ -208,6 +246,21 @@ class StubOldToolOutput(_Estimating):
     The cutoff is remembered, as a number of newest messages kept whole: `prepare()` applies it
     to every later request, so a long session does not overflow again turn after turn.
     `reset()` forgets it.
+
+    Args:
+        keep_last: How many newest messages to keep whole when it can.
+        ratio: The target, as a share of the provider's limit or the window (0.7: stub until
+            the estimate is at most 70% of it).
+        min_chars: Outputs of at most this many characters are left alone.
+        estimator: The token estimator; None for a fresh one (the agent calibrates it).
+
+    Attributes:
+        name: "stub".
+        keep_last: How many newest messages it keeps whole when it can.
+        ratio: The target share of the limit.
+        min_chars: The size below which outputs are left alone.
+        estimator: The token estimator.
+        keep: The remembered cutoff (newest messages kept whole), or None.
     """
 
     name = "stub"
@@ -230,6 +283,7 @@ class StubOldToolOutput(_Estimating):
         return f"StubOldToolOutput(keep_last={self.keep_last}, remembered_keep={self.keep})"
 
     def reset(self) -> None:
+        """Forget the remembered cutoff."""
         self.keep = None
 
     def _candidates(self, messages: Sequence[Message]) -> list[int]:
@@ -242,6 +296,17 @@ class StubOldToolOutput(_Estimating):
     async def compact(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
+        """Stub outputs, oldest first, until the estimate is below the target.
+
+        Args:
+            messages: The conversation that does not fit.
+            ctx: Why it runs, which round, the provider's error, the system prompt and tools
+                that count against the window.
+
+        Returns:
+            The result, or None when there is nothing to stub (or, before sending, when only
+            the newest output could go and the whole still fits the window).
+        """
         out = list(messages)
         n = len(out)
         candidates = self._candidates(out)
@@ -274,7 +339,16 @@ class StubOldToolOutput(_Estimating):
     async def prepare(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
-        """Stub what lies before the remembered cutoff; None when nothing changes."""
+        """Stub what lies before the remembered cutoff (before every request).
+
+        Args:
+            messages: The conversation that is about to be sent (it is not changed).
+            ctx: Why it runs, which round, the provider's error, the system prompt and tools
+                that count against the window.
+
+        Returns:
+            The result, or None when nothing changes.
+        """
         if self.keep is None:
             return None
         out = list(messages)

@@ -29,7 +29,9 @@ __all__ = [
 ]
 
 LogTarget = str | os.PathLike[str] | sqlite3.Connection
-"""What `Agent(log=...)` and `read_attempts` take: a file path, or an open connection."""
+"""A durable attempt log, as `Agent(log=...)`, `nbagent.watch(log=...)` and `read_attempts`
+take it: a SQLite file path (made when it does not exist), or an open `sqlite3.Connection`.
+Many agents, processes and sessions may write to one file; each row names its agent."""
 
 SCHEMA_VERSION = 1
 KIND = "nbagent.attempts"

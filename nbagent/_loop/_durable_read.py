@@ -59,6 +59,19 @@ def read_attempts(
     or after a time (a datetime, an ISO string, a timedelta meaning "that long ago", or Unix
     seconds). `model` keeps one model's attempts ("anthropic:claude-…", or several), with the
     tool calls of the runs that used it. Times in the frame are each agent's own clock.
+
+    Args:
+        log: The durable log (`Agent(log=...)`): a SQLite file path or an open connection.
+        since: Keep attempts logged at or after this time; None for all.
+        model: Keep this model's attempts (or these models'); None for all.
+
+    Returns:
+        The attempts, one row each, oldest first.
+
+    Raises:
+        ConfigError: There is no log at the path, `log` is neither a path nor a connection,
+            the file is not an nbagent attempt log, or `since` is not a time.
+        HostError: The file exists but SQLite cannot open it.
     """
     label = label_of(log)
     if isinstance(log, sqlite3.Connection):

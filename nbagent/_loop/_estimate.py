@@ -67,6 +67,24 @@ class TokenEstimator:
     reported/estimated (an exponential average, clamped to `min_ratio`..`max_ratio`). Samples
     from tiny requests, and implausible ones (a provider that leaves cached tokens out of
     `input_tokens`, a test double that always says 10), are ignored.
+
+    The heuristic is characters / 4; the ratio corrects it for the model's tokenizer, so the
+    agent can compact before sending instead of waiting for an overflow.
+
+    Args:
+        ratio: The starting ratio.
+        smoothing: How far each sample moves the ratio (0..1; 1 takes the latest alone).
+        min_ratio: The smallest ratio allowed.
+        max_ratio: The largest ratio allowed.
+        min_sample: Requests estimated below this many tokens teach nothing.
+
+    Attributes:
+        min_ratio: The smallest ratio allowed.
+        max_ratio: The largest ratio allowed.
+        smoothing: How far each sample moves the ratio.
+        min_sample: The smallest estimate that teaches.
+        ratio: The ratio learned so far.
+        samples: How many requests it learned from.
     """
 
     def __init__(
@@ -94,17 +112,45 @@ class TokenEstimator:
     def raw(
         self, messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
     ) -> int:
+        """The heuristic estimate, unscaled (what `observe` wants as `estimated`).
+
+        Args:
+            messages: The conversation.
+            system: The system prompt.
+            tools: The tools sent with it.
+
+        Returns:
+            Tokens, by characters / 4.
+        """
         return estimate_tokens(messages, system, tools)
 
     def estimate(
         self, messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
     ) -> int:
+        """The estimate, scaled by the learned ratio.
+
+        Args:
+            messages: The conversation.
+            system: The system prompt.
+            tools: The tools sent with it.
+
+        Returns:
+            Tokens, rounded up.
+        """
         return math.ceil(self.raw(messages, system, tools) * self.ratio)
 
     __call__ = estimate
 
     def observe(self, estimated: int, reported: int | None) -> bool:
-        """Learn from one request: `estimated` is its raw heuristic estimate. True if used."""
+        """Learn from one request that went through.
+
+        Args:
+            estimated: Its raw heuristic estimate (`raw`).
+            reported: The input tokens the provider counted for it, or None.
+
+        Returns:
+            True when the sample was used; False for a tiny or implausible one.
+        """
         if not reported or reported <= 0 or estimated < self.min_sample:
             return False
         sample = reported / estimated

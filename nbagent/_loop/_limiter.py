@@ -92,6 +92,33 @@ class RateLimiter:
     It is the attempt loop's `Pacer` (`acquire`, `succeeded`, `failed`, `allow_retry`). Below
     that: `reserve(now)` says how long to wait; `on_success`, `on_rate_limited` and `on_other`
     report how each request ended; `release` hands back a slot that was never used.
+
+    `Agent(limiter=True)` (the default) shares one per provider, endpoint and key in the
+    process; pass your own to share one across agents you choose, or to set its numbers.
+
+    Args:
+        margin: Pace this much slower than the measured rate (1.0: exactly at it).
+        slowdown: Slow the pace by this factor after each 429 while pacing.
+        probe_timeout: Seconds a probe (a request sent while the rate is unknown) may go
+            unanswered before the next is let through.
+        learn_admissions: How many admissions between two 429s a rate measurement spans (at
+            least 1; 3 or more spreads the error of rounded Retry-Afters).
+        budget: The retry budget; None for a fresh `RetryBudget()`.
+
+    Attributes:
+        margin: The pace's margin over the measured rate.
+        slowdown: The factor applied after each 429 while pacing.
+        probe_timeout: Seconds a probe may go unanswered.
+        learn_admissions: Admissions a measurement spans.
+        budget: The retry budget every agent sharing this limiter draws from.
+        capacity: The provider's burst (requests), from its headers; None until known.
+        interval: Seconds per request once the rate is learned; None until then.
+        tokens: Our mirror of the provider's bucket; None while unknown.
+        blocked_until: Until when (on the clock) everyone waits after a 429's Retry-After.
+        epoch: Moves on at each 429: reservations made before it are void.
+        rejected: 429s seen.
+        admitted: Successes seen.
+        paced: Requests held back to keep the pace.
     """
 
     def __init__(
@@ -141,8 +168,16 @@ class RateLimiter:
     # -- what it learned (the cluster-wide limiter shares it) ------------------------------
 
     def snapshot(self, now: float) -> dict[str, float | None]:
-        """What this limiter has learned, as plain numbers: `rate` (requests/s we pace at),
-        `capacity`, `blocked_s` (how long everyone still waits), counters and the budget."""
+        """What this limiter has learned, as plain numbers (the cluster-wide limiter shares it).
+
+        Args:
+            now: The time, on the clock the limiter is used with.
+
+        Returns:
+            "rate" (requests per second it paces at, or None), "capacity", "blocked_s" (how
+            long everyone still waits), the counters "admitted", "rejected" and "paced", and
+            "budget" (the retry budget's tokens).
+        """
         with self._lock:
             return {
                 "rate": None if not self.interval else 1.0 / self.interval,
@@ -155,9 +190,16 @@ class RateLimiter:
             }
 
     def restore(self, learned: Mapping[str, float | None], now: float) -> None:
-        """Start from what another limiter learned (a restarted cluster limiter, seeded by its
-        workers): rate, capacity and any wait still due. The bucket is taken as empty, so a
-        restart never bursts; it refills at the learned rate."""
+        """Start from what another limiter learned: rate, capacity and any wait still due.
+
+        A restarted cluster limiter is seeded by its workers this way. The bucket is taken as
+        empty, so a restart never bursts; it refills at the learned rate. Nothing changes once
+        this limiter has measured the rate itself.
+
+        Args:
+            learned: A `snapshot` of another limiter.
+            now: The time, on this limiter's clock.
+        """
         with self._lock:
             if self.interval is not None:
                 return  # it has measured the rate itself meanwhile
@@ -186,8 +228,16 @@ class RateLimiter:
         self._t = now
 
     def reserve(self, now: float) -> tuple[float, bool]:
-        """`(delay, holds_slot)`. With a slot: wait `delay`, then send (if `epoch` has not moved
-        on meanwhile; if it has, ask again). Without one: wait `delay` and ask again."""
+        """Ask for a slot to send a request in.
+
+        Args:
+            now: The time, on the caller's clock.
+
+        Returns:
+            `(delay, holds_slot)`. With a slot: wait `delay` seconds, then send (if `epoch`
+            has not moved on meanwhile; if it has, ask again). Without one: wait `delay` and
+            ask again.
+        """
         with self._lock:
             if now < self.blocked_until:
                 return self.blocked_until - now, False
@@ -216,7 +266,13 @@ class RateLimiter:
             return POLL_S, False
 
     def release(self, now: float, epoch: int | None = None) -> None:
-        """Hand back a slot that was reserved but not used (the wait for it was cancelled)."""
+        """Hand back a slot that was reserved but not used (the wait for it was cancelled).
+
+        Args:
+            now: The time, on the caller's clock.
+            epoch: The `epoch` the slot was reserved in; a slot a 429 voided meanwhile is not
+                handed back. None to hand it back regardless.
+        """
         with self._lock:
             if epoch is not None and epoch != self.epoch:
                 return
@@ -231,9 +287,19 @@ class RateLimiter:
     # -- the Pacer seam ------------------------------------------------------------------
 
     async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
-        """Wait for a slot (see `Pacer.acquire`). Short holds behind a probe add up to one
-        announced wait; a reservation that a 429 voided meanwhile (the epoch moved on) is made
-        again; a cancelled wait hands its slot back."""
+        """Wait for a slot: the `Pacer` seam the attempt loop calls before every request.
+
+        Short holds behind a probe add up to one announced wait; a reservation that a 429
+        voided meanwhile (the epoch moved on) is made again; a cancelled wait hands its slot
+        back.
+
+        Args:
+            clock: The clock to sleep on (the agent's).
+            ask: The run's deadline, the longest wait worth taking, and whom to tell of waits.
+
+        Raises:
+            RateLimited: The wait would pass the deadline or `ask.max_wait` (nothing was sent).
+        """
         held = 0.0
         renewed = False
         while True:
@@ -271,20 +337,47 @@ class RateLimiter:
             ask.on_wait(held, "held back while another request probes the rate limit")
 
     def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
+        """A request went through (the `Pacer` seam; see `on_success`).
+
+        Args:
+            now: When it ended.
+            headers: Its response headers.
+        """
         self.on_success(now, headers)
 
     def failed(self, now: float, error: BaseException) -> None:
+        """A sent request failed (the `Pacer` seam): a 429 teaches the limit.
+
+        Args:
+            now: When it ended.
+            error: Why.
+        """
         if isinstance(error, RateLimited):
             self.on_rate_limited(now, error.retry_after)
         else:
             self.on_other()
 
     def allow_retry(self, error: BaseException) -> bool:
+        """Take one retry's cost from the retry budget (a transport error costs more).
+
+        Args:
+            error: The failure to be retried.
+
+        Returns:
+            Whether the budget paid; False makes the failure final.
+        """
         return self.budget.withdraw(timeout=isinstance(error, TransportError))
 
     # -- how it went ---------------------------------------------------------------------
 
     def on_success(self, now: float, headers: Mapping[str, str] | None = None) -> None:
+        """Learn from a success: capacity and what is left from the rate-limit headers
+        (OpenAI's reset header gives the rate at once), and refill the retry budget.
+
+        Args:
+            now: When it ended.
+            headers: Its response headers, or None.
+        """
         h = {k.lower(): v for k, v in (headers or {}).items()}
         limit = _first_number(h, "anthropic-ratelimit-requests-limit", "x-ratelimit-limit-requests")
         remaining = _first_number(
@@ -325,6 +418,13 @@ class RateLimiter:
         self.budget.refill()
 
     def on_rate_limited(self, now: float, retry_after: float | None) -> None:
+        """Learn from a 429: everyone waits until its Retry-After, reservations are voided, and
+        two honest Retry-Afters measure the refill rate.
+
+        Args:
+            now: When it came.
+            retry_after: The server's wish in seconds, or None (then the pace only slows).
+        """
         with self._lock:
             self.rejected += 1
             alone = len(self._probes) <= 1

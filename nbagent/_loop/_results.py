@@ -15,7 +15,20 @@ __all__ = ["RunHandle", "RunResult"]
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a finished run produced."""
+    """What a finished run produced. `str(result)` is its final text.
+
+    Attributes:
+        final_text: The last assistant message's text: the answer.
+        messages: The messages this run added to the conversation (the prompt, the model's
+            replies, the tool results), in order.
+        usage: Tokens, cost and requests of the whole run, retries, compactions and
+            summaries included.
+        end_reason: The model's stop reason for its last reply ("end_turn", "max_tokens",
+            "stop_sequence", ...).
+        run_id: The run's id: the attempt log's `run_id` for its rows.
+        turns: How many steps (model replies) it took.
+        model: The model that gave the last reply (after a fallback, not the first one).
+    """
 
     final_text: str
     messages: list[Message]
@@ -30,18 +43,43 @@ class RunResult:
 
 
 class RunHandle:
-    """A run in a background task: await it, or `cancel()` it (the Stop button does)."""
+    """A run in a background task (`agent.start(...)`): await it, or `cancel()` it.
+
+    `await handle` gives the `RunResult`, or raises the run's typed error; a cancelled run
+    raises `Aborted`.
+
+    Args:
+        task: The task running it.
+
+    Attributes:
+        task: The task running it.
+    """
 
     def __init__(self, task: asyncio.Task[RunResult]) -> None:
         self.task = task
 
     def cancel(self) -> None:
+        """Cancel the run (what the widget's Stop button does); awaiting it raises `Aborted`."""
         self.task.cancel()
 
     def done(self) -> bool:
+        """Whether the run has ended (well, with an error, or cancelled).
+
+        Returns:
+            True once it has ended.
+        """
         return self.task.done()
 
     def result(self) -> RunResult:
+        """The result of a run that has ended, without awaiting.
+
+        Returns:
+            The run's result.
+
+        Raises:
+            asyncio.InvalidStateError: The run has not ended yet.
+            asyncio.CancelledError: The run was cancelled.
+        """
         return self.task.result()
 
     def __await__(self) -> Any:

@@ -25,6 +25,17 @@ class RetryBudget:
 
     The defaults are the AWS SDKs' standard retry mode: 500 tokens, a retry costs 5 (a timeout
     or connection failure 10), a success returns the cost of the retry that led to it, or 1.
+    Give one to `RateLimiter(budget=...)`; every agent sharing the limiter shares it.
+
+    Attributes:
+        capacity: The most tokens it holds, and what it starts with.
+        retry_cost: What one retry costs.
+        timeout_cost: What a retry after a timeout or connection failure costs (more, since an
+            unreachable server is the likeliest start of a storm).
+        success_refill: What a success gives back when no retry of its run was paid for.
+        tokens: What it holds now.
+        retries: How many retries it has paid for.
+        refused: How many retries it refused (each made a failure final).
     """
 
     capacity: float = 500.0
@@ -46,7 +57,16 @@ class RetryBudget:
         )
 
     def withdraw(self, *, timeout: bool = False) -> bool:
-        """Take the cost of one retry; False (and nothing taken) when the budget cannot pay."""
+        """Take the cost of one retry.
+
+        Args:
+            timeout: Whether the failure was a timeout or connection failure (costs
+                `timeout_cost` instead of `retry_cost`).
+
+        Returns:
+            True when paid; False (and nothing taken) when the budget cannot pay, which makes
+            the failure final.
+        """
         cost = self.timeout_cost if timeout else self.retry_cost
         with self._lock:
             if self.tokens < cost:
@@ -58,7 +78,13 @@ class RetryBudget:
         return True
 
     def refill(self, amount: float | None = None) -> None:
-        """A success: give back what this run's last retry cost, else `success_refill`."""
+        """A success: give back what this run's last retry cost, else `success_refill`.
+
+        Never fills past `capacity`.
+
+        Args:
+            amount: Tokens to give back; None for the rule above.
+        """
         if amount is None:
             drawn = _drawn.get()
             amount = self.success_refill
@@ -69,12 +95,22 @@ class RetryBudget:
             self.tokens = min(self.capacity, self.tokens + amount)
 
     def reset(self) -> None:
+        """Fill it to `capacity` again (the counters `retries` and `refused` are kept)."""
         with self._lock:
             self.tokens = self.capacity
 
     def lease(self, amount: float) -> float:
-        """Take up to `amount` tokens at once, for a holder that spends them itself (a Ray
-        worker's share of a cluster-wide budget); `refill` gives back what it returns."""
+        """Take up to `amount` tokens at once, for a holder that spends them itself.
+
+        A Ray worker's share of a cluster-wide budget is leased this way; `refill` gives back
+        what the holder returns.
+
+        Args:
+            amount: Tokens wanted.
+
+        Returns:
+            The tokens taken: `amount`, or what was left when that is less (never negative).
+        """
         with self._lock:
             taken = max(0.0, min(amount, self.tokens))
             self.tokens -= taken

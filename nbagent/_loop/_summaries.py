@@ -122,6 +122,22 @@ class Summarize(_Estimating):
     The summary request goes through the agent's retry policy and is logged as a `compaction`
     attempt (`ctx.extra["summarize"]`, the agent's `_summarize`). When it fails, or no cut is
     possible, `fallback_to_stubs=True` falls back to `StubOldToolOutput`.
+
+    Args:
+        ratio: The target, as a share of the provider's limit or the window.
+        summary_words: How long the summary may be, in words (at least 20).
+        instruction: What the model is asked; `{words}` and `{transcript}` are filled in.
+        fallback_to_stubs: Whether to stub old tool output when the summary fails or no cut
+            is possible.
+        estimator: The token estimator; None for a fresh one.
+
+    Attributes:
+        name: "summarize".
+        ratio: The target share of the limit.
+        summary_words: How long the summary may be, in words.
+        instruction: What the model is asked.
+        estimator: The token estimator.
+        stubs: The fallback strategy, or None.
     """
 
     name = "summarize"
@@ -149,11 +165,29 @@ class Summarize(_Estimating):
     async def prepare(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
+        """Apply the fallback's remembered cutoff before a request (summaries are not redone).
+
+        Args:
+            messages: The conversation that is about to be sent.
+            ctx: What else counts against the window.
+
+        Returns:
+            The result, or None when nothing changes.
+        """
         return None if self.stubs is None else await self.stubs.prepare(messages, ctx)
 
     async def compact(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
+        """Summarise the oldest turns; stub instead when that fails (with `fallback_to_stubs`).
+
+        Args:
+            messages: The conversation that does not fit.
+            ctx: Why it runs, which round, and `extra["summarize"]`.
+
+        Returns:
+            The result, or None when neither the summary nor the stubs helped.
+        """
         try:
             result = await self.attempt(messages, ctx)
         except ProviderError as exc:
@@ -169,7 +203,15 @@ class Summarize(_Estimating):
         return result
 
     def choose_cut(self, messages: Sequence[Message], ctx: CompactionContext) -> int | None:
-        """Where to cut: the kept part is messages[cut:]. None when no cut is possible."""
+        """Where to cut the conversation: the kept part is `messages[cut:]`.
+
+        Args:
+            messages: The conversation.
+            ctx: Which round (after the first, only the newest turn is kept) and what counts.
+
+        Returns:
+            The index of the first kept message, or None when no cut is possible.
+        """
         points = _cut_points(messages)
         if not points:
             return None
@@ -187,8 +229,19 @@ class Summarize(_Estimating):
     async def attempt(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
-        """Summarise once. None when there is nothing to summarise or it would not help;
-        raises the summary request's final error."""
+        """Summarise once, with no fallback.
+
+        Args:
+            messages: The conversation.
+            ctx: Which round and `extra["summarize"]`.
+
+        Returns:
+            The result, or None when there is nothing to summarise or it would not help.
+
+        Raises:
+            EmptyResponse: The model returned an empty summary.
+            ProviderError: The summary request failed for good (after its retries).
+        """
         summarize: Summarizer | None = ctx.extra.get("summarize")
         if summarize is None:
             return None
@@ -224,6 +277,20 @@ class DefaultCompaction(_Estimating):
 
     One `TokenEstimator` is shared by both strategies and calibrated by the agent from the
     provider's reported input tokens.
+
+    Args:
+        keep_last: How many newest messages the stubs keep whole when they can.
+        ratio: The target, as a share of the provider's limit or the window.
+        summarize: Whether to summarise when stubs are not enough.
+        summary_words: How long a summary may be, in words.
+        estimator: The token estimator; None for a fresh one.
+
+    Attributes:
+        name: "default".
+        ratio: The target share of the limit.
+        estimator: The token estimator both strategies share.
+        stub: The stubbing strategy.
+        summarizer: The summarising strategy, or None.
     """
 
     name = "default"
@@ -255,16 +322,35 @@ class DefaultCompaction(_Estimating):
         return f"DefaultCompaction(stub={self.stub!r}, summarize={self.summarizer is not None})"
 
     def reset(self) -> None:
+        """Forget the stubs' remembered cutoff."""
         self.stub.reset()
 
     async def prepare(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
+        """Apply the stubs' remembered cutoff before a request.
+
+        Args:
+            messages: The conversation that is about to be sent.
+            ctx: What else counts against the window.
+
+        Returns:
+            The result, or None when nothing changes.
+        """
         return await self.stub.prepare(messages, ctx)
 
     async def compact(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
+        """Stub; when that is not enough, summarise; when the summary fails, keep the stubs.
+
+        Args:
+            messages: The conversation that does not fit.
+            ctx: Why it runs, which round, and `extra["summarize"]`.
+
+        Returns:
+            The result ("stub", "summarize" or "stub+summarize"), or None when nothing helped.
+        """
         before = self._est(messages, ctx)
         target = target_estimate(messages, ctx, lambda ms: self._est(ms, ctx), self.ratio)
         ctx = dataclasses.replace(ctx, extra={**ctx.extra, "target_estimate": target})

@@ -60,6 +60,36 @@ class MCPSource:
     (their values are treated as secrets: masked in every message, log line and repr). The
     server starts on the first `list_tools()`; close it with `await source.aclose()` or
     `async with MCPSource(...) as source:`.
+
+    Args:
+        command: The stdio server's command line (a list, or one string split like a shell
+            would); give it or `url`, not both.
+        url: A streamable HTTP server's URL.
+        headers: Headers for each request to an HTTP server (their values are secrets).
+        name: The source's name in events and the attempt log; None for one made from the
+            command or URL.
+        env: Environment variables for a stdio server (how it takes its secrets).
+        cwd: The folder a stdio server runs in.
+        call_timeout: Seconds a tool call may take before it gets a "timed out" error
+            result; None for no limit.
+        start_timeout: Seconds the server may take to start and list its tools.
+        max_restarts: How often a server that died is started again.
+        strict: False (the default): a server that cannot start offers no tools and the run
+            goes on (a `ToolSourceUnavailable` event says why). True: `list_tools` raises.
+
+    Attributes:
+        name: The source's name.
+        env: The stdio server's environment variables, or None.
+        cwd: The stdio server's folder, or None.
+        call_timeout: Seconds a call may take, or None.
+        start_timeout: Seconds the server may take to start.
+        max_restarts: How often a dead server is restarted.
+        strict: Whether a server that cannot start raises.
+        restarts: How often it was restarted.
+
+    Raises:
+        ConfigError: Both or neither of `command` and `url`, a header on a stdio server, or
+            a timeout or restart count out of range.
     """
 
     def __init__(
@@ -147,6 +177,7 @@ class MCPSource:
 
     @property
     def running(self) -> bool:
+        """Whether the server is up now (started and not dead)."""
         conn = self._conn
         return conn is not None and conn.alive
 
@@ -172,8 +203,14 @@ class MCPSource:
         await self.aclose()
 
     async def list_tools(self) -> list[ToolSpec]:
-        """The server's tools (started on first use). No tools if it cannot start; see
-        `unavailable_reason`, or pass `strict=True` to get a `ConfigError` instead."""
+        """The server's tools (started on first use).
+
+        Returns:
+            The tools; none when the server cannot start (see `unavailable_reason`).
+
+        Raises:
+            ConfigError: With `strict=True`, the server cannot start.
+        """
         async with self._get_lock():
             if self._specs is None and self.unavailable_reason is None:
                 await self._first_start()
@@ -184,7 +221,15 @@ class MCPSource:
             return list(self._specs or [])
 
     async def call_batch(self, calls: Sequence[ToolCall]) -> list[ToolOutcome | BaseException]:
-        """Run the calls concurrently over one session; one outcome per call, in order."""
+        """Run the calls concurrently over one session.
+
+        Args:
+            calls: The calls of one reply that go to this server.
+
+        Returns:
+            One outcome per call, in order; each gets an error result when the server is
+            unavailable.
+        """
         if not calls:
             return []
         conn, problem = await self._connection_for_batch()

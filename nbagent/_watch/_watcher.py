@@ -46,6 +46,26 @@ class Watcher:
     Made by `watch` / `watching`; `client` is the watched client. As a context manager
     (`with nbagent.watching(client) as w:`) it shows the live timeline under the cell for the
     duration of the block, in a notebook.
+
+    Args:
+        client: The SDK or httpx client to watch (see `watch` for the kinds).
+        log: A durable attempt log (a SQLite path or connection), as `Agent(log=...)`.
+        clock: The clock the attempts are timed on; None for real time.
+        show: Whether a `with` block shows the live timeline: None where a notebook can.
+        record: A path or a `Recorder`: every HTTP exchange is written to a recording.
+        guard: The decision a guarded client's transport runs (`nbagent.guard` makes it); None
+            for a watcher that only watches.
+
+    Attributes:
+        recorder: Where exchanges are recorded, or None.
+        clock: The clock.
+        name: The watcher's id in the attempt log's `agent_id` ("watch-…").
+        events: The event bus the watched attempts are told on.
+        observers: What else sees each exchange (the recorder's observer, say).
+
+    Raises:
+        ConfigError: `client` is not a kind nbagent can watch, or `record` or `log` cannot
+            be used.
     """
 
     def __init__(
@@ -248,6 +268,19 @@ def watch(
     `nbagent.recording.Recorder`) also writes every HTTP exchange, chunk by chunk with its timing,
     to a recording that `MockServer(replay=...)` serves again offline; no key or auth header is
     written.
+
+    Args:
+        client: The client to watch; it is not changed.
+        log: A durable attempt log (a SQLite path or connection).
+        show: Whether to show the live timeline under the current cell now.
+        record: A path or a `Recorder` to write every exchange to.
+
+    Returns:
+        A watched copy of the same type, to use in place of `client`.
+
+    Raises:
+        ConfigError: `client` is not a kind nbagent can watch, or `record` or `log` cannot
+            be used.
     """
     w = Watcher(client, log=log, show=show, record=record)
     if show:
@@ -266,7 +299,22 @@ def watching(
     """The `Watcher` of a watched client (from `watch`), or of a new watched copy of `client`
     (`w.client`). `with nbagent.watching(client) as w:` shows the live timeline under the cell
     while the block runs (in a notebook; `show=False` never, `show=True` always). `record=`
-    writes a new copy's exchanges to a recording, as `watch(client, record=...)` does."""
+    writes a new copy's exchanges to a recording, as `watch(client, record=...)` does.
+
+    Args:
+        client: A watched copy (from `watch`), or a client to make one of.
+        log: A durable attempt log, for a new copy.
+        show: Whether a `with` block shows the live timeline: None where a notebook can,
+            False never, True always.
+        record: A path or a `Recorder`, for a new copy.
+
+    Returns:
+        The watcher: `.attempts` (one row per HTTP attempt), `.client`, the live timeline.
+
+    Raises:
+        ConfigError: `record=` for a client already watched (give it to `watch` instead), or
+            `client` is not a kind nbagent can watch.
+    """
     w = _watcher_of(client)
     if w is None:
         return Watcher(client, log=log, show=show, record=record)

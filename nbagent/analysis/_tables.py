@@ -27,7 +27,16 @@ def frame(df: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def wait_kind(df: pd.DataFrame) -> pd.Series[Any]:
-    """For each row, what kind of wait follows it: backoff, retry_after, paced, or NA."""
+    """For each row, what kind of wait follows it: backoff, retry_after, paced, or NA.
+
+    Args:
+        df: An attempt frame: `agent.attempts`, `BatchResult.attempts`, `read_attempts(...)`, a
+            watcher's.
+
+    Returns:
+        A string Series aligned with `df`: "backoff", "retry_after", "paced", or NA where no wait
+            follows.
+    """
     df = frame(df)
     delay = df["delay_s"].to_numpy(dtype=float)
     has_wait = ~np.isnan(delay)
@@ -48,6 +57,13 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     Rows that succeeded are grouped under the error kind "ok" (and "paced" rate-limiter holds
     under action "paced"). Columns: `error_kind, action, count, retries, retry_after_waits,
     wait_total_s, wait_mean_s, wait_max_s, attempt_time_s`, sorted by count.
+
+    Args:
+        df: An attempt frame: `agent.attempts`, `BatchResult.attempts`, `read_attempts(...)`, a
+            watcher's.
+
+    Returns:
+        The table, one row per error kind and action.
     """
     df = frame(df)
     cols = [
@@ -101,6 +117,14 @@ def success_rate_by_attempt(df: pd.DataFrame) -> pd.DataFrame:
     """For each attempt number n of provider requests: how many attempts were made, how many
     succeeded, `success_rate` (succeeded / made at n) and `share` (succeeded at n / all
     requests, a request being counted by its first attempt) with its running total.
+
+    Args:
+        df: An attempt frame: `agent.attempts`, `BatchResult.attempts`, `read_attempts(...)`, a
+            watcher's.
+
+    Returns:
+        One row per attempt number: `attempt, attempts, succeeded, success_rate, share,
+            cumulative_share`.
     """
     df = frame(df)
     cols = ["attempts", "succeeded", "success_rate", "share", "cumulative_share"]

@@ -292,6 +292,20 @@ def plot_timeline(
     with `compress` (the default) quiet stretches longer than a few attempts are drawn shorter
     and marked "//" on the axis. `annotate` writes status codes, attempt numbers, tool names
     and wait lengths where they fit (default: when there are at most 120 rows).
+
+    Args:
+        df: An attempt frame: `agent.attempts`, `BatchResult.attempts`, `read_attempts(...)`, a
+            watcher's.
+        labels: A row label per `run_id` (the prompts, say); None for the run ids.
+        max_groups: The most runs drawn.
+        annotate: Whether to write codes, numbers and lengths on the bars; None for when there are
+            at most 120 rows.
+        title: The figure's title; None for none.
+        compress: Whether to draw long quiet stretches shorter.
+
+    Returns:
+        A matplotlib figure (not shown; a notebook shows it as the cell's value). An empty frame
+            gives a small figure that says so, never an exception.
     """
     pic = _picture(df, max_groups, compress)
     if isinstance(pic, str):

@@ -65,7 +65,19 @@ def plot_backoff(
     max_attempt: int | None = None,
 ) -> Figure:
     """Realised waits after failed attempt n against the policy's envelope for n
-    (min..max band, expected value), Retry-After waits marked apart."""
+    (min..max band, expected value), Retry-After waits marked apart.
+
+    Args:
+        df: An attempt frame: `agent.attempts`, `BatchResult.attempts`, `read_attempts(...)`, a
+            watcher's.
+        policy: The policy whose envelope to draw; None for `RetryPolicy()`.
+        logy: Whether the wait axis is logarithmic.
+        max_attempt: The last attempt number drawn; None for the largest in the frame.
+
+    Returns:
+        A matplotlib figure (not shown; a notebook shows it as the cell's value). An empty frame
+            gives a small figure that says so, never an exception.
+    """
     df = frame(df)
     pol = policy if policy is not None else RetryPolicy()
     if len(df) == 0:
@@ -116,7 +128,17 @@ def plot_backoff(
 
 def plot_delays(df: pd.DataFrame, *, bins: int = 30) -> Figure:
     """How long the waits were: a histogram by kind (backoff, Retry-After, paced) and the
-    cumulative distribution of all waits."""
+    cumulative distribution of all waits.
+
+    Args:
+        df: An attempt frame: `agent.attempts`, `BatchResult.attempts`, `read_attempts(...)`, a
+            watcher's.
+        bins: How many histogram bins.
+
+    Returns:
+        A matplotlib figure (not shown; a notebook shows it as the cell's value). An empty frame
+            gives a small figure that says so, never an exception.
+    """
     df = frame(df)
     if len(df) == 0:
         return nothing()

@@ -33,6 +33,16 @@ def plot_what_if(
     `result` is what `nbagent.simulate.what_if` returned (its `recorded` and `attempts`
     frames), or the recorded frame itself with the other one as `what_if`. Each panel shows at
     most `max_groups` runs (requests); its title carries its row of the comparison.
+
+    Args:
+        result: A `WhatIf`, or the recorded attempt frame.
+        what_if: The new policy's attempt frame, when `result` is a frame.
+        titles: The two panels' titles; None for ones with the comparison's numbers.
+        max_groups: The most runs per panel.
+
+    Returns:
+        A matplotlib figure (not shown; a notebook shows it as the cell's value). An empty frame
+            gives a small figure that says so, never an exception.
     """
     if what_if is None:
         recorded, new = result.recorded, result.attempts

@@ -2,5 +2,15 @@
 budget, in this process or on Ray (`backend="ray"`)."""
 
 from ._map import RESULT_COLUMNS, BatchHandle, BatchProgress, BatchResult, amap, map, start
+from ._options import Prompts
 
-__all__ = ["RESULT_COLUMNS", "BatchHandle", "BatchProgress", "BatchResult", "amap", "map", "start"]
+__all__ = [
+    "RESULT_COLUMNS",
+    "BatchHandle",
+    "BatchProgress",
+    "BatchResult",
+    "Prompts",
+    "amap",
+    "map",
+    "start",
+]

@@ -54,6 +54,15 @@ class BatchResult:
     log's columns, then `agent_id` (which agent: "<prompt index>.<try>") and `worker` (which
     process ran it, `host:pid`). `cancelled` is True when the batch was stopped early: the rows
     that had not finished say `end_reason == "cancelled"`. In a notebook it shows as the table.
+    `len(result)` is the number of prompts.
+
+    Attributes:
+        results: One row per prompt, in prompt order (columns: `RESULT_COLUMNS`).
+        attempts: Every attempt of every agent.
+        duration_s: Wall seconds the batch took.
+        limiter: What paced the agents, as a sentence (the shared limiter's state).
+        backend: "local" or "ray".
+        cancelled: Whether the batch was stopped before every prompt finished.
     """
 
     results: pd.DataFrame
@@ -79,6 +88,11 @@ class BatchResult:
         return out
 
     def summary(self) -> str:
+        """One line: prompts ok and failed, time, requests, retries and paced waits.
+
+        Returns:
+            The line ("31/32 prompts ok, 1 failed in 4.2 s; 40 requests, 8 retried, ...").
+        """
         n, bad = len(self.results), int(self.results["error"].notna().sum())
         requests = self.attempts[
             (self.attempts["phase"] == "request") & (self.attempts["action"] != "paced")

@@ -129,7 +129,16 @@ class _Batch:
 
 class BatchHandle:
     """A batch running in the background (from `start`): `await handle` for its `BatchResult`;
-    `cancel()` stops every agent, and the result then holds what finished."""
+    `cancel()` stops every agent, and the result then holds what finished.
+
+    Args:
+        task: The task running the batch.
+        batch: The batch (its progress and its stop control).
+
+    Attributes:
+        task: The task running the batch.
+        progress: The live counts and lanes (`handle.progress.text()`).
+    """
 
     def __init__(self, task: asyncio.Task[BatchResult], batch: _Batch) -> None:
         self.task = task
@@ -141,10 +150,22 @@ class BatchHandle:
         self._control.cancel()
 
     def done(self) -> bool:
+        """Whether the batch has ended.
+
+        Returns:
+            True once every prompt has its row (or the batch was cancelled and has stopped).
+        """
         return self.task.done()
 
     def result(self) -> BatchResult:
-        """The result of a finished batch (raises if it is still running)."""
+        """The result of a finished batch, without awaiting.
+
+        Returns:
+            The batch's result.
+
+        Raises:
+            asyncio.InvalidStateError: The batch is still running.
+        """
         return self.task.result()
 
     def __await__(self) -> Generator[Any, None, BatchResult]:
@@ -170,7 +191,27 @@ async def amap(
     **agent_kwargs: Any,
 ) -> BatchResult:
     """Run one agent per prompt in the running event loop; see `map`. Cancelling the awaiting
-    task stops every agent (and raises); use `start` for a batch you can stop and keep."""
+    task stops every agent (and raises); use `start` for a batch you can stop and keep.
+
+    Args:
+        prompts: As for [`map`][nbagent.map].
+        model: As for [`map`][nbagent.map].
+        concurrency: As for [`map`][nbagent.map].
+        column: As for [`map`][nbagent.map].
+        tools: As for [`map`][nbagent.map].
+        system: As for [`map`][nbagent.map].
+        retry: As for [`map`][nbagent.map].
+        show: As for [`map`][nbagent.map].
+        backend: As for [`map`][nbagent.map].
+        workers: As for [`map`][nbagent.map].
+        **agent_kwargs: As for [`map`][nbagent.map].
+
+    Returns:
+        The results, one row per prompt, and every attempt.
+
+    Raises:
+        ConfigError: As for [`map`][nbagent.map].
+    """
     return await _Batch(BatchOptions.of(locals()), stoppable=False).run()
 
 
@@ -189,7 +230,28 @@ def start(
     **agent_kwargs: Any,
 ) -> BatchHandle:
     """Start a batch in the background of the running event loop (a notebook cell) and return
-    its `BatchHandle` at once; the kernel stays free, and the view's Stop button cancels it."""
+    its `BatchHandle` at once; the kernel stays free, and the view's Stop button cancels it.
+
+    Args:
+        prompts: As for [`map`][nbagent.map].
+        model: As for [`map`][nbagent.map].
+        concurrency: As for [`map`][nbagent.map].
+        column: As for [`map`][nbagent.map].
+        tools: As for [`map`][nbagent.map].
+        system: As for [`map`][nbagent.map].
+        retry: As for [`map`][nbagent.map].
+        show: As for [`map`][nbagent.map].
+        backend: As for [`map`][nbagent.map].
+        workers: As for [`map`][nbagent.map].
+        **agent_kwargs: As for [`map`][nbagent.map].
+
+    Returns:
+        The handle: `await` it for the `BatchResult`, `cancel()` it to stop every agent.
+
+    Raises:
+        ConfigError: As for [`map`][nbagent.map].
+        RuntimeError: No event loop is running (use `map` from a script).
+    """
     options = BatchOptions.of(locals())
     loop = asyncio.get_running_loop()  # before any view is shown: start needs a running loop
     batch = _Batch(options, stoppable=True)
@@ -219,6 +281,34 @@ def map(
     cluster-wide rate limiter. Returns a `BatchResult`: `.results` has one row per prompt in
     prompt order (with the Series'/DataFrame's index), `.attempts` every agent's attempt log.
     Ctrl-C (or the kernel's interrupt) cancels every agent and returns what finished.
+
+    A prompt that fails hard does not stop the others: its row carries the error.
+
+    Args:
+        prompts: The prompts: a list of strings, a pandas Series, or a DataFrame.
+        model: The model of every agent (a model string, a `Provider`, or a fallback chain),
+            as `Agent(model=...)` takes it.
+        concurrency: The most agents running at once (in all, across Ray workers too).
+        column: The DataFrame column holding the prompts (needed when it has several).
+        tools: The tools of every agent.
+        system: The system prompt of every agent.
+        retry: The retry policy of every agent; None for `RetryPolicy()`.
+        show: Whether to show progress (the live batch view in a notebook, a one-line bar
+            on stderr); None to show it in a notebook or a terminal.
+        backend: "local" (this process) or "ray" (Ray worker processes, one rate limiter for
+            the cluster).
+        workers: How many Ray workers (backend="ray" only); None for one per CPU.
+        **agent_kwargs: Any other `Agent` argument, given to every agent as it is.
+
+    Returns:
+        The results, one row per prompt in prompt order (`.results`), and every agent's
+        attempt log in one frame (`.attempts`).
+
+    Raises:
+        ConfigError: An option is wrong (`concurrency` or `workers` not a positive whole
+            number, an unknown `backend`, `workers` without Ray, one prompt string instead of
+            many, a DataFrame without the column), or an agent argument is (checked before
+            any prompt is sent).
     """
     batch = _Batch(BatchOptions.of(locals()), stoppable=False)
     return _run_blocking(batch.run, batch.control)

@@ -25,7 +25,8 @@ __all__ = ["BACKENDS", "BatchOptions", "Prompts"]
 BACKENDS = ("local", "ray")
 Prompts: TypeAlias = "Iterable[str] | pd.Series[Any] | pd.DataFrame"
 """What a batch takes as its prompts: a list (or any iterable) of strings, a pandas Series, or a
-DataFrame with the column named by `column=`."""
+DataFrame with the column named by `column=`. The results keep a Series' or DataFrame's index,
+so `df.join(out.results)` lines them up."""
 
 
 @dataclass

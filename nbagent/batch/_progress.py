@@ -47,6 +47,23 @@ class BatchProgress:
 
     Pass one as an agent subscriber (`subscribers=[progress]`) to count any agents' events; the
     batch runners use `lane(i)` per prompt and `finish(i, state)` when a prompt's row is in.
+
+    Attributes:
+        total: How many prompts.
+        done: How many have their row.
+        failed: How many of those failed (or were cancelled).
+        retries: Retries scheduled, in all.
+        retry_wait_s: Seconds of backoff scheduled, in all.
+        paced: Waits the rate limiter imposed.
+        paced_wait_s: Seconds of those waits.
+        errors: Failed attempts, in all.
+        started: When the batch started (`time.monotonic()`).
+        on_change: Called with `(progress, final)` after each change (the views redraw).
+        lanes: One state per prompt: "queued", "running", "waiting", "ok", "failed",
+            "cancelled".
+        pace: What the shared limiter has learned ("rate", "capacity", ...).
+        backend: "local" or "ray".
+        workers: How many processes run the agents.
     """
 
     total: int
@@ -84,7 +101,14 @@ class BatchProgress:
         self.changed(final)
 
     def count(self, event: Event) -> bool:
-        """Add a retry, a paced wait or a failed attempt to the counters; False for others."""
+        """Add a retry, a paced wait or a failed attempt to the counters.
+
+        Args:
+            event: Any event of an agent of the batch.
+
+        Returns:
+            True when it counted; False for an event the counters ignore.
+        """
         if isinstance(event, RetryScheduled):
             self.add_retry(float(event.delay_s))
         elif isinstance(event, PacedWait):
@@ -97,13 +121,26 @@ class BatchProgress:
         return True
 
     def add_retry(self, delay_s: float, n: int = 1) -> None:
+        """Count scheduled retries (a Ray worker reports them in bulk).
+
+        Args:
+            delay_s: Their backoff, in seconds, together.
+            n: How many.
+        """
         self.retries += n
         self.retry_wait_s += delay_s
         now = time.monotonic()
         self._retry_times.extend([now] * n)
 
     def lane(self, i: int) -> Callable[[Event], None]:
-        """A subscriber for the agent of prompt `i`: moves its lane and counts its events."""
+        """A subscriber for the agent of prompt `i`: moves its lane and counts its events.
+
+        Args:
+            i: The prompt's position.
+
+        Returns:
+            The subscriber.
+        """
 
         def on_event(event: Event) -> None:
             state = lane_state(event)
@@ -118,11 +155,22 @@ class BatchProgress:
     # -- fed by the runner ------------------------------------------------------------------
 
     def set_lane(self, i: int, state: str) -> None:
+        """Move prompt `i`'s lane, unless it has finished.
+
+        Args:
+            i: The prompt's position.
+            state: "queued", "running" or "waiting".
+        """
         if self.lanes[i] not in FINAL:
             self.lanes[i] = state
 
     def finish(self, i: int, state: str) -> None:
-        """Prompt `i` has its row: `state` is ok, failed or cancelled."""
+        """Prompt `i` has its row (counted once, however often it is said).
+
+        Args:
+            i: The prompt's position.
+            state: "ok", "failed" or "cancelled".
+        """
         if self.lanes[i] in FINAL:
             return
         self.lanes[i] = state
@@ -132,18 +180,33 @@ class BatchProgress:
         self.changed(self.done >= self.total)
 
     def changed(self, final: bool = False) -> None:
+        """Tell `on_change`.
+
+        Args:
+            final: Whether the batch has ended (a view draws its last state).
+        """
         if self.on_change is not None:
             self.on_change(self, final)
 
     # -- read by the views ------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
+        """How many lanes are in each state.
+
+        Returns:
+            A count for each of "queued", "running", "waiting", "ok", "failed", "cancelled".
+        """
         out = {"queued": 0, "running": 0, "waiting": 0, "ok": 0, "failed": 0, "cancelled": 0}
         for state in self.lanes:
             out[state] = out.get(state, 0) + 1
         return out
 
     def retries_per_minute(self) -> float:
+        """Retries over the last minute (or since the start, when shorter), per minute.
+
+        Returns:
+            The rate.
+        """
         now = time.monotonic()
         while self._retry_times and now - self._retry_times[0] > RATE_WINDOW_S:
             self._retry_times.popleft()
@@ -151,7 +214,11 @@ class BatchProgress:
         return len(self._retry_times) * 60.0 / span
 
     def snapshot(self) -> dict[str, Any]:
-        """A JSON-able picture for the batch view."""
+        """A JSON-able picture for the batch view.
+
+        Returns:
+            The counts, the rates, the limiter's pace, and the lanes as one letter each.
+        """
         c = self.counts()
         return {
             "total": self.total,
@@ -172,6 +239,11 @@ class BatchProgress:
         }
 
     def text(self) -> str:
+        """One line for a terminal: done, running, waiting, time, retries, paced waits, pace.
+
+        Returns:
+            The line.
+        """
         elapsed = time.monotonic() - self.started
         c = self.counts()
         rate = self.pace.get("rate")

@@ -37,7 +37,13 @@ FILES = ("attempts.csv", "timeline.png", "report.html", "session.json")
 
 @dataclass(frozen=True)
 class DemoStep:
-    """One prompt of `nbagent demo`, the faults its requests meet, and what it teaches."""
+    """One prompt of `nbagent demo`, the faults its requests meet, and what it teaches.
+
+    Attributes:
+        prompt: The prompt (its `[demo:...]` cue steers the demo model).
+        faults: The faults its requests meet, in the mock server's fault syntax.
+        teaches: What the step shows, one sentence for the report.
+    """
 
     prompt: str
     faults: tuple[str, ...] = ()
@@ -202,6 +208,24 @@ def run_demo(
 
     Raises `ConfigError` (one sentence) for a bad `--out`, fault script or model, before any
     prompt is sent, and `DemoInterrupted` on Ctrl-C once the finished steps are written.
+
+    Args:
+        out_dir: The folder for the files (attempts.csv, timeline.png, report.html, session.json).
+        seed: Seeds the retry jitter and the random faults, so a demo repeats.
+        faults: A fault script for the mock server ("429:retry_after=1", "503", ...); None for the
+            plan's own.
+        fault_rate: The chance of a random fault per request, besides the script.
+        model: "demo" (offline, faults injected), or a real model string (no faults).
+        stream: Where the progress goes; None for stdout.
+        replay: A recording (path or shipped name) to replay instead of the plan.
+        speed: How much faster than recorded a replay runs.
+
+    Returns:
+        Where the files went and how each prompt ended.
+
+    Raises:
+        ConfigError: A bad output folder, fault script or model, before any prompt is sent.
+        DemoInterrupted: Ctrl-C; the finished steps' files are written first.
     """
     from ..mock import parse_faults, serve
     from ._tools import calculator, file_tools

@@ -317,7 +317,15 @@ def _rounds(episode: tuple[Turn, ...]) -> list[tuple[tuple[ToolUse, ...], dict[s
 
 
 def demo_reply(conv: Conversation) -> MockReply:
-    """The demo model's deterministic reply to ``conv``."""
+    """The demo model's deterministic reply to ``conv``.
+
+    Args:
+        conv: The conversation the mock server received, read from any wire format.
+
+    Returns:
+        The reply: text, tool calls and a stop reason, which the mock server streams in the
+            request's wire format.
+    """
     index, prompt = _last_prompt(conv.turns)
     markers = {
         m.group(1).lower(): (int(m.group(2)) if m.group(2) else None)

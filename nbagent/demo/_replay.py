@@ -34,12 +34,26 @@ _lock = threading.Lock()
 
 
 def shipped_recordings() -> dict[str, Path]:
-    """The recordings that come with nbagent, by name."""
+    """The recordings that come with nbagent, by name.
+
+    Returns:
+        Each shipped `.nbrec` file's path, by its name (the file's stem), sorted.
+    """
     return {p.stem: p for p in sorted(RECORDINGS.glob("*" + SUFFIX))}
 
 
 def recording_path(name: str | Path) -> Path:
-    """A recording's path: a shipped recording's name, or a path to a file."""
+    """A recording's path: a shipped recording's name, or a path to a file.
+
+    Args:
+        name: A shipped recording's name (see `shipped_recordings`), or a path to a `.nbrec` file.
+
+    Returns:
+        The file's path.
+
+    Raises:
+        ConfigError: Neither a shipped recording nor a file; the message lists the shipped names.
+    """
     text = str(name).strip()
     shipped = shipped_recordings()
     if text in shipped:

@@ -27,7 +27,14 @@ NOTES_SERVER = Path(__file__).with_name("notes_server.py")
 
 
 def notes_server_command(notes_file: str | None = None) -> list[str]:
-    """The command line that runs the notes server over stdio (optionally saving to a file)."""
+    """The command line that runs the notes server over stdio (optionally saving to a file).
+
+    Args:
+        notes_file: A JSON file the server keeps its notes in; None to keep them in memory.
+
+    Returns:
+        The argv, with this Python.
+    """
     argv = [sys.executable, str(NOTES_SERVER)]
     if notes_file is not None:
         argv += ["--file", str(notes_file)]
@@ -35,7 +42,15 @@ def notes_server_command(notes_file: str | None = None) -> list[str]:
 
 
 def notes_source(*, notes_file: str | None = None, **options: Any) -> MCPSource:
-    """An `MCPSource` named `notes` for the demo notes server; `options` go to `MCPSource`."""
+    """An `MCPSource` named `notes` for the demo notes server; `options` go to `MCPSource`.
+
+    Args:
+        notes_file: A JSON file the server keeps its notes in; None for memory.
+        **options: Given to `MCPSource` (`name` defaults to "notes").
+
+    Returns:
+        The tool source, not yet started.
+    """
     from .._mcp._source import MCPSource
 
     options.setdefault("name", "notes")

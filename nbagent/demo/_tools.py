@@ -23,12 +23,22 @@ def calculator(expression: str) -> str:
 
     Args:
         expression: Numbers with + - * / // % ** and parentheses.
+
+    Returns:
+        The result, as text.
     """
     return str(safe_eval(expression))
 
 
 def file_tools(root: str | Path = DEMO_DATA) -> list[Tool]:
-    """`read_file` and `list_dir`, confined to `root`."""
+    """`read_file` and `list_dir`, confined to `root`.
+
+    Args:
+        root: The folder they may read (and nothing outside it).
+
+    Returns:
+        The two tools.
+    """
     base = Path(root).resolve()
 
     def inside(path: str) -> Path:
@@ -43,6 +53,9 @@ def file_tools(root: str | Path = DEMO_DATA) -> list[Tool]:
 
         Args:
             path: Path of the file, relative to the demo folder.
+
+        Returns:
+            The file's text (at most 100,000 characters).
         """
         target = inside(path)
         if not target.is_file():
@@ -55,6 +68,9 @@ def file_tools(root: str | Path = DEMO_DATA) -> list[Tool]:
 
         Args:
             path: Folder, relative to the demo folder.
+
+        Returns:
+            The names, one a line, folders ending in "/".
         """
         target = inside(path)
         if not target.is_dir():

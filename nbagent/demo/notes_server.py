@@ -115,6 +115,9 @@ def build(notes: Notes) -> Any:
         Args:
             title: A short title, at most 100 characters.
             text: The note's text.
+
+        Returns:
+            What happened, in a sentence.
         """
         return run(notes.add, title, text)
 
@@ -127,6 +130,9 @@ def build(notes: Notes) -> Any:
 
         Args:
             title: The note's title, as `list_notes` shows it.
+
+        Returns:
+            The note's text.
         """
         return run(notes.read, title)
 
@@ -135,6 +141,9 @@ def build(notes: Notes) -> Any:
 
         Args:
             title: The note's title, as `list_notes` shows it.
+
+        Returns:
+            What happened, in a sentence.
         """
         return run(notes.delete, title)
 

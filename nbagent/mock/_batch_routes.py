@@ -67,6 +67,13 @@ def _looks_gemini(
 def serve(handler: BaseHTTPRequestHandler, mock: MockServer) -> bool:
     """Serve the request if it is for a batch endpoint; False when it is not.
 
+    Args:
+        handler: The request being handled.
+        mock: The server it came to (its batch store, fault plan and responder).
+
+    Returns:
+        True when the request was a batch endpoint's and has been answered.
+
     Raises:
         Hangup: the connection is to be closed (a fault, or the client went away).
     """

@@ -108,6 +108,10 @@ class MockBatch:
 
     ``custom_ids`` are the ids (Anthropic, OpenAI) or keys (Gemini ``metadata.key``, None when
     an inline request had none) in submission order.
+
+    Args:
+        batch: The batch as the store keeps it.
+        store: The store it lives in (its clock says where the batch stands).
     """
 
     def __init__(self, batch: Batch, store: BatchStore) -> None:
@@ -189,9 +193,12 @@ class BatchCounts:
     """What the mock's batch endpoints have seen, per provider (``anthropic``, ``openai``,
     ``azure``, ``gemini``).
 
-    ``create_requests`` counts every create call received, answered or not (a scripted 429, a
-    refused body); ``batches_created`` the batches it stored (a ``lost`` create counts);
-    ``items_submitted`` the items in them.
+    Attributes:
+        create_requests: Every create call received, answered or not (a scripted 429, a refused
+            body), by provider.
+        batches_created: The batches stored, by provider (a ``lost`` create counts: the provider
+            accepted it).
+        items_submitted: The items in those batches, by provider.
     """
 
     create_requests: Mapping[str, int]

@@ -113,7 +113,15 @@ def _rates(entries: Sequence[str]) -> dict[str | Fault, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve until interrupted; print the URL first. Returns the process exit code."""
+    """Serve until interrupted; print the URL first. Returns the process exit code.
+
+    Args:
+        argv: The arguments; None for `sys.argv[1:]`.
+
+    Returns:
+        0 once interrupted; 2 when an option is wrong or the port cannot be bound (one
+            sentence on stderr).
+    """
     args = build_parser().parse_args(argv)
     try:
         faults = parse_faults(split_faults(args.faults))

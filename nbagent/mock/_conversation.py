@@ -29,7 +29,13 @@ class Text:
 
 @dataclass(frozen=True)
 class ToolUse:
-    """A tool call in the request's history, as the client sent it."""
+    """A tool call in the request's history, as the client sent it.
+
+    Attributes:
+        id: The call's id.
+        name: The tool's name.
+        arguments: The arguments' JSON text as the model produced it (may be invalid).
+    """
 
     id: str
     name: str
@@ -38,7 +44,13 @@ class ToolUse:
 
 @dataclass(frozen=True)
 class ToolResult:
-    """A tool's answer in the request's history."""
+    """A tool's answer in the request's history.
+
+    Attributes:
+        tool_use_id: The id of the call it answers.
+        content: Its text.
+        is_error: Whether it is an error result.
+    """
 
     tool_use_id: str
     content: str
@@ -50,27 +62,48 @@ Block = Text | ToolUse | ToolResult
 
 @dataclass(frozen=True)
 class Turn:
-    """One message of the request's history, format-independent."""
+    """One message of the request's history, format-independent.
+
+    Attributes:
+        role: "user" or "assistant".
+        blocks: Its text, tool calls and tool results, in order.
+    """
 
     role: Literal["user", "assistant"]
     blocks: tuple[Block, ...]
 
     @property
     def text(self) -> str:
+        """Its text blocks, one a line."""
         return "\n".join(b.text for b in self.blocks if isinstance(b, Text))
 
     @property
     def tool_uses(self) -> tuple[ToolUse, ...]:
+        """Its tool calls."""
         return tuple(b for b in self.blocks if isinstance(b, ToolUse))
 
     @property
     def tool_results(self) -> tuple[ToolResult, ...]:
+        """Its tool results."""
         return tuple(b for b in self.blocks if isinstance(b, ToolResult))
 
 
 @dataclass(frozen=True)
 class Conversation:
-    """A request decoded from whichever wire format it came in: what a `Responder` answers."""
+    """A request decoded from whichever wire format it came in: what a `Responder` answers.
+
+    Attributes:
+        format: The wire format it came in.
+        model: The model asked for.
+        system: The system prompt ("" for none).
+        turns: The history, oldest first.
+        tools: The tools offered, by name, with their JSON Schemas.
+        stream: Whether it asked for a stream.
+        include_usage: Whether it asked for usage in the stream (OpenAI's `stream_options`).
+        thinking: Whether it asked for reasoning.
+        max_tokens: The answer's limit, or None.
+        prompt_tokens: The prompt's estimated size (characters / 4, plus images).
+    """
 
     format: Format
     model: str
@@ -85,7 +118,15 @@ class Conversation:
 
 
 def estimate_tokens(chars: int, images: int = 0) -> int:
-    """chars/4 rounded up, plus a flat cost per image."""
+    """chars/4 rounded up, plus a flat cost per image.
+
+    Args:
+        chars: Characters of text.
+        images: How many images.
+
+    Returns:
+        The estimate, in tokens.
+    """
     return -(-chars // CHARS_PER_TOKEN) + images * IMAGE_TOKENS
 
 

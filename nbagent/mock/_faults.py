@@ -87,6 +87,17 @@ class Fault:
     ``retry_after_s`` for ``429``. ``should_retry`` adds the ``x-should-retry`` header when not
     None. ``target`` is the batch endpoint the fault waits for (one of ``TARGETS``), or None for
     a model request or a batch item.
+
+    Attributes:
+        kind: The fault: an HTTP status ("500", "429", ...), "quota", "overflow", "close",
+            "empty", "malformed", "overloaded_midstream", "drop_after_tokens", "stall",
+            "slow", or "ok"; aimed at a batch endpoint also "lost", "cut" or "failed".
+        tokens: For "drop_after_tokens": how many tokens stream before the connection drops.
+        seconds: For "stall" and "slow": how long, in seconds.
+        retry_after_s: For "429": the Retry-After it sends, in seconds.
+        should_retry: The `x-should-retry` header to add, or None for none.
+        target: The batch endpoint the fault waits for (one of ``TARGETS``: "create",
+            "results", ...), or None for a model request or a batch item.
     """
 
     kind: str = "ok"
@@ -98,6 +109,7 @@ class Fault:
 
     @property
     def is_ok(self) -> bool:
+        """Whether it is no fault at all."""
         return self.kind == "ok"
 
     @property
@@ -128,8 +140,8 @@ class Fault:
 
 
 OK = Fault("ok")
-# Random-fault probabilities keyed by fault string (or Fault): {"500": 0.1, "429": 0.05}.
 FaultRates = Mapping[str, float] | Mapping[Fault, float] | Mapping[str | Fault, float]
+"""Random-fault probabilities keyed by fault string (or `Fault`): {"500": 0.1, "429": 0.05}."""
 
 
 def _fmt_number(value: float) -> str:
@@ -252,7 +264,17 @@ def _check_kind(entry: str, kind: str, target: str | None) -> None:
 
 
 def parse_faults(entries: Iterable[str | Fault]) -> list[Fault]:
-    """Parse a fault script; ``Fault`` objects pass through unchanged."""
+    """Parse a fault script; ``Fault`` objects pass through unchanged.
+
+    Args:
+        entries: Fault strings or `Fault`s.
+
+    Returns:
+        The faults, in order.
+
+    Raises:
+        ValueError: An entry does not parse, or one string was given instead of a list.
+    """
     if isinstance(entries, str):
         raise ValueError(f"Faults must be a list of strings, not the single string {entries!r}.")
     return [e if isinstance(e, Fault) else parse_fault(e) for e in entries]
@@ -283,6 +305,15 @@ class FaultPlan:
     in order; entries with a target one per call to that endpoint, in order among themselves.
     After it, each draws from the ``fault_rates`` of its target with a seeded ``random.Random``
     (deterministic for a given order of requests), or is ``ok`` when there are none.
+
+    Args:
+        script: The fault script.
+        seed: Seeds the random draws.
+        fault_rates: Random-fault probabilities, by fault string or `Fault` ({"500": 0.1,
+            "retrieve:503": 0.05}); each call after the script draws one for its target, or none.
+
+    Raises:
+        ValueError: A fault or a rate does not parse.
     """
 
     def __init__(

@@ -35,7 +35,14 @@ Piece = tuple[str, bytes]
 @dataclass(frozen=True)
 class Route:
     """Which wire format and model a request to the mock speaks, read from its path and body:
-    what the server answers in, and what a replay compares with the recording."""
+    what the server answers in, and what a replay compares with the recording.
+
+    Attributes:
+        format: The wire format ("anthropic", "openai", "responses", "gemini").
+        model: The model named in the path (Gemini), else "".
+        stream: Whether the path asks for a stream (Gemini), else None (the body says).
+        azure: Whether the path is Azure's (`/openai/...`).
+    """
 
     format: Format
     model: str = ""  # Gemini names the model in the path
@@ -44,7 +51,14 @@ class Route:
 
 
 def route(path: str) -> Route | None:
-    """The format a POST to `path` speaks, or None (a 404)."""
+    """The format a POST to `path` speaks, or None (a 404).
+
+    Args:
+        path: The request's path and query.
+
+    Returns:
+        The route, or None for a path the mock does not serve (it answers 404).
+    """
     bare = path.split("?", 1)[0].rstrip("/")
     query = path.partition("?")[2]
     azure = bare.startswith("/openai/")
@@ -63,7 +77,16 @@ def route(path: str) -> Route | None:
 
 
 def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conversation:
-    """The neutral conversation of a request body in format `fmt`."""
+    """The neutral conversation of a request body in format `fmt`.
+
+    Args:
+        fmt: The wire format.
+        body: The decoded JSON body.
+        route_: The route (for Gemini's model and streaming, named in the path).
+
+    Returns:
+        The conversation.
+    """
     if fmt == "anthropic":
         return parse_anthropic(body)
     if fmt == "gemini":

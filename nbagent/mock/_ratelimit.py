@@ -19,6 +19,16 @@ class RateDecision:
     ``retry_after_s`` is the time until the request would be admitted (0 when allowed).
     ``*_reset_s`` is the time until the bucket is full again when allowed, or until the request
     would be admitted when refused (so a client that waits for the reset succeeds).
+
+    Attributes:
+        allowed: Whether the request is admitted.
+        retry_after_s: Seconds until it would be admitted (0 when allowed).
+        requests_limit: The request bucket's size.
+        requests_remaining: Requests left in it.
+        requests_reset_s: Seconds until it is full again (or until admission, when refused).
+        tokens_limit: The token bucket's size, or None without one.
+        tokens_remaining: Tokens left in it, or None.
+        tokens_reset_s: Seconds until it is full again, or None.
     """
 
     allowed: bool
@@ -38,6 +48,20 @@ class RateLimit:
     refilled continuously); a request needs both. A request larger than the whole token bucket is
     admitted when the bucket is full and leaves it in debt. ``now`` is a monotonic clock in seconds,
     injectable for tests. Thread-safe.
+
+    Args:
+        requests_per_s: The request bucket's refill, per second.
+        burst: The request bucket's size.
+        tokens_per_min: The token bucket's size and refill per minute; None for no token limit.
+        now: The monotonic clock, in seconds.
+
+    Raises:
+        ValueError: A rate or size is not positive.
+
+    Attributes:
+        requests_per_s: The request bucket's refill.
+        burst: The request bucket's size.
+        tokens_per_min: The token bucket's size, or None.
     """
 
     def __init__(
@@ -79,7 +103,14 @@ class RateLimit:
             self._tokens = min(float(self.tokens_per_min), self._tokens + elapsed * rate)
 
     def acquire(self, tokens: int = 0) -> RateDecision:
-        """Take one request (and ``tokens`` prompt tokens) from the buckets if they are there."""
+        """Take one request (and ``tokens`` prompt tokens) from the buckets if they are there.
+
+        Args:
+            tokens: The request's prompt tokens (estimated).
+
+        Returns:
+            Whether it is admitted, and the numbers the rate-limit headers carry.
+        """
         with self._lock:
             self._refill()
             request_wait = max(0.0, (1.0 - self._requests) / self.requests_per_s)

@@ -14,7 +14,22 @@ REDACTED = "[redacted]"
 
 @dataclass(frozen=True)
 class RequestRecord:
-    """One request the mock server received, and what it did with it."""
+    """One request the mock server received, and what it did with it.
+
+    Attributes:
+        index: Its number since the start (or `clear_requests`), kept or not.
+        method: The HTTP method.
+        path: The path and query.
+        format: "anthropic", "openai", "responses", "gemini", or None (a health check, an
+            unknown path).
+        body: The parsed JSON body, or None when it did not parse.
+        headers: Its headers, names lowercased, secrets redacted.
+        fault: The fault applied ("ok", "500", "drop_after_tokens=20", "rate_limit", ...).
+        status: The status it answered with.
+        request_id: The request id it answered with.
+        stream: Whether it was streamed.
+        received_at: When it came (`time.time()`).
+    """
 
     index: int
     method: str

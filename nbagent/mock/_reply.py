@@ -29,7 +29,13 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens"]
 
 @dataclass(frozen=True)
 class MockToolCall:
-    """A tool call the mock server streams back."""
+    """A tool call the mock server streams back.
+
+    Attributes:
+        id: The call's id.
+        name: The tool's name.
+        arguments: The arguments' JSON text (deliberately invalid for `[demo:bad_json]`).
+    """
 
     id: str
     name: str
@@ -39,7 +45,17 @@ class MockToolCall:
 @dataclass(frozen=True)
 class MockReply:
     """What a responder answers; the server streams it in the request's wire format, word by
-    word, so faults can break it anywhere."""
+    word, so faults can break it anywhere.
+
+    Attributes:
+        text_deltas: The answer's text, in the pieces it streams in.
+        tool_calls: The tool calls, in order.
+        stop_reason: Why it ends.
+        thinking_deltas: Reasoning streamed before the text, in pieces.
+        signature: The reasoning's signature.
+        input_tokens: The prompt tokens it reports.
+        output_tokens: The answer tokens it reports.
+    """
 
     text_deltas: tuple[str, ...] = ()
     tool_calls: tuple[MockToolCall, ...] = ()
@@ -51,19 +67,29 @@ class MockReply:
 
     @property
     def text(self) -> str:
+        """The answer's text, whole."""
         return "".join(self.text_deltas)
 
     @property
     def thinking(self) -> str:
+        """The reasoning, whole."""
         return "".join(self.thinking_deltas)
 
     @property
     def is_empty(self) -> bool:
+        """Whether it has nothing in it (an empty answer)."""
         return not self.text_deltas and not self.tool_calls and not self.thinking_deltas
 
 
 def split_words(text: str) -> tuple[str, ...]:
-    """Word-sized deltas that join back to ``text`` exactly."""
+    """Word-sized deltas that join back to ``text`` exactly.
+
+    Args:
+        text: The text.
+
+    Returns:
+        The pieces: the first word, then each further word with its leading space.
+    """
     if not text:
         return ()
     pieces = text.split(" ")
@@ -76,13 +102,24 @@ _default: list[Responder] = []
 
 
 def set_default_responder(responder: Responder) -> None:
-    """Make `responder` answer for every mock server that was not given one."""
+    """Make `responder` answer for every mock server that was not given one.
+
+    Args:
+        responder: The responder (`import nbagent` registers the demo model).
+    """
     _default[:] = [responder]
 
 
 def default_responder() -> Responder:
     """The responder of every mock server that was not given one (the demo model, once
-    `import nbagent` has registered it)."""
+    `import nbagent` has registered it).
+
+    Returns:
+        The responder.
+
+    Raises:
+        RuntimeError: None is registered (nbagent was not imported).
+    """
 
     if not _default:
         raise RuntimeError(

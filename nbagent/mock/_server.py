@@ -130,6 +130,48 @@ class MockServer:
     offset divided by ``speed`` (``math.inf``: no waiting); a request that does not match the
     next recorded one (another path or model, or one too many) gets a 400 naming the
     difference. Faults, the rate limit and the responder do not apply to a replay.
+
+    Args:
+        faults: The fault script: one fault string ("500", "429:retry_after=2",
+            "drop_after_tokens=20", ...) or `Fault` per model request, in order; then every request
+            is fine (or draws from `fault_rates`).
+        seed: Seeds the random faults.
+        fault_rates: Random-fault probabilities, by fault string or `Fault` ({"500": 0.1, "429":
+            0.05}); each request after the script draws one, or none.
+        rate_limit: A token bucket every model request must pass (429s with the providers' rate-
+            limit headers); None for none.
+        context_window: Refuse prompts estimated above this many tokens with the format's context-
+            overflow error; None for the format's usual window.
+        demo_delay_s: Seconds to wait before each answer (to watch a widget in real time).
+        port: The port to bind on 127.0.0.1; 0 for a free one.
+        responder: What decides the answers; None for the default (the demo model).
+        max_records: How many requests to keep in `requests` (0 or more).
+        record: A path or a `Recorder`: every model exchange it serves is appended to a recording.
+        replay: A recording's path or a `Recording`: answer with its recorded answers instead, in
+            order.
+        speed: How much faster than recorded a replay answers (`math.inf`: no waiting).
+        batch_duration_s: How long a provider batch takes on the batch clock before it ends, in
+            seconds (items end one by one over it).
+        expire_after_s: Make each batch expire this many seconds after creation (the finished
+            items kept, the rest expired); None for the providers' 24 hours.
+        batch_clock: The clock batches are timed on (seconds); None for `time.time`. Move it
+            with `advance_batches` so a test or a notebook waits for nothing.
+
+    Raises:
+        ValueError: `max_records`, `context_window` or `demo_delay_s` is out of range, or a fault
+            string does not parse (one sentence naming it).
+        RecordingError: `record` or `replay` names a file that cannot be written or read.
+
+    Attributes:
+        plan: Which fault the next model request gets.
+        rate_limit: The token bucket, or None.
+        context_window: The window prompts are checked against, or None.
+        demo_delay_s: Seconds waited before each answer.
+        responder: What decides the answers.
+        max_records: How many requests are kept.
+        stopping: Set while the server stops (long answers end early).
+        replayer: What answers from a recording, or None.
+        recorder: Where exchanges are recorded, or None.
     """
 
     def __init__(
@@ -193,7 +235,11 @@ class MockServer:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> MockServer:
-        """Bind 127.0.0.1 and serve in a daemon thread. Starting a running server does nothing."""
+        """Bind 127.0.0.1 and serve in a daemon thread. Starting a running server does nothing.
+
+        Returns:
+            The server itself, so `server = MockServer().start()` reads well.
+        """
         with self._lock:
             if self._httpd is not None:
                 return self
@@ -209,7 +255,11 @@ class MockServer:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop serving, end open connections and close the port. Idempotent."""
+        """Stop serving, end open connections and close the port. Idempotent.
+
+        Args:
+            timeout: Seconds to wait for the serving thread and each open connection.
+        """
         with self._lock:
             httpd, thread = self._httpd, self._thread
             self._httpd = self._thread = None
@@ -224,6 +274,7 @@ class MockServer:
 
     @property
     def running(self) -> bool:
+        """Whether it is serving."""
         return self._httpd is not None
 
     def __enter__(self) -> MockServer:
@@ -245,6 +296,7 @@ class MockServer:
 
     @property
     def port(self) -> int:
+        """The port it listens on (RuntimeError when it is not running)."""
         httpd = self._httpd
         if httpd is None:
             raise RuntimeError("The mock server is not running; call start() first.")
@@ -260,34 +312,63 @@ class MockServer:
 
     @property
     def url(self) -> str:
+        """`http://127.0.0.1:<port>`: the base URL of Anthropic, Gemini and Azure clients."""
         return f"http://127.0.0.1:{self.port}"
 
     @property
     def anthropic_url(self) -> str:
+        """The Messages endpoint."""
         return self.url + "/v1/messages"
 
     @property
     def openai_url(self) -> str:
+        """The Chat Completions endpoint."""
         return self.url + "/v1/chat/completions"
 
     @property
     def openai_base_url(self) -> str:
+        """The base URL of OpenAI clients (`.../v1`)."""
         return self.url + "/v1"
 
     @property
     def responses_url(self) -> str:
+        """The Responses endpoint."""
         return self.url + "/v1/responses"
 
     def gemini_url(self, model: str = "demo") -> str:
+        """Gemini's streaming endpoint for `model`.
+
+        Args:
+            model: The model named in the path.
+
+        Returns:
+            The URL.
+        """
         return f"{self.url}/v1beta/models/{model}:streamGenerateContent?alt=sse"
 
     # --- faults and records ---------------------------------------------------------------------
 
     def set_faults(self, faults: Sequence[str | Fault]) -> None:
-        """Replace the fault script; the next model request gets its first entry."""
+        """Replace the fault script; the next model request gets its first entry.
+
+        Args:
+            faults: The new script (fault strings or `Fault`s).
+
+        Raises:
+            ValueError: A fault string does not parse.
+        """
         self.plan.set_script(faults)
 
     def set_fault_rates(self, fault_rates: FaultRates | None, seed: int | None = None) -> None:
+        """Replace the random-fault probabilities.
+
+        Args:
+            fault_rates: The new probabilities; None for no random faults.
+            seed: Seeds the draws.
+
+        Raises:
+            ValueError: A rate is not a probability, or they add up to more than 1.
+        """
         self.plan.set_rates(fault_rates, seed)
 
     @property
@@ -304,11 +385,20 @@ class MockServer:
             return self._received - len(self._records)
 
     def clear_requests(self) -> None:
+        """Forget the requests received (and restart their `index` at 0)."""
         with self._lock:
             self._records.clear()
             self._received = 0
 
     def record(self, **fields: Any) -> RequestRecord:
+        """Keep one request (the handler calls it for each).
+
+        Args:
+            **fields: The `RequestRecord` fields but `index` and `received_at`.
+
+        Returns:
+            The record.
+        """
         with self._lock:
             record = RequestRecord(index=self._received, received_at=time.time(), **fields)
             self._received += 1
@@ -316,7 +406,14 @@ class MockServer:
             return record
 
     def wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; return True early when the server is stopping."""
+        """Sleep up to ``seconds``; return True early when the server is stopping.
+
+        Args:
+            seconds: How long.
+
+        Returns:
+            True when the server is stopping (the caller should end its answer).
+        """
         return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
 
     # --- provider batches (see `nbagent.mock._batches`) -----------------------------------------
@@ -415,7 +512,28 @@ def serve(
     expire_after_s: float | None = None,
     batch_clock: Callable[[], float] | None = None,
 ) -> Iterator[MockServer]:
-    """Run a ``MockServer`` for the duration of a ``with`` block."""
+    """Run a ``MockServer`` for the duration of a ``with`` block.
+
+    Args:
+        faults: As for [`MockServer`][nbagent.mock.MockServer].
+        seed: As for [`MockServer`][nbagent.mock.MockServer].
+        fault_rates: As for [`MockServer`][nbagent.mock.MockServer].
+        rate_limit: As for [`MockServer`][nbagent.mock.MockServer].
+        context_window: As for [`MockServer`][nbagent.mock.MockServer].
+        demo_delay_s: As for [`MockServer`][nbagent.mock.MockServer].
+        port: As for [`MockServer`][nbagent.mock.MockServer].
+        responder: As for [`MockServer`][nbagent.mock.MockServer].
+        max_records: As for [`MockServer`][nbagent.mock.MockServer].
+        record: As for [`MockServer`][nbagent.mock.MockServer].
+        replay: As for [`MockServer`][nbagent.mock.MockServer].
+        speed: As for [`MockServer`][nbagent.mock.MockServer].
+        batch_duration_s: As for [`MockServer`][nbagent.mock.MockServer].
+        expire_after_s: As for [`MockServer`][nbagent.mock.MockServer].
+        batch_clock: As for [`MockServer`][nbagent.mock.MockServer].
+
+    Yields:
+        The running server; it stops when the block ends.
+    """
     server = MockServer(
         faults,
         seed=seed,
@@ -445,7 +563,11 @@ _shared_lock = threading.Lock()
 
 
 def shared_server() -> MockServer:
-    """The process-wide default mock server (no faults), started on first use."""
+    """The process-wide default mock server (no faults), started on first use.
+
+    Returns:
+        The server, running on 127.0.0.1.
+    """
     global _shared
     with _shared_lock:
         if _shared is None or not _shared.running:

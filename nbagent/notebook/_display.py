@@ -19,7 +19,11 @@ __all__ = ["NotebookPresenter", "display_view", "in_notebook", "start_shown"]
 
 
 def in_notebook() -> bool:
-    """True under an IPython kernel with a frontend (Jupyter, VS Code, Colab), not a terminal."""
+    """True under an IPython kernel with a frontend (Jupyter, VS Code, Colab), not a terminal.
+
+    Returns:
+        Whether output goes to a notebook.
+    """
     try:
         from IPython import get_ipython
     except ImportError:
@@ -29,7 +33,14 @@ def in_notebook() -> bool:
 
 
 def display_view(on_stop: Callable[[], None] | None = None) -> AgentView:
-    """Display a Stop button and an empty timeline under the current cell (not subscribed)."""
+    """Display a Stop button and an empty timeline under the current cell (not subscribed).
+
+    Args:
+        on_stop: Called once when Stop is pressed.
+
+    Returns:
+        The view, displayed.
+    """
     from IPython.display import display
 
     view = make_view(TimelineWidget(), on_stop=on_stop)
@@ -41,9 +52,22 @@ class NotebookPresenter:
     """Runs are shown as the live timeline widget, under the cell that started them."""
 
     def active(self) -> bool:
+        """Whether a run can be shown here: under a notebook's kernel.
+
+        Returns:
+            True in a notebook.
+        """
         return in_notebook()
 
     def open(self, on_stop: Callable[[], None] | None = None) -> TimelineWidget:
+        """Show a Stop button and a timeline under the current cell.
+
+        Args:
+            on_stop: Called once when Stop is pressed.
+
+        Returns:
+            The timeline, to subscribe to the run's events.
+        """
         return display_view(on_stop).timeline
 
 
@@ -58,6 +82,14 @@ def start_shown(
     For callers that queue runs (the `%%agent` magic): the view is displayed by the caller (the
     cell), not by the task, because a task runs after the cell has finished, when ipykernel no
     longer routes its display output to any cell. The widget subscribes when the run begins.
+
+    Args:
+        agent: The agent to run.
+        prompt: The prompt.
+        before: Awaited first (the previous queued run, say); None for nothing.
+
+    Returns:
+        The run's handle.
     """
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[RunResult]] = []

@@ -98,6 +98,14 @@ def export_html(
 
     `state_snapshot` is `TimelineState.snapshot()` (a `TimelineState` or anything with a
     `snapshot()` method works too). Without JavaScript the page still shows a static summary.
+
+    Args:
+        state_snapshot: The timeline's state.
+        path: Where to write the page; None to only return it.
+        title: The page's title.
+
+    Returns:
+        The page's HTML.
     """
     state = _state_of(state_snapshot)
     page = "\n".join(

@@ -92,7 +92,20 @@ def _seconds(name: str, description: str, value: float, lowest: float, highest: 
 
 
 class Playground(ipywidgets.HBox):  # type: ignore[misc]
-    """The controls and what they produce; `result` is the latest `PlaygroundResult`."""
+    """The controls and what they produce; `result` is the latest `PlaygroundResult`.
+
+    Args:
+        max_attempts: The policy's `max_attempts`.
+        initial_delay: The policy's `initial_delay`, in seconds.
+        max_delay: The policy's `max_delay`, in seconds.
+        multiplier: The policy's `multiplier`.
+        jitter: The jitter strategy ("full", "equal", "decorrelated", "none").
+        clients: How many clients race the server.
+        server: Which server model they race (a label of the server menu).
+        seed: Seeds the simulation.
+        debounce: Seconds to wait after a slider moves before recomputing.
+        recording: A `Recording` or its path: adds the server it shows as a choice.
+    """
 
     def __init__(
         self,
@@ -196,7 +209,11 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
     # -- what to show -----------------------------------------------------------------------
 
     def policy(self) -> RetryPolicy:
-        """The policy the controls describe ("decorrelated" draws like "full" in the policy)."""
+        """The policy the controls describe ("decorrelated" draws like "full" in the policy).
+
+        Returns:
+            The `RetryPolicy`.
+        """
         jitter = _JITTER[self.jitter.value]
         return RetryPolicy(
             max_attempts=int(self.max_attempts.value),
@@ -208,7 +225,11 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         )
 
     def recompute(self) -> PlaygroundResult:
-        """Simulate the current setting and redraw; returns (and keeps) the result."""
+        """Simulate the current setting and redraw; returns (and keeps) the result.
+
+        Returns:
+            The new `PlaygroundResult`.
+        """
         started = time.perf_counter()
         policy = self.policy()
         if self.server.value not in _SERVERS and self.recording is not None:
@@ -414,5 +435,12 @@ def _legend_html() -> str:
 def playground(**settings: Any) -> Playground:
     """The policy playground: sliders for a `RetryPolicy` and a crowd of clients, and what they
     produce, recomputed as the sliders move (see `Playground` for the settings).
-    `recording=` (a path or a `Recording`) adds the server that recording shows as a choice."""
+    `recording=` (a path or a `Recording`) adds the server that recording shows as a choice.
+
+    Args:
+        **settings: The `Playground` settings to start from.
+
+    Returns:
+        The playground, displayed as the cell's value.
+    """
     return Playground(**settings)

@@ -68,6 +68,9 @@ class TimelineState:
     """Maps events to the widget's state; call it with each event, read `snapshot()`.
 
     `wall` is the wall clock (injectable for tests); it only serves `clock_offset`.
+
+    Args:
+        wall: The wall clock.
     """
 
     def __init__(self, *, wall: Callable[[], float] = time.time) -> None:
@@ -100,6 +103,11 @@ class TimelineState:
         self.apply(event)
 
     def apply(self, event: Event) -> None:
+        """Fold one event into the state (what calling the state does).
+
+        Args:
+            event: Any event of a run, in order.
+        """
         self.version += 1
         if isinstance(event, TextDelta):  # the hot path: no other bookkeeping
             if self._talk.text(event.text):
@@ -125,7 +133,11 @@ class TimelineState:
     # -- the snapshot ---------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """A fresh JSON-able dict (no object is shared with the live state)."""
+        """A fresh JSON-able dict (no object is shared with the live state).
+
+        Returns:
+            The state as plain JSON-able data.
+        """
         runs = [{**r, "summary": dict(r["summary"]) if r["summary"] else None} for r in self._runs]
         waits = self._waits.snapshot()
         bars = [dict(b) for b in self._bars]
@@ -155,6 +167,7 @@ class TimelineState:
 
     @property
     def status(self) -> str:
+        """The status line the widget shows ("receiving reply from demo", ...)."""
         return self._status
 
     # -- helpers --------------------------------------------------------------------------

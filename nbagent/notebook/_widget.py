@@ -33,6 +33,18 @@ class TimelineWidget(anywidget.AnyWidget):
 
     `on_stop` is called once when the user presses a Stop control (the ipywidgets button of
     `make_view`, or the small one the front end draws when it is shown alone).
+
+    Args:
+        on_stop: Called once when Stop is pressed; None for no Stop control.
+        min_interval: The least seconds between two redraws while events stream.
+        now: The monotonic clock (injectable for tests).
+        wall: The wall clock (injectable for tests).
+        **kwargs: Passed to anywidget's `AnyWidget`.
+
+    Attributes:
+        state: The synced state the front end draws (`TimelineState.snapshot()`).
+        stop_requested: Set by the front end when Stop is pressed.
+        show_stop: Whether the front end draws its own Stop control.
     """
 
     _esm = _HERE / "timeline.js"
@@ -94,7 +106,15 @@ class TimelineWidget(anywidget.AnyWidget):
         self.stop_requested = True
 
     def export_html(self, path: str | Path | None = None, *, title: str = "nbagent run") -> str:
-        """The run so far as one self-contained HTML file (see `nbagent.notebook.export_html`)."""
+        """The run so far as one self-contained HTML file (see `nbagent.notebook.export_html`).
+
+        Args:
+            path: Where to write the page; None to only return it.
+            title: The page's title.
+
+        Returns:
+            The page's HTML.
+        """
         from ._export import export_html
 
         return export_html(self.timeline.snapshot(), path, title=title)
@@ -125,7 +145,12 @@ class TimelineWidget(anywidget.AnyWidget):
 
 
 class AgentView(ipywidgets.VBox):  # type: ignore[misc]
-    """The Stop button above the timeline. `timeline` is the `TimelineWidget` to subscribe."""
+    """The Stop button above the timeline. `timeline` is the `TimelineWidget` to subscribe.
+
+    Args:
+        timeline: The `TimelineWidget` to subscribe.
+        **kwargs: Passed to ipywidgets' `VBox`.
+    """
 
     def __init__(self, timeline: TimelineWidget, **kwargs: Any) -> None:
         self.timeline = timeline
@@ -167,6 +192,13 @@ def make_view(
     """The notebook display for a run: a Stop button and the live timeline.
 
     `on_stop` (e.g. the run handle's `cancel`) is called once when Stop is pressed.
+
+    Args:
+        widget: The timeline to show; None for a new one.
+        on_stop: Called once when Stop is pressed.
+
+    Returns:
+        The view (Stop button and timeline); subscribe it to the agent's events.
     """
     timeline = widget if widget is not None else TimelineWidget()
     if on_stop is not None:

@@ -201,7 +201,16 @@ class _BlockState:
 
 
 class AnthropicProvider(HTTPProvider):
-    """Streams Claude models through the Messages API."""
+    """Streams Claude models through the Messages API.
+
+    Made by `resolve_model` from a model string; build one yourself for a server of your own
+    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
+    The arguments are `HTTPProvider`'s.
+
+    Attributes:
+        default_base_url: The public endpoint, used when no `base_url` is given (https://api.anthropic.com).
+        default_name: The provider's name in model strings and the attempt log ("anthropic").
+    """
 
     default_base_url = "https://api.anthropic.com"
     default_name = "anthropic"
@@ -219,9 +228,29 @@ class AnthropicProvider(HTTPProvider):
         return {**super()._headers(), "anthropic-version": ANTHROPIC_VERSION}
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body this wire format sends for `request` (the Messages API).
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+        """
         return build_anthropic_body(self.model, request)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Send `request` and read the answer as it streams.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Yields:
+            Text, thinking and tool-call parts as they arrive, then one `Completed`.
+
+        Raises:
+            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
+                `StreamInterrupted`, ...), which `classify` turns into the action.
+        """
         content = self._encode(self.build_body(request))
         blocks: dict[int, _BlockState] = {}
         order: list[int] = []

@@ -77,10 +77,19 @@ class AzureChatProvider(_Azure, OpenAIProvider):
 
     @property
     def url(self) -> str:
+        """The deployment's Chat Completions endpoint (v1, or dated with `api_version`)."""
         deployment = quote(self.model, safe="")
         return self._azure_url(f"deployments/{deployment}/chat/completions", "chat/completions")
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The Chat Completions body, with `max_completion_tokens` as Azure wants it.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+        """
         return build_openai_body(self.model, request, max_tokens_key="max_completion_tokens")
 
 
@@ -89,4 +98,5 @@ class AzureResponsesProvider(_Azure, ResponsesProvider):
 
     @property
     def url(self) -> str:
+        """The resource's Responses endpoint (v1, or dated with `api_version`)."""
         return self._azure_url("responses", "responses")

@@ -29,7 +29,13 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """What the model is told about a tool."""
+    """What the model is told about a tool.
+
+    Attributes:
+        name: The name it calls the tool by.
+        description: What it reads about the tool.
+        input_schema: The JSON Schema of the arguments (each provider converts it to its form).
+    """
 
     name: str
     description: str
@@ -38,8 +44,18 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One request for the next assistant message. `cache`: mark the stable prefix (system
-    prompt, tools, earlier conversation) for the provider's prompt cache where it has one."""
+    """One request for the next assistant message: what a provider turns into its wire format.
+
+    Attributes:
+        messages: The conversation so far, oldest first.
+        system: The system prompt, or None.
+        tools: The tools the model may call.
+        max_tokens: The most tokens the answer may have.
+        options: Provider-specific body fields, merged into the request as given
+            (`Agent(options=...)`: temperature, reasoning settings, ...).
+        cache: Whether to mark the stable prefix (system prompt, tools, earlier conversation)
+            for the provider's prompt cache, where it has one.
+    """
 
     messages: tuple[Message, ...]
     system: str | None = None
@@ -51,14 +67,23 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class TextPart:
-    """Answer text as it streams from a provider."""
+    """Answer text as it streams from a provider.
+
+    Attributes:
+        text: The new text.
+    """
 
     text: str
 
 
 @dataclass(frozen=True)
 class ThinkingPart:
-    """Reasoning text as it streams, with the signature that must go back with it."""
+    """Reasoning text as it streams, with the signature that must go back with it.
+
+    Attributes:
+        text: The new reasoning text.
+        signature: The provider's signature of the reasoning, when this part carries it.
+    """
 
     text: str
     signature: str = ""
@@ -66,7 +91,14 @@ class ThinkingPart:
 
 @dataclass(frozen=True)
 class ToolCallPart:
-    """A fragment of a tool call's arguments, by `index`."""
+    """A fragment of a tool call's arguments, by `index`.
+
+    Attributes:
+        index: The call's position in the reply.
+        call_id: The provider's id of the call, in the part that first carries it.
+        name: The tool's name, in the part that first carries it.
+        arguments: The next piece of the arguments' JSON text.
+    """
 
     index: int
     call_id: str = ""
@@ -77,7 +109,19 @@ class ToolCallPart:
 @dataclass(frozen=True)
 class Completed:
     """The stream's last part: the whole message, its usage and stop reason, and the ids the
-    provider gave it (for the attempt log and traces)."""
+    provider gave it (for the attempt log and traces).
+
+    Attributes:
+        message: The assistant message, assembled.
+        usage: Its tokens (and cost, once priced).
+        stop_reason: Why the model stopped ("end_turn", "tool_use", "max_tokens",
+            "stop_sequence", "refusal", ...).
+        request_id: The provider's request id, or None.
+        model: The model the provider says answered, or None.
+        response_id: The provider's id of this reply ("msg_…", "chatcmpl-…", "resp_…").
+        headers: The rate-limit headers of the response, for pacing.
+        note: What reading the stream had to assume (a server that left a field out), or "".
+    """
 
     message: Message
     usage: Usage
@@ -95,11 +139,33 @@ StreamPart = TextPart | ThinkingPart | ToolCallPart | Completed
 
 @runtime_checkable
 class Provider(Protocol):
-    """Anything that streams assistant messages."""
+    """Anything that streams assistant messages: pass one as `Agent(model=...)`.
+
+    The built-in ones speak HTTP (`HTTPProvider`); `ScriptedModel` answers from a script. A
+    provider knows its wire format, not policy: it raises the `ProviderError` subclass for what
+    went wrong, and the agent decides what to do.
+
+    Attributes:
+        name: The provider's name ("anthropic", "openai", "openrouter", "ollama", "demo",
+            "scripted").
+        model: The model id sent on the wire.
+    """
 
     name: str  # "anthropic", "openai", "openrouter", "ollama", "demo", "scripted"
     model: str  # the model id sent on the wire
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Send `request` and read the answer as it streams.
 
-    async def aclose(self) -> None: ...
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            An async iterator of text, thinking and tool-call parts as they arrive, then one
+            `Completed`. A failure is raised from it as a `ProviderError` subclass.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Close the connections it opened in the running event loop."""
+        ...

@@ -134,13 +134,23 @@ class _State:
 
 
 class GeminiProvider(HTTPProvider):
-    """Streams Gemini models through the native Generative Language API."""
+    """Streams Gemini models through the native Generative Language API.
+
+    Made by `resolve_model` from a model string; build one yourself for a server of your own
+    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
+    The arguments are `HTTPProvider`'s.
+
+    Attributes:
+        default_base_url: The public endpoint, used when no `base_url` is given (https://generativelanguage.googleapis.com).
+        default_name: The provider's name in model strings and the attempt log ("gemini").
+    """
 
     default_base_url = "https://generativelanguage.googleapis.com"
     default_name = "gemini"
 
     @property
     def url(self) -> str:
+        """The model's `streamGenerateContent` endpoint (SSE), under `base_url`'s API version."""
         model = self.model.removeprefix("models/")
         base = self.base_url
         if not base.endswith(("/v1beta", "/v1", "/v1alpha")):
@@ -150,13 +160,37 @@ class GeminiProvider(HTTPProvider):
     auth_header, auth_prefix = "x-goog-api-key", ""
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body this wire format sends for `request` (the Generative Language API).
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+        """
         return build_gemini_body(self.model, request)
 
     def window(self) -> int:
-        """The model's context window (genai-prices' figure, else Gemini's usual 1M)."""
+        """The model's context window, for compacting before an overflow.
+
+        Returns:
+            Tokens: genai-prices' figure for the model, else Gemini's usual 1,048,576.
+        """
         return context_window(self.name, self.model) or DEFAULT_WINDOW
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Send `request` and read the answer as it streams.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Yields:
+            Text, thinking and tool-call parts as they arrive, then one `Completed`.
+
+        Raises:
+            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
+                `StreamInterrupted`, ...), which `classify` turns into the action.
+        """
         body = self.build_body(request)
         content = self._encode(body)
         state = _State()

@@ -110,7 +110,42 @@ def _load_transport() -> None:
 
 class HTTPProvider:
     """What every HTTP wire format shares. Subclasses implement `stream` and name their public
-    endpoint and provider in `default_base_url` and `default_name`."""
+    endpoint and provider in `default_base_url` and `default_name`.
+
+    The key is never shown: not in the repr, an error, a recording or the attempt log. Each
+    event loop gets its own httpx client (a client's connections belong to the loop that
+    opened them); `aclose` closes the running loop's.
+
+    Args:
+        model: The model id sent on the wire ("claude-sonnet-4-5", "gpt-4o").
+        api_key: The key, or None for a server that needs none (a local one).
+        base_url: The endpoint; None for the provider's public one (`default_base_url`).
+        client: An httpx client of yours to send through (it is left open); None for one
+            made per event loop.
+        connect_timeout: Seconds to connect before a `TransportError`.
+        idle_timeout: Seconds the stream may stay silent before a `TransportError`.
+        max_body_bytes: The most bytes an answer may have before an `InvalidResponse`.
+        max_event_bytes: The most bytes one streamed event may have.
+        extra_headers: More headers for every request (an organisation or project header).
+        name: The provider's name in model strings and the attempt log; None for
+            `default_name`.
+
+    Attributes:
+        default_base_url: The public endpoint of the format's provider.
+        default_name: The provider's name.
+        auth_header: The header the key travels in ("authorization").
+        auth_prefix: What precedes the key in it ("Bearer ").
+        recorder: Where every exchange is appended (`Agent(record=...)`), or None.
+        model: The model id.
+        name: The provider's name.
+        base_url: The endpoint, checked.
+        limits: The timeouts and size caps.
+
+    Raises:
+        ConfigError: The model is empty, the key is not a string or holds spaces or control
+            characters, a timeout or size is not a positive number, or `base_url` is not an
+            http(s) URL.
+    """
 
     name: str
     model: str
@@ -214,8 +249,11 @@ class HTTPProvider:
         return client
 
     async def aclose(self) -> None:
-        """Close the client this provider created for the running loop (one passed in stays
-        open); clients of other loops are closed when those loops run `aclose` themselves."""
+        """Close the client this provider created for the running loop.
+
+        A client passed in stays open; clients of other loops are closed when those loops run
+        `aclose` themselves.
+        """
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:  # pragma: no cover - aclose is awaited, so a loop runs
@@ -246,7 +284,17 @@ class HTTPProvider:
         return headers
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        """Deltas as they arrive, then exactly one `Completed` (implemented by each format)."""
+        """Deltas as they arrive, then exactly one `Completed` (implemented by each format).
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The stream of parts.
+
+        Raises:
+            NotImplementedError: Always: each wire format implements it.
+        """
         raise NotImplementedError
 
     @contextlib.asynccontextmanager

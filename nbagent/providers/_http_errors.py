@@ -428,6 +428,18 @@ def error_from_response(
     `body` is the raw bytes (or text, or an already decoded JSON value). A 2xx whose JSON
     carries an `error` object is classified by the code inside it. `model` names the model
     asked for, for the sentences that mention it (Gemini's daily quota).
+
+    Args:
+        provider: The provider's name, for the message.
+        status: The HTTP status.
+        body: The response body: bytes, text, or decoded JSON.
+        headers: The response headers (Retry-After and the rate-limit ones are read).
+        secrets: Strings to blank out of the message (the key), should a server echo them.
+        model: The model asked for, or None.
+
+    Returns:
+        The `ProviderError` subclass of the failure-to-action table, with its status, code,
+        request id and server wish filled in.
     """
     p = _parse_payload(_decode_body(body))
     effective = status
@@ -480,6 +492,17 @@ def error_from_payload(
     chunk. Rate limits, quotas, overload, content filters and context overflow keep their class;
     anything else (5xx, `api_error`, `server_error`, unknown) means the stream broke:
     `StreamInterrupted`.
+
+    Args:
+        provider: The provider's name, for the message.
+        payload: The decoded error event.
+        headers: The response headers of the stream.
+        secrets: Strings to blank out of the message.
+        model: The model asked for, or None.
+        fallback_message: The message when the payload carries none.
+
+    Returns:
+        The typed error.
     """
     p = _parse_payload(payload)
     status = _status_of(p)

@@ -37,13 +37,24 @@ def register_model(name: str, factory: ModelFactory) -> None:
 
     This is how upper layers plug a model in without the providers importing them: the demo
     package registers "demo" (the demo model behind the loopback mock server).
+
+    Args:
+        name: The model string, as `Agent(model=...)` takes it.
+        factory: Makes the provider: called with `base_url=` (None for its own) and the other
+            options of `resolve_model`.
     """
     _NAMED[name] = factory
 
 
 def register_prefix(prefix: str, factory: Callable[..., Provider]) -> None:
-    """Make `"<prefix>:<rest>"` resolve through `factory(rest, api_key=..., base_url=...,
-    **options)`: the demo package registers "replay" (a recording served by the mock server)."""
+    """Make `"<prefix>:<rest>"` resolve through `factory`.
+
+    The demo package registers "replay" (a recording served by the mock server) this way.
+
+    Args:
+        prefix: The part before the colon.
+        factory: Called as `factory(rest, api_key=..., base_url=..., **options)`.
+    """
     _PREFIXED[prefix] = factory
 
 
@@ -193,6 +204,19 @@ def resolve_model(
     A key is not needed for Ollama, nor for any server on this machine (llama.cpp, vLLM).
     Other keyword arguments (`client`, `connect_timeout`, `idle_timeout`, `max_body_bytes`,
     `max_event_bytes`, `extra_headers`, `name`) go to the provider.
+
+    Args:
+        spec: The model string.
+        api_key: The key; None for the provider's environment variable.
+        base_url: The endpoint; None for the provider's variable or its public endpoint.
+        **kw: Options for the provider (listed above), and `api_version` for Azure.
+
+    Returns:
+        The provider, not yet connected (nothing is sent until a run).
+
+    Raises:
+        ConfigError: The string names no known provider or model, an option is unknown, or
+            a key the provider needs is missing (the message names the variable to set).
     """
     unknown = sorted(set(kw) - _OPTIONS)
     if unknown:

@@ -197,19 +197,49 @@ class _Call:
 
 
 class OpenAIProvider(HTTPProvider):
-    """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM."""
+    """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM.
+
+    Made by `resolve_model` from a model string; build one yourself for a server of your own
+    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
+    The arguments are `HTTPProvider`'s.
+
+    Attributes:
+        default_base_url: The public endpoint, used when no `base_url` is given (https://api.openai.com/v1).
+        default_name: The provider's name in model strings and the attempt log ("openai").
+    """
 
     default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
 
     @property
     def url(self) -> str:
+        """The endpoint: `{base_url}/chat/completions`."""
         return self.base_url + "/chat/completions"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body this wire format sends for `request` (Chat Completions).
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+        """
         return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Send `request` and read the answer as it streams.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Yields:
+            Text, thinking and tool-call parts as they arrive, then one `Completed`.
+
+        Raises:
+            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
+                `StreamInterrupted`, ...), which `classify` turns into the action.
+        """
         content = self._encode(self.build_body(request))
         text: list[str] = []
         thinking: list[str] = []

@@ -179,19 +179,49 @@ def _with_reasoning_text(item: dict[str, Any], deltas: list[str] | None) -> dict
 
 
 class ResponsesProvider(HTTPProvider):
-    """Streams OpenAI models through the Responses API (also Azure's, see `_azure`)."""
+    """Streams OpenAI models through the Responses API (also Azure's: `AzureResponsesProvider`).
+
+    Made by `resolve_model` from a model string; build one yourself for a server of your own
+    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
+    The arguments are `HTTPProvider`'s.
+
+    Attributes:
+        default_base_url: The public endpoint, used when no `base_url` is given (https://api.openai.com/v1).
+        default_name: The provider's name in model strings and the attempt log ("openai-responses").
+    """
 
     default_base_url = "https://api.openai.com/v1"
     default_name = RESPONSES
 
     @property
     def url(self) -> str:
+        """The endpoint: `{base_url}/responses`."""
         return self.base_url + "/responses"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body this wire format sends for `request` (the Responses API).
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+        """
         return build_responses_body(self.model, request, provider=self.name)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Send `request` and read the answer as it streams.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Yields:
+            Text, thinking and tool-call parts as they arrive, then one `Completed`.
+
+        Raises:
+            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
+                `StreamInterrupted`, ...), which `classify` turns into the action.
+        """
         content = self._encode(self.build_body(request))
         state = _State()
         buf = PartBuffer()

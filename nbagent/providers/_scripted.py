@@ -45,8 +45,14 @@ __all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
 
 @dataclass(frozen=True)
 class ToolUse:
-    """A tool call a `Reply` makes; an `input` given as text is sent as raw (possibly broken)
-    JSON, to test the bad-arguments path."""
+    """A tool call a `Reply` makes.
+
+    Attributes:
+        name: The tool to call.
+        input: The arguments; text is sent as raw (possibly broken) JSON, to test the
+            bad-arguments path.
+        id: The call's id; None for one made up ("toolu_001_0").
+    """
 
     name: str
     input: dict[str, Any] | str = field(default_factory=dict)  # a str is sent as raw JSON text
@@ -56,7 +62,17 @@ class ToolUse:
 @dataclass(frozen=True)
 class Reply:
     """One scripted answer of a `ScriptedModel`: text, tool calls, thinking, a stop reason and
-    its usage."""
+    its usage. A plain string in a script is `Reply(text=...)`.
+
+    Attributes:
+        text: The answer's text.
+        tool_calls: The tool calls it makes, in order.
+        thinking: Reasoning streamed before the text ("" for none).
+        signature: The thinking's signature.
+        stop_reason: The stop reason; None for "tool_use" when it calls tools, else "end_turn".
+        input_tokens: The usage it reports for the prompt.
+        output_tokens: The usage it reports for the answer.
+    """
 
     text: str = ""
     tool_calls: tuple[ToolUse, ...] | list[ToolUse] = ()
@@ -69,7 +85,13 @@ class Reply:
 
 @dataclass(frozen=True)
 class Partial:
-    """Stream `text` / `thinking`, then fail with `error`."""
+    """Stream `thinking`, then `text`, then fail with `error`: a stream that breaks mid-answer.
+
+    Attributes:
+        error: What the stream fails with (a `fault(...)`, say).
+        text: The answer text streamed before it fails.
+        thinking: The reasoning streamed before it fails.
+    """
 
     error: BaseException
     text: str = ""
@@ -77,6 +99,8 @@ class Partial:
 
 
 Entry = str | Reply | Partial | BaseException | Callable[[ModelRequest], Any]
+"""One step of a `ScriptedModel`'s script: a reply's text, a `Reply`, a `Partial`, an error to
+raise (a `fault(...)`), or a function of the request that returns one of those."""
 
 _FAULTS: dict[str, tuple[type[ProviderError], int | None, str]] = {
     "429": (RateLimited, 429, "rate_limit_error"),
@@ -108,7 +132,23 @@ def fault(
     provider: str = "scripted",
     should_retry: bool | None = None,
 ) -> ProviderError:
-    """A provider error from a short name: "429", "529", "500", "401", "overflow", "transport"…"""
+    """A provider error from a short name, for scripts and tests.
+
+    Args:
+        kind: "429", "quota", "529", "500", "502", "503", "504", "408", "401", "403", "404",
+            "400", "overflow", "transport", "stream", "empty", "invalid" or "filtered".
+        retry_after: The server's wish in seconds, as if parsed from Retry-After.
+        message: The error's message; None for a made-up one.
+        provider: The provider's name on the error.
+        should_retry: An `x-should-retry` verdict to carry (it overrides the table).
+
+    Returns:
+        The error of the class that kind maps to (`RateLimited`, `Overloaded`, ...), with the
+        status code and error code a real provider would send.
+
+    Raises:
+        ValueError: `kind` is not one of the names above.
+    """
     try:
         cls, status, code = _FAULTS[kind]
     except KeyError:
@@ -137,7 +177,23 @@ def _chunks(text: str, size: int) -> list[str]:
 
 
 class ScriptedModel:
-    """A `Provider` that plays a script. `requests` records every request it was sent."""
+    """A `Provider` that plays a script: replies, tool calls, broken streams and faults, with
+    no network, for tests and teaching.
+
+    Args:
+        script: The entries, one per request, in order.
+        name: The provider's name (in the attempt log).
+        model: The model id it reports.
+        chunk_size: How many characters each streamed text part holds.
+
+    Attributes:
+        name: The provider's name.
+        model: The model id.
+        script: The entries not yet played.
+        requests: Every request it was sent, in order: what a test asserts on.
+        chunk_size: Characters per streamed part.
+        closed: Whether `aclose` was called.
+    """
 
     def __init__(
         self,
@@ -159,16 +215,36 @@ class ScriptedModel:
         return f"ScriptedModel(model={self.model!r}, remaining={len(self.script)})"
 
     def add(self, *entries: Entry) -> None:
+        """Append entries to the script.
+
+        Args:
+            *entries: The entries, played after those already there.
+        """
         self.script.extend(entries)
 
     @property
     def remaining(self) -> int:
+        """How many entries are left."""
         return len(self.script)
 
     async def aclose(self) -> None:
+        """Mark it closed (there are no connections)."""
         self.closed = True
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Play the next entry for `request`.
+
+        Args:
+            request: The request (recorded in `requests`).
+
+        Yields:
+            The entry's thinking and text in `chunk_size` pieces and its tool calls, then a
+            `Completed`.
+
+        Raises:
+            ScriptExhausted: The script has no entry left.
+            TypeError: An entry (or what a function entry returned) cannot be played.
+        """
         self.requests.append(request)
         if not self.script:
             raise ScriptExhausted(

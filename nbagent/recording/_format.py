@@ -50,7 +50,16 @@ _MODEL_IN_PATH = re.compile(r"/models/([^/:?]+)|/deployments/([^/?]+)")
 
 
 def kept_header(name: str) -> bool:
-    """Whether a response header may be written to a recording."""
+    """Whether a response header may be written to a recording.
+
+    Args:
+        name: The header's name (a gateway's copy, "llm_provider-…" from LiteLLM, counts as
+            the header it copies).
+
+    Returns:
+        True for the retry-relevant headers (Retry-After, rate-limit, request ids, content type);
+            never for cookies or auth.
+    """
     low = name.lower()
     for prefix in GATEWAY_PREFIXES:
         if low.startswith(prefix):
@@ -60,13 +69,28 @@ def kept_header(name: str) -> bool:
 
 
 def kept_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
-    """The response headers a recording keeps, lowercased, in the order they came."""
+    """The response headers a recording keeps, lowercased, in the order they came.
+
+    Args:
+        headers: Response headers, as a mapping or as pairs.
+
+    Returns:
+        The kept ones, names lowercased.
+    """
     items = headers.items() if isinstance(headers, Mapping) else headers
     return {k.lower(): v for k, v in items if kept_header(k)}
 
 
 def clean_path(url: str) -> str:
-    """The path of `url` with only the allowed query parameters (no host, no key)."""
+    """The path of `url` with only the allowed query parameters (no host, no key).
+
+    Args:
+        url: A request URL.
+
+    Returns:
+        Its path and kept query ("/v1/messages",
+            "/v1beta/models/gemini:streamGenerateContent?alt=sse").
+    """
     parts = urlsplit(url)
     path = parts.path or "/"
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k in KEPT_QUERY]
@@ -75,7 +99,15 @@ def clean_path(url: str) -> str:
 
 def model_of(path: str, body: bytes | None) -> str | None:
     """The model a request asks for: `"model"` in its JSON body, else the path's
-    (`/models/{model}:...` for Gemini, `/deployments/{name}/` for Azure)."""
+    (`/models/{model}:...` for Gemini, `/deployments/{name}/` for Azure).
+
+    Args:
+        path: The request's path.
+        body: The request's body, or None.
+
+    Returns:
+        The model's name, or None when neither says.
+    """
     if body:
         try:
             doc = json.loads(body)

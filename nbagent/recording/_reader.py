@@ -28,7 +28,11 @@ _error_type: type[RecordingError] = RecordingError
 
 def set_error_type(cls: type[RecordingError]) -> None:
     """The seam `nbagent.errors` fills: recording errors are raised as `cls` (a subclass of
-    `RecordingError` that is also a `ConfigError`), so this module imports nothing of nbagent."""
+    `RecordingError` that is also a `ConfigError`), so this module imports nothing of nbagent.
+
+    Args:
+        cls: The class to raise.
+    """
     global _error_type
     _error_type = cls
 
@@ -41,7 +45,26 @@ def error(message: str) -> RecordingError:
 class RecordedExchange:
     """One recorded request and what came back. `chunks` are (seconds after the request, bytes);
     `status` is None when no answer came (the connection failed or was closed first);
-    `complete` is False when the recording stops inside it (the recorder was killed)."""
+    `complete` is False when the recording stops inside it (the recorder was killed).
+
+    Attributes:
+        number: Its number in the recording.
+        at: When the request was sent (Unix seconds).
+        method: The HTTP method.
+        path: The path and kept query.
+        model: The model asked for, or None.
+        body_sha256: The request body's SHA-256 digest (hex); recordings of the same request share
+            it.
+        body_bytes: The request body's size.
+        body: The request body, when the recorder kept bodies.
+        status: The HTTP status, or None.
+        headers: The kept response headers.
+        response_after_s: Seconds from the request to the status line.
+        chunks: The body's pieces with their times.
+        end_after_s: Seconds from the request to the end.
+        error: How it broke, or None.
+        complete: Whether its end was recorded.
+    """
 
     number: int
     at: float
@@ -73,7 +96,13 @@ class RecordedExchange:
 
 @dataclass
 class Recording:
-    """A recording read back: its header and its exchanges in the order they were sent."""
+    """A recording read back: its header and its exchanges in the order they were sent.
+
+    Attributes:
+        path: The file it was read from, or None for one assembled in memory.
+        header: The header's fields.
+        exchanges: The exchanges, in the order they were sent.
+    """
 
     path: Path | None
     header: dict[str, Any]
@@ -117,7 +146,17 @@ def _check_header(doc: Any, path: Path) -> dict[str, Any]:
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The header of the recording at `path`, checked (not the rest of the file)."""
+    """The header of the recording at `path`, checked (not the rest of the file).
+
+    Args:
+        path: The recording file.
+
+    Returns:
+        The header's fields (format, version, made_by, created_at, ...).
+
+    Raises:
+        RecordingError: The file is missing, not a recording, or from a newer nbagent.
+    """
     p = Path(path)
     try:
         with open(p, "rb") as f:
@@ -180,7 +219,17 @@ def _num(doc: dict[str, Any], key: str, where: str) -> float:
 
 def read_recording(path: str | os.PathLike[str]) -> Recording:
     """Read a recording file. Raises `RecordingError` (a `ConfigError` inside nbagent) with one
-    sentence for a file that is missing, not a recording, damaged, or from a newer nbagent."""
+    sentence for a file that is missing, not a recording, damaged, or from a newer nbagent.
+
+    Args:
+        path: The recording file.
+
+    Returns:
+        The header and every exchange, in the order they were sent.
+
+    Raises:
+        RecordingError: The file is missing, not a recording, damaged, or from a newer nbagent.
+    """
     p = Path(path)
     if not p.is_file():
         raise error(f"no recording at {p}: pass the path of a .nbrec file.")

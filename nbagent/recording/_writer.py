@@ -41,6 +41,22 @@ class Recorder:
     nbagent, is refused). `record_bodies=True` keeps each request's body, not only its digest.
     `made_by` says in the header what wrote the file. Thread-safe: many exchanges may be open at
     once (an agent's parallel requests, the mock server's connections).
+
+    Args:
+        path: The recording file (".nbrec"); created with a header line when new or empty.
+        record_bodies: Whether to keep each request's body, not only its SHA-256 digest (a body may
+            hold the prompt, never a key).
+        made_by: What wrote the file, for its header.
+        note: A note for the header.
+
+    Raises:
+        RecordingError: The file cannot be written, or it is not a recording or is from a newer
+            nbagent (nothing is written then). Inside nbagent it is `nbagent.RecordingFileError`, a
+            `ConfigError`.
+
+    Attributes:
+        path: The recording file.
+        record_bodies: Whether request bodies are kept.
     """
 
     def __init__(
@@ -95,7 +111,20 @@ class Recorder:
         """Start recording one request (call it when the request is sent). `headers` are the
         request's: none of them is written (they are where keys travel); they are taken so that
         a caller cannot pass them on by mistake. `secrets` (the caller's API keys) are masked
-        wherever a server reflects them into what is recorded."""
+        wherever a server reflects them into what is recorded.
+
+        Args:
+            method: The HTTP method.
+            url: The request's URL: only its path and the allowed query parameters are written (no
+                host, no key).
+            headers: The request's headers: taken but never written.
+            body: The request body (its digest and size are written; the body itself with
+                `record_bodies`).
+            secrets: Strings (the caller's keys) masked wherever a server reflects them.
+
+        Returns:
+            The exchange, to feed the response, its chunks and its end.
+        """
         del headers
         raw = body or b""
         hidden = tuple(s.encode() for s in secrets if s)
@@ -142,7 +171,16 @@ def _close(file: BinaryIO | None) -> None:
 
 class Exchange:
     """One request being recorded: `response`, then `chunk` per piece of body as it arrives,
-    then `end` (exactly once; later calls do nothing)."""
+    then `end` (exactly once; later calls do nothing).
+
+    Args:
+        recorder: The recorder it writes through.
+        number: Its number in the recording (1, 2, ...).
+        hidden: The secrets to mask, as bytes.
+
+    Attributes:
+        number: Its number in the recording.
+    """
 
     __slots__ = ("_ended", "_hidden", "_rec", "_t0", "number")
 
@@ -154,7 +192,12 @@ class Exchange:
         self._ended = False
 
     def response(self, status: int, headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
-        """The status line and headers arrived (only the allowed headers are written)."""
+        """The status line and headers arrived (only the allowed headers are written).
+
+        Args:
+            status: The HTTP status.
+            headers: The response headers (mapping or pairs).
+        """
         kept = kept_headers(headers)
         if self._hidden:
             kept = {
@@ -171,7 +214,11 @@ class Exchange:
         self._rec._write(json.dumps(line, ensure_ascii=True) + "\n")
 
     def chunk(self, data: bytes) -> None:
-        """A piece of the body, as it came off the network."""
+        """A piece of the body, as it came off the network.
+
+        Args:
+            data: The bytes, as they came (text is kept as text, anything else base64).
+        """
         if not data or self._ended:
             return
         after = time.perf_counter() - self._t0
@@ -187,7 +234,11 @@ class Exchange:
 
     def end(self, error: str | None = None) -> None:
         """The exchange is over: `error` names how it broke (the connection reset, no answer),
-        None when the body ended normally or the client stopped reading it."""
+        None when the body ended normally or the client stopped reading it.
+
+        Args:
+            error: How it broke, or None.
+        """
         if self._ended:
             return
         self._ended = True
@@ -207,7 +258,18 @@ class Exchange:
 
 def write_recording(path: str | os.PathLike[str], recording: Recording) -> Path:
     """Write a whole `Recording` (one read back, trimmed, or assembled) to `path` in the
-    recording format; the file appears complete or not at all."""
+    recording format; the file appears complete or not at all.
+
+    Args:
+        path: Where to write.
+        recording: The recording.
+
+    Returns:
+        The path written.
+
+    Raises:
+        RecordingError: The file cannot be written.
+    """
     target = Path(path)
     header = {"kind": "header", "exchange": 0, "format": FORMAT, "version": VERSION}
     header.update({k: v for k, v in recording.header.items() if k not in header})

@@ -59,6 +59,18 @@ def simulate_retries(
     draws come from `random.Random(seed)` in order of the failed attempts (from `policy.rng()`
     when `seed` is None), the failures from a separate stream, so a test can recompute every
     delay. Each run is a `run_id` of its own ("sim-0001", ...), starting where the last ended.
+
+    Args:
+        policy: The retry policy under test.
+        fail_rate: The chance each attempt fails (0..1).
+        n_runs: How many requests, one after another.
+        seed: Seeds the jitter draws and the failures; None for the policy's own generator.
+        attempt_duration_s: How long each attempt takes, in virtual seconds.
+        retry_after_s: When given, failures are 429s carrying this Retry-After (seconds).
+        model: The model name on the rows.
+
+    Returns:
+        An attempt frame, as `agent.attempts` has it, for `nbagent.analysis`.
     """
     p_fail = min(1.0, max(0.0, float(fail_rate)))
     jitter_rng = random.Random(seed) if seed is not None else policy.rng()
@@ -137,6 +149,23 @@ def simulate_contention(
 
     Clients start at `uniform(0, start_spread_s)` (all at 0 by default). Simultaneous arrivals
     are served in client order. One `run_id` per client ("client-001", ...), turn 1.
+
+    Args:
+        n_clients: How many clients.
+        jitter: The jitter strategy under test (or "decorrelated").
+        server: "single" (one request at a time, 503 when busy) or "token_bucket" (429 without a
+            token).
+        rate: The token bucket's refill, in requests per second.
+        burst: The token bucket's size.
+        seed: Seeds the jitter draws and the start times.
+        policy: The retry policy; None for the one above.
+        service_time_s: How long a served request takes, in virtual seconds.
+        reject_time_s: How long a rejection takes.
+        start_spread_s: Clients start at uniform(0, this).
+        send_retry_after: Whether a 429 carries the time until the next token as Retry-After.
+
+    Returns:
+        An attempt frame with one `run_id` per client.
     """
     if n_clients < 1:
         return AttemptLog().frame()
@@ -218,6 +247,22 @@ def compare_jitter(
     summarise: `n_clients, jitter, total_calls, failed_calls, calls_per_client,
     max_calls_per_client, makespan_s` (when the last client got through or gave up),
     `total_wait_s`, `gave_up` (clients that ran out of attempts).
+
+    Args:
+        n_clients: How many clients; a list for several counts.
+        strategies: The jitter strategies to compare.
+        server: As for `simulate_contention`.
+        seed: As for `simulate_contention`.
+        policy: As for `simulate_contention`.
+        rate: As for `simulate_contention`.
+        burst: As for `simulate_contention`.
+        service_time_s: As for `simulate_contention`.
+        reject_time_s: As for `simulate_contention`.
+        start_spread_s: As for `simulate_contention`.
+        send_retry_after: As for `simulate_contention`.
+
+    Returns:
+        One row per client count and strategy.
     """
     counts = [n_clients] if isinstance(n_clients, int) else list(n_clients)
     rows: list[dict[str, object]] = []

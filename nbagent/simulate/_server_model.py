@@ -91,7 +91,15 @@ class Request:
 
 @dataclass(frozen=True)
 class Bucket:
-    """The token bucket a recording's 429s were fitted to."""
+    """The token bucket a recording's 429s were fitted to.
+
+    Attributes:
+        capacity: The bucket's size, in requests.
+        rate: Its refill, in requests per second.
+        sends_retry_after: Whether its 429s carried a Retry-After.
+        reject_duration_s: How long a rejection took.
+        same_wish_s: The one wait the server always asked for (Gemini's 58 s), or None.
+    """
 
     capacity: float
     rate: float  # tokens per second
@@ -100,7 +108,15 @@ class Bucket:
     same_wish_s: float | None = None  # a server that always asked for this wait (Gemini's 58 s)
 
     def wish(self, until_token_s: float) -> float | None:
-        """The Retry-After a rejected request is given."""
+        """The Retry-After a rejected request is given.
+
+        Args:
+            until_token_s: Seconds until the bucket holds a token again.
+
+        Returns:
+            The Retry-After in seconds (the one wait the server always asked for, when it did),
+                or None when it sends none.
+        """
         if not self.sends_retry_after:
             return None
         return self.same_wish_s if self.same_wish_s is not None else until_token_s
@@ -123,7 +139,17 @@ class Quota:
 
 @dataclass
 class ServerModel:
-    """The server's answers over time, the fitted rate limit (if any) and the workload."""
+    """The server's answers over time, the fitted rate limit (if any) and the workload.
+
+    Attributes:
+        answers: What the server answered, in time order.
+        requests: The recorded workload: when each request was sent.
+        bucket: The fitted rate limit, or None when the recording shows none.
+        model: The model the recording asked.
+        provider: The provider's name.
+        source: Where it was read from (a path, or "attempt frame").
+        quota: The first quota answer and the successes before it, or None.
+    """
 
     answers: list[Answer]
     requests: list[Request]
@@ -145,7 +171,14 @@ class ServerModel:
         self._times = [a.at for a in self._held]
 
     def held(self, t: float) -> Answer | None:
-        """The time-governed answer at `t` (None: the recording has none; take it as a success)."""
+        """The time-governed answer at `t` (None: the recording has none; take it as a success).
+
+        Args:
+            t: Seconds since the workload started.
+
+        Returns:
+            The answer the server gave at that time, or None.
+        """
         if not self._held:
             return None
         i = bisect.bisect_right(self._times, t + _TIE) - 1
@@ -335,7 +368,17 @@ def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:
 
 
 def server_model(source: Recording | str | os.PathLike[str] | pd.DataFrame) -> ServerModel:
-    """Read what the server did from a recording (or its path) or an attempt frame."""
+    """Read what the server did from a recording (or its path) or an attempt frame.
+
+    Args:
+        source: A `Recording`, a recording's path, or an attempt frame.
+
+    Returns:
+        The server's answers over time, and the rate limit they show.
+
+    Raises:
+        ConfigError: The source has no requests, or the file is not a recording.
+    """
     if isinstance(source, pd.DataFrame):
         answers, limits, model, provider = _from_frame(source)
         where = "an attempt frame"

@@ -37,6 +37,13 @@ class WhatIf:
     with the columns of `agent.attempts`; `comparison`: one row each ("recorded", "what if")
     with `policy, clients, requests, makespan_s, attempts, rejected, waiting_s, succeeded,
     outcome`; `server`: the model that answered. `attempts, comparison = what_if(...)` unpacks.
+
+    Attributes:
+        attempts: The new policy's attempts.
+        recorded: The recorded attempts.
+        comparison: One row each for "recorded" and "what if".
+        server: The server model that answered.
+        policy: The policy that was tried.
     """
 
     attempts: pd.DataFrame
@@ -221,6 +228,18 @@ def what_if(
     (`agent.attempts`, `read_attempts(...)`). The jitter draws come from `random.Random(seed)`
     (`seed=None`: the policy's own). Raises `ConfigError` for a source with no requests or a
     file that is not a recording. The model and its limits: `nbagent.simulate._server_model`.
+
+    Args:
+        recording_or_attempts: A `Recording`, a recording's path, or an attempt frame.
+        policy: The retry policy to try; None for `RetryPolicy()`.
+        clients: How many copies of the recorded workload start together.
+        seed: Seeds the jitter draws; None for the policy's own.
+
+    Returns:
+        The new attempts, the recorded ones, a comparison table, the server model and the policy.
+
+    Raises:
+        ConfigError: A source with no requests, or a file that is not a recording.
     """
     if policy is None:
         policy = RetryPolicy()

@@ -44,7 +44,12 @@ _active: Instrumentation | None = None
 
 
 class Instrumentation:
-    """What `instrument()` returns: tracing is on until `uninstrument()` (or the `with` ends)."""
+    """What `instrument()` returns: tracing is on until `uninstrument()` (or the `with` ends).
+
+    Args:
+        recorder: What turns events into spans.
+        unsubscribe: Stops the recorder's delivery of events.
+    """
 
     def __init__(self, recorder: SpanRecorder, unsubscribe: Callable[[], None]) -> None:
         self._recorder = recorder
@@ -52,10 +57,12 @@ class Instrumentation:
 
     @property
     def active(self) -> bool:
+        """Whether tracing is on."""
         return self._unsubscribe is not None
 
     @property
     def capture_content(self) -> bool:
+        """Whether message content goes into the spans."""
         return self._recorder.capture_content
 
     def uninstrument(self) -> None:
@@ -89,6 +96,20 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
     with `capture_content=True`. Calling `instrument()` again replaces the earlier tracing (a
     notebook cell run twice does not trace every run twice). Returns the handle that turns it
     off: `.uninstrument()`, or use it as a context manager.
+
+    Spans follow OpenTelemetry's GenAI semantic conventions: a span per run, per request
+    attempt (with the retry waits as events) and per tool call.
+
+    Args:
+        tracer_provider: An OpenTelemetry `TracerProvider`; None for the global one.
+        capture_content: Whether to record message content in the spans.
+
+    Returns:
+        The handle that turns tracing off.
+
+    Raises:
+        ConfigError: OpenTelemetry is not installed (`pip install nbagent[otel]`), or the
+            arguments are of the wrong kind.
     """
     global _active
     if not isinstance(capture_content, bool):
