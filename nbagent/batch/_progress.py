@@ -63,6 +63,9 @@ class BatchProgress:
     pace: dict[str, Any] = field(default_factory=dict)
     backend: str = "local"
     workers: int = 1
+    batches: dict[int, dict[str, Any]] = field(default_factory=dict)  # provider batches, by n
+    resubmissions: int = 0  # provider batches made of retried items
+    state_path: str = ""  # where a provider batch keeps its state
     _retry_times: deque[float] = field(default_factory=deque, repr=False)
 
     def __post_init__(self) -> None:
@@ -130,6 +133,17 @@ class BatchProgress:
         if state != "ok":
             self.failed += 1
         self.changed(self.done >= self.total)
+
+    def mark(self, i: int, state: str) -> None:
+        """Move lane `i` without telling the views (a runner with thousands of rows to move at
+        once calls `changed()` after them): a final state counts it done."""
+        if self.lanes[i] in FINAL:
+            return
+        self.lanes[i] = state
+        if state in FINAL:
+            self.done += 1
+            if state != "ok":
+                self.failed += 1
 
     def changed(self, final: bool = False) -> None:
         if self.on_change is not None:
