@@ -53,7 +53,9 @@ class BatchResult:
     run_id (joins with `attempts.run_id`). `attempts` has a `prompt_index` column, the attempt
     log's columns, then `agent_id` (which agent: "<prompt index>.<try>") and `worker` (which
     process ran it, `host:pid`). `cancelled` is True when the batch was stopped early: the rows
-    that had not finished say `end_reason == "cancelled"`. In a notebook it shows as the table.
+    that had not finished say `end_reason == "cancelled"`. `state_path` is where a provider
+    batch's state file is (`backend="provider"`; `nbagent.batch.resume` reads it). In a notebook
+    it shows as the table.
     """
 
     results: pd.DataFrame
@@ -62,6 +64,7 @@ class BatchResult:
     limiter: str = ""
     backend: str = "local"
     cancelled: bool = False
+    state_path: str = ""
 
     def __len__(self) -> int:
         return len(self.results)
