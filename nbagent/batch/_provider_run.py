@@ -142,8 +142,11 @@ class ProviderRun:
         self.stopping.set()
 
     async def _sleep(self, seconds: float) -> None:
-        """Wait on the clock; a stop ends the wait early."""
-        if seconds <= 0 or self.stopping.is_set():
+        """Wait on the clock; a stop ends the wait early (a wait begun after it does not)."""
+        if seconds <= 0:
+            return
+        if self.stopping.is_set():
+            await self.clock.sleep(seconds)
             return
         sleep = asyncio.ensure_future(self.clock.sleep(seconds))
         stop = asyncio.ensure_future(self.stopping.wait())
@@ -207,7 +210,8 @@ class ProviderRun:
             self._fail_all(rec, _error_named(rec.error or "NbAgentError: it could not be created"))
             return
         if rec.step in ("planned", "creating"):
-            await self._sleep(max(0.0, rec.not_before - time.time()))
+            if not self.stopping.is_set():
+                await self._sleep(max(0.0, rec.not_before - time.time()))
             if self.stopping.is_set() and rec.step == "planned":
                 return  # never sent: the run's end gives these rows `cancelled`
             status = await self.create(rec)
