@@ -12,14 +12,23 @@ from a responder (the demo model, `nbagent.demo.demo_reply`, unless another is g
 (`nbagent.recording`); ``MockServer(replay=path, speed=1.0)`` answers with a recording's answers
 instead, in order and at their recorded pace, and names a request that does not match.
 
+It also emulates the providers' batch APIs (Anthropic's Message Batches, OpenAI's Batch API and
+Files, Gemini's batch mode), each item answered through the fault script and the responder, on a
+batch clock a test can move (``batch_duration_s``, ``expire_after_s``, ``batch_clock``,
+``advance_batches``); see `nbagent.mock._batches` for the endpoints, options, faults and counters.
+
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
 ``402``, ``403``, ``404``, ``408``, ``409``, ``413``, ``overflow``, ``close``,
-``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``empty``, ``slow=S``; any of them takes
-``should_retry=true|false``. In Gemini's format ``429`` is a per-minute quota whose wait is in the
-body (``RetryInfo``), ``quota`` a per-day quota, and ``529`` a 503 ``UNAVAILABLE``.
+``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``empty``, ``slow=S`` (``invalid`` is
+``400``, ``overloaded`` is ``529``); any of them takes ``should_retry=true|false``. A
+``target:`` prefix aims an entry at a batch endpoint instead (``create:429``, ``create:lost``,
+``retrieve:503``, ``results:cut``), where ``lost`` and ``cut`` also apply. In Gemini's format
+``429`` is a per-minute quota whose wait is in the body (``RetryInfo``), ``quota`` a per-day
+quota, and ``529`` a 503 ``UNAVAILABLE``.
 """
 
+from ._batches import BatchCounts, MockBatch
 from ._cli import main
 from ._conversation import (
     Conversation,
@@ -44,9 +53,11 @@ from ._reply import (
 from ._server import MockServer, serve, shared_server
 
 __all__ = [
+    "BatchCounts",
     "Conversation",
     "Fault",
     "FaultPlan",
+    "MockBatch",
     "MockReply",
     "MockServer",
     "MockToolCall",

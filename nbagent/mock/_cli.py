@@ -82,6 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--speed", type=float, default=1.0, help="with --replay: 2 is twice as fast (default 1)"
     )
+    parser.add_argument(
+        "--batch-duration",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds a provider batch runs before it ends (default 2)",
+    )
+    parser.add_argument(
+        "--expire-after",
+        type=float,
+        default=None,
+        metavar="S",
+        help="a provider batch still running S seconds after its creation expires",
+    )
     return parser
 
 
@@ -118,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             record=args.record,
             replay=args.replay,
             speed=args.speed,
+            batch_duration_s=args.batch_duration,
+            expire_after_s=args.expire_after,
         )
         server.start()
     except (ValueError, OSError) as err:
@@ -126,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"nbagent mock provider listening on {server.url}", flush=True)
     print(
         f"  Anthropic: {server.url}/v1/messages   OpenAI: {server.url}/v1/chat/completions",
+        flush=True,
+    )
+    print(
+        f"  batches: {server.url}/v1/messages/batches, {server.url}/v1/batches, "
+        f"{server.url}/v1beta/models/{{model}}:batchGenerateContent",
         flush=True,
     )
     try:

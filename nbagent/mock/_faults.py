@@ -1,7 +1,23 @@
 """Fault specifications for the mock server: the grammar, parsing, and the per-request plan.
 
-A fault string is ``kind[=value][:key=value[,key=value]]``, for example ``"ok"``, ``"500"``,
-``"429:retry_after=2"``, ``"drop_after_tokens=20"``, ``"stall=0.5:should_retry=false"``.
+A fault string is ``[target:]kind[=value][:key=value[,key=value]]``, for example ``"ok"``,
+``"500"``, ``"429:retry_after=2"``, ``"drop_after_tokens=20"``, ``"stall=0.5:should_retry=false"``.
+
+Without a target an entry is for the next model request: a live request, or one item of a
+provider batch (the items of a batch take their entries in submission order, when the batch is
+created). With a target (``create``, ``upload``, ``retrieve``, ``list``, ``cancel``, ``results``,
+``delete``) it waits for the next call to that batch endpoint, whatever came in between:
+``["create:429", "ok", "500", "results:cut"]`` refuses the first create, gives the two items of
+the batch created next ``ok`` and ``500``, and cuts the first results download half way. Entries
+aimed at an endpoint take the kinds a status or a connection can show: a status (``429``,
+``500``, ...), ``quota``, ``close`` (no answer, nothing done), ``lost`` (done, then the
+connection is closed before the answer: a create that made a batch its caller never heard of),
+``slow=S`` (done, answered S seconds later), ``malformed`` (half a JSON body), and for
+``results`` and ``retrieve`` ``cut`` (the body stops half way and the connection closes) and
+``stall=S`` (the body pauses S seconds half way), and for ``create`` ``failed`` (the batch is
+accepted, then fails: OpenAI's ``failed`` with ``token_limit_exceeded``, Gemini's
+``BATCH_STATE_FAILED``; Anthropic has no failed batches, so there every item ends errored).
+``invalid`` is another name for ``400`` and ``overloaded`` for ``529``.
 """
 
 from __future__ import annotations
@@ -9,6 +25,7 @@ from __future__ import annotations
 import math
 import random
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -45,16 +62,31 @@ _PLAIN_KINDS: frozenset[str] = frozenset(
     {"ok", "quota", "overflow", "close", "empty", "malformed", "overloaded_midstream"}
 )
 ALL_KINDS: frozenset[str] = STATUS_KINDS | _PLAIN_KINDS | frozenset(_VALUE_KINDS)
+# Other names a script may use for a kind, read as the kind itself.
+ALIASES: dict[str, str] = {"invalid": "400", "overloaded": "529"}
+# The batch endpoints a fault can be aimed at with a ``target:`` prefix.
+TARGETS: frozenset[str] = frozenset(
+    {"create", "upload", "retrieve", "list", "cancel", "results", "delete"}
+)
+# What each target can show: what a status or a connection can do to that call.
+_ENDPOINT_KINDS: frozenset[str] = STATUS_KINDS | frozenset(
+    {"ok", "quota", "close", "lost", "slow", "malformed"}
+)
+_BODY_KINDS: frozenset[str] = frozenset({"cut", "stall"})  # only where a long body comes back
+_BODY_TARGETS: frozenset[str] = frozenset({"results", "retrieve"})
+_TARGETED_ONLY: frozenset[str] = frozenset({"lost", "cut", "failed"})
 _MAX_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
 class Fault:
-    """One scripted misbehaviour of the mock server for one model request.
+    """One scripted misbehaviour of the mock server for one model request or batch endpoint call.
 
-    ``kind`` is one of ``ALL_KINDS``. ``tokens`` is set for ``drop_after_tokens``; ``seconds`` for
-    ``stall`` and ``slow``; ``retry_after_s`` for ``429``. ``should_retry`` adds the
-    ``x-should-retry`` header when not None.
+    ``kind`` is one of ``ALL_KINDS`` (or, aimed at a batch endpoint, ``lost`` or ``cut``).
+    ``tokens`` is set for ``drop_after_tokens``; ``seconds`` for ``stall`` and ``slow``;
+    ``retry_after_s`` for ``429``. ``should_retry`` adds the ``x-should-retry`` header when not
+    None. ``target`` is the batch endpoint the fault waits for (one of ``TARGETS``), or None for
+    a model request or a batch item.
     """
 
     kind: str = "ok"
@@ -62,6 +94,7 @@ class Fault:
     seconds: float | None = None
     retry_after_s: float | None = None
     should_retry: bool | None = None
+    target: str | None = None
 
     @property
     def is_ok(self) -> bool:
@@ -84,6 +117,8 @@ class Fault:
             head = f"{self.kind}={self.tokens}"
         elif self.kind in ("stall", "slow"):
             head = f"{self.kind}={_fmt_number(self.seconds or 0.0)}"
+        if self.target is not None:
+            head = f"{self.target}:{head}"
         params: list[str] = []
         if self.retry_after_s is not None:
             params.append(f"retry_after={_fmt_number(self.retry_after_s)}")
@@ -116,16 +151,30 @@ def _seconds(entry: str, what: str, text: str) -> float:
 
 
 def parse_fault(entry: str) -> Fault:
-    """Parse one fault string; raise ``ValueError`` with one sentence naming the bad entry."""
+    """Parse one fault string.
+
+    Args:
+        entry: ``[target:]kind[=value][:key=value[,key=value]]``, e.g. ``"429:retry_after=2"``
+            or ``"results:cut"``.
+
+    Returns:
+        The `Fault` it describes.
+
+    Raises:
+        ValueError: one sentence naming the bad entry and what is wrong with it.
+    """
     if not isinstance(entry, str):
         raise ValueError(f"Fault {entry!r} must be a string such as '500' or '429:retry_after=2'.")
     text = entry.strip()
+    target: str | None = None
+    first, colon, rest = text.partition(":")
+    if colon and first.strip().lower() in TARGETS:
+        target, text = first.strip().lower(), rest.strip()
     head, _, param_text = text.partition(":")
     kind, has_value, value = head.strip().partition("=")
     kind = kind.strip().lower()
-    if kind not in ALL_KINDS:
-        known = ", ".join(sorted(ALL_KINDS))
-        raise ValueError(f"Fault {entry!r} has unknown kind {kind!r}; known kinds are {known}.")
+    kind = ALIASES.get(kind, kind)
+    _check_kind(entry, kind, target)
     tokens: int | None = None
     seconds: float | None = None
     if kind in _VALUE_KINDS:
@@ -170,7 +219,36 @@ def parse_fault(entry: str) -> Fault:
                 )
     if kind == "429" and retry_after is None:
         retry_after = 1.0
-    return Fault(kind, tokens, seconds, retry_after, should_retry)
+    return Fault(kind, tokens, seconds, retry_after, should_retry, target)
+
+
+def _check_kind(entry: str, kind: str, target: str | None) -> None:
+    if target is None:
+        if kind in _TARGETED_ONLY:
+            raise ValueError(
+                f"Fault {entry!r}: kind {kind!r} is for a batch endpoint, so aim it at one, "
+                f"e.g. {'results' if kind == 'cut' else 'create'}:{kind}."
+            )
+        if kind not in ALL_KINDS:
+            known = ", ".join(sorted(ALL_KINDS | set(ALIASES)))
+            raise ValueError(f"Fault {entry!r} has unknown kind {kind!r}; known kinds are {known}.")
+        return
+    if kind == "failed" and target != "create":
+        raise ValueError(
+            f"Fault {entry!r}: kind 'failed' is a batch that fails after it was accepted, so "
+            "it is for create."
+        )
+    if kind in _BODY_KINDS and target not in _BODY_TARGETS:
+        raise ValueError(
+            f"Fault {entry!r}: kind {kind!r} breaks a long answer, so it is for results or "
+            f"retrieve, not {target}."
+        )
+    if kind not in _ENDPOINT_KINDS | _BODY_KINDS | {"failed"}:
+        known = ", ".join(sorted(_ENDPOINT_KINDS | _BODY_KINDS | set(ALIASES) | {"failed"}))
+        raise ValueError(
+            f"Fault {entry!r}: kind {kind!r} cannot be aimed at the {target} endpoint; "
+            f"kinds for an endpoint are {known}."
+        )
 
 
 def parse_faults(entries: Iterable[str | Fault]) -> list[Fault]:
@@ -181,25 +259,30 @@ def parse_faults(entries: Iterable[str | Fault]) -> list[Fault]:
 
 
 def parse_fault_rates(rates: FaultRates) -> list[tuple[Fault, float]]:
-    """Check random-fault rates: each a probability, all of them summing to at most 1."""
+    """Check random-fault rates: each a probability, those of one target summing to at most 1."""
     parsed: list[tuple[Fault, float]] = []
     for spec, rate in rates.items():
         fault = spec if isinstance(spec, Fault) else parse_fault(spec)
         if not isinstance(rate, (int, float)) or not (0.0 <= float(rate) <= 1.0):
             raise ValueError(f"Fault rate for {str(spec)!r} must be a probability in 0..1.")
         parsed.append((fault, float(rate)))
-    total = sum(rate for _, rate in parsed)
-    if total > 1.0 + 1e-9:
-        raise ValueError(f"Fault rates add up to {total:g}; their sum must be at most 1.")
+    for target in {fault.target for fault, _ in parsed}:
+        total = sum(rate for fault, rate in parsed if fault.target == target)
+        if total > 1.0 + 1e-9:
+            where = "" if target is None else f" aimed at {target}"
+            raise ValueError(
+                f"Fault rates{where} add up to {total:g}; their sum must be at most 1."
+            )
     return parsed
 
 
 class FaultPlan:
-    """Which fault the next model request gets. Thread-safe.
+    """Which fault the next model request, batch item or batch endpoint call gets. Thread-safe.
 
-    The script is consumed first, one entry per request; after it, each request draws from
-    ``fault_rates`` with a seeded ``random.Random`` (deterministic for a given request order), or
-    is ``ok`` when no rates are set.
+    The script is consumed first: entries without a target one per model request or batch item,
+    in order; entries with a target one per call to that endpoint, in order among themselves.
+    After it, each draws from the ``fault_rates`` of its target with a seeded ``random.Random``
+    (deterministic for a given order of requests), or is ``ok`` when there are none.
     """
 
     def __init__(
@@ -210,18 +293,33 @@ class FaultPlan:
         fault_rates: FaultRates | None = None,
     ) -> None:
         self._lock = threading.Lock()
-        self._script: list[Fault] = parse_faults(script)
-        self._position = 0
+        self._queues = _queues(parse_faults(script))
         self._rates = parse_fault_rates(fault_rates or {})
         self._random = random.Random(seed)
 
     def set_script(self, script: Sequence[str | Fault]) -> None:
-        faults = parse_faults(script)
+        """Replace the script; its first entries are the next ones given out.
+
+        Args:
+            script: fault strings or `Fault` objects.
+
+        Raises:
+            ValueError: an entry does not parse.
+        """
+        queues = _queues(parse_faults(script))
         with self._lock:
-            self._script = faults
-            self._position = 0
+            self._queues = queues
 
     def set_rates(self, fault_rates: FaultRates | None, seed: int | None) -> None:
+        """Replace the random faults drawn once the script is used up.
+
+        Args:
+            fault_rates: probability per fault string (or `Fault`), or None for none.
+            seed: the seed of the draws.
+
+        Raises:
+            ValueError: a rate is not a probability, or the rates of one target sum above 1.
+        """
         rates = parse_fault_rates(fault_rates or {})
         with self._lock:
             self._rates = rates
@@ -229,21 +327,37 @@ class FaultPlan:
 
     @property
     def remaining(self) -> int:
-        """How many scripted faults are still to be consumed."""
+        """How many scripted faults are still to be consumed (for every target)."""
         with self._lock:
-            return len(self._script) - self._position
+            return sum(len(queue) for queue in self._queues.values())
 
-    def next(self) -> Fault:
+    def next(self, target: str | None = None) -> Fault:
+        """The fault for the next call.
+
+        Args:
+            target: the batch endpoint being called (one of ``TARGETS``), or None for a model
+                request or a batch item.
+
+        Returns:
+            The next scripted entry for that target, else a random draw, else ``ok``.
+        """
         with self._lock:
-            if self._position < len(self._script):
-                fault = self._script[self._position]
-                self._position += 1
-                return fault
-            if not self._rates:
+            queue = self._queues.get(target)
+            if queue:
+                return queue.popleft()
+            rates = [(fault, rate) for fault, rate in self._rates if fault.target == target]
+            if not rates:
                 return OK
             draw = self._random.random()
-            for fault, rate in self._rates:
+            for fault, rate in rates:
                 if draw < rate:
                     return fault
                 draw -= rate
             return OK
+
+
+def _queues(faults: list[Fault]) -> dict[str | None, deque[Fault]]:
+    queues: dict[str | None, deque[Fault]] = {}
+    for fault in faults:
+        queues.setdefault(fault.target, deque()).append(fault)
+    return queues

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
+from . import _batch_routes
+from ._batch_http import Hangup
 from ._conversation import Conversation, RequestError
 from ._faults import OK, Fault
 from ._formats import CODECS, Codec, Route, parse_request, route
@@ -63,6 +65,8 @@ class MockHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self._mock = cast("_HTTPServer", self.server).mock
+        if self._batch():
+            return
         path = self.path.split("?", 1)[0]
         if path.rstrip("/") == "/health":
             self._mock.record(
@@ -82,10 +86,25 @@ class MockHandler(BaseHTTPRequestHandler):
             return
         self._not_found("GET")
 
+    def do_DELETE(self) -> None:
+        self._mock = cast("_HTTPServer", self.server).mock
+        if not self._batch():
+            self._not_found("DELETE")
+
+    def _batch(self) -> bool:
+        """Serve a batch endpoint (`_batch_routes`); False when the path is not one."""
+        try:
+            return _batch_routes.serve(self, self._mock)
+        except (Hangup, BrokenPipeError, ConnectionError, TimeoutError):
+            self.close_connection = True
+            return True
+
     def do_POST(self) -> None:
         self._mock = cast("_HTTPServer", self.server).mock
         self._started = False
         self._ex = None
+        if self._batch():
+            return
         broke: str | None = None
         try:
             self._post()

@@ -7,14 +7,22 @@ import selectors
 import socket
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from http.server import ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
 from ..recording import Recorder, Recording
+from ._batches import (
+    DEFAULT_BATCH_DURATION_S,
+    BatchCounts,
+    BatchStore,
+    MockBatch,
+    Provider,
+    check_duration,
+)
 from ._faults import Fault, FaultPlan, FaultRates
 from ._handler import MockHandler
 from ._ratelimit import RateLimit
@@ -139,6 +147,9 @@ class MockServer:
         record: RecordTarget | None = None,
         replay: ReplaySource | None = None,
         speed: float = 1.0,
+        batch_duration_s: float = DEFAULT_BATCH_DURATION_S,
+        expire_after_s: float | None = None,
+        batch_clock: Callable[[], float] | None = None,
     ) -> None:
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
             raise ValueError(
@@ -152,6 +163,12 @@ class MockServer:
         if demo_delay_s < 0:
             raise ValueError(f"demo_delay_s must not be negative, got {demo_delay_s}.")
         self.plan = FaultPlan(faults, seed=seed, fault_rates=fault_rates)
+        self.batch_store = BatchStore(
+            duration_s=batch_duration_s,
+            expire_after_s=expire_after_s,
+            clock=batch_clock,
+            seed=seed,
+        )
         self.rate_limit = rate_limit
         self.context_window = context_window
         self.demo_delay_s = float(demo_delay_s)
@@ -302,6 +319,82 @@ class MockServer:
         """Sleep up to ``seconds``; return True early when the server is stopping."""
         return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
 
+    # --- provider batches (see `nbagent.mock._batches`) -----------------------------------------
+
+    @property
+    def batch_duration_s(self) -> float:
+        """How long a batch created from now on runs, on the batch clock."""
+        return self.batch_store.duration_s
+
+    @batch_duration_s.setter
+    def batch_duration_s(self, seconds: float) -> None:
+        check_duration(seconds, None)
+        self.batch_store.duration_s = float(seconds)
+
+    @property
+    def expire_after_s(self) -> float | None:
+        """After how long a batch created from now on expires (None: it does not)."""
+        return self.batch_store.expire_after_s
+
+    @expire_after_s.setter
+    def expire_after_s(self, seconds: float | None) -> None:
+        check_duration(0.0, seconds)
+        self.batch_store.expire_after_s = None if seconds is None else float(seconds)
+
+    def advance_batches(self, seconds: float) -> None:
+        """Move the batch clock forward, so batches progress without anyone waiting.
+
+        Args:
+            seconds: how far (0 or more).
+
+        Raises:
+            ValueError: ``seconds`` is negative or not a number.
+        """
+        self.batch_store.advance(seconds)
+
+    @property
+    def batch_counts(self) -> BatchCounts:
+        """Create requests received, batches created and items submitted, per provider."""
+        return self.batch_store.counts()
+
+    @property
+    def batches(self) -> list[MockBatch]:
+        """Every batch created since the start (or `clear_batches`), oldest first, deleted
+        ones included."""
+        return [MockBatch(b, self.batch_store) for b in self.batch_store.all()]
+
+    def batch(self, batch_id: str) -> MockBatch:
+        """The batch with this id (Gemini's as ``batches/...``).
+
+        Args:
+            batch_id: the id the create answered with.
+
+        Returns:
+            A live view of the batch.
+
+        Raises:
+            KeyError: no batch has that id.
+        """
+        for found in self.batch_store.all():
+            if found.id == batch_id:
+                return MockBatch(found, self.batch_store)
+        raise KeyError(f"The mock server holds no batch {batch_id!r}.")
+
+    def submitted_ids(self, provider: Provider | None = None) -> Counter[str]:
+        """How many times each custom id (Gemini: ``metadata.key``) was submitted in a batch.
+
+        Args:
+            provider: ``anthropic``, ``openai``, ``azure`` or ``gemini``; None for all.
+
+        Returns:
+            A `collections.Counter`: an id submitted twice counts 2.
+        """
+        return self.batch_store.submitted_ids(provider)
+
+    def clear_batches(self) -> None:
+        """Forget every batch, file and batch counter."""
+        self.batch_store.clear()
+
 
 @contextmanager
 def serve(
@@ -318,6 +411,9 @@ def serve(
     record: RecordTarget | None = None,
     replay: ReplaySource | None = None,
     speed: float = 1.0,
+    batch_duration_s: float = DEFAULT_BATCH_DURATION_S,
+    expire_after_s: float | None = None,
+    batch_clock: Callable[[], float] | None = None,
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block."""
     server = MockServer(
@@ -333,6 +429,9 @@ def serve(
         record=record,
         replay=replay,
         speed=speed,
+        batch_duration_s=batch_duration_s,
+        expire_after_s=expire_after_s,
+        batch_clock=batch_clock,
     )
     server.start()
     try:

@@ -1,0 +1,237 @@
+"""Anthropic's Message Batches API on the mock server.
+
+The shapes are those of anthropic-sdk-python's ``types/messages/message_batch*.py`` and the API
+reference (platform.claude.com/docs/en/api/creating-message-batches and its siblings): a batch
+is ``processing_status`` ``in_progress`` / ``canceling`` / ``ended`` (one l); its
+``request_counts`` keep every item under ``processing`` until the whole batch has ended, as the
+reference says; its results are JSON lines at ``results_url`` (here on the mock's own host, the
+address the client used), not in request order. An errored item carries the error body a live
+request would have had; an item the quota fault breaks carries the invalid-request error
+"Your credit balance is too low ..." that Anthropic answers when the credit runs out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from . import _batch_items as item
+from ._batch_http import BatchCall, CallError, Endpoint
+from ._batches import Batch, Items, Provider, Snapshot, new_id, stable_id
+from ._wire import anthropic_error
+
+MAX_REQUESTS = 100_000
+MAX_BYTES = 256 * 1024 * 1024
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+DAY_S = 86_400.0
+CREDIT = (
+    "Your credit balance is too low to access the Anthropic API. "
+    "Please go to Plans & Billing to upgrade or purchase credits."
+)
+_STATUS = {
+    "validating": "in_progress",
+    "in_progress": "in_progress",
+    "finalizing": "in_progress",
+    "canceling": "canceling",
+    "completed": "ended",
+    "expired": "ended",
+    "canceled": "ended",
+}
+
+
+def rfc3339(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _counts(batch: Batch, snap: Snapshot) -> dict[str, int]:
+    if snap.ended_at is None:  # "Requests start as processing and move ... once ... ended"
+        return {"processing": len(batch), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+    counts = batch.counts(snap)
+    return {k: counts[k] for k in ("processing", "succeeded", "errored", "canceled", "expired")}
+
+
+def batch_json(batch: Batch, snap: Snapshot, base_url: str) -> dict[str, Any]:
+    expires = batch.created + (batch.expire_after if batch.expire_after is not None else DAY_S)
+    ended = snap.ended_at is not None
+    return {
+        "id": batch.id,
+        "type": "message_batch",
+        "processing_status": _STATUS[snap.phase],
+        "request_counts": _counts(batch, snap),
+        "ended_at": rfc3339(snap.ended_at),
+        "created_at": rfc3339(batch.created),
+        "expires_at": rfc3339(expires),
+        "archived_at": None,
+        "cancel_initiated_at": rfc3339(batch.cancel_at),
+        "results_url": f"{base_url}/v1/messages/batches/{batch.id}/results" if ended else None,
+    }
+
+
+def _not_found(call: BatchCall, batch_id: str) -> CallError:
+    message = f"message_batch_id: no message batch found with id {batch_id!r}."
+    return CallError(404, anthropic_error("not_found_error", message, call.request_id))
+
+
+def _find(call: BatchCall) -> Batch:
+    batch_id = call.match["id"]
+    batch = call.store.get(batch_id, "anthropic")
+    if batch is None:
+        raise _not_found(call, batch_id)
+    return batch
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+def create(call: BatchCall) -> None:
+    body = call.json_body()
+    requests = body.get("requests") if isinstance(body, dict) else None
+    if not isinstance(requests, list) or not requests:
+        call.refuse(400, "requests: Field required: a list of 1 to 100000 requests.", "requests")
+    if len(requests) > MAX_REQUESTS:
+        call.refuse(
+            400,
+            f"requests: List should have at most {MAX_REQUESTS} items after validation, "
+            f"not {len(requests)}.",
+            "requests",
+        )
+    seen: set[str] = set()
+    for i, entry in enumerate(requests):
+        where = f"requests.{i}"
+        if not isinstance(entry, dict):
+            call.refuse(400, f"{where}: Input should be an object.", where)
+        custom_id = entry.get("custom_id")
+        if not isinstance(custom_id, str) or not _CUSTOM_ID.match(custom_id):
+            call.refuse(
+                400,
+                f"{where}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'.",
+                f"{where}.custom_id",
+            )
+        if custom_id in seen:
+            call.refuse(400, f"Duplicate custom_id in requests: {custom_id!r}.", where)
+        seen.add(custom_id)
+        if not isinstance(entry.get("params"), dict):
+            call.refuse(400, f"{where}.params: Field required.", f"{where}.params")
+    mock = call.mock
+    entries = ((r["custom_id"], r["params"], item.compact(r["params"])) for r in requests)
+    # Anthropic has no failed batches: one that fails (create:failed) errs in every item
+    failed = call.fault.kind == "failed"
+    items = item.add_items(
+        Items(), entries, "anthropic", None, mock.plan, mock.context_window, failed=failed
+    )
+    del requests, body
+    batch = call.store.add(new_id("msgbatch_01", 22), "anthropic", items)
+    call.body = {"requests": len(batch)}
+    call.reply(batch_json(batch, call.store.snapshot(batch), call.base_url()))
+
+
+def retrieve(call: BatchCall) -> None:
+    batch = _find(call)
+    call.reply(batch_json(batch, call.store.snapshot(batch), call.base_url()))
+
+
+def list_batches(call: BatchCall) -> None:
+    limit = call.int_query("limit", 20, 1, 1000)
+    batches = call.store.newest_first("anthropic")
+    ids = [b.id for b in batches]
+    after, before = call.query.get("after_id"), call.query.get("before_id")
+    if after is not None:
+        start = ids.index(after) + 1 if after in ids else len(ids)
+        page, more = batches[start : start + limit], start + limit < len(ids)
+    elif before is not None:
+        end = ids.index(before) if before in ids else 0
+        page, more = batches[max(0, end - limit) : end], end - limit > 0
+    else:
+        page, more = batches[:limit], limit < len(ids)
+    base = call.base_url()
+    data = [batch_json(b, call.store.snapshot(b), base) for b in page]
+    call.reply(
+        {
+            "data": data,
+            "has_more": more,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+    )
+
+
+def cancel(call: BatchCall) -> None:
+    batch = _find(call)
+    snap = call.store.cancel(batch)
+    call.reply(batch_json(batch, snap, call.base_url()))
+
+
+def delete(call: BatchCall) -> None:
+    batch = _find(call)
+    if call.store.snapshot(batch).ended_at is None:
+        call.refuse(
+            400,
+            f"Message batch {batch.id} is still processing; cancel it and wait for it to end "
+            "before deleting it.",
+        )
+    batch.deleted = True
+    call.reply({"id": batch.id, "type": "message_batch_deleted"})
+
+
+def results(call: BatchCall) -> None:
+    batch = _find(call)
+    snap = call.store.snapshot(batch)
+    if snap.ended_at is None:
+        call.refuse(
+            400,
+            f"Message batch {batch.id} is still processing; its results are ready once its "
+            "processing_status is ended.",
+        )
+    call.reply_stream(_lines(call, batch, snap), "application/x-jsonl", len(batch))
+
+
+def _lines(call: BatchCall, batch: Batch, snap: Snapshot) -> Iterator[bytes]:
+    responder = call.mock.responder
+    items = batch.items
+    for index in batch.ended_in_order(snap):
+        outcome = items.outcomes[index]
+        if outcome.errored:
+            result: dict[str, Any] = {"type": "errored", "error": _error(call, batch, index)}
+        else:
+            params = item.json_line(items.line(index))
+            message_id = "msg_01" + stable_id(batch.id, index, 22)
+            message = item.answer("anthropic", params, None, outcome, responder, message_id)
+            result = {"type": "succeeded", "message": message}
+        yield item.compact({"custom_id": items.ids[index], "result": result}) + b"\n"
+    rest = "canceled" if snap.phase == "canceled" else "expired"
+    for index in batch.unfinished_in_order(snap):
+        yield item.compact({"custom_id": items.ids[index], "result": {"type": rest}}) + b"\n"
+
+
+def _error(call: BatchCall, batch: Batch, index: int) -> dict[str, Any]:
+    outcome = batch.items.outcomes[index]
+    if outcome.kind == "fault" and outcome.fault.kind == "quota":
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": CREDIT}}
+    rid = "req_011" + stable_id(batch.id, index, 22)
+    _, body = item.error(call.codec, outcome, "", rid)
+    return {"type": "error", "error": body["error"]}
+
+
+_BATCHES = r"^/v1/messages/batches"
+_ONE = _BATCHES + r"/(?P<id>[^/?]+)"
+
+
+def _anthropic(_: re.Match[str]) -> Provider:
+    return "anthropic"
+
+
+ENDPOINTS = (
+    Endpoint(
+        "POST", re.compile(_BATCHES + r"/?$"), "create", _anthropic, create, MAX_BYTES + 65536
+    ),
+    Endpoint("GET", re.compile(_BATCHES + r"/?$"), "list", _anthropic, list_batches),
+    Endpoint("GET", re.compile(_ONE + r"/results/?$"), "results", _anthropic, results),
+    Endpoint("POST", re.compile(_ONE + r"/cancel/?$"), "cancel", _anthropic, cancel),
+    Endpoint("GET", re.compile(_ONE + r"/?$"), "retrieve", _anthropic, retrieve),
+    Endpoint("DELETE", re.compile(_ONE + r"/?$"), "delete", _anthropic, delete),
+)

@@ -1,0 +1,117 @@
+"""One item of a provider batch, answered as the mock answers a live request.
+
+Its fault is drawn from the same script, when the batch is created; its request is parsed by the
+same parser (a request the wire format refuses is an errored item); its answer comes from the
+same responder and is encoded by the same `Codec` as a non-streamed live answer, when the results
+are read. So a batch of the demo model says what a live conversation would, and a fault script
+breaks items as it breaks requests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ._batches import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
+from ._conversation import Format, RequestError
+from ._faults import Fault, FaultPlan
+from ._formats import CODECS, Codec, Route, parse_request
+from ._ratelimit import format_seconds
+from ._reply import MockReply, Responder
+
+# Live faults that break a connection: an item has none, so its worker failed instead.
+_BROKEN = frozenset({"close", "drop_after_tokens", "malformed"})
+
+
+def compact(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def json_line(line: bytes) -> Any:
+    """A stored item's request line, read back."""
+    return json.loads(line)
+
+
+def outcome_for(
+    fmt: Format, request: Any, route: Route | None, fault: Fault, window: int | None
+) -> ItemOutcome:
+    """What an item will end as: refused by its wire format, broken by its fault, over the
+    context window, or answered."""
+    try:
+        conv = parse_request(fmt, request, route)
+    except RequestError as err:
+        return ItemOutcome("invalid", fault, err.message, err.param)
+    kind = fault.kind
+    if kind == "overflow":
+        maximum = window or CODECS[fmt].default_window
+        tokens = max(conv.prompt_tokens, maximum + 1 + conv.prompt_tokens)
+        return ItemOutcome("overflow", fault, tokens=tokens, maximum=maximum)
+    if fault.status is not None or kind in _BROKEN or kind == "overloaded_midstream":
+        return ItemOutcome("fault", fault)
+    if window is not None and conv.prompt_tokens > window:
+        return ItemOutcome("overflow", fault, tokens=conv.prompt_tokens, maximum=window)
+    return OK_OUTCOME if fault.is_ok else ItemOutcome("ok", fault)
+
+
+def outcomes_for(
+    requests: Iterable[Any],
+    fmt: Format,
+    route: Route | None,
+    plan: FaultPlan,
+    window: int | None,
+    *,
+    failed: bool = False,
+) -> Iterator[ItemOutcome]:
+    """Each request's outcome, with the next fault of the script in turn; in a batch that
+    ``failed`` (``create:failed``) none runs, so none takes a fault."""
+    for request in requests:
+        yield FAILED_OUTCOME if failed else outcome_for(fmt, request, route, plan.next(), window)
+
+
+def add_items(
+    items: Items,
+    entries: Iterable[tuple[str | None, Any, bytes]],
+    fmt: Format,
+    route: Route | None,
+    plan: FaultPlan,
+    window: int | None,
+    *,
+    failed: bool = False,
+) -> Items:
+    """Add ``(custom_id, request, line)`` entries, each with its outcome (`outcomes_for`)."""
+    for custom_id, request, line in entries:
+        (outcome,) = outcomes_for([request], fmt, route, plan, window, failed=failed)
+        items.add(custom_id, line, outcome)
+    return items
+
+
+def answer(
+    fmt: Format,
+    request: Any,
+    route: Route | None,
+    outcome: ItemOutcome,
+    responder: Responder,
+    message_id: str,
+) -> dict[str, Any]:
+    """The provider's non-streamed answer to an item that succeeded."""
+    conv = parse_request(fmt, request, route)
+    if outcome.fault.kind == "empty":
+        reply = MockReply(input_tokens=conv.prompt_tokens)
+    else:
+        reply = responder(conv)
+    return CODECS[fmt].whole(reply, conv, message_id)
+
+
+def error(codec: Codec, outcome: ItemOutcome, model: str, request_id: str) -> tuple[int, Any]:
+    """The HTTP status and error body an errored item carries, in the codec's format."""
+    if outcome.kind == "invalid":
+        return 400, codec.bad_request(outcome.message, request_id, outcome.param)
+    if outcome.kind == "overflow":
+        return 400, codec.overflow_error(outcome.tokens, outcome.maximum, request_id)
+    fault = outcome.fault
+    if fault.kind == "quota":
+        return codec.http_status(429), codec.quota_error(request_id, model)
+    status = fault.status or (529 if fault.kind == "overloaded_midstream" else 500)
+    retry = format_seconds(fault.retry_after_s or 0.0)
+    return codec.http_status(status), codec.status_error(status, model, request_id, retry)

@@ -1,0 +1,191 @@
+"""OpenAI's Files API on the mock server, as much of it as the Batch API needs.
+
+The shapes are openai-python's ``types/file_object.py`` and ``resources/files.py``: an upload is
+``multipart/form-data`` with ``purpose`` and ``file``; a file is ``object: "file"`` with
+``bytes``, ``filename``, ``purpose``, ``status: "processed"``. A batch's output and error files
+are made when the batch ends and written when they are downloaded, line by line, so a results
+file of 100,000 answers is never held whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._batch_http import BatchCall, CallError
+from ._batches import Provider, new_id
+
+PURPOSES = frozenset(
+    {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
+)
+MAX_FILE_BYTES = 200 * 1024 * 1024
+FILE_DAYS_S = 30 * 86_400
+
+
+@dataclass
+class StoredFile:
+    """One file: uploaded (``data``) or made by a batch (``lines`` writes it when read)."""
+
+    id: str
+    provider: Provider
+    filename: str
+    purpose: str
+    created_at: int
+    data: bytes | None = None
+    lines: Callable[[], Iterator[bytes]] | None = None
+    count: int = 0  # how many lines ``lines`` writes
+    size: int | None = field(default=None, repr=False)
+
+    def content(self) -> Iterator[bytes]:
+        if self.data is not None:
+            yield self.data
+        elif self.lines is not None:
+            yield from self.lines()
+
+    @property
+    def bytes(self) -> int:
+        if self.size is None:
+            self.size = sum(len(piece) for piece in self.content())
+        return self.size
+
+    def json(self) -> dict[str, Any]:
+        expires = self.created_at + FILE_DAYS_S if self.purpose.startswith("batch") else None
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": self.bytes,
+            "created_at": self.created_at,
+            "expires_at": expires,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "status_details": None,
+        }
+
+
+def add_file(call: BatchCall, file: StoredFile) -> StoredFile:
+    with call.store.lock:
+        call.store.files[file.id] = file
+    return file
+
+
+def new_file_id() -> str:
+    return new_id("file-", 22)
+
+
+def find(call: BatchCall, file_id: str) -> StoredFile:
+    file = call.store.files.get(file_id)
+    providers = ("openai", "azure")
+    if not isinstance(file, StoredFile) or file.provider not in providers:
+        message = f"No such File object: {file_id}"
+        body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "id",
+                "code": None,
+            }
+        }
+        raise CallError(404, body)
+    return file
+
+
+def parse_multipart(body: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
+    """The fields of a ``multipart/form-data`` body: name -> (filename, content)."""
+    found = re.search(r'boundary="?([^";]+)"?', content_type)
+    if found is None:
+        raise ValueError("the multipart body names no boundary")
+    delimiter = b"--" + found.group(1).encode()
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    for part in body.split(delimiter)[1:]:
+        if part.startswith(b"--"):
+            break
+        head, sep, content = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        if not sep:
+            continue
+        disposition = head.decode("utf-8", "replace")
+        name = re.search(r'\bname="([^"]*)"', disposition)
+        filename = re.search(r'\bfilename="([^"]*)"', disposition)
+        if name is not None:
+            fields[name.group(1)] = (
+                filename.group(1) if filename else None,
+                content.removesuffix(b"\r\n"),
+            )
+    return fields
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+def upload(call: BatchCall) -> None:
+    raw = call.read_body()
+    try:
+        fields = parse_multipart(raw, call.header("content-type"))
+    except ValueError as err:
+        call.refuse(400, f"Could not read the upload: {err}.")
+    del raw
+    purpose = fields.get("purpose", (None, b""))[1].decode("utf-8", "replace").strip()
+    if purpose not in PURPOSES:
+        known = ", ".join(sorted(PURPOSES))
+        call.refuse(400, f"'{purpose}' is not one of {known} - 'purpose'.", "purpose")
+    if "file" not in fields:
+        call.refuse(400, "Missing required parameter: 'file'.", "file")
+    filename, data = fields["file"]
+    if len(data) > MAX_FILE_BYTES:
+        call.refuse(400, f"File is larger than the {MAX_FILE_BYTES} bytes allowed.", "file")
+    file = StoredFile(
+        new_file_id(),
+        call.provider,
+        filename or "upload.jsonl",
+        purpose,
+        int(call.store.now()),
+        data=data,
+        size=len(data),
+    )
+    add_file(call, file)
+    call.body = {"purpose": purpose, "filename": file.filename, "bytes": file.size}
+    call.reply(file.json())
+
+
+def retrieve(call: BatchCall) -> None:
+    call.reply(find(call, call.match["id"]).json())
+
+
+def content(call: BatchCall) -> None:
+    file = find(call, call.match["id"])
+    pieces = 1 if file.data is not None else max(1, file.count)
+    call.reply_stream(file.content(), "application/octet-stream", pieces)
+
+
+def delete(call: BatchCall) -> None:
+    file = find(call, call.match["id"])
+    with call.store.lock:
+        call.store.files.pop(file.id, None)
+    call.reply({"id": file.id, "object": "file", "deleted": True})
+
+
+def list_files(call: BatchCall) -> None:
+    limit = call.int_query("limit", 10_000, 1, 10_000)
+    purpose = call.query.get("purpose")
+    with call.store.lock:
+        files = [f for f in call.store.files.values() if isinstance(f, StoredFile)]
+    files = [f for f in reversed(files) if f.provider == call.provider]
+    if purpose:
+        files = [f for f in files if f.purpose == purpose]
+    after = call.query.get("after")
+    if after is not None:
+        ids = [f.id for f in files]
+        files = files[ids.index(after) + 1 :] if after in ids else []
+    page = files[:limit]
+    data = [f.json() for f in page]
+    call.reply(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": len(files) > limit,
+        }
+    )

@@ -1,0 +1,298 @@
+"""Gemini's batch mode on the mock server, with inline requests.
+
+The shapes are python-genai's ``google/genai/batches.py`` (``_BatchJob_from_mldev``,
+``_InlinedResponse_from_mldev``) and the API reference (ai.google.dev/api/batch-mode): a create
+answers a long-running operation named ``batches/...`` whose ``metadata`` is the batch
+(``@type`` ``...GenerateContentBatch``, ``model``, ``displayName``, ``createTime``,
+``updateTime``, ``endTime``, ``batchStats`` with its counts as strings and zero counts left out,
+``state`` ``BATCH_STATE_*``, ``name``). Once it has succeeded the operation is ``done`` and the
+inline responses, in input order, each a ``response`` or an ``error`` with the request's
+``metadata``, are under both ``metadata.output.inlinedResponses.inlinedResponses`` (what the SDK
+reads) and ``response.inlinedResponses.inlinedResponses`` (what the REST guide reads). A batch
+that expires (Gemini: still pending or running after 48 hours) or is cancelled carries no
+responses. An item error, like a failed batch's ``error``, is a ``google.rpc.Status``: ``code``
+(the canonical ``google.rpc.Code``, 8 for RESOURCE_EXHAUSTED, not the HTTP status) and
+``message``; ``details`` are left out, since the genai SDK types them as strings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from . import _batch_items as item
+from ._batch_http import BatchCall, CallError, Endpoint
+from ._batches import Batch, Items, Provider, Snapshot, new_id, stable_id
+from ._formats import Route
+from ._gemini_wire import gemini_error
+
+MAX_INLINE_BYTES = 20 * 1024 * 1024
+BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
+OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
+_STATE = {
+    "validating": "BATCH_STATE_PENDING",
+    "in_progress": "BATCH_STATE_RUNNING",
+    "finalizing": "BATCH_STATE_RUNNING",
+    "canceling": "BATCH_STATE_RUNNING",
+    "completed": "BATCH_STATE_SUCCEEDED",
+    "expired": "BATCH_STATE_EXPIRED",
+    "canceled": "BATCH_STATE_CANCELLED",
+    "failed": "BATCH_STATE_FAILED",
+}
+# google.rpc.Code: a Status inside an operation or an inline response carries the canonical
+# code, not the HTTP status (the HTTP error envelope carries both).
+RPC_CODES = {
+    "CANCELLED": 1,
+    "UNKNOWN": 2,
+    "INVALID_ARGUMENT": 3,
+    "DEADLINE_EXCEEDED": 4,
+    "NOT_FOUND": 5,
+    "PERMISSION_DENIED": 7,
+    "RESOURCE_EXHAUSTED": 8,
+    "FAILED_PRECONDITION": 9,
+    "ABORTED": 10,
+    "INTERNAL": 13,
+    "UNAVAILABLE": 14,
+    "UNAUTHENTICATED": 16,
+}
+_HOLE = "\u0000inlined responses\u0000"
+_HOLE_JSON = json.dumps(_HOLE).encode()
+
+
+def timestamp(seconds: float) -> str:
+    """Google's RFC 3339 timestamp, Z-normalized with nanoseconds."""
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}000Z"
+
+
+def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
+    return value.get(camel, value.get(snake))
+
+
+def _not_found(batch_id: str) -> CallError:
+    return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
+
+
+def _find(call: BatchCall) -> Batch:
+    batch_id = "batches/" + call.match["id"]
+    batch = call.store.get(batch_id, "gemini")
+    if batch is None:
+        raise _not_found(batch_id)
+    return batch
+
+
+def _stats(batch: Batch, snap: Snapshot) -> dict[str, str]:
+    counts = batch.counts(snap)
+    failed = counts["errored"] + counts["expired"] + counts["canceled"]
+    stats = {
+        "requestCount": len(batch),
+        "successfulRequestCount": counts["succeeded"],
+        "failedRequestCount": failed,
+        "pendingRequestCount": counts["processing"],
+    }
+    return {k: str(v) for k, v in stats.items() if v}  # int64 as strings; zeros left out
+
+
+def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
+    """The batch as Gemini answers it, with a hole where the inline responses go."""
+    ended = snap.ended_at is not None
+    meta: dict[str, Any] = {
+        "@type": BATCH_TYPE,
+        "model": batch.extra["model"],
+        "displayName": batch.extra["display_name"],
+    }
+    succeeded = snap.phase == "completed"
+    if succeeded:
+        meta["output"] = {"inlinedResponses": {"inlinedResponses": _HOLE}}
+    meta["createTime"] = timestamp(batch.created)
+    meta["updateTime"] = timestamp(snap.now if snap.ended_at is None else snap.ended_at)
+    if snap.ended_at is not None:
+        meta["endTime"] = timestamp(snap.ended_at)
+    meta["batchStats"] = _stats(batch, snap)
+    meta["state"] = _STATE[snap.phase]
+    meta["name"] = batch.id
+    op: dict[str, Any] = {"name": batch.id, "metadata": meta}
+    if ended:
+        op["done"] = True
+    if succeeded:
+        op["response"] = {
+            "@type": OUTPUT_TYPE,
+            "inlinedResponses": {"inlinedResponses": _HOLE},
+        }
+    if snap.phase == "failed":
+        op["error"] = batch.failed[0]
+    return op
+
+
+def _pieces(call: BatchCall, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
+    """The operation's JSON, each inline response written where a hole is."""
+    text = json.dumps(op, ensure_ascii=False).encode()
+    parts = text.split(_HOLE_JSON)
+    yield parts[0]
+    for part in parts[1:]:
+        yield b"["
+        for index in range(len(batch)):
+            yield (b"," if index else b"") + _response(call, batch, index)
+        yield b"]" + part
+
+
+def _response(call: BatchCall, batch: Batch, index: int) -> bytes:
+    entry = item.json_line(batch.items.line(index))
+    outcome = batch.items.outcomes[index]
+    route = Route("gemini", model=batch.extra["model_id"], stream=False)
+    out: dict[str, Any] = {}
+    if outcome.errored:
+        _, body = item.error(call.codec, outcome, batch.extra["model_id"], "")
+        out["error"] = rpc_status(body)
+    else:
+        response_id = stable_id(batch.id, index, 22)
+        request = entry.get("request")
+        out["response"] = item.answer(
+            "gemini", request, route, outcome, call.mock.responder, response_id
+        )
+    if entry.get("metadata") is not None:
+        out["metadata"] = entry["metadata"]
+    return item.compact(out)
+
+
+def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
+    """An HTTP error body as the ``google.rpc.Status`` an operation carries."""
+    error = body.get("error", {})
+    code = RPC_CODES.get(str(error.get("status", "")), 2)
+    return {"code": code, "message": str(error.get("message", ""))}
+
+
+def _reply(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
+    op = operation(batch, snap)
+    count = 2 * len(batch) + 5 if snap.phase == "completed" else 1
+    call.reply_stream(_pieces(call, batch, op), "application/json; charset=UTF-8", count)
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+def create(call: BatchCall) -> None:
+    body = call.json_body()
+    batch_spec = body.get("batch") if isinstance(body, dict) else None
+    if not isinstance(batch_spec, dict):
+        call.refuse(400, "Invalid JSON payload: the body needs a 'batch' object.")
+    config = _field(batch_spec, "inputConfig", "input_config")
+    if not isinstance(config, dict):
+        call.refuse(400, "batch.input_config is required.")
+    if _field(config, "fileName", "file_name") is not None:
+        call.refuse(
+            400,
+            "The mock server emulates batches of inline requests only, not batches from a file.",
+        )
+    holder = config.get("requests")
+    requests = holder.get("requests") if isinstance(holder, dict) else None
+    if not isinstance(requests, list) or not requests:
+        call.refuse(400, "batch.input_config.requests.requests must list at least one request.")
+    for i, entry in enumerate(requests):
+        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
+            call.refuse(400, f"batch.input_config.requests.requests[{i}].request is required.")
+        metadata = entry.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            call.refuse(400, f"batch.input_config.requests.requests[{i}].metadata is invalid.")
+    model_id = call.match["model"]
+    mock = call.mock
+    route = Route("gemini", model=model_id, stream=False)
+
+    def entries() -> Iterator[tuple[str | None, Any, bytes]]:
+        for entry in requests:
+            key = (entry.get("metadata") or {}).get("key")
+            yield (key if isinstance(key, str) else None), entry["request"], item.compact(entry)
+
+    failed = call.fault.kind == "failed"
+    items = item.add_items(
+        Items(), entries(), "gemini", route, mock.plan, mock.context_window, failed=failed
+    )
+    display = _field(batch_spec, "displayName", "display_name")
+    errors = [_failure(model_id)] if failed else []
+    batch = call.store.add(
+        "batches/" + new_id("", 36, "abcdefghijklmnopqrstuvwxyz0123456789"),
+        "gemini",
+        items,
+        model=f"models/{model_id}",
+        model_id=model_id,
+        display_name=display if isinstance(display, str) else "",
+        metadata={"displayName": display} if isinstance(display, str) else {},
+        errors=errors,
+    )
+    call.body = {"displayName": display, "requests": len(batch)}
+    _reply(call, batch, call.store.snapshot(batch))
+
+
+def _failure(model_id: str) -> dict[str, Any]:
+    message = (
+        f"Batch job failed: the enqueued token limit for {model_id} was reached. "
+        "Try again once some running batches have finished."
+    )
+    return {"code": RPC_CODES["RESOURCE_EXHAUSTED"], "message": message}
+
+
+def get(call: BatchCall) -> None:
+    batch = _find(call)
+    _reply(call, batch, call.store.snapshot(batch))
+
+
+def list_batches(call: BatchCall) -> None:
+    size = call.int_query("pageSize", 20, 1, 1000)
+    batches = call.store.newest_first("gemini")
+    token = call.query.get("pageToken")
+    if token:
+        names = [b.id for b in batches]
+        if token not in names:
+            call.refuse(400, "Invalid page token.", "pageToken")
+        batches = batches[names.index(token) + 1 :]
+    page = batches[:size]
+    ops = [(b, operation(b, call.store.snapshot(b))) for b in page]
+    more = len(batches) > size
+
+    def pieces() -> Iterator[bytes]:
+        yield b'{"operations":['
+        for i, (batch, op) in enumerate(ops):
+            if i:
+                yield b","
+            yield from _pieces(call, batch, op)
+        yield b"]"
+        if more:
+            yield b',"nextPageToken":' + json.dumps(page[-1].id).encode()
+        yield b"}"
+
+    call.reply_stream(pieces(), "application/json; charset=UTF-8", 1)
+
+
+def cancel(call: BatchCall) -> None:
+    call.store.cancel(_find(call))
+    call.reply({})
+
+
+def delete(call: BatchCall) -> None:
+    _find(call).deleted = True
+    call.reply({})
+
+
+def _gemini(_: re.Match[str]) -> Provider:
+    return "gemini"
+
+
+_VERSION = r"^/(?:v1beta|v1alpha|v1)"
+_ONE = _VERSION + r"/batches/(?P<id>[^/:?]+)"
+ENDPOINTS = (
+    Endpoint(
+        "POST",
+        re.compile(_VERSION + r"/models/(?P<model>[^/:?]+):batchGenerateContent$"),
+        "create",
+        _gemini,
+        create,
+        MAX_INLINE_BYTES,
+    ),
+    Endpoint("GET", re.compile(_VERSION + r"/batches/?$"), "list", _gemini, list_batches),
+    Endpoint("POST", re.compile(_ONE + r":cancel$"), "cancel", _gemini, cancel),
+    Endpoint("GET", re.compile(_ONE + r"/?$"), "retrieve", _gemini, get),
+    Endpoint("DELETE", re.compile(_ONE + r"/?$"), "delete", _gemini, delete),
+)

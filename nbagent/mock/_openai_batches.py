@@ -1,0 +1,433 @@
+"""OpenAI's Batch API on the mock server (and Azure OpenAI's, under ``/openai/``).
+
+The shapes are openai-python's ``types/batch.py`` and ``resources/batches.py`` and the Batch
+guide (platform.openai.com/docs/guides/batch): ``status`` ``validating`` / ``failed`` /
+``in_progress`` / ``finalizing`` / ``completed`` / ``expired`` / ``cancelling`` / ``cancelled``
+(two l's); ``request_counts {total, completed, failed}``, which move while the batch runs. The
+input file is validated as OpenAI does it, after the create was accepted: a bad line makes the
+batch ``failed`` with ``errors.data[{code, line, message, param}]`` (codes ``invalid_json_line``,
+``duplicate_custom_id``, ``url_mismatch``, ``model_mismatch``, ``empty_file``,
+``too_many_tasks``), never an HTTP error. When the batch ends, its answers go to the output
+file and its errored requests (a 4xx or 5xx ``response``) to the error file, in the order they
+ended; on expiry the requests that never ran are ``batch_expired`` lines in the error file while
+the finished ones stay in the output file; a batch whose every line failed is ``completed`` with
+``output_file_id: null``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from . import _batch_items as item
+from . import _files as files
+from ._batch_http import BatchCall, CallError, Endpoint
+from ._batches import (
+    Batch,
+    ItemOutcome,
+    Items,
+    Provider,
+    Snapshot,
+    new_id,
+    stable_id,
+)
+from ._conversation import Format
+
+MAX_REQUESTS = 50_000
+DAY_S = 86_400
+_FORMATS: dict[str, Format] = {"/chat/completions": "openai", "/responses": "responses"}
+EXPIRED = "This request could not be executed before the completion window expired."
+_STATUS = {
+    "validating": "validating",
+    "in_progress": "in_progress",
+    "finalizing": "finalizing",
+    "canceling": "cancelling",
+    "completed": "completed",
+    "expired": "expired",
+    "canceled": "cancelled",
+    "failed": "failed",
+}
+
+
+def _bare(url: str) -> str:
+    """``/v1/chat/completions`` and Azure's ``/chat/completions`` name the same endpoint."""
+    url = url.split("?", 1)[0].rstrip("/")
+    return url.removeprefix("/openai").removeprefix("/v1") or url
+
+
+def _seconds(t: float | None) -> int | None:
+    return None if t is None else int(t)
+
+
+def _openai_error(message: str, param: str | None, status: int = 400) -> CallError:
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return CallError(status, {"error": error})
+
+
+def _find(call: BatchCall) -> Batch:
+    batch_id = call.match["id"]
+    batch = call.store.get(batch_id, call.provider)
+    if batch is None:
+        raise _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
+    return batch
+
+
+# --- the input file -----------------------------------------------------------------------------
+
+
+def _line_error(code: str, line: int, message: str, param: str | None = None) -> dict[str, Any]:
+    return {"code": code, "line": line, "message": message, "param": param}
+
+
+def read_input(
+    data: bytes, endpoint: str
+) -> tuple[list[int], list[str | None], list[Any], list[dict[str, Any]], str | None]:
+    """The input file's lines: their starts, custom ids, bodies, and the validation errors."""
+    starts: list[int] = []
+    ids: list[str | None] = []
+    bodies: list[Any] = []
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    model: str | None = None
+    position = 0
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        start, position = position, position + len(raw) + 1
+        if not raw.strip():
+            continue
+        try:
+            line = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            line = None
+        if not isinstance(line, dict):
+            message = "This line is not parseable as valid JSON."
+            errors.append(_line_error("invalid_json_line", number, message))
+            continue
+        custom_id, body = line.get("custom_id"), line.get("body")
+        if not isinstance(custom_id, str) or not custom_id:
+            message = "Missing 'custom_id'."
+            errors.append(_line_error("missing_required_parameter", number, message, "custom_id"))
+        elif custom_id in seen:
+            errors.append(
+                _line_error(
+                    "duplicate_custom_id",
+                    number,
+                    f"The custom_id '{custom_id}' is used more than once in this file.",
+                    "custom_id",
+                )
+            )
+        seen.add(str(custom_id))
+        if line.get("method") != "POST":
+            errors.append(
+                _line_error("invalid_method", number, "The method must be 'POST'.", "method")
+            )
+        if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
+            errors.append(
+                _line_error(
+                    "url_mismatch",
+                    number,
+                    f"The url must match the batch's endpoint '{endpoint}'.",
+                    "url",
+                )
+            )
+        if not isinstance(body, dict):
+            message = "The body must be an object."
+            errors.append(_line_error("invalid_body", number, message, "body"))
+            continue
+        line_model = body.get("model")
+        if model is None:
+            model = line_model if isinstance(line_model, str) else None
+        elif line_model != model:
+            errors.append(
+                _line_error(
+                    "model_mismatch",
+                    number,
+                    "Every request in a batch must use the same model "
+                    f"('{model}', not '{line_model}').",
+                    "body.model",
+                )
+            )
+        starts.append(start)
+        ids.append(custom_id if isinstance(custom_id, str) else None)
+        bodies.append(body)
+    if not starts and not errors:
+        errors.append(_line_error("empty_file", 0, "The input file is empty."))
+    if len(starts) > MAX_REQUESTS:
+        errors.append(
+            _line_error(
+                "too_many_tasks",
+                0,
+                f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}.",
+            )
+        )
+    return starts, ids, bodies, errors, model
+
+
+# --- the batch object ---------------------------------------------------------------------------
+
+
+def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
+    extra = batch.extra
+    phase = snap.phase
+    if snap.ended_at is not None:
+        with call.store.lock:
+            if "output_file_id" not in extra:
+                _make_files(call, batch, snap)
+    validating = phase == "validating" or phase == "failed"
+    counts = batch.counts(snap)
+    failed = counts["errored"] + (counts["expired"] if phase == "expired" else 0)
+    expires = batch.created + (batch.expire_after if batch.expire_after is not None else DAY_S)
+    ended = _seconds(snap.ended_at)
+    return {
+        "id": batch.id,
+        "object": "batch",
+        "endpoint": extra["endpoint"],
+        "errors": {"object": "list", "data": batch.failed} if batch.failed else None,
+        "input_file_id": extra["input_file_id"],
+        "completion_window": extra["completion_window"],
+        "status": _STATUS[phase],
+        "output_file_id": extra.get("output_file_id"),
+        "error_file_id": extra.get("error_file_id"),
+        "created_at": int(batch.created),
+        "in_progress_at": _seconds(snap.in_progress_at),
+        "expires_at": int(expires),
+        "finalizing_at": _seconds(snap.finalizing_at),
+        "completed_at": ended if phase == "completed" else None,
+        "failed_at": ended if phase == "failed" else None,
+        "expired_at": ended if phase == "expired" else None,
+        "cancelling_at": _seconds(batch.cancel_at),
+        "cancelled_at": ended if phase == "canceled" else None,
+        "request_counts": {
+            "total": 0 if validating else len(batch),
+            "completed": 0 if validating else counts["succeeded"],
+            "failed": 0 if validating else failed,
+        },
+        "metadata": extra["metadata"],
+        "model": extra["model"],
+        "usage": None,
+    }
+
+
+def _make_files(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
+    counts = batch.counts(snap)
+    extra = batch.extra
+    output = error = None
+    if counts["succeeded"]:
+        output = _batch_file(call, batch, "output", counts["succeeded"], snap)
+    bad = counts["errored"] + (counts["expired"] if snap.phase == "expired" else 0)
+    if bad:
+        error = _batch_file(call, batch, "error", bad, snap)
+    extra["output_file_id"] = output
+    extra["error_file_id"] = error
+
+
+def _batch_file(call: BatchCall, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
+    mock = call.mock
+    fmt: Format = batch.extra["format"]
+
+    def lines() -> Iterator[bytes]:
+        for index in batch.ended_in_order(snap):
+            outcome = batch.items.outcomes[index]
+            if outcome.errored == (kind == "error"):
+                yield _line(call, batch, index, outcome, fmt, mock.responder)
+        if kind == "error" and snap.phase == "expired":
+            for index in batch.unfinished_in_order(snap):
+                yield _expired_line(batch, index)
+
+    file = files.StoredFile(
+        files.new_file_id(),
+        batch.provider,
+        f"{batch.id}_{kind}.jsonl",
+        "batch_output",
+        int(snap.ended_at or snap.now),
+        lines=lines,
+        count=count,
+    )
+    return files.add_file(call, file).id
+
+
+def _line(
+    call: BatchCall, batch: Batch, index: int, outcome: ItemOutcome, fmt: Format, responder: Any
+) -> bytes:
+    body = item.json_line(batch.items.line(index))["body"]
+    request_id = stable_id(batch.id + "/request", index, 32)
+    if outcome.errored:
+        status, answer = item.error(call.codec, outcome, str(body.get("model", "")), request_id)
+    else:
+        prefix = "resp_" if fmt == "responses" else "chatcmpl-"
+        message_id = prefix + stable_id(batch.id, index, 29)
+        status, answer = 200, item.answer(fmt, body, None, outcome, responder, message_id)
+    line = {
+        "id": "batch_req_" + stable_id(batch.id + "/line", index, 32),
+        "custom_id": batch.items.ids[index],
+        "response": {"status_code": status, "request_id": request_id, "body": answer},
+        "error": None,
+    }
+    return item.compact(line) + b"\n"
+
+
+def _expired_line(batch: Batch, index: int) -> bytes:
+    line = {
+        "id": "batch_req_" + stable_id(batch.id + "/line", index, 32),
+        "custom_id": batch.items.ids[index],
+        "response": None,
+        "error": {"code": "batch_expired", "message": EXPIRED},
+    }
+    return item.compact(line) + b"\n"
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+def create(call: BatchCall) -> None:
+    body = call.json_body()
+    if not isinstance(body, dict):
+        raise _openai_error("The body must be a JSON object.", None)
+    input_file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
+    window, metadata = body.get("completion_window"), body.get("metadata")
+    if not isinstance(input_file_id, str):
+        raise _openai_error("Missing required parameter: 'input_file_id'.", "input_file_id")
+    if not isinstance(endpoint, str):
+        raise _openai_error("Missing required parameter: 'endpoint'.", "endpoint")
+    if window != "24h":
+        raise _openai_error(
+            f"Invalid value: {window!r}. Supported values are: '24h'.", "completion_window"
+        )
+    _check_metadata(metadata)
+    fmt = _FORMATS.get(_bare(endpoint))
+    if fmt is None:
+        raise _openai_error(
+            f"The mock server answers batches for /v1/chat/completions and /v1/responses, "
+            f"not {endpoint!r}.",
+            "endpoint",
+        )
+    try:
+        file = files.find(call, input_file_id)
+    except CallError:
+        raise _openai_error(
+            f"Invalid 'input_file_id': '{input_file_id}'. File not found.", "input_file_id"
+        ) from None
+    data = file.data or b""
+    starts, ids, bodies, errors, model = read_input(data, endpoint)
+    outcomes: list[ItemOutcome] = []
+    if not errors:
+        failed = call.fault.kind == "failed"
+        mock = call.mock
+        context = mock.context_window
+        outcomes = list(item.outcomes_for(bodies, fmt, None, mock.plan, context, failed=failed))
+        errors = [_token_limit(model)] if failed else []
+    del bodies
+    items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
+    batch = call.store.add(
+        new_id("batch_", 32, "0123456789abcdef"),
+        call.provider,
+        items,
+        endpoint=endpoint,
+        input_file_id=input_file_id,
+        completion_window=window,
+        metadata=metadata,
+        model=model,
+        errors=errors,
+        format=fmt,
+    )
+    call.body = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
+    call.reply(batch_json(call, batch, call.store.snapshot(batch)))
+
+
+def _token_limit(model: str | None) -> dict[str, Any]:
+    message = (
+        f"Enqueued token limit reached for {model} in organization org-nbagent-mock. "
+        "Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have "
+        "been completed."
+    )
+    return {"code": "token_limit_exceeded", "line": None, "message": message, "param": None}
+
+
+def _check_metadata(metadata: Any) -> None:
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict) or len(metadata) > 16:
+        raise _openai_error("metadata must be an object of at most 16 pairs.", "metadata")
+    for key, value in metadata.items():
+        if len(key) > 64 or not isinstance(value, str) or len(value) > 512:
+            raise _openai_error(
+                "metadata keys are at most 64 characters and values strings of at most 512.",
+                "metadata",
+            )
+
+
+def retrieve(call: BatchCall) -> None:
+    batch = _find(call)
+    call.reply(batch_json(call, batch, call.store.snapshot(batch)))
+
+
+def list_batches(call: BatchCall) -> None:
+    limit = call.int_query("limit", 20, 1, 100)
+    batches = call.store.newest_first(call.provider)
+    after = call.query.get("after")
+    if after is not None:
+        ids = [b.id for b in batches]
+        batches = batches[ids.index(after) + 1 :] if after in ids else []
+    page = batches[:limit]
+    data = [batch_json(call, b, call.store.snapshot(b)) for b in page]
+    call.reply(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": len(batches) > limit,
+        }
+    )
+
+
+def cancel(call: BatchCall) -> None:
+    batch = _find(call)
+    snap = call.store.cancel(batch)
+    call.reply(batch_json(call, batch, snap))
+
+
+_PREFIX = r"^(?P<prefix>/v1|/openai/v1|/openai)"
+
+
+def _provider(match: re.Match[str]) -> Provider:
+    return "azure" if match["prefix"].startswith("/openai") else "openai"
+
+
+_MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024
+ENDPOINTS = (
+    Endpoint(
+        "POST", re.compile(_PREFIX + r"/files/?$"), "upload", _provider, files.upload, _MULTIPART
+    ),
+    Endpoint("GET", re.compile(_PREFIX + r"/files/?$"), None, _provider, files.list_files),
+    Endpoint(
+        "GET",
+        re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/content/?$"),
+        "results",
+        _provider,
+        files.content,
+    ),
+    Endpoint(
+        "GET", re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/?$"), None, _provider, files.retrieve
+    ),
+    Endpoint(
+        "DELETE",
+        re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/?$"),
+        "delete",
+        _provider,
+        files.delete,
+    ),
+    Endpoint("POST", re.compile(_PREFIX + r"/batches/?$"), "create", _provider, create),
+    Endpoint("GET", re.compile(_PREFIX + r"/batches/?$"), "list", _provider, list_batches),
+    Endpoint(
+        "POST",
+        re.compile(_PREFIX + r"/batches/(?P<id>[^/?]+)/cancel/?$"),
+        "cancel",
+        _provider,
+        cancel,
+    ),
+    Endpoint(
+        "GET", re.compile(_PREFIX + r"/batches/(?P<id>[^/?]+)/?$"), "retrieve", _provider, retrieve
+    ),
+)
