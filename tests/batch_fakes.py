@@ -106,7 +106,7 @@ class FakeBatchServer:
         )
         self.batches[batch.id] = batch
         for item in items:
-            pos, _, sub = item["custom_id"][1:].partition("-")
+            _, pos, sub = item["custom_id"].split("-")
             self.sent.append((int(pos), int(sub)))
         if fault == "lost":
             raise TransportError("no response within 60 s (idle timeout)", provider="anthropic")
@@ -130,7 +130,7 @@ class FakeBatchServer:
         n = len(batch.items)
         for k, item in enumerate(batch.items):
             cid = item["custom_id"]
-            pos, _, sub = cid[1:].partition("-")
+            _, pos, sub = cid.split("-")
             prompt = item["params"]["messages"][0]["content"][0]["text"]
             if batch.cancelled_at is not None and k >= n * self.done_fraction:
                 kind = "canceled"
@@ -142,6 +142,7 @@ class FakeBatchServer:
         if self.reverse:
             out.reverse()
             out.insert(0, line_for("someone-else-7", "ok", "not ours"))
+            out.insert(0, line_for("0badc0de-0-1", "ok", "another run's"))
         return out
 
     def doc(self, batch: FakeBatch) -> dict[str, Any]:
@@ -149,7 +150,7 @@ class FakeBatchServer:
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         if phase == "ended":
             for line in self.lines(batch):
-                if line["custom_id"].startswith("r"):
+                if line["custom_id"] not in ("someone-else-7", "0badc0de-0-1"):
                     kind = line["result"]["type"]
                     counts[kind] = counts.get(kind, 0) + 1
         else:

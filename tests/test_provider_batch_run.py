@@ -126,7 +126,7 @@ def test_a_batch_over_the_caps_is_split_before_sending(tmp_path: Path) -> None:
     out = run(fake_batch(server, PROMPTS * 2, tmp_path, caps=BatchCaps(4, 10**9)))
     assert [len(b.items) for b in server.batches.values()] == [4, 4, 2]
     assert out.results["error"].isna().all()
-    one = len(json.dumps({"custom_id": "r0-1", "params": {}}))
+    one = len(json.dumps({"custom_id": "616bc7d2-0-1", "params": {}}))
     server2 = FakeBatchServer(VirtualClock())
     # a byte cap that fits about two items
     run(fake_batch(server2, PROMPTS, tmp_path, caps=BatchCaps(100, 2 * one + 300), name="b"))

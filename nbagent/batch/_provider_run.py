@@ -15,7 +15,7 @@ Each batch record of the state (`_provider_state`) is driven by one task:
 * **poll**: `retrieve` through the attempt loop, then a wait that grows from `poll[0]` to
   `poll[1]` seconds (×1.5 a poll), never shorter than a Retry-After the provider sent.
 * **collect**: the results, streamed; each line is matched to its prompt by its custom id
-  (`r<position>-<submission>`, never by its place in the file), read as a live answer is
+  (`<run>-<position>-<submission>`, never by its place in the file), read as a live answer is
   (`BatchClient.read`), and its failure decided by the one `decide` (classify's table under the
   retry policy). A download that breaks off is read again (lines already read count once). An
   item the results do not mention gets what its batch's end says: expired, canceled, or the
@@ -166,7 +166,8 @@ class ProviderRun:
                 self.state.prompts[pos], system=s.system, max_tokens=s.max_tokens,
                 options=s.options,
             )  # fmt: skip
-            yield client.item(custom_id(pos, rec.submission), client.request_body(request))
+            cid = custom_id(self.state.tag, pos, rec.submission)
+            yield client.item(cid, client.request_body(request))
 
     def plan(self, positions: Any, submission: int, delay_s: float = 0.0) -> list[BatchRecord]:
         """Records for `positions`, split so that none passes the provider's caps."""
@@ -229,7 +230,6 @@ class ProviderRun:
             rec.create_began = time.time()
         self.state.save()
         size = rec.size if rec.size is not None else sum(len(b) for b in self.items(rec))
-        size += self.client.overhead(rec.count)
 
         async def adopt() -> BatchStatus | None:
             since = rec.create_began or time.time()
@@ -338,7 +338,7 @@ class ProviderRun:
                 return
             async with contextlib.aclosing(self.client.results(status)) as lines:
                 async for item in lines:
-                    parsed = parse_custom_id(item.custom_id)
+                    parsed = parse_custom_id(self.state.tag, item.custom_id)
                     if parsed is None or parsed[1] != rec.submission:
                         continue
                     pos = parsed[0]
@@ -379,7 +379,7 @@ class ProviderRun:
         return out
 
     def _missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
-        cid = custom_id(pos, rec.submission)
+        cid = custom_id(self.state.tag, pos, rec.submission)
         if status.failure is not None:
             failure = getattr(self.client, "failure_error", None)
             err = failure(status) if failure else ServerError(status.failure)

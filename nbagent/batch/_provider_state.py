@@ -5,8 +5,8 @@ needs to pick its work up again is on disk before anything is polled: the prompt
 index, how each request was built (model, system prompt, `max_tokens`, options), the retry
 policy, and one record per batch (its tag, the items it holds as ranges of prompt positions, the
 submission it is, the provider's id once the create answered, and how far nbagent got with it).
-The custom ids are derived from those (`r<position>-<submission>`), so the map from a result line
-back to its prompt is in the file without being written out item by item.
+The custom ids are derived from those (`<the tag's random part>-<position>-<submission>`), so the
+map from a result line back to its prompt is in the file without being written out item by item.
 
 The file is JSON, replaced atomically (written beside, flushed, renamed over), so a kernel that
 dies mid-write leaves the previous state whole, never half a file. The prompts are encoded once
@@ -58,16 +58,19 @@ def default_state_path(tag: str, log: Any = None) -> Path:
     return Path.cwd() / f"nbagent-{tag}.batch"
 
 
-def custom_id(position: int, submission: int) -> str:
-    """The custom id (Anthropic, OpenAI) or key (Gemini) of a prompt in a submission."""
-    return f"r{position}-{submission}"
+def custom_id(run: str, position: int, submission: int) -> str:
+    """The custom id (Anthropic, OpenAI) or key (Gemini) of a prompt in a submission of run
+    `run` (its tag): `<run's random part>-<position>-<submission>`, so a line of another run's
+    batch never passes for one of this run's."""
+    return f"{run.rsplit('-', 1)[-1]}-{position}-{submission}"
 
 
-def parse_custom_id(text: str) -> tuple[int, int] | None:
-    """(position, submission) of a custom id nbagent made, else None."""
-    if not text.startswith("r"):
+def parse_custom_id(run: str, text: str) -> tuple[int, int] | None:
+    """(position, submission) of a custom id of run `run`, else None."""
+    prefix = run.rsplit("-", 1)[-1] + "-"
+    if not text.startswith(prefix):
         return None
-    head, sep, tail = text[1:].partition("-")
+    head, sep, tail = text[len(prefix) :].partition("-")
     if not sep or not head.isdigit() or not tail.isdigit():
         return None
     return int(head), int(tail)

@@ -71,7 +71,8 @@ class AnthropicBatches(BatchClient):
                 yield b"," + item if i else item
             yield b"]}"
 
-        headers = {"content-type": "application/json", "content-length": str(size)}
+        length = len(b'{"requests":[]}') + size + max(0, count - 1)
+        headers = {"content-type": "application/json", "content-length": str(length)}
         doc, _ = await self.http.call("POST", self.url, content=self.body(parts), headers=headers)
         return self.status(doc)
 

@@ -70,13 +70,15 @@ class BatchClient:
         raise NotImplementedError
 
     def overhead(self, count: int) -> int:
-        """Bytes of the create payload besides its `count` items (framing, separators)."""
-        return 64 + count
+        """At most how many bytes the create payload holds besides its `count` items (its
+        framing and separators), for splitting under the size cap."""
+        return 256 + count
 
     # -- calls ----------------------------------------------------------------------------
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
-        """Create a batch of `count` items (`size` bytes together) carrying `tag`."""
+        """Create a batch of `count` items (`size` bytes of items, framing not counted)
+        carrying `tag`."""
         raise NotImplementedError
 
     async def retrieve(self, batch_id: str) -> BatchStatus:

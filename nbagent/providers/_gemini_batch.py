@@ -73,7 +73,7 @@ class GeminiBatches(BatchClient):
         return self.provider._encode({"request": body, "metadata": {"key": custom_id}})
 
     def overhead(self, count: int) -> int:
-        return 200 + max(0, count - 1)
+        return 256 + max(0, count - 1)
 
     def _name(self, batch_id: str) -> str:
         return batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
@@ -87,8 +87,9 @@ class GeminiBatches(BatchClient):
                 yield b"," + item if i else item
             yield b"]}}}}"
 
-        size += len(b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":[]}}}}')
-        headers = {"content-type": "application/json", "content-length": str(size + count - 1)}
+        framing = len(b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":[]}}}}')
+        length = framing + size + max(0, count - 1)
+        headers = {"content-type": "application/json", "content-length": str(length)}
         url = f"{self.base}/models/{self.model}:batchGenerateContent"
         doc, _ = await self.http.call("POST", url, content=self.body(parts), headers=headers)
         return self.status(doc)
