@@ -175,6 +175,7 @@ class BatchCall:
         status = fault.status
         if status is None:
             return False
+        self._drain()  # the body is not read: a kept-alive connection must not hold its rest
         codec, rid = self.codec, self.request_id
         extra: dict[str, str] = {}
         if fault.kind == "quota":
@@ -188,6 +189,17 @@ class BatchCall:
             extra.update(codec.rate_headers(RateDecision(False, seconds, 50, 0, seconds)))
         self.error(codec.http_status(status), body, extra)
         return True
+
+    def _drain(self) -> None:
+        """Read and drop the request body (or close after answering, if it is too large)."""
+        try:
+            length = int(self.header("content-length") or 0)
+        except ValueError:
+            length = -1
+        if 0 < length <= self.endpoint.max_body:
+            self.handler.rfile.read(length)
+        elif length:
+            self.handler.close_connection = True
 
     def error(self, status: int, body: Any, extra: dict[str, str] | None = None) -> None:
         self._record(status)
