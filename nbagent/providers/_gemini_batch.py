@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ..errors import InvalidResponse
+from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
 from ._gemini import GeminiProvider
@@ -39,6 +39,28 @@ STATUS: dict[str, Phase] = {
 }
 """Gemini's batch states (on the wire), as nbagent reads them; `JOB_STATE_*` (the SDK's
 names) are read as the same."""
+
+GRPC_CODES: dict[int, tuple[int, str]] = {
+    1: (499, "CANCELLED"),
+    2: (500, "UNKNOWN"),
+    3: (400, "INVALID_ARGUMENT"),
+    4: (504, "DEADLINE_EXCEEDED"),
+    5: (404, "NOT_FOUND"),
+    6: (409, "ALREADY_EXISTS"),
+    7: (403, "PERMISSION_DENIED"),
+    8: (429, "RESOURCE_EXHAUSTED"),
+    9: (400, "FAILED_PRECONDITION"),
+    10: (409, "ABORTED"),
+    11: (400, "OUT_OF_RANGE"),
+    12: (501, "UNIMPLEMENTED"),
+    13: (500, "INTERNAL"),
+    14: (503, "UNAVAILABLE"),
+    15: (500, "DATA_LOSS"),
+    16: (401, "UNAUTHENTICATED"),
+}
+"""An item's (or a batch's) `google.rpc.Status` carries the canonical gRPC code, not an HTTP
+status: the HTTP status and status name that code maps to (google.rpc `code.proto`), so the
+error is classified as the same failure answered over HTTP would be."""
 
 MAX_RESULTS_BYTES = 1024 * 1024 * 1024
 """Inline results arrive in the batch's own document: it may be read up to this size."""
@@ -162,11 +184,19 @@ class GeminiBatches(BatchClient):
 
     def failure_error(self, status: BatchStatus) -> Exception:
         error = status.doc.get("error")
-        payload = (
-            {"error": error} if isinstance(error, dict) else {"error": {"message": status.failure}}
-        )
-        code = error.get("code") if isinstance(error, dict) else None
-        return self.http.error(code if isinstance(code, int) else 500, payload)
+        error = error if isinstance(error, dict) else {"message": status.failure}
+        return self.rpc_error(error)
+
+    def rpc_error(self, error: dict[str, Any]) -> ProviderError:
+        """The typed error of a `google.rpc.Status` (gRPC code) or an HTTP-style error."""
+        code = error.get("code")
+        http, name = 500, "INTERNAL"
+        if isinstance(code, int) and code in GRPC_CODES:
+            http, name = GRPC_CODES[code]
+        elif isinstance(code, int) and 400 <= code < 600:
+            http, name = code, str(error.get("status") or "")
+        body = {**error, "code": http, "status": error.get("status") or name}
+        return self.http.error(http, {"error": body})
 
     async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
         if status.failure is not None:
@@ -196,9 +226,7 @@ class GeminiBatches(BatchClient):
             return ItemResult(key, "succeeded", body=entry["response"])
         error = entry.get("error")
         error = error if isinstance(error, dict) else {"message": "no response"}
-        code = error.get("code")
-        status = code if isinstance(code, int) and 400 <= code < 600 else 500
-        return ItemResult(key, "errored", error=self.http.error(status, {"error": error}))
+        return ItemResult(key, "errored", error=self.rpc_error(error))
 
 
 def _output(doc: dict[str, Any]) -> dict[str, Any]:
