@@ -238,3 +238,26 @@ def test_a_file_that_is_not_a_state_file_is_refused_in_one_sentence(tmp_path: Pa
         resume(tmp_path / "x.batch")
     with pytest.raises(ConfigError, match="no batch state file at"):
         resume(tmp_path / "missing.batch")
+
+
+def test_the_view_and_the_progress_line_show_each_batch_and_the_resubmission(
+    tmp_path: Path,
+) -> None:
+    from nbagent.notebook._batch_view import render_text
+
+    server = FakeBatchServer(VirtualClock(), outcome=script(p1="overloaded"))
+    batch = fake_batch(server, PROMPTS, tmp_path)
+    seen: list[dict[str, Any]] = []
+    server.on_poll = lambda s: seen.append(batch.progress.snapshot())
+    run(batch)
+    first = seen[0]["batches"][0]
+    assert first["id"] == "msgbatch_001" and first["status"] == "in_progress"
+    assert first["counts"]["processing"] == 5 and first["submission"] == 1
+    snap = batch.progress.snapshot()
+    assert [b["submission"] for b in snap["batches"]] == [1, 2]
+    assert all(b["collected"] for b in snap["batches"]) and snap["resubmissions"] == 1
+    assert snap["state"] == str(tmp_path / "run.batch")
+    assert any(s["batches"][0].get("next_poll_s") is not None for s in seen[1:])
+    assert "2 batches (0 open, 1 resubmitted)" in batch.progress.text()
+    assert "2 provider batches (0 open)" in render_text(snap)
+    assert snap["done"] == 5 and snap["failed"] == 0

@@ -82,7 +82,10 @@ class BatchResult:
         return out
 
     def summary(self) -> str:
+        """One line: how many prompts ended well, and what it took."""
         n, bad = len(self.results), int(self.results["error"].notna().sum())
+        if self.backend == "provider":
+            return self._provider_summary(n, bad)
         requests = self.attempts[
             (self.attempts["phase"] == "request") & (self.attempts["action"] != "paced")
         ]
@@ -93,6 +96,18 @@ class BatchResult:
             f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
             f"{len(requests)} requests, {retries} retried, "
             f"{len(paced)} paced waits ({float(paced['delay_s'].sum()):.1f} s)"
+        )
+
+    def _provider_summary(self, n: int, bad: int) -> str:
+        a = self.attempts
+        batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
+        again = int((a["action"] == "retry").sum())
+        cost = self.results["cost_usd"].dropna()
+        price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
+        stopped = " (cancelled)" if self.cancelled else ""
+        return (
+            f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
+            f"{batches} provider batches, {again} items resubmitted{price}"
         )
 
     def __repr__(self) -> str:

@@ -304,7 +304,8 @@ class ProviderRun:
                 rec.step = status.phase
                 self.state.save()
             wait = max(delay, status.retry_after or 0.0)
-            self.progress.batches[rec.n]["next_poll_at"] = self.clock.now() + wait
+            info = self.progress.batches[rec.n]
+            info["next_poll_in"], info["next_poll_set"] = wait, time.monotonic()
             await self._sleep(wait)
             delay = min(most, delay * POLL_GROWTH)
         rec.step = "ended"
@@ -469,7 +470,11 @@ class ProviderRun:
             self.progress.changed()
 
     def _show(self, rec: BatchRecord, status: BatchStatus) -> None:
-        info = self.progress.batches.setdefault(rec.n, {"created_at": self.clock.now()})
+        info = self.progress.batches.setdefault(
+            rec.n, {"created_at": self.clock.now(), "seen_at": time.monotonic()}
+        )
+        if info.get("id") is None:  # created now (a planned record's dict was made before)
+            info["created_at"], info["seen_at"] = self.clock.now(), time.monotonic()
         info.update(
             n=rec.n, id=status.id, status=status.status, phase=status.phase,
             submission=rec.submission, items=rec.count, counts=dict(status.counts),
@@ -480,7 +485,7 @@ class ProviderRun:
         self.progress.batches[rec.n] = {
             "n": rec.n, "id": None, "status": "planned", "phase": "planned",
             "submission": rec.submission, "items": rec.count, "counts": {},
-            "created_at": self.clock.now(),
+            "created_at": self.clock.now(), "seen_at": time.monotonic(),
         }  # fmt: skip
 
 
