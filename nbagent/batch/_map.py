@@ -518,6 +518,10 @@ def resume(
     return _run_blocking(batch.run, batch.control)
 
 
+DRY_RUN_KEY = "dry-run-sends-nothing"
+"""The stand-in key of a dry run without one: it prices, it never sends."""
+
+
 def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
     """The `BatchEstimate` of a call with `dry_run=True`: nothing is sent."""
     texts, index = prompts_of(options.prompts, options.column)
@@ -526,7 +530,15 @@ def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
     if options.backend != "provider" and isinstance(chain, (list, tuple)) and chain:
         chain = chain[0]  # the live price of the chain's first model
     model = one_model(chain)
-    provider = resolve_model_spec(model, api_key=kw.get("api_key"), base_url=kw.get("base_url"))
+    try:
+        provider = resolve_model_spec(
+            model, api_key=kw.get("api_key"), base_url=kw.get("base_url")
+        )
+    except ConfigError as err:
+        if "no API key" not in str(err):
+            raise
+        # nothing is sent: a key is not needed to price the prompts
+        provider = resolve_model_spec(model, api_key=DRY_RUN_KEY, base_url=kw.get("base_url"))
     try:
         batch_client(provider)
         has_batch = True
