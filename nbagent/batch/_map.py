@@ -531,9 +531,7 @@ def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
         chain = chain[0]  # the live price of the chain's first model
     model = one_model(chain)
     try:
-        provider = resolve_model_spec(
-            model, api_key=kw.get("api_key"), base_url=kw.get("base_url")
-        )
+        provider = resolve_model_spec(model, api_key=kw.get("api_key"), base_url=kw.get("base_url"))
     except ConfigError as err:
         if "no API key" not in str(err):
             raise

@@ -9,6 +9,7 @@ is used."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from .._core._budget import Usage
@@ -54,18 +55,63 @@ def estimate_cost(provider: str, model: str, usage: Usage, *, batch: bool = Fals
 
     `usage.input_tokens` counts every prompt token, cached ones included (as each provider's
     total does); the cached reads and writes are priced at their own rates. `batch=True`: the
-    price through the provider's batch API (see the module docstring)."""
+    price through the provider's batch API (see the module docstring): each kind of token at
+    genai-prices' batch rate where it has one, else at half the standard rate."""
     if provider in ("demo", "scripted", "ollama", "mock"):
         return 0.0
-    try:
-        price = float(_lookup(provider, model, usage).total_price)
-        if not batch:
-            return price
-        batched = float(_lookup(provider, model, usage, batch=True).total_price)
+    live = _rates(provider, model, False)
+    if live is None:
+        return None
+    rates = _rates(provider, model, True) if batch else live
+    assert rates is not None
+    if usage.input_tokens <= LINEAR_UP_TO:
+        return _linear(rates, usage)
+    try:  # a long prompt: the tiers apply, so genai-prices prices it whole
+        exact = float(_lookup(provider, model, usage).total_price)
     except Exception:  # LookupError for unknown models; anything else is price-data trouble
         return None
-    # genai-prices gives the standard price when it knows no batch variant of the model
-    return batched if batched < price else price * BATCH_DISCOUNT
+    flat = _linear(live, usage)
+    return exact * _linear(rates, usage) / flat if batch and flat > 0 else exact
+
+
+LINEAR_UP_TO = 100_000
+"""Below this many input tokens a price is the same per token whatever the count (the tiers
+that raise it, such as the long-context ones, begin at 128k or 200k): it is computed from the
+model's per-token rates, looked up once, not by a lookup per request (a 100,000-item batch
+would spend minutes in them)."""
+_PROBE = 1000
+_PROBES = (
+    Usage(input_tokens=_PROBE),
+    Usage(output_tokens=_PROBE),
+    Usage(input_tokens=_PROBE, cache_read_tokens=_PROBE),
+    Usage(input_tokens=_PROBE, cache_write_tokens=_PROBE),
+)
+Rates = tuple[float, float, float, float]
+
+
+@functools.lru_cache(maxsize=512)
+def _rates(provider: str, model: str, batch: bool) -> Rates | None:
+    """Dollars per uncached input, output, cache-read and cache-write token, or None."""
+    try:
+        live = [float(_lookup(provider, model, u).total_price) / _PROBE for u in _PROBES]
+        if not batch:
+            return (live[0], live[1], live[2], live[3])
+        raw = [float(_lookup(provider, model, u, batch=True).total_price) / _PROBE for u in _PROBES]
+    except Exception:  # LookupError for unknown models; anything else is price-data trouble
+        return None
+    # a probe of cached tokens has no uncached input left: its price is the cached rate's
+    out = [b if b < a else a * BATCH_DISCOUNT for a, b in zip(live, raw, strict=True)]
+    return (out[0], out[1], out[2], out[3])
+
+
+def _linear(rates: Rates, usage: Usage) -> float:
+    fresh = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
+    return (
+        rates[0] * fresh
+        + rates[1] * usage.output_tokens
+        + rates[2] * usage.cache_read_tokens
+        + rates[3] * usage.cache_write_tokens
+    )
 
 
 def context_window(provider: str, model: str) -> int | None:
