@@ -71,8 +71,16 @@ def test_each_status_table_uses_its_providers_own_spelling() -> None:
     }
     assert OPENAI_STATUS["cancelling"] == "canceling" and OPENAI_STATUS["cancelled"] == "ended"
     assert "cancelling" not in ANTHROPIC_STATUS and "canceling" not in OPENAI_STATUS
-    assert set(OPENAI_STATUS) == {"validating", "failed", "in_progress", "finalizing",
-                                  "completed", "expired", "cancelling", "cancelled"}  # fmt: skip
+    assert set(OPENAI_STATUS) == {
+        "validating",
+        "failed",
+        "in_progress",
+        "finalizing",
+        "completed",
+        "expired",
+        "cancelling",
+        "cancelled",
+    }
     assert {GEMINI_STATUS[s] for s in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING")} == {"running"}
 
 
@@ -82,12 +90,17 @@ def test_anthropic_batch_documents_read_into_phases_and_counts() -> None:
         "id": "msgbatch_013Zva2CMHLNnXjNJJKqJ2EF",
         "type": "message_batch",
         "processing_status": "canceling",
-        "request_counts": {"processing": 90, "succeeded": 7, "errored": 1, "canceled": 2,
-                           "expired": 0},
+        "request_counts": {
+            "processing": 90,
+            "succeeded": 7,
+            "errored": 1,
+            "canceled": 2,
+            "expired": 0,
+        },
         "created_at": "2024-08-20T18:37:24.100435Z",
         "expires_at": "2024-08-21T18:37:24.100435Z",
         "results_url": None,
-    }  # fmt: skip
+    }
     status = client.status(doc)
     assert (status.phase, status.status, status.total) == ("canceling", "canceling", 100)
     assert status.created_at == pytest.approx(1724179044.100435)
@@ -119,29 +132,61 @@ def test_openai_output_and_error_lines_and_a_failed_batch() -> None:
     assert isinstance(got["feedbeef-0-1"].error, ContextOverflow)
     assert isinstance(got["feedbeef-2-1"].error, QuotaExceeded)
     assert got["feedbeef-3-1"].kind == "expired"
-    failed = client.status({
-        "id": "batch_abc", "object": "batch", "status": "failed", "created_at": 1714508499,
-        "request_counts": {"total": 0, "completed": 0, "failed": 0},
-        "errors": {"object": "list", "data": [{"code": "token_limit_exceeded", "line": None,
-                   "message": "Enqueued token limit reached for gpt-4o-mini.", "param": None}]},
-    })  # fmt: skip
+    failed = client.status(
+        {
+            "id": "batch_abc",
+            "object": "batch",
+            "status": "failed",
+            "created_at": 1714508499,
+            "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            "errors": {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "token_limit_exceeded",
+                        "line": None,
+                        "message": "Enqueued token limit reached for gpt-4o-mini.",
+                        "param": None,
+                    }
+                ],
+            },
+        }
+    )
     assert failed.phase == "ended" and "token_limit_exceeded" in (failed.failure or "")
     assert isinstance(client.failure_error(failed), RateLimited)  # later, the queue takes it
-    expired = client.status({"id": "b", "status": "expired",
-                             "request_counts": {"total": 10, "completed": 6, "failed": 1}})  # fmt: skip
-    assert expired.counts == {"processing": 0, "succeeded": 6, "errored": 1, "expired": 3,
-                              "canceled": 0}  # fmt: skip
+    expired = client.status(
+        {
+            "id": "b",
+            "status": "expired",
+            "request_counts": {"total": 10, "completed": 6, "failed": 1},
+        }
+    )
+    assert expired.counts == {
+        "processing": 0,
+        "succeeded": 6,
+        "errored": 1,
+        "expired": 3,
+        "canceled": 0,
+    }
 
 
 def test_gemini_operations_and_item_errors_by_their_grpc_codes() -> None:
     client = GeminiBatches(GeminiProvider("gemini-2.5-flash", api_key="k", base_url=URL))
-    status = client.status({
-        "name": "batches/123",
-        "metadata": {"displayName": "nb-x-b1", "state": "JOB_STATE_RUNNING",
-                     "batchStats": {"requestCount": "10", "successfulRequestCount": "4",
-                                    "pendingRequestCount": "6"},
-                     "createTime": "2025-06-03T10:00:00Z"},
-    })  # fmt: skip
+    status = client.status(
+        {
+            "name": "batches/123",
+            "metadata": {
+                "displayName": "nb-x-b1",
+                "state": "JOB_STATE_RUNNING",
+                "batchStats": {
+                    "requestCount": "10",
+                    "successfulRequestCount": "4",
+                    "pendingRequestCount": "6",
+                },
+                "createTime": "2025-06-03T10:00:00Z",
+            },
+        }
+    )
     assert (status.phase, status.tag, status.counts["processing"]) == ("running", "nb-x-b1", 6)
     assert isinstance(
         client._item("k1", {"error": {"code": 3, "message": "bad"}}).error, BadRequest
@@ -170,22 +215,36 @@ def test_results_are_read_line_by_line_and_a_cut_download_is_interrupted() -> No
         batches = AnthropicBatches(
             AnthropicProvider("claude-sonnet-4-0", api_key="k", base_url=URL, client=client)
         )
-        status = batches.status({"id": "msgbatch_1", "processing_status": "ended",
-                                 "results_url": f"{URL}/v1/messages/batches/msgbatch_1/results"})  # fmt: skip
+        status = batches.status(
+            {
+                "id": "msgbatch_1",
+                "processing_status": "ended",
+                "results_url": f"{URL}/v1/messages/batches/msgbatch_1/results",
+            }
+        )
         if cut:
             with pytest.raises(StreamInterrupted, match="results download broke off"):
                 collect(batches.results(status))
         else:
             assert [r.custom_id for r in collect(batches.results(status))] == [
-                "feedbeef-3-1", "feedbeef-0-1", "feedbeef-1-1", "feedbeef-2-1", "feedbeef-4-1",
+                "feedbeef-3-1",
+                "feedbeef-0-1",
+                "feedbeef-1-1",
+                "feedbeef-2-1",
+                "feedbeef-4-1",
                 "feedbeef-5-1",
-            ]  # fmt: skip
+            ]
 
 
 def test_a_results_url_on_another_host_is_never_sent_the_key() -> None:
     batches = AnthropicBatches(AnthropicProvider("claude-sonnet-4-0", api_key="k", base_url=URL))
-    status = batches.status({"id": "msgbatch_1", "processing_status": "ended",
-                             "results_url": "https://elsewhere.example/results"})  # fmt: skip
+    status = batches.status(
+        {
+            "id": "msgbatch_1",
+            "processing_status": "ended",
+            "results_url": "https://elsewhere.example/results",
+        }
+    )
     with pytest.raises(InvalidResponse, match="on another host"):
         collect(batches.results(status))
 
@@ -212,12 +271,19 @@ def test_the_create_calls_carry_the_tag_and_the_items_as_documented() -> None:
         request.read()
         if request.url.path.endswith("/files"):
             return httpx.Response(200, json={"id": "file-abc", "object": "file"})
-        return httpx.Response(200, json={"id": "batch_1", "status": "validating",
-                                         "metadata": json.loads(request.content)["metadata"]})  # fmt: skip
+        return httpx.Response(
+            200,
+            json={
+                "id": "batch_1",
+                "status": "validating",
+                "metadata": json.loads(request.content)["metadata"],
+            },
+        )
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    client = OpenAIBatches(OpenAIProvider("gpt-4o-mini", api_key="k", base_url=URL + "/v1",
-                                          client=http))  # fmt: skip
+    client = OpenAIBatches(
+        OpenAIProvider("gpt-4o-mini", api_key="k", base_url=URL + "/v1", client=http)
+    )
     req = client.request("Hi", system=None, max_tokens=50, options={})
     items = [client.item("feedbeef-0-1", client.request_body(req))]
     status = asyncio.run(client.create(lambda: items, count=1, size=len(items[0]), tag="nb-t-b1"))

@@ -60,8 +60,10 @@ def test_an_anthropic_message_reads_as_its_stream_did(name: str) -> None:
         )
     whole = snapshot.model_dump(mode="json", exclude_none=True)
     provider = AnthropicProvider("claude-sonnet-4-0", **KEY)
-    streamed = run(lambda c: AnthropicProvider("claude-sonnet-4-0", client=c, **KEY),
-                   respond(fixture_text(name)))  # fmt: skip
+    streamed = run(
+        lambda c: AnthropicProvider("claude-sonnet-4-0", client=c, **KEY),
+        respond(fixture_text(name)),
+    )
     same(asyncio.run(read_whole(provider, "anthropic", whole)), streamed.completed)
 
 
@@ -117,11 +119,14 @@ def test_a_responses_object_reads_through_its_terminal_event() -> None:
         "incomplete_details": {"reason": "max_output_tokens"},
         "model": "gpt-4o-mini",
         "output": [
-            {"type": "message", "role": "assistant",
-             "content": [{"type": "output_text", "text": "Half an ans"}]}
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Half an ans"}],
+            }
         ],
         "usage": {"input_tokens": 10, "output_tokens": 50},
-    }  # fmt: skip
+    }
     done = asyncio.run(
         read_whole(ResponsesProvider("gpt-4o-mini", **KEY), "openai-responses", body)
     )

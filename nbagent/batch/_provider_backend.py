@@ -64,8 +64,10 @@ def index_to_json(index: pd.Index[Any] | None, n: int) -> Any:
     elif kind in "iuf":
         values = index.tolist()
     else:
-        values = [v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
-                  for v in index.tolist()]  # fmt: skip
+        values = [
+            v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+            for v in index.tolist()
+        ]
     return {"values": values, "name": index.name, "datetime": kind == "M"}
 
 
@@ -146,8 +148,14 @@ def _model_name(spec: ModelSpec, provider: Any) -> str:
 class ProviderBatch:
     """A provider batch, prepared: options checked, client and state made, nothing sent."""
 
-    def __init__(self, *, client: BatchClient, state: ProviderState, settings: RunSettings,
-                 index: pd.Index[Any] | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        client: BatchClient,
+        state: ProviderState,
+        settings: RunSettings,
+        index: pd.Index[Any] | None,
+    ) -> None:
         self.client, self.state, self.settings, self.index = client, state, settings, index
         self.progress = BatchProgress(total=len(state.prompts), backend="provider")
         self.progress.state_path = str(state.path)
@@ -219,8 +227,9 @@ class ProviderBatch:
             prompts=texts,
             index=index_to_json(index, len(texts)),
         )
-        settings = RunSettings(system, max_tokens, dict(options), policy, clock,
-                               _poll(agent_kwargs.get("poll")), check)  # fmt: skip
+        settings = RunSettings(
+            system, max_tokens, dict(options), policy, clock, _poll(agent_kwargs.get("poll")), check
+        )
         return cls(client=client, state=run_state, settings=settings, index=index)
 
     @classmethod
@@ -243,11 +252,18 @@ class ProviderBatch:
         policy = retry or RetryPolicy(**state.retry)
         req = state.request
         settings = RunSettings(
-            req.get("system"), int(req.get("max_tokens") or 4096), dict(req.get("options") or {}),
-            policy, clock or RealClock(), _poll(poll), check, resumed=True,
-        )  # fmt: skip
-        return cls(client=client, state=state, settings=settings,
-                   index=index_from_json(state.index))  # fmt: skip
+            req.get("system"),
+            int(req.get("max_tokens") or 4096),
+            dict(req.get("options") or {}),
+            policy,
+            clock or RealClock(),
+            _poll(poll),
+            check,
+            resumed=True,
+        )
+        return cls(
+            client=client, state=state, settings=settings, index=index_from_json(state.index)
+        )
 
     def announce(self) -> None:
         """The first progress line: where the state is, and how to pick the batch up."""

@@ -30,8 +30,9 @@ _NAN = math.nan
 class BatchRows:
     """Results (one per prompt position) and attempts (one per item per submission)."""
 
-    def __init__(self, prompts: list[str], *, model: str, max_attempts: int, worker: str,
-                 run_tag: str) -> None:  # fmt: skip
+    def __init__(
+        self, prompts: list[str], *, model: str, max_attempts: int, worker: str, run_tag: str
+    ) -> None:
         n = len(prompts)
         self.prompts = prompts
         self.model = model
@@ -72,8 +73,15 @@ class BatchRows:
         }
         for i, name in enumerate(COLUMNS):
             v = values.get(name)
-            if v is None and name in ("started_at", "ended_at", "duration_s", "ttft_s",
-                                      "policy_delay_s", "retry_after_s", "delay_s"):  # fmt: skip
+            if v is None and name in (
+                "started_at",
+                "ended_at",
+                "duration_s",
+                "ttft_s",
+                "policy_delay_s",
+                "retry_after_s",
+                "delay_s",
+            ):
                 v = _NAN
             self._cols[i].append(v)
         self._pos.append(pos)
@@ -86,39 +94,81 @@ class BatchRows:
         if isinstance(end, float) and first is not None:
             self.duration[pos] = max(0.0, end - first)
 
-    def succeeded(self, pos: int, submission: int, batch_id: str | None, done: Completed,
-                  started: float, ended: float, note: str = "") -> None:  # fmt: skip
+    def succeeded(
+        self,
+        pos: int,
+        submission: int,
+        batch_id: str | None,
+        done: Completed,
+        started: float,
+        ended: float,
+        note: str = "",
+    ) -> None:
         """An item answered: its row is final."""
         u: Usage = done.usage
-        self._attempt(pos, submission, batch_id, {
-            "started_at": started, "ended_at": ended, "duration_s": ended - started,
-            "outcome": "ok", "status_code": 200, "action": "none",
-            "request_id": done.request_id or done.response_id,
-            "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-            "cache_read_tokens": u.cache_read_tokens, "cache_write_tokens": u.cache_write_tokens,
-            "cost_usd": u.cost_usd, "message": note or done.note or None,
-        })  # fmt: skip
+        self._attempt(
+            pos,
+            submission,
+            batch_id,
+            {
+                "started_at": started,
+                "ended_at": ended,
+                "duration_s": ended - started,
+                "outcome": "ok",
+                "status_code": 200,
+                "action": "none",
+                "request_id": done.request_id or done.response_id,
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "cost_usd": u.cost_usd,
+                "message": note or done.note or None,
+            },
+        )
         self._add_usage(pos, u)
         self.final_text[pos] = done.message.text
         self.end_reason[pos] = done.stop_reason
         self.done[pos] = True
 
-    def failed(self, pos: int, submission: int, batch_id: str | None, err: BaseException,
-               *, action: str, started: float, ended: float, delay_s: float | None = None,
-               policy_delay_s: float | None = None, why: str = "") -> None:  # fmt: skip
+    def failed(
+        self,
+        pos: int,
+        submission: int,
+        batch_id: str | None,
+        err: BaseException,
+        *,
+        action: str,
+        started: float,
+        ended: float,
+        delay_s: float | None = None,
+        policy_delay_s: float | None = None,
+        why: str = "",
+    ) -> None:
         """An item failed in this submission: `action` "retry" (it goes again) or "fail"."""
         p = err if isinstance(err, ProviderError) else None
         message = str(err) or type(err).__name__
         if why:
             message += f" ({why})"
-        self._attempt(pos, submission, batch_id, {
-            "started_at": started, "ended_at": ended, "duration_s": ended - started,
-            "outcome": "cancelled" if isinstance(err, Aborted) else "error",
-            "error_kind": type(err).__name__,
-            "status_code": p.status_code if p else None, "action": action,
-            "policy_delay_s": policy_delay_s, "retry_after_s": p.retry_after if p else None,
-            "delay_s": delay_s, "request_id": p.request_id if p else None, "message": message,
-        })  # fmt: skip
+        self._attempt(
+            pos,
+            submission,
+            batch_id,
+            {
+                "started_at": started,
+                "ended_at": ended,
+                "duration_s": ended - started,
+                "outcome": "cancelled" if isinstance(err, Aborted) else "error",
+                "error_kind": type(err).__name__,
+                "status_code": p.status_code if p else None,
+                "action": action,
+                "policy_delay_s": policy_delay_s,
+                "retry_after_s": p.retry_after if p else None,
+                "delay_s": delay_s,
+                "request_id": p.request_id if p else None,
+                "message": message,
+            },
+        )
         if action != "retry":
             self.final(pos, err)
 

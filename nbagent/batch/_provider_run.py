@@ -91,9 +91,15 @@ class RunSettings:
 class ProviderRun:
     """One run over the state's batch records (see the module docstring)."""
 
-    def __init__(self, client: BatchClient, state: ProviderState, rows: BatchRows,
-                 settings: RunSettings, progress: BatchProgress,
-                 control: BatchControl) -> None:  # fmt: skip
+    def __init__(
+        self,
+        client: BatchClient,
+        state: ProviderState,
+        rows: BatchRows,
+        settings: RunSettings,
+        progress: BatchProgress,
+        control: BatchControl,
+    ) -> None:
         self.client, self.state, self.rows = client, state, rows
         self.settings, self.progress, self.control = settings, progress, control
         self.clock = settings.clock
@@ -163,9 +169,11 @@ class ProviderRun:
         s, client = self.settings, self.client
         for pos in rec.positions():
             request = client.request(
-                self.state.prompts[pos], system=s.system, max_tokens=s.max_tokens,
+                self.state.prompts[pos],
+                system=s.system,
+                max_tokens=s.max_tokens,
                 options=s.options,
-            )  # fmt: skip
+            )
             cid = custom_id(self.state.tag, pos, rec.submission)
             yield client.item(cid, client.request_body(request))
 
@@ -188,8 +196,15 @@ class ProviderRun:
             item = next(self.items(probe))
             if len(item) + client.overhead(1) > caps.max_bytes:
                 err = _too_large(client, len(item), caps.max_bytes)
-                self.rows.failed(pos, submission, None, err, action="fail",
-                                 started=self.clock.now(), ended=self.clock.now())  # fmt: skip
+                self.rows.failed(
+                    pos,
+                    submission,
+                    None,
+                    err,
+                    action="fail",
+                    started=self.clock.now(),
+                    ended=self.clock.now(),
+                )
                 self.progress.mark(pos, "failed")
                 continue
             full = len(chunk) >= caps.max_requests
@@ -427,29 +442,47 @@ class ProviderRun:
             self._empty[pos] = empties + 1
         return decision
 
-    def _decided(self, rec: BatchRecord, pos: int, decision: Decision, again: bool,
-                 started: float) -> None:  # fmt: skip
+    def _decided(
+        self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float
+    ) -> None:
         err, now = decision.error, self.clock.now()
         plan = decision.plan
         if again:
-            self.rows.failed(pos, rec.submission, rec.id, err, action="retry", started=started,
-                             ended=now, delay_s=plan.delay_s if plan else None,
-                             policy_delay_s=plan.policy_delay_s if plan else None)  # fmt: skip
+            self.rows.failed(
+                pos,
+                rec.submission,
+                rec.id,
+                err,
+                action="retry",
+                started=started,
+                ended=now,
+                delay_s=plan.delay_s if plan else None,
+                policy_delay_s=plan.policy_delay_s if plan else None,
+            )
             self.progress.mark(pos, "waiting")
             return
         if decision.action == "retry" and not isinstance(err, Aborted):
             # retryable, but the run was stopped: the row says so, with what it had
             err = Aborted(f"the batch was stopped before this request was sent again ({err})")
-        self.rows.failed(pos, rec.submission, rec.id, err, action="fail", started=started,
-                         ended=now, why=decision.why)  # fmt: skip
+        self.rows.failed(
+            pos,
+            rec.submission,
+            rec.id,
+            err,
+            action="fail",
+            started=started,
+            ended=now,
+            why=decision.why,
+        )
         self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
 
     def _fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
         now = self.clock.now()
         for pos in rec.positions():
             if not self.rows.done[pos]:
-                self.rows.failed(pos, rec.submission, rec.id, err, action="fail", started=now,
-                                 ended=now, why=why)  # fmt: skip
+                self.rows.failed(
+                    pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
+                )
                 self.progress.mark(pos, "failed")
         self.progress.changed()
 
@@ -476,17 +509,28 @@ class ProviderRun:
         if info.get("id") is None:  # created now (a planned record's dict was made before)
             info["created_at"], info["seen_at"] = self.clock.now(), time.monotonic()
         info.update(
-            n=rec.n, id=status.id, status=status.status, phase=status.phase,
-            submission=rec.submission, items=rec.count, counts=dict(status.counts),
-        )  # fmt: skip
+            n=rec.n,
+            id=status.id,
+            status=status.status,
+            phase=status.phase,
+            submission=rec.submission,
+            items=rec.count,
+            counts=dict(status.counts),
+        )
         self.progress.changed()
 
     def _show_planned(self, rec: BatchRecord) -> None:
         self.progress.batches[rec.n] = {
-            "n": rec.n, "id": None, "status": "planned", "phase": "planned",
-            "submission": rec.submission, "items": rec.count, "counts": {},
-            "created_at": self.clock.now(), "seen_at": time.monotonic(),
-        }  # fmt: skip
+            "n": rec.n,
+            "id": None,
+            "status": "planned",
+            "phase": "planned",
+            "submission": rec.submission,
+            "items": rec.count,
+            "counts": {},
+            "created_at": self.clock.now(),
+            "seen_at": time.monotonic(),
+        }
 
 
 def _error_named(text: str) -> BaseException:
