@@ -85,19 +85,7 @@ class AnthropicBatches(BatchClient):
         return self.status(doc)
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        out: list[BatchStatus] = []
-        after: str | None = None
-        for _ in range(20):  # at most 20 pages of 100: a create's batch is among the newest
-            params = {"limit": 100, "after_id": after}
-            doc, _ = await self.http.call("GET", self.url, params=params)
-            data = doc.get("data")
-            found = data if isinstance(data, list) else []
-            page = [self.status(d) for d in found if isinstance(d, dict)]
-            out += page
-            oldest = page[-1].created_at if page else None
-            if not page or not doc.get("has_more") or (oldest is not None and oldest < since):
-                break
-            after = str(doc.get("last_id") or page[-1].id)
+        out = await self.listed(self.url, "after_id", since)
         return [s for s in out if s.created_at is None or s.created_at >= since - CLOCK_SKEW_S]
 
     async def adopt(

@@ -91,6 +91,27 @@ class BatchClient:
     async def cancel(self, batch_id: str) -> BatchStatus:
         raise NotImplementedError
 
+    def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
+        """A batch's document as a `BatchStatus`."""
+        raise NotImplementedError
+
+    async def listed(self, url: str, cursor: str, since: float) -> list[BatchStatus]:
+        """The batches of a `{data, has_more, last_id}` listing (Anthropic's and OpenAI's),
+        newest first, page by page until one older than `since` (at most 20 pages of 100)."""
+        out: list[BatchStatus] = []
+        after: str | None = None
+        for _ in range(20):
+            doc, _ = await self.http.call("GET", url, params={"limit": 100, cursor: after})
+            data = doc.get("data")
+            found = data if isinstance(data, list) else []
+            page = [self.status(d) for d in found if isinstance(d, dict)]
+            out += page
+            oldest = page[-1].created_at if page else None
+            if not page or not doc.get("has_more") or (oldest is not None and oldest < since):
+                break
+            after = str(doc.get("last_id") or page[-1].id)
+        return out
+
     def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
         """The items' results of an ended batch, as they arrive (in any order)."""
         raise NotImplementedError

@@ -121,21 +121,7 @@ class OpenAIBatches(BatchClient):
         return self.status(doc)
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        out: list[BatchStatus] = []
-        after: str | None = None
-        for _ in range(20):
-            doc, _ = await self.http.call(
-                "GET", self.url("batches"), params={"limit": 100, "after": after}
-            )
-            data = doc.get("data")
-            found = data if isinstance(data, list) else []
-            page = [self.status(d) for d in found if isinstance(d, dict)]
-            out += page
-            oldest = page[-1].created_at if page else None
-            if not page or not doc.get("has_more") or (oldest is not None and oldest < since):
-                break
-            after = str(doc.get("last_id") or page[-1].id)
-        return out
+        return await self.listed(self.url("batches"), "after", since)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         batch_id = doc.get("id")
