@@ -23,6 +23,7 @@ __all__ = [
     "attempts_frame",
     "prompts_of",
     "results_frame",
+    "results_from_columns",
     "row_failed",
     "row_ok",
 ]
@@ -202,6 +203,11 @@ def row_failed(
 
 def results_frame(rows: list[dict[str, Any]], index: pd.Index[Any] | None) -> pd.DataFrame:
     data: dict[str, Any] = {c: [r.get(c) for r in rows] for c in RESULT_COLUMNS}
+    return results_from_columns(data, index)
+
+
+def results_from_columns(data: dict[str, Any], index: pd.Index[Any] | None) -> pd.DataFrame:
+    """The results frame from one list per column of `RESULT_COLUMNS` (no row dicts made)."""
     df: pd.DataFrame = pd.DataFrame(
         {
             "prompt": pd.array(data["prompt"], dtype="string"),

@@ -20,7 +20,7 @@ from .._core._budget import Usage
 from .._loop._frame import COLUMNS, build_frame
 from ..errors import Aborted, ProviderError
 from ..providers import Completed
-from ._frames import results_frame
+from ._frames import results_from_columns
 
 __all__ = ["BatchRows"]
 
@@ -188,23 +188,21 @@ class BatchRows:
     # -- frames -----------------------------------------------------------------------------
 
     def results(self, index: pd.Index[Any] | None) -> pd.DataFrame:
-        rows = [
-            {
-                "prompt": self.prompts[i],
-                "final_text": self.final_text[i],
-                "end_reason": self.end_reason[i] or "cancelled",
-                "error": self.error[i],
-                "error_message": self.error_message[i],
-                "input_tokens": self.input_tokens[i],
-                "output_tokens": self.output_tokens[i],
-                "cost_usd": self.cost[i],
-                "turns": 1 if self.final_text[i] is not None else 0,
-                "duration_s": self.duration[i],
-                "run_id": self.run_id(i),
-            }
-            for i in range(len(self.prompts))
-        ]
-        return results_frame(rows, index)
+        n = len(self.prompts)
+        columns: dict[str, Any] = {
+            "prompt": self.prompts,
+            "final_text": self.final_text,
+            "end_reason": [r or "cancelled" for r in self.end_reason],
+            "error": self.error,
+            "error_message": self.error_message,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost,
+            "turns": [0 if t is None else 1 for t in self.final_text],
+            "duration_s": self.duration,
+            "run_id": [self.run_id(i) for i in range(n)],
+        }
+        return results_from_columns(columns, index)
 
     def attempts(self) -> pd.DataFrame:
         """One row per item per submission, in prompt order, then submission order."""
