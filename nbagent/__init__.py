@@ -40,7 +40,7 @@ from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
 from ._mcp import MCPSource
 from ._watch import RetryAmplification, Watcher, guard, watch, watching
-from .batch import BatchHandle, BatchResult, amap, map
+from .batch import BatchEstimate, BatchHandle, BatchResult, amap, map
 from .batch import start as start_map
 from .demo import install as _install_demo
 from .errors import (
@@ -90,6 +90,7 @@ __all__ = [
     "Agent",
     "AuthFailed",
     "BadRequest",
+    "BatchEstimate",
     "BatchHandle",
     "BatchResult",
     "Budget",

@@ -36,7 +36,10 @@ def test_an_entry_point_and_the_options_cannot_drift_apart() -> None:
     [
         ({"concurrency": 0}, "concurrency must be a positive whole number, not 0"),
         ({"concurrency": True}, "concurrency must be a positive whole number, not True"),
-        ({"backend": "spark"}, "backend= takes 'local' or 'ray', not 'spark'"),
+        (
+            {"backend": "spark"},
+            "backend= takes 'local', 'ray' or 'provider', not 'spark'",
+        ),
         ({"workers": 0, "backend": "ray"}, "workers must be a positive whole number, not 0"),
         ({"workers": 2}, "workers= is for backend='ray'"),
     ],

@@ -29,7 +29,7 @@ from ..providers import (
     ToolCallPart,
 )
 
-__all__ = ["Streamed", "stream_once"]
+__all__ = ["Streamed", "empty_reply", "stream_once"]
 
 
 class Streamed:
@@ -58,6 +58,19 @@ def _has_content(message: Message) -> bool:
     """Text or a tool call: thinking, redacted thinking and opaque provider state alone are
     not an answer (a reasoning-only reply would end the run with nothing to show)."""
     return bool(message.text.strip() or message.tool_uses)
+
+
+def empty_reply(completed: Completed, provider: str) -> EmptyResponse | None:
+    """The error of a reply with nothing in it (no text, no tool call), or None: the same test
+    for a live reply and a batch item's."""
+    if _has_content(completed.message) or completed.stop_reason in _MAY_BE_EMPTY:
+        return None
+    return EmptyResponse(
+        "the model returned an empty message",
+        provider=provider,
+        status_code=200,
+        request_id=completed.request_id,
+    )
 
 
 async def stream_once(
@@ -104,13 +117,9 @@ async def stream_once(
             raise StreamInterrupted(
                 "the stream ended without a final message", provider=provider.name
             )
-        if not _has_content(completed.message) and completed.stop_reason not in _MAY_BE_EMPTY:
-            raise EmptyResponse(
-                "the model returned an empty message",
-                provider=provider.name,
-                status_code=200,
-                request_id=completed.request_id,
-            )
+        empty = empty_reply(completed, provider.name)
+        if empty is not None:
+            raise empty
     except asyncio.CancelledError:
         raise
     except Exception as exc:

@@ -23,6 +23,7 @@ __all__ = [
     "attempts_frame",
     "prompts_of",
     "results_frame",
+    "results_from_columns",
     "row_failed",
     "row_ok",
 ]
@@ -61,8 +62,10 @@ class BatchResult:
         attempts: Every attempt of every agent.
         duration_s: Wall seconds the batch took.
         limiter: What paced the agents, as a sentence (the shared limiter's state).
-        backend: "local" or "ray".
+        backend: "local", "ray" or "provider".
         cancelled: Whether the batch was stopped before every prompt finished.
+        state_path: Where a provider batch's state file is (`backend="provider"`;
+            `nbagent.batch.resume` reads it); None for the other backends.
     """
 
     results: pd.DataFrame
@@ -71,6 +74,7 @@ class BatchResult:
     limiter: str = ""
     backend: str = "local"
     cancelled: bool = False
+    state_path: str = ""
 
     def __len__(self) -> int:
         return len(self.results)
@@ -91,9 +95,12 @@ class BatchResult:
         """One line: prompts ok and failed, time, requests, retries and paced waits.
 
         Returns:
-            The line ("31/32 prompts ok, 1 failed in 4.2 s; 40 requests, 8 retried, ...").
+            The line ("31/32 prompts ok, 1 failed in 4.2 s; 40 requests, 8 retried, ..."; for
+            a provider batch, its batches, submissions and items).
         """
         n, bad = len(self.results), int(self.results["error"].notna().sum())
+        if self.backend == "provider":
+            return self._provider_summary(n, bad)
         requests = self.attempts[
             (self.attempts["phase"] == "request") & (self.attempts["action"] != "paced")
         ]
@@ -104,6 +111,18 @@ class BatchResult:
             f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
             f"{len(requests)} requests, {retries} retried, "
             f"{len(paced)} paced waits ({float(paced['delay_s'].sum()):.1f} s)"
+        )
+
+    def _provider_summary(self, n: int, bad: int) -> str:
+        a = self.attempts
+        batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
+        again = int((a["action"] == "retry").sum())
+        cost = self.results["cost_usd"].dropna()
+        price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
+        stopped = " (cancelled)" if self.cancelled else ""
+        return (
+            f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
+            f"{batches} provider batches, {again} items resubmitted{price}"
         )
 
     def __repr__(self) -> str:
@@ -198,6 +217,11 @@ def row_failed(
 
 def results_frame(rows: list[dict[str, Any]], index: pd.Index[Any] | None) -> pd.DataFrame:
     data: dict[str, Any] = {c: [r.get(c) for r in rows] for c in RESULT_COLUMNS}
+    return results_from_columns(data, index)
+
+
+def results_from_columns(data: dict[str, Any], index: pd.Index[Any] | None) -> pd.DataFrame:
+    """The results frame from one list per column of `RESULT_COLUMNS` (no row dicts made)."""
     df: pd.DataFrame = pd.DataFrame(
         {
             "prompt": pd.array(data["prompt"], dtype="string"),

@@ -23,27 +23,35 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
+from .._core._clock import Clock
 from .._core._retry import RetryPolicy
-from .._loop._args import ModelSpec
+from .._loop._args import ModelSpec, resolve_model_spec
+from ..errors import ConfigError
 from ..notebook import in_notebook
+from ..providers._batches import batch_client
+from ._estimate import BatchEstimate, estimate
 from ._frames import RESULT_COLUMNS, BatchResult, attempts_frame, prompts_of, results_frame
 from ._local import run_local
 from ._options import BatchOptions, Prompts
 from ._progress import BatchProgress, TerminalBar
+from ._provider_backend import ProviderBatch, one_model
 from ._spec import AgentSpec, BatchControl
 
 __all__ = [
     "RESULT_COLUMNS",
+    "BatchEstimate",
     "BatchHandle",
     "BatchProgress",
     "BatchResult",
     "amap",
     "map",
+    "resume",
     "start",
 ]
 
@@ -54,6 +62,21 @@ class _Batch:
     def __init__(self, options: BatchOptions, *, stoppable: bool) -> None:
         self.texts, self.index = prompts_of(options.prompts, options.column)
         backend, agent_kwargs = options.backend, dict(options.agent_kwargs)
+        self.provider: ProviderBatch | None = None
+        if backend == "provider":
+            self.provider = ProviderBatch.from_options(
+                self.texts,
+                self.index,
+                model=options.model,
+                tools=options.tools,
+                system=options.system,
+                retry=options.retry,
+                concurrency=options.concurrency,
+                state=options.state,
+                agent_kwargs=agent_kwargs,
+            )
+            self._prepared(self.provider.progress, self.provider.control, options, stoppable)
+            return
         if backend == "ray":
             from ._ray import ensure_ray
 
@@ -65,12 +88,34 @@ class _Batch:
             options.model, list(options.tools), options.system, options.retry, extra, agent_kwargs
         )
         self.concurrency, self.backend, self.workers = options.concurrency, backend, options.workers
-        self.progress = BatchProgress(total=len(self.texts), backend=backend)
-        self.control = BatchControl()
+        progress = BatchProgress(total=len(self.texts), backend=backend)
+        self._prepared(progress, BatchControl(), options, stoppable)
+
+    @classmethod
+    def resumed(cls, provider: ProviderBatch, *, show: bool | None) -> _Batch:
+        """A batch picked up from its state file."""
+        batch = cls.__new__(cls)
+        batch.texts, batch.index, batch.provider = provider.state.prompts, provider.index, provider
+        options = BatchOptions.__new__(BatchOptions)
+        options.backend, options.show = "provider", show
+        batch._prepared(provider.progress, provider.control, options, stoppable=False)
+        return batch
+
+    def _prepared(
+        self,
+        progress: BatchProgress,
+        control: BatchControl,
+        options: BatchOptions,
+        stoppable: bool,
+    ) -> None:
+        self.backend = options.backend
+        self.progress, self.control = progress, control
         self._views: list[Any] = []
         show = options.show
         if show is None:
             show = in_notebook() or sys.stderr.isatty()
+        if self.provider is not None and self.texts and (show or show is None):
+            self.provider.announce()  # where the state is: the first progress line
         if show and self.texts:
             self._open_view(stoppable)
 
@@ -90,6 +135,11 @@ class _Batch:
 
     async def run(self) -> BatchResult:
         t0 = time.monotonic()
+        if self.provider is not None:
+            try:
+                return await self.provider.run()
+            finally:
+                self.close()
         try:
             if self.backend == "ray":
                 from ._ray import run_ray
@@ -176,6 +226,7 @@ class BatchHandle:
         return f"BatchHandle({state}: {self.progress.text()})"
 
 
+@overload
 async def amap(
     prompts: Prompts,
     model: ModelSpec | Sequence[ModelSpec] = "demo",
@@ -188,10 +239,51 @@ async def amap(
     show: bool | None = None,
     backend: str = "local",
     workers: int | None = None,
+    state: str | os.PathLike[str] | None = None,
+    dry_run: Literal[False] = False,
     **agent_kwargs: Any,
-) -> BatchResult:
-    """Run one agent per prompt in the running event loop; see `map`. Cancelling the awaiting
-    task stops every agent (and raises); use `start` for a batch you can stop and keep.
+) -> BatchResult: ...
+
+
+@overload
+async def amap(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    concurrency: int = 32,
+    column: str | None = None,
+    tools: Iterable[Any] = (),
+    system: str | None = None,
+    retry: RetryPolicy | None = None,
+    show: bool | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    state: str | os.PathLike[str] | None = None,
+    dry_run: Literal[True],
+    **agent_kwargs: Any,
+) -> BatchEstimate: ...
+
+
+async def amap(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    concurrency: int = 32,
+    column: str | None = None,
+    tools: Iterable[Any] = (),
+    system: str | None = None,
+    retry: RetryPolicy | None = None,
+    show: bool | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    state: str | os.PathLike[str] | None = None,
+    dry_run: bool = False,
+    **agent_kwargs: Any,
+) -> BatchResult | BatchEstimate:
+    """Run one agent per prompt in the running event loop, and collect the results.
+
+    The awaitable form of `map`, with the same options. Cancelling the awaiting task stops
+    every agent (and raises); use `start` for a batch you can stop and keep.
 
     Args:
         prompts: As for [`map`][nbagent.map].
@@ -204,15 +296,20 @@ async def amap(
         show: As for [`map`][nbagent.map].
         backend: As for [`map`][nbagent.map].
         workers: As for [`map`][nbagent.map].
+        state: As for [`map`][nbagent.map].
+        dry_run: As for [`map`][nbagent.map].
         **agent_kwargs: As for [`map`][nbagent.map].
 
     Returns:
-        The results, one row per prompt, and every attempt.
+        A `BatchResult` (see `map`), or with `dry_run=True` a `BatchEstimate`.
 
     Raises:
         ConfigError: As for [`map`][nbagent.map].
     """
-    return await _Batch(BatchOptions.of(locals()), stoppable=False).run()
+    options = BatchOptions.of(locals())
+    if options.dry_run:
+        return dry_run_estimate(options)
+    return await _Batch(options, stoppable=False).run()
 
 
 def start(
@@ -227,10 +324,16 @@ def start(
     show: bool | None = None,
     backend: str = "local",
     workers: int | None = None,
+    state: str | os.PathLike[str] | None = None,
+    dry_run: bool = False,
     **agent_kwargs: Any,
 ) -> BatchHandle:
-    """Start a batch in the background of the running event loop (a notebook cell) and return
-    its `BatchHandle` at once; the kernel stays free, and the view's Stop button cancels it.
+    """Start a batch in the background of the running event loop and return its handle.
+
+    The kernel stays free while the batch runs; the view's Stop button (or
+    `handle.cancel()`) stops it, and `await handle` gives what finished. With
+    `backend="provider"` stopping cancels the provider's batches and collects what they had
+    answered; a kernel that dies leaves them running, resumable from the state file.
 
     Args:
         prompts: As for [`map`][nbagent.map].
@@ -243,19 +346,62 @@ def start(
         show: As for [`map`][nbagent.map].
         backend: As for [`map`][nbagent.map].
         workers: As for [`map`][nbagent.map].
+        state: As for [`map`][nbagent.map].
+        dry_run: As for [`map`][nbagent.map].
         **agent_kwargs: As for [`map`][nbagent.map].
 
     Returns:
-        The handle: `await` it for the `BatchResult`, `cancel()` it to stop every agent.
+        The `BatchHandle` of the running batch.
 
     Raises:
-        ConfigError: As for [`map`][nbagent.map].
-        RuntimeError: No event loop is running (use `map` from a script).
+        ConfigError: An option, the model string or the key is wrong, or `dry_run=True`
+            (use `map` for an estimate: there is nothing to run in the background).
+        RuntimeError: No event loop is running (call it from a notebook cell or a coroutine).
     """
     options = BatchOptions.of(locals())
+    if options.dry_run:
+        raise ConfigError("dry_run=True sends nothing: use nbagent.map(..., dry_run=True)")
     loop = asyncio.get_running_loop()  # before any view is shown: start needs a running loop
     batch = _Batch(options, stoppable=True)
     return BatchHandle(loop.create_task(batch.run()), batch)
+
+
+@overload
+def map(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    concurrency: int = 32,
+    column: str | None = None,
+    tools: Iterable[Any] = (),
+    system: str | None = None,
+    retry: RetryPolicy | None = None,
+    show: bool | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    state: str | os.PathLike[str] | None = None,
+    dry_run: Literal[False] = False,
+    **agent_kwargs: Any,
+) -> BatchResult: ...
+
+
+@overload
+def map(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    concurrency: int = 32,
+    column: str | None = None,
+    tools: Iterable[Any] = (),
+    system: str | None = None,
+    retry: RetryPolicy | None = None,
+    show: bool | None = None,
+    backend: str = "local",
+    workers: int | None = None,
+    state: str | os.PathLike[str] | None = None,
+    dry_run: Literal[True],
+    **agent_kwargs: Any,
+) -> BatchEstimate: ...
 
 
 def map(
@@ -270,48 +416,140 @@ def map(
     show: bool | None = None,
     backend: str = "local",
     workers: int | None = None,
+    state: str | os.PathLike[str] | None = None,
+    dry_run: bool = False,
     **agent_kwargs: Any,
-) -> BatchResult:
-    """Run one agent per prompt, at most `concurrency` at once, and collect the results.
+) -> BatchResult | BatchEstimate:
+    """Run one agent per prompt (or one batch API request), and collect the results.
 
-    `prompts` is a list of strings, a pandas Series, or a DataFrame (name the column with
-    `column=`). `tools`, `system`, `retry` and any other keyword (`budget=`, `max_tokens=`,
-    `limiter=False`, `api_key=`, `log=`, …) go to each `Agent`. `backend="ray"` runs the agents
-    in Ray worker processes (`workers=` of them; default: one per CPU of the cluster) under one
-    cluster-wide rate limiter. Returns a `BatchResult`: `.results` has one row per prompt in
-    prompt order (with the Series'/DataFrame's index), `.attempts` every agent's attempt log.
-    Ctrl-C (or the kernel's interrupt) cancels every agent and returns what finished.
-
-    A prompt that fails hard does not stop the others: its row carries the error.
+    Works from a script and from a notebook cell. Local and Ray backends run at most
+    `concurrency` agents at once; `backend="provider"` sends the prompts to the provider's
+    batch API, polls it, resubmits the items that failed retryably, and reads each answer
+    as a live answer is read. Ctrl-C (or the kernel's interrupt) stops the batch and returns
+    what finished (with `backend="provider"`: the provider's batches are cancelled and what
+    they had answered is collected).
 
     Args:
-        prompts: The prompts: a list of strings, a pandas Series, or a DataFrame.
-        model: The model of every agent (a model string, a `Provider`, or a fallback chain),
-            as `Agent(model=...)` takes it.
-        concurrency: The most agents running at once (in all, across Ray workers too).
-        column: The DataFrame column holding the prompts (needed when it has several).
-        tools: The tools of every agent.
-        system: The system prompt of every agent.
-        retry: The retry policy of every agent; None for `RetryPolicy()`.
-        show: Whether to show progress (the live batch view in a notebook, a one-line bar
-            on stderr); None to show it in a notebook or a terminal.
-        backend: "local" (this process) or "ray" (Ray worker processes, one rate limiter for
-            the cluster).
-        workers: How many Ray workers (backend="ray" only); None for one per CPU.
-        **agent_kwargs: Any other `Agent` argument, given to every agent as it is.
+        prompts: The prompts: a list of strings, a pandas Series, or a DataFrame (name the
+            column with `column=`). The results keep a Series' or DataFrame's index.
+        model: The model string (or `Provider`, or a fallback chain of them) every prompt
+            goes to, e.g. "demo" or "anthropic:claude-haiku-4-5".
+        concurrency: How many agents run at once (local and Ray backends).
+        column: The DataFrame column that holds the prompts.
+        tools: Tools each agent may call (not with `backend="provider"`).
+        system: The system prompt of every request.
+        retry: The retry policy (`RetryPolicy`); with `backend="provider"` it also bounds
+            how often a failed item is resubmitted, with its backoff between submissions.
+        show: Show the live batch view (a notebook) or a progress line (a terminal);
+            default: when there is one to show it in.
+        backend: "local" (this process), "ray" (Ray workers, one cluster-wide rate
+            limiter), or "provider" (the provider's batch API: Anthropic, OpenAI, Azure,
+            Gemini, or "demo"; half the price, within 24 hours).
+        workers: How many Ray worker processes (`backend="ray"`).
+        state: Where `backend="provider"` keeps what a restarted kernel needs to pick the
+            batch up (`nbagent.batch.resume(state)`); default: next to `log=`'s file, else
+            a file in the working directory, named in the first progress line.
+        dry_run: Send nothing; return a `BatchEstimate` of the tokens and the cost, live and
+            through the batch API.
+        **agent_kwargs: Every other keyword goes to each `Agent` (`budget=`,
+            `max_tokens=`, `limiter=False`, `api_key=`, `log=`, ...). With
+            `backend="provider"`: `api_key`, `base_url`, `max_tokens`, `options`, `clock`,
+            `log`, `poll=(first, most)` seconds between polls, `batch_caps=(requests, bytes)`.
 
     Returns:
-        The results, one row per prompt in prompt order (`.results`), and every agent's
-        attempt log in one frame (`.attempts`).
+        A `BatchResult`: `.results` has one row per prompt in prompt order (with the
+        Series'/DataFrame's index), `.attempts` every attempt (with `backend="provider"`
+        one row per item per submission, with its `batch_id`). With `dry_run=True` a
+        `BatchEstimate` instead.
 
     Raises:
-        ConfigError: An option is wrong (`concurrency` or `workers` not a positive whole
-            number, an unknown `backend`, `workers` without Ray, one prompt string instead of
-            many, a DataFrame without the column), or an agent argument is (checked before
-            any prompt is sent).
+        ConfigError: An option, the model string or the key is wrong (before anything is
+            sent), or the model's provider has no batch API (`backend="provider"`).
     """
-    batch = _Batch(BatchOptions.of(locals()), stoppable=False)
+    options = BatchOptions.of(locals())
+    if options.dry_run:
+        return dry_run_estimate(options)
+    batch = _Batch(options, stoppable=False)
     return _run_blocking(batch.run, batch.control)
+
+
+def resume(
+    state: str | os.PathLike[str],
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    retry: RetryPolicy | None = None,
+    show: bool | None = None,
+    clock: Clock | None = None,
+    poll: tuple[float, float] | None = None,
+) -> BatchResult:
+    """Pick up a provider batch from its state file: after a kernel restart, or elsewhere.
+
+    Every batch the state names is polled where it stands (a create that may have been sent
+    is looked for among the provider's batches before it is sent again), finished batches'
+    results are read again from the provider, and the run goes on to its end; no item is
+    submitted twice. The result is the `BatchResult` the first run would have returned.
+
+    Args:
+        state: The state file the batch's first progress line named (`state=`).
+        api_key: The key (default: the provider's environment variable; never stored).
+        base_url: Another endpoint than the one the state names.
+        retry: Another retry policy than the one the batch began with.
+        show: Show the live view or progress line (default: when there is one).
+        clock: The clock to wait on (a `VirtualClock` in tests).
+        poll: (first, most) seconds between polls.
+
+    Returns:
+        The batch's `BatchResult`.
+
+    Raises:
+        ConfigError: The file is missing or not a batch state file, or the key is missing.
+    """
+    batch = _Batch.resumed(
+        ProviderBatch.from_state(
+            state, api_key=api_key, base_url=base_url, retry=retry, clock=clock, poll=poll
+        ),
+        show=show,
+    )
+    return _run_blocking(batch.run, batch.control)
+
+
+DRY_RUN_KEY = "dry-run-sends-nothing"
+"""The stand-in key of a dry run without one: it prices, it never sends."""
+
+
+def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
+    """The `BatchEstimate` of a call with `dry_run=True`: nothing is sent."""
+    texts, index = prompts_of(options.prompts, options.column)
+    kw = options.agent_kwargs
+    chain = options.model
+    if options.backend != "provider" and isinstance(chain, (list, tuple)) and chain:
+        chain = chain[0]  # the live price of the chain's first model
+    model = one_model(chain)
+    try:
+        provider = resolve_model_spec(model, api_key=kw.get("api_key"), base_url=kw.get("base_url"))
+    except ConfigError as err:
+        if "no API key" not in str(err):
+            raise
+        # nothing is sent: a key is not needed to price the prompts
+        provider = resolve_model_spec(model, api_key=DRY_RUN_KEY, base_url=kw.get("base_url"))
+    try:
+        batch_client(provider)
+        has_batch = True
+    except ConfigError:
+        if options.backend == "provider":
+            raise
+        has_batch = False
+    name = model if isinstance(model, str) else f"{provider.name}:{provider.model}"
+    return estimate(
+        texts,
+        index,
+        provider=provider,
+        model=name,
+        system=options.system,
+        max_tokens=kw.get("max_tokens", 4096),
+        has_batch_api=has_batch,
+    )
 
 
 def _run_blocking(make: Callable[[], Any], control: BatchControl) -> BatchResult:

@@ -10,6 +10,7 @@ whose names are not exactly its fields, so a signature and this class cannot dri
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -22,7 +23,7 @@ from ..errors import ConfigError
 
 __all__ = ["BACKENDS", "BatchOptions", "Prompts"]
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "provider")
 Prompts: TypeAlias = "Iterable[str] | pd.Series[Any] | pd.DataFrame"
 """What a batch takes as its prompts: a list (or any iterable) of strings, a pandas Series, or a
 DataFrame with the column named by `column=`. The results keep a Series' or DataFrame's index,
@@ -44,6 +45,8 @@ class BatchOptions:
     show: bool | None
     backend: str
     workers: int | None
+    state: str | os.PathLike[str] | None
+    dry_run: bool
     agent_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -62,8 +65,9 @@ class BatchOptions:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be a positive whole number, not {concurrency!r}")
         if self.backend not in BACKENDS:
+            names = [repr(b) for b in BACKENDS]
             raise ConfigError(
-                f"backend= takes {' or '.join(map(repr, BACKENDS))}, not {self.backend!r}"
+                f"backend= takes {', '.join(names[:-1])} or {names[-1]}, not {self.backend!r}"
             )
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
@@ -71,3 +75,14 @@ class BatchOptions:
             raise ConfigError(f"workers must be a positive whole number, not {workers!r}")
         if workers is not None and self.backend != "ray":
             raise ConfigError("workers= is for backend='ray'; the local backend is one process")
+        if self.state is not None and self.backend != "provider":
+            raise ConfigError(
+                "state= is for backend='provider' (a batch the provider runs, picked up again "
+                "from its state file); the other backends finish in this process"
+            )
+        if self.state is not None and not isinstance(self.state, (str, os.PathLike)):
+            raise ConfigError(
+                f"state= takes a file path such as 'reviews.batch', not {self.state!r}"
+            )
+        if not isinstance(self.dry_run, bool):
+            raise ConfigError(f"dry_run= takes True or False, not {self.dry_run!r}")

@@ -22,6 +22,8 @@ from ..events import AttemptFailed, AttemptStarted, Event, PacedWait, RetrySched
 __all__ = ["FINAL", "BatchProgress", "TerminalBar", "lane_state"]
 
 FINAL = frozenset({"ok", "failed", "cancelled"})
+PROVIDER_LANES_UP_TO = 2000
+"""A provider batch of more items than this shows its batches' counts, not one lane each."""
 RATE_WINDOW_S = 60.0
 """Retries per minute are counted over the last minute."""
 
@@ -62,8 +64,12 @@ class BatchProgress:
         lanes: One state per prompt: "queued", "running", "waiting", "ok", "failed",
             "cancelled".
         pace: What the shared limiter has learned ("rate", "capacity", ...).
-        backend: "local" or "ray".
+        backend: "local", "ray" or "provider".
         workers: How many processes run the agents.
+        batches: The provider batches (`backend="provider"`), by submission number: each
+            one's id, status, the provider's counts, elapsed time and next poll.
+        resubmissions: How many of those batches were made of resubmitted items.
+        state_path: Where a provider batch keeps its state (`nbagent.batch.resume` reads it).
     """
 
     total: int
@@ -80,6 +86,9 @@ class BatchProgress:
     pace: dict[str, Any] = field(default_factory=dict)
     backend: str = "local"
     workers: int = 1
+    batches: dict[int, dict[str, Any]] = field(default_factory=dict)  # provider batches, by n
+    resubmissions: int = 0  # provider batches made of retried items
+    state_path: str = ""  # where a provider batch keeps its state
     _retry_times: deque[float] = field(default_factory=deque, repr=False)
 
     def __post_init__(self) -> None:
@@ -179,6 +188,22 @@ class BatchProgress:
             self.failed += 1
         self.changed(self.done >= self.total)
 
+    def mark(self, i: int, state: str) -> None:
+        """Move lane `i` without telling the views (a runner with thousands of rows to move at
+        once calls `changed()` after them): a final state counts it done.
+
+        Args:
+            i: The prompt's position.
+            state: Its lane's new state ("running", "ok", "error", "cancelled", ...).
+        """
+        if self.lanes[i] in FINAL:
+            return
+        self.lanes[i] = state
+        if state in FINAL:
+            self.done += 1
+            if state != "ok":
+                self.failed += 1
+
     def changed(self, final: bool = False) -> None:
         """Tell `on_change`.
 
@@ -235,8 +260,62 @@ class BatchProgress:
             "pace": dict(self.pace),
             "backend": self.backend,
             "workers": self.workers,
-            "lanes": "".join(_LANE_CODES.get(s, "?") for s in self.lanes),
+            "lanes": self._lane_codes(),
+            **self._provider_batches(),
         }
+
+    def _lane_codes(self) -> str:
+        if self.backend == "provider" and self.total > PROVIDER_LANES_UP_TO:
+            return ""  # tens of thousands of items: the per-batch counts say it
+        return "".join(_LANE_CODES.get(s, "?") for s in self.lanes)
+
+    def _provider_batches(self) -> dict[str, Any]:
+        """Each provider batch: its status and the provider's counts, its age, the next poll."""
+        if not self.batches:
+            return {}
+        now = time.monotonic()
+        rows = []
+        for n in sorted(self.batches):
+            b = self.batches[n]
+            wait, since = b.get("next_poll_in"), float(b.get("next_poll_set", now))
+            open_ = not b.get("collected") and b.get("phase") != "ended"
+            rows.append(
+                {
+                    "n": n,
+                    "id": b.get("id"),
+                    "status": b.get("status"),
+                    "submission": b.get("submission"),
+                    "items": b.get("items"),
+                    "counts": dict(b.get("counts") or {}),
+                    "elapsed_s": round(max(0.0, now - float(b.get("seen_at", now))), 1),
+                    "next_poll_s": (
+                        round(max(0.0, float(wait) - (now - since)), 1)
+                        if open_ and wait is not None
+                        else None
+                    ),
+                    "collected": bool(b.get("collected")),
+                }
+            )
+        return {"batches": rows, "resubmissions": self.resubmissions, "state": self.state_path}
+
+    def batches_text(self) -> str:
+        """The provider batches in a few words, for the terminal line.
+
+        Returns:
+            " · 2 batches (1 open, 3 resubmitted): 40 succeeded, 2 errored", or "" when the
+            batch went through no provider batch API.
+        """
+        if not self.batches:
+            return ""
+        live = [b for b in self.batches.values() if not b.get("collected")]
+        counts: dict[str, int] = {}
+        for b in live:
+            for k, v in (b.get("counts") or {}).items():
+                counts[k] = counts.get(k, 0) + int(v)
+        words = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        resub = f", {self.resubmissions} resubmitted" if self.resubmissions else ""
+        tail = f": {words}" if words else ""
+        return f" · {len(self.batches)} batches ({len(live)} open{resub}){tail}"
 
     def text(self) -> str:
         """One line for a terminal: done, running, waiting, time, retries, paced waits, pace.
@@ -252,7 +331,7 @@ class BatchProgress:
             f"{self.done}/{self.total} done ({self.failed} failed) · {c['running']} running · "
             f"{c['waiting']} waiting · {elapsed:.1f} s · {self.retries} retries "
             f"({self.retry_wait_s:.1f} s backoff, {self.retries_per_minute():.0f}/min) · "
-            f"{self.paced} paced waits ({self.paced_wait_s:.1f} s){pace}"
+            f"{self.paced} paced waits ({self.paced_wait_s:.1f} s){pace}{self.batches_text()}"
         )
 
 

@@ -61,13 +61,48 @@ function el(tag, cls, text) {
 }
 const STATES = {q: "queued", r: "running", w: "waiting", o: "ok", f: "failed", c: "cancelled"};
 
+const BATCH_COUNTS = ["processing", "succeeded", "errored", "expired", "canceled"];
+
+function drawBatches(s) {
+  // one row per provider batch: its status, the provider's counts, its age, the next poll
+  const table = el("table", "nbb-batches");
+  table.setAttribute("aria-label", "provider batches");
+  const head = el("tr");
+  for (const h of ["batch", "submission", "status", ...BATCH_COUNTS, "elapsed", "next poll"]) {
+    const th = el("th", "", h);
+    th.scope = "col";
+    head.append(th);
+  }
+  table.append(head);
+  for (const b of s.batches) {
+    const row = el("tr");
+    row.dataset.status = b.status || "";
+    const c = b.counts || {};
+    const next = b.next_poll_s === null || b.next_poll_s === undefined ? "" : `${b.next_poll_s} s`;
+    const which = b.submission > 1 ? `resubmission ${b.submission - 1}` : "first";
+    const cells = [b.id || `#${b.n} (not sent yet)`, which,
+      b.collected ? "collected" : (b.status || ""), ...BATCH_COUNTS.map((k) => c[k] ?? ""),
+      `${b.elapsed_s ?? 0} s`, next];
+    for (const v of cells) row.append(el("td", "", String(v)));
+    table.append(row);
+  }
+  const box = el("div", "nbb-batchbox");
+  box.append(table);
+  if (s.state) {
+    const how = "nbagent.batch.resume() picks it up after a restart";
+    box.append(el("div", "nbb-state", `state: ${s.state} · ${how}`));
+  }
+  return box;
+}
+
 function draw(model, root) {
   const s = model.get("state") || {};
   const dark = document.body.dataset.jpThemeLight === "false";
   const colours = (dark ? s.colours_dark : s.colours) || s.colours || {};
   root.replaceChildren();
   const head = el("div", "nbb-head");
-  const where = s.backend === "ray" ? `ray · ${s.workers} workers` : "this process";
+  const where = s.backend === "ray" ? `ray · ${s.workers} workers`
+    : s.backend === "provider" ? "the provider's batch API" : "this process";
   const when = ` ${where} · ${s.elapsed_s ?? 0} s`;
   head.append(el("b", "", "nbagent.map"), el("span", "nbb-where", when));
   if (model.get("show_stop") && !s.finished) {
@@ -111,6 +146,7 @@ function draw(model, root) {
   const blocked = pace.blocked_s > 0 ? ` · everyone waits ${pace.blocked_s.toFixed(1)} s` : "";
   chip("pace", "pace", rate + blocked, "");
   root.append(counts);
+  if (s.batches && s.batches.length) root.append(drawBatches(s));
   const lanes = s.lanes || "";
   const heat = lanes.length > s.rows_up_to;
   const strip = el("div", heat ? "nbb-lanes nbb-heat" : "nbb-lanes nbb-rows");
@@ -168,6 +204,10 @@ body[data-jp-theme-light="false"] .nbb-root {
 .nbb-lane-fill { display: inline-block; width: 60px; height: 8px; border-radius: 2px; }
 .nbb-heat { display: flex; flex-wrap: wrap; gap: 1px; }
 .nbb-cell { display: inline-block; width: 7px; height: 7px; }
+.nbb-batches { border-collapse: collapse; margin: 4px 0; }
+.nbb-batches th, .nbb-batches td { padding: 1px 8px; text-align: right; }
+.nbb-batches th:first-child, .nbb-batches td:first-child { text-align: left; }
+.nbb-state { color: var(--nbb-muted); }
 """
 for _key, _value in (
     ("dark_muted", DARK_COLORS["muted"]),
@@ -269,10 +309,14 @@ def render_text(state: dict[str, Any]) -> str:
     counts = {name: lanes.count(code) for code, name in _STATES.items()}
     rate = (state.get("pace") or {}).get("rate")
     pace = f", pace {rate:.1f}/s" if isinstance(rate, (int, float)) else ""
+    batches = state.get("batches") or []
+    open_ = sum(1 for b in batches if not b.get("collected"))
+    provider = f", {len(batches)} provider batches ({open_} open)" if batches else ""
     return (
         f"nbagent.map: {state.get('done', 0)}/{state.get('total', 0)} done, "
         f"{counts['running']} running, {counts['waiting']} waiting, "
         f"{state.get('failed', 0)} failed, {state.get('retries_per_min', 0)} retries/min{pace}"
+        f"{provider}"
     )
 
 

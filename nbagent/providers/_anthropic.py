@@ -20,7 +20,7 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +37,7 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered, ContextOverflow
 from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
@@ -252,6 +253,20 @@ class AnthropicProvider(HTTPProvider):
                 `StreamInterrupted`, ...), which `classify` turns into the action.
         """
         content = self._encode(self.build_body(request))
+        async with self._open(self.url, content) as es, aclosing(self.read_events(es)) as parts:
+            async for part in parts:
+                yield part
+
+    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of a Messages answer read from its events: the live stream's, or a whole
+        message replayed as the events it would have streamed (`_whole_body`).
+
+        Args:
+            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+
+        Yields:
+            The answer's parts, in order, as the live stream's reader yields them.
+        """
         blocks: dict[int, _BlockState] = {}
         order: list[int] = []
         tool_calls = 0
@@ -261,7 +276,7 @@ class AnthropicProvider(HTTPProvider):
         response_id: str | None = None
         finished = False
         buf = PartBuffer()
-        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+        async with aclosing(es.batches()) as batches:
             async for batch in batches:
                 for event in batch:
                     if event.event == "ping":

@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any, Protocol
 
 import httpx
 
@@ -21,12 +21,32 @@ from ._http_errors import redact, request_id_from
 from ._limits import Limits, chunks_within, transport_error
 from ._sse import ServerSentEvent, SSEParser
 
-__all__ = ["EventStream"]
+__all__ = ["EventStream", "Events"]
 
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 # A blank line (the end of an SSE event) is two line terminators in a row.
 _BOUNDARY = re.compile(rb"\n\n|\n\r|\r\r")
+
+
+class Events(Protocol):
+    """What a wire format's reader reads an answer from: the events of a live stream
+    (`EventStream`), or a whole non-streamed body replayed as events (`_whole_body.WholeBody`),
+    so one reader gives one reading of both."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def request_id(self) -> str | None: ...
+
+    def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]: ...
+
+    def json(self, event: ServerSentEvent) -> dict[str, Any]: ...
+
+    def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted: ...
+
+    def interrupted(self, message: str) -> StreamInterrupted: ...
 
 
 class _BoundedStream(httpx.AsyncByteStream):

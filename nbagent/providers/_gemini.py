@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +39,7 @@ from ..errors import (
     StreamInterrupted,
 )
 from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
-from ._event_stream import EventStream
+from ._event_stream import Events
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
@@ -193,28 +193,45 @@ class GeminiProvider(HTTPProvider):
         """
         body = self.build_body(request)
         content = self._encode(body)
-        state = _State()
-        buf = PartBuffer()
         try:
-            async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
-                async for batch in batches:
-                    for event in batch:
-                        if not event.data.strip():
-                            continue
-                        data = es.json(event)
-                        if data.get("error"):
-                            for part in buf.take():  # what came before the error, for the record
-                                yield part
-                            raise error_from_payload(
-                                self.name, data, es.headers, secrets=self._secrets, model=self.model
-                            )
-                        self._read(data, state, buf, es)
-                    for part in buf.take():
-                        yield part
-                request_id = es.request_id
-                headers = es.headers
+            async with (
+                self._open(self.url, content) as es,
+                aclosing(self.read_events(es)) as parts,
+            ):
+                async for part in parts:
+                    yield part
         except ServerError as err:
             raise self._maybe_overflow(err, body) from None
+
+    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of a Gemini answer read from its chunks: the live stream's, or a whole
+        `GenerateContentResponse` (one chunk that is the whole answer, `_whole_body`).
+
+        Args:
+            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+
+        Yields:
+            The answer's parts, in order, as the live stream's reader yields them.
+        """
+        state = _State()
+        buf = PartBuffer()
+        async with aclosing(es.batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    if not event.data.strip():
+                        continue
+                    data = es.json(event)
+                    if data.get("error"):
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise error_from_payload(
+                            self.name, data, es.headers, secrets=self._secrets, model=self.model
+                        )
+                    self._read(data, state, buf, es)
+                for part in buf.take():
+                    yield part
+            request_id = es.request_id
+            headers = es.headers
         if state.finish is None:
             raise es.interrupted("the stream ended before a finishReason")
         turn = state.turn
@@ -237,7 +254,7 @@ class GeminiProvider(HTTPProvider):
             headers=headers,
         )
 
-    def _read(self, data: dict[str, Any], state: _State, buf: PartBuffer, es: EventStream) -> None:
+    def _read(self, data: dict[str, Any], state: _State, buf: PartBuffer, es: Events) -> None:
         """One chunk of the answer: its usage so far, its parts, its finish reason."""
         if isinstance(data.get("usageMetadata"), dict):
             state.usage = data["usageMetadata"]  # cumulative: the latest counts

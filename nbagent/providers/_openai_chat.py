@@ -8,7 +8,7 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,7 @@ from .._core._messages import (
 from ..errors import ContentFiltered
 from ._anthropic import decode_arguments
 from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
@@ -241,6 +242,20 @@ class OpenAIProvider(HTTPProvider):
                 `StreamInterrupted`, ...), which `classify` turns into the action.
         """
         content = self._encode(self.build_body(request))
+        async with self._open(self.url, content) as es, aclosing(self.read_events(es)) as parts:
+            async for part in parts:
+                yield part
+
+    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of a Chat Completions answer read from its chunks: the live stream's, or a
+        whole completion replayed as one chunk and `[DONE]` (`_whole_body`).
+
+        Args:
+            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+
+        Yields:
+            The answer's parts, in order, as the live stream's reader yields them.
+        """
         text: list[str] = []
         thinking: list[str] = []
         refusal: list[str] = []
@@ -252,7 +267,7 @@ class OpenAIProvider(HTTPProvider):
         response_id: str | None = None
         input_tokens = output_tokens = cache_read = 0
         buf = PartBuffer()
-        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+        async with aclosing(es.batches()) as batches:
             async for batch in batches:
                 for event in batch:
                     if event.data.strip() == "[DONE]":

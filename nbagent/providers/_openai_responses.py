@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +43,7 @@ from .._core._messages import (
 from ..errors import ContentFiltered
 from ._anthropic import decode_arguments
 from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
-from ._event_stream import EventStream
+from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
@@ -223,9 +223,23 @@ class ResponsesProvider(HTTPProvider):
                 `StreamInterrupted`, ...), which `classify` turns into the action.
         """
         content = self._encode(self.build_body(request))
+        async with self._open(self.url, content) as es, aclosing(self.read_events(es)) as parts:
+            async for part in parts:
+                yield part
+
+    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of a Responses answer read from its events: the live stream's, or a whole
+        response replayed as its terminal event (`_whole_body`).
+
+        Args:
+            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+
+        Yields:
+            The answer's parts, in order, as the live stream's reader yields them.
+        """
         state = _State()
         buf = PartBuffer()
-        async with self._open(self.url, content) as es, aclosing(es.batches()) as batches:
+        async with aclosing(es.batches()) as batches:
             async for batch in batches:
                 for event in batch:
                     if not event.data.strip() or event.data.strip() == "[DONE]":
@@ -249,7 +263,7 @@ class ResponsesProvider(HTTPProvider):
             raise es.interrupted("the stream ended before response.completed")
         yield self._finish(state, request_id, headers)
 
-    def _failure(self, kind: str, data: dict[str, Any], es: EventStream) -> Exception:
+    def _failure(self, kind: str, data: dict[str, Any], es: Events) -> Exception:
         if kind == "response.failed":
             response = data.get("response")
             error = response.get("error") if isinstance(response, dict) else None

@@ -1,0 +1,151 @@
+"""The bill before the batch: `map(..., dry_run=True)` sends nothing and says what it would cost.
+
+Input tokens are estimated the way the agent estimates them before it sends (about four
+characters a token, `_loop._estimate`), output tokens are bounded by `max_tokens` (the most each
+answer may cost), and both are priced with genai-prices' bundled data, live and through the
+provider's batch API (`_pricing.estimate_cost(batch=True)`). A model genai-prices does not know
+has no price (NaN, never a guess); a provider without a batch API has no batch price.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .._core._budget import Usage
+from .._core._messages import Message, TextBlock
+from .._loop._estimate import estimate_tokens
+from ..errors import ConfigError
+from ..providers._pricing import estimate_cost
+
+__all__ = ["ESTIMATE_COLUMNS", "BatchEstimate", "estimate"]
+
+ESTIMATE_COLUMNS = (
+    "prompt",
+    "input_tokens",
+    "max_output_tokens",
+    "cost_live_usd",
+    "cost_batch_usd",
+)
+"""The columns of `BatchEstimate.rows`, one row per prompt."""
+
+
+@dataclass
+class BatchEstimate:
+    """What a batch would cost, from `map(..., dry_run=True)`; nothing was sent.
+
+    `rows` has one row per prompt (the input's index): `prompt`, `input_tokens` (estimated),
+    `max_output_tokens` (the `max_tokens` bound), `cost_live_usd` and `cost_batch_usd` (the most
+    it may cost, live and through the batch API; NaN where there is no price). The totals are
+    the sums.
+
+    Attributes:
+        rows: One row per prompt, with the input's index (columns: `ESTIMATE_COLUMNS`).
+        model: The model whose prices these are ("anthropic:claude-haiku-4-5").
+        provider: Its provider ("anthropic").
+        has_batch_api: Whether the provider has a batch API (without one there is no batch
+            price: `cost_batch_usd` is NaN).
+    """
+
+    rows: pd.DataFrame
+    model: str
+    provider: str
+    has_batch_api: bool
+
+    @property
+    def input_tokens(self) -> int:
+        """The estimated input tokens of every prompt, together."""
+        return int(self.rows["input_tokens"].sum())
+
+    @property
+    def max_output_tokens(self) -> int:
+        """The most output tokens every answer together may take (`max_tokens` each)."""
+        return int(self.rows["max_output_tokens"].sum())
+
+    @property
+    def cost_live_usd(self) -> float:
+        """The most the batch may cost sent live (NaN when the model has no known price)."""
+        return _total(self.rows["cost_live_usd"])
+
+    @property
+    def cost_batch_usd(self) -> float:
+        """The most it may cost through the provider's batch API (NaN without one)."""
+        return _total(self.rows["cost_batch_usd"])
+
+    def summary(self) -> str:
+        """One line: prompts, tokens, and the most it may cost live and through the batch API.
+
+        Returns:
+            "3 prompts to demo: about 42 input tokens, at most 12,288 output tokens; ...".
+        """
+        n = len(self.rows)
+        live, batch = _money(self.cost_live_usd), _money(self.cost_batch_usd)
+        via = f"{batch} through the batch API" if self.has_batch_api else "no batch API"
+        return (
+            f"{n} prompts to {self.model}: about {self.input_tokens:,} input tokens, at most "
+            f"{self.max_output_tokens:,} output tokens; at most {live} live, {via} "
+            "(nothing was sent)"
+        )
+
+    def __repr__(self) -> str:
+        return f"BatchEstimate: {self.summary()}\n{self.rows!r}"
+
+    def _repr_html_(self) -> str:
+        table = self.rows._repr_html_()  # type: ignore[operator]
+        return f"<p><b>BatchEstimate</b>: {escape(self.summary())}</p>{table}"
+
+
+def _total(column: pd.Series[Any]) -> float:
+    values = column.to_numpy(dtype=float)
+    return math.nan if bool(np.isnan(values).any()) else float(values.sum())
+
+
+def _money(value: float) -> str:
+    return "an unknown price" if math.isnan(value) else f"${value:,.4f}"
+
+
+def estimate(
+    texts: list[str],
+    index: pd.Index[Any] | None,
+    *,
+    provider: Any,
+    model: str,
+    system: str | None,
+    max_tokens: int,
+    has_batch_api: bool,
+) -> BatchEstimate:
+    """The estimate of one request per prompt to `provider` (see the module docstring)."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
+    name, wire_model = provider.name, provider.model
+    tokens: list[int] = []
+    live: list[float] = []
+    batch: list[float] = []
+    prices: dict[int, tuple[float, float]] = {}
+    for text in texts:
+        n = estimate_tokens((Message("user", (TextBlock(text),)),), system)
+        tokens.append(n)
+        if n not in prices:
+            usage = Usage(input_tokens=n, output_tokens=max_tokens)
+            a = estimate_cost(name, wire_model, usage)
+            b = estimate_cost(name, wire_model, usage, batch=True) if has_batch_api else None
+            prices[n] = (math.nan if a is None else a, math.nan if b is None else b)
+        live.append(prices[n][0])
+        batch.append(prices[n][1])
+    rows = pd.DataFrame(
+        {
+            "prompt": pd.array(texts, dtype="string"),
+            "input_tokens": pd.array(tokens, dtype="Int64"),
+            "max_output_tokens": pd.array([max_tokens] * len(texts), dtype="Int64"),
+            "cost_live_usd": pd.array(live, dtype="float64"),
+            "cost_batch_usd": pd.array(batch, dtype="float64"),
+        }
+    )
+    if index is not None:
+        rows.index = index
+    return BatchEstimate(rows, model, name, has_batch_api)

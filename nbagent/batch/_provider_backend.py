@@ -1,0 +1,301 @@
+"""`backend="provider"`: a batch through the provider's own batch API, at half the price.
+
+    out = nbagent.map(df["review"], model="anthropic:claude-haiku-4-5", backend="provider",
+                      state="reviews.batch")
+
+The prompts go to Anthropic's Message Batches, OpenAI's or Azure's Batch API, or Gemini's batch
+mode (`demo`: the mock server's Message Batches), and come back as the same `BatchResult` as the
+other backends (`results` in prompt order with the input's index; `attempts` one row per item
+per submission, with its `batch_id`). The run itself is `_provider_run`; this module checks
+the options (before anything is sent), makes the state, and builds the result. A request is
+one user message: tools, budgets and fallback chains belong to live agents and are refused
+with a sentence. `resume(state)` picks a run up from its state file, in this process or
+another; `dry_run=True` is `estimate`, which sends nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .._core._clock import Clock, RealClock
+from .._core._retry import RetryPolicy
+from .._loop._args import ModelSpec, resolve_model_spec
+from ..errors import ConfigError
+from ..providers._batch_client import BatchClient
+from ..providers._batch_wire import BatchCaps
+from ..providers._batches import batch_client
+from ._frames import BatchResult
+from ._progress import BatchProgress
+from ._provider_rows import BatchRows
+from ._provider_run import DEFAULT_POLL, ItemCheck, ProviderRun, RunSettings
+from ._provider_state import ProviderState, default_state_path, new_tag
+from ._spec import BatchControl
+
+__all__ = [
+    "PROVIDER_OPTIONS",
+    "ProviderBatch",
+    "index_from_json",
+    "index_to_json",
+    "one_model",
+]
+
+PROVIDER_OPTIONS = frozenset(
+    {"api_key", "base_url", "max_tokens", "options", "clock", "log", "poll", "batch_caps"}
+)
+"""The keywords `backend="provider"` takes besides the batch's own options."""
+
+
+def index_to_json(index: pd.Index[Any] | None, n: int) -> Any:
+    """The input's index as JSON (None for positions 0..n-1), to rebuild it on a resume."""
+    if index is None or (isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(n))):
+        return None
+    kind = index.dtype.kind
+    if kind == "M":
+        values: list[Any] = [str(v) for v in index]
+    elif kind in "iuf":
+        values = index.tolist()
+    else:
+        values = [
+            v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+            for v in index.tolist()
+        ]
+    return {"values": values, "name": index.name, "datetime": kind == "M"}
+
+
+def index_from_json(doc: Any) -> pd.Index[Any] | None:
+    if not isinstance(doc, dict):
+        return None
+    values = doc.get("values") or []
+    if doc.get("datetime"):
+        dates: pd.Index[Any] = pd.DatetimeIndex(pd.to_datetime(values), name=doc.get("name"))
+        return dates
+    out: pd.Index[Any] = pd.Index(values, name=doc.get("name"))
+    return out
+
+
+def _poll(value: Any) -> tuple[float, float]:
+    if value is None:
+        return DEFAULT_POLL
+    ok = (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value)
+    )
+    if not ok:
+        raise ConfigError(
+            f"poll= takes (first, most) seconds between polls, e.g. poll=(5, 60), not {value!r}"
+        )
+    first, most = float(value[0]), float(value[1])
+    return first, max(first, most)
+
+
+def _caps(value: Any, client: BatchClient) -> BatchCaps:
+    if value is None:
+        return client.default_caps
+    if isinstance(value, BatchCaps):
+        return value
+    ok = (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    )
+    if not ok:
+        raise ConfigError(
+            f"batch_caps= takes (requests, bytes) per batch, e.g. (1000, 10_000_000), not {value!r}"
+        )
+    return BatchCaps(int(value[0]), int(value[1]))
+
+
+def _policy_doc(policy: RetryPolicy) -> dict[str, Any]:
+    doc = {
+        f.name: getattr(policy, f.name)
+        for f in dataclasses.fields(policy)
+        if f.init and not f.name.startswith("_")
+    }
+    if not isinstance(doc.get("jitter"), (str, int, float, type(None))):
+        doc["jitter"] = "full"  # a Jitter object: the default strategy on a resume
+    return doc
+
+
+def one_model(model: ModelSpec | Sequence[ModelSpec]) -> ModelSpec:
+    """The one model of a provider batch (a fallback chain is a live agent's)."""
+    if isinstance(model, (list, tuple)):
+        if len(model) != 1:
+            raise ConfigError(
+                "backend='provider' sends every prompt to one model's batch API: pass one "
+                "model, not a fallback chain."
+            )
+        first: ModelSpec = model[0]
+        return first
+    return model  # type: ignore[return-value]
+
+
+def _model_name(spec: ModelSpec, provider: Any) -> str:
+    if isinstance(spec, str):
+        return spec.strip()
+    return f"{provider.name}:{provider.model}"
+
+
+class ProviderBatch:
+    """A provider batch, prepared: options checked, client and state made, nothing sent."""
+
+    def __init__(
+        self,
+        *,
+        client: BatchClient,
+        state: ProviderState,
+        settings: RunSettings,
+        index: pd.Index[Any] | None,
+    ) -> None:
+        self.client, self.state, self.settings, self.index = client, state, settings, index
+        self.progress = BatchProgress(total=len(state.prompts), backend="provider")
+        self.progress.state_path = str(state.path)
+        self.control = BatchControl()
+        self.run_obj: ProviderRun | None = None
+
+    @classmethod
+    def from_options(
+        cls,
+        texts: list[str],
+        index: pd.Index[Any] | None,
+        *,
+        model: ModelSpec | Sequence[ModelSpec],
+        tools: Any,
+        system: str | None,
+        retry: RetryPolicy | None,
+        concurrency: int,
+        state: str | os.PathLike[str] | None,
+        agent_kwargs: dict[str, Any],
+        check: ItemCheck | None = None,
+    ) -> ProviderBatch:
+        spec = one_model(model)
+        if list(tools or ()):
+            raise ConfigError(
+                "backend='provider' sends each prompt as one request, so the model cannot call "
+                "tools: leave tools= out, or use backend='local'."
+            )
+        unknown = sorted(set(agent_kwargs) - PROVIDER_OPTIONS)
+        if unknown:
+            raise ConfigError(
+                f"{unknown[0]}= is not an option of backend='provider' (it takes "
+                f"{', '.join(sorted(PROVIDER_OPTIONS))}): leave it out, or use backend='local'."
+            )
+        max_tokens = agent_kwargs.get("max_tokens", 4096)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
+        options = agent_kwargs.get("options") or {}
+        if not isinstance(options, dict):
+            raise ConfigError("options= takes a dict of request fields, e.g. {'temperature': 0}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
+        clock = agent_kwargs.get("clock") or RealClock()
+        if not isinstance(clock, Clock):
+            raise ConfigError("clock= takes a clock such as nbagent.VirtualClock()")
+        provider = resolve_model_spec(
+            spec, api_key=agent_kwargs.get("api_key"), base_url=agent_kwargs.get("base_url")
+        )
+        client = batch_client(provider)
+        client.caps = _caps(agent_kwargs.get("batch_caps"), client)
+        tag = new_tag()
+        path = (
+            Path(state) if state is not None else default_state_path(tag, agent_kwargs.get("log"))
+        )
+        if path.exists():
+            raise ConfigError(
+                f"the batch state file {path} exists already: resume that batch with "
+                f"nbagent.batch.resume({str(path)!r}), or pass another state='...'."
+            )
+        policy = retry or RetryPolicy()
+        run_state = ProviderState(
+            path=path,
+            tag=tag,
+            model=_model_name(spec, provider),
+            provider=client.name,
+            base_url=getattr(provider, "base_url", None),
+            request={"system": system, "max_tokens": max_tokens, "options": options},
+            retry=_policy_doc(policy),
+            caps=[client.caps.max_requests, client.caps.max_bytes],
+            prompts=texts,
+            index=index_to_json(index, len(texts)),
+        )
+        settings = RunSettings(
+            system, max_tokens, dict(options), policy, clock, _poll(agent_kwargs.get("poll")), check
+        )
+        return cls(client=client, state=run_state, settings=settings, index=index)
+
+    @classmethod
+    def from_state(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        poll: tuple[float, float] | None = None,
+        check: ItemCheck | None = None,
+    ) -> ProviderBatch:
+        state = ProviderState.load(path)
+        provider = resolve_model_spec(
+            state.model, api_key=api_key, base_url=base_url or state.base_url
+        )
+        client = batch_client(provider, caps=BatchCaps(*state.caps))
+        policy = retry or RetryPolicy(**state.retry)
+        req = state.request
+        settings = RunSettings(
+            req.get("system"),
+            int(req.get("max_tokens") or 4096),
+            dict(req.get("options") or {}),
+            policy,
+            clock or RealClock(),
+            _poll(poll),
+            check,
+            resumed=True,
+        )
+        return cls(
+            client=client, state=state, settings=settings, index=index_from_json(state.index)
+        )
+
+    def announce(self) -> None:
+        """The first progress line: where the state is, and how to pick the batch up."""
+        print(
+            f"nbagent: {self.client.label} batch state in {self.state.path} "
+            f"(after a restart: nbagent.batch.resume({str(self.state.path)!r}))",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def run(self) -> BatchResult:
+        t0 = time.monotonic()
+        rows = BatchRows(
+            self.state.prompts,
+            model=self.client.provider.model,
+            max_attempts=self.settings.policy.max_attempts,
+            worker=f"{socket.gethostname()}:{os.getpid()}",
+            run_tag=self.state.tag,
+        )
+        run = self.run_obj = ProviderRun(
+            self.client, self.state, rows, self.settings, self.progress, self.control
+        )
+        try:
+            await run.run()
+        finally:
+            await self.client.provider.aclose()
+        return BatchResult(
+            results=rows.results(self.index),
+            attempts=rows.attempts(),
+            duration_s=time.monotonic() - t0,
+            limiter=f"{self.client.label} ({len(self.state.batches)} batches)",
+            backend="provider",
+            cancelled=self.control.cancelled,
+            state_path=str(self.state.path),
+        )

@@ -1,0 +1,561 @@
+"""Driving a provider batch run: create, poll, collect, resubmit, until every item has its row.
+
+Each batch record of the state (`_provider_state`) is driven by one task:
+
+    planned ──(its backoff)──> creating ──> running ──> ended ──> collected
+                                  │                                   │
+                                  └─(the create failed for good)─> failed   └─> a planned record
+                                                                             of the retryable items
+
+* **create** goes through the one attempt loop (`AttemptLoop`, the policy's attempts: 429,
+  5xx and timeouts retried, Retry-After honoured). A create whose answer never came may have
+  made a batch: before every create but the first (and before the first after a resume), the
+  provider's recent batches are looked through and the one this record made is adopted
+  (`BatchClient.adopt`), so a lost answer never makes a second batch.
+* **poll**: `retrieve` through the attempt loop, then a wait that grows from `poll[0]` to
+  `poll[1]` seconds (×1.5 a poll), never shorter than a Retry-After the provider sent.
+* **collect**: the results, streamed; each line is matched to its prompt by its custom id
+  (`<run>-<position>-<submission>`, never by its place in the file), read as a live answer is
+  (`BatchClient.read`), and its failure decided by the one `decide` (classify's table under the
+  retry policy). A download that breaks off is read again (lines already read count once). An
+  item the results do not mention gets what its batch's end says: expired, canceled, or the
+  batch's own failure.
+* **resubmit**: the items whose decision is "retry" go into a new record of the next
+  submission, after the policy's backoff for that submission; everything else is final, so
+  an answered item is never sent (or billed) again.
+
+Stopping (the view's Stop, `handle.cancel()`, Ctrl-C during `map`) cancels every batch at the
+provider, goes on polling until each has ended (at most `CANCEL_WAIT_S`) and collects what
+finished; nothing is resubmitted. Time is the injected clock's, so tests run in virtual time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._attempts import AttemptLoop
+from .._core._clock import Clock
+from .._core._decision import Decision, Failure, decide
+from .._core._retry import RetryPolicy
+from .._loop._stream import empty_reply
+from ..errors import (
+    Aborted,
+    NbAgentError,
+    ProviderError,
+    ServerError,
+    StreamInterrupted,
+    TransportError,
+)
+from ..events import Event
+from ..providers._anthropic_batch import expired_error
+from ..providers._batch_client import BatchClient
+from ..providers._batch_wire import BatchStatus, ItemResult
+from ._progress import BatchProgress
+from ._provider_rows import BatchRows
+from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
+from ._spec import BatchControl
+
+__all__ = ["CANCEL_WAIT_S", "DEFAULT_POLL", "ItemCheck", "ProviderRun", "RunSettings"]
+
+DEFAULT_POLL = (5.0, 60.0)
+"""Seconds between polls: the first wait, and the most it grows to."""
+POLL_GROWTH = 1.5
+CANCEL_WAIT_S = 900.0
+"""How long a stopped run waits for the provider to finish cancelling (OpenAI: up to 10 min)."""
+_AMBIGUOUS = (TransportError, ServerError, StreamInterrupted)  # the create may have arrived
+
+ItemCheck = Callable[[Any], Awaitable[None]]
+"""Checks a read answer before it is taken (structured outputs); raises to fail it."""
+
+
+@dataclass
+class RunSettings:
+    """How items are built and driven."""
+
+    system: str | None
+    max_tokens: int
+    options: dict[str, Any]
+    policy: RetryPolicy
+    clock: Clock
+    poll: tuple[float, float] = DEFAULT_POLL
+    check: ItemCheck | None = None
+    resumed: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class ProviderRun:
+    """One run over the state's batch records (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: BatchClient,
+        state: ProviderState,
+        rows: BatchRows,
+        settings: RunSettings,
+        progress: BatchProgress,
+        control: BatchControl,
+    ) -> None:
+        self.client, self.state, self.rows = client, state, rows
+        self.settings, self.progress, self.control = settings, progress, control
+        self.clock = settings.clock
+        self.policy = settings.policy
+        self.rng = self.policy.rng()
+        self.stopping = asyncio.Event()
+        self.stopped_at: float | None = None
+        self.creates = 0
+        self.adopted = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._empty: dict[int, int] = {}
+
+    # -- the whole run ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        if not self.state.batches:
+            self.plan(range(len(self.state.prompts)), 1)
+            self.state.save()  # before anything is sent
+        watcher = asyncio.ensure_future(self._watch_stop())
+        try:
+            for rec in list(self.state.batches):
+                self._spawn(rec)
+            while self._tasks:
+                done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    self._tasks.discard(task)
+                    task.result()  # a bug in nbagent surfaces here, not lost in a task
+        finally:
+            watcher.cancel()
+            for task in self._tasks:
+                task.cancel()
+        why = "the batch was stopped before this prompt was sent"
+        for pos, finished in enumerate(self.rows.done):
+            if not finished:
+                self.rows.final(pos, Aborted(why))
+                self.progress.mark(pos, "cancelled")
+        self.progress.changed(True)
+
+    def _spawn(self, rec: BatchRecord) -> None:
+        self._tasks.add(asyncio.ensure_future(self.drive(rec)))
+
+    async def _watch_stop(self) -> None:
+        await self.control.wait()
+        self.stopped_at = self.clock.now()
+        self.state.cancelled = True
+        self.stopping.set()
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait on the clock; a stop ends the wait early (a wait begun after it does not)."""
+        if seconds <= 0:
+            return
+        if self.stopping.is_set():
+            await self.clock.sleep(seconds)
+            return
+        sleep = asyncio.ensure_future(self.clock.sleep(seconds))
+        stop = asyncio.ensure_future(self.stopping.wait())
+        try:
+            await asyncio.wait({sleep, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for f in (sleep, stop):
+                f.cancel()
+
+    # -- planning ---------------------------------------------------------------------------
+
+    def items(self, rec: BatchRecord) -> Iterator[bytes]:
+        """The encoded items of a record, built from the prompts as the live request is."""
+        s, client = self.settings, self.client
+        for pos in rec.positions():
+            request = client.request(
+                self.state.prompts[pos],
+                system=s.system,
+                max_tokens=s.max_tokens,
+                options=s.options,
+            )
+            cid = custom_id(self.state.tag, pos, rec.submission)
+            yield client.item(cid, client.request_body(request))
+
+    def plan(self, positions: Any, submission: int, delay_s: float = 0.0) -> list[BatchRecord]:
+        """Records for `positions`, split so that none passes the provider's caps."""
+        caps, client = self.client.caps, self.client
+        probe = BatchRecord(0, "", submission, [], 0)
+        made: list[BatchRecord] = []
+        chunk: list[int] = []
+        size = 0
+
+        def close() -> None:
+            if chunk:
+                rec = self.state.add(submission, chunk, not_before=time.time() + delay_s)
+                rec.size = size
+                made.append(rec)
+
+        for pos in positions:
+            probe.items = [[pos, pos + 1]]
+            item = next(self.items(probe))
+            if len(item) + client.overhead(1) > caps.max_bytes:
+                err = _too_large(client, len(item), caps.max_bytes)
+                self.rows.failed(
+                    pos,
+                    submission,
+                    None,
+                    err,
+                    action="fail",
+                    started=self.clock.now(),
+                    ended=self.clock.now(),
+                )
+                self.progress.mark(pos, "failed")
+                continue
+            full = len(chunk) >= caps.max_requests
+            if full or size + len(item) + client.overhead(len(chunk) + 1) > caps.max_bytes:
+                close()
+                chunk, size = [], 0
+            chunk.append(pos)
+            size += len(item)
+        close()
+        return made
+
+    # -- one record -------------------------------------------------------------------------
+
+    async def drive(self, rec: BatchRecord) -> None:
+        if rec.step == "collected":
+            await self.collect(rec, await self.retrieve(rec), replay=True)
+            return
+        if rec.step == "failed":
+            self._fail_all(rec, _error_named(rec.error or "NbAgentError: it could not be created"))
+            return
+        if rec.step in ("planned", "creating"):
+            if not self.stopping.is_set():
+                await self._sleep(max(0.0, rec.not_before - time.time()))
+            if self.stopping.is_set() and rec.step == "planned":
+                return  # never sent: the run's end gives these rows `cancelled`
+            status = await self.create(rec)
+            if status is None:
+                return
+            self._show(rec, status)
+        status = await self.poll(rec)
+        if status is not None:
+            await self.collect(rec, status)
+
+    async def create(self, rec: BatchRecord) -> BatchStatus | None:
+        adopt_first = rec.step == "creating"  # a create may have been sent before a restart
+        rec.step = "creating"
+        if rec.create_began is None:
+            rec.create_began = time.time()
+        self.state.save()
+        size = rec.size if rec.size is not None else sum(len(b) for b in self.items(rec))
+
+        async def adopt() -> BatchStatus | None:
+            since = rec.create_began or time.time()
+            known = self.state.known_ids()
+            return await self.client.adopt(rec.tag, since=since, count=rec.count, known=known)
+
+        async def attempt(n: int) -> BatchStatus:
+            if n > 1 or adopt_first:
+                found = await adopt()
+                if found is not None:
+                    self.adopted += 1
+                    return found
+            self.creates += 1
+            return await self.client.create(
+                lambda: self.items(rec), count=rec.count, size=size, tag=rec.tag
+            )
+
+        try:
+            status = await self._loop("create").run(attempt)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            found = None
+            if isinstance(err, _AMBIGUOUS):  # it may have arrived: one more look
+                with contextlib.suppress(Exception):
+                    found = await adopt()
+            if found is None:
+                rec.step, rec.error = "failed", f"{type(err).__name__}: {err}"
+                self.state.save()
+                self._fail_all(rec, err)
+                return None
+            status = found
+        rec.id = status.id
+        rec.step = "ended" if status.phase == "ended" else "running"
+        self.state.save()
+        for pos in rec.positions():
+            self.progress.mark(pos, "running")
+        self.progress.changed()
+        return status
+
+    async def retrieve(self, rec: BatchRecord) -> BatchStatus:
+        assert rec.id is not None
+        batch_id = rec.id
+        return await self._loop("poll").run(lambda _n: self.client.retrieve(batch_id))
+
+    async def poll(self, rec: BatchRecord) -> BatchStatus | None:
+        first, most = self.settings.poll
+        delay = first
+        while True:
+            try:
+                status = await self.retrieve(rec)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # final (a 401, a batch that is gone): the rows say so
+                self._fail_all(rec, err, why="the batch can no longer be read")
+                return None
+            self._show(rec, status)
+            if status.phase == "ended":
+                break
+            if self.stopping.is_set():
+                if not rec.cancel_sent:
+                    with contextlib.suppress(ProviderError):
+                        status = await self.client.cancel(status.id)
+                    rec.cancel_sent = True
+                    self.state.save()
+                    self._show(rec, status)
+                    continue
+                assert self.stopped_at is not None
+                if self.clock.now() - self.stopped_at > CANCEL_WAIT_S:
+                    return None  # still cancelling: the state file can collect it later
+            if rec.step != status.phase:
+                rec.step = status.phase
+                self.state.save()
+            wait = max(delay, status.retry_after or 0.0)
+            info = self.progress.batches[rec.n]
+            info["next_poll_in"], info["next_poll_set"] = wait, time.monotonic()
+            await self._sleep(wait)
+            delay = min(most, delay * POLL_GROWTH)
+        rec.step = "ended"
+        self.state.save()
+        return status
+
+    # -- results ----------------------------------------------------------------------------
+
+    async def collect(self, rec: BatchRecord, status: BatchStatus, *, replay: bool = False) -> None:
+        members = set(rec.positions())
+        seen: set[int] = set()
+        started = self.progress.batches.get(rec.n, {}).get("created_at", self.clock.now())
+        retry: list[tuple[int, Decision]] = []
+        later = self._later(rec) if replay else set()
+
+        async def take(pos: int, item: ItemResult) -> None:
+            seen.add(pos)
+            decision = await self.outcome(rec, pos, item, started)
+            if decision is None:
+                return
+            again = decision.action == "retry" and (
+                pos in later if replay else not self.stopping.is_set()
+            )
+            self._decided(rec, pos, decision, again, started)
+            if again:
+                retry.append((pos, decision))
+
+        async def read_all(_n: int) -> None:
+            failure = status.failure
+            if failure is not None:
+                return
+            async with contextlib.aclosing(self.client.results(status)) as lines:
+                async for item in lines:
+                    parsed = parse_custom_id(self.state.tag, item.custom_id)
+                    if parsed is None or parsed[1] != rec.submission:
+                        continue
+                    pos = parsed[0]
+                    if pos in members and pos not in seen:
+                        await take(pos, item)
+                        if len(seen) % 1000 == 0:
+                            self.progress.changed()
+
+        try:
+            await self._loop("results").run(read_all)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            for pos in sorted(members - seen):
+                seen.add(pos)
+                self._decided(rec, pos, _final(err), False, started)
+        for pos in sorted(members - seen):
+            await take(pos, self._missing(status, pos, rec))
+        if retry and not replay:
+            delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
+            new = self.plan([p for p, _ in retry], rec.submission + 1, delay)
+            self.progress.resubmissions += len(new)
+        else:
+            new = []
+        rec.step = "collected"
+        self.state.save()  # the record collected and its follow-up planned: in one write
+        self.progress.batches.setdefault(rec.n, {})["collected"] = True
+        self.progress.changed()
+        for follow in new:
+            self._show_planned(follow)
+            self._spawn(follow)
+
+    def _later(self, rec: BatchRecord) -> set[int]:
+        out: set[int] = set()
+        for other in self.state.batches:
+            if other.submission > rec.submission:
+                out.update(other.positions())
+        return out
+
+    def _missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
+        cid = custom_id(self.state.tag, pos, rec.submission)
+        if status.failure is not None:
+            failure = getattr(self.client, "failure_error", None)
+            err = failure(status) if failure else ServerError(status.failure)
+            return ItemResult(cid, "errored", error=err if isinstance(err, ProviderError) else None)
+        counts = status.counts
+        if counts.get("expired") or "expired" in status.status.lower():
+            why = "the batch expired before this request was processed"
+            return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
+        if counts.get("canceled") or "cancel" in status.status.lower():
+            return ItemResult(cid, "canceled")
+        err = StreamInterrupted(
+            "the batch ended without a result for this request", provider=self.client.name
+        )
+        return ItemResult(cid, "errored", error=err)
+
+    async def outcome(
+        self, rec: BatchRecord, pos: int, item: ItemResult, started: float
+    ) -> Decision | None:
+        """Record a succeeded item (None), or the decision about a failed one."""
+        now = self.clock.now()
+        if item.kind == "succeeded":
+            try:
+                done = await self.client.read(item)
+                empty = empty_reply(done, self.client.name)
+                if empty is not None:
+                    raise empty
+                if self.settings.check is not None:
+                    await self.settings.check(done)
+            except ProviderError as err:
+                return self._decide(rec, pos, err)
+            self.rows.succeeded(pos, rec.submission, rec.id, done, started, now)
+            self.progress.mark(pos, "ok")
+            return None
+        if item.kind == "canceled":
+            return Decision("fail", Aborted("the batch was cancelled before this request ran"))
+        assert item.error is not None
+        return self._decide(rec, pos, item.error)
+
+    def _decide(self, rec: BatchRecord, pos: int, err: ProviderError) -> Decision:
+        empties = self._empty.get(pos, 0)
+        facts = Failure(err, rec.submission, empty_retries=empties)
+        decision = decide(facts, self.policy, rng=self.rng)
+        if decision.action == "retry" and type(err).__name__ == "EmptyResponse":
+            self._empty[pos] = empties + 1
+        return decision
+
+    def _decided(
+        self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float
+    ) -> None:
+        err, now = decision.error, self.clock.now()
+        plan = decision.plan
+        if again:
+            self.rows.failed(
+                pos,
+                rec.submission,
+                rec.id,
+                err,
+                action="retry",
+                started=started,
+                ended=now,
+                delay_s=plan.delay_s if plan else None,
+                policy_delay_s=plan.policy_delay_s if plan else None,
+            )
+            self.progress.mark(pos, "waiting")
+            return
+        if decision.action == "retry" and not isinstance(err, Aborted):
+            # retryable, but the run was stopped: the row says so, with what it had
+            err = Aborted(f"the batch was stopped before this request was sent again ({err})")
+        self.rows.failed(
+            pos,
+            rec.submission,
+            rec.id,
+            err,
+            action="fail",
+            started=started,
+            ended=now,
+            why=decision.why,
+        )
+        self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
+
+    def _fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
+        now = self.clock.now()
+        for pos in rec.positions():
+            if not self.rows.done[pos]:
+                self.rows.failed(
+                    pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
+                )
+                self.progress.mark(pos, "failed")
+        self.progress.changed()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _loop(self, what: str) -> AttemptLoop:
+        return AttemptLoop(
+            self.policy,
+            clock=self.clock,
+            emit=self._emit,
+            model=f"{self.client.name}:{what}",
+            provider=self.client.name,
+            rng=self.rng,
+        )
+
+    def _emit(self, event: Event) -> None:
+        if self.progress.count(event):
+            self.progress.changed()
+
+    def _show(self, rec: BatchRecord, status: BatchStatus) -> None:
+        info = self.progress.batches.setdefault(
+            rec.n, {"created_at": self.clock.now(), "seen_at": time.monotonic()}
+        )
+        if info.get("id") is None:  # created now (a planned record's dict was made before)
+            info["created_at"], info["seen_at"] = self.clock.now(), time.monotonic()
+        info.update(
+            n=rec.n,
+            id=status.id,
+            status=status.status,
+            phase=status.phase,
+            submission=rec.submission,
+            items=rec.count,
+            counts=dict(status.counts),
+        )
+        self.progress.changed()
+
+    def _show_planned(self, rec: BatchRecord) -> None:
+        self.progress.batches[rec.n] = {
+            "n": rec.n,
+            "id": None,
+            "status": "planned",
+            "phase": "planned",
+            "submission": rec.submission,
+            "items": rec.count,
+            "counts": {},
+            "created_at": self.clock.now(),
+            "seen_at": time.monotonic(),
+        }
+
+
+def _error_named(text: str) -> BaseException:
+    """The error a record's `error` ("Kind: message") names, rebuilt for its rows."""
+    from .. import errors
+
+    kind, _, message = text.partition(": ")
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, NbAgentError):
+        try:
+            return cls(message)
+        except TypeError:
+            pass
+    return NbAgentError(text)
+
+
+def _final(err: BaseException) -> Decision:
+    return Decision("fail", err)
+
+
+def _too_large(client: BatchClient, size: int, cap: int) -> ProviderError:
+    from ..errors import BadRequest
+
+    return BadRequest(
+        f"this request ({size} bytes) is larger than one {client.label} batch may be ({cap} bytes)",
+        provider=client.name,
+        code="request_too_large",
+    )

@@ -1,0 +1,231 @@
+"""What a provider batch must remember across a dead kernel: the state file (`state=`).
+
+The provider keeps working while nobody watches (a batch takes up to 24 hours), so what nbagent
+needs to pick its work up again is on disk before anything is polled: the prompts and their
+index, how each request was built (model, system prompt, `max_tokens`, options), the retry
+policy, and one record per batch (its tag, the items it holds as ranges of prompt positions, the
+submission it is, the provider's id once the create answered, and how far nbagent got with it).
+The custom ids are derived from those (`<the tag's random part>-<position>-<submission>`), so the
+map from a result line back to its prompt is in the file without being written out item by item.
+
+The file is JSON, replaced atomically (written beside, flushed, renamed over), so a kernel that
+dies mid-write leaves the previous state whole, never half a file. The prompts are encoded once
+and spliced into every write. A batch record goes through: planned → creating (the create call
+may have reached the provider: a resume looks for the batch before creating it again) → running
+→ ended → collected (its results are read and the retryable items are in a new planned record,
+in the same write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = [
+    "KIND",
+    "BatchRecord",
+    "ProviderState",
+    "custom_id",
+    "default_state_path",
+    "new_tag",
+    "parse_custom_id",
+    "ranges",
+    "unranges",
+]
+
+KIND = "nbagent.provider-batch"
+VERSION = 1
+
+
+def new_tag() -> str:
+    """A tag for one `map` call: `nb-<date>-<random>`, short enough for any provider's field."""
+    return f"nb-{time.strftime('%Y%m%d')}-{secrets.token_hex(4)}"
+
+
+def default_state_path(tag: str, log: Any = None) -> Path:
+    """Next to the durable log when `log=` names a file, else in the working directory."""
+    if isinstance(log, (str, os.PathLike)) and str(log) not in ("", ":memory:"):
+        path = Path(log)
+        return path.with_name(f"{path.stem}-{tag}.batch")
+    return Path.cwd() / f"nbagent-{tag}.batch"
+
+
+def custom_id(run: str, position: int, submission: int) -> str:
+    """The custom id (Anthropic, OpenAI) or key (Gemini) of a prompt in a submission of run
+    `run` (its tag): `<run's random part>-<position>-<submission>`, so a line of another run's
+    batch never passes for one of this run's."""
+    return f"{run.rsplit('-', 1)[-1]}-{position}-{submission}"
+
+
+def parse_custom_id(run: str, text: str) -> tuple[int, int] | None:
+    """(position, submission) of a custom id of run `run`, else None."""
+    prefix = run.rsplit("-", 1)[-1] + "-"
+    if not text.startswith(prefix):
+        return None
+    head, sep, tail = text[len(prefix) :].partition("-")
+    if not sep or not head.isdigit() or not tail.isdigit():
+        return None
+    return int(head), int(tail)
+
+
+def ranges(positions: Sequence[int]) -> list[list[int]]:
+    """Sorted positions as `[start, end)` runs: 100,000 consecutive prompts are one pair."""
+    out: list[list[int]] = []
+    for p in sorted(positions):
+        if out and out[-1][1] == p:
+            out[-1][1] = p + 1
+        else:
+            out.append([p, p + 1])
+    return out
+
+
+def unranges(runs: Sequence[Sequence[int]]) -> Iterator[int]:
+    for start, end in runs:
+        yield from range(start, end)
+
+
+@dataclass
+class BatchRecord:
+    """One batch of one submission, as the state file keeps it."""
+
+    n: int  # its number in this run (1, 2, ...)
+    tag: str  # what the provider's batch carries (metadata, display name)
+    submission: int  # 1 for the first send of its items, 2 for their first resubmission, ...
+    items: list[list[int]]  # prompt positions, as ranges
+    count: int
+    step: str = "planned"  # planned | creating | running | canceling | ended | collected | failed
+    id: str | None = None  # the provider's batch id, once known
+    not_before: float = 0.0  # wall time before which it is not created (the backoff)
+    create_began: float | None = None  # wall time of the first create call
+    cancel_sent: bool = False
+    error: str | None = None  # why it could not be created (kind: message)
+    size: int | None = None  # bytes of its items, as planned (the create's content-length)
+
+    def positions(self) -> Iterator[int]:
+        return unranges(self.items)
+
+
+@dataclass
+class ProviderState:
+    """The state of one provider batch run (see the module docstring)."""
+
+    path: Path
+    tag: str
+    model: str
+    provider: str
+    base_url: str | None
+    request: dict[str, Any]  # system, max_tokens, options
+    retry: dict[str, Any]
+    caps: list[int]
+    prompts: list[str]
+    index: Any  # the input's index as JSON (None: positions)
+    batches: list[BatchRecord] = field(default_factory=list)
+    cancelled: bool = False
+    started_wall: float = field(default_factory=time.time)
+    _prompts_json: str | None = field(default=None, repr=False)
+
+    # -- batches ----------------------------------------------------------------------------
+
+    def add(
+        self, submission: int, positions: Sequence[int], *, not_before: float = 0.0
+    ) -> BatchRecord:
+        n = len(self.batches) + 1
+        record = BatchRecord(
+            n,
+            f"{self.tag}-b{n}",
+            submission,
+            ranges(positions),
+            len(positions),
+            not_before=not_before,
+        )
+        self.batches.append(record)
+        return record
+
+    def known_ids(self) -> frozenset[str]:
+        return frozenset(b.id for b in self.batches if b.id)
+
+    # -- the file ---------------------------------------------------------------------------
+
+    def save(self) -> None:
+        """Replace the file atomically: a reader (or a restarted kernel) sees the old state or
+        the new one, never part of one."""
+        if self._prompts_json is None:
+            self._prompts_json = json.dumps(self.prompts, ensure_ascii=False)
+        head = {
+            "kind": KIND,
+            "version": VERSION,
+            "tag": self.tag,
+            "model": self.model,
+            "provider": self.provider,
+            "base_url": self.base_url,
+            "request": self.request,
+            "retry": self.retry,
+            "caps": self.caps,
+            "index": self.index,
+            "cancelled": self.cancelled,
+            "started_wall": self.started_wall,
+            "batches": [asdict(b) for b in self.batches],
+        }
+        text = json.dumps(head, ensure_ascii=False)[:-1] + f', "prompts": {self._prompts_json}}}'
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise ConfigError(
+                f"cannot write the batch state file {self.path} ({exc.strerror or exc}): "
+                "pass state='...' with a path in a folder you can write to."
+            ) from None
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ProviderState:
+        """The state in `path`; `ConfigError` for a file that is missing or not one."""
+        p = Path(path)
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(
+                f"no batch state file at {p}: pass the path the batch's first progress line "
+                "named (state='...')."
+            ) from None
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{p} is not a readable batch state file ({exc}).") from None
+        if not isinstance(doc, dict) or doc.get("kind") != KIND:
+            raise ConfigError(f"{p} is not an nbagent provider batch state file.")
+        if doc.get("version") != VERSION:
+            raise ConfigError(
+                f"{p} was written by another nbagent (state version {doc.get('version')!r}, "
+                f"this one reads {VERSION}): resume it with that version."
+            )
+        try:
+            state = cls(
+                path=p,
+                tag=str(doc["tag"]),
+                model=str(doc["model"]),
+                provider=str(doc["provider"]),
+                base_url=doc.get("base_url"),
+                request=dict(doc["request"]),
+                retry=dict(doc["retry"]),
+                caps=[int(c) for c in doc["caps"]],
+                prompts=[str(t) for t in doc["prompts"]],
+                index=doc.get("index"),
+                batches=[BatchRecord(**b) for b in doc["batches"]],
+                cancelled=bool(doc.get("cancelled")),
+                started_wall=float(doc.get("started_wall") or time.time()),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{p} is a damaged batch state file ({exc!r}).") from None
+        return state

@@ -1,0 +1,148 @@
+"""One provider's batch API, as the batch backend uses it: the seam between nbagent's batch
+runner and a wire format's batch endpoints.
+
+`BatchClient` is what each format's module fills in (`AnthropicBatches`, `OpenAIBatches` and
+`AzureBatches`, `GeminiBatches`): how one request becomes an item of the create payload, the
+create / retrieve / list / cancel calls, and the results as `ItemResult`s. What it shares is
+here: the item's request body is the live request's (`build_body` without the stream switch),
+and a succeeded item's answer is read by the live stream's reader (`_whole_body.read_whole`) and
+priced at the batch price. `_batches.batch_client(provider)` finds the client of a provider.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from typing import Any, ClassVar
+
+from .._core._messages import Message, TextBlock
+from ._base import Completed, ModelRequest
+from ._batch_wire import BatchCaps, BatchHTTP, BatchStatus, ItemResult, joined
+from ._http import HTTPProvider
+from ._pricing import estimate_cost
+from ._whole_body import read_whole
+
+__all__ = ["BatchClient", "Items"]
+
+Items = Callable[[], Iterable[bytes]]
+"""The encoded items of one batch, in order; called again for each attempt of a create."""
+
+_STREAM_KEYS = ("stream", "stream_options")
+
+
+class BatchClient:
+    """A provider's batch API. Subclasses set `wire` (the reader of an item's answer), `label`,
+    `caps` and `keeps_tag`, and implement the calls."""
+
+    wire: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    default_caps: ClassVar[BatchCaps] = BatchCaps(1, 1)
+    keeps_tag: ClassVar[bool] = True  # the batch carries nbagent's tag (metadata, display name)
+
+    def __init__(self, provider: HTTPProvider, *, caps: BatchCaps | None = None) -> None:
+        self.provider = provider
+        self.caps = caps or self.default_caps
+        self.http = BatchHTTP(provider)
+
+    @property
+    def name(self) -> str:
+        return self.provider.name
+
+    # -- items ----------------------------------------------------------------------------
+
+    def request(
+        self, prompt: str, *, system: str | None, max_tokens: int, options: dict[str, Any]
+    ) -> ModelRequest:
+        """The request of one prompt: one user message; no prompt-cache marks (a cache write
+        costs more than the prompt it would save, for requests answered once each)."""
+        message = Message("user", (TextBlock(prompt),))
+        return ModelRequest((message,), system, (), max_tokens, dict(options), cache=False)
+
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The live request's body, without the switch that asks for a stream."""
+        body: dict[str, Any] = self.provider.build_body(request)  # type: ignore[attr-defined]
+        for key in _STREAM_KEYS:
+            body.pop(key, None)
+        return body
+
+    def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
+        """One item of the create payload, encoded."""
+        raise NotImplementedError
+
+    def overhead(self, count: int) -> int:
+        """At most how many bytes the create payload holds besides its `count` items (its
+        framing and separators), for splitting under the size cap."""
+        return 256 + count
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
+        """Create a batch of `count` items (`size` bytes of items, framing not counted)
+        carrying `tag`."""
+        raise NotImplementedError
+
+    async def retrieve(self, batch_id: str) -> BatchStatus:
+        raise NotImplementedError
+
+    async def recent(self, since: float) -> list[BatchStatus]:
+        """The batches created since `since` (Unix seconds), newest first."""
+        raise NotImplementedError
+
+    async def cancel(self, batch_id: str) -> BatchStatus:
+        raise NotImplementedError
+
+    def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
+        """A batch's document as a `BatchStatus`."""
+        raise NotImplementedError
+
+    async def listed(self, url: str, cursor: str, since: float) -> list[BatchStatus]:
+        """The batches of a `{data, has_more, last_id}` listing (Anthropic's and OpenAI's),
+        newest first, page by page until one older than `since` (at most 20 pages of 100)."""
+        out: list[BatchStatus] = []
+        after: str | None = None
+        for _ in range(20):
+            doc, _ = await self.http.call("GET", url, params={"limit": 100, cursor: after})
+            data = doc.get("data")
+            found = data if isinstance(data, list) else []
+            page = [self.status(d) for d in found if isinstance(d, dict)]
+            out += page
+            oldest = page[-1].created_at if page else None
+            if not page or not doc.get("has_more") or (oldest is not None and oldest < since):
+                break
+            after = str(doc.get("last_id") or page[-1].id)
+        return out
+
+    def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
+        """The items' results of an ended batch, as they arrive (in any order)."""
+        raise NotImplementedError
+
+    async def adopt(
+        self, tag: str, *, since: float, count: int, known: frozenset[str]
+    ) -> BatchStatus | None:
+        """The batch a create whose answer was lost made, if it exists: the recent batch that
+        carries `tag` (and is not one of `known`)."""
+        for status in await self.recent(since):
+            if status.tag == tag and status.id not in known:
+                return status
+        return None
+
+    # -- answers --------------------------------------------------------------------------
+
+    async def read(self, result: ItemResult) -> Completed:
+        """A succeeded item's answer, read as a live answer is, priced at the batch price."""
+        completed = await read_whole(
+            self.provider,  # type: ignore[arg-type]
+            self.wire,
+            result.body,
+            request_id=result.request_id,
+        )
+        model = completed.model or self.provider.model
+        usage = completed.usage.with_cost(
+            estimate_cost(self.provider.name, model, completed.usage, batch=True)
+        )
+        return dataclasses.replace(completed, usage=usage)
+
+    @staticmethod
+    def body(parts: Callable[[], Iterable[bytes]]) -> Callable[[], AsyncIterator[bytes]]:
+        """A payload made of `parts()` as a body that can be sent again."""
+        return lambda: joined(parts())

@@ -1,0 +1,243 @@
+"""Gemini's batch mode (`models/{model}:batchGenerateContent`, `batches/{id}`), inline requests.
+
+Wire facts (python-genai `google/genai/batches.py` and `_transformers.py`; ai.google.dev
+`api/batch-api` and `gemini-api/docs/batch-api`): `POST {base}/v1beta/models/{m}:
+batchGenerateContent` with `{batch: {displayName, inputConfig: {requests: {requests: [{request,
+metadata: {key}}]}}}}` (inline, under 20 MB) answers an Operation `{name: "batches/…",
+metadata: {…the batch…}}`; `GET {base}/v1beta/batches/{id}`; `GET {base}/v1beta/batches
+?pageSize=&pageToken=` (`operations`, `nextPageToken`); `POST …/batches/{id}:cancel`. The batch's
+`state` is `BATCH_STATE_PENDING`, `_RUNNING`, `_SUCCEEDED`, `_FAILED`, `_CANCELLED` or
+`_EXPIRED` on the wire (the SDK shows `JOB_STATE_*`; both are read), `batchStats {requestCount,
+successfulRequestCount, failedRequestCount, pendingRequestCount}` (int64 as strings), and once
+done its `output`: `inlinedResponses.inlinedResponses`, each a `response`
+(`GenerateContentResponse`) or an `error` (`google.rpc.Status`) with the request's `metadata`
+(the SDK reads `metadata.output`, the REST docs `response`: both are read), or a
+`responsesFile` of JSON lines `{key, response | error}`. A job still pending after 48 h expires.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ..errors import InvalidResponse, ProviderError
+from ._batch_client import BatchClient, Items
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
+from ._gemini import GeminiProvider
+
+__all__ = ["STATUS", "GeminiBatches"]
+
+STATUS: dict[str, Phase] = {
+    "BATCH_STATE_UNSPECIFIED": "running",
+    "BATCH_STATE_PENDING": "running",
+    "BATCH_STATE_RUNNING": "running",
+    "BATCH_STATE_SUCCEEDED": "ended",
+    "BATCH_STATE_FAILED": "ended",
+    "BATCH_STATE_CANCELLED": "ended",
+    "BATCH_STATE_EXPIRED": "ended",
+}
+"""Gemini's batch states (on the wire), as nbagent reads them; `JOB_STATE_*` (the SDK's
+names) are read as the same."""
+
+GRPC_CODES: dict[int, tuple[int, str]] = {
+    1: (499, "CANCELLED"),
+    2: (500, "UNKNOWN"),
+    3: (400, "INVALID_ARGUMENT"),
+    4: (504, "DEADLINE_EXCEEDED"),
+    5: (404, "NOT_FOUND"),
+    6: (409, "ALREADY_EXISTS"),
+    7: (403, "PERMISSION_DENIED"),
+    8: (429, "RESOURCE_EXHAUSTED"),
+    9: (400, "FAILED_PRECONDITION"),
+    10: (409, "ABORTED"),
+    11: (400, "OUT_OF_RANGE"),
+    12: (501, "UNIMPLEMENTED"),
+    13: (500, "INTERNAL"),
+    14: (503, "UNAVAILABLE"),
+    15: (500, "DATA_LOSS"),
+    16: (401, "UNAUTHENTICATED"),
+}
+"""An item's (or a batch's) `google.rpc.Status` carries the canonical gRPC code, not an HTTP
+status: the HTTP status and status name that code maps to (google.rpc `code.proto`), so the
+error is classified as the same failure answered over HTTP would be."""
+
+MAX_RESULTS_BYTES = 1024 * 1024 * 1024
+"""Inline results arrive in the batch's own document: it may be read up to this size."""
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return 0
+
+
+class GeminiBatches(BatchClient):
+    """Gemini batch mode with inline requests."""
+
+    wire = "gemini"
+    label = "Gemini batch mode"
+    default_caps = BatchCaps(1_000_000, 20 * 1024 * 1024)
+
+    def __init__(self, provider: GeminiProvider, **kw: Any) -> None:
+        super().__init__(provider, **kw)
+        base = provider.base_url
+        if not base.endswith(("/v1beta", "/v1", "/v1alpha")):
+            base += "/v1beta"
+        self.base = base
+        self.model = provider.model.removeprefix("models/")
+
+    def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
+        return self.provider._encode({"request": body, "metadata": {"key": custom_id}})
+
+    def overhead(self, count: int) -> int:
+        return 256 + max(0, count - 1)
+
+    def _name(self, batch_id: str) -> str:
+        return batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
+
+    async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
+        head = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
+
+        def parts() -> Any:
+            yield b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":['
+            for i, item in enumerate(items()):
+                yield b"," + item if i else item
+            yield b"]}}}}"
+
+        framing = len(b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":[]}}}}')
+        length = framing + size + max(0, count - 1)
+        headers = {"content-type": "application/json", "content-length": str(length)}
+        url = f"{self.base}/models/{self.model}:batchGenerateContent"
+        doc, _ = await self.http.call("POST", url, content=self.body(parts), headers=headers)
+        return self.status(doc)
+
+    async def retrieve(self, batch_id: str) -> BatchStatus:
+        doc, wish = await self.http.call("GET", f"{self.base}/{self._name(batch_id)}")
+        return self.status(doc, retry_after=wish)
+
+    async def cancel(self, batch_id: str) -> BatchStatus:
+        await self.http.call("POST", f"{self.base}/{self._name(batch_id)}:cancel")
+        return await self.retrieve(batch_id)
+
+    async def recent(self, since: float) -> list[BatchStatus]:
+        out: list[BatchStatus] = []
+        token: str | None = None
+        for _ in range(20):
+            params = {"pageSize": 100, "pageToken": token}
+            doc, _ = await self.http.call("GET", f"{self.base}/batches", params=params)
+            found = doc.get("operations") or doc.get("batches") or []
+            page = [self.status(d) for d in found if isinstance(d, dict)]
+            out += page
+            token = doc.get("nextPageToken") if isinstance(doc.get("nextPageToken"), str) else None
+            oldest = min((s.created_at for s in page if s.created_at), default=None)
+            if not page or not token or (oldest is not None and oldest < since):
+                break
+        return out
+
+    def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else doc
+        assert isinstance(meta, dict)
+        name = doc.get("name") or meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidResponse("a batch without a name", provider=self.name)
+        word = str(meta.get("state") or "BATCH_STATE_UNSPECIFIED")
+        wire_word = word.replace("JOB_STATE_", "BATCH_STATE_")
+        phase: Phase = STATUS.get(wire_word, "running")
+        if doc.get("done") is True and phase == "running" and wire_word in STATUS:
+            phase = "ended"
+        stats = meta.get("batchStats") if isinstance(meta.get("batchStats"), dict) else {}
+        assert isinstance(stats, dict)
+        total = _int(stats.get("requestCount"))
+        ok, bad = _int(stats.get("successfulRequestCount")), _int(stats.get("failedRequestCount"))
+        pending = _int(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
+        counts = {
+            "processing": pending,
+            "succeeded": ok,
+            "errored": bad,
+            "expired": 0,
+            "canceled": 0,
+        }
+        if phase == "ended" and wire_word in ("BATCH_STATE_EXPIRED", "BATCH_STATE_CANCELLED"):
+            rest = "expired" if wire_word.endswith("EXPIRED") else "canceled"
+            counts[rest], counts["processing"] = pending, 0
+        tag = meta.get("displayName")
+        error = doc.get("error")
+        failure = None
+        if wire_word == "BATCH_STATE_FAILED":
+            failure = str(error.get("message")) if isinstance(error, dict) else "the batch failed"
+        return BatchStatus(
+            id=name,
+            phase=phase,
+            status=word,
+            counts=counts,
+            created_at=rfc3339(meta.get("createTime")),
+            tag=tag if isinstance(tag, str) else None,
+            failure=failure,
+            retry_after=retry_after,
+            doc=doc,
+        )
+
+    def failure_error(self, status: BatchStatus) -> Exception:
+        error = status.doc.get("error")
+        error = error if isinstance(error, dict) else {"message": status.failure}
+        return self.rpc_error(error)
+
+    def rpc_error(self, error: dict[str, Any]) -> ProviderError:
+        """The typed error of a `google.rpc.Status` (gRPC code) or an HTTP-style error."""
+        code = error.get("code")
+        http, name = 500, "INTERNAL"
+        if isinstance(code, int) and code in GRPC_CODES:
+            http, name = GRPC_CODES[code]
+        elif isinstance(code, int) and 400 <= code < 600:
+            http, name = code, str(error.get("status") or "")
+        body = {**error, "code": http, "status": error.get("status") or name}
+        return self.http.error(http, {"error": body})
+
+    async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
+        if status.failure is not None:
+            return
+        doc = status.doc
+        if not _output(doc):  # a status from a list: read the batch itself
+            url = f"{self.base}/{self._name(status.id)}"
+            doc, _ = await self.http.call("GET", url, max_bytes=MAX_RESULTS_BYTES)
+        output = _output(doc)
+        inline = output.get("inlinedResponses")
+        if isinstance(inline, dict):
+            responses = inline.get("inlinedResponses")
+            for entry in responses if isinstance(responses, list) else ():
+                if isinstance(entry, dict):
+                    meta = entry.get("metadata")
+                    key = meta.get("key") if isinstance(meta, dict) else None
+                    yield self._item(str(key or ""), entry)
+        file_name = output.get("responsesFile")
+        if isinstance(file_name, str) and file_name:
+            root = self.base.rsplit("/", 1)[0]
+            url = f"{root}/download/{self.base.rsplit('/', 1)[1]}/{file_name}:download?alt=media"
+            async for line in self.http.lines(url):
+                yield self._item(str(line.get("key") or ""), line)
+
+    def _item(self, key: str, entry: dict[str, Any]) -> ItemResult:
+        if isinstance(entry.get("response"), dict):
+            return ItemResult(key, "succeeded", body=entry["response"])
+        error = entry.get("error")
+        error = error if isinstance(error, dict) else {"message": "no response"}
+        return ItemResult(key, "errored", error=self.rpc_error(error))
+
+
+def _output(doc: dict[str, Any]) -> dict[str, Any]:
+    """Where a done batch's results are: the Operation's `response` (REST docs), the batch's
+    `output` under `metadata` (what the SDK reads), or `output` of a bare batch."""
+    meta = doc.get("metadata")
+    for holder in (
+        doc.get("response"),
+        meta.get("output") if isinstance(meta, dict) else None,
+        doc.get("output"),
+    ):
+        if isinstance(holder, dict) and ("inlinedResponses" in holder or "responsesFile" in holder):
+            return holder
+    return {}

@@ -1,0 +1,228 @@
+"""OpenAI's Batch API (`/v1/files` + `/v1/batches`), and Azure OpenAI's (a Global-Batch
+deployment).
+
+Wire facts (openai-python `resources/batches.py`, `resources/files.py`, `types/batch.py`,
+`types/batch_request_counts.py`): the input is a JSON-lines file uploaded with `POST /v1/files`
+(multipart, `purpose=batch`), one line per request `{custom_id, method: "POST", url, body}`; then
+`POST /v1/batches` `{input_file_id, endpoint, completion_window: "24h", metadata}` (at most
+50,000 requests, 200 MB); `GET /v1/batches/{id}`, `GET /v1/batches?limit=&after=`, `POST
+.../{id}/cancel`. `status` is `validating`, `failed`, `in_progress`, `finalizing`,
+`completed`, `expired`, `cancelling` or `cancelled` (two l's); `request_counts {total,
+completed, failed}`; `output_file_id` and `error_file_id` hold lines `{id, custom_id, response:
+{status_code, request_id, body} | null, error: {code, message} | null}` in any order. On expiry
+the unfinished lines are in the error file as `batch_expired` while the finished ones stay
+(billed) in the output file; a batch whose every line failed can be `completed` with no output
+file; too many enqueued tokens is a batch that goes to `failed` with `errors.data[].code
+token_limit_exceeded`, not an HTTP error (openai-python#2084).
+
+Azure (learn.microsoft.com, "Getting started with Azure OpenAI global batch deployments"): the
+same calls under the resource's endpoint (`/openai/files`, `/openai/batches`, dated with
+`api-version` or the v1 paths), lines with `url: /chat/completions` and the deployment as the
+body's `model`, the key in `api-key`.
+"""
+
+from __future__ import annotations
+
+import secrets as _secrets
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ..errors import InvalidResponse, RateLimited
+from ._anthropic_batch import expired_error
+from ._azure import AzureChatProvider
+from ._batch_client import BatchClient, Items
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase
+from ._http import HTTPProvider
+from ._limits import json_int
+from ._openai_responses import ResponsesProvider
+
+__all__ = ["STATUS", "TAG_KEY", "AzureBatches", "OpenAIBatches"]
+
+STATUS: dict[str, Phase] = {
+    "validating": "running",
+    "in_progress": "running",
+    "finalizing": "running",
+    "cancelling": "canceling",
+    "completed": "ended",
+    "failed": "ended",
+    "expired": "ended",
+    "cancelled": "ended",
+}
+"""OpenAI's (and Azure's) batch `status` words, as nbagent reads them (two l's in
+`cancelling` / `cancelled`)."""
+
+TAG_KEY = "nbagent_tag"
+"""The metadata key that carries nbagent's tag on each batch it creates."""
+_RATE_CODES = frozenset({"token_limit_exceeded", "rate_limit_exceeded"})
+
+
+class OpenAIBatches(BatchClient):
+    """The Batch API of OpenAI (Chat Completions or Responses items)."""
+
+    wire = "openai"
+    label = "OpenAI Batch API"
+    default_caps = BatchCaps(50_000, 200 * 1024 * 1024)
+
+    def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
+        super().__init__(provider, **kw)
+        responses = isinstance(provider, ResponsesProvider)
+        self.wire = "openai-responses" if responses else "openai"  # type: ignore[misc]
+        self.endpoint = "/v1/responses" if responses else "/v1/chat/completions"
+
+    def url(self, path: str) -> str:
+        return f"{self.provider.base_url}/{path}"
+
+    def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
+        line = {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
+        return self.provider._encode(line) + b"\n"
+
+    def overhead(self, count: int) -> int:
+        return 0  # the file's bytes are the lines (the cap is on the file)
+
+    async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
+        boundary = f"nbagent-{_secrets.token_hex(12)}"
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{tag}.jsonl"\r\nContent-Type: application/jsonl\r\n\r\n'
+        ).encode()
+        tail = f"\r\n--{boundary}--\r\n".encode()
+
+        def parts() -> Any:
+            yield head
+            yield from items()
+            yield tail
+
+        headers = {
+            "content-type": f"multipart/form-data; boundary={boundary}",
+            "content-length": str(len(head) + size + len(tail)),
+        }
+        upload, _ = await self.http.call(
+            "POST", self.url("files"), content=self.body(parts), headers=headers
+        )
+        file_id = upload.get("id")
+        if not isinstance(file_id, str) or not file_id:
+            raise InvalidResponse("the file upload answered without an id", provider=self.name)
+        body = {
+            "input_file_id": file_id,
+            "endpoint": self.endpoint,
+            "completion_window": "24h",
+            "metadata": {TAG_KEY: tag},
+        }
+        doc, _ = await self.http.call("POST", self.url("batches"), json_body=body)
+        return self.status(doc)
+
+    async def retrieve(self, batch_id: str) -> BatchStatus:
+        doc, wish = await self.http.call("GET", self.url(f"batches/{batch_id}"))
+        return self.status(doc, retry_after=wish)
+
+    async def cancel(self, batch_id: str) -> BatchStatus:
+        doc, _ = await self.http.call("POST", self.url(f"batches/{batch_id}/cancel"))
+        return self.status(doc)
+
+    async def recent(self, since: float) -> list[BatchStatus]:
+        return await self.listed(self.url("batches"), "after", since)
+
+    def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
+        batch_id = doc.get("id")
+        if not isinstance(batch_id, str) or not batch_id:
+            raise InvalidResponse("a batch without an id", provider=self.name)
+        word = str(doc.get("status") or "")
+        phase = STATUS.get(word, "running")
+        raw = doc.get("request_counts")
+        rc = raw if isinstance(raw, dict) else {}
+        total = json_int(rc.get("total")) or 0
+        done = json_int(rc.get("completed")) or 0
+        failed = json_int(rc.get("failed")) or 0
+        rest = max(0, total - done - failed)
+        counts = {
+            "processing": 0,
+            "succeeded": done,
+            "errored": failed,
+            "expired": 0,
+            "canceled": 0,
+        }
+        rest_is = {"expired": "expired", "cancelled": "canceled"}.get(word, "processing")
+        if phase != "ended" or word in ("expired", "cancelled"):
+            counts[rest_is] = rest
+        meta = doc.get("metadata")
+        tag = meta.get(TAG_KEY) if isinstance(meta, dict) else None
+        created = doc.get("created_at")
+        return BatchStatus(
+            id=batch_id,
+            phase=phase,
+            status=word or "unknown",
+            counts=counts,
+            created_at=float(created) if isinstance(created, (int, float)) else None,
+            tag=tag if isinstance(tag, str) else None,
+            failure=_failure(doc) if word == "failed" else None,
+            retry_after=retry_after,
+            doc=doc,
+        )
+
+    async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
+        if status.failure is not None:
+            return  # nothing ran: the runner gives every item the batch's failure
+        for key in ("output_file_id", "error_file_id"):
+            file_id = status.doc.get(key)
+            if isinstance(file_id, str) and file_id:
+                url = self.url(f"files/{file_id}/content")
+                async for line in self.http.lines(url):
+                    yield self._item(line)
+
+    def failure_error(self, status: BatchStatus) -> Exception:
+        """The error every item of a batch that failed as a whole gets."""
+        errors = status.doc.get("errors")
+        data = errors.get("data") if isinstance(errors, dict) else None
+        first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+        code = str(first.get("code") or "batch_failed")
+        payload = {"error": {"code": code, "message": status.failure or code}}
+        if code in _RATE_CODES:  # the provider's queue is full: later, it takes the batch
+            return RateLimited(status.failure or code, provider=self.name, code=code)
+        return self.http.error(400, payload)
+
+    def _item(self, line: dict[str, Any]) -> ItemResult:
+        cid = str(line.get("custom_id") or "")
+        response = line.get("response")
+        error = line.get("error")
+        if isinstance(response, dict):
+            code = json_int(response.get("status_code")) or 0
+            rid = (
+                response.get("request_id") if isinstance(response.get("request_id"), str) else None
+            )
+            if 200 <= code < 300:
+                return ItemResult(cid, "succeeded", body=response.get("body"), request_id=rid)
+            err = self.http.error(code or 500, response.get("body"))
+            return ItemResult(cid, "errored", error=err, request_id=rid)
+        err_doc = error if isinstance(error, dict) else {}
+        word = str(err_doc.get("code") or "")
+        message = str(err_doc.get("message") or word or "no response")
+        if word == "batch_expired":
+            return ItemResult(cid, "expired", error=expired_error(self.name, message))
+        if word in ("batch_cancelled", "batch_canceled"):
+            return ItemResult(cid, "canceled")
+        return ItemResult(cid, "errored", error=self.http.error(500, {"error": err_doc}))
+
+
+def _failure(doc: dict[str, Any]) -> str:
+    errors = doc.get("errors")
+    data = errors.get("data") if isinstance(errors, dict) else None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        first = data[0]
+        message = str(first.get("message") or first.get("code") or "")
+        return f"{message} ({first['code']})" if first.get("code") else message
+    return "the batch failed"
+
+
+class AzureBatches(OpenAIBatches):
+    """Azure OpenAI's Batch API: a Global-Batch deployment under the resource's endpoint."""
+
+    label = "Azure OpenAI Batch API"
+
+    def __init__(self, provider: AzureChatProvider, **kw: Any) -> None:
+        super().__init__(provider, **kw)
+        self.endpoint = "/chat/completions"
+        self._azure = provider
+
+    def url(self, path: str) -> str:
+        return self._azure._azure_url(path, path)
