@@ -77,6 +77,7 @@ RETRIED = [
     "504",
     "close",
     "drop_after_tokens=3",
+    "cut_after_done",
     "malformed",
     "empty",
     "stall=1.5",

@@ -15,7 +15,9 @@ instead, in order and at their recorded pace, and names a request that does not 
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
 ``402``, ``403``, ``404``, ``408``, ``409``, ``413``, ``overflow``, ``close``,
-``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``empty``, ``slow=S``; any of them takes
+``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``no_finish_reason`` (the end marker with no
+finish reason, then a clean end), ``cut_after_done`` (the end marker with no finish reason after a
+few deltas, then a body broken off), ``empty``, ``slow=S``; any of them takes
 ``should_retry=true|false``. In Gemini's format ``429`` is a per-minute quota whose wait is in the
 body (``RetryInfo``), ``quota`` a per-day quota, and ``529`` a 503 ``UNAVAILABLE``.
 """

@@ -365,6 +365,8 @@ class AnthropicProvider(HTTPProvider):
                     yield part
                 if finished:
                     break
+            if finished and stop_reason is None:
+                await es.read_past_end(batches, "message_stop", "stop_reason")
             request_id = es.request_id
             headers = es.headers
         if not finished:
@@ -388,6 +390,9 @@ class AnthropicProvider(HTTPProvider):
                 headers=headers,
             )
         out_blocks = [b for b in (blocks[i].finish() for i in order) if b is not None]
+        note = ""
+        if stop_reason is None:  # a clean end after message_stop (a cut one failed above)
+            note = "the stream ended with message_stop but no stop_reason; read as end_turn"
         yield self._completed(
             out_blocks,
             _STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
@@ -399,4 +404,5 @@ class AnthropicProvider(HTTPProvider):
             request_id=request_id,
             response_id=response_id,
             headers=headers,
+            note=note,
         )

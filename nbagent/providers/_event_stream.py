@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -159,6 +159,29 @@ class EventStream:
 
     def interrupted(self, message: str) -> StreamInterrupted:
         return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
+
+    async def read_past_end(
+        self, batches: AsyncIterator[list[ServerSentEvent]], end: str, reason: str
+    ) -> None:
+        """Read the body to its end after the stream's end marker (`end`) when no `reason`
+        (the finish reason) came before it; `StreamInterrupted` when the body breaks off there.
+
+        A server that leaves the reason out and closes cleanly has finished. A server that cuts
+        a stream may send the end marker first and then break the body off: llama-cpp-python's
+        server, whose `interrupt_requests` (on by default) ends a running stream with
+        `data: [DONE]` when another request arrives and then drops the connection before the
+        chunked body is complete. That answer is cut: the error makes the attempt fail, so its
+        partial text is discarded and the request is sent again. What follows the end marker is
+        not read as events.
+        """
+        try:
+            async for _ in batches:
+                pass
+        except ProviderError as err:
+            raise self.interrupted(
+                f"the connection broke after {end} with no {reason} before it: "
+                f"the answer was cut ({err.message})"
+            ) from None
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         """The events, a list per network read: what arrived together is parsed together, so

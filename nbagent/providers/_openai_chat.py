@@ -286,6 +286,8 @@ class OpenAIProvider(HTTPProvider):
                     yield part
                 if done:
                     break
+            if done and finish is None:
+                await es.read_past_end(batches, "data: [DONE]", "finish_reason")
             request_id = es.request_id
             headers = es.headers
         if not done:
@@ -295,7 +297,8 @@ class OpenAIProvider(HTTPProvider):
             if not (text or calls or refusal):
                 raise es.interrupted("the stream ended without a finish_reason")
             # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
-            # name a finish reason: [DONE] after content is a complete stream, read as "stop".
+            # name a finish reason: [DONE] after content, then a clean end of the body, is a
+            # complete stream, read as "stop" (a body broken off after it was cut, above).
             finish = "stop"
             note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
         if finish == "content_filter" or refusal:
