@@ -149,7 +149,8 @@ class ToolCallDelta(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class AttemptSucceeded(Event):
-    """An attempt got its answer: the row of the attempt log with outcome `ok`."""
+    """An attempt got its answer: the row of the attempt log with outcome `ok`. `status_code`
+    is the HTTP status the answer came with (200), None when it did not come over HTTP."""
 
     phase: AttemptPhase
     attempt: int
@@ -165,6 +166,7 @@ class AttemptSucceeded(Event):
     cost_usd: float | None = None
     stop_reason: str | None = None
     message: str = ""  # what the reading of the reply had to assume ("no finish_reason: stop")
+    status_code: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

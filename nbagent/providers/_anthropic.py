@@ -369,6 +369,7 @@ class AnthropicProvider(HTTPProvider):
                 await es.read_past_end(batches, "message_stop", "stop_reason")
             request_id = es.request_id
             headers = es.headers
+            status = es.status_code
         if not finished:
             raise es.interrupted("the stream ended before message_stop")
         if stop_reason == "model_context_window_exceeded":
@@ -405,4 +406,5 @@ class AnthropicProvider(HTTPProvider):
             response_id=response_id,
             headers=headers,
             note=note,
+            status_code=status,
         )

@@ -87,6 +87,7 @@ class Completed:
     response_id: str | None = None  # the provider's id of this reply (msg_…, chatcmpl-…, resp_…)
     headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers, for pacing
     note: str = ""  # what reading the stream had to assume (a server that left a field out)
+    status_code: int | None = None  # the HTTP status the answer came with (None: not over HTTP)
 
 
 StreamPart = TextPart | ThinkingPart | ToolCallPart | Completed

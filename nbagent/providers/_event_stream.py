@@ -116,6 +116,11 @@ class EventStream:
         return self.response.headers
 
     @property
+    def status_code(self) -> int:
+        """The HTTP status of the answer (a 2xx), for the attempt log."""
+        return self.response.status_code
+
+    @property
     def request_id(self) -> str | None:
         return request_id_from(self.response.headers, secrets=self.secrets)
 

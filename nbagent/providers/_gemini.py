@@ -179,6 +179,7 @@ class GeminiProvider(HTTPProvider):
                         yield part
                 request_id = es.request_id
                 headers = es.headers
+                status = es.status_code
         except ServerError as err:
             raise self._maybe_overflow(err, body) from None
         if state.finish is None:
@@ -201,6 +202,7 @@ class GeminiProvider(HTTPProvider):
             request_id=request_id,
             response_id=state.response_id if state.named else None,
             headers=headers,
+            status_code=status,
         )
 
     def _read(self, data: dict[str, Any], state: _State, buf: PartBuffer, es: EventStream) -> None:

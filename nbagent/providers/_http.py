@@ -339,6 +339,7 @@ class HTTPProvider:
         response_id: str | None = None,
         headers: Mapping[str, str] | None = None,
         note: str = "",
+        status_code: int | None = None,
     ) -> Completed:
         """The one `Completed` of a stream: the message, usage priced with genai-prices (input
         counts cached tokens too, as every provider's total does), the rate-limit headers."""
@@ -359,6 +360,7 @@ class HTTPProvider:
             model=answered,
             headers=kept_headers(headers or {}, self._secrets),
             note=note,
+            status_code=status_code,
         )
 
     def _refusal(

@@ -290,6 +290,7 @@ class OpenAIProvider(HTTPProvider):
                 await es.read_past_end(batches, "data: [DONE]", "finish_reason")
             request_id = es.request_id
             headers = es.headers
+            status = es.status_code
         if not done:
             raise es.interrupted("the stream ended before data: [DONE]")
         note = ""
@@ -337,6 +338,7 @@ class OpenAIProvider(HTTPProvider):
             response_id=response_id,
             headers=headers,
             note=note,
+            status_code=status,
         )
 
     @staticmethod

@@ -215,9 +215,10 @@ class ResponsesProvider(HTTPProvider):
                     break
             request_id = es.request_id
             headers = es.headers
+            status = es.status_code
         if state.end is None:
             raise es.interrupted("the stream ended before response.completed")
-        yield self._finish(state, request_id, headers)
+        yield self._finish(state, request_id, headers, status)
 
     def _failure(self, kind: str, data: dict[str, Any], es: EventStream) -> Exception:
         if kind == "response.failed":
@@ -298,7 +299,7 @@ class ResponsesProvider(HTTPProvider):
         return items
 
     def _finish(
-        self, state: _State, request_id: str | None, headers: Mapping[str, str]
+        self, state: _State, request_id: str | None, headers: Mapping[str, str], status: int
     ) -> Completed:
         response = state.response
         details = response.get("incomplete_details")
@@ -364,4 +365,5 @@ class ResponsesProvider(HTTPProvider):
             request_id=request_id,
             response_id=response.get("id") if isinstance(response.get("id"), str) else None,
             headers=headers,
+            status_code=status,
         )
