@@ -61,17 +61,21 @@ def test_the_dark_values_are_switched_on_in_jupyterlab_dark_and_a_dark_exported_
 
 
 def test_wait_stripes_are_the_palettes_colours() -> None:
-    # the hatched waits mix their own colour with transparency, in either theme
-    for selector, variable in (
-        ("}\n\n.nb-wait {", "--nb-wait"),
-        ("}\n\n.nb-wait.nb-server-wish {", "--nb-wish"),
-        ("}\n\n.nb-wait.nb-paced {", "--nb-paced"),
+    # the hatched waits mix their own colour (--nb-stripe) with transparency, in either theme,
+    # the face as transparent as the static figures' swatch
+    base = block("*/\n.nb-wait")  # the rule itself, not one it shares with the bars
+    mixed = set(re.findall(r"color-mix\(in srgb, var\((--nb-[\w-]+)\)", base))
+    assert mixed == {"--nb-stripe"} and "rgba(" not in base
+    for selector, variable, swatch in (
+        ("*/\n.nb-wait", "--nb-wait", "backoff"),
+        ("\n.nb-wait.nb-server-wish", "--nb-wish", "retry_after"),
+        ("\n.nb-wait.nb-paced", "--nb-paced", "paced"),
     ):
-        begin = CSS.index(selector) + len(selector)  # the rule itself, not a shared one
-        rule = CSS[begin : CSS.index("}", begin)]
-        mixed = set(re.findall(r"color-mix\(in srgb, var\((--nb-[\w-]+)\)", rule))
-        assert mixed == {variable}, (selector, mixed)
-        assert "rgba(" not in rule
+        rule = block(selector)
+        assert f"--nb-stripe: var({variable});" in rule, selector
+        assert f"--nb-stripe-text: var({variable}-text);" in rule, selector
+        face = re.search(r"--nb-stripe-face: (\d+)%;", rule)
+        assert face is not None and int(face.group(1)) / 100 == SWATCHES[swatch].face_alpha
 
 
 def test_the_widgets_legend_is_the_palettes_legend() -> None:
