@@ -365,13 +365,10 @@ class AnthropicProvider(HTTPProvider):
                     yield part
                 if finished:
                     break
-            if finished and stop_reason is None:
-                await es.read_past_end(batches, "message_stop", "stop_reason")
-            request_id = es.request_id
-            headers = es.headers
-            status = es.status_code
-        if not finished:
-            raise es.interrupted("the stream ended before message_stop")
+            await es.end(
+                batches, end=("message_stop", finished), reason=("stop_reason", stop_reason)
+            )
+            request_id, headers, status = es.request_id, es.headers, es.status_code
         if stop_reason == "model_context_window_exceeded":
             raise self._refusal(
                 ContextOverflow,

@@ -165,26 +165,38 @@ class EventStream:
     def interrupted(self, message: str) -> StreamInterrupted:
         return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
 
-    async def read_past_end(
-        self, batches: AsyncIterator[list[ServerSentEvent]], end: str, reason: str
+    async def end(
+        self,
+        batches: AsyncIterator[list[ServerSentEvent]],
+        *,
+        end: tuple[str, bool],
+        reason: tuple[str, str | None],
     ) -> None:
-        """Read the body to its end after the stream's end marker (`end`) when no `reason`
-        (the finish reason) came before it; `StreamInterrupted` when the body breaks off there.
+        """Check the end of a stream read up to its end marker: `end` is its name and whether
+        it came, `reason` the finish reason's field and its value (None: never sent).
 
-        A server that leaves the reason out and closes cleanly has finished. A server that cuts
-        a stream may send the end marker first and then break the body off: llama-cpp-python's
-        server, whose `interrupt_requests` (on by default) ends a running stream with
-        `data: [DONE]` when another request arrives and then drops the connection before the
-        chunked body is complete. That answer is cut: the error makes the attempt fail, so its
-        partial text is discarded and the request is sent again. What follows the end marker is
-        not read as events.
+        No end marker: `StreamInterrupted` (the stream was cut before it). An end marker with
+        no finish reason before it: the body is read to its end, since two kinds of server
+        send that. One that leaves the reason out and closes cleanly has finished. One that
+        cuts a stream may send the end marker first and then break the body off:
+        llama-cpp-python's server, whose `interrupt_requests` (on by default) ends a running
+        stream with `data: [DONE]` when another request arrives and then drops the connection
+        before the chunked body is complete. That answer was cut: `StreamInterrupted`, so the
+        attempt fails, its partial text is discarded and the request is sent again. What
+        follows the end marker is not read as events; with the reason seen it is not read.
         """
+        marker, seen = end
+        field, value = reason
+        if not seen:
+            raise self.interrupted(f"the stream ended before {marker}")
+        if value is not None:
+            return
         try:
             async for _ in batches:
                 pass
         except ProviderError as err:
             raise self.interrupted(
-                f"the connection broke after {end} with no {reason} before it: "
+                f"the connection broke after {marker} with no {field} before it: "
                 f"the answer was cut ({err.message})"
             ) from None
 

@@ -286,13 +286,8 @@ class OpenAIProvider(HTTPProvider):
                     yield part
                 if done:
                     break
-            if done and finish is None:
-                await es.read_past_end(batches, "data: [DONE]", "finish_reason")
-            request_id = es.request_id
-            headers = es.headers
-            status = es.status_code
-        if not done:
-            raise es.interrupted("the stream ended before data: [DONE]")
+            await es.end(batches, end=("data: [DONE]", done), reason=("finish_reason", finish))
+            request_id, headers, status = es.request_id, es.headers, es.status_code
         note = ""
         if finish is None:
             if not (text or calls or refusal):
