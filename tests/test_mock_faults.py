@@ -281,41 +281,29 @@ def test_drop_after_tokens(server: MockServer, client: httpx.Client, path: str) 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
-def test_cut_after_done_sends_the_end_marker_without_a_reason_then_breaks_the_body(
-    server: MockServer, client: httpx.Client, path: str
+@pytest.mark.parametrize(
+    ("fault", "deltas", "cut"),
+    [
+        ("cut_after_done", 3, True),  # a few deltas, the end marker, the body broken off
+        ("no_finish_reason", 7, False),  # the whole answer, the end marker, a clean end
+    ],
+)
+def test_the_end_marker_without_a_finish_reason(
+    server: MockServer, client: httpx.Client, path: str, fault: str, deltas: int, cut: bool
 ) -> None:
-    server.set_faults(["cut_after_done"])
-    status, raw, broke = read_until_break(client, path, body(path, "[demo:deltas=50]"))
-    assert status == 200 and broke  # the chunked body never ends
+    server.set_faults([fault])
+    status, raw, broke = read_until_break(client, path, body(path, "[demo:deltas=7]"))
+    assert status == 200 and broke is cut  # a cut chunked body never ends
     events = sse_events(raw)
     if path == ANTHROPIC:
-        assert sum(1 for _, d in events if '"text_delta"' in d) == 3
+        assert sum(1 for _, d in events if '"text_delta"' in d) == deltas
         assert events[-1][0] == "message_stop"
         assert "message_delta" not in {n for n, _ in events}  # no stop_reason anywhere
     else:
-        assert sum(1 for _, d in events if '"content":"' in d and '"role"' not in d) == 3
+        assert sum(1 for _, d in events if '"content":"' in d and '"role"' not in d) == deltas
         assert events[-1] == (None, "[DONE]")
         assert all('"finish_reason":null' in d for _, d in events[:-1])
-    assert server.requests[-1].fault == "cut_after_done"
-
-
-@pytest.mark.e2e
-@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
-def test_no_finish_reason_sends_the_whole_answer_and_the_end_marker_then_ends_cleanly(
-    server: MockServer, client: httpx.Client, path: str
-) -> None:
-    server.set_faults(["no_finish_reason"])
-    status, raw, broke = read_until_break(client, path, body(path, "[demo:deltas=7]"))
-    assert status == 200 and not broke
-    events = sse_events(raw)
-    if path == ANTHROPIC:
-        assert sum(1 for _, d in events if '"text_delta"' in d) == 7
-        assert events[-1][0] == "message_stop"
-        assert "message_delta" not in {n for n, _ in events}
-    else:
-        assert sum(1 for _, d in events if '"content":"' in d and '"role"' not in d) == 7
-        assert events[-1] == (None, "[DONE]")
-        assert all('"finish_reason":null' in d for _, d in events[:-1])
+    assert server.requests[-1].fault == fault
 
 
 @pytest.mark.e2e

@@ -411,16 +411,23 @@ def answer(agent: Agent, prompt: str) -> str:
 PROMPT = "Explain how a token bucket paces requests."
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
-def test_a_stream_cut_after_its_end_marker_with_no_finish_reason_is_retried(fmt: str) -> None:
+def faulted(fmt: str, fault: str) -> tuple[str, str, Agent, list[Event], list[str]]:
+    """The mock's whole answer to PROMPT; then the answer of an agent whose first request
+    meets `fault`, the agent, its events and the faults the server applied in turn."""
     with MockServer() as server:
         whole = answer(mock_agent(server, fmt, []), PROMPT)
-        server.set_faults(["cut_after_done"])
+        server.set_faults([fault])
         events: list[Event] = []
         agent = mock_agent(server, fmt, events)
         final = answer(agent, PROMPT)
         wire = [r.fault for r in server.requests]
+    return whole, final, agent, events, wire
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_stream_cut_after_its_end_marker_with_no_finish_reason_is_retried(fmt: str) -> None:
+    whole, final, agent, events, wire = faulted(fmt, "cut_after_done")
     assert wire[-2:] == ["cut_after_done", "ok"]
     assert final == whole  # the whole answer, not the cut one
     (retry,) = [e for e in events if isinstance(e, RetryScheduled)]
@@ -440,13 +447,7 @@ def test_a_stream_cut_after_its_end_marker_with_no_finish_reason_is_retried(fmt:
 @pytest.mark.e2e
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_a_clean_end_after_the_end_marker_with_no_finish_reason_is_the_answer(fmt: str) -> None:
-    with MockServer() as server:
-        whole = answer(mock_agent(server, fmt, []), PROMPT)
-        server.set_faults(["no_finish_reason"])
-        events: list[Event] = []
-        agent = mock_agent(server, fmt, events)
-        final = answer(agent, PROMPT)
-        wire = [r.fault for r in server.requests]
+    whole, final, agent, events, wire = faulted(fmt, "no_finish_reason")
     assert wire[-1] == "no_finish_reason"
     assert final == whole
     assert not [e for e in events if isinstance(e, RetryScheduled)]
