@@ -31,7 +31,7 @@ import asyncio
 import atexit
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
@@ -107,6 +107,8 @@ def _parser() -> _Parser:
 
 @dataclass
 class _Options:
+    """The options of one `%%agent` cell: the parser's arguments of the same names."""
+
     model: str
     faults: list[str] | None
     delay: float | None
@@ -221,18 +223,9 @@ class AgentMagics(Magics):
                 f"%%agent: {which} scripts the offline mock server, so it works with "
                 f"--model demo only (not {args.model!r})"
             )
-        return _Options(
-            model=args.model,
-            faults=faults,
-            delay=args.delay,
-            seed=args.seed,
-            max_attempts=args.max_attempts,
-            system=args.system,
-            new=args.new,
-            tools=args.tools,
-            no_widget=args.no_widget,
-            wait=args.wait,
-        )
+        # the options are the parser's, by name; the fault script as read above
+        given = {f.name: getattr(args, f.name) for f in fields(_Options)}
+        return _Options(**{**given, "faults": faults})
 
     def _agent_for(self, opts: _Options) -> Agent:
         from ._loop._agent import Agent
