@@ -368,7 +368,7 @@ class AnthropicProvider(HTTPProvider):
             await es.end(
                 batches, end=("message_stop", finished), reason=("stop_reason", stop_reason)
             )
-            request_id, headers, status = es.request_id, es.headers, es.status_code
+            request_id, headers = es.request_id, es.headers
         if stop_reason == "model_context_window_exceeded":
             raise self._refusal(
                 ContextOverflow,
@@ -398,10 +398,8 @@ class AnthropicProvider(HTTPProvider):
             output_tokens=output_tokens,
             cache_read=cache_read,
             cache_write=cache_write,
+            stream=es,
             model=answered_model,
-            request_id=request_id,
             response_id=response_id,
-            headers=headers,
             note=note,
-            status_code=status,
         )

@@ -179,7 +179,6 @@ class GeminiProvider(HTTPProvider):
                         yield part
                 request_id = es.request_id
                 headers = es.headers
-                status = es.status_code
         except ServerError as err:
             raise self._maybe_overflow(err, body) from None
         if state.finish is None:
@@ -198,11 +197,9 @@ class GeminiProvider(HTTPProvider):
             input_tokens=prompt + tool_prompt,
             output_tokens=output + thoughts,
             cache_read=json_int(usage.get("cachedContentTokenCount")) or 0,
+            stream=es,
             model=state.model,
-            request_id=request_id,
             response_id=state.response_id if state.named else None,
-            headers=headers,
-            status_code=status,
         )
 
     def _read(self, data: dict[str, Any], state: _State, buf: PartBuffer, es: EventStream) -> None:

@@ -334,15 +334,14 @@ class HTTPProvider:
         output_tokens: int,
         cache_read: int = 0,
         cache_write: int = 0,
+        stream: EventStream,
         model: str | None = None,
-        request_id: str | None = None,
         response_id: str | None = None,
-        headers: Mapping[str, str] | None = None,
         note: str = "",
-        status_code: int | None = None,
     ) -> Completed:
         """The one `Completed` of a stream: the message, usage priced with genai-prices (input
-        counts cached tokens too, as every provider's total does), the rate-limit headers."""
+        counts cached tokens too, as every provider's total does), and what the answer came
+        with (`stream`'s request id, status and rate-limit headers)."""
         usage = Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -355,12 +354,12 @@ class HTTPProvider:
             message=Message("assistant", tuple(blocks)),
             usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
             stop_reason=stop_reason,
-            request_id=request_id,
+            request_id=stream.request_id,
             response_id=response_id,
             model=answered,
-            headers=kept_headers(headers or {}, self._secrets),
+            headers=kept_headers(stream.headers, self._secrets),
             note=note,
-            status_code=status_code,
+            status_code=stream.status_code,
         )
 
     def _refusal(

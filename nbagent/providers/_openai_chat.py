@@ -287,7 +287,7 @@ class OpenAIProvider(HTTPProvider):
                 if done:
                     break
             await es.end(batches, end=("data: [DONE]", done), reason=("finish_reason", finish))
-            request_id, headers, status = es.request_id, es.headers, es.status_code
+            request_id, headers = es.request_id, es.headers
         note = ""
         if finish is None:
             if not (text or calls or refusal):
@@ -328,12 +328,10 @@ class OpenAIProvider(HTTPProvider):
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cache_read=cache_read,
+            stream=es,
             model=answered_model,
-            request_id=request_id,
             response_id=response_id,
-            headers=headers,
             note=note,
-            status_code=status,
         )
 
     @staticmethod

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,12 +213,9 @@ class ResponsesProvider(HTTPProvider):
                     yield part
                 if state.end:
                     break
-            request_id = es.request_id
-            headers = es.headers
-            status = es.status_code
         if state.end is None:
             raise es.interrupted("the stream ended before response.completed")
-        yield self._finish(state, request_id, headers, status)
+        yield self._finish(state, es)
 
     def _failure(self, kind: str, data: dict[str, Any], es: EventStream) -> Exception:
         if kind == "response.failed":
@@ -298,9 +295,8 @@ class ResponsesProvider(HTTPProvider):
             items.append(item)
         return items
 
-    def _finish(
-        self, state: _State, request_id: str | None, headers: Mapping[str, str], status: int
-    ) -> Completed:
+    def _finish(self, state: _State, es: EventStream) -> Completed:
+        request_id, headers = es.request_id, es.headers
         response = state.response
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
@@ -361,9 +357,7 @@ class ResponsesProvider(HTTPProvider):
             input_tokens=json_int(usage.get("input_tokens")) or 0,
             output_tokens=json_int(usage.get("output_tokens")) or 0,
             cache_read=json_int(cached.get("cached_tokens")) or 0,
+            stream=es,
             model=model if isinstance(model, str) and model else None,
-            request_id=request_id,
             response_id=response.get("id") if isinstance(response.get("id"), str) else None,
-            headers=headers,
-            status_code=status,
         )
