@@ -38,6 +38,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ._core._retry import RetryPolicy
+from ._loop._blocking import loop_running
 from .errors import NbAgentError
 from .mock._cli import split_faults
 from .notebook import in_notebook
@@ -161,7 +162,7 @@ class AgentMagics(Magics):
         ns = self._ns()
         ns["_agent"] = agent
         show = not opts.no_widget and in_notebook()
-        if show and not opts.wait and _loop_running():
+        if show and not opts.wait and loop_running():
             self._start(agent, opts, prompt)
             return
         self._run_now(agent, opts, prompt, show)
@@ -326,14 +327,6 @@ def _tools(choice: str) -> list[Tool]:
     from .demo._tools import calculator, file_tools
 
     return [calculator, *file_tools()]
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _keep_result(ns: dict[str, Any]) -> Callable[[asyncio.Task[RunResult]], None]:
