@@ -31,13 +31,14 @@ import asyncio
 import atexit
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from ._core._retry import RetryPolicy
+from ._loop._blocking import loop_running
 from .errors import NbAgentError
 from .mock._cli import split_faults
 from .notebook import in_notebook
@@ -107,6 +108,8 @@ def _parser() -> _Parser:
 
 @dataclass
 class _Options:
+    """The options of one `%%agent` cell: the parser's arguments of the same names."""
+
     model: str
     faults: list[str] | None
     delay: float | None
@@ -159,7 +162,7 @@ class AgentMagics(Magics):
         ns = self._ns()
         ns["_agent"] = agent
         show = not opts.no_widget and in_notebook()
-        if show and not opts.wait and _loop_running():
+        if show and not opts.wait and loop_running():
             self._start(agent, opts, prompt)
             return
         self._run_now(agent, opts, prompt, show)
@@ -221,18 +224,9 @@ class AgentMagics(Magics):
                 f"%%agent: {which} scripts the offline mock server, so it works with "
                 f"--model demo only (not {args.model!r})"
             )
-        return _Options(
-            model=args.model,
-            faults=faults,
-            delay=args.delay,
-            seed=args.seed,
-            max_attempts=args.max_attempts,
-            system=args.system,
-            new=args.new,
-            tools=args.tools,
-            no_widget=args.no_widget,
-            wait=args.wait,
-        )
+        # the options are the parser's, by name; the fault script as read above
+        given = {f.name: getattr(args, f.name) for f in fields(_Options)}
+        return _Options(**{**given, "faults": faults})
 
     def _agent_for(self, opts: _Options) -> Agent:
         from ._loop._agent import Agent
@@ -333,14 +327,6 @@ def _tools(choice: str) -> list[Tool]:
     from .demo._tools import calculator, file_tools
 
     return [calculator, *file_tools()]
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _keep_result(ns: dict[str, Any]) -> Callable[[asyncio.Task[RunResult]], None]:

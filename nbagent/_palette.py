@@ -135,8 +135,8 @@ CSS_VARIABLES: Final[dict[str, str]] = {
     "--nb-paced-text": "paced_text",
     "--nb-warning": "warning",
 }
-"""Which `COLORS` (`DARK_COLORS` in the dark block) entry each custom property of timeline.css
-holds."""
+"""Which `COLORS` entry each custom property of timeline.css holds (its dark value, written on
+the same line, the `DARK_COLORS` one)."""
 
 
 @dataclass(frozen=True)

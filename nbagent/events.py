@@ -222,6 +222,8 @@ class AttemptSucceeded(Event):
         stop_reason: Why the model stopped ("end_turn", "tool_use", "max_tokens", ...).
         message: What reading the reply had to assume, shown in the attempt log ("no
             finish_reason; read as stop"), or "".
+        status_code: The HTTP status the answer came with (200), or None when it did not come
+            over HTTP (a `ScriptedModel`).
     """
 
     phase: AttemptPhase
@@ -238,6 +240,7 @@ class AttemptSucceeded(Event):
     cost_usd: float | None = None
     stop_reason: str | None = None
     message: str = ""  # what the reading of the reply had to assume ("no finish_reason: stop")
+    status_code: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml  # type: ignore[import-untyped]
@@ -99,6 +100,32 @@ class Served:
 
 
 Handler = Callable[[httpx.Request], httpx.Response]
+P = TypeVar("P", bound=HTTPProvider)
+
+
+def idle_timeout_on_first_answer(provider: P, seconds: float) -> P:
+    """`provider`, with an idle timeout of `seconds` on its first answer only: every later
+    answer keeps the timeout the provider was made with (60 s by default).
+
+    For a test whose fault script stalls the first answer: only that answer can time out, so a
+    busy machine, or a gateway in front of the server, passing on a later answer's chunks slowly
+    cannot make the retried attempt time out too. What the test asserts then follows from the
+    script, not from the machine's speed.
+    """
+    patient = provider.limits
+    tight = dataclasses.replace(patient, idle_timeout=seconds)
+    stream = provider.stream
+    answers = 0
+
+    async def first_one_tight(request: ModelRequest) -> AsyncIterator[StreamPart]:
+        nonlocal answers
+        answers += 1
+        provider.limits = tight if answers == 1 else patient  # read when the request is sent
+        async for part in stream(request):
+            yield part
+
+    provider.stream = first_one_tight  # type: ignore[method-assign]
+    return provider
 
 
 def respond(

@@ -28,7 +28,7 @@ from jupyter_support import (
     wait_text,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow]
 
 NOTEBOOK = Path(__file__).parent / "notebooks" / "batch_view.ipynb"
 

@@ -26,12 +26,15 @@ from typing import Any
 
 import httpx
 import pytest
+from provider_support import idle_timeout_on_first_answer
 
 from nbagent import Agent, RetryPolicy
 from nbagent import errors as E
 from nbagent.events import Event, RetryScheduled
 from nbagent.mock import MockServer
 from nbagent.providers import OpenAIProvider
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # a real proxy process, seconds to start
 
 ROOT = Path(__file__).resolve().parents[1]
 LITELLM = ROOT / ".venv-litellm" / "bin" / "litellm"
@@ -123,12 +126,21 @@ def proxy(mock: MockServer, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         log.close()
 
 
-def run(mock: MockServer, proxy: str, upstream: str, *faults: str, **kw: Any) -> dict[str, Any]:
-    """One agent run through the proxy, the mock's requests meeting `faults` in turn."""
+def run(
+    mock: MockServer,
+    proxy: str,
+    upstream: str,
+    *faults: str,
+    first_idle_s: float | None = None,
+) -> dict[str, Any]:
+    """One agent run through the proxy, the mock's requests meeting `faults` in turn;
+    `first_idle_s`: the first answer's idle timeout (the later ones keep the default)."""
     mock.set_faults(list(faults))
     before = len(mock.requests)
     events: list[Event] = []
-    provider = OpenAIProvider(upstream, api_key="sk-gateway", base_url=proxy, **kw)
+    provider = OpenAIProvider(upstream, api_key="sk-gateway", base_url=proxy)
+    if first_idle_s is not None:
+        provider = idle_timeout_on_first_answer(provider, first_idle_s)
     agent = Agent(provider, retry=FAST, limiter=False, subscribers=[events.append])
     out: dict[str, Any] = {"agent": agent, "events": events, "error": None, "result": None}
 
@@ -195,9 +207,15 @@ def test_a_429s_wait_survives_only_as_text_and_is_honoured(
 def test_an_idle_stream_through_the_gateway_is_retried(
     mock: MockServer, proxy: str, upstream: str
 ) -> None:
-    out = run(mock, proxy, upstream, "stall=1.5", idle_timeout=0.5)
+    # The first answer stalls for good (until the mock stops) and is the only one timed tightly:
+    # it must time out, however slowly the proxy passes on its first chunks, and the retried
+    # answer cannot, however slowly a busy proxy forwards it. (A stall of 1.5 s against a 0.5 s
+    # timeout on every attempt once timed out the retry too, beside a CPU hog.)
+    out = run(mock, proxy, upstream, "stall=3600", first_idle_s=0.5)
     (retry,) = out["retries"]
     assert retry.error == "TransportError" and "idle" in retry.message
+    assert "0.5 s" in retry.message
+    assert out["actions"] == ["retry", "none"]
     assert out["result"].final_text
 
 

@@ -46,7 +46,9 @@ def cell(shell: InteractiveShell, line: str, body: str) -> Any:
 
 
 def statuses(agent: Agent) -> list[int]:
-    return [int(s) for s in agent.attempts["status_code"].dropna()]
+    """The HTTP statuses of the failed attempts (every answer has its 200 as well)."""
+    df = agent.attempts
+    return [int(s) for s in df.loc[df["outcome"] == "error", "status_code"].dropna()]
 
 
 def prompts_sent(magics: AgentMagics) -> list[list[str]]:

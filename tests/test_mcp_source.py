@@ -85,7 +85,9 @@ def test_config_errors_and_names() -> None:
 @pytest.mark.slow
 def test_tools_results_errors_and_timeout_over_one_session() -> None:
     async def main() -> None:
-        async with MCPSource(FLAKY_CMD, name="flaky", call_timeout=1.0) as src:
+        # call_timeout: room for the calls that must answer in the same batch (the 0.3 s one
+        # too) on a busy machine; the one meant to time out sleeps far longer than it
+        async with MCPSource(FLAKY_CMD, name="flaky", call_timeout=2.0) as src:
             specs = {s.name: s for s in await src.list_tools()}
             assert {"echo", "fail", "slow", "crash", "protocol_error", "image"} <= set(specs)
             echo = specs["echo"]
@@ -102,7 +104,7 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
                         ToolCall("b", "fail", {"message": "disk is full"}),
                         ToolCall("c", "image", {}),
                         ToolCall("d", "protocol_error", {}),
-                        ToolCall("e", "slow", {"seconds": 10}),
+                        ToolCall("e", "slow", {"seconds": 600}),
                         ToolCall("f", "slow", {"seconds": 0.3}),
                         ToolCall("g1", "gate", {"key": "batch", "count": 2}),
                         ToolCall("g2", "gate", {"key": "batch", "count": 2}),
@@ -123,7 +125,7 @@ def test_tools_results_errors_and_timeout_over_one_session() -> None:
             assert proto.is_error and proto.error == "mcp_error"
             assert "deliberate protocol error" in proto.text and "-32603" in proto.text
             assert timed_out.is_error and timed_out.error == "timeout"
-            assert "timed out after 1 s" in timed_out.text and "`slow`" in timed_out.text
+            assert "timed out after 2 s" in timed_out.text and "`slow`" in timed_out.text
             assert slow_ok.text == "slept 0.3 s"
             assert (gate1.text, gate2.text) == ("met", "met")  # the calls ran concurrently
 
@@ -466,27 +468,31 @@ def test_streamable_http_server(http_server: tuple[str, subprocess.Popen[bytes]]
     url, proc = http_server
 
     async def main() -> None:
-        async with MCPSource(url=url, name="web", call_timeout=1.0, max_restarts=1) as src:
+        # Only the call meant to time out goes through the session with a short call_timeout:
+        # the others, and the call the server's death must end, have the default one, so a busy
+        # machine cannot turn their answers (or the death) into a timeout.
+        async with MCPSource(url=url, name="web-tight", call_timeout=1.0) as tight:
+            (late,) = outcomes(await tight.call_batch([ToolCall("c", "slow", {"seconds": 600})]))
+            assert late.error == "timeout" and "timed out after 1 s" in late.text
+        async with MCPSource(url=url, name="web", max_restarts=1) as src:
             assert "echo" in {s.name for s in await src.list_tools()}
             got = outcomes(
                 await src.call_batch(
                     [
                         ToolCall("a", "echo", {"text": "over http"}),
                         ToolCall("b", "fail", {"message": "nope"}),
-                        ToolCall("c", "slow", {"seconds": 5}),
                     ]
                 )
             )
             assert got[0].text == "over http"
             assert got[1].is_error and "nope" in got[1].text
-            assert got[2].error == "timeout"
 
             async def kill_soon() -> None:
                 await asyncio.sleep(0.3)
                 proc.kill()
 
             killer = asyncio.create_task(kill_soon())
-            got = outcomes(await src.call_batch([ToolCall("d", "slow", {"seconds": 5})]))
+            got = outcomes(await src.call_batch([ToolCall("d", "slow", {"seconds": 600})]))
             await killer
             assert got[0].error == "server_exited"
             assert "connection to MCP server `web`" in got[0].text and "was lost" in got[0].text

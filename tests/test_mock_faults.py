@@ -79,6 +79,8 @@ def test_parse_faults_grammar() -> None:
             "OVERFLOW",
             "503:should_retry=true",
             "close",
+            "cut_after_done",
+            "no_finish_reason:should_retry=false",
         ]
     )
     assert faults[0] == Fault("ok")
@@ -87,6 +89,8 @@ def test_parse_faults_grammar() -> None:
     assert faults[4] == Fault("stall", seconds=0.5, should_retry=False)
     assert faults[7].kind == "overflow" and faults[7].status == 400
     assert faults[8].should_retry is True and faults[8].status == 503
+    assert faults[10] == Fault("cut_after_done") and faults[10].status is None
+    assert str(faults[11]) == "no_finish_reason:should_retry=false"
     assert parse_fault("429").retry_after_s == 1.0  # the default
     assert [str(f) for f in faults[:5]] == [
         "ok",
@@ -273,6 +277,33 @@ def test_drop_after_tokens(server: MockServer, client: httpx.Client, path: str) 
         assert sum(1 for _, d in events if '"content":"' in d and '"role"' not in d) == 5
         assert (None, "[DONE]") not in events
     assert server.requests[-1].fault == "drop_after_tokens=5"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
+@pytest.mark.parametrize(
+    ("fault", "deltas", "cut"),
+    [
+        ("cut_after_done", 3, True),  # a few deltas, the end marker, the body broken off
+        ("no_finish_reason", 7, False),  # the whole answer, the end marker, a clean end
+    ],
+)
+def test_the_end_marker_without_a_finish_reason(
+    server: MockServer, client: httpx.Client, path: str, fault: str, deltas: int, cut: bool
+) -> None:
+    server.set_faults([fault])
+    status, raw, broke = read_until_break(client, path, body(path, "[demo:deltas=7]"))
+    assert status == 200 and broke is cut  # a cut chunked body never ends
+    events = sse_events(raw)
+    if path == ANTHROPIC:
+        assert sum(1 for _, d in events if '"text_delta"' in d) == deltas
+        assert events[-1][0] == "message_stop"
+        assert "message_delta" not in {n for n, _ in events}  # no stop_reason anywhere
+    else:
+        assert sum(1 for _, d in events if '"content":"' in d and '"role"' not in d) == deltas
+        assert events[-1] == (None, "[DONE]")
+        assert all('"finish_reason":null' in d for _, d in events[:-1])
+    assert server.requests[-1].fault == fault
 
 
 @pytest.mark.e2e

@@ -283,6 +283,11 @@ def test_a_process_killed_while_saving_leaves_a_loadable_file(tmp_path: Path) ->
         )
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
+        # one whole save first (however slow the machine), so there is a version to find;
+        # then the kill lands at a random point of a later save
+        deadline = time.monotonic() + 60
+        while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         time.sleep(0.05 + rng.random() * 0.15)
         proc.send_signal(signal.SIGKILL)
         proc.wait()

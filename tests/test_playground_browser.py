@@ -24,6 +24,8 @@ from jupyter_support import (
     wait_text,
 )
 
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.slow]
+
 CELL = "from nbagent.notebook import playground\n\nplayground(clients=20)"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,7 +31,7 @@ from provider_support import (
     txtar_section,
 )
 
-from nbagent import Agent, ScriptedModel, tool
+from nbagent import Agent, RetryPolicy, ScriptedModel, tool
 from nbagent._core._messages import Message, OpaqueBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from nbagent._loop._request import SUMMARY_SYSTEM
 from nbagent.errors import (
@@ -41,8 +42,16 @@ from nbagent.errors import (
     StreamInterrupted,
     classify,
 )
-from nbagent.events import Event, FallbackStarted, ThinkingDelta
-from nbagent.providers import ModelRequest, OpenAIProvider, ResponsesProvider
+from nbagent.events import Event, FallbackStarted, RetryScheduled, ThinkingDelta
+from nbagent.mock import MockServer
+from nbagent.providers import (
+    AnthropicProvider,
+    Completed,
+    ModelRequest,
+    OpenAIProvider,
+    ResponsesProvider,
+    StreamPart,
+)
 from nbagent.providers._http_errors import error_from_response
 from nbagent.providers._openai_responses import build_responses_body
 
@@ -369,3 +378,161 @@ def test_without_earlier_turns_nothing_at_all_is_sent(llama: LlamaServer) -> Non
     with pytest.raises(ContextOverflow, match="compaction has nothing more to shed"):
         asyncio.run(agent.run("word " * 2000, show=False))
     assert llama.bodies == [] and agent.history == []
+
+
+# -- 7. [DONE], then a body broken off (llama-cpp-python's interrupt_requests) --------------------
+#
+# llama-cpp-python's server (interrupt_requests, on by default) stops a running stream when
+# another request arrives: it sends `data: [DONE]` without the chunk that names a finish_reason,
+# and the connection closes before the chunked body ends. A server that leaves finish_reason
+# out and ends its body cleanly (Snowflake Cortex, section 1) has finished; this one was cut.
+
+FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05, seed=1)
+
+
+def mock_agent(server: MockServer, fmt: str, events: list[Event]) -> Agent:
+    if fmt == "anthropic":
+        provider: Any = AnthropicProvider("demo", api_key="test-key", base_url=server.url)
+    else:
+        provider = OpenAIProvider("demo", api_key="test-key", base_url=server.openai_base_url)
+    return Agent(provider, retry=FAST, limiter=False, subscribers=[events.append])
+
+
+def answer(agent: Agent, prompt: str) -> str:
+    async def main() -> str:
+        try:
+            return (await agent.run(prompt, show=False)).final_text
+        finally:
+            await agent.aclose()
+
+    return asyncio.run(main())
+
+
+PROMPT = "Explain how a token bucket paces requests."
+
+
+def faulted(fmt: str, fault: str) -> tuple[str, str, Agent, list[Event], list[str]]:
+    """The mock's whole answer to PROMPT; then the answer of an agent whose first request
+    meets `fault`, the agent, its events and the faults the server applied in turn."""
+    with MockServer() as server:
+        whole = answer(mock_agent(server, fmt, []), PROMPT)
+        server.set_faults([fault])
+        events: list[Event] = []
+        agent = mock_agent(server, fmt, events)
+        final = answer(agent, PROMPT)
+        wire = [r.fault for r in server.requests]
+    return whole, final, agent, events, wire
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_stream_cut_after_its_end_marker_with_no_finish_reason_is_retried(fmt: str) -> None:
+    whole, final, agent, events, wire = faulted(fmt, "cut_after_done")
+    assert wire[-2:] == ["cut_after_done", "ok"]
+    assert final == whole  # the whole answer, not the cut one
+    (retry,) = [e for e in events if isinstance(e, RetryScheduled)]
+    assert retry.error == "StreamInterrupted"
+    end = "data: [DONE]" if fmt == "openai" else "message_stop"
+    assert f"broke after {end}" in retry.message and "cut" in retry.message
+    assert retry.discarded_text and whole.startswith(retry.discarded_text)
+    assert len(retry.discarded_text) < len(whole)
+    frame = agent.attempts
+    assert frame["outcome"].tolist() == ["error", "ok"]
+    assert frame["error_kind"].iloc[0] == "StreamInterrupted"
+    assert frame["discarded_chars"].iloc[0] == len(retry.discarded_text)
+    assert [m.role for m in agent.history] == ["user", "assistant"]
+    assert agent.history[1].text == whole
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_clean_end_after_the_end_marker_with_no_finish_reason_is_the_answer(fmt: str) -> None:
+    whole, final, agent, events, wire = faulted(fmt, "no_finish_reason")
+    assert wire[-1] == "no_finish_reason"
+    assert final == whole
+    assert not [e for e in events if isinstance(e, RetryScheduled)]
+    frame = agent.attempts
+    assert frame["outcome"].tolist() == ["ok"]
+    reason = "no finish_reason; read as stop" if fmt == "openai" else "no stop_reason"
+    assert reason in frame["message"].iloc[0]
+
+
+class ChunkedThenCut:
+    """Serves one SSE text with chunked transfer encoding, then closes the connection before
+    the chunk that ends the body: as a server that sent its end marker and then was cut."""
+
+    def __init__(self, text: str) -> None:
+        data = text.encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["content-length"]))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    def __enter__(self) -> ChunkedThenCut:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def stream_from(url: str) -> tuple[list[StreamPart], BaseException | None]:
+    async def main() -> tuple[list[StreamPart], BaseException | None]:
+        provider = OpenAIProvider("qwen2.5-0.5b", api_key="sk-local", base_url=url)
+        parts: list[StreamPart] = []
+        try:
+            async for part in provider.stream(ModelRequest((Message.user("hi"),))):
+                parts.append(part)
+        except Exception as exc:
+            return parts, exc
+        finally:
+            await provider.aclose()
+        return parts, None
+
+    return asyncio.run(main())
+
+
+@pytest.mark.e2e
+def test_with_a_finish_reason_seen_a_break_after_done_does_not_undo_the_answer() -> None:
+    stream = txtar_section(LLAMA, "stream")  # finish_reason "length", then [DONE]
+    assert '"finish_reason": "length"' in stream and stream.rstrip().endswith("data: [DONE]")
+    with ChunkedThenCut(stream) as server:
+        parts, error = stream_from(server.url)
+    assert error is None
+    done = parts[-1]
+    assert isinstance(done, Completed)
+    assert done.message.text == "A token bucket holds up to a burst of requests and refills"
+    assert done.stop_reason == "max_tokens" and done.note == ""
+
+
+@pytest.mark.e2e
+def test_the_same_break_without_the_finish_chunk_is_stream_interrupted() -> None:
+    # what llama-cpp-python sends when interrupt_requests cuts the stream: the deltas so far,
+    # [DONE] in place of the finish chunk, then the connection closes mid-body
+    chunks = txtar_section(LLAMA, "stream").split("\n\n")
+    cut = "\n\n".join(c for c in chunks if '"finish_reason": "length"' not in c)
+    assert 'finish_reason": "' not in cut and "data: [DONE]" in cut
+    with ChunkedThenCut(cut) as server:
+        parts, error = stream_from(server.url)
+    assert isinstance(error, StreamInterrupted)
+    assert "after data: [DONE] with no finish_reason" in error.message
+    assert "peer closed connection" in error.message
+    assert not any(isinstance(p, Completed) for p in parts)

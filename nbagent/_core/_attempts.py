@@ -79,6 +79,7 @@ class Sent:
     stop_reason: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     message: str = ""  # a note on how the reply was read, for the attempt log
+    status_code: int | None = None  # the HTTP status of the answer, when it came over HTTP
 
 
 class _Labels(TypedDict):
@@ -355,6 +356,7 @@ class _ReplyFields(TypedDict):
     ttft_s: float | None
     stop_reason: str | None
     message: str
+    status_code: int | None
 
 
 F = TypeVar("F", _UsageFields, _ReplyFields)

@@ -260,6 +260,7 @@ class AttemptLog:
         cols[_CREAD][idx] = event.cache_read_tokens
         cols[_CWRITE][idx] = event.cache_write_tokens
         cols[_COST][idx] = _f(event.cost_usd)
+        cols[_STATUS][idx] = event.status_code
         if event.message:
             cols[_MSG][idx] = event.message
         self._finished(idx)

@@ -17,12 +17,13 @@ from typing import Any, TypeVar
 
 from ..errors import Aborted
 
-__all__ = ["run_blocking"]
+__all__ = ["loop_running", "run_blocking"]
 
 T = TypeVar("T")
 
 
-def _loop_running() -> bool:
+def loop_running() -> bool:
+    """Whether this thread runs an event loop now (a notebook cell's, for one)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -32,7 +33,7 @@ def _loop_running() -> bool:
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run `make()` to completion and return its result; cancellation surfaces as `Aborted`."""
-    if not _loop_running():
+    if not loop_running():
         try:
             return asyncio.run(make())
         except asyncio.CancelledError:

@@ -45,7 +45,14 @@ class Streamed:
         """What the attempt loop announces of it, and tells the pacer."""
         c = self.completed
         return Sent(
-            c.usage, c.request_id, c.response_id, self.ttft_s, c.stop_reason, c.headers, c.note
+            c.usage,
+            c.request_id,
+            c.response_id,
+            self.ttft_s,
+            c.stop_reason,
+            c.headers,
+            c.note,
+            c.status_code,
         )
 
 

@@ -363,6 +363,7 @@ class CallLog:
                 cache_write_tokens=e.cache_write_tokens,
                 cost_usd=cost,
                 stop_reason=e.stop_reason,
+                status_code=a.status,
             ),
             call.run_id,
             t,

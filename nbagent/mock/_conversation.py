@@ -179,23 +179,35 @@ def _looks_like_error(text: str) -> bool:
     return head.startswith((*_ERROR_PREFIXES, '{"error"')) or '"is_error": true' in head
 
 
-# --- Anthropic Messages -------------------------------------------------------------------------
-
-
-def _anthropic_text(content: Any, counter: _Counter, param: str) -> str:
-    """Text of a tool_result's content: a string or a list of text/image blocks."""
+def _content_text(
+    content: Any, counter: _Counter, param: str, *, images: tuple[str, ...], others: bool
+) -> str:
+    """The text of a content field that is a string or a list of typed parts: text parts joined
+    by newlines, the `images` kinds counted as images, any other part counted as its JSON when
+    `others` (the format's token count includes it)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return counter.add(content)
     parts: list[str] = []
-    for i, block in enumerate(_require_list(content, param)):
-        block = _require_dict(block, f"{param}.{i}")
-        if block.get("type") == "text":
-            parts.append(counter.add(str(block.get("text", ""))))
-        elif block.get("type") in ("image", "document"):
+    for i, raw in enumerate(_require_list(content, param)):
+        part = _require_dict(raw, f"{param}.{i}")
+        kind = part.get("type")
+        if kind == "text":
+            parts.append(counter.add(str(part.get("text", ""))))
+        elif kind in images:
             counter.images += 1
+        elif others:
+            counter.add(_dumps(part))
     return "\n".join(parts)
+
+
+# --- Anthropic Messages -------------------------------------------------------------------------
+
+
+def _anthropic_text(content: Any, counter: _Counter, param: str) -> str:
+    """Text of a tool_result's content (or a system prompt): a string or text/image blocks."""
+    return _content_text(content, counter, param, images=("image", "document"), others=False)
 
 
 def _anthropic_blocks(content: Any, counter: _Counter, param: str) -> tuple[Block, ...]:
@@ -281,21 +293,9 @@ def parse_anthropic(body: Any) -> Conversation:
 
 
 def _openai_content(content: Any, counter: _Counter, param: str) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return counter.add(content)
-    parts: list[str] = []
-    for i, raw in enumerate(_require_list(content, param)):
-        part = _require_dict(raw, f"{param}.{i}")
-        kind = part.get("type")
-        if kind == "text":
-            parts.append(counter.add(str(part.get("text", ""))))
-        elif kind in ("image_url", "input_image", "image"):
-            counter.images += 1
-        else:
-            counter.add(_dumps(part))
-    return "\n".join(parts)
+    """Text of a message's content: a string or parts (an unknown part counts as its JSON)."""
+    images = ("image_url", "input_image", "image")
+    return _content_text(content, counter, param, images=images, others=True)
 
 
 def _append(turns: list[Turn], role: Literal["user", "assistant"], blocks: list[Block]) -> None:

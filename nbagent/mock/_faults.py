@@ -1,7 +1,8 @@
 """Fault specifications for the mock server: the grammar, parsing, and the per-request plan.
 
 A fault string is ``[target:]kind[=value][:key=value[,key=value]]``, for example ``"ok"``,
-``"500"``, ``"429:retry_after=2"``, ``"drop_after_tokens=20"``, ``"stall=0.5:should_retry=false"``.
+``"500"``, ``"429:retry_after=2"``, ``"drop_after_tokens=20"``, ``"stall=0.5:should_retry=false"``,
+``"no_finish_reason"``, ``"cut_after_done"``.
 
 Without a target an entry is for the next model request: a live request, or one item of a
 provider batch (the items of a batch take their entries in submission order, when the batch is
@@ -56,10 +57,27 @@ _VALUE_KINDS: dict[str, str] = {
 }
 # Kinds applied while a 200 stream is being written.
 STREAM_KINDS: frozenset[str] = frozenset(
-    {"drop_after_tokens", "malformed", "stall", "overloaded_midstream"}
+    {
+        "drop_after_tokens",
+        "malformed",
+        "stall",
+        "overloaded_midstream",
+        "no_finish_reason",
+        "cut_after_done",
+    }
 )
 _PLAIN_KINDS: frozenset[str] = frozenset(
-    {"ok", "quota", "overflow", "close", "empty", "malformed", "overloaded_midstream"}
+    {
+        "ok",
+        "quota",
+        "overflow",
+        "close",
+        "empty",
+        "malformed",
+        "overloaded_midstream",
+        "no_finish_reason",
+        "cut_after_done",
+    }
 )
 ALL_KINDS: frozenset[str] = STATUS_KINDS | _PLAIN_KINDS | frozenset(_VALUE_KINDS)
 # Other names a script may use for a kind, read as the kind itself.
@@ -87,6 +105,17 @@ class Fault:
     ``retry_after_s`` for ``429``. ``should_retry`` adds the ``x-should-retry`` header when not
     None. ``target`` is the batch endpoint the fault waits for (one of ``TARGETS``), or None for
     a model request or a batch item.
+
+    The stream faults: ``drop_after_tokens=N`` closes the connection after N text deltas;
+    ``stall=S`` goes silent for S seconds after a few deltas; ``malformed`` sends a broken
+    event; ``overloaded_midstream`` an error event. Two faults end a stream with its end marker
+    (OpenAI Chat's ``data: [DONE]``, Anthropic's ``message_stop``) but no finish reason before
+    it: ``no_finish_reason`` after the whole answer, and then the body ends cleanly, as a server
+    that leaves the reason out does (Snowflake Cortex); ``cut_after_done`` after a few text
+    deltas, and then the connection closes before the chunked body is complete, as
+    llama-cpp-python's server cuts a stream when ``interrupt_requests`` stops it for another
+    request. The Responses and Gemini formats have no such end marker: there the stream ends
+    (cleanly, or broken off) without its end event or finish reason.
 
     Attributes:
         kind: The fault: an HTTP status ("500", "429", ...), "quota", "overflow", "close",

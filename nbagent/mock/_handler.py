@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import socket
 import time
 from collections.abc import Iterable
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from . import _batch_routes
 from ._batch_http import Hangup
 from ._conversation import Conversation, RequestError
-from ._faults import OK, Fault
+from ._faults import OK, STREAM_KINDS, Fault
 from ._formats import CODECS, Codec, Route, parse_request, route
 from ._ratelimit import RateDecision, format_seconds
 from ._records import redact_headers
@@ -328,7 +329,7 @@ class MockHandler(BaseHTTPRequestHandler):
             raise _Dropped
         if kind == "malformed":
             data = data[: len(data) // 2]
-        if kind == "drop_after_tokens":
+        if kind in ("drop_after_tokens", "cut_after_done"):
             self._started = True
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -385,11 +386,13 @@ class MockHandler(BaseHTTPRequestHandler):
         self._buffer, self._buffered = [], 0
         fault, mock = self._fault, self._mock
         delay = mock.demo_delay_s
-        trigger_at = fault.tokens if fault.kind == "drop_after_tokens" else SOME_TEXT
-        armed = fault.kind in ("drop_after_tokens", "malformed", "stall", "overloaded_midstream")
+        trigger_at = {"drop_after_tokens": fault.tokens or 0, "no_finish_reason": math.inf}.get(
+            fault.kind, SOME_TEXT
+        )
+        armed = fault.kind in STREAM_KINDS
         sent_text = 0
         for kind, data in self._pieces(conv, reply):
-            if armed and (kind == "final" or (kind == "text" and sent_text >= (trigger_at or 0))):
+            if armed and (kind == "final" or (kind == "text" and sent_text >= trigger_at)):
                 armed = False
                 if self._midstream_fault(fault):
                     return
@@ -409,12 +412,14 @@ class MockHandler(BaseHTTPRequestHandler):
             if self._mock.wait(fault.seconds or 0.0):
                 raise _Dropped
             return False
-        if fault.kind == "drop_after_tokens":
+        if fault.kind in ("no_finish_reason", "cut_after_done"):
+            self._write(self._codec.unreasoned_end)  # in place of the finish and usage events
+            if fault.kind == "no_finish_reason":
+                self._end_stream()
+                return True
+        if fault.kind in ("drop_after_tokens", "cut_after_done"):
             self._flush()
-            self.close_connection = True
-            with contextlib.suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
-            raise _Dropped
+            self._hang_up()
         if fault.kind == "malformed":
             self._write(self._codec.malformed(self._message_id()))
         else:

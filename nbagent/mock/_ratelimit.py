@@ -186,29 +186,36 @@ def retry_after_headers(seconds: float) -> dict[str, str]:
     return {"retry-after": format_seconds(seconds), "retry-after-ms": str(ceil_ms(seconds))}
 
 
-def anthropic_headers(decision: RateDecision) -> dict[str, str]:
-    headers = {
-        "anthropic-ratelimit-requests-limit": str(decision.requests_limit),
-        "anthropic-ratelimit-requests-remaining": str(decision.requests_remaining),
-        "anthropic-ratelimit-requests-reset": rfc3339_after(decision.requests_reset_s),
-    }
-    if decision.tokens_limit is not None:
-        headers["anthropic-ratelimit-input-tokens-limit"] = str(decision.tokens_limit)
-        headers["anthropic-ratelimit-input-tokens-remaining"] = str(decision.tokens_remaining)
-        headers["anthropic-ratelimit-input-tokens-reset"] = rfc3339_after(
-            decision.tokens_reset_s or 0.0
-        )
+def _bucket_headers(
+    decision: RateDecision, name: Callable[[str, str], str], reset: Callable[[float], str]
+) -> dict[str, str]:
+    """The limit, remaining and reset headers of each bucket (requests; tokens when limited),
+    named by `name(field, bucket)`, the reset written by `reset(seconds)`."""
+    d = decision
+    buckets: list[tuple[str, int, int | None, float]] = [
+        ("requests", d.requests_limit, d.requests_remaining, d.requests_reset_s)
+    ]
+    if d.tokens_limit is not None:
+        buckets.append(("tokens", d.tokens_limit, d.tokens_remaining, d.tokens_reset_s or 0.0))
+    headers: dict[str, str] = {}
+    for bucket, limit, remaining, reset_s in buckets:
+        headers[name("limit", bucket)] = str(limit)
+        headers[name("remaining", bucket)] = str(remaining)
+        headers[name("reset", bucket)] = reset(reset_s)
     return headers
+
+
+def anthropic_headers(decision: RateDecision) -> dict[str, str]:
+    """`anthropic-ratelimit-{requests,input-tokens}-{limit,remaining,reset}`, RFC 3339 resets."""
+
+    def name(field: str, bucket: str) -> str:
+        return f"anthropic-ratelimit-{'input-tokens' if bucket == 'tokens' else bucket}-{field}"
+
+    return _bucket_headers(decision, name, rfc3339_after)
 
 
 def openai_headers(decision: RateDecision) -> dict[str, str]:
-    headers = {
-        "x-ratelimit-limit-requests": str(decision.requests_limit),
-        "x-ratelimit-remaining-requests": str(decision.requests_remaining),
-        "x-ratelimit-reset-requests": format_duration(decision.requests_reset_s),
-    }
-    if decision.tokens_limit is not None:
-        headers["x-ratelimit-limit-tokens"] = str(decision.tokens_limit)
-        headers["x-ratelimit-remaining-tokens"] = str(decision.tokens_remaining)
-        headers["x-ratelimit-reset-tokens"] = format_duration(decision.tokens_reset_s or 0.0)
-    return headers
+    """`x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, resets as durations ("6m0s")."""
+    return _bucket_headers(
+        decision, lambda field, bucket: f"x-ratelimit-{field}-{bucket}", format_duration
+    )

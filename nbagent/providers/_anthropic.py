@@ -409,10 +409,10 @@ class AnthropicProvider(HTTPProvider):
                     yield part
                 if finished:
                     break
-            request_id = es.request_id
-            headers = es.headers
-        if not finished:
-            raise es.interrupted("the stream ended before message_stop")
+            await es.end(
+                batches, end=("message_stop", finished), reason=("stop_reason", stop_reason)
+            )
+            request_id, headers = es.request_id, es.headers
         if stop_reason == "model_context_window_exceeded":
             raise self._refusal(
                 ContextOverflow,
@@ -432,6 +432,9 @@ class AnthropicProvider(HTTPProvider):
                 headers=headers,
             )
         out_blocks = [b for b in (blocks[i].finish() for i in order) if b is not None]
+        note = ""
+        if stop_reason is None:  # a clean end after message_stop (a cut one failed above)
+            note = "the stream ended with message_stop but no stop_reason; read as end_turn"
         yield self._completed(
             out_blocks,
             _STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
@@ -439,8 +442,8 @@ class AnthropicProvider(HTTPProvider):
             output_tokens=output_tokens,
             cache_read=cache_read,
             cache_write=cache_write,
+            stream=es,
             model=answered_model,
-            request_id=request_id,
             response_id=response_id,
-            headers=headers,
+            note=note,
         )

@@ -121,6 +121,8 @@ class Completed:
         response_id: The provider's id of this reply ("msg_…", "chatcmpl-…", "resp_…").
         headers: The rate-limit headers of the response, for pacing.
         note: What reading the stream had to assume (a server that left a field out), or "".
+        status_code: The HTTP status the answer came with (200), or None when it did not come
+            over HTTP.
     """
 
     message: Message
@@ -131,6 +133,7 @@ class Completed:
     response_id: str | None = None  # the provider's id of this reply (msg_…, chatcmpl-…, resp_…)
     headers: dict[str, str] = field(default_factory=dict)  # rate-limit headers, for pacing
     note: str = ""  # what reading the stream had to assume (a server that left a field out)
+    status_code: int | None = None  # the HTTP status the answer came with (None: not over HTTP)
 
 
 StreamPart = TextPart | ThinkingPart | ToolCallPart | Completed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 import httpx
@@ -40,7 +40,18 @@ class Events(Protocol):
     @property
     def request_id(self) -> str | None: ...
 
+    @property
+    def status_code(self) -> int | None: ...
+
     def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]: ...
+
+    async def end(
+        self,
+        batches: AsyncIterator[list[ServerSentEvent]],
+        *,
+        end: tuple[str, bool],
+        reason: tuple[str, str | None],
+    ) -> None: ...
 
     def json(self, event: ServerSentEvent) -> dict[str, Any]: ...
 
@@ -136,6 +147,11 @@ class EventStream:
         return self.response.headers
 
     @property
+    def status_code(self) -> int:
+        """The HTTP status of the answer (a 2xx), for the attempt log."""
+        return self.response.status_code
+
+    @property
     def request_id(self) -> str | None:
         return request_id_from(self.response.headers, secrets=self.secrets)
 
@@ -179,6 +195,41 @@ class EventStream:
 
     def interrupted(self, message: str) -> StreamInterrupted:
         return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
+
+    async def end(
+        self,
+        batches: AsyncIterator[list[ServerSentEvent]],
+        *,
+        end: tuple[str, bool],
+        reason: tuple[str, str | None],
+    ) -> None:
+        """Check the end of a stream read up to its end marker: `end` is its name and whether
+        it came, `reason` the finish reason's field and its value (None: never sent).
+
+        No end marker: `StreamInterrupted` (the stream was cut before it). An end marker with
+        no finish reason before it: the body is read to its end, since two kinds of server
+        send that. One that leaves the reason out and closes cleanly has finished. One that
+        cuts a stream may send the end marker first and then break the body off:
+        llama-cpp-python's server, whose `interrupt_requests` (on by default) ends a running
+        stream with `data: [DONE]` when another request arrives and then drops the connection
+        before the chunked body is complete. That answer was cut: `StreamInterrupted`, so the
+        attempt fails, its partial text is discarded and the request is sent again. What
+        follows the end marker is not read as events; with the reason seen it is not read.
+        """
+        marker, seen = end
+        field, value = reason
+        if not seen:
+            raise self.interrupted(f"the stream ended before {marker}")
+        if value is not None:
+            return
+        try:
+            async for _ in batches:
+                pass
+        except ProviderError as err:
+            raise self.interrupted(
+                f"the connection broke after {marker} with no {field} before it: "
+                f"the answer was cut ({err.message})"
+            ) from None
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         """The events, a list per network read: what arrived together is parsed together, so

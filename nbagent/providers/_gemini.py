@@ -248,10 +248,9 @@ class GeminiProvider(HTTPProvider):
             input_tokens=prompt + tool_prompt,
             output_tokens=output + thoughts,
             cache_read=json_int(usage.get("cachedContentTokenCount")) or 0,
+            stream=es,
             model=state.model,
-            request_id=request_id,
             response_id=state.response_id if state.named else None,
-            headers=headers,
         )
 
     def _read(self, data: dict[str, Any], state: _State, buf: PartBuffer, es: Events) -> None:

@@ -37,7 +37,7 @@ from .._core._budget import Usage
 from .._core._messages import Block, Message
 from ..errors import ConfigError, InvalidResponse, ProviderError
 from ._base import Completed, ModelRequest, StreamPart
-from ._event_stream import EventStream
+from ._event_stream import Events, EventStream
 from ._http_errors import error_from_response, kept_headers, redact, request_id_from
 from ._limits import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -382,14 +382,14 @@ class HTTPProvider:
         output_tokens: int,
         cache_read: int = 0,
         cache_write: int = 0,
+        stream: Events,
         model: str | None = None,
-        request_id: str | None = None,
         response_id: str | None = None,
-        headers: Mapping[str, str] | None = None,
         note: str = "",
     ) -> Completed:
         """The one `Completed` of a stream: the message, usage priced with genai-prices (input
-        counts cached tokens too, as every provider's total does), the rate-limit headers."""
+        counts cached tokens too, as every provider's total does), and what the answer came
+        with (`stream`'s request id, status and rate-limit headers)."""
         usage = Usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -402,11 +402,12 @@ class HTTPProvider:
             message=Message("assistant", tuple(blocks)),
             usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
             stop_reason=stop_reason,
-            request_id=request_id,
+            request_id=stream.request_id,
             response_id=response_id,
             model=answered,
-            headers=kept_headers(headers or {}, self._secrets),
+            headers=kept_headers(stream.headers, self._secrets),
             note=note,
+            status_code=stream.status_code,
         )
 
     def _refusal(

@@ -331,16 +331,15 @@ class OpenAIProvider(HTTPProvider):
                     yield part
                 if done:
                     break
-            request_id = es.request_id
-            headers = es.headers
-        if not done:
-            raise es.interrupted("the stream ended before data: [DONE]")
+            await es.end(batches, end=("data: [DONE]", done), reason=("finish_reason", finish))
+            request_id, headers = es.request_id, es.headers
         note = ""
         if finish is None:
             if not (text or calls or refusal):
                 raise es.interrupted("the stream ended without a finish_reason")
             # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
-            # name a finish reason: [DONE] after content is a complete stream, read as "stop".
+            # name a finish reason: [DONE] after content, then a clean end of the body, is a
+            # complete stream, read as "stop" (a body broken off after it was cut, above).
             finish = "stop"
             note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
         if finish == "content_filter" or refusal:
@@ -374,10 +373,9 @@ class OpenAIProvider(HTTPProvider):
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             cache_read=cache_read,
+            stream=es,
             model=answered_model,
-            request_id=request_id,
             response_id=response_id,
-            headers=headers,
             note=note,
         )
 

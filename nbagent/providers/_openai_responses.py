@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,11 +257,9 @@ class ResponsesProvider(HTTPProvider):
                     yield part
                 if state.end:
                     break
-            request_id = es.request_id
-            headers = es.headers
         if state.end is None:
             raise es.interrupted("the stream ended before response.completed")
-        yield self._finish(state, request_id, headers)
+        yield self._finish(state, es)
 
     def _failure(self, kind: str, data: dict[str, Any], es: Events) -> Exception:
         if kind == "response.failed":
@@ -341,9 +339,8 @@ class ResponsesProvider(HTTPProvider):
             items.append(item)
         return items
 
-    def _finish(
-        self, state: _State, request_id: str | None, headers: Mapping[str, str]
-    ) -> Completed:
+    def _finish(self, state: _State, es: Events) -> Completed:
+        request_id, headers = es.request_id, es.headers
         response = state.response
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
@@ -404,8 +401,7 @@ class ResponsesProvider(HTTPProvider):
             input_tokens=json_int(usage.get("input_tokens")) or 0,
             output_tokens=json_int(usage.get("output_tokens")) or 0,
             cache_read=json_int(cached.get("cached_tokens")) or 0,
+            stream=es,
             model=model if isinstance(model, str) and model else None,
-            request_id=request_id,
             response_id=response.get("id") if isinstance(response.get("id"), str) else None,
-            headers=headers,
         )

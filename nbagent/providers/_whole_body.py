@@ -15,7 +15,7 @@ live request with the same answer would give.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from ..errors import InvalidResponse, StreamInterrupted
@@ -49,11 +49,13 @@ class WholeBody:
         provider: str,
         request_id: str | None = None,
         headers: Mapping[str, str] | None = None,
+        status_code: int | None = None,
     ) -> None:
         self._docs = docs
         self.provider = provider
         self._request_id = request_id
         self._headers: Mapping[str, str] = dict(headers or {})
+        self._status_code = status_code
 
     @property
     def headers(self) -> Mapping[str, str]:
@@ -62,6 +64,25 @@ class WholeBody:
     @property
     def request_id(self) -> str | None:
         return self._request_id
+
+    @property
+    def status_code(self) -> int | None:
+        """The status the item's answer came with, where the batch API says it (OpenAI's
+        `response.status_code`); None where it does not."""
+        return self._status_code
+
+    async def end(
+        self,
+        batches: AsyncIterator[list[ServerSentEvent]],
+        *,
+        end: tuple[str, bool],
+        reason: tuple[str, str | None],
+    ) -> None:
+        """A whole body has no connection to break after its end marker: only a missing end
+        is an answer cut short (see `EventStream.end`)."""
+        marker, seen = end
+        if not seen:
+            raise self.interrupted(f"the stream ended before {marker}")
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         yield [

@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 import random
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -20,7 +20,14 @@ from .._core._decision import Failure, decide
 from .._core._retry import RetryPlan, RetryPolicy
 from .._loop._attempt_log import AttemptLog
 from ..errors import ProviderError, RateLimited, ServerError
-from ..events import AttemptFailed, AttemptStarted, AttemptSucceeded, RetryScheduled, RunStarted
+from ..events import (
+    AttemptFailed,
+    AttemptStarted,
+    AttemptSucceeded,
+    FailureAction,
+    RetryScheduled,
+    RunStarted,
+)
 
 __all__ = [
     "ContentionJitter",
@@ -300,6 +307,19 @@ def compare_jitter(
     return out
 
 
+def _labels(run: str, t: float, attempt: int, policy: RetryPolicy, model: str) -> dict[str, Any]:
+    """What every event of a simulated attempt says of it, as the agent's would."""
+    return {
+        "phase": "request",
+        "run_id": run,
+        "time": t,
+        "turn": 1,
+        "attempt": attempt,
+        "max_attempts": policy.max_attempts,
+        "model": model,
+    }
+
+
 def _log_attempt(
     log: AttemptLog,
     kind: type[AttemptStarted] | type[AttemptSucceeded],
@@ -310,17 +330,7 @@ def _log_attempt(
     model: str,
 ) -> None:
     """An attempt starting, or succeeding, as the agent would emit it."""
-    log(
-        kind(
-            phase="request",
-            run_id=run,
-            time=t,
-            turn=1,
-            attempt=attempt,
-            max_attempts=policy.max_attempts,
-            model=model,
-        )
-    )
+    log(kind(**_labels(run, t, attempt, policy, model)))
 
 
 def _log_failure(
@@ -334,38 +344,22 @@ def _log_failure(
     plan: RetryPlan | None,
 ) -> None:
     """The events the agent would emit for a failed attempt (and its retry, when planned)."""
-    log(
-        AttemptFailed(
-            phase="request",
-            run_id=run,
-            time=t,
-            turn=1,
-            attempt=attempt,
-            max_attempts=policy.max_attempts,
-            model=model,
-            error=type(error).__name__,
-            message=error.message,
-            status_code=error.status_code,
-            retry_after_s=error.retry_after,
-            action="retry" if plan is not None else "fail",
-        )
-    )
+    labels = _labels(run, t, attempt, policy, model)
+    said: dict[str, Any] = {
+        "error": type(error).__name__,
+        "message": error.message,
+        "status_code": error.status_code,
+    }
+    action: FailureAction = "retry" if plan is not None else "fail"
+    log(AttemptFailed(**labels, **said, retry_after_s=error.retry_after, action=action))
     if plan is not None:
         log(
             RetryScheduled(
-                phase="request",
-                run_id=run,
-                time=t,
-                turn=1,
-                attempt=attempt,
+                **labels,
+                **said,
                 next_attempt=attempt + 1,
-                max_attempts=policy.max_attempts,
                 delay_s=plan.delay_s,
                 policy_delay_s=plan.policy_delay_s,
                 retry_after_s=plan.retry_after_s,
-                error=type(error).__name__,
-                message=error.message,
-                status_code=error.status_code,
-                model=model,
             )
         )

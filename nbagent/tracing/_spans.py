@@ -236,6 +236,7 @@ class SpanRecorder:
         _set(span, S.CACHE_CREATION_TOKENS, e.cache_write_tokens)
         _set(span, S.TTFT, e.ttft_s)
         _set(span, S.COST, e.cost_usd)
+        _set(span, S.HTTP_STATUS, e.status_code)
         if e.stop_reason:
             span.set_attribute(S.FINISH_REASONS, [e.stop_reason])
         span.set_attribute(S.ACTION, "none")
