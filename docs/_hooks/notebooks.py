@@ -293,7 +293,8 @@ def _render(model_id: str, states: dict[str, Any], depth: int = 0) -> str:
             for child in state.get("children", [])
         ]
         inner = "".join(c for c in children if c)
-        return f'<div style="display:flex;flex-direction:{direction};gap:8px">{inner}</div>'
+        size = _layout_size(state, states)
+        return f'<div style="display:flex;flex-direction:{direction};gap:8px{size}">{inner}</div>'
     if name == "OutputModel":
         return "".join(_output_html(o) for o in state.get("outputs", []))
     if name in ("HTMLModel", "HTMLMathModel"):
@@ -305,6 +306,19 @@ def _render(model_id: str, states: dict[str, Any], depth: int = 0) -> str:
     if name.endswith(("SliderModel", "DropdownModel", "TextModel", "CheckboxModel")):
         return _control(state)
     return ""  # buttons do nothing on a static page
+
+
+def _layout_size(state: dict[str, Any], states: dict[str, Any]) -> str:
+    """A box's width as its Layout set it (the playground's columns): without it a column
+    grows to its longest line and the row runs off the page."""
+    layout = states.get(str(state.get("layout", "")).removeprefix("IPY_MODEL_"), {})
+    sizes = layout.get("state", {}) if isinstance(layout, dict) else {}
+    css = {"width": "width", "min_width": "min-width", "max_width": "max-width"}
+    return "".join(
+        f";{prop}:{html.escape(str(sizes[key]))}"
+        for key, prop in css.items()
+        if isinstance(sizes.get(key), str) and re.fullmatch(r"[\d.]+(px|%|em|rem)", sizes[key])
+    )
 
 
 def _image(model: dict[str, Any]) -> str:
@@ -359,7 +373,8 @@ def _anywidget_page(state: dict[str, Any]) -> str:
     traits = {k: v for k, v in state.items() if not k.startswith("_")}
     from nbagent.notebook._export import script_json
 
-    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><style>{css}</style></head>
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8">
+<style>body{{margin:0}}</style><style>{css}</style></head>
 <body><div id="root"></div>
 <script type="application/json" id="traits">{script_json(traits)}</script>
 <script type="application/json" id="esm">{script_json(esm)}</script>
@@ -376,10 +391,16 @@ widget.render({{ model, el: document.getElementById("root") }});
 
 
 def _iframe(page: str) -> str:
-    """A page in an iframe that grows to its content: its CSS and scripts stay its own."""
-    grow = "this.style.height=(this.contentDocument.documentElement.scrollHeight+4)+'px'"
+    """A page in an iframe as tall as its content, also when the content changes (a widget that
+    draws itself after loading, a conversation opened or closed); one that draws nothing takes
+    no room. Its CSS and scripts stay its own."""
+    fit = (
+        "const f=this,d=f.contentDocument.documentElement,"
+        "fit=()=>{f.style.height=Math.ceil(d.getBoundingClientRect().height)+'px'};"
+        "fit();new f.contentWindow.ResizeObserver(fit).observe(d)"
+    )
     return (
         f'<iframe class="nbagent-static-widget" srcdoc="{html.escape(page, quote=True)}" '
-        f'style="width:100%;border:0;min-height:120px" loading="lazy" '
-        f'onload="{grow};setTimeout(()=>{{{grow}}},300)"></iframe>'
+        f'style="width:100%;border:0;height:120px;display:block" loading="lazy" '
+        f'onload="{fit}"></iframe>'
     )
