@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 from harness.timeline_script import TOOL_ERROR, live_events, run_events
+from matplotlib.colors import to_rgb
 
+from nbagent._palette import COLORS
 from nbagent.notebook import TimelineState, export_html
 
 pytestmark = pytest.mark.browser
@@ -110,10 +112,17 @@ def test_lanes_bars_and_colours(open_page: Any) -> None:
     assert ok.count() == 1 and error.count() == 1
     assert "nb-ok" in (ok.get_attribute("class") or "")
     assert "nb-error" in (error.get_attribute("class") or "")
-    r, g, b = rgb(ok.evaluate("n => getComputedStyle(n).backgroundColor"))
-    assert g > r + 40 and g > b, (r, g, b)  # (bluish) green
-    r, g, b = rgb(error.evaluate("n => getComputedStyle(n).backgroundColor"))
-    assert r > g + 40 and r > b + 80, (r, g, b)  # a dark vermillion (Okabe–Ito, shaded)
+    # a tool call's colour is its own, not the request's beside it (the PNG's too)
+    request_ok = page.locator('.nb-lane[data-lane="request"] .nb-bar.nb-ok').first
+    request_error = page.locator('.nb-lane[data-lane="request"] .nb-bar.nb-error').first
+    painted = {
+        name: rgb(bar.evaluate("n => getComputedStyle(n).backgroundColor"))
+        for name, bar in (("tool_ok", ok), ("tool_error", error), ("ok", request_ok))
+    }
+    painted["error"] = rgb(request_error.evaluate("n => getComputedStyle(n).backgroundColor"))
+    for role, colour in painted.items():
+        assert colour == tuple(round(c * 255) for c in to_rgb(COLORS[role])), (role, colour)
+    assert painted["tool_ok"] != painted["ok"] and painted["tool_error"] != painted["error"]
     # and crossed out, so that it differs from an ok bar by more than its colour
     assert "repeating-linear-gradient" in error.evaluate("n => getComputedStyle(n).backgroundImage")
     assert ok.evaluate("n => getComputedStyle(n).backgroundImage") == "none"
