@@ -160,6 +160,49 @@ def test_clicking_a_failed_tool_shows_its_error(open_page: Any) -> None:
     assert page.locator(".nb-detail").count() == 0
 
 
+def two_runs() -> dict[str, Any]:
+    """A session of two runs (the harness's run, asked twice), as the demo's report holds."""
+    import dataclasses
+
+    events = []
+    for n, prompt in ((1, "First: summarise notes.txt"), (2, "Second: the same again")):
+        for event in run_events():
+            changes: dict[str, Any] = {"run_id": f"run-{n}"}
+            if getattr(event, "time", None) is not None:
+                changes["time"] = event.time + 30 * (n - 1)
+            if hasattr(event, "prompt"):
+                changes["prompt"] = prompt
+            events.append(dataclasses.replace(event, **changes))
+    return snapshot(events)
+
+
+def test_a_row_per_run_traces_each_bar_to_its_prompt(open_page: Any) -> None:
+    # by phase (the widget): one requests lane holds both runs' attempts
+    state = two_runs()
+    page = open_page(state, "phases.html")
+    request_bars = page.locator('.nb-lane[data-lane="request"] .nb-bar').count()
+    assert page.locator('.nb-lane[data-lane="request"]').count() == 1
+    # by run (the demo's report): a row per prompt, its phases below it, every bar in its row
+    page = open_page({**state, "lanes_by": "run"}, "runs.html")
+    labels = [t.strip() for t in page.locator(".nb-lane-label.nb-lane-run").all_inner_texts()]
+    assert labels == ["1 · First: summarise notes.txt", "2 · Second: the same again"]
+    rows = page.locator('.nb-lane[data-lane="request"]')
+    assert rows.count() == 2
+    per_run = [rows.nth(k).locator(".nb-bar").count() for k in range(2)]
+    assert per_run[0] == per_run[1] and sum(per_run) == request_bars
+    assert page.locator('.nb-lane[data-key="tool-1"] .nb-bar').count() == 2  # its own tools
+    # the keyboard stays in the row it entered: End goes to that run's last attempt
+    first = page.locator('.nb-lane[data-key="request-1"] .nb-bar').first
+    first.focus()
+    page.keyboard.press("End")
+    focused = page.evaluate("document.activeElement.closest('.nb-lane').dataset.key")
+    assert focused == "request-1"
+    last_id = page.locator('.nb-lane[data-key="request-1"] .nb-bar').last.get_attribute("data-id")
+    assert page.evaluate("document.activeElement.dataset.id") == last_id
+    # the headline says how many runs succeeded
+    assert page.locator(".nb-session-title").inner_text() == "Session: 2 runs, 2 succeeded"
+
+
 def test_countdown_runs_down_while_waiting(open_page: Any) -> None:
     # The Retry-After wait (2.0 s) is shown as if it began 2 s from now: about 4 s remain.
     page = open_page(snapshot(live_events(), ahead=2.0))
