@@ -19,6 +19,7 @@ from mkdocs.exceptions import PluginError
 
 ROOT = Path(__file__).resolve().parent.parent
 HOOK = ROOT / "docs" / "_hooks" / "notebooks.py"
+PYTHON3 = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 
 def load_hook() -> types.ModuleType:
@@ -136,12 +137,7 @@ def test_a_notebook_executed_for_the_docs_keeps_its_plt_show_figure(
 ) -> None:
     # scripts/test.sh exports MPLBACKEND=Agg, under which plt.show() draws nothing
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": PYTHON3})
     nb.cells = [
         nbformat.v4.new_markdown_cell("# 0 · A test notebook"),
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt"),
