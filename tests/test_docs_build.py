@@ -195,8 +195,10 @@ def test_a_static_playground_keeps_its_column_widths_and_no_empty_frame() -> Non
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": states}}
     hook.make_widgets_static(nb)
     shown = nb.cells[0].outputs[0]["data"]["text/html"]
-    # the columns keep their widths, so the numbers wrap inside theirs instead of widening it
-    assert "flex-direction:column;gap:8px;width:420px;min-width:420px" in shown
-    assert 'flex-direction:column;gap:8px;width:450px"' in shown
+    # the columns keep their widths as bounds, so the numbers wrap inside theirs instead of
+    # widening the row past the page; the row wraps on a narrow page
+    assert 'flex-direction:column;gap:8px;max-width:420px"' in shown
+    assert 'flex-direction:column;gap:8px;max-width:450px"' in shown
+    assert "flex-direction:row;gap:8px;flex-wrap:wrap" in shown
     # an iframe is as tall as what it draws (nothing, for the helper), not a fixed minimum
     assert "min-height" not in shown and "ResizeObserver" in shown

@@ -294,7 +294,9 @@ def _render(model_id: str, states: dict[str, Any], depth: int = 0) -> str:
         ]
         inner = "".join(c for c in children if c)
         size = _layout_size(state, states)
-        return f'<div style="display:flex;flex-direction:{direction};gap:8px{size}">{inner}</div>'
+        wrap = ";flex-wrap:wrap" if direction == "row" else ""
+        style = f"display:flex;flex-direction:{direction};gap:8px{wrap}{size}"
+        return f'<div style="{style}">{inner}</div>'
     if name == "OutputModel":
         return "".join(_output_html(o) for o in state.get("outputs", []))
     if name in ("HTMLModel", "HTMLMathModel"):
@@ -309,16 +311,17 @@ def _render(model_id: str, states: dict[str, Any], depth: int = 0) -> str:
 
 
 def _layout_size(state: dict[str, Any], states: dict[str, Any]) -> str:
-    """A box's width as its Layout set it (the playground's columns): without it a column
-    grows to its longest line and the row runs off the page."""
+    """A box's width as its Layout set it (the playground's columns), as a bound: without it a
+    column grows to its longest line and the row runs off the page; a static control needs no
+    room kept for a slider, so a minimum width is not kept."""
     layout = states.get(str(state.get("layout", "")).removeprefix("IPY_MODEL_"), {})
     sizes = layout.get("state", {}) if isinstance(layout, dict) else {}
-    css = {"width": "width", "min_width": "min-width", "max_width": "max-width"}
-    return "".join(
-        f";{prop}:{html.escape(str(sizes[key]))}"
-        for key, prop in css.items()
-        if isinstance(sizes.get(key), str) and re.fullmatch(r"[\d.]+(px|%|em|rem)", sizes[key])
-    )
+    widths = [sizes.get(k) for k in ("max_width", "width")]
+    width = next((w for w in widths if isinstance(w, str) and _CSS_LENGTH.fullmatch(w)), None)
+    return f";max-width:{html.escape(width)}" if width else ""
+
+
+_CSS_LENGTH = re.compile(r"[\d.]+(px|%|em|rem)")
 
 
 def _image(model: dict[str, Any]) -> str:
