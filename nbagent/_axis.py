@@ -66,8 +66,8 @@ class Axis:
         """Round times to label, all multiples of one round step (0.25 s, 1 s, 5 s, …) of the
         true time, placed where the axis draws them: across a shortened stretch they sit closer
         together, which its "//" mark explains, but they read as one even count. Never closer
-        together than about a thirteenth of the drawn width; the coarser multiples are kept
-        first, and the step is made finer until there are at least three."""
+        together than about a thirteenth of the drawn width nor under a "//" sign; the coarser
+        multiples are kept first, and the step is made finer until there are at least three."""
         return [t for t, _ in self.labelled_ticks()]
 
     def labelled_ticks(self) -> list[tuple[float, str]]:
@@ -75,6 +75,8 @@ class Axis:
         width = self.width if self.width > 0 else 1.0
         step = _nice_step(self.span / 7) if self.span > 0 else 1.0
         best: tuple[list[float], float] = ([0.0], step)
+        # where the "//" signs sit (the middle of each shortened stretch): no tick under one
+        marks = [(self.at(a) + self.at(b)) / 2 for a, b in self.breaks]
         for _ in range(4):
             count = int(self.span / step + 1e-9)
             # every fourth multiple first, then every second, then the rest
@@ -82,7 +84,8 @@ class Axis:
             chosen: list[float] = []
             for k in order:
                 u = self.at(k * step)
-                if all(abs(u - self.at(c)) >= _TICK_SPACING * width for c in chosen):
+                clear = all(abs(u - m) >= _TICK_SPACING * width / 2 for m in marks)
+                if clear and all(abs(u - self.at(c)) >= _TICK_SPACING * width for c in chosen):
                     chosen.append(k * step)
             if len(chosen) > len(best[0]):
                 best = (chosen, step)
