@@ -63,25 +63,37 @@ class Axis:
         return ys[i] + (ys[i + 1] - ys[i]) * (t - x0) / (x1 - x0)
 
     def ticks(self) -> list[float]:
-        """Round times to label: the start, the end of each shortened stretch, and round steps
-        in between, never closer together than about a thirteenth of the drawn width."""
+        """Round times to label, all multiples of one round step (0.25 s, 1 s, 5 s, …) of the
+        true time, placed where the axis draws them: across a shortened stretch they sit closer
+        together, which its "//" mark explains, but they read as one even count. Never closer
+        together than about a thirteenth of the drawn width nor under a "//" sign; the coarser
+        multiples are kept first, and the step is made finer until there are at least three."""
+        return [t for t, _ in self.labelled_ticks()]
+
+    def labelled_ticks(self) -> list[tuple[float, str]]:
+        """`ticks()` with their words, all with the decimals their step needs ("0.25s")."""
         width = self.width if self.width > 0 else 1.0
-        step = _nice_step(width / 7)
-        candidates: list[tuple[float, int]] = [(0.0, 0)]
-        candidates += [(end, 1) for _, end in self.breaks]
-        edges = [0.0, *[x for gap in self.breaks for x in gap], self.span]
-        for a, b in zip(edges[::2], edges[1::2], strict=False):
-            k = math.ceil(a / step - 1e-9)
-            while k * step <= b + 1e-9:
-                candidates.append((k * step, 2))
-                k += 1
-        chosen: list[float] = []
-        # break ends first (they say where time jumps), then the round steps that still fit
-        for t, _ in sorted(candidates, key=lambda c: (c[1], c[0])):
-            u = self.at(t)
-            if all(abs(u - self.at(c)) >= _TICK_SPACING * width for c in chosen):
-                chosen.append(t)
-        return sorted(chosen)
+        step = _nice_step(self.span / 7) if self.span > 0 else 1.0
+        best: tuple[list[float], float] = ([0.0], step)
+        # where the "//" signs sit (the middle of each shortened stretch): no tick under one
+        marks = [(self.at(a) + self.at(b)) / 2 for a, b in self.breaks]
+        for _ in range(4):
+            count = int(self.span / step + 1e-9)
+            # every fourth multiple first, then every second, then the rest
+            order = sorted(range(count + 1), key=lambda k: (k % 4 != 0, k % 2 != 0, k))
+            chosen: list[float] = []
+            for k in order:
+                u = self.at(k * step)
+                clear = all(abs(u - m) >= _TICK_SPACING * width / 2 for m in marks)
+                if clear and all(abs(u - self.at(c)) >= _TICK_SPACING * width for c in chosen):
+                    chosen.append(k * step)
+            if len(chosen) > len(best[0]):
+                best = (chosen, step)
+            if len(chosen) >= 3:
+                break
+            step = _nice_step(step / 2.01)
+        ticks, step = best
+        return [(t, tick_label(t, self.span, step)) for t in sorted(ticks)]
 
     def as_state(self, t0: float) -> dict[str, Any]:
         """The JSON the widget draws with: knots, breaks and labelled ticks, in seconds from
@@ -91,16 +103,20 @@ class Axis:
             "times": [round(t, 6) for t in self.times],
             "positions": [round(u, 6) for u in self.positions],
             "breaks": [[round(a, 6), round(b, 6)] for a, b in self.breaks],
-            "ticks": [[round(t, 6), tick_label(t, self.span)] for t in self.ticks()],
+            "ticks": [[round(t, 6), label] for t, label in self.labelled_ticks()],
         }
 
 
-def tick_label(t: float, span: float) -> str:
-    """A tick's words: as many decimals as the span needs, minutes past two."""
+def tick_label(t: float, span: float, step: float | None = None) -> str:
+    """A tick's words: as many decimals as the ticks' step needs (else as the span needs),
+    minutes past two."""
     if span >= 120:
         minutes, seconds = divmod(round(t), 60)
         return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
-    digits = 0 if span >= 20 else 1 if span >= 2 else 2 if span >= 0.2 else 3
+    if step is not None and step > 0:
+        digits = next((d for d in range(7) if abs(round(step, d) - step) < step * 1e-6), 6)
+    else:
+        digits = 0 if span >= 20 else 1 if span >= 2 else 2 if span >= 0.2 else 3
     return f"{t:.{digits}f}s"
 
 

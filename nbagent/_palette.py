@@ -29,10 +29,11 @@ __all__ = [
 ]
 
 # The colours are Okabe & Ito's colour-blind-safe set (bluish green, vermillion, orange, reddish
-# purple, blue, sky blue), shaded until two conditions hold together: every pair of the
-# DISTINCT_ROLES stays at least 10 CIEDE2000 apart under simulated protanopia, deuteranopia
-# and tritanopia (Machado et al. 2009, severity 1), and every shape keeps 3:1 against the lane
-# behind it and every word 4.5:1 against what it is written on (WCAG 2.1 AA).
+# purple, blue, sky blue; tools in a dark blue and a dark wine by day, their pale tints by night,
+# so a tool call never shares a request's colour), shaded until two conditions hold together:
+# every pair of the DISTINCT_ROLES stays at least 10 CIEDE2000 apart under simulated protanopia,
+# deuteranopia and tritanopia (Machado et al. 2009, severity 1), and every shape keeps 3:1
+# against the lane behind it and every word 4.5:1 against what it is written on (WCAG 2.1 AA).
 # tests/test_palette_access.py checks both, for the light and the dark theme.
 
 COLORS: Final[dict[str, str]] = {
@@ -53,7 +54,8 @@ COLORS: Final[dict[str, str]] = {
     "retry_after_text": "#8b5272",
     "compaction": "#0072b2",
     "compaction_text": "#0068a2",
-    "tool_error": "#6f3100",
+    "tool_ok": "#243b6b",
+    "tool_error": "#661a33",
     "paced": "#6e7781",
     "paced_text": "#5f666f",
     "warning": "#885e00",
@@ -62,6 +64,7 @@ COLORS: Final[dict[str, str]] = {
     "cancelled_ink": "#000000",
     "running_ink": "#000000",
     "compaction_ink": "#ffffff",
+    "tool_ok_ink": "#ffffff",
     "tool_error_ink": "#ffffff",
 }
 """Hex colours by role, light theme (and the static figures). "backoff" is the widget's wait
@@ -86,7 +89,8 @@ DARK_COLORS: Final[dict[str, str]] = {
     "retry_after_text": "#b586a0",
     "compaction": "#0072b2",
     "compaction_text": "#4a9bc8",
-    "tool_error": "#dc7829",
+    "tool_ok": "#b8a4ff",
+    "tool_error": "#ffcee7",
     "paced": "#8c959f",
     "paced_text": "#939ba5",
     "warning": "#ebb233",
@@ -95,6 +99,7 @@ DARK_COLORS: Final[dict[str, str]] = {
     "cancelled_ink": "#000000",
     "running_ink": "#000000",
     "compaction_ink": "#ffffff",
+    "tool_ok_ink": "#000000",
     "tool_error_ink": "#000000",
 }
 """The same roles for a dark page (JupyterLab Dark, or a browser that prefers dark)."""
@@ -106,10 +111,12 @@ DISTINCT_ROLES: Final[tuple[str, ...]] = (
     "backoff",
     "retry_after",
     "compaction",
+    "tool_ok",
     "tool_error",
 )
 """The roles a reader must tell apart, with any colour vision (ok, failed, cancelled, backoff,
-the server's Retry-After, compaction, tool error)."""
+the server's Retry-After, compaction, tool ok, tool error): a tool call is told from a request
+by its colour, not only by its lane."""
 
 CSS_VARIABLES: Final[dict[str, str]] = {
     "--nb-ok": "ok",
@@ -129,6 +136,8 @@ CSS_VARIABLES: Final[dict[str, str]] = {
     "--nb-compact": "compaction",
     "--nb-compact-text": "compaction_text",
     "--nb-compact-ink": "compaction_ink",
+    "--nb-tool-ok": "tool_ok",
+    "--nb-tool-ok-ink": "tool_ok_ink",
     "--nb-tool-error": "tool_error",
     "--nb-tool-error-ink": "tool_error_ink",
     "--nb-paced": "paced",
@@ -184,7 +193,7 @@ SWATCHES: Final[dict[str, Swatch]] = {
     "retry_after": _striped("server's Retry-After", "nb-wait nb-server-wish", "retry_after", 0.1),
     "paced": _striped("paced", "nb-wait nb-paced", "paced", 0.1),
     "compaction": _solid("compaction", "nb-kind-compaction nb-ok", "compaction"),
-    "tool_ok": _solid("tool ok", "nb-tool-ok", "ok"),
+    "tool_ok": _solid("tool ok", "nb-tool-ok", "tool_ok"),
     "tool_error": _solid("tool error", "nb-tool-error", "tool_error", FAILURE_MARK),
 }
 """Every shape the timeline draws, keyed by what it means."""

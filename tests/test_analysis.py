@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import sys
 from pathlib import Path
 
@@ -321,3 +322,34 @@ def test_plot_legends_speak_the_widgets_words_and_colours() -> None:
     (hist, _cdf) = plot_delays(sim).axes
     colours = {to_hex(p.get_facecolor()) for p in hist.patches}
     assert colours == {SWATCHES["backoff"].face, SWATCHES["retry_after"].face}
+
+
+def test_the_ticks_of_a_compressed_axis_are_one_round_step_apart() -> None:
+    # the demo's shape: a second of Retry-After among attempts of milliseconds, drawn shorter
+    fig = plot_timeline(session_frame(), labels=PROMPTS)
+    (ax,) = fig.axes
+    words = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(words) >= 3 and words[0].startswith("0")
+    values = [float(w.removesuffix("s")) for w in words]
+    step = min(b - a for a, b in itertools.pairwise(values))
+    # every tick a multiple of one step, written with the same decimals (not 1.05, 1.21, 1.58)
+    assert all(abs(v / step - round(v / step)) < 1e-6 for v in values), words
+    assert len({len(w.split(".")[-1]) for w in words}) == 1, words
+    # and still in order where the axis draws them
+    positions = list(ax.get_xticks())
+    assert positions == sorted(positions)
+
+
+def test_the_attempt_a_run_failed_on_is_labelled_even_when_its_bar_is_thin() -> None:
+    df = session_frame()
+    last = df.index[-1]
+    df.loc[last, ["outcome", "status_code", "error_kind", "action"]] = [
+        "error",
+        429,
+        "QuotaExceeded",
+        "fail",
+    ]
+    df.loc[last, ["started_at", "ended_at", "duration_s"]] = [1.0395, 1.04, 0.0005]
+    fig = plot_timeline(df, labels=PROMPTS)
+    texts = [t.get_text().strip() for t in fig.axes[0].texts]
+    assert "429 QuotaExceeded → fail" in texts, texts

@@ -69,10 +69,30 @@ def test_demo_shows_all_four_actions_and_writes_its_files(tmp_path: Path) -> Non
     assert headline["retry_after_waits"] == 1 and headline["backoff_waits"] == 2
     assert headline["tool_errors"] == 2 and headline["compactions"] == 1
     assert headline["last_error"] == "QuotaExceeded"
-    assert [run["prompt"] for run in state["runs"]] == [step.prompt for step in DEMO_PLAN]
+    cue = "[demo:unknown_tool] "
+    assert [run["prompt"] for run in state["runs"]] == [
+        step.prompt.replace(cue, "") for step in DEMO_PLAN
+    ]
     assert all(run["summary"] for run in state["runs"])
     # without JavaScript the page says the same
     assert "session of 6 runs" in html and "ended with</small><br><b>QuotaExceeded" in html
+
+    # The demo model's cue reaches the model (it called the unknown tool above), but no reader
+    # sees it: not the terminal, the report's table, timeline or conversation.
+    assert "[demo:" not in text and "[demo:" not in html
+    assert "▶ 3/6  Tidy up the data folder for me." in text
+    # How the session went heads the report: five of six succeeded, the sixth failed as planned
+    planned = "5 of 6 runs succeeded; run 6 ended with QuotaExceeded, as the fault script planned"
+    assert state["status"].startswith(planned) and state["status_kind"] == "done"
+    assert planned in text
+    # a row per prompt in the report's timeline, and each run's note beside its prompt
+    assert state["lanes_by"] == "run"
+    assert [run.get("note") for run in state["runs"]] == [step.teaches for step in DEMO_PLAN]
+    # the compaction is told in the same words by the note, the terminal and the report
+    assert "stubbed, older turns are summarised" in DEMO_PLAN[4].teaches
+    assert "summarising older turns with demo" in text
+    notes = [e["text"] for e in state["conversation"] if e["kind"] == "note"]
+    assert any("(old tool output stubbed, older turns summarised)" in n for n in notes), notes
 
 
 @pytest.mark.parametrize("faults", [["500,ok"], ["500", "ok"], ["500 ok"]])

@@ -113,9 +113,13 @@ def test_binder_installs_the_package_and_pins_python() -> None:
     assert int(runtime.split(".")[1]) >= 10
 
 
-def test_readme_links_every_notebook_and_the_binder_badge() -> None:
+def test_readme_leads_to_the_notebooks_and_to_binder() -> None:
+    # the README links the folder; the docs' home page lists every notebook of it (written by
+    # the docs build from the folder, tests/test_docs_build.py)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for name in EXPECTED:
-        assert f"notebooks/{name}" in readme
-    assert "mybinder.org/v2/gh/" in readme
-    assert "urlpath=lab/tree/notebooks/01_quickstart.ipynb" in readme
+    assert "](notebooks/)" in readme
+    # Binder opens JupyterLab on the quickstart: the badge once the repository URL is set,
+    # until then the sentence saying how to open it from a copy (tests/test_release.py)
+    assert "mybinder.org" in readme
+    assert "lab/tree/notebooks/01_quickstart.ipynb" in readme
+    assert (ROOT / "notebooks" / "01_quickstart.ipynb").exists()

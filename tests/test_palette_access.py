@@ -174,7 +174,7 @@ def test_shapes_and_words_have_the_contrast_wcag_asks(theme: str) -> None:
         if (found := contrast(c[fg], c[bg])) < ratio:
             low.append((fg, bg, round(found, 2)))
 
-    for fill in ("ok", "error", "cancelled", "running", "compaction", "tool_error"):
+    for fill in ("ok", "error", "cancelled", "running", "compaction", "tool_ok", "tool_error"):
         need(fill, "panel", 3.0)  # a bar against its lane (WCAG 1.4.11)
         need(f"{fill}_ink", fill, 4.5)  # the label written on it
     for edge in ("backoff", "retry_after", "paced"):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import re
 
+import pandas as pd
 import pytest
 
 from nbagent import RetryPolicy
+from nbagent.demo import shipped_recordings
 from nbagent.notebook import Playground, playground
 from nbagent.simulate import simulate_contention
 
@@ -90,3 +92,40 @@ def test_every_jitter_strategy_draws(jitter: str) -> None:
     pg = playground(clients=8, jitter=jitter)
     assert pg.result is not None and pg.result.calls >= 8  # each client asked at least once
     assert bytes(pg.envelope.value).startswith(PNG)
+
+
+def frame_counts(frame: pd.DataFrame) -> tuple[int, int, int]:
+    """What the drawn frame holds, read from it alone: clients, requests, and the requests
+    whose last attempt failed ("client-02/003" is client 2's third request of a recording;
+    a contention client's one request is its run)."""
+    runs = frame["run_id"].astype(str)
+    clients = runs.str.split("/").str[0].nunique()
+    last = frame.groupby("run_id", observed=True).tail(1)
+    return clients, runs.nunique(), int((last["outcome"] != "ok").sum())
+
+
+@pytest.mark.parametrize("clients", [1, 3])
+def test_with_a_recording_the_numbers_count_what_the_timeline_draws(clients: int) -> None:
+    storm = shipped_recordings()["anthropic-overload-storm"]
+    pg = playground(recording=storm, clients=clients, max_attempts=4, debounce=0)
+    assert pg.result is not None
+    drawn_clients, requests, failed = frame_counts(pg.result.frame)
+    # the storm holds three requests: each client sends all three
+    assert (drawn_clients, requests) == (clients, 3 * clients)
+    assert 0 < failed <= requests  # never "gave up 2 of 1"
+    assert shown(pg, "gave-up") == f"{failed} of {requests} requests"
+    assert shown(pg, "calls") == f"{len(pg.result.frame):,}"
+    assert shown(pg, "per-client") == f"{len(pg.result.frame) / clients:.1f}"
+    plural = "s" if clients > 1 else ""
+    assert pg.timeline.alt.startswith(f"Timeline of {clients} client{plural}, {requests} requests:")
+    assert f"gave up: {failed} of {requests} requests" in pg.timeline.alt
+
+
+def test_in_the_contention_simulation_a_client_is_one_request() -> None:
+    pg = playground(clients=10, max_attempts=2)
+    assert pg.result is not None
+    drawn_clients, requests, failed = frame_counts(pg.result.frame)
+    assert drawn_clients == requests == 10
+    assert shown(pg, "gave-up") == f"{failed} of 10"
+    assert pg.timeline.alt.startswith("Timeline of 10 clients:")
+    assert f"gave up: {failed} of 10," in pg.timeline.alt

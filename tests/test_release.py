@@ -38,6 +38,7 @@ def load_script(name: str) -> types.ModuleType:
 
 
 check_wheel = load_script("check_wheel")
+set_repo_url = load_script("set_repo_url")
 
 
 def test_the_version_lives_in_one_place() -> None:
@@ -69,51 +70,104 @@ def test_the_changelog_has_an_entry_for_this_version() -> None:
     assert text.startswith("# Changelog")
     assert "## [Unreleased]" in text
     assert re.search(rf"^## \[{re.escape(nbagent.__version__)}\] - \d{{4}}-\d\d-\d\d$", text, re.M)
-    # keep-a-changelog: every version heading has its link at the bottom
-    for heading in re.findall(r"^## \[([^\]]+)\]", text, re.M):
-        assert re.search(rf"^\[{re.escape(heading)}\]: https://", text, re.M), heading
 
 
-def test_one_repository_url_for_the_badge_and_the_docs() -> None:
-    url = PYPROJECT["project"]["urls"]["Repository"]
-    owner_name = url.removeprefix("https://github.com/")
-    assert owner_name.count("/") == 1, url
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    badges = re.findall(r"mybinder\.org/v2/gh/([^/]+/[^/]+)/", readme)
-    assert badges, "the README has no Binder badge"
-    assert set(badges) == {owner_name}, "README's Binder badge and [project.urls] disagree"
-    hook = (ROOT / "docs" / "_hooks" / "repo_url.py").read_text(encoding="utf-8")
-    assert '["urls"]["Repository"]' in hook  # the site's repo link reads the same setting
+RELEASE_FILES = ("pyproject.toml", "README.md", "CHANGELOG.md")
+
+
+def copy_release_files(dest: Path) -> Path:
+    """The files that name the repository, and the script and hook that read them."""
+    for name in RELEASE_FILES:
+        shutil.copy(ROOT / name, dest / name)
+    shutil.copytree(ROOT / "scripts", dest / "scripts")
+    return dest
+
+
+def run_set_repo_url(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(root / "scripts" / "set_repo_url.py"), *args],
+        capture_output=True,
+        text=True,
+    )
+
+
+def site_repository(pyproject: Path) -> tuple[str, str] | None:
+    spec = importlib.util.spec_from_file_location("repo_url_hook", ROOT / "docs/_hooks/repo_url.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    found: tuple[str, str] | None = hook.site_repository(pyproject)
+    return found
+
+
+def test_until_a_repository_url_is_set_nothing_names_one() -> None:
+    # every place agrees: none names a repository, so no reader meets a link that goes nowhere
+    assert set_repo_url.places(ROOT) == dict.fromkeys(RELEASE_FILES)
+    assert site_repository(ROOT / "pyproject.toml") is None  # no header link, no GitHub API call
     mkdocs = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert not re.search(r"^repo_url:", mkdocs, re.M), "mkdocs.yml must not repeat the URL"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert set_repo_url.BINDER_UNSET in readme  # how to open it on Binder from a copy instead
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for placeholder in ("OWNER", "<owner>", "mybinder.org/v2/gh/"):
+            assert placeholder not in text, f"{page.relative_to(ROOT)} names {placeholder}"
 
 
-def test_set_repo_url_changes_every_place(tmp_path: Path) -> None:
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md"):
-        shutil.copy(ROOT / name, tmp_path / name)
-    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(tmp_path / "scripts" / "set_repo_url.py"),
-            "https://github.com/acme/nbagent",
-        ],
-        capture_output=True,
-        text=True,
-    )
+def test_set_repo_url_brings_every_link_back(tmp_path: Path) -> None:
+    root = copy_release_files(tmp_path)
+    run = run_set_repo_url(root, "https://github.com/acme/nbagent")
     assert run.returncode == 0, run.stderr
-    project = tomllib.loads((tmp_path / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert project["urls"]["Repository"] == "https://github.com/acme/nbagent"
-    assert "mybinder.org/v2/gh/acme/nbagent/" in (tmp_path / "README.md").read_text()
-    changelog = (tmp_path / "CHANGELOG.md").read_text()
-    assert "https://github.com/acme/nbagent/compare/" in changelog
-    assert "OWNER" not in (tmp_path / "pyproject.toml").read_text()
-    bad = subprocess.run(
-        [sys.executable, str(tmp_path / "scripts" / "set_repo_url.py"), "acme"],
-        capture_output=True,
-        text=True,
+    assert set_repo_url.places(root) == dict.fromkeys(RELEASE_FILES, "acme/nbagent")
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["urls"] == {
+        "Repository": "https://github.com/acme/nbagent",
+        "Changelog": "https://github.com/acme/nbagent/blob/HEAD/CHANGELOG.md",
+    }
+    assert site_repository(root / "pyproject.toml") == (
+        "https://github.com/acme/nbagent",
+        "acme/nbagent",
     )
-    assert bad.returncode == 2 and "usage" in bad.stdout
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert "](https://mybinder.org/v2/gh/acme/nbagent/HEAD?urlpath=lab/tree/notebooks/" in readme
+    assert set_repo_url.BINDER_UNSET not in readme
+    # keep-a-changelog: every version heading has its link at the bottom, newest compared with
+    # the one before it
+    changelog = (root / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## \[([^\]]+)\]", changelog, re.M)
+    assert headings[0] == "Unreleased" and len(headings) >= 2
+    for heading in headings:
+        assert re.search(
+            rf"^\[{re.escape(heading)}\]: https://github.com/acme/nbagent/", changelog, re.M
+        )
+    assert (
+        f"[Unreleased]: https://github.com/acme/nbagent/compare/v{headings[1]}...HEAD" in changelog
+    )
+    assert (
+        f"[{headings[-1]}]: https://github.com/acme/nbagent/releases/tag/v{headings[-1]}"
+        in changelog
+    )
+
+    # set again: the new URL everywhere, nothing of the old one left, nothing written twice
+    assert run_set_repo_url(root, "https://github.com/other/fork/").returncode == 0
+    assert set_repo_url.places(root) == dict.fromkeys(RELEASE_FILES, "other/fork")
+    texts = {name: (root / name).read_text(encoding="utf-8") for name in RELEASE_FILES}
+    assert not any("acme" in text for text in texts.values())
+    assert texts["pyproject.toml"].count("[project.urls]\n") == 1
+    assert texts["README.md"].count("badge_logo.svg") == 1
+    assert texts["CHANGELOG.md"].count("[Unreleased]: ") == 1
+    tomllib.loads(texts["pyproject.toml"])  # still valid TOML
+
+
+def test_set_repo_url_refuses_what_is_not_a_repository_url(tmp_path: Path) -> None:
+    root = copy_release_files(tmp_path)
+    before = {name: (root / name).read_bytes() for name in RELEASE_FILES}
+    for args in (("acme",), ("https://gitlab.com/acme/nbagent",), ()):
+        bad = run_set_repo_url(root, *args)
+        assert bad.returncode == 2 and "usage" in bad.stdout, (args, bad.stdout)
+        assert "Traceback" not in bad.stderr
+    assert {name: (root / name).read_bytes() for name in RELEASE_FILES} == before
 
 
 def build_wheel(source: Path, out: Path) -> Path:

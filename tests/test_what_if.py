@@ -190,7 +190,7 @@ def test_a_source_with_no_requests_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_the_playground_takes_a_recording_as_its_server() -> None:
-    from nbagent.demo._replay import shipped_recordings
+    from nbagent.demo import shipped_recordings
     from nbagent.notebook import playground
 
     path = shipped_recordings()["anthropic-overload-storm"]

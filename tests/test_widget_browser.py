@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 from harness.timeline_script import TOOL_ERROR, live_events, run_events
+from matplotlib.colors import to_rgb
 
+from nbagent._palette import COLORS
 from nbagent.notebook import TimelineState, export_html
 
 pytestmark = pytest.mark.browser
@@ -110,10 +112,17 @@ def test_lanes_bars_and_colours(open_page: Any) -> None:
     assert ok.count() == 1 and error.count() == 1
     assert "nb-ok" in (ok.get_attribute("class") or "")
     assert "nb-error" in (error.get_attribute("class") or "")
-    r, g, b = rgb(ok.evaluate("n => getComputedStyle(n).backgroundColor"))
-    assert g > r + 40 and g > b, (r, g, b)  # (bluish) green
-    r, g, b = rgb(error.evaluate("n => getComputedStyle(n).backgroundColor"))
-    assert r > g + 40 and r > b + 80, (r, g, b)  # a dark vermillion (Okabe–Ito, shaded)
+    # a tool call's colour is its own, not the request's beside it (the PNG's too)
+    request_ok = page.locator('.nb-lane[data-lane="request"] .nb-bar.nb-ok').first
+    request_error = page.locator('.nb-lane[data-lane="request"] .nb-bar.nb-error').first
+    painted = {
+        name: rgb(bar.evaluate("n => getComputedStyle(n).backgroundColor"))
+        for name, bar in (("tool_ok", ok), ("tool_error", error), ("ok", request_ok))
+    }
+    painted["error"] = rgb(request_error.evaluate("n => getComputedStyle(n).backgroundColor"))
+    for role, colour in painted.items():
+        assert colour == tuple(round(c * 255) for c in to_rgb(COLORS[role])), (role, colour)
+    assert painted["tool_ok"] != painted["ok"] and painted["tool_error"] != painted["error"]
     # and crossed out, so that it differs from an ok bar by more than its colour
     assert "repeating-linear-gradient" in error.evaluate("n => getComputedStyle(n).backgroundImage")
     assert ok.evaluate("n => getComputedStyle(n).backgroundImage") == "none"
@@ -149,6 +158,49 @@ def test_clicking_a_failed_tool_shows_its_error(open_page: Any) -> None:
     page.locator(".nb-root").screenshot(path=str(ARTIFACTS / "widget.png"))
     page.locator(".nb-close").click()
     assert page.locator(".nb-detail").count() == 0
+
+
+def two_runs() -> dict[str, Any]:
+    """A session of two runs (the harness's run, asked twice), as the demo's report holds."""
+    import dataclasses
+
+    events = []
+    for n, prompt in ((1, "First: summarise notes.txt"), (2, "Second: the same again")):
+        for event in run_events():
+            changes: dict[str, Any] = {"run_id": f"run-{n}"}
+            if getattr(event, "time", None) is not None:
+                changes["time"] = event.time + 30 * (n - 1)
+            if hasattr(event, "prompt"):
+                changes["prompt"] = prompt
+            events.append(dataclasses.replace(event, **changes))
+    return snapshot(events)
+
+
+def test_a_row_per_run_traces_each_bar_to_its_prompt(open_page: Any) -> None:
+    # by phase (the widget): one requests lane holds both runs' attempts
+    state = two_runs()
+    page = open_page(state, "phases.html")
+    request_bars = page.locator('.nb-lane[data-lane="request"] .nb-bar').count()
+    assert page.locator('.nb-lane[data-lane="request"]').count() == 1
+    # by run (the demo's report): a row per prompt, its phases below it, every bar in its row
+    page = open_page({**state, "lanes_by": "run"}, "runs.html")
+    labels = [t.strip() for t in page.locator(".nb-lane-label.nb-lane-run").all_inner_texts()]
+    assert labels == ["1 · First: summarise notes.txt", "2 · Second: the same again"]
+    rows = page.locator('.nb-lane[data-lane="request"]')
+    assert rows.count() == 2
+    per_run = [rows.nth(k).locator(".nb-bar").count() for k in range(2)]
+    assert per_run[0] == per_run[1] and sum(per_run) == request_bars
+    assert page.locator('.nb-lane[data-key="tool-1"] .nb-bar').count() == 2  # its own tools
+    # the keyboard stays in the row it entered: End goes to that run's last attempt
+    first = page.locator('.nb-lane[data-key="request-1"] .nb-bar').first
+    first.focus()
+    page.keyboard.press("End")
+    focused = page.evaluate("document.activeElement.closest('.nb-lane').dataset.key")
+    assert focused == "request-1"
+    last_id = page.locator('.nb-lane[data-key="request-1"] .nb-bar').last.get_attribute("data-id")
+    assert page.evaluate("document.activeElement.dataset.id") == last_id
+    # the headline says how many runs succeeded
+    assert page.locator(".nb-session-title").inner_text() == "Session: 2 runs, 2 succeeded"
 
 
 def test_countdown_runs_down_while_waiting(open_page: Any) -> None:

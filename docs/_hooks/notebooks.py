@@ -10,7 +10,13 @@ CDN. Instead each widget output is replaced by static HTML built from the widget
 saved: the timeline becomes the page `nbagent.notebook.export_html` writes (its own ES module
 and CSS, no URL of any kind), in an iframe; other anywidgets are drawn the same way from their
 saved `_esm`/`_css`; boxes show their children, an Output widget its outputs. The notebook list
-comes from the folder, so a new notebook appears without editing mkdocs.yml.
+comes from the folder, so a new notebook appears without editing mkdocs.yml, and so does the
+list on the home page (the line `<!-- notebooks: ... -->` of docs/index.md is replaced by it).
+
+The kernels use matplotlib's inline backend (whatever MPLBACKEND the build runs under), so a cell
+ending in `plt.show()` keeps its figure, and IPC sockets in the scratch directory instead of TCP
+on loopback. `figure_watch.py` runs in each kernel and counts the figures every cell makes; a
+notebook page on which such a cell shows no image fails the build, naming the notebook and cell.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import html
+import json
 import logging
 import os
 import re
@@ -53,6 +60,17 @@ for _widget in list(_all.values()):
     _widget.send_state()
 """
 
+FIGURE_WATCH = Path(__file__).with_name("figure_watch.py")
+FIGURES_KEY = "docs_figures"  # cell metadata: how many figures the cell made when executed
+# The last hidden cell reports what figure_watch.py counted: {execution count: figures}.
+REPORT_FIGURES = "import json as _json\nprint(_json.dumps(_nbagent_docs_figures))"
+INLINE = "module://matplotlib_inline.backend_inline"
+NOTEBOOK_LIST = re.compile(r"^<!-- notebooks:.*-->$", re.M)
+PROMPT = re.compile(r'jp-InputPrompt jp-InputArea-prompt">In(?:\s|&nbsp;)*\[(\d+)\]:')
+IMAGE = re.compile(r"<img\b|&lt;img\b")  # a PNG output, or one inside a widget's static page
+MARKDOWN_CELL = '<div class="jp-Cell jp-MarkdownCell'
+
+
 _executed: dict[str, Path] = {}
 
 
@@ -67,6 +85,19 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
         if isinstance(item, dict) and NAV_TITLE in item:
             config.nav[i] = {NAV_TITLE: entries}
     return config
+
+
+def notebook_list() -> str:
+    """The home page's list of notebooks: a link per notebook of the folder, titled by its own
+    heading, in order."""
+    return "\n".join(f"- [{_title(p)}](notebooks/{p.name})" for p in _notebooks())
+
+
+def on_page_markdown(markdown: str, page: Any, config: MkDocsConfig, files: Files) -> str:
+    """Write the notebook list where a page asks for it (`<!-- notebooks: ... -->`)."""
+    if NOTEBOOK_LIST.search(markdown) is None:
+        return markdown
+    return NOTEBOOK_LIST.sub(lambda _: notebook_list(), markdown)
 
 
 def _title(path: Path) -> str:
@@ -94,14 +125,13 @@ def on_pre_build(config: MkDocsConfig) -> None:
         if stale.is_dir() and stale not in {p.parent.parent for p in _executed.values()}:
             shutil.rmtree(stale, ignore_errors=True)
     if todo:
-        os.environ.setdefault("MPLBACKEND", "Agg")  # the kernels inherit it
         asyncio.run(_execute_all(todo))
 
 
 def _source_hash() -> bytes:
     """What an executed notebook depends on besides itself: the package's sources, and this
     hook (the copy kept is the one with its widgets made static)."""
-    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest = hashlib.sha256(Path(__file__).read_bytes() + FIGURE_WATCH.read_bytes())
     for path in sorted((ROOT / "nbagent").rglob("*")):
         if path.is_file() and path.suffix in (".py", ".js", ".css", ".json", ".txt", ".md"):
             digest.update(path.relative_to(ROOT).as_posix().encode())
@@ -122,28 +152,70 @@ async def _execute_all(todo: list[tuple[Path, Path]]) -> None:
 async def _execute(src: Path, out: Path) -> None:
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+    from traitlets.config import Config
 
     nb = nbformat.read(src, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(RESEND_STATE))
+    nb.cells.append(nbformat.v4.new_code_cell(REPORT_FIGURES))
     log.info("executing %s", src.name)
+    # the inline backend whatever the build runs under (scripts/test.sh exports MPLBACKEND=Agg,
+    # under which plt.show() draws nothing)
+    env = {**os.environ, "MPLBACKEND": INLINE}
     try:
         with tempfile.TemporaryDirectory(prefix="nbagent-docs-") as scratch:
+            # IPC sockets in the scratch folder: no TCP port, and none of ipykernel's warnings
+            # about TCP without encryption
+            ipc = {"transport": "ipc", "ip": os.path.join(scratch, "kernel")}
             client = NotebookClient(
                 nb,
+                config=Config({"KernelManager": ipc}),
                 timeout=TIMEOUT_S,
                 kernel_name="python3",
                 resources={"metadata": {"path": scratch}},
                 store_widget_state=True,
+                extra_arguments=[f"--IPKernelApp.exec_files={FIGURE_WATCH}"],
             )
-            await client.async_execute()
+            await client.async_execute(env=env)
     except CellExecutionError as exc:
         raise PluginError(f"notebook {src.name} failed while the docs were built:\n{exc}") from exc
+    report = nb.cells.pop()
     nb.cells.pop()
+    _mark_figures(nb, report)
     make_widgets_static(nb)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     nbformat.write(nb, tmp)
     tmp.replace(out)
+
+
+def _mark_figures(nb: Any, report: Any) -> None:
+    """Note on each cell how many figures it made (from figure_watch.py's count)."""
+    outputs = report.get("outputs", [])
+    text = "".join(o.get("text", "") for o in outputs if o.get("name") == "stdout")
+    made = {int(k): v for k, v in json.loads(text or "{}").items()}
+    for cell in nb.cells:
+        count = made.get(cell.get("execution_count") or -1) if cell.cell_type == "code" else None
+        if count:
+            cell.metadata[FIGURES_KEY] = count
+
+
+def lost_figures(nb: Any, page_html: str) -> list[str]:
+    """The cells that made a figure but show no image on the built page, as sentences."""
+    chunks = PROMPT.split(page_html)  # text, count, the cell's input and outputs, count, ...
+    shown = {
+        int(n): bool(IMAGE.search(body.split(MARKDOWN_CELL, 1)[0]))  # up to the next text cell
+        for n, body in zip(chunks[1::2], chunks[2::2], strict=True)
+    }
+    lost = []
+    for index, cell in enumerate(nb.cells):
+        count = cell.metadata.get(FIGURES_KEY) if cell.cell_type == "code" else None
+        if count and not shown.get(cell.get("execution_count") or -1, False):
+            first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+            lost.append(
+                f"cell {index + 1} (In [{cell.get('execution_count')}], {first.strip()[:60]!r}) "
+                f"made {count} figure{'s' if count > 1 else ''} but the page shows no image"
+            )
+    return lost
 
 
 @event_priority(100)  # before mkdocs-jupyter wraps the notebook files
@@ -159,6 +231,20 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
             )
         )
     return files
+
+
+@event_priority(-100)  # after mkdocs-jupyter has rendered the notebook
+def on_page_content(html_text: str, page: Any, config: MkDocsConfig, files: Files) -> str:
+    """Fail the build if a notebook cell made a figure that its page does not show."""
+    name = Path(page.file.src_uri).name
+    if page.file.src_uri.startswith("notebooks/") and name in _executed:
+        lost = lost_figures(nbformat.read(_executed[name], as_version=4), html_text)
+        if lost:
+            raise PluginError(
+                f"notebooks/{name}: a figure is missing from the built page:\n  "
+                + "\n  ".join(lost)
+            )
+    return html_text
 
 
 def on_post_build(config: MkDocsConfig) -> None:
@@ -207,7 +293,10 @@ def _render(model_id: str, states: dict[str, Any], depth: int = 0) -> str:
             for child in state.get("children", [])
         ]
         inner = "".join(c for c in children if c)
-        return f'<div style="display:flex;flex-direction:{direction};gap:8px">{inner}</div>'
+        size = _layout_size(state, states)
+        wrap = ";flex-wrap:wrap" if direction == "row" else ""
+        style = f"display:flex;flex-direction:{direction};gap:8px{wrap}{size}"
+        return f'<div style="{style}">{inner}</div>'
     if name == "OutputModel":
         return "".join(_output_html(o) for o in state.get("outputs", []))
     if name in ("HTMLModel", "HTMLMathModel"):
@@ -219,6 +308,20 @@ def _render(model_id: str, states: dict[str, Any], depth: int = 0) -> str:
     if name.endswith(("SliderModel", "DropdownModel", "TextModel", "CheckboxModel")):
         return _control(state)
     return ""  # buttons do nothing on a static page
+
+
+def _layout_size(state: dict[str, Any], states: dict[str, Any]) -> str:
+    """A box's width as its Layout set it (the playground's columns), as a bound: without it a
+    column grows to its longest line and the row runs off the page; a static control needs no
+    room kept for a slider, so a minimum width is not kept."""
+    layout = states.get(str(state.get("layout", "")).removeprefix("IPY_MODEL_"), {})
+    sizes = layout.get("state", {}) if isinstance(layout, dict) else {}
+    widths = [sizes.get(k) for k in ("max_width", "width")]
+    width = next((w for w in widths if isinstance(w, str) and _CSS_LENGTH.fullmatch(w)), None)
+    return f";max-width:{html.escape(width)}" if width else ""
+
+
+_CSS_LENGTH = re.compile(r"[\d.]+(px|%|em|rem)")
 
 
 def _image(model: dict[str, Any]) -> str:
@@ -273,7 +376,8 @@ def _anywidget_page(state: dict[str, Any]) -> str:
     traits = {k: v for k, v in state.items() if not k.startswith("_")}
     from nbagent.notebook._export import script_json
 
-    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><style>{css}</style></head>
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8">
+<style>body{{margin:0}}</style><style>{css}</style></head>
 <body><div id="root"></div>
 <script type="application/json" id="traits">{script_json(traits)}</script>
 <script type="application/json" id="esm">{script_json(esm)}</script>
@@ -290,10 +394,16 @@ widget.render({{ model, el: document.getElementById("root") }});
 
 
 def _iframe(page: str) -> str:
-    """A page in an iframe that grows to its content: its CSS and scripts stay its own."""
-    grow = "this.style.height=(this.contentDocument.documentElement.scrollHeight+4)+'px'"
+    """A page in an iframe as tall as its content, also when the content changes (a widget that
+    draws itself after loading, a conversation opened or closed); one that draws nothing takes
+    no room. Its CSS and scripts stay its own."""
+    fit = (
+        "const f=this,d=f.contentDocument.documentElement,"
+        "fit=()=>{f.style.height=Math.ceil(d.getBoundingClientRect().height)+'px'};"
+        "fit();new f.contentWindow.ResizeObserver(fit).observe(d)"
+    )
     return (
         f'<iframe class="nbagent-static-widget" srcdoc="{html.escape(page, quote=True)}" '
-        f'style="width:100%;border:0;min-height:120px" loading="lazy" '
-        f'onload="{grow};setTimeout(()=>{{{grow}}},300)"></iframe>'
+        f'style="width:100%;border:0;height:120px;display:block" loading="lazy" '
+        f'onload="{fit}"></iframe>'
     )

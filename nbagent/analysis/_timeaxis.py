@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._axis import Axis, compressed, picture_axis, tick_label
+from .._axis import Axis, compressed, picture_axis
 from .._palette import COLORS, LABEL_FONT_SIZE
 
 __all__ = ["TimeAxis", "compressed_axis", "picture_time_axis"]
@@ -67,8 +67,8 @@ class TimeAxis:
                 clip_on=False,
                 zorder=6,
             )
-        ticks = self.ticks()
-        ax.set_xticks(self.forward(ticks), labels=[tick_label(t, self.span) for t in ticks])
+        ticks = self._shared().labelled_ticks()
+        ax.set_xticks(self.forward([t for t, _ in ticks]), labels=[label for _, label in ticks])
 
     def ticks(self) -> list[float]:
         """Round times to label (`nbagent._axis.Axis.ticks`)."""

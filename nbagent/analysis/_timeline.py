@@ -1,13 +1,14 @@
 """`plot_timeline`: the widget's timeline as a static figure, for a run, a session or a batch.
 
 It speaks the widget's visual language (`nbagent._palette`, Okabe–Ito based): attempts green
-when they got an answer and vermillion and crossed out when they failed, tool calls green or
-brown and crossed out, compactions blue, the backoff after a failure in amber stripes and a
+when they got an answer and vermillion and crossed out when they failed, tool calls dark blue,
+or dark wine and crossed out, compactions blue, the backoff after a failure in amber stripes and a
 server's Retry-After in purple ones, with the widget's legend words. One row per run, labelled
 by its prompt when the caller knows it; a row has a lane for each phase it used (requests, and
 tools or compaction only when there were some). Long quiet stretches are drawn shorter and
 marked "//" on the axis (`nbagent._axis`, the mapping the widget and the HTML report use too),
-so short attempts stay visible next to a long wait.
+so short attempts stay visible next to a long wait; the ticks stay round, one step apart. The
+attempt a run failed on is labelled beside its bar when the bar is too narrow for the words.
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     axis = pic.axis
     axis.apply(ax)
     at = axis.forward  # everything is drawn in the axis' positions, not in seconds
-    min_w = axis.width * 0.005  # instants stay visible
+    min_w = axis.width * 0.006  # instants stay visible
     for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
         sel = (pic.kinds == kind) & (pic.delay > 0)
         if sel.any():
@@ -360,13 +361,30 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
         label.remove()
         return False
 
+    def beside(a: float, b: float, y: float, text: str) -> None:
+        """Text next to the bar between seconds `a` and `b`: after it where the axes have room,
+        else before it."""
+        left, right = float(axis.forward(a)), float(axis.forward(b))
+        style = {"fontsize": LABEL_FONT_SIZE, "color": COLORS["error_dark"], "zorder": 5}
+        label = ax.text(right, y, f" {text}", ha="left", va="center", **style)
+        box = label.get_window_extent(renderer)
+        if box.x1 > ax.get_window_extent(renderer).x1:
+            label.remove()
+            ax.text(left, y, f"{text} ", ha="right", va="center", **style)
+
     for i in range(len(df)):
         if pic.bars[i]:
-            text = _bar_text(df.iloc[i], pic.phase[i])
+            row = df.iloc[i]
+            text = _bar_text(row, pic.phase[i])
             middle_y = pic.bar_y[i] + pic.bar_h[i] / 2
             if text:
                 ink = SWATCHES[pic.keys[i]].ink
-                place(pic.start[i], pic.end[i], middle_y, text, color=ink)
+                fits = place(pic.start[i], pic.end[i], middle_y, text, color=ink)
+                if not fits and row["action"] == "fail":  # how the run ended: never unsaid
+                    kind = row["error_kind"]
+                    named = isinstance(kind, str) and kind not in text
+                    words = text.replace(" → fail", f" {kind} → fail") if named else text
+                    beside(pic.start[i], pic.end[i], middle_y, words)
         kind, delay = pic.kinds[i], pic.delay[i]
         if isinstance(kind, str) and delay > 0:
             colour = {"retry_after": "retry_after_text", "backoff": "backoff_text"}.get(kind, "fg")

@@ -15,6 +15,7 @@ behind; an interrupted one (Ctrl-C) writes the steps that had finished.
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 import re
 import secrets
@@ -74,7 +75,8 @@ DEMO_PLAN: tuple[DemoStep, ...] = (
     DemoStep(
         "Summarize our conversation so far.",
         ("overflow",),
-        "COMPACT: the prompt is too long; old tool output is stubbed and the request retried",
+        "COMPACT: the prompt is too long; old tool output is stubbed, older turns are summarised "
+        "by the model, and the request is retried",
     ),
     DemoStep(
         "One more question: what is 2 ** 10?",
@@ -93,6 +95,7 @@ class DemoResult:
     outcomes: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     interrupted: bool = False
+    failed_steps: list[int] = field(default_factory=list)  # 1-based, as the terminal numbers them
 
 
 class DemoInterrupted(Exception):
@@ -151,12 +154,14 @@ async def _run_steps(
     set_faults: object,
     out: TextIO,
     scripted: bool,
-    outcomes: list[str],
+    demo: DemoResult,
 ) -> None:
-    """Run the plan, appending how each step ended to `outcomes` (kept when interrupted)."""
+    """Run the plan, appending how each step ended to `demo` (kept when interrupted)."""
+    outcomes = demo.outcomes
     try:
         for i, step in enumerate(plan, 1):
-            print(f"\n▶ {i}/{len(plan)}  {step.prompt}", file=out)
+            # the demo model's cue ("[demo:unknown_tool]") is for the model, not the reader
+            print(f"\n▶ {i}/{len(plan)}  {_DIRECTIVE.sub('', step.prompt)}", file=out)
             if step.teaches:
                 print(f"  ({step.teaches})", file=out)
             if scripted and callable(set_faults):
@@ -169,6 +174,7 @@ async def _run_steps(
                 print(f"  ✗ {type(exc).__name__}: {exc}", file=out)
                 print("    the conversation is as it was before this step", file=out)
                 outcomes.append(type(exc).__name__)
+                demo.failed_steps.append(i)
             else:
                 text = " ".join(result.final_text.split())
                 print(f"  ✓ {text[:300]}{'…' if len(text) > 300 else ''}", file=out)
@@ -177,14 +183,64 @@ async def _run_steps(
         await agent.aclose()  # its connections belong to this event loop, which ends now
 
 
-def _write(staging: _Staging, agent: Agent, reporter: ConsoleReporter) -> None:
+def _planned(step: DemoStep) -> str:
+    """Why a step of the built-in script fails on purpose ("" for one meant to succeed)."""
+    head, _, why = step.teaches.partition(":")
+    return why.strip() if head.strip().upper() == "HARD FAIL" else ""
+
+
+def _session_line(plan: Sequence[DemoStep], result: DemoResult, scripted: bool) -> str:
+    """How the session went, in a sentence: "5 of 6 runs succeeded; run 6 ended with
+    QuotaExceeded, as the fault script planned: …"."""
+    runs = len(result.outcomes)
+    line = f"{runs - len(result.failed_steps)} of {runs} runs succeeded"
+    for i in result.failed_steps:
+        why = _planned(plan[i - 1]) if scripted and i <= len(plan) else ""
+        line += f"; run {i} ended with {result.outcomes[i - 1]}"
+        line += f", as the fault script planned: {why}" if why else ""
+    return line
+
+
+def _for_readers(
+    snapshot: dict[str, object], plan: Sequence[DemoStep], result: DemoResult, scripted: bool
+) -> dict[str, object]:
+    """The report's state: a row per prompt, the cues left out, each run's note, and the
+    session's outcome as its status line (a planned failure is not the report's headline)."""
+    state = copy.deepcopy(snapshot)
+    runs = state.get("runs")
+    for i, run in enumerate(runs if isinstance(runs, list) else []):
+        run["prompt"] = _DIRECTIVE.sub("", str(run.get("prompt") or ""))
+        if scripted and i < len(plan) and plan[i].teaches:
+            run["note"] = plan[i].teaches
+    talk = state.get("conversation")
+    for entry in talk if isinstance(talk, list) else []:
+        if entry.get("kind") == "message" and entry.get("role") == "user":
+            for block in entry.get("blocks") or []:
+                if block.get("type") == "text":
+                    block["text"] = _DIRECTIVE.sub("", str(block.get("text") or ""))
+    planned = all(_planned(plan[i - 1]) for i in result.failed_steps if i <= len(plan))
+    state["status"] = _session_line(plan, result, scripted)
+    state["status_kind"] = "done" if not result.failed_steps or (scripted and planned) else "error"
+    state["lanes_by"] = "run"  # timeline.js: a row per prompt, as timeline.png draws them
+    return state
+
+
+def _write(
+    staging: _Staging,
+    agent: Agent,
+    reporter: ConsoleReporter,
+    plan: Sequence[DemoStep],
+    result: DemoResult,
+    scripted: bool,
+) -> None:
     from ..analysis import plot_timeline
     from ..notebook._export import export_html
 
-    snapshot = reporter.state.snapshot()
+    snapshot = _for_readers(reporter.state.snapshot(), plan, result, scripted)
     frame = agent.attempts
     frame.to_csv(staging.path / "attempts.csv", index=False)
-    prompts = {run["run_id"]: _DIRECTIVE.sub("", run["prompt"]) for run in snapshot["runs"]}
+    runs = snapshot["runs"]
+    prompts = {run["run_id"]: run["prompt"] for run in runs} if isinstance(runs, list) else {}
     fig = plot_timeline(
         frame, labels=prompts, title="nbagent demo: every attempt, wait and tool call"
     )
@@ -241,8 +297,10 @@ def run_demo(
         reporter = ConsoleReporter(out)
         policy = RetryPolicy(seed=seed)
         tools = [calculator, *file_tools()]
+        plan: Sequence[DemoStep] = DEMO_PLAN
+        scripted = False
         if replay is not None:
-            agent = _replay_steps(replay, speed, seed, reporter, out, result)
+            agent, plan = _replay_steps(replay, speed, seed, reporter, out, result)
         elif model != "demo":
             agent = Agent(model, tools=tools, retry=policy, subscribers=[reporter])
             print(f"nbagent demo with {model} (no fault injection on a real provider)", file=out)
@@ -261,7 +319,8 @@ def run_demo(
                 scripted = faults is None and rates is None
                 _steps(agent, DEMO_PLAN, server.set_faults, out, scripted, result)
         if result.outcomes:
-            _write(staging, agent, reporter)
+            print(f"\n{_session_line(plan, result, scripted)}", file=out)
+            _write(staging, agent, reporter, plan, result, scripted)
             result.files = staging.publish()
     finally:
         staging.discard()
@@ -275,7 +334,7 @@ def run_demo(
 
 def _replay_steps(
     name: str, speed: float, seed: int, reporter: ConsoleReporter, out: TextIO, result: DemoResult
-) -> Agent:
+) -> tuple[Agent, list[DemoStep]]:
     """`--replay NAME`: as many prompts as the recording holds requests, answered by it; the
     agent's own waits take no time (a virtual clock), the answers come at `speed`."""
     import math
@@ -308,7 +367,7 @@ def _replay_steps(
     print("the agent's own waits run on a virtual clock: they take no time here", file=out)
     plan = [DemoStep(f"Request {i} of the recording.") for i in range(1, requests + 1)]
     _steps(agent, plan, None, out, False, result)
-    return agent
+    return agent, plan
 
 
 def _random_faults(fault_rate: float) -> dict[str, float] | None:
@@ -329,6 +388,6 @@ def _steps(
 ) -> None:
     """The steps in an event loop of their own; Ctrl-C ends them and is remembered."""
     try:
-        asyncio.run(_run_steps(agent, plan, set_faults, out, scripted, result.outcomes))
+        asyncio.run(_run_steps(agent, plan, set_faults, out, scripted, result))
     except (KeyboardInterrupt, Aborted):
         result.interrupted = True

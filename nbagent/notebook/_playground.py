@@ -58,6 +58,7 @@ class PlaygroundResult:
     makespan_s: float
     gave_up: int
     clients: int
+    requests: int  # the clients' requests: one each, or with a recorded server all it holds
     waited_s: float
     compute_s: float
     frame: pd.DataFrame
@@ -245,6 +246,8 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
                 seed=self.seed,
                 send_retry_after=retry_after,
             )
+        # a run is one request: the contention simulation's clients send one each, a recorded
+        # server's send every request the recording holds ("client-01/003": client 1's third)
         last = frame.groupby("run_id", observed=True).tail(1)
         result = PlaygroundResult(
             calls=len(frame),
@@ -252,6 +255,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             makespan_s=float(frame["ended_at"].max()) if len(frame) else 0.0,
             gave_up=int((last["outcome"] != "ok").sum()),
             clients=int(self.clients.value),
+            requests=len(last),
             waited_s=float(frame["delay_s"].sum()),
             compute_s=time.perf_counter() - started,
             frame=frame,
@@ -263,11 +267,11 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             _envelope_png(policy, self.jitter.value),
             f"The range each wait is drawn from, retry by retry, for {label}.",
         )
+        crowd = _crowd(result)
         self.timeline.show(
-            _timeline_png(frame),
-            f"Timeline of {result.clients} clients: {result.calls:,} calls "
-            f"({result.failed_calls:,} failed), {result.gave_up} gave up, the last done at "
-            f"{result.makespan_s:.2f} s.",
+            _timeline_png(frame, crowd),
+            f"Timeline of {crowd}: {result.calls:,} calls ({result.failed_calls:,} failed), "
+            f"gave up: {_gave_up(result)}, the last done at {result.makespan_s:.2f} s.",
         )
         self.numbers.value = _numbers_html(result)
         self.result = result
@@ -337,6 +341,22 @@ def _recording_label(recording: Recording) -> str:
     return f"the server of the recording {name}"
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _crowd(r: PlaygroundResult) -> str:
+    """Who sent the calls: "20 clients", or with a recorded server "1 client, 3 requests"."""
+    clients = _count(r.clients, "client")
+    return clients if r.requests == r.clients else f"{clients}, {_count(r.requests, 'request')}"
+
+
+def _gave_up(r: PlaygroundResult) -> str:
+    """Of what the failures are counted: the clients, or the requests when they are more."""
+    whole = "" if r.requests == r.clients else " requests"
+    return f"{r.gave_up} of {r.requests}{whole}"
+
+
 def _numbers_html(r: PlaygroundResult) -> str:
     def item(name: str, label: str, value: str) -> str:
         return (
@@ -350,7 +370,7 @@ def _numbers_html(r: PlaygroundResult) -> str:
         + item("calls", "calls", f"{r.calls:,}")
         + item("per-client", "per client", f"{per_client:.1f}")
         + item("makespan", "last done at", f"{r.makespan_s:.2f} s")
-        + item("gave-up", "gave up", f"{r.gave_up} of {r.clients}")
+        + item("gave-up", "gave up", _gave_up(r))
         + item("waited", "waited in total", f"{r.waited_s:.1f} s")
         + "</div>"
     )
@@ -391,18 +411,18 @@ def _envelope_png(policy: RetryPolicy, jitter: str) -> bytes:
     return _png(fig)
 
 
-def _timeline_png(frame: pd.DataFrame) -> bytes:
+def _timeline_png(frame: pd.DataFrame, crowd: str) -> bytes:
     from matplotlib.figure import Figure
 
     from ..analysis._timeline import draw_timeline
 
     fig = Figure(figsize=(5.6, 2.9))
     ax = fig.add_axes((0.18, 0.2, 0.79, 0.7))
-    clients = frame["run_id"].nunique()
-    shown = min(clients, 25)
+    runs = frame["run_id"].nunique()  # a row each: a client's request
+    shown = min(runs, 25)
     draw_timeline(ax, frame, max_groups=shown, lane_height=2.0 / (shown * 1.5))
-    more = f", the first {shown} drawn" if clients > shown else ""
-    ax.set_title(f"{clients} clients{more}: every call and wait", fontsize=9, loc="left")
+    more = f", the first {shown} rows drawn" if runs > shown else ""
+    ax.set_title(f"{crowd}{more}: every call and wait", fontsize=9, loc="left")
     ax.set_xlabel("seconds from the start (// : a stretch drawn shorter)")
     return _png(fig)
 

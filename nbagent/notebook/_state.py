@@ -64,6 +64,14 @@ __all__ = ["TimelineState"]
 K = TypeVar("K")
 
 
+# What each compaction strategy did, in a reader's words (the terminal, the widget, the report)
+_STRATEGY_WORDS = {
+    "stub": "old tool output stubbed",
+    "summarize": "older turns summarised",
+    "stub+summarize": "old tool output stubbed, older turns summarised",
+}
+
+
 class TimelineState:
     """Maps events to the widget's state; call it with each event, read `snapshot()`.
 
@@ -250,7 +258,7 @@ class TimelineState:
             model=event.model,
         )
         self._open_attempts[(event.run_id, event.phase)] = bar
-        verb = "summarising with" if lane == "compaction" else "requesting"
+        verb = "summarising older turns with" if lane == "compaction" else "requesting"
         text = f"{verb} {event.model}".strip()
         if event.attempt > 1:
             text += f" (attempt {event.attempt}/{event.max_attempts})"
@@ -361,7 +369,9 @@ class TimelineState:
             removed=event.removed,
         )
         strategy = event.strategy or bar.get("strategy") or ""
-        detail = f"compaction ({strategy}): {arrow}" if strategy else f"compaction: {arrow}"
+        how = _STRATEGY_WORDS.get(strategy, strategy)
+        said = f"compacted: {arrow}" + (f" ({how})" if how else "")
+        detail = said
         if event.removed:
             detail += f", {event.removed} messages removed"
         if event.message:
@@ -383,7 +393,7 @@ class TimelineState:
         )
         self._talk.note(detail, event.ok)
         if event.ok:
-            self._set_status(f"compacted: {arrow}", "running")
+            self._set_status(said, "running")
         else:
             self._set_status(f"compaction failed: {event.message}".rstrip(": "), "error")
 

@@ -160,6 +160,43 @@ function timeAxis(state, t0, t1) {
   return { rel: (x) => x, width, breaks: [], ticks };
 }
 
+// The lanes to draw: a lane per phase (requests, compaction, tools) for all the runs, or, with
+// state.lanes_by === "run" (the demo's report), a row per run, labelled with its prompt, with
+// a lane for each phase the run used, as the demo's timeline.png draws them.
+function laneList(state, bars, waits) {
+  const runs = state.runs || [];
+  if (state.lanes_by !== "run" || !runs.length) {
+    return LANES.map(([lane, title]) => ({
+      key: lane,
+      phase: lane,
+      title,
+      bars: bars.filter((b) => b.lane === lane),
+      waits: waits.filter((w) => w.lane === lane),
+      fallbacks: lane === "request" ? () => true : null,
+      run: null,
+    }));
+  }
+  const out = [];
+  runs.forEach((run, i) => {
+    for (const [lane, title] of LANES) {
+      const mine = (x) => x.lane === lane && x.run_id === run.run_id;
+      const own = bars.filter(mine);
+      const ownWaits = waits.filter(mine);
+      if (lane !== "request" && !own.length && !ownWaits.length) continue;
+      out.push({
+        key: `${lane}-${i + 1}`,
+        phase: lane,
+        title: lane === "request" ? `${i + 1} · ${run.prompt || run.run_id}` : title,
+        bars: own,
+        waits: ownWaits,
+        fallbacks: lane === "request" ? (f) => !f.run_id || f.run_id === run.run_id : null,
+        run: lane === "request" ? run : null,
+      });
+    }
+  });
+  return out;
+}
+
 function timeline(state, ui) {
   const bars = (state.bars || []).map((b) => ({ ...b }));
   const waits = (state.waits || []).map((w) => ({ ...w }));
@@ -181,8 +218,12 @@ function timeline(state, ui) {
   const when = (a, b) => `at ${seconds(a - t0)}${b === null || b === undefined ? "" : `–${seconds(b - t0)}`}`;
   const activeWait = remaining(state) !== null ? state.wait_until : null;
 
-  const lanes = LANES.map(([lane, title]) => {
-    const laneBars = bars.filter((b) => b.lane === lane);
+  const byRun = state.lanes_by === "run" && (state.runs || []).length > 0;
+  const lanes = laneList(state, bars, waits).map((d) => {
+    const lane = d.key;
+    const title = d.title;
+    const laneBars = d.bars;
+    for (const b of laneBars) b.laneKey = d.key;
     // Compaction spans go below the summarising requests they contain.
     const spans = laneBars.filter((b) => b.kind === "compaction");
     const others = laneBars.filter((b) => b.kind !== "compaction");
@@ -190,7 +231,7 @@ function timeline(state, ui) {
     const spanRows = spans.length ? packRows(spans, t1) : 0;
     for (const s of spans) s.row += othersRows;
     const rows = Math.max(1, othersRows + spanRows);
-    const groups = lane === "request" ? layerGroups(state, others, t1) : [];
+    const groups = d.phase === "request" ? layerGroups(state, others, t1) : [];
     const strip = groups.length ? LAYER_STRIP : 0; // room above the bars for the groups' labels
     const track = h("div", {
       class: "nb-track",
@@ -216,7 +257,7 @@ function timeline(state, ui) {
         ),
       );
     }
-    for (const w of waits.filter((x) => x.lane === lane)) {
+    for (const w of d.waits) {
       const active = activeWait !== null && Math.abs(w.end - activeWait) < 1e-6;
       const cls = [
         "nb-wait",
@@ -291,8 +332,8 @@ function timeline(state, ui) {
         ),
       );
     }
-    if (lane === "request") {
-      for (const f of fallbacks) {
+    if (d.fallbacks) {
+      for (const f of fallbacks.filter(d.fallbacks)) {
         track.append(
           h(
             "div",
@@ -314,11 +355,20 @@ function timeline(state, ui) {
       const n = laneBars.length;
       track.setAttribute("aria-label", `${title}: ${n} bar${n === 1 ? "" : "s"}`);
     }
-    const empty = laneBars.length === 0 && !waits.some((w) => w.lane === lane);
+    const empty = laneBars.length === 0 && d.waits.length === 0;
+    const runLabel = d.run ? " nb-lane-run" : "";
     return h(
       "div",
-      { class: `nb-lane nb-lane-${lane}${empty ? " nb-lane-empty" : ""}`, "data-lane": lane },
-      h("div", { class: "nb-lane-label", "aria-hidden": "true" }, title),
+      {
+        class: `nb-lane nb-lane-${d.phase}${empty ? " nb-lane-empty" : ""}${d.run ? " nb-run-first" : ""}`,
+        "data-lane": d.phase,
+        "data-key": d.key,
+      },
+      h(
+        "div",
+        { class: `nb-lane-label${runLabel}`, "aria-hidden": "true", title: d.run ? d.run.prompt : null },
+        title,
+      ),
       track,
     );
   });
@@ -350,7 +400,7 @@ function timeline(state, ui) {
         `seconds from the first attempt; // marks ${axis.breaks.length === 1 ? "a stretch" : "stretches"} of idle time drawn shorter`,
       )
     : null;
-  return h("div", { class: "nb-timeline" }, lanes, axisRow, note);
+  return h("div", { class: `nb-timeline${byRun ? " nb-by-run" : ""}` }, lanes, axisRow, note);
 }
 
 function barLabel(b) {
@@ -598,7 +648,11 @@ function sessionHeadline(state) {
   return h(
     "div",
     { class: "nb-session" },
-    h("div", { class: "nb-session-title" }, `Session: ${s.runs} runs`),
+    h(
+      "div",
+      { class: "nb-session-title" },
+      `Session: ${s.runs} runs${s.runs_failed !== undefined && s.runs ? `, ${s.runs - (s.runs_failed || 0)} succeeded` : ""}`,
+    ),
     h(
       "div",
       { class: "nb-summary" },
@@ -632,7 +686,12 @@ function runList(state) {
       "tr",
       { class: ok ? "" : "nb-run-failed", "data-run": run.run_id },
       h("td", {}, String(i + 1)),
-      h("td", { class: "nb-run-prompt", title: `${run.prompt}\nrun ${run.run_id}` }, run.prompt),
+      h(
+        "td",
+        { class: "nb-run-prompt", title: `${run.prompt}\nrun ${run.run_id}` },
+        run.prompt,
+        run.note ? h("div", { class: "nb-run-note" }, run.note) : null,
+      ),
       h("td", { class: "nb-run-end" }, end),
       h("td", {}, s ? failedCount(s.attempts, s.failed_attempts) : ""),
       h("td", {}, s ? String(s.retries) : ""),
@@ -720,7 +779,7 @@ function render({ model, el }) {
   const ui = {
     selected: null,
     convOpen: true,
-    focus: {}, // lane -> the id of the bar Tab enters it at
+    focus: {}, // lane key -> the id of the bar Tab enters it at
     detailId: `nb-detail-${++nbWidgets}`,
   };
   const root = h("div", { class: "nb-root" });
@@ -834,7 +893,7 @@ function render({ model, el }) {
   ui.barKey = (e, bar, order) => {
     if (e.key === "Enter" || e.key === " ") {
       e.preventDefault();
-      ui.focus[bar.lane] = bar.id;
+      ui.focus[bar.laneKey] = bar.id;
       ui.select(bar.id);
       focusBar(bar.id);
       return;
@@ -856,8 +915,8 @@ function render({ model, el }) {
     e.preventDefault();
     e.stopPropagation(); // not the notebook's own arrow keys
     if (!next) return;
-    ui.focus[bar.lane] = next.id;
-    for (const node of root.querySelectorAll(`.nb-lane-${bar.lane} .nb-bar`)) {
+    ui.focus[bar.laneKey] = next.id;
+    for (const node of root.querySelectorAll(`.nb-lane[data-key="${bar.laneKey}"] .nb-bar`)) {
       node.tabIndex = Number(node.dataset.id) === next.id ? 0 : -1;
     }
     focusBar(next.id);
