@@ -20,6 +20,8 @@ What happens, in order, for one step of a run::
       | AttemptFailed(action="retry")  RetryScheduled      -> the wait, then AttemptStarted again
       | AttemptFailed(action="compact") CompactionStarted ... CompactionFinished
       | AttemptFailed(action="fallback") FallbackStarted
+      | AttemptFailed(action="reask")                     -> a structured answer off its schema:
+                                                             the errors go back, a new request
       | AttemptFailed(action="fail")                      -> RunFinished(end_reason="error")
     ToolCallStarted ... ToolCallFinished(is_error)        (one pair per call, in call order)
     MessageCommitted ...
@@ -72,7 +74,7 @@ __all__ = [
 AttemptPhase = Literal["request", "compaction"]
 """What an attempt asks the model for: the next message, or a summary for compaction."""
 
-FailureAction = Literal["retry", "compact", "fallback", "fail"]
+FailureAction = Literal["retry", "compact", "reask", "fallback", "fail"]
 """What the agent decided about a failed attempt (the attempt log's `action` column)."""
 
 CompactionReason = Literal["overflow", "proactive"]
@@ -170,7 +172,12 @@ class AttemptSucceeded(Event):
 @dataclass(frozen=True, kw_only=True)
 class AttemptFailed(Event):
     """An attempt ended in error. `action` is what the agent decided; a `RetryScheduled`
-    follows when it is "retry"."""
+    follows when it is "retry".
+
+    An answer that arrived and was then refused (a structured answer off its schema, or cut at
+    max_tokens) cost tokens: its usage is in the token fields, and `output_errors` lists what
+    was wrong with it ("path: message"), for the attempt's details.
+    """
 
     phase: AttemptPhase
     attempt: int
@@ -186,6 +193,12 @@ class AttemptFailed(Event):
     ttft_s: float | None = None
     discarded_text: str = ""
     discarded_thinking: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost_usd: float | None = None
+    output_errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
