@@ -174,6 +174,8 @@ class OutputInvalid(NbAgentError):
         errors: What is wrong, one `OutputIssue` per problem (field path and message).
         raw: The answer's text as the model wrote it (the output tool's arguments in tool mode).
         usage: The tokens and cost of the attempt that produced the answer, when known.
+        reasks: How many reasks came before this answer (on the final error).
+        answer: The assistant message that held the answer, when there was one.
     """
 
     def __init__(
@@ -183,6 +185,7 @@ class OutputInvalid(NbAgentError):
         *,
         usage: Any = None,
         reasks: int = 0,
+        answer: Any = None,
     ) -> None:
         self.errors: tuple[OutputIssue, ...] = tuple(errors) or (
             OutputIssue("", "the answer does not match the schema"),
@@ -190,6 +193,7 @@ class OutputInvalid(NbAgentError):
         self.raw = raw
         self.usage = usage
         self.reasks = reasks
+        self.answer = answer  # the assistant Message that held the answer, when there was one
         super().__init__(self._text())
 
     @property
@@ -209,7 +213,9 @@ class OutputInvalid(NbAgentError):
 
     def with_reasks(self, reasks: int) -> OutputInvalid:
         """The same failure, saying how many reasks came before it (the final error's text)."""
-        return OutputInvalid(self.errors, self.raw, usage=self.usage, reasks=reasks)
+        return OutputInvalid(
+            self.errors, self.raw, usage=self.usage, reasks=reasks, answer=self.answer
+        )
 
 
 class OutputTruncated(NbAgentError):

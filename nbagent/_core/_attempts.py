@@ -97,7 +97,10 @@ class _Labels(TypedDict):
 
 class AttemptFailure(Exception):
     """An attempt failed with `error` after streaming `text`/`thinking` (now discarded).
-    `usage` is what the attempt cost when an answer did arrive (one refused afterwards)."""
+
+    `answered` is what the provider's answer reported when one did arrive and was refused
+    afterwards (a structured answer off its schema, or cut at max_tokens): the request went
+    through (the pacer hears so), and its usage is the attempt's cost."""
 
     def __init__(
         self,
@@ -106,14 +109,14 @@ class AttemptFailure(Exception):
         text: str = "",
         thinking: str = "",
         ttft_s: float | None = None,
-        usage: Usage | None = None,
+        answered: Sent | None = None,
     ) -> None:
         super().__init__(str(error))
         self.error = error
         self.text = text
         self.thinking = thinking
         self.ttft_s = ttft_s
-        self.usage = usage
+        self.answered = answered
 
 
 class Fallback(Exception):
@@ -302,7 +305,10 @@ class AttemptLoop:
         """Decide about a failed attempt, tell the pacer, announce both; returns the decision."""
         err = failure.error
         if self.pacer is not None and not paced:
-            self.pacer.failed(self.clock.now(), err)
+            if failure.answered is not None:  # the request went through; its answer did not
+                self.pacer.succeeded(self.clock.now(), failure.answered.headers)
+            else:
+                self.pacer.failed(self.clock.now(), err)
         facts = Failure(
             err,
             n,
@@ -342,7 +348,11 @@ class AttemptLoop:
         issues: tuple[str, ...] = ()
         if isinstance(decision.error, OutputInvalid):
             issues = tuple(str(e) for e in decision.error.errors)
-        usage = _by_name(_UsageFields, failure.usage or _NO_USAGE)
+        answered = failure.answered
+        usage = _by_name(_UsageFields, answered.usage if answered is not None else _NO_USAGE)
+        if answered is not None:  # the answer came with a 200 (and its request id)
+            said["status_code"] = said["status_code"] or 200
+            said["request_id"] = said["request_id"] or answered.request_id
         self.emit(
             AttemptFailed(
                 **self._labels(n),

@@ -15,7 +15,22 @@ __all__ = ["RunHandle", "RunResult"]
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a finished run produced."""
+    """What a finished run produced.
+
+    Attributes:
+        final_text: The last answer's text as the model wrote it (with `output=`, the JSON:
+            the output tool's arguments in tool mode).
+        messages: The messages the run added to the conversation.
+        usage: Tokens and cost of every attempt of the run, failed ones included (an answer
+            that was reasked, a summary for compaction).
+        end_reason: The model's stop reason (end_turn, max_tokens, stop_sequence, ...).
+        run_id: The run's id in the attempt log and the events.
+        turns: How many requests the run's steps took (reasks not counted: see `reasks`).
+        model: The model that gave the last answer.
+        output: With `output=`, the validated answer: an instance of the schema's type (a
+            dict, or another JSON value, for a JSON Schema dict); None otherwise.
+        reasks: How many times a structured answer was asked for again.
+    """
 
     final_text: str
     messages: list[Message]
@@ -24,6 +39,8 @@ class RunResult:
     run_id: str
     turns: int
     model: str
+    output: Any = None
+    reasks: int = 0
 
     def __str__(self) -> str:
         return self.final_text

@@ -40,6 +40,7 @@ from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPar
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._output_wire import add_anthropic_output
 from ._parts import PartBuffer
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
@@ -161,6 +162,7 @@ def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    add_anthropic_output(body, request.output)
     if request.cache:
         _cache_breakpoints(body)
     body["stream"] = True
@@ -205,6 +207,7 @@ class AnthropicProvider(HTTPProvider):
 
     default_base_url = "https://api.anthropic.com"
     default_name = "anthropic"
+    output_dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
 
     @property
     def url(self) -> str:

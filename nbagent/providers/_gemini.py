@@ -138,6 +138,7 @@ class GeminiProvider(HTTPProvider):
 
     default_base_url = "https://generativelanguage.googleapis.com"
     default_name = "gemini"
+    output_dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
 
     @property
     def url(self) -> str:

@@ -29,6 +29,7 @@ from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPar
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._output_wire import Dialect, add_openai_output
 from ._parts import PartBuffer
 
 __all__ = [
@@ -176,6 +177,7 @@ def build_openai_body(
             }
             for t in request.tools
         ]
+    add_openai_output(body, request.output)
     body["stream"] = True
     options = body.get("stream_options")
     body["stream_options"] = {
@@ -205,6 +207,13 @@ class OpenAIProvider(HTTPProvider):
     @property
     def url(self) -> str:
         return self.base_url + "/chat/completions"
+
+    @property
+    def output_dialect(self) -> Dialect:
+        """OpenAI's own API takes strict schemas; any other server speaking the format is asked
+        with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        return "openai" if host == OPENAI_HOST else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))

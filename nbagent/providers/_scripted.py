@@ -137,7 +137,13 @@ def _chunks(text: str, size: int) -> list[str]:
 
 
 class ScriptedModel:
-    """A `Provider` that plays a script. `requests` records every request it was sent."""
+    """A `Provider` that plays a script. `requests` records every request it was sent.
+
+    With `output=` it takes every output mode (`auto` is native): the script's text is the
+    structured answer, or a `ToolUse("final_answer", ...)` in tool mode.
+    """
+
+    output_dialect = "any"
 
     def __init__(
         self,
