@@ -112,8 +112,9 @@ class StructuredOutput:
         else:
             mode = requested
             why = f"output_mode={mode}"
+        name = ANSWER_TOOL if mode == "tool" else s.name  # tool mode names the tool to call
         fmt = wire_format(
-            provider, mode, name=s.name, schema=s.json_schema, description=s.description
+            provider, mode, name=name, schema=s.json_schema, description=s.description
         )
         if mode == "tool":
             described = s.description or f"The answer ({s.name})."

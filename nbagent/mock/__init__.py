@@ -15,11 +15,14 @@ instead, in order and at their recorded pace, and names a request that does not 
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
 ``402``, ``403``, ``404``, ``408``, ``409``, ``413``, ``overflow``, ``close``,
-``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``empty``, ``slow=S``; any of them takes
+``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``empty``, ``slow=S``; for structured
+answers ``invalid_json`` (not JSON), ``schema_mismatch`` (valid JSON off the schema),
+``refusal`` (the format's own refusal) and ``truncated`` (cut at max_tokens); any of them takes
 ``should_retry=true|false``. In Gemini's format ``429`` is a per-minute quota whose wait is in the
 body (``RetryInfo``), ``quota`` a per-day quota, and ``529`` a 503 ``UNAVAILABLE``.
 """
 
+from ._answer_faults import answer_fault
 from ._cli import main
 from ._conversation import (
     Conversation,
@@ -59,6 +62,7 @@ __all__ = [
     "ToolResult",
     "ToolUse",
     "Turn",
+    "answer_fault",
     "default_responder",
     "estimate_tokens",
     "main",

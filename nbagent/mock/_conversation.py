@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._output_request import anthropic_output, openai_output
+
 Format = Literal["anthropic", "openai", "gemini", "responses"]
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
@@ -82,6 +84,8 @@ class Conversation:
     thinking: bool = False
     max_tokens: int | None = None
     prompt_tokens: int = 0
+    output_schema: dict[str, Any] | None = None  # a native structured answer's JSON Schema
+    forced_tool: str | None = None  # the tool the request forces ("*": any), if any
 
 
 def estimate_tokens(chars: int, images: int = 0) -> int:
@@ -222,6 +226,7 @@ def parse_anthropic(body: Any) -> Conversation:
         counter.add(_dumps(tool))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+    schema, forced = anthropic_output(body)
     return Conversation(
         format="anthropic",
         model=model,
@@ -233,6 +238,8 @@ def parse_anthropic(body: Any) -> Conversation:
         thinking=wants_thinking,
         max_tokens=max_tokens,
         prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+        output_schema=schema,
+        forced_tool=forced,
     )
 
 
@@ -310,6 +317,7 @@ def parse_openai(body: Any) -> Conversation:
         counter.add(_dumps(tool))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    schema, forced = openai_output(body)
     return Conversation(
         format="openai",
         model=model,
@@ -321,4 +329,6 @@ def parse_openai(body: Any) -> Conversation:
         thinking=False,
         max_tokens=max_tokens,
         prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+        output_schema=schema,
+        forced_tool=forced,
     )

@@ -41,8 +41,14 @@ _VALUE_KINDS: dict[str, str] = {
 STREAM_KINDS: frozenset[str] = frozenset(
     {"drop_after_tokens", "malformed", "stall", "overloaded_midstream"}
 )
+# Kinds that change a structured answer before it is sent (`_answer_faults`): not JSON, off
+# the schema, refused, cut at max_tokens.
+ANSWER_KINDS: frozenset[str] = frozenset(
+    {"invalid_json", "schema_mismatch", "refusal", "truncated"}
+)
 _PLAIN_KINDS: frozenset[str] = frozenset(
     {"ok", "quota", "overflow", "close", "empty", "malformed", "overloaded_midstream"}
+    | ANSWER_KINDS
 )
 ALL_KINDS: frozenset[str] = STATUS_KINDS | _PLAIN_KINDS | frozenset(_VALUE_KINDS)
 _MAX_SECONDS = 3600.0

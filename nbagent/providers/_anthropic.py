@@ -383,9 +383,11 @@ class AnthropicProvider(HTTPProvider):
                 tokens=input_tokens + cache_read + cache_write + output_tokens,
             )
         if stop_reason == "refusal":
+            said = "".join("".join(b.text) for b in blocks.values() if b.kind == "text").strip()
             raise self._refusal(
                 ContentFiltered,
-                "the model refused to answer (stop_reason: refusal)",
+                "the model refused to answer (stop_reason: refusal)"
+                + (f": {said[:500]}" if said else ""),
                 code="refusal",
                 request_id=request_id,
                 headers=headers,
