@@ -26,16 +26,14 @@ import concurrent.futures
 import sys
 import time
 from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, TypeAlias
-
-import pandas as pd
+from typing import Any
 
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec
-from ..errors import ConfigError
 from ..notebook import in_notebook
 from ._frames import RESULT_COLUMNS, BatchResult, attempts_frame, prompts_of, results_frame
 from ._local import run_local
+from ._options import BatchOptions, Prompts
 from ._progress import BatchProgress, TerminalBar
 from ._spec import AgentSpec, BatchControl
 
@@ -49,40 +47,13 @@ __all__ = [
     "start",
 ]
 
-BACKENDS = ("local", "ray")
-Prompts: TypeAlias = "Iterable[str] | pd.Series[Any] | pd.DataFrame"
-
 
 class _Batch:
-    """One batch, prepared: arguments checked, progress and control made, view shown."""
+    """One batch, prepared: options checked, progress and control made, view shown."""
 
-    def __init__(
-        self,
-        prompts: Prompts,
-        model: ModelSpec | Sequence[ModelSpec],
-        *,
-        concurrency: int,
-        column: str | None,
-        tools: Iterable[Any],
-        system: str | None,
-        retry: RetryPolicy | None,
-        show: bool | None,
-        backend: str,
-        workers: int | None,
-        agent_kwargs: dict[str, Any],
-        stoppable: bool,
-    ) -> None:
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigError(f"concurrency must be a positive whole number, not {concurrency!r}")
-        if backend not in BACKENDS:
-            raise ConfigError(f"backend= takes 'local' or 'ray', not {backend!r}")
-        if workers is not None and (
-            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-        ):
-            raise ConfigError(f"workers must be a positive whole number, not {workers!r}")
-        if workers is not None and backend != "ray":
-            raise ConfigError("workers= is for backend='ray'; the local backend is one process")
-        self.texts, self.index = prompts_of(prompts, column)
+    def __init__(self, options: BatchOptions, *, stoppable: bool) -> None:
+        self.texts, self.index = prompts_of(options.prompts, options.column)
+        backend, agent_kwargs = options.backend, dict(options.agent_kwargs)
         if backend == "ray":
             from ._ray import ensure_ray
 
@@ -90,11 +61,14 @@ class _Batch:
         if backend == "local" and agent_kwargs.get("limiter") == "process":
             agent_kwargs["limiter"] = True  # in one process, the shared limiter is that
         extra = list(agent_kwargs.pop("subscribers", ()) or ())
-        self.spec = AgentSpec(model, list(tools), system, retry, extra, agent_kwargs)
-        self.concurrency, self.backend, self.workers = concurrency, backend, workers
+        self.spec = AgentSpec(
+            options.model, list(options.tools), options.system, options.retry, extra, agent_kwargs
+        )
+        self.concurrency, self.backend, self.workers = options.concurrency, backend, options.workers
         self.progress = BatchProgress(total=len(self.texts), backend=backend)
         self.control = BatchControl()
         self._views: list[Any] = []
+        show = options.show
         if show is None:
             show = in_notebook() or sys.stderr.isatty()
         if show and self.texts:
@@ -181,17 +155,6 @@ class BatchHandle:
         return f"BatchHandle({state}: {self.progress.text()})"
 
 
-def _batch(
-    prompts: Prompts,
-    model: ModelSpec | Sequence[ModelSpec],
-    kw: dict[str, Any],
-    agent_kwargs: dict[str, Any],
-    *,
-    stoppable: bool,
-) -> _Batch:
-    return _Batch(prompts, model, agent_kwargs=agent_kwargs, stoppable=stoppable, **kw)
-
-
 async def amap(
     prompts: Prompts,
     model: ModelSpec | Sequence[ModelSpec] = "demo",
@@ -208,17 +171,7 @@ async def amap(
 ) -> BatchResult:
     """Run one agent per prompt in the running event loop; see `map`. Cancelling the awaiting
     task stops every agent (and raises); use `start` for a batch you can stop and keep."""
-    kw = dict(
-        concurrency=concurrency,
-        column=column,
-        tools=tools,
-        system=system,
-        retry=retry,
-        show=show,
-        backend=backend,
-        workers=workers,
-    )
-    return await _batch(prompts, model, kw, agent_kwargs, stoppable=False).run()
+    return await _Batch(BatchOptions.of(locals()), stoppable=False).run()
 
 
 def start(
@@ -237,18 +190,9 @@ def start(
 ) -> BatchHandle:
     """Start a batch in the background of the running event loop (a notebook cell) and return
     its `BatchHandle` at once; the kernel stays free, and the view's Stop button cancels it."""
-    loop = asyncio.get_running_loop()
-    kw = dict(
-        concurrency=concurrency,
-        column=column,
-        tools=tools,
-        system=system,
-        retry=retry,
-        show=show,
-        backend=backend,
-        workers=workers,
-    )
-    batch = _batch(prompts, model, kw, agent_kwargs, stoppable=True)
+    options = BatchOptions.of(locals())
+    loop = asyncio.get_running_loop()  # before any view is shown: start needs a running loop
+    batch = _Batch(options, stoppable=True)
     return BatchHandle(loop.create_task(batch.run()), batch)
 
 
@@ -276,17 +220,7 @@ def map(
     prompt order (with the Series'/DataFrame's index), `.attempts` every agent's attempt log.
     Ctrl-C (or the kernel's interrupt) cancels every agent and returns what finished.
     """
-    kw = dict(
-        concurrency=concurrency,
-        column=column,
-        tools=tools,
-        system=system,
-        retry=retry,
-        show=show,
-        backend=backend,
-        workers=workers,
-    )
-    batch = _batch(prompts, model, kw, agent_kwargs, stoppable=False)
+    batch = _Batch(BatchOptions.of(locals()), stoppable=False)
     return _run_blocking(batch.run, batch.control)
 
 

@@ -1,0 +1,72 @@
+"""What a batch was asked to do, in one place: the options of `map`, `amap` and `start`.
+
+The three entry points spell their signatures out (so an editor, `help()` and the reference
+show every option, as httpx does for `Client` and `AsyncClient`), and each hands its call to
+`BatchOptions.of(locals())` as its first statement. That is the only forwarding: an option is
+added to the three signatures and to `BatchOptions`, and checked here; `of` refuses a call
+whose names are not exactly its fields, so a signature and this class cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import pandas as pd
+
+from .._core._retry import RetryPolicy
+from .._loop._args import ModelSpec
+from ..errors import ConfigError
+
+__all__ = ["BACKENDS", "BatchOptions", "Prompts"]
+
+BACKENDS = ("local", "ray")
+Prompts: TypeAlias = "Iterable[str] | pd.Series[Any] | pd.DataFrame"
+"""What a batch takes as its prompts: a list (or any iterable) of strings, a pandas Series, or a
+DataFrame with the column named by `column=`."""
+
+
+@dataclass
+class BatchOptions:
+    """The options of one batch, checked (see the module docstring); `agent_kwargs` are the
+    keywords that go to each `Agent` as they are."""
+
+    prompts: Prompts
+    model: ModelSpec | Sequence[ModelSpec]
+    concurrency: int
+    column: str | None
+    tools: Iterable[Any]
+    system: str | None
+    retry: RetryPolicy | None
+    show: bool | None
+    backend: str
+    workers: int | None
+    agent_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, call: Mapping[str, Any]) -> BatchOptions:
+        """The options of an entry point's call, from its `locals()` taken first thing."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if set(call) != names:  # a programming error of nbagent's, not the caller's
+            raise TypeError(
+                f"a batch entry point and BatchOptions disagree: {sorted(set(call) ^ names)}"
+            )
+        given = dict(call)
+        return cls(**{**given, "agent_kwargs": dict(given["agent_kwargs"])})
+
+    def __post_init__(self) -> None:
+        concurrency, workers = self.concurrency, self.workers
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be a positive whole number, not {concurrency!r}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(
+                f"backend= takes {' or '.join(map(repr, BACKENDS))}, not {self.backend!r}"
+            )
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        ):
+            raise ConfigError(f"workers must be a positive whole number, not {workers!r}")
+        if workers is not None and self.backend != "ray":
+            raise ConfigError("workers= is for backend='ray'; the local backend is one process")
