@@ -33,6 +33,7 @@ from ._loop._agent import Agent, RunHandle, RunResult
 from ._loop._compaction import CompactionContext, CompactionResult, Compactor, StubOldToolOutput
 from ._loop._estimate import TokenEstimator
 from ._loop._limiter import RateLimiter
+from ._loop._output_schema import OutputMode, OutputSchema
 from ._loop._retry_budget import RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
@@ -56,11 +57,15 @@ from .errors import (
     LengthResumeExhausted,
     ModelNotFound,
     NbAgentError,
+    OutputInvalid,
+    OutputIssue,
+    OutputTruncated,
     Overloaded,
     ProviderError,
     QuotaExceeded,
     RateLimited,
     RecordingFileError,
+    SchemaRejected,
     ScriptExhausted,
     ServerError,
     SessionFileError,
@@ -114,6 +119,11 @@ __all__ = [
     "NbAgentError",
     "NoJitter",
     "OpaqueBlock",
+    "OutputInvalid",
+    "OutputIssue",
+    "OutputMode",
+    "OutputSchema",
+    "OutputTruncated",
     "Overloaded",
     "Pacer",
     "Partial",
@@ -130,6 +140,7 @@ __all__ = [
     "RetryPolicy",
     "RunHandle",
     "RunResult",
+    "SchemaRejected",
     "ScriptExhausted",
     "ScriptedModel",
     "ServerError",

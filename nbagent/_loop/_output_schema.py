@@ -199,11 +199,9 @@ class OutputSchema:
         try:
             cls.check_schema(schema)
         except exceptions.SchemaError as exc:
-            where = "/".join(str(p) for p in exc.absolute_path) or "the root"
-            raise ConfigError(
-                f"output= is not a valid JSON Schema: at {where}, keyword "
-                f"{exc.validator!r}: {exc.message}"
-            ) from None
+            where = "/".join(str(p) for p in exc.absolute_path)
+            at = f"the keyword `{where}`" if where else "its root"
+            raise ConfigError(f"output= is not a valid JSON Schema: {at}: {exc.message}") from None
         self._validator = cls(schema, registry=Registry())
         return schema
 

@@ -15,9 +15,13 @@ A structured answer's schema is JSON Schema; what each API accepts of it differs
   `format`s, forces `additionalProperties: false`, and moves every other keyword into the
   description (`{minimum: 1, maximum: 10}`); a `const` becomes a one-value `enum` (kept, where
   the SDK moves it). A node with no type, enum or union is refused.
-* **Gemini** (`generationConfig.responseJsonSchema`, ai.google.dev structured output): JSON
-  Schema with `$defs`/`$ref`, `anyOf`, `additionalProperties` and the numeric and length
-  bounds, as it is; `$schema` is dropped (it answers "Unknown name" for it).
+* **Gemini** (`generationConfig.responseJsonSchema`; python-genai `types.py`,
+  `GenerateContentConfig.response_json_schema`: "only the following properties are
+  supported"): `$id`, `$defs`, `$ref`, `$anchor`, `type`, `format`, `title`, `description`,
+  `enum`, `items`, `prefixItems`, `minItems`, `maxItems`, `minimum`, `maximum`, `anyOf`, `oneOf`,
+  `properties`, `additionalProperties`, `required`, `propertyOrdering`; a `const` becomes a
+  one-value `enum`, `$schema` is dropped (Gemini answers "Unknown name" for it), any other
+  keyword moves into the description.
 
 What moves into a description is still enforced afterwards: nbagent validates every answer
 against the schema as the user gave it (`_loop._output_schema.OutputSchema`).
@@ -264,6 +268,58 @@ def anthropic_schema(schema: dict[str, Any]) -> dict[str, Any]:
 # -- Gemini ----------------------------------------------------------------------------------
 
 
+_GEMINI_KEEP = frozenset(
+    {
+        "$id",
+        "$defs",
+        "$ref",
+        "$anchor",
+        "type",
+        "format",
+        "title",
+        "description",
+        "enum",
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "anyOf",
+        "oneOf",
+        "properties",
+        "additionalProperties",
+        "required",
+        "propertyOrdering",
+    }
+)
+
+
 def gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` as Gemini's `responseJsonSchema` takes it: as it is, less `$schema`."""
-    return {k: v for k, v in schema.items() if k != "$schema"}
+    """`schema` as Gemini's `responseJsonSchema` takes it (see the module docstring)."""
+
+    def walk(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "$schema" or (key == "default" and value is None):
+                continue
+            if key == "const" and isinstance(value, (str, int, float)) and "enum" not in node:
+                out["enum"] = [value]
+            elif key in ("properties", "$defs") and isinstance(value, dict):
+                out[key] = {k: walk(v) for k, v in value.items()}
+            elif key in ("anyOf", "oneOf", "prefixItems") and isinstance(value, list):
+                out[key] = [walk(v) for v in value]
+            elif key in ("items", "additionalProperties") and isinstance(value, dict):
+                out[key] = walk(value)
+            elif key in _GEMINI_KEEP:
+                out[key] = value
+            else:
+                extra[key] = value
+        _moved(out, extra)
+        return out
+
+    result: dict[str, Any] = walk(schema)
+    return result
