@@ -209,6 +209,7 @@ function timeline(state, ui) {
       if (b.kind === "tool" && b.outcome !== "running") {
         cls.push(b.is_error ? "nb-tool-error" : "nb-tool-ok");
       }
+      if (b.action === "reask") cls.push("nb-reask");
       if (ui.selected === b.id) cls.push("nb-selected");
       const times = when(b.start, b.end);
       const title = b.detail ? `${b.label}\n${b.detail}\n${times}` : `${b.label}\n${times}`;
@@ -300,7 +301,11 @@ function timeline(state, ui) {
   return h("div", { class: "nb-timeline" }, lanes, axisRow, note);
 }
 
+// A structured answer asked for again: its own glyph (nbagent/_palette.py's REASK_GLYPH).
+const REASK_GLYPH = "↻";
+
 function barLabel(b) {
+  if (b.action === "reask") return `${REASK_GLYPH} reask`;
   if (b.kind === "attempt" && b.outcome === "error") {
     return b.status_code ? String(b.status_code) : b.error || "error";
   }
@@ -311,6 +316,7 @@ function barLabel(b) {
 
 function shortLabel(b) {
   if (b.kind !== "attempt") return null;
+  if (b.action === "reask") return REASK_GLYPH;
   if (b.outcome === "error" && b.status_code) return String(b.status_code);
   return `#${b.attempt}`;
 }
@@ -359,6 +365,7 @@ function legend(state) {
   const item = (cls, text) =>
     h("span", { class: "nb-legend-item" }, h("i", { class: cls, "aria-hidden": "true" }), text);
   const paced = (state.waits || []).some((w) => w.kind === "paced");
+  const reasked = (state.bars || []).some((b) => b.action === "reask");
   return h(
     "div",
     { class: "nb-legend" },
@@ -372,6 +379,7 @@ function legend(state) {
     item("nb-tool-ok", "tool ok"),
     item("nb-tool-error", "tool error"),
     paced ? item("nb-wait nb-paced", "paced") : null,
+    reasked ? item("nb-error nb-reask", "reasked") : null,
   );
 }
 
@@ -410,6 +418,14 @@ function detailPanel(state, ui) {
     ),
     bar.arguments ? h("pre", { class: "nb-args" }, `arguments: ${bar.arguments}`) : null,
     h("pre", { class: "nb-detail-text" }, bar.detail || "(no details)"),
+    bar.output_errors && bar.output_errors.length
+      ? h(
+          "div",
+          { class: "nb-output-errors" },
+          h("div", { class: "nb-muted" }, "what was wrong with the answer (sent back to the model):"),
+          h("ul", {}, bar.output_errors.map((e) => h("li", {}, e))),
+        )
+      : null,
   );
 }
 
@@ -556,6 +572,7 @@ function sessionHeadline(state) {
       stat("tool errors", `${s.tool_errors} of ${s.tool_calls}`, s.tool_errors ? "nb-stat-error" : ""),
       stat("compactions", String(s.compactions)),
       s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
+      s.reasks ? stat("reasks", String(s.reasks)) : null,
       stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
       stat("cost", money(s.cost_usd)),
       stat("time", seconds(s.duration_s)),
@@ -610,6 +627,7 @@ function summary(state) {
     ),
     s.compactions ? stat("compactions", String(s.compactions)) : null,
     s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
+    s.reasks ? stat("reasks", String(s.reasks)) : null,
     stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
     stat("cost", money(s.cost_usd)),
     stat("time", seconds(s.duration_s)),
