@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .._core._messages import Message
 from .._loop._agent import Agent
@@ -52,12 +53,14 @@ def start_shown(
     prompt: str | Message,
     *,
     before: Callable[[], Awaitable[None]] | None = None,
+    output: Any = None,
 ) -> tuple[RunHandle, AgentView]:
     """Show the timeline now and run in a background task once `before()` has returned.
 
     For callers that queue runs (the `%%agent` magic): the view is displayed by the caller (the
     cell), not by the task, because a task runs after the cell has finished, when ipykernel no
     longer routes its display output to any cell. The widget subscribes when the run begins.
+    `output` is the run's schema for a structured answer (`Agent.run(output=...)`).
     """
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[RunResult]] = []
@@ -74,7 +77,7 @@ def start_shown(
             await before()
         detach = agent.subscribe(widget)
         try:
-            return await agent.run(prompt, show=False)
+            return await agent.run(prompt, show=False, output=output)
         finally:
             detach()
             widget.close()
