@@ -10,6 +10,10 @@ loop; `start(...)` runs in the background and returns a `BatchHandle` (`await ha
 (`column=`); the results keep the Series' or DataFrame's index, so `df.join(out.results)` lines
 them up.
 
+`output=Schema` asks every agent for a structured answer (`Agent(output=...)`): the results gain
+`output`, `reasks` and one typed column per top-level field of the schema, so
+`df.join(out.results)` adds them to the user's frame (see `_output_columns`).
+
 `backend="local"` (the default) runs every agent in this process under the shared rate limiter
 (see `nbagent.RateLimiter`); `backend="ray"` spreads them over Ray worker processes with one
 limiter for the whole cluster in a Ray actor (see `_ray.py`). A prompt that fails hard does not
@@ -30,10 +34,12 @@ from typing import Any
 
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec
+from .._loop._output_schema import OutputSchema
 from ..notebook import in_notebook
 from ._frames import RESULT_COLUMNS, BatchResult, attempts_frame, prompts_of, results_frame
 from ._local import run_local
 from ._options import BatchOptions, Prompts
+from ._output_columns import check_fields
 from ._progress import BatchProgress, TerminalBar
 from ._spec import AgentSpec, BatchControl
 
@@ -61,6 +67,12 @@ class _Batch:
         if backend == "local" and agent_kwargs.get("limiter") == "process":
             agent_kwargs["limiter"] = True  # in one process, the shared limiter is that
         extra = list(agent_kwargs.pop("subscribers", ()) or ())
+        # output=: converted and checked once, before anything runs (each agent, and a Ray
+        # worker, gets the schema as given: a pydantic model travels, a TypeAdapter would not)
+        self.output = None if options.output is None else OutputSchema.of(options.output)
+        if self.output is not None:
+            check_fields(self.output, RESULT_COLUMNS)
+            agent_kwargs["output"] = options.output
         self.spec = AgentSpec(
             options.model, list(options.tools), options.system, options.retry, extra, agent_kwargs
         )
@@ -109,7 +121,7 @@ class _Batch:
         finally:
             self.close()
         return BatchResult(
-            results=results_frame(rows, self.index),
+            results=results_frame(rows, self.index, self.output),
             attempts=attempts_frame(parts),
             duration_s=time.monotonic() - t0,
             limiter=limiter,
@@ -167,6 +179,7 @@ async def amap(
     show: bool | None = None,
     backend: str = "local",
     workers: int | None = None,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchResult:
     """Run one agent per prompt in the running event loop; see `map`. Cancelling the awaiting
@@ -186,6 +199,7 @@ def start(
     show: bool | None = None,
     backend: str = "local",
     workers: int | None = None,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchHandle:
     """Start a batch in the background of the running event loop (a notebook cell) and return
@@ -208,16 +222,21 @@ def map(
     show: bool | None = None,
     backend: str = "local",
     workers: int | None = None,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchResult:
     """Run one agent per prompt, at most `concurrency` at once, and collect the results.
 
     `prompts` is a list of strings, a pandas Series, or a DataFrame (name the column with
     `column=`). `tools`, `system`, `retry` and any other keyword (`budget=`, `max_tokens=`,
-    `limiter=False`, `api_key=`, `log=`, …) go to each `Agent`. `backend="ray"` runs the agents
-    in Ray worker processes (`workers=` of them; default: one per CPU of the cluster) under one
-    cluster-wide rate limiter. Returns a `BatchResult`: `.results` has one row per prompt in
-    prompt order (with the Series'/DataFrame's index), `.attempts` every agent's attempt log.
+    `limiter=False`, `api_key=`, `log=`, `output_mode=`, `output_retries=` …) go to each
+    `Agent`. `output=` (a pydantic model, dataclass, TypedDict, or JSON Schema dict) asks for
+    structured answers: `.results` gains `output`, `reasks` and a typed column per top-level
+    field (a field named like a result column is a `ConfigError`, before anything runs).
+    `backend="ray"` runs the agents in Ray worker processes (`workers=` of them; default: one
+    per CPU of the cluster) under one cluster-wide rate limiter. Returns a `BatchResult`:
+    `.results` has one row per prompt in prompt order (with the Series'/DataFrame's index),
+    `.attempts` every agent's attempt log.
     Ctrl-C (or the kernel's interrupt) cancels every agent and returns what finished.
     """
     batch = _Batch(BatchOptions.of(locals()), stoppable=False)

@@ -43,6 +43,7 @@ class BatchOptions:
     show: bool | None
     backend: str
     workers: int | None
+    output: Any = None
     agent_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

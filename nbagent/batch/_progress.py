@@ -57,6 +57,7 @@ class BatchProgress:
     paced: int = 0
     paced_wait_s: float = 0.0
     errors: int = 0  # failed attempts
+    reasked: int = 0  # prompts whose structured answer was asked for again at least once
     started: float = field(default_factory=time.monotonic)
     on_change: Callable[[BatchProgress, bool], None] | None = None
     lanes: list[str] = field(default_factory=list)
@@ -121,12 +122,14 @@ class BatchProgress:
         if self.lanes[i] not in FINAL:
             self.lanes[i] = state
 
-    def finish(self, i: int, state: str) -> None:
-        """Prompt `i` has its row: `state` is ok, failed or cancelled."""
+    def finish(self, i: int, state: str, *, reasked: bool = False) -> None:
+        """Prompt `i` has its row: `state` is ok, failed or cancelled; `reasked` when its
+        structured answer needed a reask."""
         if self.lanes[i] in FINAL:
             return
         self.lanes[i] = state
         self.done += 1
+        self.reasked += bool(reasked)
         if state != "ok":
             self.failed += 1
         self.changed(self.done >= self.total)
@@ -164,6 +167,7 @@ class BatchProgress:
             "retries": self.retries,
             "retries_per_min": round(self.retries_per_minute(), 1),
             "paced": self.paced,
+            "reasked": self.reasked,
             "elapsed_s": round(time.monotonic() - self.started, 1),
             "pace": dict(self.pace),
             "backend": self.backend,
@@ -181,6 +185,7 @@ class BatchProgress:
             f"{c['waiting']} waiting · {elapsed:.1f} s · {self.retries} retries "
             f"({self.retry_wait_s:.1f} s backoff, {self.retries_per_minute():.0f}/min) · "
             f"{self.paced} paced waits ({self.paced_wait_s:.1f} s){pace}"
+            + (f" · {self.reasked} reasked" if self.reasked else "")
         )
 
 
