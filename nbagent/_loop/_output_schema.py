@@ -270,12 +270,10 @@ class OutputSchema:
         body = _unfenced(text)
         if self._validator is not None or self.wrapped:
             return self.validate(_decoded(body, text), raw=text)
-        from pydantic import ValidationError
-
         assert self._adapter is not None
         try:
             return self._adapter.validate_json(body)
-        except ValidationError as exc:
+        except _pydantic_error() as exc:
             raise OutputInvalid(issues_of(exc), text) from None
         except (ValueError, TypeError, AssertionError) as exc:  # a model validator's own
             raise OutputInvalid([OutputIssue("", _sentence(exc))], text) from None
@@ -314,12 +312,10 @@ class OutputSchema:
                 ]
                 raise OutputInvalid(_capped(issues), raw)
             return value
-        from pydantic import ValidationError
-
         assert self._adapter is not None
         try:
             return self._adapter.validate_python(value)
-        except ValidationError as exc:
+        except _pydantic_error() as exc:
             raise OutputInvalid(issues_of(exc), raw) from None
         except (ValueError, TypeError, AssertionError) as exc:
             raise OutputInvalid([OutputIssue("", _sentence(exc))], raw) from None
@@ -380,12 +376,10 @@ def run_validators(value: Any, validators: Sequence[OutputValidator], raw: str) 
     """The value after the user's validators (each may replace it); one that raises
     `ValueError` or `AssertionError` makes it an `OutputInvalid` (reasked like a schema error).
     Other exceptions are bugs in the validator, and propagate."""
-    from pydantic import ValidationError
-
     for fn in validators:
         try:
             result = fn(value)
-        except ValidationError as exc:
+        except _pydantic_error() as exc:
             raise OutputInvalid(issues_of(exc), raw) from None
         except (ValueError, AssertionError) as exc:
             raise OutputInvalid([OutputIssue("", _sentence(exc))], raw) from None
@@ -397,6 +391,16 @@ def run_validators(value: Any, validators: Sequence[OutputValidator], raw: str) 
         if result is not None:
             value = result
     return value
+
+
+@functools.cache
+def _pydantic_error() -> type[Exception]:
+    """pydantic's ValidationError, imported once (pydantic resolves its names lazily, through a
+    module `__getattr__` that costs more than the check it guards on a small answer; an
+    `except` clause only evaluates this when something was raised)."""
+    from pydantic import ValidationError
+
+    return ValidationError
 
 
 def _joined(head: str, path: str) -> str:
