@@ -108,7 +108,11 @@ def _bar_text(row: pd.Series[Any], phase: str) -> str:
     if row["action"] == "reask":
         return f"{REASK_GLYPH} reask"
     code = row["status_code"]
-    text = str(int(code)) if not pd.isna(code) else str(row["error_kind"] or "error")
+    kind = row["error_kind"]
+    if kind in ("OutputInvalid", "OutputTruncated") or pd.isna(code):
+        text = str(kind or "error")  # an answer that came (200) and was refused: say why
+    else:
+        text = str(int(code))
     if row["action"] in ("fail", "compact", "fallback"):
         text += f" → {row['action']}"
     return text

@@ -227,6 +227,8 @@ def parse_anthropic(body: Any) -> Conversation:
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
     schema, forced = anthropic_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="anthropic",
         model=model,
@@ -318,6 +320,8 @@ def parse_openai(body: Any) -> Conversation:
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     schema, forced = openai_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="openai",
         model=model,

@@ -176,6 +176,8 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
         )
     thinking = config.get("thinkingConfig")
     schema, forced = gemini_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="gemini",
         model=model,

@@ -141,6 +141,8 @@ def parse_responses(body: Any) -> Conversation:
         counter.add(_dumps(tool))
     include = body.get("include") or []
     schema, forced = responses_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="responses",
         model=model,
