@@ -126,7 +126,9 @@ FILTER_CODES = frozenset(
 # response_format 'X': ...", param response_format), the Responses API `text.format.schema`,
 # Anthropic `output_config.format.schema: Invalid schema: ...` (and the beta `output_format`),
 # Gemini `generation_config.response_schema` / `response_json_schema` ("Invalid JSON payload
-# received. Unknown name ... at 'generation_config.response_schema'").
+# received. Unknown name ... at 'generation_config.response_schema'"), and Gemini 2.x refusing
+# JSON mode beside function calling ("Function calling with a response mime type:
+# 'application/json' is unsupported", googleapis/python-genai#867).
 OUTPUT_SCHEMA_FIELDS = (
     "response_format",
     "text.format",
@@ -138,7 +140,7 @@ OUTPUT_SCHEMA_FIELDS = (
     "generationconfig.responsejsonschema",
 )
 _OUTPUT_SCHEMA_TEXT = re.compile(
-    r"invalid schema for response_format|(^|[\s'\"])("
+    r"invalid schema for response_format|with a response mime type|(^|[\s'\"])("
     + "|".join(re.escape(f) for f in OUTPUT_SCHEMA_FIELDS)
     + r")\b",
     re.I,

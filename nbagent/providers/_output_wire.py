@@ -23,7 +23,8 @@ Anthropic's Claude 4.1 and later (Opus 4.1, Sonnet 4.5, Haiku 4.5, ...; and the 
 OpenAI's gpt-4o (from 2024-08-06), gpt-4.1, gpt-5 and the o-series, any other server speaking
 the Chat format (it is asked with `strict: false`: llama.cpp turns the schema into a grammar,
 vLLM into guided decoding), Gemini 3 and later, and Gemini 2.x when no other tool is offered
-(its JSON mode does not combine with function calling); else tool mode.
+(its JSON mode does not combine with function calling: "Function calling with a response mime
+type: 'application/json' is unsupported", googleapis/python-genai#867); else tool mode.
 """
 
 from __future__ import annotations
