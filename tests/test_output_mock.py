@@ -5,6 +5,10 @@ markers, and the reask's prompt measured on the request bodies the mock received
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -195,3 +199,41 @@ def test_an_answer_fault_changes_the_text_or_the_forced_tools_arguments() -> Non
     assert cut.tool_calls[0].arguments == '{"a"'  # half of it: not JSON
     refused = answer_fault("refusal", text, conv())
     assert refused.stop_reason == "refusal" and refused.refusal and not refused.text
+
+
+def test_nbagent_serve_takes_the_answer_faults() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbagent._cli", "serve", "--faults", "refusal,schema_mismatch"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[-1]
+        schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+        body = {
+            "model": "demo",
+            "max_tokens": 50,
+            "messages": [{"role": "user", "content": "hi"}],
+            "output_config": {"format": {"type": "json_schema", "schema": schema}},
+        }
+        request = urllib.request.Request(
+            f"{url}/v1/messages",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        answers = []
+        for _ in range(2):
+            with urllib.request.urlopen(request, timeout=10) as response:
+                answers.append(json.loads(response.read()))
+        refused, off = answers
+        assert refused["stop_reason"] == "refusal"
+        assert json.loads(off["content"][0]["text"]) == {
+            "n": "not a number",
+            "unexpected_field": True,
+        }
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)

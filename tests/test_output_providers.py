@@ -399,21 +399,20 @@ def test_openais_recorded_length_stop_on_a_structured_answer_is_a_truncation() -
     assert err.usage is not None and err.usage.input_tokens == 79
 
 
-def test_geminis_recorded_max_tokens_stop_is_a_truncation() -> None:
-    def make(client: httpx.AsyncClient) -> GeminiProvider:
-        return GeminiProvider("gemini-2.5-flash", api_key=SENTINEL_KEY, client=client)
+@pytest.mark.parametrize(
+    ("cls", "model", "fixture", "limit", "used"),
+    [
+        (GeminiProvider, "gemini-2.5-flash", "mirascope__gemini-stream-max-tokens.txt", 50, 48),
+        (ResponsesProvider, "gpt-4o", "mirascope__openai-responses-stream-incomplete.txt", 50, 50),
+    ],
+    ids=["gemini MAX_TOKENS", "responses max_output_tokens"],
+)
+def test_recorded_length_stops_of_gemini_and_responses_are_truncations(
+    cls: Any, model: str, fixture: str, limit: int, used: int
+) -> None:
+    def make(client: httpx.AsyncClient) -> Any:
+        return cls(model, api_key=SENTINEL_KEY, client=client)
 
-    text = vcr_body_string("mirascope__gemini-stream-max-tokens.txt")
-    served = run(make, respond(text))
-    err = check_truncated(served.completed, GeminiProvider("gemini-2.5-flash", api_key="k"), 50)
-    assert err.output_tokens == 48 and "48 tokens" in str(err)
-
-
-def test_responses_recorded_incomplete_answer_is_a_truncation() -> None:
-    def make(client: httpx.AsyncClient) -> ResponsesProvider:
-        return ResponsesProvider("gpt-4o", api_key=SENTINEL_KEY, client=client)
-
-    text = vcr_body_string("mirascope__openai-responses-stream-incomplete.txt")
-    served = run(make, respond(text))
-    err = check_truncated(served.completed, ResponsesProvider("gpt-4o", api_key="k"), 50)
-    assert err.output_tokens == 50
+    served = run(make, respond(vcr_body_string(fixture)))
+    err = check_truncated(served.completed, cls(model, api_key="k"), limit)
+    assert err.output_tokens == used and f"{used} tokens" in str(err)

@@ -277,3 +277,13 @@ def test_history_messages_a_reask_added_are_not_sent_twice() -> None:
     # only the latest failed answer rides along: user, answer, errors
     assert [m.role for m in third] == ["user", "assistant", "user"]
     assert isinstance(third[0], Message) and third[0].text == "Who is she?"
+
+
+def test_a_paused_turn_is_continued_before_its_answer_is_checked() -> None:
+    a, model = agent([Reply("Searching", stop_reason="pause_turn"), Reply(GOOD)])
+    result = run(a)
+    assert result.output == Person(name="Ann", age=31) and result.reasks == 0
+    assert len(model.requests) == 2
+    # the paused part and its continuation are one assistant message, as without output=
+    assert [m.role for m in a.history] == ["user", "assistant"]
+    assert a.history[1].text == "Searching" + GOOD

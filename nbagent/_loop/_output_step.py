@@ -153,8 +153,8 @@ class StructuredOutput:
         message = completed.message
         raw, call = answer_text(message, plan.mode)
         others = [b for b in message.tool_uses if b.name != ANSWER_TOOL]
-        if call is None and others:
-            return None  # a tool step on the way to the answer
+        if (call is None and others) or completed.stop_reason == "pause_turn":
+            return None  # a tool step on the way to the answer, or a turn the server paused
         if completed.stop_reason == "max_tokens":
             err: Exception = OutputTruncated(
                 max_tokens, completed.usage.output_tokens or None, raw, usage=completed.usage

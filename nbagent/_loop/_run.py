@@ -115,25 +115,27 @@ class Run:
                     self.history + sent, reasks_left=retries - state.reasks
                 )
             except Reask as reask:
-                tail = self._reask(reask.error)
+                if paused is not None:  # the answer continued a paused turn: one message
+                    pending.pop()
+                tail = self._reask(reask.error, paused)
+                paused = None
                 continue
             # what the request answered, less this step's messages, is the (compacted) history
             history = working[: len(working) - len(sent)]
             tail = []
             state.usage = state.usage + completed.usage
-            if checked is not None and self.output is not None:
-                self._value = checked.value
-                index = self.requester.state.model_index
-                new = [*pending, completed.message]
-                new += self.output.final_messages(completed, index)
-                self._commit(history, new)
-                added += new
-                return checked.raw, added, completed.stop_reason
             assistant = completed.message
             if paused is not None:
                 pending.pop()
                 assistant = Message("assistant", (*paused.blocks, *assistant.blocks))
                 paused = None
+            if checked is not None and self.output is not None:
+                self._value = checked.value
+                index = self.requester.state.model_index
+                new = [*pending, assistant, *self.output.final_messages(completed, index)]
+                self._commit(history, new)
+                added += new
+                return checked.raw, added, completed.stop_reason
             if completed.stop_reason == "pause_turn":
                 paused = assistant
                 pending.append(assistant)
@@ -160,9 +162,10 @@ class Run:
                 return assistant.text, added, completed.stop_reason
             self._check_budget()
 
-    def _reask(self, error: OutputInvalid) -> list[Message]:
+    def _reask(self, error: OutputInvalid, paused: Message | None = None) -> list[Message]:
         """Count a reask (its answer's usage, a turn for the budgets) and build the pair that
-        replaces the previous one: the failed answer, and the errors asking again."""
+        replaces the previous one: the failed answer (after the paused part it continued), and
+        the errors asking again."""
         state = self.state
         state.reasks += 1
         if error.usage is not None:
@@ -171,6 +174,8 @@ class Run:
         assert self.output is not None
         answer = error.answer if isinstance(error.answer, Message) else None
         failed = answer or Message.assistant(error.raw or "(no answer)")
+        if paused is not None:
+            failed = Message("assistant", (*paused.blocks, *failed.blocks))
         return self.output.reask(error, failed, self.requester.state.model_index)
 
     async def _tool_results(self, calls: list[ToolCall]) -> Message:
