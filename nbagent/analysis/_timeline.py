@@ -108,9 +108,9 @@ def _bar_text(row: pd.Series[Any], phase: str) -> str:
     if row["action"] == "reask":
         return f"{REASK_GLYPH} reask"
     code = row["status_code"]
-    kind = row["error_kind"]
+    kind = None if pd.isna(row["error_kind"]) else str(row["error_kind"])
     if kind in ("OutputInvalid", "OutputTruncated") or pd.isna(code):
-        text = str(kind or "error")  # an answer that came (200) and was refused: say why
+        text = kind or "error"  # an answer that came (200) and was refused: say why
     else:
         text = str(int(code))
     if row["action"] in ("fail", "compact", "fallback"):
