@@ -183,7 +183,33 @@ async def amap(
     **agent_kwargs: Any,
 ) -> BatchResult:
     """Run one agent per prompt in the running event loop; see `map`. Cancelling the awaiting
-    task stops every agent (and raises); use `start` for a batch you can stop and keep."""
+    task stops every agent (and raises); use `start` for a batch you can stop and keep.
+
+    Args:
+        prompts: The prompts: a list of strings, a pandas Series, or a DataFrame (with
+            `column=`).
+        model: A model string, a `Provider`, or a fallback chain of them.
+        concurrency: How many agents run at once.
+        column: The DataFrame's prompt column.
+        tools: The agents' tools.
+        system: The agents' system prompt.
+        retry: The agents' retry policy.
+        show: Show the live batch view (None: in a notebook or a terminal).
+        backend: "local" (this process) or "ray" (Ray worker processes).
+        workers: With `backend="ray"`, how many worker processes.
+        output: A schema for structured answers (a pydantic model, dataclass, TypedDict or
+            JSON Schema dict): the results gain `output`, `reasks` and a typed column per
+            top-level field.
+        **agent_kwargs: Any other `Agent` keyword, given to each agent (`budget=`,
+            `max_tokens=`, `limiter=False`, `log=`, `output_mode=`, `output_retries=`, ...).
+
+    Returns:
+        The batch's `BatchResult`.
+
+    Raises:
+        ConfigError: An option of a wrong kind, or a schema field named like a result
+            column, before anything runs.
+    """
     return await _Batch(BatchOptions.of(locals()), stoppable=False).run()
 
 
@@ -203,7 +229,33 @@ def start(
     **agent_kwargs: Any,
 ) -> BatchHandle:
     """Start a batch in the background of the running event loop (a notebook cell) and return
-    its `BatchHandle` at once; the kernel stays free, and the view's Stop button cancels it."""
+    its `BatchHandle` at once; the kernel stays free, and the view's Stop button cancels it.
+
+    Args:
+        prompts: The prompts: a list of strings, a pandas Series, or a DataFrame (with
+            `column=`).
+        model: A model string, a `Provider`, or a fallback chain of them.
+        concurrency: How many agents run at once.
+        column: The DataFrame's prompt column.
+        tools: The agents' tools.
+        system: The agents' system prompt.
+        retry: The agents' retry policy.
+        show: Show the live batch view (None: in a notebook or a terminal).
+        backend: "local" (this process) or "ray" (Ray worker processes).
+        workers: With `backend="ray"`, how many worker processes.
+        output: A schema for structured answers (a pydantic model, dataclass, TypedDict or
+            JSON Schema dict): the results gain `output`, `reasks` and a typed column per
+            top-level field.
+        **agent_kwargs: Any other `Agent` keyword, given to each agent (`budget=`,
+            `max_tokens=`, `limiter=False`, `log=`, `output_mode=`, `output_retries=`, ...).
+
+    Returns:
+        The running batch's handle (`await handle` for its `BatchResult`).
+
+    Raises:
+        ConfigError: An option of a wrong kind, or a schema field named like a result
+            column, before anything runs.
+    """
     options = BatchOptions.of(locals())
     loop = asyncio.get_running_loop()  # before any view is shown: start needs a running loop
     batch = _Batch(options, stoppable=True)
@@ -238,6 +290,31 @@ def map(
     `.results` has one row per prompt in prompt order (with the Series'/DataFrame's index),
     `.attempts` every agent's attempt log.
     Ctrl-C (or the kernel's interrupt) cancels every agent and returns what finished.
+
+    Args:
+        prompts: The prompts: a list of strings, a pandas Series, or a DataFrame (with
+            `column=`).
+        model: A model string, a `Provider`, or a fallback chain of them.
+        concurrency: How many agents run at once.
+        column: The DataFrame's prompt column.
+        tools: The agents' tools.
+        system: The agents' system prompt.
+        retry: The agents' retry policy.
+        show: Show the live batch view (None: in a notebook or a terminal).
+        backend: "local" (this process) or "ray" (Ray worker processes).
+        workers: With `backend="ray"`, how many worker processes.
+        output: A schema for structured answers (a pydantic model, dataclass, TypedDict or
+            JSON Schema dict): the results gain `output`, `reasks` and a typed column per
+            top-level field.
+        **agent_kwargs: Any other `Agent` keyword, given to each agent (`budget=`,
+            `max_tokens=`, `limiter=False`, `log=`, `output_mode=`, `output_retries=`, ...).
+
+    Returns:
+        The batch's `BatchResult`.
+
+    Raises:
+        ConfigError: An option of a wrong kind, or a schema field named like a result
+            column, before anything runs.
     """
     batch = _Batch(BatchOptions.of(locals()), stoppable=False)
     return _run_blocking(batch.run, batch.control)

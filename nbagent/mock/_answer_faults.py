@@ -80,7 +80,17 @@ def _current_answer(reply: MockReply, conv: Conversation) -> str:
 
 
 def answer_fault(kind: str, reply: MockReply, conv: Conversation) -> MockReply:
-    """The responder's `reply` with the answer fault `kind` applied (other kinds: unchanged)."""
+    """The responder's `reply` with the answer fault `kind` applied.
+
+    Args:
+        kind: A fault kind: `invalid_json`, `schema_mismatch`, `refusal` or `truncated` (any
+            other kind leaves the reply as it is).
+        reply: What the responder answered.
+        conv: The request it answered (its schema, forced tool and max_tokens).
+
+    Returns:
+        The reply to put on the wire.
+    """
     if kind not in ANSWER_FAULTS:
         return reply
     if kind == "refusal":
