@@ -2,7 +2,7 @@
 
 Each benchmark prints its table, its ratios and PASS/MISS against its goal. Short mode uses tiny
 sizes and asserts no times. `--only NAME` runs one of: streaming, contention, bookkeeping,
-timing, ray, watch, replay, first_attempt, provider_batch. `--write FILE` also saves the
+timing, ray, watch, replay, first_attempt, provider_batch, output. `--write FILE` also saves the
 printed report (for benchmarks/README.md).
 """
 
@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_bookkeeping
 import bench_contention
 import bench_first_attempt
+import bench_output
 import bench_provider_batch
 import bench_ray
 import bench_replay
@@ -36,6 +37,7 @@ BENCHMARKS = {
     "replay": bench_replay.run,
     "first_attempt": bench_first_attempt.run,
     "provider_batch": bench_provider_batch.run,
+    "output": bench_output.run,
 }
 
 

@@ -35,6 +35,7 @@ from ._loop._compaction import CompactionContext, CompactionResult, Compactor, S
 from ._loop._durable_layout import LogTarget
 from ._loop._estimate import TokenEstimator
 from ._loop._limiter import RateLimiter
+from ._loop._output_schema import OutputMode, OutputSchema
 from ._loop._retry_budget import RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool
@@ -58,11 +59,15 @@ from .errors import (
     LengthResumeExhausted,
     ModelNotFound,
     NbAgentError,
+    OutputInvalid,
+    OutputIssue,
+    OutputTruncated,
     Overloaded,
     ProviderError,
     QuotaExceeded,
     RateLimited,
     RecordingFileError,
+    SchemaRejected,
     ScriptExhausted,
     ServerError,
     SessionFileError,
@@ -121,6 +126,11 @@ __all__ = [
     "NbAgentError",
     "NoJitter",
     "OpaqueBlock",
+    "OutputInvalid",
+    "OutputIssue",
+    "OutputMode",
+    "OutputSchema",
+    "OutputTruncated",
     "Overloaded",
     "PaceRequest",
     "Pacer",
@@ -139,6 +149,7 @@ __all__ = [
     "RetryPolicy",
     "RunHandle",
     "RunResult",
+    "SchemaRejected",
     "ScriptExhausted",
     "ScriptedModel",
     "ServerError",

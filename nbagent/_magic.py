@@ -5,6 +5,13 @@
     %%agent --faults "429:retry_after=1,500"
     What is 17 * 23 + 4?
 
+    %%agent --output Review
+    Great kettle, boils fast.
+
+`--output NAME` asks for a structured answer in the shape of `NAME` from the notebook's
+namespace (a pydantic model, a dataclass, a TypedDict or a JSON Schema dict); the validated
+value is `_agent_result.output` (and is printed when the cell waits).
+
 The cell body is the prompt. The magics keep one agent per model string, so the conversation
 continues from cell to cell (`--new` starts over); the agent is `_agent` in the notebook's
 namespace (`_agent.attempts`, `_agent.history`).
@@ -32,7 +39,7 @@ import atexit
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
     from ._loop._agent import Agent, RunHandle, RunResult
+    from ._loop._output_schema import OutputMode
     from ._loop._tools import Tool
     from .mock import MockServer
     from .notebook._widget import AgentView
@@ -84,6 +92,19 @@ def _parser() -> _Parser:
         metavar="S",
         help="demo model only: seconds between streamed deltas (a slow stream)",
     )
+    p.add_argument(
+        "--output",
+        default=None,
+        metavar="NAME",
+        help="a structured answer in the shape of NAME, a schema in the notebook's namespace "
+        "(a pydantic model, dataclass, TypedDict or JSON Schema dict)",
+    )
+    p.add_argument(
+        "--output-mode",
+        choices=("auto", "native", "tool", "prompted"),
+        default="auto",
+        help="how the schema reaches the model (with --output; default: auto)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed for the retry jitter")
     p.add_argument(
         "--max-attempts", type=int, default=None, metavar="N", help="attempts per request"
@@ -120,6 +141,8 @@ class _Options:
     tools: str | None
     no_widget: bool
     wait: bool
+    output: Any = None  # the schema named by --output, read from the namespace
+    output_mode: str = "auto"
 
 
 @magics_class
@@ -144,6 +167,7 @@ class AgentMagics(Magics):
 
         %%agent [--model demo] [--faults "429:retry_after=1,500"] [--delay S] [--seed N]
                 [--max-attempts N] [--system "..."] [--new] [--tools demo|none]
+                [--output NAME] [--output-mode auto|native|tool|prompted]
                 [--no-widget] [--wait]
 
         In a notebook the run goes to the background with the live timeline under the cell
@@ -217,6 +241,22 @@ class AgentMagics(Magics):
                 parse_faults(faults)
             except ValueError as exc:
                 raise UsageError(f"%%agent: --faults: {exc}") from None
+        output = None
+        if args.output is not None:
+            ns = self._ns()
+            if args.output not in ns:
+                raise UsageError(
+                    f"%%agent: --output {args.output}: no such name in the notebook; define "
+                    "the schema first (a pydantic model, a dataclass, a TypedDict or a dict)"
+                )
+            from ._loop._output_schema import OutputSchema
+
+            try:
+                output = OutputSchema.of(ns[args.output])
+            except NbAgentError as exc:
+                raise UsageError(f"%%agent: --output {args.output}: {exc}") from None
+        elif args.output_mode != "auto":
+            raise UsageError("%%agent: --output-mode goes with --output NAME")
         is_demo = args.model == "demo"
         if not is_demo and (faults is not None or args.delay is not None):
             which = "--faults" if faults is not None else "--delay"
@@ -224,9 +264,9 @@ class AgentMagics(Magics):
                 f"%%agent: {which} scripts the offline mock server, so it works with "
                 f"--model demo only (not {args.model!r})"
             )
-        # the options are the parser's, by name; the fault script as read above
+        # the options are the parser's, by name; the fault script and the schema as read above
         given = {f.name: getattr(args, f.name) for f in fields(_Options)}
-        return _Options(**{**given, "faults": faults})
+        return _Options(**{**given, "faults": faults, "output": output})
 
     def _agent_for(self, opts: _Options) -> Agent:
         from ._loop._agent import Agent
@@ -281,6 +321,7 @@ class AgentMagics(Magics):
 
     def _prepare(self, opts: _Options) -> None:
         """Set the mock server up for this cell's requests (just before its run starts)."""
+        self._agent_for_output(opts)
         if opts.model != "demo":
             return
         server = self._server()
@@ -301,7 +342,7 @@ class AgentMagics(Magics):
                 await asyncio.wait([previous.task])
             self._prepare(opts)
 
-        handle, view = start_shown(agent, prompt, before=before)
+        handle, view = start_shown(agent, prompt, before=before, output=opts.output)
         self.handles[agent] = handle
         self.view = view
         ns = self._ns()
@@ -316,9 +357,15 @@ class AgentMagics(Magics):
                 "background; wait for it (`await _agent_handle`) or press its Stop button"
             )
         self._prepare(opts)
-        result = agent.run_sync(prompt, show=show)
+        result = agent.run_sync(prompt, show=show, output=opts.output)
         self._ns()["_agent_result"] = result
-        print(result.final_text)
+        print(result.output if opts.output is not None else result.final_text)
+
+    def _agent_for_output(self, opts: _Options) -> None:
+        """This cell's output mode, on the conversation's agent (`--output-mode`)."""
+        agent = self.agents.get(opts.model)
+        if agent is not None and opts.output is not None:
+            agent.output_mode = cast("OutputMode", opts.output_mode)
 
 
 def _tools(choice: str) -> list[Tool]:

@@ -24,6 +24,8 @@ __all__ = [
     "FONT_SIZE",
     "LABEL_FONT_SIZE",
     "LEGEND",
+    "REASK_GLYPH",
+    "REASK_MARK",
     "SWATCHES",
     "Swatch",
 ]
@@ -184,6 +186,13 @@ def _striped(word: str, css_class: str, color: str, alpha: float) -> Swatch:
 FAILURE_MARK: Final[str] = "xx"
 """The cross-hatch over everything that failed (an attempt, a tool call, a compaction)."""
 
+REASK_MARK: Final[str] = "oo"
+"""The dots over an attempt whose structured answer was asked for again (a reask): it failed,
+but not for good; the CSS draws the same dots with a radial gradient."""
+
+REASK_GLYPH: Final[str] = "↻"
+"""The glyph a reask's bar is labelled with (timeline.js, the PNG's bar labels)."""
+
 SWATCHES: Final[dict[str, Swatch]] = {
     "ok": _solid("ok", "nb-ok", "ok"),
     "failed": _solid("failed", "nb-error", "error", FAILURE_MARK),
@@ -195,6 +204,7 @@ SWATCHES: Final[dict[str, Swatch]] = {
     "compaction": _solid("compaction", "nb-kind-compaction nb-ok", "compaction"),
     "tool_ok": _solid("tool ok", "nb-tool-ok", "tool_ok"),
     "tool_error": _solid("tool error", "nb-tool-error", "tool_error", FAILURE_MARK),
+    "reask": _solid("reasked", "nb-error nb-reask", "error", REASK_MARK),
 }
 """Every shape the timeline draws, keyed by what it means."""
 
@@ -209,7 +219,8 @@ LEGEND: Final[tuple[str, ...]] = (
     "tool_ok",
     "tool_error",
 )
-"""The widget's legend, in its order ("paced" is added when a rate limiter held a request)."""
+"""The widget's legend, in its order ("paced" is added when a rate limiter held a request,
+"reask" when a structured answer was asked for again)."""
 
 FONT_SIZE: Final[float] = 10.0
 """Row labels and titles of the static figures, in points."""

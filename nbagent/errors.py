@@ -1,11 +1,15 @@
 """nbagent's error taxonomy, and `classify`, the one place where failures become actions.
 
 Every failure while the agent produces its next message gets exactly one of four actions
-(`Action.RETRY`, `Action.COMPACT`, `Action.TOOL_RESULT`, `Action.FAIL`). The tree::
+(`Action.RETRY`, `Action.COMPACT`, `Action.TOOL_RESULT`, `Action.FAIL`); a structured answer
+that breaks its schema gets the third action's other form, `Action.REASK`: the errors go back to
+the model, as a failed tool's do. The tree::
 
     NbAgentError
     ├── ConfigError                 missing key, malformed URL, unknown model, bad argument
-    │   └── RecordingFileError      a recording that cannot be read or written
+    │   ├── RecordingFileError      a recording that cannot be read or written
+    │   └── SchemaRejected          a provider's 400 refusing the output schema -> FAIL, never
+    │                               retried (also a BadRequest: the provider's fields are kept)
     ├── SessionFileError            a session file that cannot be read back
     ├── ToolPairingError            a tool_use without its tool_result (strict loading)
     ├── HostError                   an event handler, widget or session save raised
@@ -13,6 +17,9 @@ Every failure while the agent produces its next message gets exactly one of four
     ├── BudgetExceeded              cost, tokens, wall clock or turns passed
     ├── LengthResumeExhausted       max_tokens with no content, again and again
     ├── ScriptExhausted             a ScriptedModel was asked for more than its script holds
+    ├── OutputInvalid               a structured answer: not JSON, off the schema, a validator
+    │                               said no (its `OutputIssue`s: path, message) -> REASK
+    ├── OutputTruncated             a structured answer cut at max_tokens -> FAIL, never reasked
     └── ProviderError               anything a model provider answered (or failed to)
         ├── RateLimited             429                                  -> RETRY
         │   └── QuotaExceeded       quota, credits, spend cap, far reset  -> FAIL
@@ -30,13 +37,15 @@ Every failure while the agent produces its next message gets exactly one of four
 
 Errors meant for the model (a failed tool) are not exceptions of this tree: they become a
 `ToolResult(is_error=True)` that the model reads. `classify(error, phase="tool")` says so.
+A refusal of a structured answer is a `ContentFiltered` like any other refusal: never reasked.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from .recording import RecordingError as _RecordingError
@@ -57,10 +66,14 @@ __all__ = [
     "LengthResumeExhausted",
     "ModelNotFound",
     "NbAgentError",
+    "OutputInvalid",
+    "OutputIssue",
+    "OutputTruncated",
     "Overloaded",
     "ProviderError",
     "QuotaExceeded",
     "RateLimited",
+    "SchemaRejected",
     "ScriptExhausted",
     "ServerError",
     "SessionFileError",
@@ -83,11 +96,15 @@ class Action(str, enum.Enum):
         COMPACT: Shrink the conversation with the agent's compaction strategy, then retry once.
         TOOL_RESULT: A tool call failed: the model gets an error result to read and goes on.
         FAIL: Stop the run with the typed error; `agent.history` is as before the failed step.
+        REASK: A structured answer broke its schema: the errors go back to the model, which
+            answers again. It is the third action's other form: where `TOOL_RESULT` hands a
+            failed tool call back to the model, `REASK` hands back a structured answer.
     """
 
     RETRY = "retry"
     COMPACT = "compact"
     TOOL_RESULT = "tool_result"
+    REASK = "reask"
     FAIL = "fail"
 
 
@@ -168,6 +185,128 @@ class BudgetExceeded(NbAgentError):
         self.actual = actual
         self.limit_value = limit_value
         super().__init__(f"budget exceeded: {limit} is {actual:g}, the limit is {limit_value:g}")
+
+
+@dataclass(frozen=True)
+class OutputIssue:
+    """One thing wrong with a structured answer: where, and what.
+
+    Attributes:
+        path: Where, dotted ("items.2.price"); "" for the whole answer.
+        message: What is wrong, in a sentence the model can act on.
+    """
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class OutputInvalid(NbAgentError):
+    """A structured answer (`output=`) that is not JSON, breaks the schema, or that a validator
+    refused. Reasked while `output_retries` allows; past it, final.
+
+    Args:
+        errors: What is wrong, one `OutputIssue` per problem.
+        raw: The answer's text as the model wrote it.
+        usage: The tokens and cost of the attempt that produced it, when known.
+        reasks: How many reasks came before this answer.
+        answer: The assistant message that held the answer, when there was one.
+
+    Attributes:
+        errors: What is wrong, one `OutputIssue` per problem (field path and message).
+        raw: The answer's text as the model wrote it (the output tool's arguments in tool mode).
+        usage: The tokens and cost of the attempt that produced the answer, when known.
+        reasks: How many reasks came before this answer (on the final error).
+        answer: The assistant message that held the answer, when there was one.
+    """
+
+    def __init__(
+        self,
+        errors: Iterable[OutputIssue],
+        raw: str = "",
+        *,
+        usage: Any = None,
+        reasks: int = 0,
+        answer: Any = None,
+    ) -> None:
+        self.errors: tuple[OutputIssue, ...] = tuple(errors) or (
+            OutputIssue("", "the answer does not match the schema"),
+        )
+        self.raw = raw
+        self.usage = usage
+        self.reasks = reasks
+        self.answer = answer  # the assistant Message that held the answer, when there was one
+        super().__init__(self._text())
+
+    @property
+    def first(self) -> str:
+        """The first error as "path: message", with how many more there are."""
+        more = len(self.errors) - 1
+        return str(self.errors[0]) + (f" (and {more} more)" if more > 0 else "")
+
+    def _text(self) -> str:
+        n = len(self.errors)
+        head = "the structured answer does not match the schema"
+        if self.reasks:
+            head += f" after {self.reasks} reask{'s' if self.reasks != 1 else ''}"
+        listed = "; ".join(str(e) for e in self.errors[:5])
+        extra = f"; and {n - 5} more" if n > 5 else ""
+        return f"{head} ({n} error{'s' if n != 1 else ''}): {listed}{extra}"
+
+    def with_reasks(self, reasks: int) -> OutputInvalid:
+        """The same failure, saying how many reasks came before it (the final error's text).
+
+        Args:
+            reasks: How many reasks came before this answer.
+
+        Returns:
+            A new `OutputInvalid` with every field kept.
+        """
+        return OutputInvalid(
+            self.errors, self.raw, usage=self.usage, reasks=reasks, answer=self.answer
+        )
+
+
+class OutputTruncated(NbAgentError):
+    """A structured answer cut off at `max_tokens` (the provider's `length` / `MAX_TOKENS`).
+
+    Never reasked: the model did not disobey, it ran out of room; asking again would be cut
+    at the same place. Raise `max_tokens` (or ask for less).
+
+    Args:
+        limit: The `max_tokens` the request carried.
+        output_tokens: The tokens the answer used, or None when the provider did not say.
+        raw: The partial answer's text.
+        usage: The tokens and cost of that attempt, when known.
+
+    Attributes:
+        limit: The `max_tokens` the request carried.
+        output_tokens: The tokens the answer used, as the provider counted them (None when it
+            did not say).
+        raw: The partial answer's text.
+        usage: The tokens and cost of that attempt, when known.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        output_tokens: int | None = None,
+        raw: str = "",
+        *,
+        usage: Any = None,
+    ) -> None:
+        self.limit = limit
+        self.output_tokens = output_tokens
+        self.raw = raw
+        self.usage = usage
+        used = f"used {output_tokens:,} tokens" if output_tokens is not None else "was cut off"
+        super().__init__(
+            f"the structured answer was cut off at max_tokens={limit:,} (the answer {used}) "
+            "before its JSON was complete; raise max_tokens (Agent(max_tokens=...)) or ask for "
+            "a shorter answer"
+        )
 
 
 class ProviderError(NbAgentError):
@@ -378,7 +517,14 @@ class InvalidResponse(ProviderError):
 
 
 class ContentFiltered(ProviderError):
-    """The provider's content filter or a refusal stopped the answer. Final: not retried."""
+    """The provider's content filter or a refusal stopped the answer. Final: not retried (and
+    a refused structured answer is not reasked: the message carries the refusal's text)."""
+
+
+class SchemaRejected(BadRequest, ConfigError):
+    """The provider refused the output schema (`output=`) with a 400: a configuration error,
+    never retried whatever the server's `x-should-retry` says. Change the schema (the message
+    names what the provider objected to) or pick another `output_mode`."""
 
 
 _RETRYABLE: tuple[type[ProviderError], ...] = (
@@ -413,20 +559,25 @@ def classify(error: BaseException, *, phase: Literal["request", "tool"] = "reque
             (`HostError`, `MemoryError`, cancellation).
 
     Returns:
-        `Action.RETRY`, `Action.COMPACT`, `Action.TOOL_RESULT` or `Action.FAIL`. An error that
-        is not a `ProviderError` (a `ConfigError`, a bug) fails in the request phase: no retry
-        would fix it.
+        `Action.RETRY`, `Action.COMPACT`, `Action.TOOL_RESULT`, `Action.REASK` (an
+        `OutputInvalid`; bounded by `output_retries` in `decide`, not here) or `Action.FAIL`. An
+        error that is not a `ProviderError` (a `ConfigError`, a bug) fails in the request phase:
+        no retry would fix it.
     """
     if isinstance(error, (Aborted, asyncio.CancelledError, KeyboardInterrupt)):
         return Action.FAIL
+    if isinstance(error, OutputInvalid) and phase == "request":
+        return Action.REASK
     if phase == "tool":
         if isinstance(error, (HostError, MemoryError, SystemExit, GeneratorExit)):
             return Action.FAIL
         if isinstance(error, Exception):
             return Action.TOOL_RESULT
         return Action.FAIL
-    if not isinstance(error, ProviderError):
-        # ConfigError, HostError, BudgetExceeded, bugs: nothing a retry would fix.
+    if not isinstance(error, ProviderError) or isinstance(error, ConfigError):
+        # ConfigError (a schema the provider rejected included: it is wrong the next time
+        # too, whatever x-should-retry says), HostError, BudgetExceeded, OutputTruncated,
+        # bugs: nothing a retry would fix.
         return Action.FAIL
     if error.should_retry is True and not isinstance(error, QuotaExceeded):
         return Action.RETRY
@@ -461,6 +612,9 @@ _DESCRIPTIONS = {
     "ConfigError": "configuration error",
     "BudgetExceeded": "budget exceeded",
     "LengthResumeExhausted": "output length exhausted",
+    "OutputInvalid": "answer off its schema",
+    "OutputTruncated": "structured answer cut off",
+    "SchemaRejected": "output schema rejected",
 }
 
 

@@ -20,6 +20,8 @@ What happens, in order, for one step of a run::
       | AttemptFailed(action="retry")  RetryScheduled      -> the wait, then AttemptStarted again
       | AttemptFailed(action="compact") CompactionStarted ... CompactionFinished
       | AttemptFailed(action="fallback") FallbackStarted
+      | AttemptFailed(action="reask")                     -> a structured answer off its schema:
+                                                             the errors go back, a new request
       | AttemptFailed(action="fail")                      -> RunFinished(end_reason="error")
     ToolCallStarted ... ToolCallFinished(is_error)        (one pair per call, in call order)
     MessageCommitted ...
@@ -72,7 +74,7 @@ __all__ = [
 AttemptPhase = Literal["request", "compaction"]
 """What an attempt asks the model for: the next message, or a summary for compaction."""
 
-FailureAction = Literal["retry", "compact", "fallback", "fail"]
+FailureAction = Literal["retry", "compact", "reask", "fallback", "fail"]
 """What the agent decided about a failed attempt (the attempt log's `action` column)."""
 
 CompactionReason = Literal["overflow", "proactive"]
@@ -248,6 +250,10 @@ class AttemptFailed(Event):
     """An attempt ended in error. `action` is what the agent decided; a `RetryScheduled`
     follows when it is "retry".
 
+    An answer that arrived and was then refused (a structured answer off its schema, or cut at
+    max_tokens) cost tokens: its usage is in the token fields, and `output_errors` lists what
+    was wrong with it ("path: message"), for the attempt's details.
+
     Attributes:
         phase: What the attempt asked for: "request" (the next message) or "compaction" (a
             summary).
@@ -257,7 +263,8 @@ class AttemptFailed(Event):
         error: The error's class name ("RateLimited"); never the exception itself, so no
             secret can ride along.
         message: The error's message.
-        action: What the agent does about it: "retry", "compact", "fallback" or "fail".
+        action: What the agent does about it: "retry", "compact", "reask", "fallback" or
+            "fail".
         status_code: The HTTP status, or None when no response arrived.
         request_id: The provider's request id, or None.
         retry_after_s: The server's wish in seconds, or None.
@@ -266,6 +273,13 @@ class AttemptFailed(Event):
         discarded_text: The answer text streamed before the failure, thrown away (never
             committed).
         discarded_thinking: The reasoning streamed before the failure, thrown away.
+        input_tokens: Prompt tokens of an answer that arrived and was refused, or None.
+        output_tokens: Its answer tokens, or None.
+        cache_read_tokens: Its prompt tokens read from the provider's cache, or None.
+        cache_write_tokens: Its prompt tokens written to the cache, or None.
+        cost_usd: What it cost in US dollars, or None (no answer, or an unknown price).
+        output_errors: What was wrong with a refused structured answer, one "path: message"
+            each (empty for other failures).
     """
 
     phase: AttemptPhase
@@ -282,6 +296,12 @@ class AttemptFailed(Event):
     ttft_s: float | None = None
     discarded_text: str = ""
     discarded_thinking: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    cost_usd: float | None = None
+    output_errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

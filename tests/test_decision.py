@@ -129,3 +129,18 @@ def test_decorrelated_jitter_grows_from_the_previous_wait() -> None:
         low, high = 1.0, min(20.0, 3 * (previous or 1.0))
         assert low <= d.plan.delay_s <= high
         previous = d.plan.delay_s
+
+
+def test_an_answer_off_its_schema_is_reasked_while_output_retries_allows() -> None:
+    err = E.OutputInvalid([E.OutputIssue("age", "Input should be a valid integer")])
+    assert decide(Failure(err, attempt=1, reasks_left=2), POLICY).action == "reask"
+    spent = decide(Failure(err, attempt=1, reasks_left=0), POLICY)
+    assert spent.action == "fail" and "output_retries" in spent.why
+    # a reask is never a fallback: the next model would get the same schema
+    assert decide(Failure(err, attempt=1, can_fall_back=True), POLICY).action == "fail"
+
+
+def test_a_truncated_answer_and_a_rejected_schema_fail_at_once() -> None:
+    for err in (E.OutputTruncated(100, 100), E.SchemaRejected("bad", status_code=400)):
+        d = decide(Failure(err, attempt=1, reasks_left=2, can_fall_back=True), POLICY)
+        assert d.action == "fail"

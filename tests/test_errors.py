@@ -36,6 +36,9 @@ def perr(cls: type[E.ProviderError], **kw: object) -> E.ProviderError:
         (E.HostError("widget broke"), Action.FAIL),
         (E.BudgetExceeded("max_turns", 3, 3), Action.FAIL),
         (E.LengthResumeExhausted("again"), Action.FAIL),
+        (E.OutputInvalid([E.OutputIssue("age", "Input should be a valid integer")]), Action.REASK),
+        (E.OutputTruncated(256, 256), Action.FAIL),
+        (perr(E.SchemaRejected, status_code=400), Action.FAIL),
         (RuntimeError("a bug"), Action.FAIL),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else str(v),
@@ -70,7 +73,7 @@ def test_x_should_retry_overrides_the_table() -> None:
 
 
 def test_every_error_in_the_table_derives_from_nbagenterror() -> None:
-    names = [n for n in E.__all__ if n not in ("Action", "classify", "describe")]
+    names = [n for n in E.__all__ if n not in ("Action", "OutputIssue", "classify", "describe")]
     for name in names:
         assert issubclass(getattr(E, name), E.NbAgentError), name
     assert issubclass(E.QuotaExceeded, E.RateLimited)
@@ -109,3 +112,29 @@ def test_provider_error_message_is_readable_and_carries_fields() -> None:
 def test_session_file_error_names_file_and_problem() -> None:
     err = E.SessionFileError("/tmp/s.json", "not valid JSON")
     assert "/tmp/s.json" in str(err) and "not valid JSON" in str(err)
+
+
+def test_a_rejected_schema_is_a_config_error_that_no_header_makes_retryable() -> None:
+    err = perr(E.SchemaRejected, status_code=400, should_retry=True)
+    assert isinstance(err, E.ConfigError) and isinstance(err, E.BadRequest)
+    assert classify(err) is Action.FAIL
+    assert err.provider == "anthropic" and err.status_code == 400
+
+
+def test_an_invalid_answer_names_its_fields_and_keeps_the_raw_text() -> None:
+    err = E.OutputInvalid(
+        [E.OutputIssue("items.2.price", "Input should be a number"), E.OutputIssue("", "x")],
+        raw='{"items": []}',
+    )
+    assert err.first == "items.2.price: Input should be a number (and 1 more)"
+    assert "2 errors" in str(err) and "items.2.price" in str(err)
+    assert err.raw == '{"items": []}'
+    assert "after 2 reasks" in str(err.with_reasks(2))
+    # a tool failure is the model's to fix, whatever it is; an answer's reask is the request's
+    assert classify(err, phase="tool") is Action.TOOL_RESULT
+
+
+def test_a_truncated_answer_says_the_limit_the_tokens_and_what_to_do() -> None:
+    text = str(E.OutputTruncated(1024, 1024))
+    assert "max_tokens=1,024" in text and "1,024 tokens" in text
+    assert "raise max_tokens" in text

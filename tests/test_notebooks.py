@@ -29,6 +29,7 @@ EXPECTED = [
     "09_batch_prompting.ipynb",
     "10_watch_your_sdk.ipynb",
     "11_replay_and_what_if.ipynb",
+    "12_structured_outputs.ipynb",
     "13_provider_batches.ipynb",
 ]
 

@@ -80,7 +80,7 @@ def test_wait_stripes_are_the_palettes_colours() -> None:
 
 def test_the_widgets_legend_is_the_palettes_legend() -> None:
     items = re.findall(r'item\("([^"]+)", "([^"]+)"\)', JS[JS.index("function legend(") :])
-    expected = [(SWATCHES[k].css_class, SWATCHES[k].word) for k in (*LEGEND, "paced")]
+    expected = [(SWATCHES[k].css_class, SWATCHES[k].word) for k in (*LEGEND, "paced", "reask")]
     assert items == expected
 
 

@@ -623,3 +623,42 @@ def test_a_code_of_non_ascii_digits_is_read_as_a_code_not_a_crash() -> None:
         "anthropic", {"type": "error", "error": {"code": "¹", "message": "x"}}, {}
     )
     assert err.code == "¹"
+
+
+# -- a 400 that refuses the output schema is a configuration error, never retried ---------------
+
+
+def _schema_bodies() -> list[dict[str, Any]]:
+    from provider_support import fixture_text
+
+    text = fixture_text("assembled__output-schema-400-bodies.jsonl")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("case", _schema_bodies(), ids=lambda c: c["source"].split(" ")[0])
+def test_a_400_refusing_the_output_schema_is_a_config_error(case: dict[str, Any]) -> None:
+    from nbagent.errors import SchemaRejected
+
+    # the server's own verdict does not make it retryable: the schema is wrong the next time too
+    err = error_from_response(
+        case["provider"], case["status"], json.dumps(case["body"]), {"x-should-retry": "true"}
+    )
+    assert isinstance(err, SchemaRejected) and isinstance(err, ConfigError), case["source"]
+    assert classify(err) is Action.FAIL
+    assert err.status_code == 400
+    assert "output_mode=" in str(err)  # the sentence says what to do
+
+
+def test_other_400s_stay_bad_requests() -> None:
+    from nbagent.errors import SchemaRejected
+
+    for body in (
+        openai_body("temperature must be >= 0", "invalid_request_error", "decimal_below_min_value"),
+        anthropic_body(
+            "invalid_request_error",
+            "tools.3.custom.input_schema: JSON schema is invalid. It must match JSON Schema "
+            "draft 2020-12",
+        ),
+    ):
+        err = error_from_response("openai", 400, body, {})
+        assert isinstance(err, BadRequest) and not isinstance(err, SchemaRejected)

@@ -105,6 +105,15 @@ def readme_checks(seen: list[Namespace], printed: str) -> None:
     assert "17 * 23 + 4 = 395." in printed
 
 
+def front_door_checks(seen: list[Namespace], printed: str) -> None:
+    readme_checks(seen, printed)
+    # structured outputs over a batch: a typed column per field, every row validated
+    results = seen[1]["out"].results  # type: ignore[attr-defined]
+    assert results["error"].isna().all()
+    assert {"sentiment", "stars", "reasks"} <= set(results.columns)
+    assert all(isinstance(v, seen[1]["Review"]) for v in results["output"])
+
+
 def notebook_checks(seen: list[Namespace], printed: str) -> None:
     # the %%agent block ran its prompt through the fault script and printed the answer
     magic_agent = seen[-1]["_agent"]
@@ -141,7 +150,7 @@ def recording_checks(seen: list[Namespace], printed: str) -> None:
 
 # What a page's blocks must have done, beyond running (by page, relative to the root).
 CHECKS: dict[str, Callable[[list[Namespace], str], None]] = {
-    "README.md": readme_checks,
+    "README.md": front_door_checks,
     "docs/index.md": readme_checks,
     "docs/guide/notebook.md": notebook_checks,
     "docs/guide/batch.md": batch_checks,

@@ -11,7 +11,10 @@ through `AttemptLoop`. For each attempt it
    before a retry, announces the failure and the decision (`AttemptFailed`, then
    `RetryScheduled` before the wait, so a widget can count down), and carries it out: wait on
    the clock and try again; compact (through the caller's `compact`) and try again; hand over to
-   the next model (`Fallback`); or raise the error.
+   the next model (`Fallback`); hand a structured answer off its schema back to the caller to
+   reask (`Reask`: the next attempt is a new request with the errors in it, so its attempts
+   count from one again and a transport retry after a reask has every retry it would have had);
+   or raise the error.
 
 Cancellation is never retried: the attempt is announced as cancelled and the cancellation goes
 on. A failed attempt changes nothing the caller owns: the caller's `attempt(n)` builds its
@@ -32,6 +35,7 @@ from ..errors import (
     Action,
     ContextOverflow,
     EmptyResponse,
+    OutputInvalid,
     ProviderError,
     RateLimited,
     classify,
@@ -58,6 +62,7 @@ __all__ = [
     "AttemptLoop",
     "Emit",
     "Fallback",
+    "Reask",
     "Sent",
     "generic_table",
 ]
@@ -92,7 +97,11 @@ class _Labels(TypedDict):
 
 
 class AttemptFailure(Exception):
-    """An attempt failed with `error` after streaming `text`/`thinking` (now discarded)."""
+    """An attempt failed with `error` after streaming `text`/`thinking` (now discarded).
+
+    `answered` is what the provider's answer reported when one did arrive and was refused
+    afterwards (a structured answer off its schema, or cut at max_tokens): the request went
+    through (the pacer hears so), and its usage is the attempt's cost."""
 
     def __init__(
         self,
@@ -101,18 +110,29 @@ class AttemptFailure(Exception):
         text: str = "",
         thinking: str = "",
         ttft_s: float | None = None,
+        answered: Sent | None = None,
     ) -> None:
         super().__init__(str(error))
         self.error = error
         self.text = text
         self.thinking = thinking
         self.ttft_s = ttft_s
+        self.answered = answered
 
 
 class Fallback(Exception):
     """The decision is to go on with the next model of the chain; `error` is why."""
 
     def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Reask(Exception):
+    """The decision is to reask: `error` (an `OutputInvalid`) goes back to the model in a new
+    request, which the caller builds."""
+
+    def __init__(self, error: OutputInvalid) -> None:
         super().__init__(str(error))
         self.error = error
 
@@ -140,7 +160,8 @@ class AttemptLoop:
     `emit` receives the events (the agent stamps and delivers them); without it nothing is
     announced (`RetryPolicy.call`). `model` and `phase` label the events. `deadline` is on
     `clock`. `compactions_left` is how often the caller may still compact; `can_fall_back`
-    whether a next model exists; `table` maps errors to actions (`classify` for model requests).
+    whether a next model exists; `reasks_left` how often a structured answer may still be
+    reasked; `table` maps errors to actions (`classify` for model requests).
     """
 
     policy: RetryPolicy
@@ -155,6 +176,7 @@ class AttemptLoop:
     pacer: Pacer | None = None
     compactions_left: int = 0
     can_fall_back: bool = False
+    reasks_left: int = 0
     table: Table = classify
     on_retry: OnRetry | None = None
     attempt: int = field(default=0, init=False)
@@ -176,8 +198,9 @@ class AttemptLoop:
     ) -> T:
         """Run `attempt(n)` until it succeeds or the decision is final; returns its result.
 
-        Raises the final error, `Fallback` when the next model should take over, or
-        `CancelledError` when cancelled. `describe(result)` says what the success reports.
+        Raises the final error, `Fallback` when the next model should take over, `Reask` when
+        a structured answer should be asked for again, or `CancelledError` when cancelled.
+        `describe(result)` says what the success reports.
         """
         while True:
             n = self._begin()
@@ -207,6 +230,9 @@ class AttemptLoop:
                         continue
                 if decision.action == "fallback":
                     raise Fallback(decision.error) from None
+                if decision.action == "reask":
+                    assert isinstance(decision.error, OutputInvalid)
+                    raise Reask(decision.error) from None
                 if decision.error is exc:
                     raise
                 raise decision.error from None
@@ -280,7 +306,10 @@ class AttemptLoop:
         """Decide about a failed attempt, tell the pacer, announce both; returns the decision."""
         err = failure.error
         if self.pacer is not None and not paced:
-            self.pacer.failed(self.clock.now(), err)
+            if failure.answered is not None:  # the request went through; its answer did not
+                self.pacer.succeeded(self.clock.now(), failure.answered.headers)
+            else:
+                self.pacer.failed(self.clock.now(), err)
         facts = Failure(
             err,
             n,
@@ -291,6 +320,7 @@ class AttemptLoop:
             empty_retries=self._empty_retries,
             compactions_left=self.compactions_left,
             can_fall_back=self.can_fall_back,
+            reasks_left=self.reasks_left,
         )
         decision = decide(facts, self.policy, rng=self.rng, table=self.table)
         if (
@@ -316,8 +346,23 @@ class AttemptLoop:
         said = _error_fields(decision.error)
         if decision.why:
             said["message"] += f" ({decision.why})"
+        issues: tuple[str, ...] = ()
+        if isinstance(decision.error, OutputInvalid):
+            issues = tuple(str(e) for e in decision.error.errors)
+        answered = failure.answered
+        usage = _by_name(_UsageFields, answered.usage if answered is not None else _NO_USAGE)
+        if answered is not None:  # the answer came with a 200 (and its request id)
+            said["status_code"] = said["status_code"] or 200
+            said["request_id"] = said["request_id"] or answered.request_id
         self.emit(
-            AttemptFailed(**self._labels(n), **said, **_discarded(failure), action=decision.action)
+            AttemptFailed(
+                **self._labels(n),
+                **said,
+                **_discarded(failure),
+                **usage,
+                action=decision.action,
+                output_errors=issues,
+            )
         )
 
     def _announce_retry(self, n: int, failure: AttemptFailure, decision: Decision) -> None:
@@ -340,6 +385,15 @@ class AttemptLoop:
                 discarded_thinking=failure.thinking,
             )
         )
+
+
+class _NoUsage:
+    """What a failed attempt that got no answer cost, as far as anyone knows: nothing said."""
+
+    input_tokens = output_tokens = cache_read_tokens = cache_write_tokens = cost_usd = None
+
+
+_NO_USAGE = _NoUsage()
 
 
 class _UsageFields(TypedDict):
@@ -393,9 +447,11 @@ class _ErrorFields(TypedDict):
 
 def _error_fields(err: BaseException) -> _ErrorFields:
     p = err if isinstance(err, ProviderError) else None
+    # an answer off its schema is told by its first error (the attempt log's message)
+    message = err.first if isinstance(err, OutputInvalid) else str(err)
     return _ErrorFields(
         error=type(err).__name__,
-        message=str(err),
+        message=message,
         status_code=p.status_code if p else None,
         request_id=p.request_id if p else None,
         retry_after_s=p.retry_after if p else None,

@@ -10,6 +10,8 @@ applies it to one failure in its situation and says what happens next:
                 the server's wish is beyond max_retry_after, or the wait would pass the deadline;
                 else the plan: how long to wait (the server's wish, or the jittered backoff)
     compact ->  fail when this step has compacted as often as it may
+    reask  ->   fail when the reasks `output_retries` allows are spent (a structured answer off
+                its schema: the errors go back to the model, the next attempt is a new request)
     fail   ->   fallback to the next model of the chain, for a missing model or a failure that
                 retrying could have fixed (a spent retry is worth another model)
 
@@ -34,7 +36,7 @@ __all__ = ["Decision", "Failure", "Table", "decide"]
 Table = Callable[[BaseException], Action]
 """Error -> action. `classify` for model requests; `RetryPolicy.call` brings its own."""
 
-Next = Literal["retry", "compact", "fallback", "fail"]
+Next = Literal["retry", "compact", "reask", "fallback", "fail"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class Failure:
     compactions_left: int = 0  # how often this step may still compact
     can_fall_back: bool = False  # a next model is there
     budget_spent: bool = False  # the retry budget refused to pay for a retry
+    reasks_left: int = 0  # how many more times a structured answer may be reasked
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,17 @@ def decide(
     rng: random.Random | None = None,
     table: Table = classify,
 ) -> Decision:
-    """The decision about `failure` under `policy` (see the module docstring)."""
+    """The decision about `failure` under `policy` (see the module docstring).
+
+    Args:
+        failure: The facts of the failed attempt.
+        policy: The retry policy in force.
+        rng: The random source of the jitter (the policy's own when None).
+        table: Error -> action; `classify` for model requests.
+
+    Returns:
+        What happens next, with the error as decided about and the wait when it is a retry.
+    """
     err = failure.error
     if isinstance(err, ProviderError):
         err = policy.escalate(err)
@@ -97,6 +110,8 @@ def decide(
                 action = Action.FAIL
     if action is Action.COMPACT and failure.compactions_left <= 0:
         action = Action.FAIL
+    if action is Action.REASK and failure.reasks_left <= 0:
+        action, why = Action.FAIL, "the reasks output_retries allows are spent"
     if (
         action is Action.FAIL
         and failure.can_fall_back
@@ -107,6 +122,8 @@ def decide(
         return Decision("retry", err, plan, why)
     if action is Action.COMPACT:
         return Decision("compact", err, None, why)
+    if action is Action.REASK:
+        return Decision("reask", err, None, why)
     return Decision("fail", err, None, why)
 
 

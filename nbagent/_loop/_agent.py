@@ -35,6 +35,8 @@ from ._compaction import Compactor
 from ._context import ContextKeeper
 from ._durable_log import DurableLog, LogTarget
 from ._limiter import shared_limiter
+from ._output_schema import OutputMode, OutputSchema, OutputValidator
+from ._output_step import StructuredOutput
 from ._request import Requester, RequestSettings, RunState
 from ._results import RunHandle, RunResult
 from ._run import Run
@@ -115,6 +117,17 @@ class Agent:
         record: A path (".nbrec") or a `nbagent.recording.Recorder`: every HTTP exchange of
             the model chain is appended as it happens, to replay it later
             (`Agent("replay:<path>")`) or ask `what_if` about it.
+        output: Ask for structured answers: a pydantic model, a dataclass, a TypedDict,
+            `list[...]` of those, or a JSON Schema dict; `result.output` is the validated
+            answer (see the structured outputs guide). None for plain text.
+        output_mode: How the schema reaches the model: "auto" (the provider's own
+            constrained decoding where the model has it, else a forced output tool),
+            "native", "tool", or "prompted" (the schema in the instructions).
+        output_retries: How many times an answer off its schema is asked for again: reasks,
+            not attempts (each reask is a new request whose transport failures are retried
+            under `retry=` as any request's are); 0 fails at the first wrong answer. An answer
+            cut at `max_tokens` is never reasked (`OutputTruncated`), nor is a refusal
+            (`ContentFiltered`).
 
     Attributes:
         system: The system prompt.
@@ -165,6 +178,9 @@ class Agent:
         cache: bool = True,
         log: LogTarget | None = None,
         record: str | os.PathLike[str] | Recorder | None = None,
+        output: Any = None,
+        output_mode: OutputMode = "auto",
+        output_retries: int = 2,
     ) -> None:
         specs: list[ModelSpec] = (
             list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
@@ -227,6 +243,21 @@ class Agent:
         for p in self._providers:
             if isinstance(p, HTTPProvider) and self.recorder is not None:
                 p.recorder = self.recorder
+        # output=: converted once, and each model's mode and dialect checked, now
+        if (
+            isinstance(output_retries, bool)
+            or not isinstance(output_retries, int)
+            or output_retries < 0
+        ):
+            raise ConfigError(
+                f"output_retries is how many reasks are allowed, a whole number such as 2, "
+                f"not {output_retries!r}"
+            )
+        self.output_mode: OutputMode = output_mode
+        self.output_retries = output_retries
+        self._validators: list[OutputValidator] = []
+        self.output: OutputSchema | None = None if output is None else OutputSchema.of(output)
+        self._structured(self.output, list(self.toolbox.tools))
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -271,6 +302,41 @@ class Agent:
     def __repr__(self) -> str:
         models = ", ".join(self.models)
         return f"Agent(models=[{models}], messages={len(self.history)})"
+
+    # -- structured answers -------------------------------------------------------------------
+
+    def output_validator(self, fn: OutputValidator) -> OutputValidator:
+        """Add a check of your own on every structured answer (use it as a decorator).
+
+        Args:
+            fn: Called with the validated answer; returns it (or a replacement; None keeps
+                it), or raises `ValueError` / `AssertionError` with a sentence for the model,
+                which makes the answer an `OutputInvalid`, reasked like a schema error.
+
+        Returns:
+            `fn`, unchanged.
+
+        Raises:
+            ConfigError: `fn` is not callable.
+        """
+        if not callable(fn):
+            raise ConfigError(f"output_validator takes a function, not {fn!r}")
+        self._validators.append(fn)
+        return fn
+
+    def _structured(self, schema: OutputSchema | None, tools: list[str]) -> StructuredOutput | None:
+        """The run's structured answer for `schema` across the model chain (ConfigError now
+        for a mode or a schema a model cannot take)."""
+        if schema is None:
+            return None
+        return StructuredOutput(
+            schema,
+            mode=self.output_mode,
+            validators=self._validators,
+            retries=self.output_retries,
+            providers=self._providers,
+            tools=tools,
+        )
 
     # -- what happened ----------------------------------------------------------------------
 
@@ -364,7 +430,9 @@ class Agent:
 
     # -- running ----------------------------------------------------------------------------
 
-    async def run(self, prompt: str | Message, *, show: bool | None = None) -> RunResult:
+    async def run(
+        self, prompt: str | Message, *, show: bool | None = None, output: Any = None
+    ) -> RunResult:
         """Run the agent on `prompt` until the model ends its turn.
 
         In a notebook the live timeline widget is shown; its Stop button cancels this run.
@@ -372,20 +440,23 @@ class Agent:
         Args:
             prompt: The user's message: text, or a `Message.user(...)` (with images, say).
             show: Whether to show the live widget; None to show it where a notebook can.
+            output: A schema for this run's answer, overriding the agent's `output=`.
 
         Returns:
-            The final text, the messages added, usage, stop reason and turns.
+            The final text, the messages added, usage, stop reason and turns
+            (`result.output` holds a structured answer).
 
         Raises:
             NbAgentError: The typed error of a hard failure (`QuotaExceeded`, `AuthFailed`,
-                `BudgetExceeded`, ...); `agent.history` is then as it was before the
+                `BudgetExceeded`, `OutputInvalid` once the reasks are spent, `OutputTruncated`,
+                `ContentFiltered` for a refusal, ...); `agent.history` is then as it was before the
                 failed step, so you can fix things and run again.
             Aborted: The run was stopped (Stop button, cancellation).
             ConfigError: The prompt is not text or a user message, or the agent is already
                 running.
         """
         if not _showing(show):
-            return await self._run_once(prompt)
+            return await self._run_once(prompt, output)
         task = asyncio.current_task()
         stopped = False
 
@@ -398,7 +469,7 @@ class Agent:
         view = presenter().open(stop)
         detach = self.subscribe(view)
         try:
-            return await self._run_once(prompt)
+            return await self._run_once(prompt, output)
         except asyncio.CancelledError:
             if not stopped:
                 raise
@@ -409,20 +480,22 @@ class Agent:
             detach()
             view.close()
 
-    def start(self, prompt: str | Message, *, show: bool | None = None) -> RunHandle:
-        """Run in a background task; the kernel stays responsive (call it from a running loop).
+    def start(
+        self, prompt: str | Message, *, show: bool | None = None, output: Any = None
+    ) -> RunHandle:
+        """Run in a background task; the kernel stays responsive.
 
         Args:
             prompt: The user's message.
-            show: Whether to show the live widget; None to show it where a notebook can.
+            show: Show the live widget (None: where a notebook can).
+            output: A schema for this run's answer, overriding the agent's `output=`.
 
         Returns:
-            A handle: `await` it for the `RunResult` (or the run's error), `cancel()` it to
-            stop the run.
+            An awaitable handle on the run (`cancel()` stops it).
         """
         loop = asyncio.get_running_loop()
         if not _showing(show):
-            return RunHandle(loop.create_task(self._run_once(prompt)))
+            return RunHandle(loop.create_task(self._run_once(prompt, output)))
         # The view is opened here, from the calling cell: output a task displays after the
         # cell has finished reaches no cell. Its Stop button cancels the task.
         tasks: list[asyncio.Task[RunResult]] = []
@@ -436,7 +509,7 @@ class Agent:
         async def shown() -> RunResult:
             detach = self.subscribe(view)
             try:
-                return await self._run_once(prompt)
+                return await self._run_once(prompt, output)
             finally:
                 detach()
                 view.close()
@@ -446,7 +519,9 @@ class Agent:
         tasks.append(task)
         return RunHandle(task)
 
-    def run_sync(self, prompt: str | Message, *, show: bool | None = None) -> RunResult:
+    def run_sync(
+        self, prompt: str | Message, *, show: bool | None = None, output: Any = None
+    ) -> RunResult:
         """Run to completion from synchronous code: a script, or a notebook cell.
 
         Inside a running event loop (a notebook) the run happens on a worker thread with its own
@@ -455,6 +530,7 @@ class Agent:
         Args:
             prompt: The user's message.
             show: Whether to show the live widget; None to show it where a notebook can.
+            output: A schema for this run's answer, overriding the agent's `output=`.
 
         Returns:
             The run's result.
@@ -471,7 +547,7 @@ class Agent:
 
         async def once() -> RunResult:
             try:
-                return await self._run_once(prompt)
+                return await self._run_once(prompt, output)
             finally:
                 # This loop ends with the run: close the connections opened on it (the next
                 # run_sync gets a new loop and a new client), or their sockets leak.
@@ -484,7 +560,7 @@ class Agent:
                 detach()
                 view.close()
 
-    async def _run_once(self, prompt: str | Message) -> RunResult:
+    async def _run_once(self, prompt: str | Message, output: Any = None) -> RunResult:
         """One run: check the prompt, set the run up from the current configuration, run it."""
         if self._run is not None:
             raise ConfigError(
@@ -497,6 +573,11 @@ class Agent:
         user = Message.user(prompt) if isinstance(prompt, str) else prompt
         if user.role != "user":
             raise ConfigError("a prompt must be a user message")
+        schema = self.output if output is None else OutputSchema.of(output)
+        structured = None
+        if schema is not None:  # each model's mode, its dialect, the output tool's name: now
+            tools = [*self.toolbox.tools, *(t.name for t in await self.toolbox.specs())]
+            structured = self._structured(schema, list(dict.fromkeys(tools)))
         now = self.clock.now()
         deadline = now + self.budget.max_wall_s if self.budget.max_wall_s else None
         state = RunState(uuid.uuid4().hex[:8], now, deadline)
@@ -505,7 +586,7 @@ class Agent:
         try:
             emit = self._emitter(state)
             emit(RunStarted(prompt=user.text, model=self.models[0], agent_id=self.agent_id))
-            return await self._make_run(state, emit)(user)
+            return await self._make_run(state, emit, structured)(user)
         finally:
             self._run = None
 
@@ -518,7 +599,12 @@ class Agent:
 
         return emit
 
-    def _make_run(self, state: RunState, emit: Callable[[Event], None]) -> Run:
+    def _make_run(
+        self,
+        state: RunState,
+        emit: Callable[[Event], None],
+        structured: StructuredOutput | None = None,
+    ) -> Run:
         keeper = ContextKeeper(
             self.compaction,
             system=self.system,
@@ -545,6 +631,7 @@ class Agent:
             keeper=keeper,
             toolbox=self.toolbox,
             pacer_for=self.pacer_for,
+            output=structured,
         )
         return Run(
             state=state,
@@ -557,6 +644,7 @@ class Agent:
             commit=self._commit,
             max_tokens=self.max_tokens,
             max_length_resumes=self.max_length_resumes,
+            output=structured,
         )
 
 

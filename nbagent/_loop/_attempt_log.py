@@ -276,6 +276,13 @@ class AttemptLog:
         cols[_REQID][idx] = _s(event.request_id)
         cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
         cols[_MSG][idx] = _s(event.message)
+        if event.input_tokens is not None or event.output_tokens is not None:
+            # an answer that arrived and was refused (reask, truncation) cost what it cost
+            cols[_IN][idx] = event.input_tokens
+            cols[_OUT][idx] = event.output_tokens
+            cols[_CREAD][idx] = event.cache_read_tokens
+            cols[_CWRITE][idx] = event.cache_write_tokens
+            cols[_COST][idx] = _f(event.cost_usd)
         if event.phase == "request":
             self._last_failed[event.run_id] = idx
         self._finished(idx)

@@ -68,7 +68,17 @@ which agent made the attempt, and which process (`host:pid`, or a Ray worker) ra
 
 PHASES: tuple[str, ...] = ("request", "compaction", "tool")
 OUTCOMES: tuple[str, ...] = ("ok", "error", "cancelled")
-ACTIONS: tuple[str, ...] = ("none", "retry", "compact", "tool_result", "fallback", "fail", "paced")
+# "reask" (a structured answer off its schema, sent back with its errors) came last, in wave 4
+ACTIONS: tuple[str, ...] = (
+    "none",
+    "retry",
+    "compact",
+    "tool_result",
+    "fallback",
+    "fail",
+    "paced",
+    "reask",
+)
 CATEGORIES: dict[str, tuple[str, ...]] = {"phase": PHASES, "outcome": OUTCOMES, "action": ACTIONS}
 
 INT_COLUMNS: frozenset[str] = frozenset(

@@ -12,16 +12,22 @@ same snapshot and a compacted conversation is what the next attempt sends.
 
 `Requester.summarize` is the summary request compaction asks for: phase "compaction", the same
 attempt loop, quiet (no deltas), its usage counted in the run's.
+
+With `output=` (`StructuredOutput`), each request carries the model's `OutputFormat` (and the
+output tool, or the schema in the system prompt), and each answer is checked inside its attempt:
+an answer off its schema fails the attempt, and the loop's decision is a reask (`Reask`, which
+the run turns into a new request) or, past `output_retries`, the failure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._attempts import AttemptLoop, Emit, Fallback
+from .._core._attempts import AttemptLoop, Emit, Fallback, Sent
 from .._core._budget import Usage
 from .._core._clock import Clock
 from .._core._messages import Message
@@ -31,6 +37,7 @@ from ..errors import ContextOverflow
 from ..events import FallbackStarted, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
+from ._output_step import Checked, StructuredOutput
 from ._stream import Streamed, stream_once
 from ._toolbox import Toolbox
 
@@ -49,6 +56,7 @@ class RunState:
     turn: int = 0
     usage: Usage = field(default_factory=Usage)
     model_index: int = 0
+    reasks: int = 0  # structured answers asked for again, this run
 
 
 @dataclass
@@ -86,6 +94,7 @@ class Requester:
     keeper: ContextKeeper
     toolbox: Toolbox
     pacer_for: Callable[[Provider], Pacer | None]
+    output: StructuredOutput | None = None
     _reported: set[str] = field(default_factory=set)  # tool sources announced unavailable
 
     @property
@@ -108,8 +117,14 @@ class Requester:
                 self.emit(ToolSourceUnavailable(source=source, reason=reason))
         return specs
 
-    async def next_message(self, working: list[Message]) -> tuple[Completed, list[Message]]:
-        """The next assistant message, and the conversation it answered (compacted or not)."""
+    async def next_message(
+        self, working: list[Message], *, reasks_left: int = 0
+    ) -> tuple[Completed, list[Message], Checked | None]:
+        """The next assistant message, the conversation it answered (compacted or not), and
+        its checked structured answer (None without `output=`, or when it calls tools).
+
+        Raises `Reask` (a structured answer off its schema, `reasks_left` > 0) or the final
+        error."""
         tools = await self._tools()
         working = await self.keeper.prepare(working, tools)
         working, compacted = await self.keeper.before_sending(
@@ -121,7 +136,7 @@ class Requester:
         while True:
             model = self.model
             try:
-                streamed = await self._ask(self.provider, model, step)
+                streamed = await self._ask(self.provider, model, step, reasks_left)
             except Fallback as fallback:
                 self.state.model_index += 1
                 self.emit(
@@ -135,7 +150,7 @@ class Requester:
                 continue
             assert step.sent is not None
             self.keeper.calibrate(step.sent, streamed.completed.usage.input_tokens)
-            return streamed.completed, step.working
+            return streamed.completed, step.working, streamed.checked
 
     async def _fit(self, step: _Step, window: int) -> None:
         """With `context_window=` given, never send what the estimate says will not fit: shed
@@ -170,20 +185,47 @@ class Requester:
             step.working = shorter
             estimate = self.keeper.estimate(step.working, step.tools)
 
-    async def _ask(self, provider: Provider, model: str, step: _Step) -> Streamed:
-        """One model's attempt loop for this step; raises `Fallback` to hand over."""
+    async def _ask(
+        self, provider: Provider, model: str, step: _Step, reasks_left: int = 0
+    ) -> Streamed:
+        """One model's attempt loop for this step; raises `Fallback` to hand over, `Reask` to
+        ask for a structured answer again."""
+        out, index = self.output, self.state.model_index
+        max_tokens = self.settings.max_tokens
+        if isinstance(self.settings.options.get("max_tokens"), int):
+            max_tokens = self.settings.options["max_tokens"]
 
         async def attempt(n: int) -> Streamed:
+            tools = tuple(await self._tools())
             request = ModelRequest(
                 tuple(step.working),
-                system=self.settings.system,
-                tools=await self._tools(),
+                system=self.settings.system
+                if out is None
+                else out.system(index, self.settings.system),
+                tools=tools if out is None else out.tools(index, tools),
                 max_tokens=self.settings.max_tokens,
                 options=self.settings.options,
                 cache=self.settings.cache,
+                output=None if out is None else out.plans[index].format,
             )
             step.sent = request
-            return await stream_once(provider, request, attempt=n, clock=self.clock, emit=self.emit)
+            streamed = await stream_once(
+                provider, request, attempt=n, clock=self.clock, emit=self.emit
+            )
+            if out is not None:
+                streamed.checked = out.check(
+                    streamed.completed, index, max_tokens=max_tokens, sent=streamed.sent()
+                )
+            return streamed
+
+        def describe(streamed: Streamed) -> Sent:
+            sent = streamed.sent()
+            if out is None or streamed.checked is None:
+                return sent
+            note = f"structured answer ({out.plans[index].why})"
+            return dataclasses.replace(
+                sent, message="; ".join(m for m in (sent.message, note) if m)
+            )
 
         async def compact(error: ContextOverflow) -> bool:
             step.compactions += 1
@@ -207,8 +249,9 @@ class Requester:
             pacer=self.pacer_for(provider),
             compactions_left=self.settings.max_compactions - step.compactions,
             can_fall_back=self.state.model_index + 1 < len(self.providers),
+            reasks_left=reasks_left,
         )
-        return await loop.run(attempt, describe=Streamed.sent, compact=compact)
+        return await loop.run(attempt, describe=describe, compact=compact)
 
     async def summarize(self, messages: Sequence[Message], instruction: str) -> str:
         """A summary from the current model, under the same policy; raises its final error."""

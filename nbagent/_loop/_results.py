@@ -18,16 +18,20 @@ class RunResult:
     """What a finished run produced. `str(result)` is its final text.
 
     Attributes:
-        final_text: The last assistant message's text: the answer.
+        final_text: The last assistant message's text: the answer (with `output=`, the JSON
+            as the model wrote it: the output tool's arguments in tool mode).
         messages: The messages this run added to the conversation (the prompt, the model's
             replies, the tool results), in order.
-        usage: Tokens, cost and requests of the whole run, retries, compactions and
-            summaries included.
+        usage: Tokens, cost and requests of every attempt of the run, failed ones included
+            (retries, an answer that was reasked, summaries for compaction).
         end_reason: The model's stop reason for its last reply ("end_turn", "max_tokens",
             "stop_sequence", ...).
         run_id: The run's id: the attempt log's `run_id` for its rows.
-        turns: How many steps (model replies) it took.
+        turns: How many steps (model replies) it took (reasks not counted: see `reasks`).
         model: The model that gave the last reply (after a fallback, not the first one).
+        output: With `output=`, the validated answer: an instance of the schema's type (a
+            dict, or another JSON value, for a JSON Schema dict); None otherwise.
+        reasks: How many times a structured answer was asked for again.
     """
 
     final_text: str
@@ -37,6 +41,8 @@ class RunResult:
     run_id: str
     turns: int
     model: str
+    output: Any = None
+    reasks: int = 0
 
     def __str__(self) -> str:
         return self.final_text

@@ -9,6 +9,12 @@ Between steps the budget is checked (a soft cap: the step that passes it finishe
 off at max_tokens with nothing in it is asked for again (`max_length_resumes` times); a reply the
 server paused (`pause_turn`) is sent back as it is and continued, and the two parts become one
 assistant message. The run ends with `RunFinished`, whatever happened.
+
+With `output=`, the step whose answer passes its schema ends the run (`RunResult.output`). An
+answer off its schema is asked for again (a reask: the same turn, a new request): the failed
+answer and the errors ride along uncommitted, only the latest pair of them, so every reask's
+prompt is the first reask's size give or take one answer; the budgets count each reask as a
+turn, with its tokens, cost and time. Nothing of it is committed unless an answer passes.
 """
 
 from __future__ import annotations
@@ -17,12 +23,19 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._core._attempts import Emit
+from .._core._attempts import Emit, Reask
 from .._core._budget import Budget
 from .._core._clock import Clock
 from .._core._messages import Block, Message, TextBlock
-from ..errors import Aborted, BudgetExceeded, LengthResumeExhausted
+from ..errors import (
+    Aborted,
+    BudgetExceeded,
+    LengthResumeExhausted,
+    OutputInvalid,
+    OutputTruncated,
+)
 from ..events import BudgetWarning, MessageCommitted, RunFinished
+from ._output_step import StructuredOutput
 from ._request import Requester, RunState
 from ._results import RunResult
 from ._toolbox import Toolbox
@@ -46,11 +59,21 @@ class Run:
     commit: Commit
     max_tokens: int
     max_length_resumes: int
+    output: StructuredOutput | None = None
 
     async def __call__(self, user: Message) -> RunResult:
         state = self.state
+        self._value: object = None
         try:
             final_text, added, end_reason = await self._steps(user)
+        except (OutputInvalid, OutputTruncated) as exc:
+            # the refused answer cost what it cost: the run's usage says so
+            if exc.usage is not None:
+                state.usage = state.usage + exc.usage
+            if isinstance(exc, OutputInvalid) and state.reasks:
+                exc = exc.with_reasks(state.reasks)
+            self._finished("error", error=type(exc).__name__, message=str(exc))
+            raise exc from None
         except asyncio.CancelledError:
             self._finished("cancelled", error="Aborted", message="the run was cancelled")
             raise
@@ -71,6 +94,8 @@ class Run:
             state.run_id,
             state.turn,
             self.requester.model,
+            output=self._value,
+            reasks=state.reasks,
         )
 
     async def _steps(self, user: Message) -> tuple[str, list[Message], str]:
@@ -79,17 +104,38 @@ class Run:
         paused: Message | None = None  # a reply the server paused, sent back to be continued
         added: list[Message] = []
         resumes = 0
+        tail: list[Message] = []  # the latest failed structured answer and its reask
+        retries = self.output.retries if self.output is not None else 0
         while True:
-            state.turn += 1
-            completed, working = await self.requester.next_message(self.history + pending)
+            if not tail:
+                state.turn += 1  # a reask is the same turn, asked again
+            sent = [*pending, *tail]
+            try:
+                completed, working, checked = await self.requester.next_message(
+                    self.history + sent, reasks_left=retries - state.reasks
+                )
+            except Reask as reask:
+                if paused is not None:  # the answer continued a paused turn: one message
+                    pending.pop()
+                tail = self._reask(reask.error, paused)
+                paused = None
+                continue
             # what the request answered, less this step's messages, is the (compacted) history
-            history = working[: len(working) - len(pending)]
+            history = working[: len(working) - len(sent)]
+            tail = []
             state.usage = state.usage + completed.usage
             assistant = completed.message
             if paused is not None:
                 pending.pop()
                 assistant = Message("assistant", (*paused.blocks, *assistant.blocks))
                 paused = None
+            if checked is not None and self.output is not None:
+                self._value = checked.value
+                index = self.requester.state.model_index
+                new = [*pending, assistant, *self.output.final_messages(completed, index)]
+                self._commit(history, new)
+                added += new
+                return checked.raw, added, completed.stop_reason
             if completed.stop_reason == "pause_turn":
                 paused = assistant
                 pending.append(assistant)
@@ -116,6 +162,22 @@ class Run:
                 return assistant.text, added, completed.stop_reason
             self._check_budget()
 
+    def _reask(self, error: OutputInvalid, paused: Message | None = None) -> list[Message]:
+        """Count a reask (its answer's usage, a turn for the budgets) and build the pair that
+        replaces the previous one: the failed answer (after the paused part it continued), and
+        the errors asking again."""
+        state = self.state
+        state.reasks += 1
+        if error.usage is not None:
+            state.usage = state.usage + error.usage
+        self._check_budget()
+        assert self.output is not None
+        answer = error.answer if isinstance(error.answer, Message) else None
+        failed = answer or Message.assistant(error.raw or "(no answer)")
+        if paused is not None:
+            failed = Message("assistant", (*paused.blocks, *failed.blocks))
+        return self.output.reask(error, failed, self.requester.state.model_index)
+
     async def _tool_results(self, calls: list[ToolCall]) -> Message:
         """Run the calls; their results (and the budget's wrap-up note) as one user message."""
         results = await self.toolbox.run_batch(calls, self.emit, self.clock.now)
@@ -141,7 +203,8 @@ class Run:
 
     def _check_budget(self) -> None:
         state = self.state
-        self.budget.check(state.usage, turns=state.turn, elapsed_s=self.clock.now() - state.started)
+        turns = state.turn + state.reasks  # a reask is a turn for the budgets
+        self.budget.check(state.usage, turns=turns, elapsed_s=self.clock.now() - state.started)
 
     def _finished(
         self, end_reason: str, *, error: str = "", message: str = "", final_text: str = ""

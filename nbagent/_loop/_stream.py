@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from .._core._attempts import AttemptFailure, Sent
 from .._core._clock import Clock
@@ -33,13 +34,15 @@ __all__ = ["Streamed", "empty_reply", "stream_once"]
 
 
 class Streamed:
-    """A successful attempt: the provider's `Completed` and the time to its first part."""
+    """A successful attempt: the provider's `Completed`, the time to its first part, and its
+    structured answer once checked (`output=`)."""
 
-    __slots__ = ("completed", "ttft_s")
+    __slots__ = ("checked", "completed", "ttft_s")
 
     def __init__(self, completed: Completed, ttft_s: float | None) -> None:
         self.completed = completed
         self.ttft_s = ttft_s
+        self.checked: Any = None
 
     def sent(self) -> Sent:
         """What the attempt loop announces of it, and tells the pacer."""

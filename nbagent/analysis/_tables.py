@@ -52,11 +52,15 @@ def wait_kind(df: pd.DataFrame) -> pd.Series[Any]:
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (error_kind, action): how often, how many retries, how long spent waiting.
+    """One row per (error_kind, action): how often, how many retries, how long spent waiting,
+    and what those attempts cost.
 
     Rows that succeeded are grouped under the error kind "ok" (and "paced" rate-limiter holds
-    under action "paced"). Columns: `error_kind, action, count, retries, retry_after_waits,
-    wait_total_s, wait_mean_s, wait_max_s, attempt_time_s`, sorted by count.
+    under action "paced"); structured answers asked for again are (`OutputInvalid`, "reask").
+    Columns: `error_kind, action, count, retries, retry_after_waits, wait_total_s, wait_mean_s,
+    wait_max_s, attempt_time_s, tokens, cost_usd, token_share, cost_share`, sorted by count:
+    `tokens` are input plus output tokens, the shares are of the whole frame's (NaN when the
+    frame has none, as with the free demo model's cost).
 
     Args:
         df: An attempt frame: `agent.attempts`, `BatchResult.attempts`, `read_attempts(...)`, a
@@ -76,6 +80,10 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         "wait_mean_s",
         "wait_max_s",
         "attempt_time_s",
+        "tokens",
+        "cost_usd",
+        "token_share",
+        "cost_share",
     ]
     if len(df) == 0:
         none: pd.DataFrame = pd.DataFrame(
@@ -94,6 +102,9 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
             & df["delay_s"].notna().to_numpy(dtype=bool),
             "delay": df["delay_s"].to_numpy(dtype=float),
             "duration": df["duration_s"].to_numpy(dtype=float),
+            "tokens": df["input_tokens"].fillna(0).to_numpy(dtype=float)
+            + df["output_tokens"].fillna(0).to_numpy(dtype=float),
+            "cost": df["cost_usd"].to_numpy(dtype=float),
         }
     )
     g = work.groupby(["error_kind", "action"], sort=False)
@@ -106,8 +117,14 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
             "wait_mean_s": g["delay"].mean(),
             "wait_max_s": g["delay"].max(),
             "attempt_time_s": g["duration"].sum(min_count=0),
+            "tokens": g["tokens"].sum().astype(int),
+            "cost_usd": g["cost"].sum(min_count=0),
         }
     )
+    total_tokens = float(out["tokens"].sum())
+    total_cost = float(np.nansum(out["cost_usd"].to_numpy(dtype=float)))
+    out["token_share"] = out["tokens"] / total_tokens if total_tokens else np.nan
+    out["cost_share"] = out["cost_usd"].fillna(0) / total_cost if total_cost else np.nan
     out = out.reset_index().sort_values(["count", "error_kind"], ascending=[False, True])
     result: pd.DataFrame = out.reset_index(drop=True)[cols]
     return result

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, SWATCHES
+from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, REASK_GLYPH, SWATCHES
 from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes
 from ._tables import frame, wait_kind
 from ._timeaxis import TimeAxis, picture_time_axis
@@ -85,9 +85,11 @@ def _row_labels(order: list[str], labels: Mapping[str, str] | None) -> dict[str,
     return out
 
 
-def _swatch_key(phase: str, outcome: str) -> str:
+def _swatch_key(phase: str, outcome: str, action: str = "") -> str:
     if outcome == "cancelled":
         return "cancelled"
+    if action == "reask":
+        return "reask"  # a structured answer asked for again: dotted, not crossed out
     if phase == "tool":
         return "tool_ok" if outcome == "ok" else "tool_error"
     if phase == "compaction":
@@ -104,8 +106,14 @@ def _bar_text(row: pd.Series[Any], phase: str) -> str:
     if row["outcome"] == "ok":
         attempt = row["attempt"]
         return f"#{int(attempt)}" if not pd.isna(attempt) else ""
+    if row["action"] == "reask":
+        return f"{REASK_GLYPH} reask"
     code = row["status_code"]
-    text = str(int(code)) if not pd.isna(code) else str(row["error_kind"] or "error")
+    kind = None if pd.isna(row["error_kind"]) else str(row["error_kind"])
+    if kind in ("OutputInvalid", "OutputTruncated") or pd.isna(code):
+        text = kind or "error"  # an answer that came (200) and was refused: say why
+    else:
+        text = str(int(code))
     if row["action"] in ("fail", "compact", "fallback"):
         text += f" → {row['action']}"
     return text
@@ -136,7 +144,8 @@ class _Picture:
     def legend_keys(self) -> list[str]:
         """The widget's legend entries for what is drawn (ok and failed always)."""
         present = set(self.keys[self.bars]) | {k for k in self.kinds if isinstance(k, str)}
-        return [k for k in (*LEGEND, "paced") if k in present or k in ("ok", "failed")]
+        shown = (*LEGEND, "paced", "reask")
+        return [k for k in shown if k in present or k in ("ok", "failed")]
 
 
 def _picture(df: pd.DataFrame, max_groups: int, compress: bool) -> _Picture | str:
@@ -174,7 +183,8 @@ def _picture(df: pd.DataFrame, max_groups: int, compress: bool) -> _Picture | st
     lane_y = np.array([rows.lanes[(r, p)] for r, p in zip(run, phase, strict=True)])
     bar_y, bar_h = _stack_overlaps(phase, run, start, end, lane_y + (1 - _BAR) / 2, _BAR)
     outcome = df["outcome"].astype(object).fillna("error").astype(str).to_numpy()
-    keys = np.array([_swatch_key(p, o) for p, o in zip(phase, outcome, strict=True)])
+    action = df["action"].astype(object).fillna("").astype(str).to_numpy()
+    keys = np.array([_swatch_key(p, o, a) for p, o, a in zip(phase, outcome, action, strict=True)])
     return _Picture(
         df,
         rows,

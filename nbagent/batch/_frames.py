@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 
 from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
-from ..errors import Aborted, BudgetExceeded, ConfigError
+from .._loop._output_schema import OutputSchema
+from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, OutputTruncated
+from ._output_columns import output_columns
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -51,7 +53,10 @@ class BatchResult:
     `results` columns: prompt, final_text, end_reason (end_turn | max_tokens | … | error |
     budget | cancelled), error (the error's kind, e.g. "RateLimited", or missing),
     error_message, input_tokens, output_tokens, cost_usd, turns, duration_s (wall seconds),
-    run_id (joins with `attempts.run_id`). `attempts` has a `prompt_index` column, the attempt
+    run_id (joins with `attempts.run_id`); with `output=`, then `output` (the validated answer),
+    `reasks` and one typed column per top-level field of the schema (a failed row: its error,
+    the raw text of its last answer in `final_text`, empty fields). `attempts` has a
+    `prompt_index` column, the attempt
     log's columns, then `agent_id` (which agent: "<prompt index>.<try>") and `worker` (which
     process ran it, `host:pid`). `cancelled` is True when the batch was stopped early: the rows
     that had not finished say `end_reason == "cancelled"`. In a notebook it shows as the table.
@@ -92,7 +97,7 @@ class BatchResult:
         return out
 
     def summary(self) -> str:
-        """One line: prompts ok and failed, time, requests, retries and paced waits.
+        """One line: prompts ok and failed, time, requests, retries (and reasks), paced waits.
 
         Returns:
             The line ("31/32 prompts ok, 1 failed in 4.2 s; 40 requests, 8 retried, ..."; for
@@ -107,9 +112,12 @@ class BatchResult:
         retries = int((requests["action"] == "retry").sum())
         paced = self.attempts[self.attempts["action"] == "paced"]
         stopped = " (cancelled)" if self.cancelled else ""
+        reasked = ""
+        if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
+            reasked = f", {int((self.results['reasks'].fillna(0) > 0).sum())} reasked"
         return (
             f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
-            f"{len(requests)} requests, {retries} retried, "
+            f"{len(requests)} requests, {retries} retried{reasked}, "
             f"{len(paced)} paced waits ({float(paced['delay_s'].sum()):.1f} s)"
         )
 
@@ -189,6 +197,8 @@ def row_ok(prompt: str, result: Any, duration_s: float) -> dict[str, Any]:
         "turns": result.turns,
         "run_id": result.run_id,
         "duration_s": duration_s,
+        "output": result.output,
+        "reasks": result.reasks,
     }
 
 
@@ -200,9 +210,11 @@ def row_failed(
     run_ids = df["run_id"].dropna()
     cost = df["cost_usd"].dropna()
     turns = df["turn"].dropna()
+    # a structured answer that failed keeps what the model wrote
+    raw = err.raw if isinstance(err, (OutputInvalid, OutputTruncated)) else None
     return {
         "prompt": prompt,
-        "final_text": None,
+        "final_text": raw,
         "end_reason": _end_reason(err),
         "error": type(err).__name__,
         "error_message": str(err) or type(err).__name__,
@@ -212,12 +224,25 @@ def row_failed(
         "turns": int(turns.max()) if len(turns) else 0,
         "run_id": str(run_ids.iloc[-1]) if len(run_ids) else None,
         "duration_s": duration_s,
+        "output": None,
+        "reasks": int((df["action"] == "reask").sum()) if len(df) else 0,
     }
 
 
-def results_frame(rows: list[dict[str, Any]], index: pd.Index[Any] | None) -> pd.DataFrame:
+def results_frame(
+    rows: list[dict[str, Any]],
+    index: pd.Index[Any] | None,
+    output: OutputSchema | None = None,
+) -> pd.DataFrame:
+    """The results table: RESULT_COLUMNS, then (with `output`) the structured answers'."""
     data: dict[str, Any] = {c: [r.get(c) for r in rows] for c in RESULT_COLUMNS}
-    return results_from_columns(data, index)
+    df = results_from_columns(data, None)
+    if output is not None:
+        for name, column in output_columns(output, rows).items():
+            df[name] = column
+    if index is not None:
+        df.index = index
+    return df
 
 
 def results_from_columns(data: dict[str, Any], index: pd.Index[Any] | None) -> pd.DataFrame:

@@ -77,7 +77,7 @@ async def run_local(
             if isinstance(limiter, RateLimiter):  # its pace, for the batch view
                 progress.pace = limiter.snapshot(time.monotonic())
             parts.append((i, with_origin(agent.attempts, f"{i}.1", worker)))
-            progress.finish(i, state_of(row))
+            progress.finish(i, state_of(row), reasked=bool(row.get("reasks")))
 
     tasks = [asyncio.ensure_future(one(i, p)) for i, p in enumerate(texts)]
     everything: asyncio.Future[Any] = asyncio.gather(*tasks)

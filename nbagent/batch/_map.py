@@ -32,6 +32,7 @@ from typing import Any, Literal, overload
 from .._core._clock import Clock
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec, resolve_model_spec
+from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..notebook import in_notebook
 from ..providers._batches import batch_client
@@ -39,6 +40,7 @@ from ._estimate import BatchEstimate, estimate
 from ._frames import RESULT_COLUMNS, BatchResult, attempts_frame, prompts_of, results_frame
 from ._local import run_local
 from ._options import BatchOptions, Prompts
+from ._output_columns import check_fields
 from ._progress import BatchProgress, TerminalBar
 from ._provider_backend import ProviderBatch, one_model
 from ._spec import AgentSpec, BatchControl
@@ -63,6 +65,12 @@ class _Batch:
         self.texts, self.index = prompts_of(options.prompts, options.column)
         backend, agent_kwargs = options.backend, dict(options.agent_kwargs)
         self.provider: ProviderBatch | None = None
+        # output=: converted and checked once, before anything runs (each agent, and a Ray
+        # worker, gets the schema as given: a pydantic model travels, a TypeAdapter would not)
+        self.output = None if options.output is None else OutputSchema.of(options.output)
+        if self.output is not None:
+            check_fields(self.output, RESULT_COLUMNS)
+            agent_kwargs["output"] = options.output
         if backend == "provider":
             self.provider = ProviderBatch.from_options(
                 self.texts,
@@ -159,7 +167,7 @@ class _Batch:
         finally:
             self.close()
         return BatchResult(
-            results=results_frame(rows, self.index),
+            results=results_frame(rows, self.index, self.output),
             attempts=attempts_frame(parts),
             duration_s=time.monotonic() - t0,
             limiter=limiter,
@@ -241,6 +249,7 @@ async def amap(
     workers: int | None = None,
     state: str | os.PathLike[str] | None = None,
     dry_run: Literal[False] = False,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchResult: ...
 
@@ -260,6 +269,7 @@ async def amap(
     workers: int | None = None,
     state: str | os.PathLike[str] | None = None,
     dry_run: Literal[True],
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchEstimate: ...
 
@@ -278,6 +288,7 @@ async def amap(
     workers: int | None = None,
     state: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchResult | BatchEstimate:
     """Run one agent per prompt in the running event loop, and collect the results.
@@ -298,6 +309,7 @@ async def amap(
         workers: As for [`map`][nbagent.map].
         state: As for [`map`][nbagent.map].
         dry_run: As for [`map`][nbagent.map].
+        output: As for [`map`][nbagent.map].
         **agent_kwargs: As for [`map`][nbagent.map].
 
     Returns:
@@ -326,6 +338,7 @@ def start(
     workers: int | None = None,
     state: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchHandle:
     """Start a batch in the background of the running event loop and return its handle.
@@ -348,6 +361,7 @@ def start(
         workers: As for [`map`][nbagent.map].
         state: As for [`map`][nbagent.map].
         dry_run: As for [`map`][nbagent.map].
+        output: As for [`map`][nbagent.map].
         **agent_kwargs: As for [`map`][nbagent.map].
 
     Returns:
@@ -381,6 +395,7 @@ def map(
     workers: int | None = None,
     state: str | os.PathLike[str] | None = None,
     dry_run: Literal[False] = False,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchResult: ...
 
@@ -400,6 +415,7 @@ def map(
     workers: int | None = None,
     state: str | os.PathLike[str] | None = None,
     dry_run: Literal[True],
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchEstimate: ...
 
@@ -418,6 +434,7 @@ def map(
     workers: int | None = None,
     state: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
+    output: Any = None,
     **agent_kwargs: Any,
 ) -> BatchResult | BatchEstimate:
     """Run one agent per prompt (or one batch API request), and collect the results.
@@ -451,8 +468,14 @@ def map(
             a file in the working directory, named in the first progress line.
         dry_run: Send nothing; return a `BatchEstimate` of the tokens and the cost, live and
             through the batch API.
+        output: A schema for structured answers (a pydantic model, dataclass, TypedDict,
+            `list[...]` of those, or a JSON Schema dict), given to every agent: the results
+            gain `output`, `reasks` and a typed column per top-level field, so
+            `df.join(out.results)` adds them to your frame. A field named like a result
+            column is a `ConfigError` before anything runs.
         **agent_kwargs: Every other keyword goes to each `Agent` (`budget=`,
-            `max_tokens=`, `limiter=False`, `api_key=`, `log=`, ...). With
+            `max_tokens=`, `limiter=False`, `api_key=`, `log=`, `output_mode=`,
+            `output_retries=`, ...). With
             `backend="provider"`: `api_key`, `base_url`, `max_tokens`, `options`, `clock`,
             `log`, `poll=(first, most)` seconds between polls, `batch_caps=(requests, bytes)`.
 

@@ -47,6 +47,7 @@ class BatchOptions:
     workers: int | None
     state: str | os.PathLike[str] | None
     dry_run: bool
+    output: Any = None
     agent_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -70,6 +70,7 @@ class BatchProgress:
             one's id, status, the provider's counts, elapsed time and next poll.
         resubmissions: How many of those batches were made of resubmitted items.
         state_path: Where a provider batch keeps its state (`nbagent.batch.resume` reads it).
+        reasked: How many prompts' structured answers were asked for again at least once.
     """
 
     total: int
@@ -80,6 +81,7 @@ class BatchProgress:
     paced: int = 0
     paced_wait_s: float = 0.0
     errors: int = 0  # failed attempts
+    reasked: int = 0  # prompts whose structured answer was asked for again at least once
     started: float = field(default_factory=time.monotonic)
     on_change: Callable[[BatchProgress, bool], None] | None = None
     lanes: list[str] = field(default_factory=list)
@@ -173,17 +175,19 @@ class BatchProgress:
         if self.lanes[i] not in FINAL:
             self.lanes[i] = state
 
-    def finish(self, i: int, state: str) -> None:
+    def finish(self, i: int, state: str, *, reasked: bool = False) -> None:
         """Prompt `i` has its row (counted once, however often it is said).
 
         Args:
             i: The prompt's position.
             state: "ok", "failed" or "cancelled".
+            reasked: Whether its structured answer needed a reask.
         """
         if self.lanes[i] in FINAL:
             return
         self.lanes[i] = state
         self.done += 1
+        self.reasked += bool(reasked)
         if state != "ok":
             self.failed += 1
         self.changed(self.done >= self.total)
@@ -256,6 +260,7 @@ class BatchProgress:
             "retries": self.retries,
             "retries_per_min": round(self.retries_per_minute(), 1),
             "paced": self.paced,
+            "reasked": self.reasked,
             "elapsed_s": round(time.monotonic() - self.started, 1),
             "pace": dict(self.pace),
             "backend": self.backend,
@@ -331,7 +336,9 @@ class BatchProgress:
             f"{self.done}/{self.total} done ({self.failed} failed) · {c['running']} running · "
             f"{c['waiting']} waiting · {elapsed:.1f} s · {self.retries} retries "
             f"({self.retry_wait_s:.1f} s backoff, {self.retries_per_minute():.0f}/min) · "
-            f"{self.paced} paced waits ({self.paced_wait_s:.1f} s){pace}{self.batches_text()}"
+            f"{self.paced} paced waits ({self.paced_wait_s:.1f} s){pace}"
+            + (f" · {self.reasked} reasked" if self.reasked else "")
+            + self.batches_text()
         )
 
 

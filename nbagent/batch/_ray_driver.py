@@ -142,7 +142,7 @@ class Driver:
             return  # exactly once: the first try that returned
         self.rows[i] = row
         self.parts.append((i, frame))
-        self.progress.finish(i, state_of(row))
+        self.progress.finish(i, state_of(row), reasked=bool(row.get("reasks")))
 
     def worker_lost(self, t: Try, what: str) -> None:
         """A try ended with its worker: its attempts are kept, marked with the process that

@@ -3,12 +3,15 @@
 ``demo_reply(conversation)`` returns a neutral ``MockReply``; ``wire.py`` encodes it in either
 format. Markers in the prompt trigger misbehaviour on demand: ``[demo:unknown_tool]``,
 ``[demo:bad_json]``, ``[demo:bad_args]``, ``[demo:long]``, ``[demo:deltas=N]``,
-``[demo:max_tokens]``.
+``[demo:max_tokens]``. A request for a structured answer (`output=`, any mode) gets valid JSON
+built from its schema (`_structured`); ``[demo:schema_mismatch]``, ``[demo:invalid_json]``,
+``[demo:refusal]`` and ``[demo:truncated]`` make its first answer misbehave.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import re
@@ -23,10 +26,12 @@ from ..mock import (
     ToolResult,
     ToolUse,
     Turn,
+    answer_fault,
     estimate_tokens,
     split_words,
 )
 from ._arithmetic import evaluate, find_expression
+from ._structured import StructuredAsk, is_reask, sample, structured_ask
 
 MAX_TOOL_ROUNDS = 2
 MAX_DELTAS = 1_000_000
@@ -302,6 +307,8 @@ def _last_prompt(turns: tuple[Turn, ...]) -> tuple[int, str]:
     for index in range(len(turns) - 1, -1, -1):
         turn = turns[index]
         if turn.role == "user" and not turn.tool_results and turn.text.strip():
+            if is_reask(turn):
+                continue  # a structured answer asked for again: not a new question
             return index, turn.text
     return -1, ""
 
@@ -314,6 +321,39 @@ def _rounds(episode: tuple[Turn, ...]) -> list[tuple[tuple[ToolUse, ...], dict[s
         elif turn.role == "user" and rounds:
             rounds[-1][1].update({r.tool_use_id: r for r in turn.tool_results})
     return rounds
+
+
+_MISBEHAVE = ("schema_mismatch", "invalid_json", "refusal", "truncated")
+
+
+def _structured_reply(
+    conv: Conversation,
+    ask: StructuredAsk,
+    prompt: str,
+    markers: dict[str, int | None],
+    rounds: list[tuple[tuple[ToolUse, ...], dict[str, ToolResult]]],
+) -> MockReply:
+    """The answer in the shape asked for; a marker's misbehaviour the first time only."""
+    results = " ".join(
+        r.content for _, done in rounds for r in done.values() if not r.is_error
+    ).strip()
+    value = sample(ask.schema, prompt, seed=_digest(conv, "structured"), found=results)
+    arguments = json.dumps(value, ensure_ascii=False)
+    if ask.tool is not None:
+        call = MockToolCall(_call_id(conv, ask.tool + arguments), ask.tool, arguments)
+        reply = MockReply(tool_calls=(call,), stop_reason="tool_use")
+    else:
+        reply = MockReply(text_deltas=split_words(arguments))
+    reply = dataclasses.replace(
+        reply,
+        input_tokens=conv.prompt_tokens,
+        output_tokens=max(1, estimate_tokens(len(arguments))),
+    )
+    reasked = bool(conv.turns) and is_reask(conv.turns[-1])
+    for kind in _MISBEHAVE:
+        if kind in markers and not reasked:
+            return answer_fault(kind, reply, conv)
+    return reply
 
 
 def demo_reply(conv: Conversation) -> MockReply:
@@ -334,6 +374,9 @@ def demo_reply(conv: Conversation) -> MockReply:
     if "max_tokens" in markers:
         return MockReply(stop_reason="max_tokens", input_tokens=conv.prompt_tokens)
     rounds = _rounds(conv.turns[index + 1 :]) if index >= 0 else []
+    ask = structured_ask(conv) if index >= 0 else None
+    if ask is not None:  # the answer's own tool calls and reasks are not tool rounds
+        rounds = [r for r in rounds if all(c.name != ask.tool for c in r[0])]
     if index < 0:
         draft = _Draft(text="I did not receive a question. What would you like me to do?")
     elif rounds:
@@ -344,6 +387,11 @@ def demo_reply(conv: Conversation) -> MockReply:
         draft = _first_move(prompt, markers, conv)
     if draft.calls and len(rounds) >= MAX_TOOL_ROUNDS:
         draft = _Draft(text=draft.text)
+    if ask is not None:
+        # the user's tools first, when the prompt needs them; then the answer in its shape
+        reasked = bool(conv.turns) and is_reask(conv.turns[-1])
+        if reasked or not [c for c in draft.calls if c.name != ask.tool]:
+            return _structured_reply(conv, ask, prompt, markers, rounds)
     deltas = draft.deltas if draft.deltas is not None else split_words(draft.text)
     thinking: tuple[str, ...] = ()
     signature = ""

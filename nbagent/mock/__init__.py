@@ -23,13 +23,16 @@ Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` 
 ``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``no_finish_reason`` (the end marker with no
 finish reason, then a clean end), ``cut_after_done`` (the end marker with no finish reason after a
 few deltas, then a body broken off), ``empty``, ``slow=S`` (``invalid`` is ``400``,
-``overloaded`` is ``529``); any of them takes ``should_retry=true|false``. A ``target:`` prefix
-aims an entry at a batch endpoint instead (``create:429``, ``create:lost``, ``retrieve:503``,
-``results:cut``), where ``lost`` and ``cut`` also apply. In Gemini's format ``429`` is a
-per-minute quota whose wait is in the body (``RetryInfo``), ``quota`` a per-day quota, and
-``529`` a 503 ``UNAVAILABLE``.
+``overloaded`` is ``529``); for structured answers ``invalid_json`` (not JSON),
+``schema_mismatch`` (valid JSON off the schema), ``refusal`` (the format's own refusal) and
+``truncated`` (cut at max_tokens); any of them takes ``should_retry=true|false``. A
+``target:`` prefix aims an entry at a batch endpoint instead (``create:429``, ``create:lost``,
+``retrieve:503``, ``results:cut``), where ``lost`` and ``cut`` also apply. In Gemini's format
+``429`` is a per-minute quota whose wait is in the body (``RetryInfo``), ``quota`` a per-day
+quota, and ``529`` a 503 ``UNAVAILABLE``.
 """
 
+from ._answer_faults import answer_fault
 from ._batches import BatchCounts, MockBatch
 from ._cli import main
 from ._conversation import (
@@ -72,6 +75,7 @@ __all__ = [
     "ToolResult",
     "ToolUse",
     "Turn",
+    "answer_fault",
     "default_responder",
     "estimate_tokens",
     "main",

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ._output_request import anthropic_output, openai_output
+
 Format = Literal["anthropic", "openai", "gemini", "responses"]
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
@@ -103,6 +105,9 @@ class Conversation:
         thinking: Whether it asked for reasoning.
         max_tokens: The answer's limit, or None.
         prompt_tokens: The prompt's estimated size (characters / 4, plus images).
+        output_schema: The JSON Schema of a native structured answer the request asks for, or
+            None.
+        forced_tool: The tool the request forces ("*": any tool), or None.
     """
 
     format: Format
@@ -115,6 +120,8 @@ class Conversation:
     thinking: bool = False
     max_tokens: int | None = None
     prompt_tokens: int = 0
+    output_schema: dict[str, Any] | None = None  # a native structured answer's JSON Schema
+    forced_tool: str | None = None  # the tool the request forces ("*": any), if any
 
 
 def estimate_tokens(chars: int, images: int = 0) -> int:
@@ -275,6 +282,9 @@ def parse_anthropic(body: Any) -> Conversation:
         counter.add(_dumps(tool))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+    schema, forced = anthropic_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="anthropic",
         model=model,
@@ -286,6 +296,8 @@ def parse_anthropic(body: Any) -> Conversation:
         thinking=wants_thinking,
         max_tokens=max_tokens,
         prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+        output_schema=schema,
+        forced_tool=forced,
     )
 
 
@@ -351,6 +363,9 @@ def parse_openai(body: Any) -> Conversation:
         counter.add(_dumps(tool))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    schema, forced = openai_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="openai",
         model=model,
@@ -362,4 +377,6 @@ def parse_openai(body: Any) -> Conversation:
         thinking=False,
         max_tokens=max_tokens,
         prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+        output_schema=schema,
+        forced_tool=forced,
     )

@@ -66,6 +66,11 @@ STREAM_KINDS: frozenset[str] = frozenset(
         "cut_after_done",
     }
 )
+# Kinds that change a structured answer before it is sent (`_answer_faults`): not JSON, off
+# the schema, refused, cut at max_tokens.
+ANSWER_KINDS: frozenset[str] = frozenset(
+    {"invalid_json", "schema_mismatch", "refusal", "truncated"}
+)
 _PLAIN_KINDS: frozenset[str] = frozenset(
     {
         "ok",
@@ -78,6 +83,7 @@ _PLAIN_KINDS: frozenset[str] = frozenset(
         "no_finish_reason",
         "cut_after_done",
     }
+    | ANSWER_KINDS
 )
 ALL_KINDS: frozenset[str] = STATUS_KINDS | _PLAIN_KINDS | frozenset(_VALUE_KINDS)
 # Other names a script may use for a kind, read as the kind itself.

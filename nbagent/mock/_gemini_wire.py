@@ -35,6 +35,7 @@ from ._conversation import (
     _require_list,
     estimate_tokens,
 )
+from ._output_request import gemini_output
 from ._reply import MockReply
 
 __all__ = [
@@ -63,7 +64,13 @@ _STATUS_NAMES = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
-_FINISH = {"end_turn": "STOP", "tool_use": "STOP", "max_tokens": "MAX_TOKENS"}
+_FINISH = {
+    "end_turn": "STOP",
+    "tool_use": "STOP",
+    "max_tokens": "MAX_TOKENS",
+    "refusal": "SAFETY",  # an empty candidate, as Gemini's safety stop comes
+}
+_BLOCKED = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
 _HELP = {
     "@type": "type.googleapis.com/google.rpc.Help",
     "links": [
@@ -168,6 +175,9 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
             "generationConfig.maxOutputTokens",
         )
     thinking = config.get("thinkingConfig")
+    schema, forced = gemini_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="gemini",
         model=model,
@@ -179,6 +189,8 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
         prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+        output_schema=schema,
+        forced_tool=forced,
     )
 
 
@@ -197,7 +209,9 @@ def _chunk(
     parts: list[dict[str, Any]], reply: MockReply, output: int, model: str, rid: str, finish: str
 ) -> dict[str, Any]:
     candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
-    if finish:
+    if finish == "SAFETY":
+        candidate = {"content": {}, "finishReason": finish, "index": 0, "safetyRatings": _BLOCKED}
+    elif finish:
         candidate["finishReason"] = finish
         if finish == "STOP" and any("functionCall" in p for p in parts):
             candidate["finishMessage"] = "Model generated function call(s)."

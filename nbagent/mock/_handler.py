@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from . import _batch_routes
+from ._answer_faults import answer_fault
 from ._batch_http import Hangup
 from ._conversation import Conversation, RequestError
 from ._faults import OK, STREAM_KINDS, Fault
@@ -231,6 +232,12 @@ class MockHandler(BaseHTTPRequestHandler):
             return
         try:
             conv = parse_request(found.format, body, found)
+            forced = conv.forced_tool
+            if forced not in (None, "*") and forced not in conv.tools:
+                raise RequestError(
+                    f"tool_choice names the tool {forced!r}, which is not among the tools",
+                    "tool_choice",
+                )
         except RequestError as err:
             error = codec.bad_request(err.message, self._request_id, err.param)
             streamed = found.stream or bool(isinstance(body, dict) and body.get("stream"))
@@ -288,7 +295,7 @@ class MockHandler(BaseHTTPRequestHandler):
         reply = (
             MockReply(input_tokens=conv.prompt_tokens)
             if fault.kind == "empty"
-            else mock.responder(conv)
+            else answer_fault(fault.kind, mock.responder(conv), conv)
         )
         self._record(body, str(fault), 200, conv.stream)
         if conv.stream:

@@ -23,8 +23,9 @@ __all__ = [
     "split_words",
 ]
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens"]
-"""Why a mock reply ends, in Anthropic's words (each wire format translates it)."""
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
+"""Why a mock reply ends, in Anthropic's words (each wire format translates it; a refusal is
+Anthropic's `stop_reason: refusal`, OpenAI's `refusal`, Gemini's `finishReason: SAFETY`)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class MockReply:
         signature: The reasoning's signature.
         input_tokens: The prompt tokens it reports.
         output_tokens: The answer tokens it reports.
+        refusal: The refusal's text when the model refuses (stop reason "refusal"), or "".
     """
 
     text_deltas: tuple[str, ...] = ()
@@ -64,6 +66,7 @@ class MockReply:
     signature: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
+    refusal: str = ""  # the refusal's text, when the model refuses (stop_reason "refusal")
 
     @property
     def text(self) -> str:
@@ -78,7 +81,12 @@ class MockReply:
     @property
     def is_empty(self) -> bool:
         """Whether it has nothing in it (an empty answer)."""
-        return not self.text_deltas and not self.tool_calls and not self.thinking_deltas
+        return (
+            not self.text_deltas
+            and not self.tool_calls
+            and not self.thinking_deltas
+            and not self.refusal
+        )
 
 
 def split_words(text: str) -> tuple[str, ...]:

@@ -36,7 +36,8 @@ from ._conversation import (
     _require_list,
     estimate_tokens,
 )
-from ._reply import MockReply
+from ._output_request import responses_output
+from ._reply import MockReply, split_words
 
 __all__ = ["parse_responses", "responses_stream", "responses_whole"]
 
@@ -139,6 +140,9 @@ def parse_responses(body: Any) -> Conversation:
             tools[str(tool.get("name", ""))] = params if isinstance(params, dict) else {}
         counter.add(_dumps(tool))
     include = body.get("include") or []
+    schema, forced = responses_output(body)
+    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
+        counter.add(_dumps(schema))
     return Conversation(
         format="responses",
         model=model,
@@ -150,6 +154,8 @@ def parse_responses(body: Any) -> Conversation:
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
         prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
+        output_schema=schema,
+        forced_tool=forced,
     )
 
 
@@ -169,6 +175,16 @@ def _items(reply: MockReply, conv: Conversation, response_id: str) -> list[dict[
                 "type": "reasoning",
                 "encrypted_content": encrypted_for(rid),
                 "summary": summary,
+            }
+        )
+    if reply.refusal:  # a refusal is a content part of its own kind
+        items.append(
+            {
+                "id": f"msg_{suffix}",
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "refusal", "refusal": reply.refusal}],
             }
         )
     if reply.text_deltas:
@@ -252,7 +268,17 @@ def responses_stream(
     items = _items(reply, conv, response_id)
     for index, item in enumerate(items):
         kind = item["type"]
-        if kind == "message":
+        if kind == "message" and item["content"][0]["type"] == "refusal":
+            added = {**item, "status": "in_progress", "content": []}
+            yield "body", event("response.output_item.added", output_index=index, item=added)
+            part: dict[str, Any] = {"type": "refusal", "refusal": ""}
+            ids: dict[str, Any] = {"item_id": item["id"], "output_index": index, "content_index": 0}
+            yield "body", event("response.content_part.added", part=part, **ids)
+            for piece in split_words(reply.refusal):
+                yield "text", event("response.refusal.delta", delta=piece, **ids)
+            yield "body", event("response.refusal.done", refusal=reply.refusal, **ids)
+            yield "body", event("response.content_part.done", part=item["content"][0], **ids)
+        elif kind == "message":
             added = {**item, "status": "in_progress", "content": []}
             yield "body", event("response.output_item.added", output_index=index, item=added)
             part = {"type": "output_text", "annotations": [], "text": ""}

@@ -13,14 +13,19 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from ._conversation import Format
-from ._reply import MockReply
+from ._reply import MockReply, split_words
 
 PieceKind = Literal["head", "text", "body", "final"]
 Piece = tuple[PieceKind, bytes]
 FRAGMENT_CHARS = 12
 FINGERPRINT = "fp_nbagent_demo"
 
-_OPENAI_FINISH = {"end_turn": "stop", "tool_use": "tool_calls", "max_tokens": "length"}
+_OPENAI_FINISH = {
+    "end_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "stop",  # a refusal is the `refusal` field, with an ordinary stop
+}
 
 
 def _json(value: Any) -> str:
@@ -50,7 +55,20 @@ def _anthropic_input(arguments: str) -> Any:
         return arguments  # [demo:bad_json] in a non-streaming reply: the raw text, not an object
 
 
+def _said(reply: MockReply) -> MockReply:
+    """Anthropic says a refusal in its text, with `stop_reason: refusal`."""
+    if reply.refusal and not reply.text_deltas:
+        return MockReply(
+            text_deltas=split_words(reply.refusal),
+            stop_reason="refusal",
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+        )
+    return reply
+
+
 def anthropic_message(reply: MockReply, *, model: str, message_id: str) -> dict[str, Any]:
+    reply = _said(reply)
     content: list[dict[str, Any]] = []
     if reply.thinking_deltas:
         content.append(
@@ -95,6 +113,7 @@ def _stop(index: int) -> bytes:
 
 
 def anthropic_stream(reply: MockReply, *, model: str, message_id: str) -> Iterator[Piece]:
+    reply = _said(reply)
     empty = MockReply(input_tokens=reply.input_tokens)
     start = anthropic_message(empty, model=model, message_id=message_id)
     start.update(stop_reason=None, usage={"input_tokens": reply.input_tokens, "output_tokens": 1})
@@ -167,8 +186,8 @@ def openai_completion(
         "content": reply.text if reply.text_deltas else None,
     }
     if not reply.text_deltas and not reply.tool_calls:
-        message["content"] = ""
-    message["refusal"] = None
+        message["content"] = None if reply.refusal else ""
+    message["refusal"] = reply.refusal or None
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -237,6 +256,8 @@ def openai_stream(
     yield "head", chunk({"role": "assistant", "content": first_content, "refusal": None})
     for piece in reply.text_deltas:
         yield "text", chunk({"content": piece})
+    for piece in split_words(reply.refusal):
+        yield "text", chunk({"refusal": piece})
     for i, call in enumerate(reply.tool_calls):
         function = {"name": call.name, "arguments": ""}
         yield (

@@ -21,6 +21,7 @@ from typing import Any
 from .._axis import picture_axis
 from ..errors import describe
 from ..events import (
+    AttemptFailed,
     CompactionFinished,
     Event,
     FallbackStarted,
@@ -51,7 +52,7 @@ def _failure(bar: Mapping[str, Any]) -> str:
     ("400 context overflow"), which tells more than "bad request"."""
     code = bar.get("status_code")
     kind = describe(str(bar.get("error") or "error"))
-    if not isinstance(code, int) or not code:
+    if not isinstance(code, int) or not code or bar.get("error") in _OF_THE_ANSWER:
         return kind
     if code == 429 or code >= 500:
         try:
@@ -70,7 +71,13 @@ def _wait_words(wait: Mapping[str, Any]) -> str:
     return f"backoff {delay}"
 
 
-_ACTIONS = {"compact": "compacting", "fallback": "falling back", "fail": "gave up"}
+_ACTIONS = {
+    "compact": "compacting",
+    "fallback": "falling back",
+    "fail": "gave up",
+    "reask": "asked again with the errors (reask)",
+}
+_OF_THE_ANSWER = ("OutputInvalid", "OutputTruncated")  # the answer came (200); its shape failed
 
 
 def _name(bar: Mapping[str, Any], wait: Mapping[str, Any] | None) -> str:
@@ -167,6 +174,8 @@ def _announcement(event: Event) -> str | None:
         return f"the rate limiter holds the request for {spoken_seconds(num(event.delay_s))}"
     if isinstance(event, ToolCallFinished) and event.is_error:
         return f"tool `{event.name}` returned an error"
+    if isinstance(event, AttemptFailed) and event.action == "reask":
+        return f"the answer did not match its schema ({event.message}): asking again"
     if isinstance(event, CompactionFinished):
         if not event.ok:
             return "compaction failed"

@@ -141,6 +141,7 @@ function draw(model, root) {
   chip("failed", "failed", failed, colours.failed);
   if (cancelled) chip("cancelled", "cancelled", cancelled, colours.cancelled);
   chip("retries", "retries/min", s.retries_per_min || 0, "");
+  if (s.reasked) chip("reasked", "reasked", s.reasked, "");  // answers asked for again
   const pace = s.pace || {};
   const rate = typeof pace.rate === "number" ? `${pace.rate.toFixed(1)}/s` : "learning";
   const blocked = pace.blocked_s > 0 ? ` · everyone waits ${pace.blocked_s.toFixed(1)} s` : "";
@@ -316,7 +317,8 @@ def render_text(state: dict[str, Any]) -> str:
         f"nbagent.map: {state.get('done', 0)}/{state.get('total', 0)} done, "
         f"{counts['running']} running, {counts['waiting']} waiting, "
         f"{state.get('failed', 0)} failed, {state.get('retries_per_min', 0)} retries/min{pace}"
-        f"{provider}"
+        + (f", {state['reasked']} reasked" if state.get("reasked") else "")
+        + f"{provider}"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .._core._messages import Message
 from .._loop._agent import Agent
@@ -76,6 +77,7 @@ def start_shown(
     prompt: str | Message,
     *,
     before: Callable[[], Awaitable[None]] | None = None,
+    output: Any = None,
 ) -> tuple[RunHandle, AgentView]:
     """Show the timeline now and run in a background task once `before()` has returned.
 
@@ -87,6 +89,7 @@ def start_shown(
         agent: The agent to run.
         prompt: The prompt.
         before: Awaited first (the previous queued run, say); None for nothing.
+        output: The run's schema for a structured answer (`Agent.run(output=...)`), or None.
 
     Returns:
         The run's handle.
@@ -106,7 +109,7 @@ def start_shown(
             await before()
         detach = agent.subscribe(widget)
         try:
-            return await agent.run(prompt, show=False)
+            return await agent.run(prompt, show=False, output=output)
         finally:
             detach()
             widget.close()

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .._palette import COLORS
+from .._palette import COLORS, REASK_GLYPH
 
 __all__ = ["export_html", "render_static_html", "render_text"]
 
@@ -154,6 +154,8 @@ def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("waiting", _seconds(summary.get("waiting_s"))),
         ("tools", f"{summary.get('tool_calls', 0)} ({summary.get('tool_errors', 0)} errors)"),
     ]
+    if summary.get("reasks"):  # structured answers asked for again
+        items.append(("reasks", str(summary["reasks"])))
     tokens_in, tokens_out = summary.get("input_tokens"), summary.get("output_tokens")
     if tokens_in is not None or tokens_out is not None:
         items.append(("tokens", f"{tokens_in or 0:,} in, {tokens_out or 0:,} out"))
@@ -189,6 +191,7 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("waits", waits),
         ("tool errors", f"{session.get('tool_errors', 0)} of {session.get('tool_calls', 0)}"),
         ("compactions", str(session.get("compactions", 0))),
+        *([("reasks", str(session["reasks"]))] if session.get("reasks") else []),
         (
             "tokens",
             f"{tokens_in:,} in, {tokens_out:,} out",
@@ -270,6 +273,8 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
         start, end = bar.get("start"), bar.get("end")
         took = _seconds(end - start) if start is not None and end is not None else "running"
         detail = str(bar.get("detail") or "")
+        if bar.get("action") == "reask":  # its own glyph, as in the widget
+            outcome = f"{REASK_GLYPH} reask"
         rows.append(
             "<tr>"
             f"<td style='padding:1px 8px 1px 0'>{esc(str(bar.get('lane')))}</td>"
@@ -279,6 +284,13 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
             f"<td>{esc(detail[:300])}</td>"
             "</tr>"
         )
+        errors = bar.get("output_errors") or []
+        if errors:  # what was wrong with a structured answer, as the model was told
+            listed = "; ".join(esc(str(e)) for e in errors)
+            rows.append(
+                f"<tr><td></td><td colspan='4' style='color:{COLORS['error_dark']}'>"
+                f"sent back: {listed}</td></tr>"
+            )
         if bar.get("kind") != "attempt" or bar.get("action") != "retry":
             continue
         wait = next(

@@ -297,6 +297,14 @@ class TimelineState:
         bar["detail"] = f"{bar['label']}: {failure} → {event.action}"
         if event.request_id:
             bar["detail"] += f" [request id {event.request_id}]"
+        if event.output_errors:  # a structured answer off its schema: what was wrong with it
+            bar["output_errors"] = [clip(e, TOOL_TEXT_LIMIT) for e in event.output_errors[:10]]
+        if event.input_tokens is not None or event.output_tokens is not None:
+            bar.update(
+                input_tokens=as_int(event.input_tokens),
+                output_tokens=as_int(event.output_tokens),
+                cost_usd=num(event.cost_usd),
+            )
         discarded = event.discarded_text or self._talk.streamed()
         if discarded:
             self._talk.discard(
@@ -314,6 +322,8 @@ class TimelineState:
             self._set_status(f"{describe(event.error)}: falling back", "wait")
         elif event.action == "retry":
             self._set_status(f"{describe(event.error)}: retrying", "wait")
+        elif event.action == "reask":
+            self._set_status(f"{describe(event.error)}: asking again ({event.message})", "wait")
         else:
             self._set_status(failure, "error")
 

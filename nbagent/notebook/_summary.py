@@ -29,6 +29,7 @@ _COUNTS = (
     "tool_errors",
     "compactions",
     "fallbacks",
+    "reasks",
 )
 
 
@@ -115,6 +116,7 @@ def run_summary(
         "tool_errors": sum(1 for b in tools if b["is_error"]),
         "compactions": compactions,
         "fallbacks": fallbacks,
+        "reasks": sum(1 for b in attempts if b.get("action") == "reask"),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "cost_usd": cost,

@@ -303,6 +303,7 @@ function timeline(state, ui) {
       if (b.kind === "tool" && b.outcome !== "running") {
         cls.push(b.is_error ? "nb-tool-error" : "nb-tool-ok");
       }
+      if (b.action === "reask") cls.push("nb-reask");
       if (ui.selected === b.id) cls.push("nb-selected");
       const times = when(b.start, b.end);
       const title = b.detail ? `${b.label}\n${b.detail}\n${times}` : `${b.label}\n${times}`;
@@ -403,7 +404,11 @@ function timeline(state, ui) {
   return h("div", { class: `nb-timeline${byRun ? " nb-by-run" : ""}` }, lanes, axisRow, note);
 }
 
+// A structured answer asked for again: its own glyph (nbagent/_palette.py's REASK_GLYPH).
+const REASK_GLYPH = "↻";
+
 function barLabel(b) {
+  if (b.action === "reask") return `${REASK_GLYPH} reask`;
   if (b.kind === "attempt" && b.outcome === "error") {
     return b.status_code ? String(b.status_code) : b.error || "error";
   }
@@ -414,6 +419,7 @@ function barLabel(b) {
 
 function shortLabel(b) {
   if (b.kind !== "attempt") return null;
+  if (b.action === "reask") return REASK_GLYPH;
   if (b.outcome === "error" && b.status_code) return String(b.status_code);
   return `#${b.attempt}`;
 }
@@ -462,6 +468,7 @@ function legend(state) {
   const item = (cls, text) =>
     h("span", { class: "nb-legend-item" }, h("i", { class: cls, "aria-hidden": "true" }), text);
   const paced = (state.waits || []).some((w) => w.kind === "paced");
+  const reasked = (state.bars || []).some((b) => b.action === "reask");
   return h(
     "div",
     { class: "nb-legend" },
@@ -475,6 +482,7 @@ function legend(state) {
     item("nb-tool-ok", "tool ok"),
     item("nb-tool-error", "tool error"),
     paced ? item("nb-wait nb-paced", "paced") : null,
+    reasked ? item("nb-error nb-reask", "reasked") : null,
   );
 }
 
@@ -513,6 +521,14 @@ function detailPanel(state, ui) {
     ),
     bar.arguments ? h("pre", { class: "nb-args" }, `arguments: ${bar.arguments}`) : null,
     h("pre", { class: "nb-detail-text" }, bar.detail || "(no details)"),
+    bar.output_errors && bar.output_errors.length
+      ? h(
+          "div",
+          { class: "nb-output-errors" },
+          h("div", { class: "nb-muted" }, "what was wrong with the answer (sent back to the model):"),
+          h("ul", {}, bar.output_errors.map((e) => h("li", {}, e))),
+        )
+      : null,
   );
 }
 
@@ -666,6 +682,7 @@ function sessionHeadline(state) {
       s.most_requests_per_call
         ? stat("amplified", `1 call, ${s.most_requests_per_call} requests`, "nb-stat-error")
         : null,
+      s.reasks ? stat("reasks", String(s.reasks)) : null,
       stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
       stat("cost", money(s.cost_usd)),
       stat("time", seconds(s.duration_s)),
@@ -732,6 +749,7 @@ function summary(state) {
       : null,
     s.compactions ? stat("compactions", String(s.compactions)) : null,
     s.fallbacks ? stat("fallbacks", String(s.fallbacks)) : null,
+    s.reasks ? stat("reasks", String(s.reasks)) : null,
     stat("tokens", `${count(s.input_tokens)} in · ${count(s.output_tokens)} out`),
     stat("cost", money(s.cost_usd)),
     stat("time", seconds(s.duration_s)),

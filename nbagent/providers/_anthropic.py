@@ -41,6 +41,7 @@ from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._output_wire import add_anthropic_output
 from ._parts import PartBuffer
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
@@ -162,6 +163,7 @@ def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+    add_anthropic_output(body, request.output)
     if request.cache:
         _cache_breakpoints(body)
     body["stream"] = True
@@ -211,10 +213,13 @@ class AnthropicProvider(HTTPProvider):
     Attributes:
         default_base_url: The public endpoint, used when no `base_url` is given (https://api.anthropic.com).
         default_name: The provider's name in model strings and the attempt log ("anthropic").
+        output_dialect: The schema dialect of its structured outputs ("anthropic":
+            `output_config.format`, with the keywords it does not take moved into descriptions).
     """
 
     default_base_url = "https://api.anthropic.com"
     default_name = "anthropic"
+    output_dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
 
     @property
     def url(self) -> str:
@@ -424,9 +429,11 @@ class AnthropicProvider(HTTPProvider):
                 tokens=input_tokens + cache_read + cache_write + output_tokens,
             )
         if stop_reason == "refusal":
+            said = "".join("".join(b.text) for b in blocks.values() if b.kind == "text").strip()
             raise self._refusal(
                 ContentFiltered,
-                "the model refused to answer (stop_reason: refusal)",
+                "the model refused to answer (stop_reason: refusal)"
+                + (f": {said[:500]}" if said else ""),
                 code="refusal",
                 request_id=request_id,
                 headers=headers,

@@ -25,6 +25,7 @@ from ._base import ModelRequest
 from ._http import HTTPProvider
 from ._openai_chat import OpenAIProvider, build_openai_body
 from ._openai_responses import ResponsesProvider
+from ._output_wire import Dialect
 
 __all__ = ["AzureChatProvider", "AzureResponsesProvider", "azure_root"]
 
@@ -60,6 +61,11 @@ class _Azure(HTTPProvider):
     default_base_url = ""
     default_name = "azure"
     auth_header, auth_prefix = "api-key", ""
+
+    @property
+    def output_dialect(self) -> Dialect:
+        """Azure OpenAI takes OpenAI's strict schemas (its deployment names the model)."""
+        return "openai"
 
     def __init__(self, model: str, *, api_version: str | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._core._budget import Usage
 from .._core._messages import Message
@@ -18,6 +18,7 @@ from .._core._messages import Message
 __all__ = [
     "Completed",
     "ModelRequest",
+    "OutputFormat",
     "Provider",
     "StreamPart",
     "TextPart",
@@ -43,6 +44,25 @@ class ToolSpec:
 
 
 @dataclass(frozen=True)
+class OutputFormat:
+    """The shape the answer must have, as the request carries it to the provider.
+
+    `mode` "native": the provider's own constrained decoding (each wire format puts `schema`
+    where its API documents it); "tool": the output tool `name` is among the request's tools and
+    the provider forces a tool call (naming it when it is the only tool); "prompted": the schema
+    is already in the system prompt, nothing goes on the wire. `schema` is in the provider's
+    dialect already (`providers._output_wire.wire_schema`); `strict` asks for strict adherence
+    where the API has the flag.
+    """
+
+    mode: Literal["native", "tool", "prompted"]
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+    strict: bool = False
+
+
+@dataclass(frozen=True)
 class ModelRequest:
     """One request for the next assistant message: what a provider turns into its wire format.
 
@@ -55,6 +75,7 @@ class ModelRequest:
             (`Agent(options=...)`: temperature, reasoning settings, ...).
         cache: Whether to mark the stable prefix (system prompt, tools, earlier conversation)
             for the provider's prompt cache, where it has one.
+        output: The structured answer asked for (`output=`), or None for free text.
     """
 
     messages: tuple[Message, ...]
@@ -63,6 +84,7 @@ class ModelRequest:
     max_tokens: int = 4096
     options: dict[str, Any] = field(default_factory=dict)
     cache: bool = True
+    output: OutputFormat | None = None
 
 
 @dataclass(frozen=True)

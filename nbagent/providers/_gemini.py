@@ -143,10 +143,13 @@ class GeminiProvider(HTTPProvider):
     Attributes:
         default_base_url: The public endpoint, used when no `base_url` is given (https://generativelanguage.googleapis.com).
         default_name: The provider's name in model strings and the attempt log ("gemini").
+        output_dialect: The schema dialect of its structured outputs ("gemini":
+            `responseJsonSchema`, its documented keyword set).
     """
 
     default_base_url = "https://generativelanguage.googleapis.com"
     default_name = "gemini"
+    output_dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
 
     @property
     def url(self) -> str:

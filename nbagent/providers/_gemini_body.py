@@ -28,6 +28,7 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ._base import ModelRequest
+from ._output_wire import add_gemini_output
 
 __all__ = [
     "GEMINI",
@@ -151,6 +152,7 @@ def build_gemini_body(model: str, request: ModelRequest) -> dict[str, Any]:
             for t in request.tools
         ]
         body["tools"] = [{"functionDeclarations": declarations}]
+    add_gemini_output(body, request.output)
     return body
 
 

@@ -34,6 +34,7 @@ from ..errors import (
     ProviderError,
     QuotaExceeded,
     RateLimited,
+    SchemaRejected,
     ServerError,
     StreamInterrupted,
 )
@@ -120,6 +121,35 @@ NOT_FOUND_MARKERS = ("is not a valid model id", "try pulling it first")
 FILTER_CODES = frozenset(
     {"content_filter", "content_policy_violation", "content_filtered", "moderation", "safety"}
 )
+# Where a provider's 400 says the output schema is what it refuses (the field it names in
+# `param`, or the start of its message): OpenAI Chat `response_format` ("Invalid schema for
+# response_format 'X': ...", param response_format), the Responses API `text.format.schema`,
+# Anthropic `output_config.format.schema: Invalid schema: ...` (and the beta `output_format`),
+# Gemini `generation_config.response_schema` / `response_json_schema` ("Invalid JSON payload
+# received. Unknown name ... at 'generation_config.response_schema'"), and Gemini 2.x refusing
+# JSON mode beside function calling ("Function calling with a response mime type:
+# 'application/json' is unsupported", googleapis/python-genai#867).
+OUTPUT_SCHEMA_FIELDS = (
+    "response_format",
+    "text.format",
+    "output_config.format",
+    "output_format",
+    "generation_config.response_schema",
+    "generation_config.response_json_schema",
+    "generationconfig.responseschema",
+    "generationconfig.responsejsonschema",
+)
+_OUTPUT_SCHEMA_TEXT = re.compile(
+    r"invalid schema for response_format|with a response mime type|(^|[\s'\"])("
+    + "|".join(re.escape(f) for f in OUTPUT_SCHEMA_FIELDS)
+    + r")\b",
+    re.I,
+)
+SCHEMA_HINT = (
+    " The output schema (output=) is what the provider refused: change it as the message says, "
+    "or pass output_mode='tool' or 'prompted'."
+)
+
 # Codes distinctive enough to count when a gateway mentions them anywhere in its message text.
 _TEXT_CODES = sorted(
     c
@@ -157,6 +187,7 @@ class _Parsed:
     flagged: bool = False
     google: GoogleDetails = field(default_factory=GoogleDetails)
     upstream_status: int | None = None  # the status a gateway's flattened upstream error names
+    param: str = ""  # the request field an OpenAI-style error names
     body: Any = None
 
 
@@ -196,6 +227,8 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
     p.message = message if isinstance(message, str) else ""
     code = err.get("code")
     etype = err.get("type")
+    if isinstance(err.get("param"), str):
+        p.param = err["param"]
     numeric = _as_int(code)
     if numeric is not None:
         p.numeric = numeric
@@ -268,6 +301,8 @@ def _read_flattened(p: _Parsed) -> None:
             p.google = q.google
         if q.code and (p.code is None or p.code.endswith("_error") or p.code.isdigit()):
             p.code = q.code
+        if not p.param:
+            p.param = q.param
         if p.tokens is None:
             p.tokens = q.tokens
         if p.limit is None:
@@ -359,6 +394,8 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
         return AuthFailed
     if (status is None or 400 <= status < 500) and is_context_overflow(p.message, codes):
         return ContextOverflow
+    if status in (400, 422) and _rejects_output_schema(p):
+        return SchemaRejected
     if status is None:
         return StreamInterrupted
     if status == 413:
@@ -368,6 +405,14 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
     if 400 <= status < 500:
         return BadRequest
     return InvalidResponse
+
+
+def _rejects_output_schema(p: _Parsed) -> bool:
+    """A 400 about the output schema: the field it names, or its message's first words."""
+    param = p.param.lower()
+    if any(param == f or param.startswith(f + ".") for f in OUTPUT_SCHEMA_FIELDS):
+        return True
+    return bool(_OUTPUT_SCHEMA_TEXT.search(p.message))
 
 
 def _build(
@@ -383,6 +428,8 @@ def _build(
 ) -> ProviderError:
     secrets = tuple(secrets)
     message = redact(p.message or fallback_message, secrets)
+    if cls is SchemaRejected:
+        message = message.rstrip() + SCHEMA_HINT
     retry_after = server_wish(headers)
     if retry_after is None:
         retry_after = p.google.retry_delay

@@ -30,6 +30,7 @@ from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._output_wire import Dialect, add_openai_output
 from ._parts import PartBuffer
 
 __all__ = [
@@ -177,6 +178,7 @@ def build_openai_body(
             }
             for t in request.tools
         ]
+    add_openai_output(body, request.output)
     body["stream"] = True
     options = body.get("stream_options")
     body["stream_options"] = {
@@ -216,6 +218,13 @@ class OpenAIProvider(HTTPProvider):
     def url(self) -> str:
         """The endpoint: `{base_url}/chat/completions`."""
         return self.base_url + "/chat/completions"
+
+    @property
+    def output_dialect(self) -> Dialect:
+        """OpenAI's own API takes strict schemas; any other server speaking the format is asked
+        with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        return "openai" if host == OPENAI_HOST else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).

@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._core._messages import (
     Block,
@@ -47,6 +48,7 @@ from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._output_wire import Dialect, add_responses_output
 from ._parts import PartBuffer
 
 __all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoning_model"]
@@ -143,6 +145,7 @@ def build_responses_body(
             }
             for t in request.tools
         ]
+    add_responses_output(body, request.output)
     body["store"] = False
     body["stream"] = True
     return body
@@ -197,6 +200,12 @@ class ResponsesProvider(HTTPProvider):
     def url(self) -> str:
         """The endpoint: `{base_url}/responses`."""
         return self.base_url + "/responses"
+
+    @property
+    def output_dialect(self) -> Dialect:
+        """Strict schemas for OpenAI's own API, the schema as it is elsewhere."""
+        host = (urlsplit(self.base_url).hostname or "").lower()
+        return "openai" if host == "api.openai.com" else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (the Responses API).

@@ -180,6 +180,9 @@ class ScriptedModel:
     """A `Provider` that plays a script: replies, tool calls, broken streams and faults, with
     no network, for tests and teaching.
 
+    With `output=` it takes every output mode (`auto` is native): the script's text is the
+    structured answer, or a `ToolUse("final_answer", ...)` in tool mode.
+
     Args:
         script: The entries, one per request, in order.
         name: The provider's name (in the attempt log).
@@ -193,7 +196,10 @@ class ScriptedModel:
         requests: Every request it was sent, in order: what a test asserts on.
         chunk_size: Characters per streamed part.
         closed: Whether `aclose` was called.
+        output_dialect: "any": it takes every schema and every output mode as given.
     """
+
+    output_dialect = "any"
 
     def __init__(
         self,

@@ -72,6 +72,7 @@ BUDGET_LIMIT = "nbagent.budget.limit"
 BUDGET_ACTUAL = "nbagent.budget.actual"
 BUDGET_LIMIT_VALUE = "nbagent.budget.limit_value"
 MESSAGE = "nbagent.message"
+OUTPUT_ERRORS = "nbagent.output.errors"  # what was wrong with a structured answer (a reask)
 
 # span event names
 EV_RETRY = "nbagent.retry_scheduled"

@@ -266,6 +266,12 @@ class SpanRecorder:
         discarded = len(e.discarded_text) + len(e.discarded_thinking)
         if discarded:
             span.set_attribute(S.DISCARDED, discarded)
+        # an answer that came and was refused (a reask, a truncation) cost its tokens
+        _set(span, S.INPUT_TOKENS, e.input_tokens)
+        _set(span, S.OUTPUT_TOKENS, e.output_tokens)
+        _set(span, S.COST, e.cost_usd)
+        if e.output_errors:
+            span.set_attribute(S.OUTPUT_ERRORS, list(e.output_errors))
         if e.action == "retry":  # the wait comes next: end the span when it is announced
             att.failed_at = run.ns(e.time)
             return

@@ -1,0 +1,212 @@
+"""One run's structured answer: the mode per model, the request's part of it, the check, the reask.
+
+`StructuredOutput` is made when a run with `output=` starts, before anything is sent: for each
+model of the chain it resolves the mode (`auto` picks per provider and model) and puts the
+schema in the provider's dialect, so a schema the mode cannot take is a `ConfigError` naming
+the field and the keyword now, not a 400 later.
+
+Each attempt's answer is checked in the attempt (`check`), before the attempt counts as a
+success: an answer off its schema fails the attempt with `OutputInvalid` (reasked while
+`output_retries` allows), one cut at max_tokens with `OutputTruncated` (never reasked), both
+with the answer's usage, so the attempt log's row carries its tokens and cost. A message that
+only calls the user's tools is not the answer yet: the run goes on with the tools.
+
+The reask (`reask`) is compact: the failed answer once (the latest only: the caller replaces
+the previous pair) and the errors with their paths, as a tool result in tool mode or a user
+message otherwise; never the answer repeated inside the errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._core._attempts import AttemptFailure, Sent
+from .._core._messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ..errors import ConfigError, OutputInvalid, OutputTruncated
+from ..providers import Completed, Provider, ToolSpec
+from ..providers._base import OutputFormat
+from ..providers._output_wire import Mode, output_modes, wire_format
+from ._output_schema import (
+    ANSWER_TOOL,
+    OutputMode,
+    OutputSchema,
+    OutputValidator,
+    answer_text,
+    run_validators,
+)
+
+__all__ = ["Checked", "OutputPlan", "StructuredOutput", "prompted_instructions"]
+
+_MODES = ("auto", "native", "tool", "prompted")
+
+
+def prompted_instructions(schema: OutputSchema) -> str:
+    """What prompted mode adds to the system prompt: the schema, and how to answer."""
+    text = json.dumps(schema.json_schema, ensure_ascii=False, separators=(",", ":"))
+    return (
+        "Answer with one JSON value and nothing else: no prose before or after it, no code "
+        f"fences. It must match this JSON Schema:\n{text}"
+    )
+
+
+@dataclass(frozen=True)
+class OutputPlan:
+    """How one model of the chain is asked: the mode, the request's `OutputFormat`, the
+    output tool (tool mode) and the system prompt's addition (prompted mode)."""
+
+    mode: Mode
+    format: OutputFormat
+    tool: ToolSpec | None = None
+    instructions: str = ""
+    why: str = ""  # how the mode was chosen, for the attempt log
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A structured answer that passed: its value and its raw text."""
+
+    value: Any
+    raw: str
+
+
+class StructuredOutput:
+    """One run's structured answer (see the module docstring).
+
+    Raises `ConfigError` when made: an unknown mode, a tool of the user's named like the
+    output tool, a schema a model's mode cannot take.
+    """
+
+    def __init__(
+        self,
+        schema: OutputSchema,
+        *,
+        mode: OutputMode,
+        validators: Sequence[OutputValidator],
+        retries: int,
+        providers: Sequence[Provider],
+        tools: Sequence[str],
+    ) -> None:
+        if mode not in _MODES:
+            raise ConfigError(
+                f"output_mode takes 'auto', 'native', 'tool' or 'prompted', not {mode!r}"
+            )
+        if ANSWER_TOOL in tools:
+            raise ConfigError(
+                f"a tool is named `{ANSWER_TOOL}`, the name tool mode gives the answer's tool; "
+                "rename it"
+            )
+        self.schema = schema
+        self.validators = tuple(validators)
+        self.retries = retries
+        self.plans = [self._plan(p, mode, bool(tools)) for p in providers]
+
+    def _plan(self, provider: Provider, requested: OutputMode, tools: bool) -> OutputPlan:
+        s = self.schema
+        modes = output_modes(provider, tools=tools)
+        if requested == "auto":
+            mode = modes[0]
+            why = f"output_mode=auto: {mode}"
+        else:
+            mode = requested
+            why = f"output_mode={mode}"
+        name = ANSWER_TOOL if mode == "tool" else s.name  # tool mode names the tool to call
+        fmt = wire_format(
+            provider, mode, name=name, schema=s.json_schema, description=s.description
+        )
+        if mode == "tool":
+            described = s.description or f"The answer ({s.name})."
+            tool = ToolSpec(
+                ANSWER_TOOL,
+                f"Give the final answer by calling this tool; its arguments are the answer. "
+                f"{described}",
+                s.json_schema,
+            )
+            return OutputPlan(mode, fmt, tool=tool, why=why)
+        if mode == "prompted":
+            return OutputPlan(mode, fmt, instructions=prompted_instructions(s), why=why)
+        return OutputPlan(mode, fmt, why=why)
+
+    def system(self, index: int, system: str | None) -> str | None:
+        """The system prompt for model `index` (prompted mode adds the schema)."""
+        extra = self.plans[index].instructions
+        if not extra:
+            return system
+        return f"{system}\n\n{extra}" if system else extra
+
+    def tools(self, index: int, tools: tuple[ToolSpec, ...]) -> tuple[ToolSpec, ...]:
+        """The tools offered to model `index` (tool mode adds the output tool, last)."""
+        tool = self.plans[index].tool
+        return (*tools, tool) if tool is not None else tools
+
+    # -- the answer ----------------------------------------------------------------------------
+
+    def check(self, completed: Completed, index: int, *, max_tokens: int, sent: Sent) -> Any:
+        """The answer's `Checked` value; None when the message only calls the user's tools.
+
+        Raises `AttemptFailure` carrying `OutputInvalid` or `OutputTruncated` (and the answer's
+        usage), for the attempt loop to decide about.
+        """
+        plan = self.plans[index]
+        message = completed.message
+        raw, call = answer_text(message, plan.mode)
+        others = [b for b in message.tool_uses if b.name != ANSWER_TOOL]
+        if (call is None and others) or completed.stop_reason == "pause_turn":
+            return None  # a tool step on the way to the answer, or a turn the server paused
+        if completed.stop_reason == "max_tokens":
+            err: Exception = OutputTruncated(
+                max_tokens, completed.usage.output_tokens or None, raw, usage=completed.usage
+            )
+            raise AttemptFailure(err, text=raw, answered=sent)
+        try:
+            if call is not None or not raw.strip():
+                value = self.schema.read(message, mode=plan.mode)
+            else:  # the text, already read out of the message
+                value = self.schema.parse(raw)
+            value = run_validators(value, self.validators, raw)
+        except OutputInvalid as exc:
+            err = OutputInvalid(exc.errors, raw, usage=completed.usage, answer=message)
+            raise AttemptFailure(err, text=raw, answered=sent) from None
+        return Checked(value, raw)
+
+    def reask(self, error: OutputInvalid, failed: Message, index: int) -> list[Message]:
+        """The failed answer (only what the answer was) and the message asking again."""
+        plan = self.plans[index]
+        listed = "\n".join(f"- {e}" for e in error.errors)
+        n = len(error.errors)
+        head = f"{n} validation error{'s' if n != 1 else ''}"
+        if plan.mode == "tool":
+            call = next(
+                (b for b in failed.blocks if isinstance(b, ToolUseBlock) and b.name == ANSWER_TOOL),
+                None,
+            )
+            kept = [b for b in failed.blocks if isinstance(b, TextBlock) and b.text.strip()]
+            if call is not None:
+                answer = Message("assistant", (*kept, call))
+                text = f"{head}:\n{listed}\nCall {ANSWER_TOOL} again with the errors fixed."
+                result = ToolResultBlock(call.id, (TextBlock(text),), is_error=True)
+                return [answer, Message("user", (result,))]
+            answer = Message("assistant", tuple(kept) or (TextBlock("(no answer)"),))
+            ask = f"{head}:\n{listed}\nGive the answer by calling the {ANSWER_TOOL} tool."
+            return [answer, Message.user(ask)]
+        text_blocks = tuple(b for b in failed.blocks if isinstance(b, TextBlock))
+        answer = Message("assistant", text_blocks or (TextBlock("(no answer)"),))
+        ask = f"{head}:\n{listed}\nAnswer again with the whole JSON, the errors fixed."
+        return [answer, Message.user(ask)]
+
+    def final_messages(self, completed: Completed, index: int) -> list[Message]:
+        """What a tool-mode answer leaves in the conversation after the assistant's message:
+        a result for each call (the answer's, and the user's tools it made beside it, not run),
+        so the history stays well formed for the next prompt."""
+        if self.plans[index].mode != "tool":
+            return []
+        results = []
+        for block in completed.message.tool_uses:
+            if block.name == ANSWER_TOOL:
+                results.append(ToolResultBlock(block.id, (TextBlock("Answer received."),)))
+            else:
+                note = "Not run: the final answer was given in the same message."
+                results.append(ToolResultBlock(block.id, (TextBlock(note),), is_error=True))
+        return [Message("user", tuple(results))] if results else []

@@ -1,0 +1,112 @@
+"""A batch's structured answers as columns: `output`, `reasks`, and one typed column per field.
+
+`nbagent.map(df["text"], output=Review)` should give the user their new columns to
+`df.join(out.results)`: each top-level field of the schema becomes a column of the pandas dtype
+its annotation says (`int` Int64, `float` float64, `bool` boolean, `str`, a `Literal` of strings
+or a str `Enum` string; anything else, a list or a nested model, object). A row that failed has
+its error, its raw text in `final_text` and empty fields. A field whose name is already a column
+of the results is refused before the batch starts: the join would be ambiguous.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from .._loop._output_schema import OutputSchema, field_types
+from ..errors import ConfigError
+
+__all__ = ["OUTPUT_COLUMNS", "check_fields", "output_columns"]
+
+OUTPUT_COLUMNS = ("output", "reasks")
+"""What a batch with `output=` adds to the results before the fields: the validated value and
+how many reasks it took."""
+
+_JSON_DTYPES = {"integer": "Int64", "number": "float64", "boolean": "boolean", "string": "string"}
+
+
+def _dtype(annotation: Any) -> str:
+    """The pandas dtype for a field's annotation (object when there is no better one)."""
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin is typing.Annotated:
+        return _dtype(typing.get_args(annotation)[0])
+    if origin is typing.Literal:
+        kinds = {type(a) for a in typing.get_args(annotation)}
+        if kinds <= {str}:
+            return "string"
+        return "Int64" if kinds <= {int} else "object"
+    if origin is not None and len(args) == 1 and type(None) in typing.get_args(annotation):
+        return _dtype(args[0])  # Optional[X] (X | None)
+    if annotation is bool:
+        return "boolean"
+    if annotation is int:
+        return "Int64"
+    if annotation is float:
+        return "float64"
+    if annotation is str:
+        return "string"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "string" if issubclass(annotation, str) else "object"
+    return "object"
+
+
+def _fields(schema: OutputSchema) -> dict[str, str]:
+    """Top-level field name -> dtype."""
+    if schema.returns_dict and not schema.wrapped:
+        props = schema.json_schema.get("properties")
+        out: dict[str, str] = {}
+        for name, prop in (props if isinstance(props, dict) else {}).items():
+            kind = prop.get("type") if isinstance(prop, dict) else None
+            out[str(name)] = _JSON_DTYPES.get(kind, "object") if isinstance(kind, str) else "object"
+        return out
+    return {name: _dtype(annotation) for name, annotation in field_types(schema).items()}
+
+
+def check_fields(schema: OutputSchema, taken: Sequence[str]) -> None:
+    """Refuse, naming it, a field whose column the results already have.
+
+    Args:
+        schema: The batch's converted schema.
+        taken: The columns the results have already.
+
+    Raises:
+        ConfigError: A field of the schema is named like a result column.
+    """
+    clash = [name for name in _fields(schema) if name in (*taken, *OUTPUT_COLUMNS)]
+    if clash:
+        raise ConfigError(
+            f"output= has a field named {clash[0]!r}, which is already a column of the batch's "
+            f"results; rename the field (pydantic: Field(alias=...) keeps the JSON name)"
+        )
+
+
+def _field_value(value: Any, name: str) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return value.get(name)
+    item = getattr(value, name, None)
+    if isinstance(item, enum.Enum):
+        return item.value
+    return item
+
+
+def output_columns(schema: OutputSchema, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The columns a structured batch adds, in order: output, reasks, then each field."""
+    values = [r.get("output") for r in rows]
+    columns: dict[str, Any] = {
+        "output": pd.array(values, dtype="object"),
+        "reasks": pd.array([r.get("reasks") or 0 for r in rows], dtype="Int64"),
+    }
+    for name, dtype in _fields(schema).items():
+        cells = [_field_value(v, name) for v in values]
+        try:
+            columns[name] = pd.Series(cells, dtype=dtype).array
+        except (TypeError, ValueError):  # a value the annotation did not foresee
+            columns[name] = pd.Series(cells, dtype="object").array
+    return columns

@@ -1,0 +1,115 @@
+"""The faults of a structured answer: `invalid_json`, `schema_mismatch`, `refusal`, `truncated`.
+
+Each changes what the responder answered before it is put on the wire. The answer is the text,
+or the forced tool's arguments when the request forced one (`Conversation.forced_tool`):
+
+* `invalid_json`: the answer cut in half and left open, so it is not JSON;
+* `schema_mismatch`: valid JSON off the schema: every property of the wrong type, and one the
+  schema does not have;
+* `refusal`: a refusal in the format's own way (Anthropic `stop_reason: refusal`, OpenAI's
+  `refusal` field or content part, Gemini's `finishReason: SAFETY`);
+* `truncated`: the answer cut at the request's max_tokens, with the format's length stop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from ._conversation import Conversation
+from ._faults import ANSWER_KINDS
+from ._output_request import ANY_TOOL
+from ._reply import MockReply, MockToolCall, split_words
+
+__all__ = ["ANSWER_FAULTS", "REFUSAL_TEXT", "answer_fault", "mismatching"]
+
+ANSWER_FAULTS = ANSWER_KINDS
+REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
+
+
+def _wrong(schema: Any) -> Any:
+    """A value of the wrong type for `schema`."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind in ("integer", "number"):
+        return "not a number"
+    if kind == "boolean":
+        return "maybe"
+    if kind == "array":
+        return {"not": "a list"}
+    if kind == "object":
+        return ["not", "an", "object"]
+    return 12345
+
+
+def mismatching(schema: dict[str, Any] | None) -> Any:
+    """Valid JSON that breaks `schema`: every property of the wrong type and one that is not
+    in it (or, with no schema, an object of one unexpected field)."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    wrong: dict[str, Any] = {}
+    for name, prop in (props if isinstance(props, dict) else {}).items():
+        wrong[name] = _wrong(prop)
+    wrong["unexpected_field"] = True
+    return wrong
+
+
+def _answer_call(reply: MockReply, conv: Conversation) -> int | None:
+    """Which of the reply's tool calls is the forced answer, if the request forced one."""
+    if conv.forced_tool is None:
+        return None
+    for i, call in enumerate(reply.tool_calls):
+        if conv.forced_tool in (call.name, ANY_TOOL):
+            return i
+    return None
+
+
+def _replace_answer(reply: MockReply, conv: Conversation, text: str, **changes: Any) -> MockReply:
+    index = _answer_call(reply, conv)
+    if index is None:
+        return dataclasses.replace(reply, text_deltas=split_words(text), **changes)
+    calls = list(reply.tool_calls)
+    calls[index] = MockToolCall(calls[index].id, calls[index].name, text)
+    return dataclasses.replace(reply, tool_calls=tuple(calls), **changes)
+
+
+def _current_answer(reply: MockReply, conv: Conversation) -> str:
+    index = _answer_call(reply, conv)
+    return reply.tool_calls[index].arguments if index is not None else reply.text
+
+
+def answer_fault(kind: str, reply: MockReply, conv: Conversation) -> MockReply:
+    """The responder's `reply` with the answer fault `kind` applied.
+
+    Args:
+        kind: A fault kind: `invalid_json`, `schema_mismatch`, `refusal` or `truncated` (any
+            other kind leaves the reply as it is).
+        reply: What the responder answered.
+        conv: The request it answered (its schema, forced tool and max_tokens).
+
+    Returns:
+        The reply to put on the wire.
+    """
+    if kind not in ANSWER_FAULTS:
+        return reply
+    if kind == "refusal":
+        return MockReply(
+            refusal=REFUSAL_TEXT,
+            stop_reason="refusal",
+            input_tokens=reply.input_tokens,
+            output_tokens=max(1, len(REFUSAL_TEXT) // 4),
+        )
+    answer = _current_answer(reply, conv) or json.dumps({"answer": "x" * 40})
+    if kind == "invalid_json":
+        broken = answer[: max(1, len(answer) // 2)] + ' "and then'
+        return _replace_answer(reply, conv, broken)
+    if kind == "schema_mismatch":
+        schema = conv.output_schema
+        if schema is None and conv.forced_tool not in (None, ANY_TOOL):
+            schema = conv.tools.get(str(conv.forced_tool))
+        return _replace_answer(reply, conv, json.dumps(mismatching(schema)))
+    # truncated: the answer cut at the request's max_tokens
+    cut = answer[: max(1, len(answer) // 2)]
+    used = conv.max_tokens or reply.output_tokens
+    return _replace_answer(reply, conv, cut, stop_reason="max_tokens", output_tokens=used)
