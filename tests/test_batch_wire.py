@@ -27,6 +27,7 @@ from nbagent.errors import (
 from nbagent.providers import AnthropicProvider, GeminiProvider, OpenAIProvider
 from nbagent.providers._anthropic_batch import STATUS as ANTHROPIC_STATUS
 from nbagent.providers._anthropic_batch import AnthropicBatches
+from nbagent.providers._batch_wire import rfc3339
 from nbagent.providers._batches import batch_client
 from nbagent.providers._gemini_batch import STATUS as GEMINI_STATUS
 from nbagent.providers._gemini_batch import GeminiBatches
@@ -301,3 +302,16 @@ def test_a_provider_with_no_batch_api_is_a_config_error() -> None:
     openrouter = OpenAIProvider("x/y", api_key="k", base_url=URL, name="openrouter")
     with pytest.raises(ConfigError, match="'openrouter' has no batch API"):
         batch_client(openrouter)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("2024-08-20T18:37:24.100435Z", 1724179044.100435),  # the API reference's six digits
+        ("2024-08-20T18:37:24Z", 1724179044.0),
+        ("2024-08-20T18:37:24.1Z", 1724179044.1),  # fewer digits: Python 3.10 takes 3 or 6
+        ("2024-08-20T18:37:24.123456789+02:00", 1724171844.123456),  # nine, and an offset
+    ],
+)
+def test_rfc3339_times_read_alike_on_every_python(text: str, seconds: float) -> None:
+    assert rfc3339(text) == pytest.approx(seconds, abs=1e-6)

@@ -10,6 +10,7 @@ from typing import Any
 
 import anthropic
 import httpx
+import pandas as pd
 import pytest
 
 from nbagent import Agent, BadRequest, RetryPolicy
@@ -177,9 +178,10 @@ def _agent_session(path: Path, faults: list[str]) -> tuple[str, list[tuple[Any, 
 
 def _outcomes(agent: Agent) -> list[tuple[Any, ...]]:
     frame = agent.attempts
-    kinds = frame["error_kind"].astype(object).fillna("-")
-    codes = frame["status_code"].astype(object).fillna("-")
-    return list(zip(frame["outcome"], kinds, codes, strict=True))
+    def dashed(column: str) -> list[Any]:  # no fillna: pandas 2 warns of its downcasting
+        return ["-" if pd.isna(v) else v for v in frame[column]]
+
+    return list(zip(frame["outcome"], dashed("error_kind"), dashed("status_code"), strict=True))
 
 
 def test_an_agent_recording_replays_to_the_same_run_through_replay_model_string(

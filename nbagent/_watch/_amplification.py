@@ -245,13 +245,16 @@ def warn(text: str) -> None:
             break
         frame = frame.f_back
     # no caller's frame on this thread (a guarded client's worker thread): say whose it is
-    filename, lineno, module, globs = ("nbagent", 0, "nbagent", None)
+    filename, lineno, module = ("nbagent", 0, "nbagent")
     if frame is not None:
         filename, lineno = frame.f_code.co_filename, frame.f_lineno
-        module, globs = str(frame.f_globals.get("__name__", "")), frame.f_globals
-    # filters that turn warnings into errors: raised here it would break the client's own call
-    # (an SDK reads it as a connection error); the frame and the widget still tell it
-    with contextlib.suppress(RetryAmplification):
+        module = str(frame.f_globals.get("__name__", ""))
+    # Nothing of the warning may reach the client's own call: raised here it would break it
+    # (an SDK reads any exception of its transport as a connection error). That covers filters
+    # that turn warnings into errors, and Python 3.12+'s source lookup for a caller without a
+    # module loader (an IPython cell), which is why no module_globals are given. The frame and
+    # the widget still tell the amplification.
+    with contextlib.suppress(Exception):
         warnings.warn_explicit(
             RetryAmplification(text),
             RetryAmplification,
@@ -259,5 +262,4 @@ def warn(text: str) -> None:
             lineno,
             module=module,
             registry={},
-            module_globals=globs,
         )

@@ -112,10 +112,10 @@ def rfc3339(value: Any) -> float | None:
     if not isinstance(value, str) or not value:
         return None
     text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    if "." in text:  # Python before 3.11 takes at most six digits of fraction
+    if "." in text:  # Python before 3.11 takes a fraction of exactly 3 or 6 digits
         head, _, rest = text.partition(".")
-        digits = "".join(c for c in rest if c.isdigit())
-        text = f"{head}.{digits[:6]}{rest[len(digits) :]}"
+        n = len(rest) - len(rest.lstrip("0123456789"))  # the fraction's digits, not the offset's
+        text = f"{head}.{rest[:n][:6].ljust(6, '0')}{rest[n:]}"
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:
