@@ -20,7 +20,7 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,6 +183,12 @@ class _BlockState:
     tool_index: int = -1
     raw: dict[str, Any] | None = None  # a block of a kind nbagent does not model, as it came
 
+    def grow(self, piece: Any, buf: PartBuffer, part: Callable[[str], StreamPart]) -> None:
+        """Add a streamed piece of the block's text (if it is text) and hand it on as `part`."""
+        if isinstance(piece, str) and piece:
+            self.text.append(piece)
+            buf.add(part(piece))
+
     def finish(self) -> Block | None:
         if self.raw is not None:
             block = dict(self.raw)
@@ -311,16 +317,10 @@ class AnthropicProvider(HTTPProvider):
                         btype = cb.get("type")
                         state = _BlockState(kind=str(btype))
                         if btype == "text":
-                            text = cb.get("text")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(TextPart(text))
+                            state.grow(cb.get("text"), buf, TextPart)
                         elif btype == "thinking":
-                            text = cb.get("thinking")
+                            state.grow(cb.get("thinking"), buf, ThinkingPart)
                             sig = cb.get("signature")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(ThinkingPart(text))
                             if isinstance(sig, str) and sig:
                                 state.signature.append(sig)
                         elif btype == "redacted_thinking":
@@ -352,15 +352,9 @@ class AnthropicProvider(HTTPProvider):
                         state = state_or_none
                         dtype = delta.get("type")
                         if dtype == "text_delta":
-                            text = delta.get("text")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(TextPart(text))
+                            state.grow(delta.get("text"), buf, TextPart)
                         elif dtype == "thinking_delta":
-                            text = delta.get("thinking")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(ThinkingPart(text))
+                            state.grow(delta.get("thinking"), buf, ThinkingPart)
                         elif dtype == "signature_delta":
                             sig = delta.get("signature")
                             if isinstance(sig, str) and sig:
