@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # type names only: the core's modules import this one
     from ._core._messages import Message
 
 __all__ = [
+    "AttemptEvent",
     "AttemptFailed",
     "AttemptPhase",
     "AttemptStarted",
@@ -139,8 +140,11 @@ class RunStarted(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptStarted(Event):
-    """One attempt (a request or a compaction request) is about to be sent.
+class AttemptEvent(Event):
+    """What the events of one attempt share (`AttemptStarted`, then `AttemptSucceeded` or
+    `AttemptFailed`): which attempt of which request it is, and the model it went to.
+    `isinstance(event, AttemptEvent)` picks them out of the stream. (`RetryScheduled`, the wait
+    between two attempts, carries these fields too, in its own order.)
 
     Attributes:
         phase: What the attempt asked for: "request" (the next message) or "compaction" (a
@@ -154,6 +158,12 @@ class AttemptStarted(Event):
     attempt: int
     max_attempts: int
     model: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttemptStarted(AttemptEvent):
+    """One attempt (a request or a compaction request) is about to be sent; its fields are
+    `AttemptEvent`'s."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,15 +213,11 @@ class ToolCallDelta(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptSucceeded(Event):
-    """An attempt got its answer: the row of the attempt log with outcome `ok`.
+class AttemptSucceeded(AttemptEvent):
+    """An attempt got its answer: the row of the attempt log with outcome `ok` (which attempt,
+    and its model: `AttemptEvent`'s fields).
 
     Attributes:
-        phase: What the attempt asked for: "request" (the next message) or "compaction" (a
-            summary).
-        attempt: Which attempt of this request it is, counting from 1.
-        max_attempts: The policy's `max_attempts` (the first attempt included).
-        model: The model it went to, as `agent.models` names it ("anthropic:claude-…").
         request_id: The provider's request id, when it sent one.
         response_id: The provider's id of the answer (a message or response id), when sent.
         ttft_s: Seconds from sending to the first streamed piece, or None.
@@ -228,10 +234,6 @@ class AttemptSucceeded(Event):
             over HTTP (a `ScriptedModel`).
     """
 
-    phase: AttemptPhase
-    attempt: int
-    max_attempts: int
-    model: str
     request_id: str | None = None
     response_id: str | None = None
     ttft_s: float | None = None
@@ -246,20 +248,15 @@ class AttemptSucceeded(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttemptFailed(Event):
-    """An attempt ended in error. `action` is what the agent decided; a `RetryScheduled`
-    follows when it is "retry".
+class AttemptFailed(AttemptEvent):
+    """An attempt ended in error (which attempt, and its model: `AttemptEvent`'s fields).
+    `action` is what the agent decided; a `RetryScheduled` follows when it is "retry".
 
     An answer that arrived and was then refused (a structured answer off its schema, or cut at
     max_tokens) cost tokens: its usage is in the token fields, and `output_errors` lists what
     was wrong with it ("path: message"), for the attempt's details.
 
     Attributes:
-        phase: What the attempt asked for: "request" (the next message) or "compaction" (a
-            summary).
-        attempt: Which attempt of this request it is, counting from 1.
-        max_attempts: The policy's `max_attempts` (the first attempt included).
-        model: The model it went to, as `agent.models` names it ("anthropic:claude-…").
         error: The error's class name ("RateLimited"); never the exception itself, so no
             secret can ride along.
         message: The error's message.
@@ -282,10 +279,6 @@ class AttemptFailed(Event):
             each (empty for other failures).
     """
 
-    phase: AttemptPhase
-    attempt: int
-    max_attempts: int
-    model: str
     error: str
     message: str
     action: FailureAction

@@ -10,7 +10,7 @@ import pytest
 
 from nbagent import ConfigError
 from nbagent._loop._limiter import reset_shared_limiters
-from nbagent.batch._map import RESULT_COLUMNS, BatchProgress, BatchResult, amap, map
+from nbagent.batch import RESULT_COLUMNS, BatchProgress, BatchResult, amap, map
 from nbagent.mock import RateLimit, serve
 
 pytestmark = pytest.mark.e2e

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import socket
@@ -267,6 +268,15 @@ def test_openai_tool_call_stream_and_whole(client: httpx.Client) -> None:
 
 
 # --- records ------------------------------------------------------------------------------------
+
+
+def test_serve_takes_exactly_the_servers_arguments() -> None:
+    # serve() hands its arguments to MockServer by name: a parameter added to one only fails here
+    def params(fn: object) -> list[tuple[str, object, object, object]]:
+        sig = inspect.signature(fn)  # type: ignore[arg-type]
+        return [(p.name, p.kind, p.default, p.annotation) for p in sig.parameters.values()]
+
+    assert params(serve) == params(MockServer)
 
 
 def test_requests_are_recorded_with_keys_redacted(server: MockServer, client: httpx.Client) -> None:

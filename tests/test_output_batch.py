@@ -18,7 +18,7 @@ from ray_support import ray_session
 
 from nbagent import ConfigError
 from nbagent._loop._limiter import reset_shared_limiters
-from nbagent.batch._map import RESULT_COLUMNS, amap, map, start
+from nbagent.batch import RESULT_COLUMNS, amap, map, start
 from nbagent.mock import serve
 
 pytestmark = pytest.mark.e2e

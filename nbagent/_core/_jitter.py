@@ -85,46 +85,50 @@ class Jitter(Protocol):
 
 
 class _Spread:
-    """A strategy that spreads the computed delay alone: `draw` and `bounds` of the delay."""
+    """A strategy that spreads the computed delay alone: a subclass gives `_draw` (one delay)
+    and `_bounds` (their range), both of the delay only."""
 
-    def draw(self, delay: float, rng: random.Random) -> float:
+    def _draw(self, delay: float, rng: random.Random) -> float:
         raise NotImplementedError
 
-    def bounds(self, delay: float) -> tuple[float, float, float]:
+    def _bounds(self, delay: float) -> tuple[float, float, float]:
         raise NotImplementedError
 
     def apply(self, delay: float, rng: random.Random, span: Span = ANY_SPAN) -> float:
-        return self.draw(delay, rng) if delay > 0 else delay
+        """One jittered delay, spread around the computed one (see the class).
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+            rng: The generator to draw from (the policy's, seeded by `seed`), so runs repeat.
+            span: Not used: the spread depends on the delay alone.
+
+        Returns:
+            The delay to wait, in seconds (0 or less is returned as it is).
+        """
+        return self._draw(delay, rng) if delay > 0 else delay
 
     def envelope(self, delay: float, span: Span = ANY_SPAN) -> tuple[float, float, float]:
-        return self.bounds(delay)
+        """The range `apply` draws from for this `delay`.
+
+        Args:
+            delay: The backoff's own delay, in seconds.
+            span: Not used.
+
+        Returns:
+            `(min, max, mean)` of what `apply` can return, in seconds.
+        """
+        return self._bounds(delay)
 
 
 @dataclass(frozen=True)
 class NoJitter(_Spread):
-    """The backoff as computed: clients that failed together retry together."""
+    """The backoff as computed: clients that failed together retry together (min, max and
+    mean are the delay)."""
 
-    def draw(self, delay: float, rng: random.Random) -> float:
-        """The delay itself.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-            rng: The generator to draw from (the policy's, seeded by `seed`).
-
-        Returns:
-            The delay to wait, in seconds.
-        """
+    def _draw(self, delay: float, rng: random.Random) -> float:
         return delay
 
-    def bounds(self, delay: float) -> tuple[float, float, float]:
-        """The delay, three times.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-
-        Returns:
-            `(min, max, mean)` of the delays `draw` can return, in seconds.
-        """
+    def _bounds(self, delay: float) -> tuple[float, float, float]:
         return delay, delay, delay
 
     def __str__(self) -> str:
@@ -133,29 +137,12 @@ class NoJitter(_Spread):
 
 @dataclass(frozen=True)
 class FullJitter(_Spread):
-    """Uniform between 0 and the delay."""
+    """Uniform between 0 and the delay (mean half of it)."""
 
-    def draw(self, delay: float, rng: random.Random) -> float:
-        """Uniform between 0 and `delay`.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-            rng: The generator to draw from (the policy's, seeded by `seed`).
-
-        Returns:
-            The delay to wait, in seconds.
-        """
+    def _draw(self, delay: float, rng: random.Random) -> float:
         return rng.uniform(0.0, delay)
 
-    def bounds(self, delay: float) -> tuple[float, float, float]:
-        """0 to `delay`, mean half of it.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-
-        Returns:
-            `(min, max, mean)` of the delays `draw` can return, in seconds.
-        """
+    def _bounds(self, delay: float) -> tuple[float, float, float]:
         return 0.0, delay, delay / 2
 
     def __str__(self) -> str:
@@ -164,29 +151,13 @@ class FullJitter(_Spread):
 
 @dataclass(frozen=True)
 class EqualJitter(_Spread):
-    """Half the delay, plus uniform up to the other half: never shorter than half."""
+    """Half the delay, plus uniform up to the other half: never shorter than half (mean three
+    quarters of the delay)."""
 
-    def draw(self, delay: float, rng: random.Random) -> float:
-        """Half of `delay`, plus uniform up to the other half.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-            rng: The generator to draw from (the policy's, seeded by `seed`).
-
-        Returns:
-            The delay to wait, in seconds.
-        """
+    def _draw(self, delay: float, rng: random.Random) -> float:
         return delay / 2 + rng.uniform(0.0, delay / 2)
 
-    def bounds(self, delay: float) -> tuple[float, float, float]:
-        """Half of `delay` to all of it, mean three quarters.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-
-        Returns:
-            `(min, max, mean)` of the delays `draw` can return, in seconds.
-        """
+    def _bounds(self, delay: float) -> tuple[float, float, float]:
         return delay / 2, delay, 0.75 * delay
 
     def __str__(self) -> str:
@@ -195,7 +166,8 @@ class EqualJitter(_Spread):
 
 @dataclass(frozen=True)
 class ProportionalJitter(_Spread):
-    """The delay times (1 ± fraction), uniform: a light spread around the computed value.
+    """The delay times (1 ± fraction), uniform: a light spread around the computed value (mean
+    the delay).
 
     `RetryPolicy(jitter=0.2)` is shorthand for `ProportionalJitter(0.2)`.
 
@@ -205,27 +177,10 @@ class ProportionalJitter(_Spread):
 
     fraction: float
 
-    def draw(self, delay: float, rng: random.Random) -> float:
-        """`delay` times (1 ± `fraction`), uniform.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-            rng: The generator to draw from (the policy's, seeded by `seed`).
-
-        Returns:
-            The delay to wait, in seconds.
-        """
+    def _draw(self, delay: float, rng: random.Random) -> float:
         return delay * (1 + rng.uniform(-self.fraction, self.fraction))
 
-    def bounds(self, delay: float) -> tuple[float, float, float]:
-        """`delay` times 1 - `fraction` to 1 + `fraction`, mean `delay`.
-
-        Args:
-            delay: The backoff's own delay, in seconds.
-
-        Returns:
-            `(min, max, mean)` of the delays `draw` can return, in seconds.
-        """
+    def _bounds(self, delay: float) -> tuple[float, float, float]:
         return delay * (1 - self.fraction), delay * (1 + self.fraction), delay
 
     def __str__(self) -> str:

@@ -199,10 +199,10 @@ class Message:
         """A user message of one text block.
 
         Args:
-            text: The text.
+            text: What the user says (a prompt, a follow-up).
 
         Returns:
-            The message.
+            The message, with role "user".
         """
         return cls("user", (TextBlock(text),))
 
@@ -211,10 +211,10 @@ class Message:
         """An assistant message of one text block (for a history written by hand).
 
         Args:
-            text: The text.
+            text: The model's answer, as if it had given it.
 
         Returns:
-            The message.
+            The message, with role "assistant".
         """
         return cls("assistant", (TextBlock(text),))
 

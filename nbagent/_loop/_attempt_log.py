@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from ..events import (
+    AttemptEvent,
     AttemptFailed,
     AttemptStarted,
     AttemptSucceeded,
@@ -176,12 +177,12 @@ class AttemptLog:
     def _new_row(
         self,
         event: Event,
-        *,
         phase: str,
-        attempt: int | None,
-        max_attempts: int | None,
-        model: str,
         started_at: float,
+        *,
+        attempt: int | None = None,
+        max_attempts: int | None = None,
+        model: str = "",
     ) -> int:
         row: list[Any] = [None] * len(COLUMNS)
         row[_RUN] = event.run_id
@@ -194,6 +195,24 @@ class AttemptLog:
             row[c] = _NAN
         row[_START] = started_at
         return self._append(row)
+
+    def _attempt_row(self, event: AttemptEvent | RetryScheduled, started_at: float) -> int:
+        """A row for the attempt `event` names (`started_at` NaN: an end seen without its
+        start)."""
+        return self._new_row(
+            event,
+            event.phase,
+            started_at,
+            attempt=event.attempt,
+            max_attempts=event.max_attempts,
+            model=event.model,
+        )
+
+    def _tool_row(self, event: Event, started_at: float) -> int:
+        """A row for a tool call: no attempt count, and no model (not even the run's)."""
+        idx = self._new_row(event, "tool", started_at)
+        self._cols[_MODEL][idx] = None
+        return idx
 
     def _close(self, idx: int, end: float, outcome: str, action: str) -> None:
         cols = self._cols
@@ -212,14 +231,7 @@ class AttemptLog:
         idx = self._open.pop(key, None)
         if idx is None:
             # an end without its start: a row of its own, with no start time
-            idx = self._new_row(
-                event,
-                phase=event.phase,
-                attempt=event.attempt,
-                max_attempts=event.max_attempts,
-                model=event.model,
-                started_at=_NAN,
-            )
+            idx = self._attempt_row(event, _NAN)
         elif event.model and not self._get(idx, _MODEL):
             self._cols[_MODEL][idx] = event.model
         self._last[key] = idx
@@ -240,14 +252,7 @@ class AttemptLog:
             self._finished(stale)
         if event.phase == "compaction" and event.run_id in self._compaction:
             self._compaction[event.run_id][1] = True
-        self._open[key] = self._new_row(
-            event,
-            phase=event.phase,
-            attempt=event.attempt,
-            max_attempts=event.max_attempts,
-            model=event.model,
-            started_at=event.time,
-        )
+        self._open[key] = self._attempt_row(event, event.time)
 
     def _on_attempt_succeeded(self, event: AttemptSucceeded) -> None:
         idx = self._take_open(event)
@@ -292,14 +297,7 @@ class AttemptLog:
         idx = self._last.get(key)
         if idx is None or self._get(idx, _ATTEMPT) != event.attempt:
             # a retry with no failed attempt before it: the event says enough for a row
-            idx = self._new_row(
-                event,
-                phase=event.phase,
-                attempt=event.attempt,
-                max_attempts=event.max_attempts,
-                model=event.model,
-                started_at=_NAN,
-            )
+            idx = self._attempt_row(event, _NAN)
             self._close(idx, event.time, "error", "retry")
             cols = self._cols
             cols[_KIND][idx] = _s(event.error)
@@ -321,44 +319,21 @@ class AttemptLog:
         self._finished(idx)
 
     def _on_paced_wait(self, event: PacedWait) -> None:
-        idx = self._new_row(
-            event,
-            phase="request",
-            attempt=None,
-            max_attempts=None,
-            model=event.model,
-            started_at=event.time,
-        )
+        idx = self._new_row(event, "request", event.time, model=event.model)
         self._close(idx, event.time, "ok", "paced")
         self._cols[_DELAY][idx] = float(event.delay_s)
         self._cols[_MSG][idx] = _s(event.reason) or "held back by the shared rate limiter"
         self._finished(idx)
 
     def _on_tool_started(self, event: ToolCallStarted) -> None:
-        idx = self._new_row(
-            event,
-            phase="tool",
-            attempt=None,
-            max_attempts=None,
-            model="",
-            started_at=event.time,
-        )
-        self._cols[_MODEL][idx] = None
+        idx = self._tool_row(event, event.time)
         self._cols[_TOOL][idx] = _tool_name(event.name, event.source)
         self._open_tools[(event.run_id, event.call_id)] = idx
 
     def _on_tool_finished(self, event: ToolCallFinished) -> None:
         idx = self._open_tools.pop((event.run_id, event.call_id), None)
         if idx is None:
-            idx = self._new_row(
-                event,
-                phase="tool",
-                attempt=None,
-                max_attempts=None,
-                model="",
-                started_at=event.time - event.duration_s,
-            )
-            self._cols[_MODEL][idx] = None
+            idx = self._tool_row(event, event.time - event.duration_s)
         cols = self._cols
         cols[_TOOL][idx] = _tool_name(event.name, event.source) or cols[_TOOL][idx]
         if event.is_error:
@@ -387,9 +362,7 @@ class AttemptLog:
                 self._finished(idx)
             return
         started = pending[0].time if pending is not None else event.time
-        idx = self._new_row(
-            event, phase="compaction", attempt=1, max_attempts=1, model="", started_at=started
-        )
+        idx = self._new_row(event, "compaction", started, attempt=1, max_attempts=1)
         self._close(idx, event.time, "ok" if event.ok else "error", "none" if event.ok else "fail")
         if not event.ok:
             self._cols[_KIND][idx] = "CompactionFailed"
@@ -409,18 +382,13 @@ class AttemptLog:
         why = _s(event.message) or (
             "cancelled" if cancelled else f"run ended ({event.end_reason or 'unknown'})"
         )
-        for key in [k for k in self._open if k[0] == run]:
-            idx = self._open.pop(key)
-            self._close(idx, event.time, outcome, "fail")
-            self._cols[_KIND][idx] = _s(event.error) or ("Aborted" if cancelled else None)
-            self._cols[_MSG][idx] = why
-            self._finished(idx)
-        for key in [k for k in self._open_tools if k[0] == run]:
-            idx = self._open_tools.pop(key)
-            self._close(idx, event.time, outcome, "fail")
-            self._cols[_KIND][idx] = _s(event.error) or ("Aborted" if cancelled else None)
-            self._cols[_MSG][idx] = why
-            self._finished(idx)
+        for still_open in (self._open, self._open_tools):  # attempts, then tool calls
+            for key in [k for k in still_open if k[0] == run]:
+                idx = still_open.pop(key)
+                self._close(idx, event.time, outcome, "fail")
+                self._cols[_KIND][idx] = _s(event.error) or ("Aborted" if cancelled else None)
+                self._cols[_MSG][idx] = why
+                self._finished(idx)
         self._compaction.pop(run, None)
         self._last_failed.pop(run, None)
         self._run_model.pop(run, None)

@@ -115,9 +115,9 @@ class TokenEstimator:
         """The heuristic estimate, unscaled (what `observe` wants as `estimated`).
 
         Args:
-            messages: The conversation.
-            system: The system prompt.
-            tools: The tools sent with it.
+            messages: As for [`estimate`][nbagent.TokenEstimator.estimate].
+            system: As for [`estimate`][nbagent.TokenEstimator.estimate].
+            tools: As for [`estimate`][nbagent.TokenEstimator.estimate].
 
         Returns:
             Tokens, by characters / 4.

@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .._core._clock import Clock
 from .._core._pacing import PaceRequest
@@ -307,25 +307,10 @@ class RateLimiter:
             delay, slot = self.reserve(clock.now())
             if slot and delay <= 0:
                 break
-            refused = too_long(clock, delay, ask, "shared")
-            if refused is not None:
-                if slot:
-                    self.release(clock.now(), epoch)
-                raise refused
-            if slot or delay > 0.05:
-                reason = (
-                    "pacing to the provider's learned rate"
-                    if slot
-                    else "the provider asked everyone to wait"
-                )
-                ask.on_wait(delay, reason + (LATE_NOTE if renewed else ""))
-                slept_at = clock.now()
-                try:
-                    await clock.sleep(delay)
-                except asyncio.CancelledError:
-                    if slot:
-                        self.release(clock.now(), epoch)
-                    raise
+            slept_at = await sleep_for_slot(
+                clock, ask, delay, slot, epoch, renewed=renewed, who="shared", release=self.release
+            )
+            if slept_at is not None:
                 if slot and self.epoch == epoch:
                     if renewed or not too_late(clock, slept_at, delay, self.interval):
                         break
@@ -506,6 +491,62 @@ def too_late(clock: Clock, slept_at: float, delay: float, interval: float | None
     if interval is None or getattr(clock, "auto_advance", False):
         return False
     return clock.now() - slept_at - delay > max(LATE_S, interval)
+
+
+async def sleep_for_slot(
+    clock: Clock,
+    ask: PaceRequest,
+    delay: float,
+    slot: bool,
+    epoch: int,
+    *,
+    renewed: bool,
+    who: str,
+    release: Callable[[float, int], None],
+) -> float | None:
+    """One turn of a limiter's wait before a request (this process's `RateLimiter` and the
+    cluster's pacer take the same turns): a wait that is too long is refused; the wait for a
+    reserved slot, or everyone's wait after a 429, is announced and slept. A slot whose wait
+    is refused or cancelled is handed back (`release(now, epoch)`).
+
+    Args:
+        clock: The clock to sleep on.
+        ask: The run's deadline, the longest wait worth taking, and whom to tell of waits.
+        delay: The wait the limiter answered, in seconds.
+        slot: Whether a slot is reserved for the request at the end of it.
+        epoch: The limiter's epoch the slot was reserved in.
+        renewed: Whether a slot came due too late before and this is the one made again.
+        who: Which limiter it is, for the refusal's message: "shared" (this process's) or
+            "cluster-wide" (which the announced reason names too).
+        release: Hands the slot back: `release(now, epoch)`, as `RateLimiter.release`.
+
+    Returns:
+        When the sleep began, on `clock`; None when nothing was slept (no slot, and a wait too
+        short to announce: the request is held back while another probes the rate limit).
+
+    Raises:
+        RateLimited: The wait would pass the deadline or `ask.max_wait`.
+    """
+    refused = too_long(clock, delay, ask, who)
+    if refused is not None:
+        if slot:
+            release(clock.now(), epoch)
+        raise refused
+    if not slot and delay <= 0.05:
+        return None
+    reason = (
+        "pacing to the provider's learned rate" if slot else "the provider asked everyone to wait"
+    )
+    scope = "" if who == "shared" else f" ({who})"
+    ask.on_wait(delay, reason + scope + (LATE_NOTE if renewed else ""))
+    slept_at = clock.now()
+    try:
+        await clock.sleep(delay)
+    except asyncio.CancelledError:
+        if slot:
+            release(clock.now(), epoch)
+        raise
+    return slept_at
 
 
 def too_long(clock: Clock, delay: float, ask: PaceRequest, who: str) -> RateLimited | None:

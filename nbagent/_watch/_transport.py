@@ -17,6 +17,7 @@ the classes are made for whichever module the client's classes come from.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
@@ -88,6 +89,57 @@ class _Ends:
         for e in self.exchanges:
             e.end(error, t)
 
+    @contextlib.contextmanager
+    def failing(self) -> Iterator[None]:
+        """Ends the exchange with what the block raises (and raises it on)."""
+        try:
+            yield
+        except BaseException as exc:
+            self.end(exc)
+            raise
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around the client's read of the body: ended by the body's end, by what the read
+        raised, or by the client leaving the read (it stopped early)."""
+        try:
+            yield
+        except GeneratorExit:
+            self.end(StreamClosed("the client stopped reading before the end"))
+            raise
+        except BaseException as exc:
+            self.end(exc)
+            raise
+        self.end(None)
+
+    def closed(self) -> None:
+        """The client closed the response (before the end, unless the exchange has ended)."""
+        self.end(StreamClosed("the client closed the response before the end"))
+
+
+class _Relay:
+    """A watched body: the inner stream's chunks, handed on as the client reads them."""
+
+    def __init__(self, inner: Any, ends: _Ends) -> None:
+        self._inner = inner
+        self._ends = ends
+
+
+class _Watching:
+    """A watched transport: the real one, and the observers each exchange is told about."""
+
+    def __init__(
+        self, inner: Any, observers: list[ObserverFactory], now: Callable[[], float]
+    ) -> None:
+        self.inner = inner
+        self.observers = observers
+        self._now = now
+
+    def _watch(self, request: Any) -> _Ends | None:
+        """The observers of this request's exchange, or None when none watches it."""
+        exchanges = _exchanges(self.observers, request, self._now())
+        return _Ends(exchanges, self._now) if exchanges else None
+
 
 def _exchanges(observers: list[ObserverFactory], request: Any, t: float) -> list[Exchange]:
     """The observers that watch `request` (a factory returns None for one it leaves alone)."""
@@ -99,76 +151,41 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
     if cached is not None:
         return cached
 
-    class SyncStream(mod.SyncByteStream):  # type: ignore[misc,name-defined]
-        def __init__(self, inner: Any, ends: _Ends) -> None:
-            self._inner = inner
-            self._ends = ends
-
+    class SyncStream(_Relay, mod.SyncByteStream):  # type: ignore[misc,name-defined]
         def __iter__(self) -> Iterator[bytes]:
-            ends = self._ends
-            try:
+            with self._ends.reading():
                 for chunk in self._inner:
-                    ends.chunk(chunk)
+                    self._ends.chunk(chunk)
                     yield chunk
-            except GeneratorExit:
-                ends.end(StreamClosed("the client stopped reading before the end"))
-                raise
-            except BaseException as exc:
-                ends.end(exc)
-                raise
-            ends.end(None)
 
         def close(self) -> None:
             try:
                 self._inner.close()
             finally:
-                self._ends.end(StreamClosed("the client closed the response before the end"))
+                self._ends.closed()
 
-    class AsyncStream(mod.AsyncByteStream):  # type: ignore[misc,name-defined]
-        def __init__(self, inner: Any, ends: _Ends) -> None:
-            self._inner = inner
-            self._ends = ends
-
+    class AsyncStream(_Relay, mod.AsyncByteStream):  # type: ignore[misc,name-defined]
         async def __aiter__(self) -> AsyncIterator[bytes]:
-            ends = self._ends
-            try:
+            with self._ends.reading():
                 async for chunk in self._inner:
-                    ends.chunk(chunk)
+                    self._ends.chunk(chunk)
                     yield chunk
-            except GeneratorExit:
-                ends.end(StreamClosed("the client stopped reading before the end"))
-                raise
-            except BaseException as exc:
-                ends.end(exc)
-                raise
-            ends.end(None)
 
         async def aclose(self) -> None:
             try:
                 await self._inner.aclose()
             finally:
-                self._ends.end(StreamClosed("the client closed the response before the end"))
+                self._ends.closed()
 
-    class SyncTransport(mod.BaseTransport):  # type: ignore[misc,name-defined]
+    class SyncTransport(_Watching, mod.BaseTransport):  # type: ignore[misc,name-defined]
         """The real transport, watched (see `nbagent._watch._transport`)."""
 
-        def __init__(
-            self, inner: Any, observers: list[ObserverFactory], now: Callable[[], float]
-        ) -> None:
-            self.inner = inner
-            self.observers = observers
-            self._now = now
-
         def handle_request(self, request: Any) -> Any:
-            exchanges = _exchanges(self.observers, request, self._now())
-            if not exchanges:
+            ends = self._watch(request)
+            if ends is None:
                 return self.inner.handle_request(request)
-            ends = _Ends(exchanges, self._now)
-            try:
+            with ends.failing():
                 response = self.inner.handle_request(request)
-            except BaseException as exc:
-                ends.end(exc)
-                raise
             if not ends.answered(mod, response):
                 response.stream = SyncStream(response.stream, ends)
             return response
@@ -176,26 +193,15 @@ def _classes(mod: ModuleType) -> tuple[type, type]:
         def close(self) -> None:
             self.inner.close()
 
-    class AsyncTransport(mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+    class AsyncTransport(_Watching, mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         """The real transport, watched (see `nbagent._watch._transport`)."""
 
-        def __init__(
-            self, inner: Any, observers: list[ObserverFactory], now: Callable[[], float]
-        ) -> None:
-            self.inner = inner
-            self.observers = observers
-            self._now = now
-
         async def handle_async_request(self, request: Any) -> Any:
-            exchanges = _exchanges(self.observers, request, self._now())
-            if not exchanges:
+            ends = self._watch(request)
+            if ends is None:
                 return await self.inner.handle_async_request(request)
-            ends = _Ends(exchanges, self._now)
-            try:
+            with ends.failing():
                 response = await self.inner.handle_async_request(request)
-            except BaseException as exc:
-                ends.end(exc)
-                raise
             if not ends.answered(mod, response):
                 response.stream = AsyncStream(response.stream, ends)
             return response

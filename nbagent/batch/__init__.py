@@ -2,18 +2,11 @@
 budget, in this process or on Ray (`backend="ray"`), or one request per prompt through the
 provider's own batch API (`backend="provider"`, picked up again with `resume`)."""
 
-from ._map import (
-    RESULT_COLUMNS,
-    BatchEstimate,
-    BatchHandle,
-    BatchProgress,
-    BatchResult,
-    amap,
-    map,
-    resume,
-    start,
-)
+from ._estimate import BatchEstimate
+from ._frames import RESULT_COLUMNS, BatchResult
+from ._map import BatchHandle, amap, map, resume, start
 from ._options import Prompts
+from ._progress import BatchProgress
 
 __all__ = [
     "RESULT_COLUMNS",

@@ -38,7 +38,7 @@ from typing import Any
 
 from .._core._clock import Clock
 from .._core._pacing import PaceRequest
-from .._loop._limiter import LATE_NOTE, RateLimiter, too_late, too_long
+from .._loop._limiter import RateLimiter, sleep_for_slot, too_late
 from .._loop._retry_budget import RetryBudget
 from ..errors import RateLimited, TransportError
 
@@ -348,6 +348,10 @@ class ClusterPacer:
 
     # -- the Pacer seam ---------------------------------------------------------------------
 
+    def _release(self, now: float, epoch: int) -> None:
+        """Hand a slot back to the core (one whose wait was refused or cancelled)."""
+        self._note("release", epoch)
+
     async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         """Wait for a slot from the cluster's limiter (see `Pacer.acquire`)."""
         held_since: float | None = None
@@ -358,25 +362,17 @@ class ClusterPacer:
             again = False
             if slot and delay <= 0:
                 break
-            refused = too_long(clock, delay, ask, "cluster-wide")
-            if refused is not None:
-                if slot:
-                    self._note("release", epoch)
-                raise refused
-            if slot or delay > 0.05:
-                reason = (
-                    "pacing to the provider's learned rate (cluster-wide)"
-                    if slot
-                    else "the provider asked everyone to wait (cluster-wide)"
-                )
-                ask.on_wait(delay, reason + (LATE_NOTE if renewed else ""))
-                slept_at = clock.now()
-                try:
-                    await clock.sleep(delay)
-                except asyncio.CancelledError:
-                    if slot:
-                        self._note("release", epoch)
-                    raise
+            slept_at = await sleep_for_slot(
+                clock,
+                ask,
+                delay,
+                slot,
+                epoch,
+                renewed=renewed,
+                who="cluster-wide",
+                release=self._release,
+            )
+            if slept_at is not None:
                 if not slot:
                     continue
                 if time.monotonic() - self.replied_at > FRESH_S:

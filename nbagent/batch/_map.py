@@ -45,17 +45,7 @@ from ._progress import BatchProgress, TerminalBar
 from ._provider_backend import ProviderBatch, one_model
 from ._spec import AgentSpec, BatchControl
 
-__all__ = [
-    "RESULT_COLUMNS",
-    "BatchEstimate",
-    "BatchHandle",
-    "BatchProgress",
-    "BatchResult",
-    "amap",
-    "map",
-    "resume",
-    "start",
-]
+__all__ = ["BatchHandle", "amap", "map", "resume", "start"]
 
 
 class _Batch:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -138,6 +139,8 @@ def estimate_tokens(chars: int, images: int = 0) -> int:
 
 
 class _Counter:
+    """What a request parser has counted of the prompt: its characters and its images."""
+
     def __init__(self) -> None:
         self.chars = 0
         self.images = 0
@@ -145,6 +148,22 @@ class _Counter:
     def add(self, text: str) -> str:
         self.chars += len(text)
         return text
+
+    def counted(
+        self, conversation: Conversation, output: tuple[dict[str, Any] | None, str | None]
+    ) -> Conversation:
+        """`conversation` with its prompt's estimated size and the structured answer it asks
+        for (`output`: the schema and the forced tool); the schema is prompt tokens, as
+        providers bill it."""
+        schema, forced = output
+        if schema is not None:
+            self.add(_dumps(schema))
+        return dataclasses.replace(
+            conversation,
+            prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
+            output_schema=schema,
+            forced_tool=forced,
+        )
 
 
 def _require_list(value: Any, param: str) -> list[Any]:
@@ -282,10 +301,7 @@ def parse_anthropic(body: Any) -> Conversation:
         counter.add(_dumps(tool))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
-    schema, forced = anthropic_output(body)
-    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
-        counter.add(_dumps(schema))
-    return Conversation(
+    conversation = Conversation(
         format="anthropic",
         model=model,
         system=system_text,
@@ -295,10 +311,8 @@ def parse_anthropic(body: Any) -> Conversation:
         include_usage=True,
         thinking=wants_thinking,
         max_tokens=max_tokens,
-        prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
-        output_schema=schema,
-        forced_tool=forced,
     )
+    return counter.counted(conversation, anthropic_output(body))
 
 
 # --- OpenAI Chat Completions --------------------------------------------------------------------
@@ -363,10 +377,7 @@ def parse_openai(body: Any) -> Conversation:
         counter.add(_dumps(tool))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-    schema, forced = openai_output(body)
-    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
-        counter.add(_dumps(schema))
-    return Conversation(
+    conversation = Conversation(
         format="openai",
         model=model,
         system="\n".join(system_parts),
@@ -376,7 +387,5 @@ def parse_openai(body: Any) -> Conversation:
         include_usage=include_usage,
         thinking=False,
         max_tokens=max_tokens,
-        prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
-        output_schema=schema,
-        forced_tool=forced,
     )
+    return counter.counted(conversation, openai_output(body))

@@ -33,7 +33,6 @@ from ._conversation import (
     _dumps,
     _require_dict,
     _require_list,
-    estimate_tokens,
 )
 from ._output_request import gemini_output
 from ._reply import MockReply
@@ -175,10 +174,7 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
             "generationConfig.maxOutputTokens",
         )
     thinking = config.get("thinkingConfig")
-    schema, forced = gemini_output(body)
-    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
-        counter.add(_dumps(schema))
-    return Conversation(
+    conversation = Conversation(
         format="gemini",
         model=model,
         system=system,
@@ -188,10 +184,8 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
         include_usage=True,
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
-        prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
-        output_schema=schema,
-        forced_tool=forced,
     )
+    return counter.counted(conversation, gemini_output(body))
 
 
 # --- replies ------------------------------------------------------------------------------------

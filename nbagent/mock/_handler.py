@@ -71,19 +71,7 @@ class MockHandler(BaseHTTPRequestHandler):
             return
         path = self.path.split("?", 1)[0]
         if path.rstrip("/") == "/health":
-            self._mock.record(
-                method="GET",
-                path=self.path,
-                format=None,
-                body=None,
-                headers=self._headers(),
-                fault="ok",
-                status=200,
-                request_id="",
-                stream=False,
-            )
-            # recorded before answering, as every request is: a client that got its answer
-            # finds the record there
+            self._keep("GET", 200, "")
             self._send_bytes(200, b"ok", "text/plain; charset=utf-8", {})
             return
         self._not_found("GET")
@@ -160,6 +148,30 @@ class MockHandler(BaseHTTPRequestHandler):
         found = route(self.path)
         return CODECS[found.format if found else "openai"]
 
+    def _keep(
+        self,
+        method: str,
+        status: int,
+        request_id: str,
+        format: str | None = None,
+        body: Any = None,
+        fault: str = "ok",
+        stream: bool = False,
+    ) -> None:
+        """Keep the request in `MockServer.requests`; before it is answered, as every request
+        is, so a client that got its answer finds the record there."""
+        self._mock.record(
+            method=method,
+            path=self.path,
+            format=format,
+            body=body,
+            headers=self._headers(),
+            fault=fault,
+            status=status,
+            request_id=request_id,
+            stream=stream,
+        )
+
     def _id_headers(self, codec: Codec, request_id: str) -> dict[str, str]:
         return {codec.id_header: request_id} if codec.id_header else {}
 
@@ -169,17 +181,7 @@ class MockHandler(BaseHTTPRequestHandler):
         if method == "POST":
             self._read_body()
         body = codec.not_found(self.path, request_id)
-        self._mock.record(
-            method=method,
-            path=self.path,
-            format=None,
-            body=None,
-            headers=self._headers(),
-            fault="ok",
-            status=404,
-            request_id=request_id,
-            stream=False,
-        )
+        self._keep(method, 404, request_id)
         self._send_json(404, body, self._id_headers(codec, request_id))
 
     def _read_body(self) -> bytes:
@@ -246,17 +248,8 @@ class MockHandler(BaseHTTPRequestHandler):
         self._answer(conv, body)
 
     def _record(self, body: Any, fault: str, status: int, stream: bool) -> None:
-        self._mock.record(
-            method="POST",
-            path=self.path,
-            format=self._codec.name,
-            body=body,
-            headers=self._headers(),
-            fault=fault,
-            status=status,
-            request_id=self._request_id,
-            stream=stream,
-        )
+        """Keep a model request (its wire format, body and fault) in `MockServer.requests`."""
+        self._keep("POST", status, self._request_id, self._codec.name, body, fault, stream)
 
     def _finish_error(self, status: int, error: Any, body: Any, fault: str, stream: bool) -> None:
         self._record(body, fault, status, stream)

@@ -34,7 +34,6 @@ from ._conversation import (
     _model,
     _require_dict,
     _require_list,
-    estimate_tokens,
 )
 from ._output_request import responses_output
 from ._reply import MockReply, split_words
@@ -140,10 +139,7 @@ def parse_responses(body: Any) -> Conversation:
             tools[str(tool.get("name", ""))] = params if isinstance(params, dict) else {}
         counter.add(_dumps(tool))
     include = body.get("include") or []
-    schema, forced = responses_output(body)
-    if schema is not None:  # a structured answer's schema is prompt tokens, as providers bill it
-        counter.add(_dumps(schema))
-    return Conversation(
+    conversation = Conversation(
         format="responses",
         model=model,
         system=system,
@@ -153,10 +149,8 @@ def parse_responses(body: Any) -> Conversation:
         include_usage=True,
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
-        prompt_tokens=max(1, estimate_tokens(counter.chars, counter.images)),
-        output_schema=schema,
-        forced_tool=forced,
     )
+    return counter.counted(conversation, responses_output(body))
 
 
 # --- replies ------------------------------------------------------------------------------------

@@ -534,28 +534,9 @@ def serve(
     Yields:
         The running server; it stops when the block ends.
     """
-    server = MockServer(
-        faults,
-        seed=seed,
-        fault_rates=fault_rates,
-        rate_limit=rate_limit,
-        context_window=context_window,
-        demo_delay_s=demo_delay_s,
-        port=port,
-        responder=responder,
-        max_records=max_records,
-        record=record,
-        replay=replay,
-        speed=speed,
-        batch_duration_s=batch_duration_s,
-        expire_after_s=expire_after_s,
-        batch_clock=batch_clock,
-    )
-    server.start()
-    try:
+    # serve's parameters are MockServer's (tests/test_mock_server.py checks they stay so)
+    with MockServer(**locals()) as server:
         yield server
-    finally:
-        server.stop()
 
 
 _shared: MockServer | None = None

@@ -20,7 +20,7 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,6 +183,12 @@ class _BlockState:
     tool_index: int = -1
     raw: dict[str, Any] | None = None  # a block of a kind nbagent does not model, as it came
 
+    def grow(self, piece: Any, buf: PartBuffer, part: Callable[[str], StreamPart]) -> None:
+        """Add a streamed piece of the block's text (if it is text) and hand it on as `part`."""
+        if isinstance(piece, str) and piece:
+            self.text.append(piece)
+            buf.add(part(piece))
+
     def finish(self) -> Block | None:
         if self.raw is not None:
             block = dict(self.raw)
@@ -204,15 +210,11 @@ class _BlockState:
 
 
 class AnthropicProvider(HTTPProvider):
-    """Streams Claude models through the Messages API.
-
-    Made by `resolve_model` from a model string; build one yourself for a server of your own
-    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
-    The arguments are `HTTPProvider`'s.
+    """Streams Claude models through the Messages API ("anthropic:..." model strings).
 
     Attributes:
-        default_base_url: The public endpoint, used when no `base_url` is given (https://api.anthropic.com).
-        default_name: The provider's name in model strings and the attempt log ("anthropic").
+        default_base_url: https://api.anthropic.com, when no `base_url` is given.
+        default_name: "anthropic", in model strings and the attempt log.
         output_dialect: The schema dialect of its structured outputs ("anthropic":
             `output_config.format`, with the keywords it does not take moved into descriptions).
     """
@@ -240,37 +242,22 @@ class AnthropicProvider(HTTPProvider):
             request: The conversation, system prompt, tools and settings.
 
         Returns:
-            The body, before encoding.
+            The body, before encoding: `model`, `messages`, `max_tokens` and `stream`, with
+            `system`, `tools`, the output format and prompt-cache marks where the request has
+            them.
         """
         return build_anthropic_body(self.model, request)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        """Send `request` and read the answer as it streams.
-
-        Args:
-            request: The conversation, system prompt, tools and settings.
-
-        Yields:
-            Text, thinking and tool-call parts as they arrive, then one `Completed`.
-
-        Raises:
-            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
-                `StreamInterrupted`, ...), which `classify` turns into the action.
-        """
-        content = self._encode(self.build_body(request))
-        async with self._open(self.url, content) as es, aclosing(self.read_events(es)) as parts:
-            async for part in parts:
-                yield part
-
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Messages answer read from its events: the live stream's, or a whole
-        message replayed as the events it would have streamed (`_whole_body`).
+        """The parts of a Messages answer, read from its events.
 
         Args:
-            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+            es: The live response's SSE events, or a whole message replayed as the events it
+                would have streamed (`WholeBody`, for a batch's answers).
 
         Yields:
-            The answer's parts, in order, as the live stream's reader yields them.
+            Text, thinking and tool-call parts as their deltas arrive, then one `Completed`
+            after `message_stop`.
         """
         blocks: dict[int, _BlockState] = {}
         order: list[int] = []
@@ -330,16 +317,10 @@ class AnthropicProvider(HTTPProvider):
                         btype = cb.get("type")
                         state = _BlockState(kind=str(btype))
                         if btype == "text":
-                            text = cb.get("text")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(TextPart(text))
+                            state.grow(cb.get("text"), buf, TextPart)
                         elif btype == "thinking":
-                            text = cb.get("thinking")
+                            state.grow(cb.get("thinking"), buf, ThinkingPart)
                             sig = cb.get("signature")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(ThinkingPart(text))
                             if isinstance(sig, str) and sig:
                                 state.signature.append(sig)
                         elif btype == "redacted_thinking":
@@ -371,15 +352,9 @@ class AnthropicProvider(HTTPProvider):
                         state = state_or_none
                         dtype = delta.get("type")
                         if dtype == "text_delta":
-                            text = delta.get("text")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(TextPart(text))
+                            state.grow(delta.get("text"), buf, TextPart)
                         elif dtype == "thinking_delta":
-                            text = delta.get("thinking")
-                            if isinstance(text, str) and text:
-                                state.text.append(text)
-                                buf.add(ThinkingPart(text))
+                            state.grow(delta.get("thinking"), buf, ThinkingPart)
                         elif dtype == "signature_delta":
                             sig = delta.get("signature")
                             if isinstance(sig, str) and sig:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,15 +134,12 @@ class _State:
 
 
 class GeminiProvider(HTTPProvider):
-    """Streams Gemini models through the native Generative Language API.
-
-    Made by `resolve_model` from a model string; build one yourself for a server of your own
-    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
-    The arguments are `HTTPProvider`'s.
+    """Streams Gemini models through the Generative Language API ("gemini:..." model strings).
 
     Attributes:
-        default_base_url: The public endpoint, used when no `base_url` is given (https://generativelanguage.googleapis.com).
-        default_name: The provider's name in model strings and the attempt log ("gemini").
+        default_base_url: https://generativelanguage.googleapis.com, when no `base_url` is
+            given.
+        default_name: "gemini", in model strings and the attempt log.
         output_dialect: The schema dialect of its structured outputs ("gemini":
             `responseJsonSchema`, its documented keyword set).
     """
@@ -169,7 +166,9 @@ class GeminiProvider(HTTPProvider):
             request: The conversation, system prompt, tools and settings.
 
         Returns:
-            The body, before encoding.
+            The body, before encoding: `contents` and `generationConfig`, with
+            `systemInstruction` and `tools` where the request has them (the model is named in
+            the `url`, not the body).
         """
         return build_gemini_body(self.model, request)
 
@@ -181,40 +180,16 @@ class GeminiProvider(HTTPProvider):
         """
         return context_window(self.name, self.model) or DEFAULT_WINDOW
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        """Send `request` and read the answer as it streams.
-
-        Args:
-            request: The conversation, system prompt, tools and settings.
-
-        Yields:
-            Text, thinking and tool-call parts as they arrive, then one `Completed`.
-
-        Raises:
-            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
-                `StreamInterrupted`, ...), which `classify` turns into the action.
-        """
-        body = self.build_body(request)
-        content = self._encode(body)
-        try:
-            async with (
-                self._open(self.url, content) as es,
-                aclosing(self.read_events(es)) as parts,
-            ):
-                async for part in parts:
-                    yield part
-        except ServerError as err:
-            raise self._maybe_overflow(err, body) from None
-
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Gemini answer read from its chunks: the live stream's, or a whole
-        `GenerateContentResponse` (one chunk that is the whole answer, `_whole_body`).
+        """The parts of a Gemini answer, read from its chunks.
 
         Args:
-            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+            es: The live response's chunks, or a whole `GenerateContentResponse` as the one
+                chunk that is the whole answer (`WholeBody`, for a batch's answers).
 
         Yields:
-            The answer's parts, in order, as the live stream's reader yields them.
+            Text, thought and function-call parts, then one `Completed` once a finishReason
+            came (its output tokens count the thoughts too).
         """
         state = _State()
         buf = PartBuffer()
@@ -319,7 +294,7 @@ class GeminiProvider(HTTPProvider):
         assert isinstance(err, ContentFiltered)
         return err
 
-    def _maybe_overflow(self, err: ServerError, body: dict[str, Any]) -> ProviderError:
+    def _server_error(self, err: ServerError, body: dict[str, Any]) -> ProviderError:
         """A 500 for a request larger than the model's window is the window, not the server."""
         if err.status_code != 500:
             return err

@@ -26,8 +26,8 @@ import json
 import math
 import ssl
 import weakref
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urlsplit
 
 import anyio
@@ -35,7 +35,7 @@ import httpx
 
 from .._core._budget import Usage
 from .._core._messages import Block, Message
-from ..errors import ConfigError, InvalidResponse, ProviderError
+from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
 from ._base import Completed, ModelRequest, StreamPart
 from ._event_stream import Events, EventStream
 from ._http_errors import error_from_response, kept_headers, redact, request_id_from
@@ -108,9 +108,27 @@ def _load_transport() -> None:
             importlib.import_module(module)
 
 
+class _WireFormat(Protocol):
+    """What `HTTPProvider.stream` asks of a wire format's subclass."""
+
+    @property
+    def url(self) -> str: ...
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]: ...
+
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]: ...
+
+
 class HTTPProvider:
-    """What every HTTP wire format shares. Subclasses implement `stream` and name their public
-    endpoint and provider in `default_base_url` and `default_name`.
+    """What every HTTP wire format shares. A subclass names its public endpoint and provider
+    in `default_base_url` and `default_name`, its request's endpoint in a `url` property, and
+    implements `build_body(request)` (the JSON body) and `read_events(es)` (the answer's
+    parts, read from its events); `stream` sends the one and reads with the other.
+
+    The built-in formats' providers (`AnthropicProvider`, `OpenAIProvider`, ...) are made by
+    `resolve_model` from a model string; build one yourself for a server of your own
+    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`):
+    the arguments are these.
 
     The key is never shown: not in the repr, an error, a recording or the attempt log. Each
     event loop gets its own httpx client (a client's connections belong to the loop that
@@ -283,19 +301,42 @@ class HTTPProvider:
             headers[self.auth_header] = self.auth_prefix + self._api_key
         return headers
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        """Deltas as they arrive, then exactly one `Completed` (implemented by each format).
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
+        """Send `request` and read the answer as it streams.
+
+        The body is the format's `build_body(request)`, posted to its `url`; the answer's events
+        are read by its `read_events`. A format with another exchange overrides this.
 
         Args:
             request: The conversation, system prompt, tools and settings.
 
-        Returns:
-            The stream of parts.
+        Yields:
+            Text, thinking and tool-call parts as they arrive, then one `Completed`.
 
         Raises:
-            NotImplementedError: Always: each wire format implements it.
+            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
+                `StreamInterrupted`, ...), which `classify` turns into the action.
         """
-        raise NotImplementedError
+        # the hooks are not declared on the class: a format that overrides `stream` needs none
+        wire = cast("_WireFormat", self)
+        body = wire.build_body(request)
+        try:
+            async with (
+                self._open(wire.url, self._encode(body)) as es,
+                contextlib.aclosing(wire.read_events(es)) as parts,
+            ):
+                async for part in parts:
+                    yield part
+        except ServerError as err:
+            better = self._server_error(err, body)
+            if better is err:
+                raise
+            raise better from None
+
+    def _server_error(self, err: ServerError, body: dict[str, Any]) -> ProviderError:
+        """What a 5xx answer to `body` means: the `ServerError` itself, unless the format
+        knows better (Gemini's 500 for a request larger than the window)."""
+        return err
 
     @contextlib.asynccontextmanager
     async def _open(self, url: str, content: bytes) -> AsyncIterator[EventStream]:

@@ -8,7 +8,7 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -200,15 +200,12 @@ class _Call:
 
 
 class OpenAIProvider(HTTPProvider):
-    """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM.
-
-    Made by `resolve_model` from a model string; build one yourself for a server of your own
-    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
-    The arguments are `HTTPProvider`'s.
+    """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM
+    (`resolve_model` makes one for "openai:...", "openrouter:...", "ollama:..." and the rest).
 
     Attributes:
-        default_base_url: The public endpoint, used when no `base_url` is given (https://api.openai.com/v1).
-        default_name: The provider's name in model strings and the attempt log ("openai").
+        default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
+        default_name: "openai", in model strings and the attempt log (or the name given).
     """
 
     default_base_url = "https://api.openai.com/v1"
@@ -237,33 +234,16 @@ class OpenAIProvider(HTTPProvider):
         """
         return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        """Send `request` and read the answer as it streams.
-
-        Args:
-            request: The conversation, system prompt, tools and settings.
-
-        Yields:
-            Text, thinking and tool-call parts as they arrive, then one `Completed`.
-
-        Raises:
-            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
-                `StreamInterrupted`, ...), which `classify` turns into the action.
-        """
-        content = self._encode(self.build_body(request))
-        async with self._open(self.url, content) as es, aclosing(self.read_events(es)) as parts:
-            async for part in parts:
-                yield part
-
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Chat Completions answer read from its chunks: the live stream's, or a
-        whole completion replayed as one chunk and `[DONE]` (`_whole_body`).
+        """The parts of a Chat Completions answer, read from its chunks.
 
         Args:
-            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+            es: The live response's chunks, or a whole completion replayed as one chunk and
+                `[DONE]` (`WholeBody`, for a batch's answers).
 
         Yields:
-            The answer's parts, in order, as the live stream's reader yields them.
+            Text, reasoning and tool-call deltas of the first choice, then one `Completed` at
+            `[DONE]` (a missing finish_reason after content is read as "stop").
         """
         text: list[str] = []
         thinking: list[str] = []

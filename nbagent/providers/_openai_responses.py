@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,15 +182,12 @@ def _with_reasoning_text(item: dict[str, Any], deltas: list[str] | None) -> dict
 
 
 class ResponsesProvider(HTTPProvider):
-    """Streams OpenAI models through the Responses API (also Azure's: `AzureResponsesProvider`).
-
-    Made by `resolve_model` from a model string; build one yourself for a server of your own
-    (`base_url=`), a key from elsewhere (`api_key=`) or an httpx client of yours (`client=`).
-    The arguments are `HTTPProvider`'s.
+    """Streams OpenAI models through the Responses API ("openai-responses:..." model strings;
+    Azure's is `AzureResponsesProvider`).
 
     Attributes:
-        default_base_url: The public endpoint, used when no `base_url` is given (https://api.openai.com/v1).
-        default_name: The provider's name in model strings and the attempt log ("openai-responses").
+        default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
+        default_name: "openai-responses", in model strings and the attempt log.
     """
 
     default_base_url = "https://api.openai.com/v1"
@@ -218,33 +215,16 @@ class ResponsesProvider(HTTPProvider):
         """
         return build_responses_body(self.model, request, provider=self.name)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
-        """Send `request` and read the answer as it streams.
-
-        Args:
-            request: The conversation, system prompt, tools and settings.
-
-        Yields:
-            Text, thinking and tool-call parts as they arrive, then one `Completed`.
-
-        Raises:
-            ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
-                `StreamInterrupted`, ...), which `classify` turns into the action.
-        """
-        content = self._encode(self.build_body(request))
-        async with self._open(self.url, content) as es, aclosing(self.read_events(es)) as parts:
-            async for part in parts:
-                yield part
-
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Responses answer read from its events: the live stream's, or a whole
-        response replayed as its terminal event (`_whole_body`).
+        """The parts of a Responses answer, read from its events.
 
         Args:
-            es: Where the events come from: the response's SSE stream, or a `WholeBody`.
+            es: The live response's SSE events, or a whole response replayed as its terminal
+                event (`WholeBody`, for a batch's answers).
 
         Yields:
-            The answer's parts, in order, as the live stream's reader yields them.
+            Text, reasoning-summary and tool-call parts, then one `Completed` built from
+            `response.completed` (or `response.incomplete`).
         """
         state = _State()
         buf = PartBuffer()
