@@ -178,6 +178,7 @@ def _agent_session(path: Path, faults: list[str]) -> tuple[str, list[tuple[Any, 
 
 def _outcomes(agent: Agent) -> list[tuple[Any, ...]]:
     frame = agent.attempts
+
     def dashed(column: str) -> list[Any]:  # no fillna: pandas 2 warns of its downcasting
         return ["-" if pd.isna(v) else v for v in frame[column]]
 
