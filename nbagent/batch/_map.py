@@ -70,7 +70,6 @@ class _Batch:
         self.output = None if options.output is None else OutputSchema.of(options.output)
         if self.output is not None:
             check_fields(self.output, RESULT_COLUMNS)
-            agent_kwargs["output"] = options.output
         if backend == "provider":
             self.provider = ProviderBatch.from_options(
                 self.texts,
@@ -82,6 +81,7 @@ class _Batch:
                 concurrency=options.concurrency,
                 state=options.state,
                 agent_kwargs=agent_kwargs,
+                output=self.output,
             )
             self._prepared(self.provider.progress, self.provider.control, options, stoppable)
             return
@@ -89,6 +89,8 @@ class _Batch:
             from ._ray import ensure_ray
 
             ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
+        if self.output is not None:
+            agent_kwargs["output"] = options.output
         if backend == "local" and agent_kwargs.get("limiter") == "process":
             agent_kwargs["limiter"] = True  # in one process, the shared limiter is that
         extra = list(agent_kwargs.pop("subscribers", ()) or ())
@@ -505,13 +507,17 @@ def resume(
     show: bool | None = None,
     clock: Clock | None = None,
     poll: tuple[float, float] | None = None,
+    output: Any = None,
 ) -> BatchResult:
     """Pick up a provider batch from its state file: after a kernel restart, or elsewhere.
 
     Every batch the state names is polled where it stands (a create that may have been sent
     is looked for among the provider's batches before it is sent again), finished batches'
     results are read again from the provider, and the run goes on to its end; no item is
-    submitted twice. The result is the `BatchResult` the first run would have returned.
+    submitted twice. The result is the `BatchResult` the first run would have returned. A
+    batch begun with `output=` checks its answers against the JSON Schema its state file
+    keeps (the values are then dicts); give the schema again (`output=Review`) to get its
+    instances back. A batch begun with `log=` goes on writing its attempts there.
 
     Args:
         state: The state file the batch's first progress line named (`state=`).
@@ -521,16 +527,26 @@ def resume(
         show: Show the live view or progress line (default: when there is one).
         clock: The clock to wait on (a `VirtualClock` in tests).
         poll: (first, most) seconds between polls.
+        output: The schema the batch began with (`map(..., output=Review)`), given again so
+            that `results["output"]` holds its instances; None: dicts, checked against the
+            stored JSON Schema.
 
     Returns:
         The batch's `BatchResult`.
 
     Raises:
-        ConfigError: The file is missing or not a batch state file, or the key is missing.
+        ConfigError: The file is missing or not a batch state file, the key is missing, or
+            `output` is not the schema the batch began with (or it began without one).
     """
     batch = _Batch.resumed(
         ProviderBatch.from_state(
-            state, api_key=api_key, base_url=base_url, retry=retry, clock=clock, poll=poll
+            state,
+            api_key=api_key,
+            base_url=base_url,
+            retry=retry,
+            clock=clock,
+            poll=poll,
+            output=output,
         ),
         show=show,
     )

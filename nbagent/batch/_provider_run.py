@@ -34,8 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._core._attempts import AttemptLoop
@@ -46,6 +46,8 @@ from .._loop._stream import empty_reply
 from ..errors import (
     Aborted,
     NbAgentError,
+    OutputInvalid,
+    OutputTruncated,
     ProviderError,
     ServerError,
     StreamInterrupted,
@@ -56,11 +58,12 @@ from ..providers._anthropic_batch import expired_error
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
 from ._progress import BatchProgress
+from ._provider_output import BatchOutput, Tail
 from ._provider_rows import BatchRows
 from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
 from ._spec import BatchControl
 
-__all__ = ["CANCEL_WAIT_S", "DEFAULT_POLL", "ItemCheck", "ProviderRun", "RunSettings"]
+__all__ = ["CANCEL_WAIT_S", "DEFAULT_POLL", "ProviderRun", "RunSettings"]
 
 DEFAULT_POLL = (5.0, 60.0)
 """Seconds between polls: the first wait, and the most it grows to."""
@@ -68,9 +71,6 @@ POLL_GROWTH = 1.5
 CANCEL_WAIT_S = 900.0
 """How long a stopped run waits for the provider to finish cancelling (OpenAI: up to 10 min)."""
 _AMBIGUOUS = (TransportError, ServerError, StreamInterrupted)  # the create may have arrived
-
-ItemCheck = Callable[[Any], Awaitable[None]]
-"""Checks a read answer before it is taken (structured outputs); raises to fail it."""
 
 
 @dataclass
@@ -83,7 +83,7 @@ class RunSettings:
     policy: RetryPolicy
     clock: Clock
     poll: tuple[float, float] = DEFAULT_POLL
-    check: ItemCheck | None = None
+    output: BatchOutput | None = None  # structured answers (`output=`)
     resumed: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -111,6 +111,7 @@ class ProviderRun:
         self.adopted = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._empty: dict[int, int] = {}
+        self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
 
     # -- the whole run ----------------------------------------------------------------------
 
@@ -166,34 +167,50 @@ class ProviderRun:
 
     def items(self, rec: BatchRecord) -> Iterator[bytes]:
         """The encoded items of a record, built from the prompts as the live request is."""
-        s, client = self.settings, self.client
         for pos in rec.positions():
-            request = client.request(
-                self.state.prompts[pos],
-                system=s.system,
-                max_tokens=s.max_tokens,
-                options=s.options,
-            )
-            cid = custom_id(self.state.tag, pos, rec.submission)
-            yield client.item(cid, client.request_body(request))
+            yield self.item(pos, rec.submission, rec.tails.get(str(pos)))
 
-    def plan(self, positions: Any, submission: int, delay_s: float = 0.0) -> list[BatchRecord]:
-        """Records for `positions`, split so that none passes the provider's caps."""
+    def item(self, pos: int, submission: int, tail: Any = None) -> bytes:
+        """One item: the prompt's request (with `output=`, the structured answer's system
+        prompt, output tool and format; after a reask, the failed answer and its errors)."""
+        s, client, out = self.settings, self.client, self.settings.output
+        request = client.request(
+            self.state.prompts[pos],
+            system=s.system if out is None else out.system(s.system),
+            max_tokens=s.max_tokens,
+            options=s.options,
+            tools=() if out is None else out.tools,
+            output=None if out is None else out.format,
+            after=Tail.from_json(tail).messages if tail else (),
+        )
+        cid = custom_id(self.state.tag, pos, submission)
+        return client.item(cid, client.request_body(request))
+
+    def plan(
+        self,
+        positions: Any,
+        submission: int,
+        delay_s: float = 0.0,
+        tails: dict[int, Any] | None = None,
+    ) -> list[BatchRecord]:
+        """Records for `positions` (with their `tails`: what a reasked item's request carries
+        after its prompt), split so that none passes the provider's caps."""
         caps, client = self.client.caps, self.client
-        probe = BatchRecord(0, "", submission, [], 0)
+        tails = tails or {}
         made: list[BatchRecord] = []
         chunk: list[int] = []
         size = 0
 
         def close() -> None:
             if chunk:
-                rec = self.state.add(submission, chunk, not_before=time.time() + delay_s)
+                rec = self.state.add(
+                    submission, chunk, not_before=time.time() + delay_s, tails=tails
+                )
                 rec.size = size
                 made.append(rec)
 
         for pos in positions:
-            probe.items = [[pos, pos + 1]]
-            item = next(self.items(probe))
+            item = self.item(pos, submission, tails.get(pos))
             if len(item) + client.overhead(1) > caps.max_bytes:
                 err = _too_large(client, len(item), caps.max_bytes)
                 self.rows.failed(
@@ -334,6 +351,7 @@ class ProviderRun:
         seen: set[int] = set()
         started = self.progress.batches.get(rec.n, {}).get("created_at", self.clock.now())
         retry: list[tuple[int, Decision]] = []
+        tails: dict[int, Any] = {}  # what the items sent again carry after their prompts
         later = self._later(rec) if replay else set()
 
         async def take(pos: int, item: ItemResult) -> None:
@@ -341,12 +359,15 @@ class ProviderRun:
             decision = await self.outcome(rec, pos, item, started)
             if decision is None:
                 return
-            again = decision.action == "retry" and (
+            again = decision.action in ("retry", "reask") and (
                 pos in later if replay else not self.stopping.is_set()
             )
             self._decided(rec, pos, decision, again, started)
             if again:
                 retry.append((pos, decision))
+                tail = self._tail(rec, pos, decision)
+                if tail is not None:
+                    tails[pos] = tail
 
         async def read_all(_n: int) -> None:
             failure = status.failure
@@ -375,7 +396,7 @@ class ProviderRun:
             await take(pos, self._missing(status, pos, rec))
         if retry and not replay:
             delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
-            new = self.plan([p for p, _ in retry], rec.submission + 1, delay)
+            new = self.plan([p for p, _ in retry], rec.submission + 1, delay, tails)
             self.progress.resubmissions += len(new)
         else:
             new = []
@@ -417,16 +438,22 @@ class ProviderRun:
         """Record a succeeded item (None), or the decision about a failed one."""
         now = self.clock.now()
         if item.kind == "succeeded":
+            out, checked = self.settings.output, None
             try:
                 done = await self.client.read(item)
                 empty = empty_reply(done, self.client.name)
                 if empty is not None:
                     raise empty
-                if self.settings.check is not None:
-                    await self.settings.check(done)
-            except ProviderError as err:
+                if out is not None:  # as a live attempt checks its answer
+                    checked = out.check(done, self._max_tokens())
+            except (ProviderError, OutputInvalid, OutputTruncated) as err:
+                if not isinstance(err, ProviderError):  # an answer refused afterwards: its id
+                    self._answered[pos] = done.request_id or done.response_id
                 return self._decide(rec, pos, err)
-            self.rows.succeeded(pos, rec.submission, rec.id, done, started, now)
+            value, raw = (checked.value, checked.raw) if checked is not None else (None, None)
+            self.rows.succeeded(
+                pos, rec.submission, rec.id, done, started, now, value=value, raw=raw
+            )
             self.progress.mark(pos, "ok")
             return None
         if item.kind == "canceled":
@@ -434,34 +461,62 @@ class ProviderRun:
         assert item.error is not None
         return self._decide(rec, pos, item.error)
 
-    def _decide(self, rec: BatchRecord, pos: int, err: ProviderError) -> Decision:
+    def _decide(self, rec: BatchRecord, pos: int, err: NbAgentError) -> Decision:
+        """The one `decide` about an item's failure: its attempt counts from the submission
+        its current question began in (a reask asks anew), its reasks from its tail."""
         empties = self._empty.get(pos, 0)
-        facts = Failure(err, rec.submission, empty_retries=empties)
+        tail = rec.tails.get(str(pos))
+        since, reasks = (int(tail["since"]), int(tail["reasks"])) if tail else (1, 0)
+        out = self.settings.output
+        left = out.retries - reasks if out is not None else 0
+        facts = Failure(
+            err, rec.submission - since + 1, empty_retries=empties, reasks_left=max(0, left)
+        )
         decision = decide(facts, self.policy, rng=self.rng)
         if decision.action == "retry" and type(err).__name__ == "EmptyResponse":
             self._empty[pos] = empties + 1
+        if decision.action == "fail" and isinstance(decision.error, OutputInvalid) and reasks:
+            # the final error says how many reasks came before it, as a live run's does
+            decision = replace(decision, error=decision.error.with_reasks(reasks))
         return decision
+
+    def _tail(self, rec: BatchRecord, pos: int, decision: Decision) -> Any:
+        """What the item's next request carries after its prompt: a new reask's pair, or (a
+        retry) the tail it was sent with."""
+        before = rec.tails.get(str(pos))
+        out, err = self.settings.output, decision.error
+        if decision.action != "reask" or out is None or not isinstance(err, OutputInvalid):
+            return before
+        previous = Tail.from_json(before) if before else None
+        return out.tail(err, previous, rec.submission + 1).to_json()
+
+    def _max_tokens(self) -> int:
+        """The max_tokens a structured answer is cut at (`options` may carry its own)."""
+        value = self.settings.options.get("max_tokens")
+        return value if isinstance(value, int) else self.settings.max_tokens
 
     def _decided(
         self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float
     ) -> None:
         err, now = decision.error, self.clock.now()
         plan = decision.plan
+        answered = self._answered.pop(pos, None)
         if again:
             self.rows.failed(
                 pos,
                 rec.submission,
                 rec.id,
                 err,
-                action="retry",
+                action=decision.action,
                 started=started,
                 ended=now,
                 delay_s=plan.delay_s if plan else None,
                 policy_delay_s=plan.policy_delay_s if plan else None,
+                request_id=answered,
             )
             self.progress.mark(pos, "waiting")
             return
-        if decision.action == "retry" and not isinstance(err, Aborted):
+        if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
             # retryable, but the run was stopped: the row says so, with what it had
             err = Aborted(f"the batch was stopped before this request was sent again ({err})")
         self.rows.failed(
@@ -473,6 +528,7 @@ class ProviderRun:
             started=started,
             ended=now,
             why=decision.why,
+            request_id=answered,
         )
         self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
 
