@@ -124,13 +124,16 @@ class BatchResult:
     def _provider_summary(self, n: int, bad: int) -> str:
         a = self.attempts
         batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
-        again = int((a["action"] == "retry").sum())
         cost = self.results["cost_usd"].dropna()
         price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
         stopped = " (cancelled)" if self.cancelled else ""
+        reasked = ""
+        if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
+            reasked = f" ({int((self.results['reasks'].fillna(0) > 0).sum())} reasked)"
+        again = int(a["action"].isin(("retry", "reask")).sum())
         return (
             f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
-            f"{batches} provider batches, {again} items resubmitted{price}"
+            f"{batches} provider batches, {again} items resubmitted{reasked}{price}"
         )
 
     def __repr__(self) -> str:

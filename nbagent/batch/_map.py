@@ -35,6 +35,7 @@ from .._loop._args import ModelSpec, resolve_model_spec
 from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..notebook import in_notebook
+from ..providers._base import ToolSpec
 from ..providers._batches import batch_client
 from ._estimate import BatchEstimate, estimate
 from ._frames import RESULT_COLUMNS, BatchResult, attempts_frame, prompts_of, results_frame
@@ -43,6 +44,7 @@ from ._options import BatchOptions, Prompts
 from ._output_columns import check_fields
 from ._progress import BatchProgress, TerminalBar
 from ._provider_backend import ProviderBatch, one_model
+from ._provider_output import BatchOutput
 from ._spec import AgentSpec, BatchControl
 
 __all__ = [
@@ -471,15 +473,18 @@ def map(
         dry_run: Send nothing; return a `BatchEstimate` of the tokens and the cost, live and
             through the batch API.
         output: A schema for structured answers (a pydantic model, dataclass, TypedDict,
-            `list[...]` of those, or a JSON Schema dict), given to every agent: the results
-            gain `output`, `reasks` and a typed column per top-level field, so
-            `df.join(out.results)` adds them to your frame. A field named like a result
-            column is a `ConfigError` before anything runs.
+            `list[...]` of those, or a JSON Schema dict), given to every agent (with
+            `backend="provider"`: to every item, each answer checked as a live one is and
+            one off its schema resubmitted with its errors): the results gain `output`,
+            `reasks` and a typed column per top-level field, so `df.join(out.results)` adds
+            them to your frame. A field named like a result column is a `ConfigError` before
+            anything runs.
         **agent_kwargs: Every other keyword goes to each `Agent` (`budget=`,
             `max_tokens=`, `limiter=False`, `api_key=`, `log=`, `output_mode=`,
             `output_retries=`, ...). With
             `backend="provider"`: `api_key`, `base_url`, `max_tokens`, `options`, `clock`,
-            `log`, `poll=(first, most)` seconds between polls, `batch_caps=(requests, bytes)`.
+            `log` (each item's attempts go there too), `output_mode`, `output_retries`,
+            `poll=(first, most)` seconds between polls, `batch_caps=(requests, bytes)`.
 
     Returns:
         A `BatchResult`: `.results` has one row per prompt in prompt order (with the
@@ -580,14 +585,26 @@ def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
             raise
         has_batch = False
     name = model if isinstance(model, str) else f"{provider.name}:{provider.model}"
+    system, extra = options.system, 0
+    tools: tuple[ToolSpec, ...] = ()
+    if options.output is not None:  # what a structured request carries: the schema
+        out = BatchOutput(
+            OutputSchema.of(options.output),
+            mode=kw.get("output_mode", "auto"),
+            retries=kw.get("output_retries", 2),
+            provider=provider,
+        )
+        system, tools, extra = out.system(system), out.tools, out.extra_chars()
     return estimate(
         texts,
         index,
         provider=provider,
         model=name,
-        system=options.system,
+        system=system,
         max_tokens=kw.get("max_tokens", 4096),
         has_batch_api=has_batch,
+        tools=tools,
+        extra_chars=extra,
     )
 
 

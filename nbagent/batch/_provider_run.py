@@ -514,6 +514,8 @@ class ProviderRun:
                 policy_delay_s=plan.policy_delay_s if plan else None,
                 request_id=answered,
             )
+            if decision.action == "reask" and self.rows.reasks[pos] == 1:
+                self.progress.reasked += 1  # the view counts the items reasked at least once
             self.progress.mark(pos, "waiting")
             return
         if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
