@@ -109,6 +109,13 @@ class BatchOutput:
     def check(self, done: Completed, max_tokens: int) -> Checked:
         """The answer's checked value, as a live attempt checks it.
 
+        Args:
+            done: The item's answer, read as a live answer is.
+            max_tokens: What the request allowed (a cut answer is truncated, not invalid).
+
+        Returns:
+            The checked value and the answer's raw text.
+
         Raises:
             OutputInvalid: The answer is not JSON, breaks the schema, or is not there.
             OutputTruncated: The answer was cut at max_tokens.
