@@ -339,3 +339,36 @@ def test_the_durable_log_gets_every_item_attempt(
     # picked up again from the state file: the rows are written once, not twice
     nbagent.batch.resume(kw["state"], show=False, base_url=kw["base_url"], api_key="x", clock=clock)
     assert len(read_attempts(log)) == len(out.attempts) == 5
+
+
+class Item(BaseModel):
+    name: str
+    price: float
+
+
+class Node(BaseModel):
+    value: int
+    children: list[Node] = []
+
+
+@pytest.mark.parametrize("target", [Review, list[Item], Node], ids=["object", "list", "recursive"])
+def test_the_stored_schema_is_told_and_checked_as_the_first_run_did(target: Any) -> None:
+    from nbagent._loop._args import resolve_model_spec
+    from nbagent._loop._output_schema import OutputSchema
+    from nbagent.batch._provider_output import BatchOutput
+
+    provider = resolve_model_spec("openai:gpt-4o-mini", api_key="sk-test", base_url=None)
+    first = BatchOutput(OutputSchema.of(target), mode="auto", retries=1, provider=provider)
+    doc = json.loads(json.dumps(first.to_json()))  # through the state file
+    again = BatchOutput.from_json(doc, provider=provider)
+    assert again.format == first.format and again.tools == first.tools  # the same requests
+    assert again.schema.fields == first.schema.fields
+    value = {"name": "pen", "price": 2.5}
+    answer = {
+        Review: {"sentiment": "neutral", "stars": 3, "summary": "ok"},
+        Node: {"result": {"value": 1, "children": [{"value": 2}]}},
+    }.get(target, {"result": [value]})
+    checked = again.schema.parse(json.dumps(answer))  # dicts: the class is not stored
+    assert checked == answer.get("result", answer)
+    with pytest.raises(nbagent.OutputInvalid):
+        again.schema.parse(json.dumps({"result": 3}))

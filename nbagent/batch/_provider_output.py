@@ -17,6 +17,7 @@ one model with no tools of the user's. What a batch adds:
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -143,15 +144,14 @@ class BatchOutput:
     # -- the state file -----------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """The schema as JSON Schema (unwrapped, named), the mode and the reasks allowed."""
-        told = dict(self.schema.json_schema)
-        if self.schema.wrapped:
-            inner = dict(told["properties"][WRAP_KEY])
-            if "$defs" in told:
-                inner["$defs"] = told["$defs"]
-            told = inner
+        """The converted schema (what the model is told, as JSON Schema), its name, the mode and
+        the reasks allowed."""
+        s = self.schema
         return {
-            "schema": {"title": self.schema.name, **told},
+            "schema": s.json_schema,
+            "wrapped": s.wrapped,
+            "name": s.name,
+            "description": s.description,
             "mode": self.plan.mode,
             "retries": self.retries,
         }
@@ -160,14 +160,31 @@ class BatchOutput:
     def from_json(cls, doc: Any, *, provider: Provider, output: Any = None) -> BatchOutput:
         """The output of a resumed batch: checked against the stored JSON Schema, or against
         `output` (the model it began with, given again) when there is one."""
-        stored = OutputSchema.of(doc["schema"])
-        schema = stored
-        if output is not None:
+        if output is None:
+            schema = _reloaded(doc)
+        else:
             schema = OutputSchema.of(output)
-            if schema.json_schema != stored.json_schema:
+            if (schema.json_schema, schema.wrapped) != (doc["schema"], doc["wrapped"]):
                 raise ConfigError(
                     f"resume(output={schema.name}) has another schema than the batch began "
                     "with: give the same one, or leave output= out (the answers are then "
                     "checked against the stored JSON Schema and come back as dicts)"
                 )
         return cls(schema, mode=doc["mode"], retries=int(doc["retries"]), provider=provider)
+
+
+def _reloaded(doc: dict[str, Any]) -> OutputSchema:
+    """The stored schema, told to the model exactly as before, its answers checked against
+    it (the wrapped value against what the wrapper holds)."""
+    told: dict[str, Any] = doc["schema"]
+    check = told
+    if doc["wrapped"]:
+        check = dict(told["properties"][WRAP_KEY])
+        if "$defs" in told:
+            check["$defs"] = told["$defs"]
+    schema = copy.copy(OutputSchema.of(check))  # a copy: the cached one stays as it is
+    schema.json_schema, schema.wrapped = told, bool(doc["wrapped"])
+    schema.name, schema.description = str(doc["name"]), str(doc["description"])
+    if schema.wrapped:
+        schema.fields = ()
+    return schema
