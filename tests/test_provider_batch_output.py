@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
 import pytest
+from mock_support import positions_sent
 from pydantic import BaseModel, Field
 
 import nbagent
@@ -90,13 +90,6 @@ def turns(body: dict[str, Any]) -> list[tuple[str, str]]:
             )
         out.append((m["role"], text))
     return [t for t in out if t[0] != "system"]
-
-
-def positions_sent(mock: MockServer) -> dict[int, int]:
-    sent: Counter[int] = Counter()
-    for cid, n in mock.submitted_ids().items():
-        sent[int(cid.split("-")[1])] += n
-    return dict(sent)
 
 
 @pytest.mark.parametrize("provider", sorted(MODELS))
