@@ -16,13 +16,14 @@ Each batch record of the state (`_provider_state`) is driven by one task:
   `poll[1]` seconds (×1.5 a poll), never shorter than a Retry-After the provider sent.
 * **collect**: the results, streamed; each line is matched to its prompt by its custom id
   (`<run>-<position>-<submission>`, never by its place in the file), read as a live answer is
-  (`BatchClient.read`), and its failure decided by the one `decide` (classify's table under the
-  retry policy). A download that breaks off is read again (lines already read count once). An
-  item the results do not mention gets what its batch's end says: expired, canceled, or the
-  batch's own failure.
-* **resubmit**: the items whose decision is "retry" go into a new record of the next
-  submission, after the policy's backoff for that submission; everything else is final, so
-  an answered item is never sent (or billed) again.
+  (`BatchClient.read`; with `output=`, checked as a live attempt checks it), and its failure
+  decided by the one `decide` (classify's table under the retry policy; `_provider_items`). A
+  download that breaks off is read again (lines already read count once). An item the results
+  do not mention gets what its batch's end says: expired, canceled, or the batch's own failure.
+* **resubmit**: the items whose decision is "retry" or "reask" go into a new record of the
+  next submission, after the policy's backoff for that submission (a reasked item with its
+  failed answer and the errors after its prompt); everything else is final, so an answered
+  item is never sent (or billed) again.
 
 Stopping (the view's Stop, `handle.cancel()`, Ctrl-C during `map`) cancels every batch at the
 provider, goes on polling until each has ended (at most `CANCEL_WAIT_S`) and collects what
@@ -35,29 +36,26 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._attempts import AttemptLoop
 from .._core._clock import Clock
-from .._core._decision import Decision, Failure, decide
+from .._core._decision import Decision
 from .._core._retry import RetryPolicy
-from .._loop._stream import empty_reply
 from ..errors import (
     Aborted,
     NbAgentError,
-    OutputInvalid,
-    OutputTruncated,
     ProviderError,
     ServerError,
     StreamInterrupted,
     TransportError,
 )
 from ..events import Event
-from ..providers._anthropic_batch import expired_error
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
 from ._progress import BatchProgress
+from ._provider_items import ItemOutcomes
 from ._provider_output import BatchOutput, Tail
 from ._provider_rows import BatchRows
 from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
@@ -110,8 +108,7 @@ class ProviderRun:
         self.creates = 0
         self.adopted = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._empty: dict[int, int] = {}
-        self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
+        self.judge = ItemOutcomes(client, state, rows, settings, progress, self.rng)
 
     # -- the whole run ----------------------------------------------------------------------
 
@@ -240,7 +237,9 @@ class ProviderRun:
             await self.collect(rec, await self.retrieve(rec), replay=True)
             return
         if rec.step == "failed":
-            self._fail_all(rec, _error_named(rec.error or "NbAgentError: it could not be created"))
+            self.judge.fail_all(
+                rec, _error_named(rec.error or "NbAgentError: it could not be created")
+            )
             return
         if rec.step in ("planned", "creating"):
             if not self.stopping.is_set():
@@ -291,7 +290,7 @@ class ProviderRun:
             if found is None:
                 rec.step, rec.error = "failed", f"{type(err).__name__}: {err}"
                 self.state.save()
-                self._fail_all(rec, err)
+                self.judge.fail_all(rec, err)
                 return None
             status = found
         rec.id = status.id
@@ -316,7 +315,7 @@ class ProviderRun:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # final (a 401, a batch that is gone): the rows say so
-                self._fail_all(rec, err, why="the batch can no longer be read")
+                self.judge.fail_all(rec, err, why="the batch can no longer be read")
                 return None
             self._show(rec, status)
             if status.phase == "ended":
@@ -356,16 +355,16 @@ class ProviderRun:
 
         async def take(pos: int, item: ItemResult) -> None:
             seen.add(pos)
-            decision = await self.outcome(rec, pos, item, started)
+            decision = await self.judge.outcome(rec, pos, item, started)
             if decision is None:
                 return
             again = decision.action in ("retry", "reask") and (
                 pos in later if replay else not self.stopping.is_set()
             )
-            self._decided(rec, pos, decision, again, started)
+            self.judge.decided(rec, pos, decision, again, started)
             if again:
                 retry.append((pos, decision))
-                tail = self._tail(rec, pos, decision)
+                tail = self.judge.tail(rec, pos, decision)
                 if tail is not None:
                     tails[pos] = tail
 
@@ -391,9 +390,9 @@ class ProviderRun:
         except Exception as err:
             for pos in sorted(members - seen):
                 seen.add(pos)
-                self._decided(rec, pos, _final(err), False, started)
+                self.judge.decided(rec, pos, _final(err), False, started)
         for pos in sorted(members - seen):
-            await take(pos, self._missing(status, pos, rec))
+            await take(pos, self.judge.missing(status, pos, rec))
         if retry and not replay:
             delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
             new = self.plan([p for p, _ in retry], rec.submission + 1, delay, tails)
@@ -414,135 +413,6 @@ class ProviderRun:
             if other.submission > rec.submission:
                 out.update(other.positions())
         return out
-
-    def _missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
-        cid = custom_id(self.state.tag, pos, rec.submission)
-        if status.failure is not None:
-            failure = getattr(self.client, "failure_error", None)
-            err = failure(status) if failure else ServerError(status.failure)
-            return ItemResult(cid, "errored", error=err if isinstance(err, ProviderError) else None)
-        counts = status.counts
-        if counts.get("expired") or "expired" in status.status.lower():
-            why = "the batch expired before this request was processed"
-            return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
-        if counts.get("canceled") or "cancel" in status.status.lower():
-            return ItemResult(cid, "canceled")
-        err = StreamInterrupted(
-            "the batch ended without a result for this request", provider=self.client.name
-        )
-        return ItemResult(cid, "errored", error=err)
-
-    async def outcome(
-        self, rec: BatchRecord, pos: int, item: ItemResult, started: float
-    ) -> Decision | None:
-        """Record a succeeded item (None), or the decision about a failed one."""
-        now = self.clock.now()
-        if item.kind == "succeeded":
-            out, checked = self.settings.output, None
-            try:
-                done = await self.client.read(item)
-                empty = empty_reply(done, self.client.name)
-                if empty is not None:
-                    raise empty
-                if out is not None:  # as a live attempt checks its answer
-                    checked = out.check(done, self._max_tokens())
-            except (ProviderError, OutputInvalid, OutputTruncated) as err:
-                if not isinstance(err, ProviderError):  # an answer refused afterwards: its id
-                    self._answered[pos] = done.request_id or done.response_id
-                return self._decide(rec, pos, err)
-            value, raw = (checked.value, checked.raw) if checked is not None else (None, None)
-            self.rows.succeeded(
-                pos, rec.submission, rec.id, done, started, now, value=value, raw=raw
-            )
-            self.progress.mark(pos, "ok")
-            return None
-        if item.kind == "canceled":
-            return Decision("fail", Aborted("the batch was cancelled before this request ran"))
-        assert item.error is not None
-        return self._decide(rec, pos, item.error)
-
-    def _decide(self, rec: BatchRecord, pos: int, err: NbAgentError) -> Decision:
-        """The one `decide` about an item's failure: its attempt counts from the submission
-        its current question began in (a reask asks anew), its reasks from its tail."""
-        empties = self._empty.get(pos, 0)
-        tail = rec.tails.get(str(pos))
-        since, reasks = (int(tail["since"]), int(tail["reasks"])) if tail else (1, 0)
-        out = self.settings.output
-        left = out.retries - reasks if out is not None else 0
-        facts = Failure(
-            err, rec.submission - since + 1, empty_retries=empties, reasks_left=max(0, left)
-        )
-        decision = decide(facts, self.policy, rng=self.rng)
-        if decision.action == "retry" and type(err).__name__ == "EmptyResponse":
-            self._empty[pos] = empties + 1
-        if decision.action == "fail" and isinstance(decision.error, OutputInvalid) and reasks:
-            # the final error says how many reasks came before it, as a live run's does
-            decision = replace(decision, error=decision.error.with_reasks(reasks))
-        return decision
-
-    def _tail(self, rec: BatchRecord, pos: int, decision: Decision) -> Any:
-        """What the item's next request carries after its prompt: a new reask's pair, or (a
-        retry) the tail it was sent with."""
-        before = rec.tails.get(str(pos))
-        out, err = self.settings.output, decision.error
-        if decision.action != "reask" or out is None or not isinstance(err, OutputInvalid):
-            return before
-        previous = Tail.from_json(before) if before else None
-        return out.tail(err, previous, rec.submission + 1).to_json()
-
-    def _max_tokens(self) -> int:
-        """The max_tokens a structured answer is cut at (`options` may carry its own)."""
-        value = self.settings.options.get("max_tokens")
-        return value if isinstance(value, int) else self.settings.max_tokens
-
-    def _decided(
-        self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float
-    ) -> None:
-        err, now = decision.error, self.clock.now()
-        plan = decision.plan
-        answered = self._answered.pop(pos, None)
-        if again:
-            self.rows.failed(
-                pos,
-                rec.submission,
-                rec.id,
-                err,
-                action=decision.action,
-                started=started,
-                ended=now,
-                delay_s=plan.delay_s if plan else None,
-                policy_delay_s=plan.policy_delay_s if plan else None,
-                request_id=answered,
-            )
-            if decision.action == "reask" and self.rows.reasks[pos] == 1:
-                self.progress.reasked += 1  # the view counts the items reasked at least once
-            self.progress.mark(pos, "waiting")
-            return
-        if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
-            # retryable, but the run was stopped: the row says so, with what it had
-            err = Aborted(f"the batch was stopped before this request was sent again ({err})")
-        self.rows.failed(
-            pos,
-            rec.submission,
-            rec.id,
-            err,
-            action="fail",
-            started=started,
-            ended=now,
-            why=decision.why,
-            request_id=answered,
-        )
-        self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
-
-    def _fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
-        now = self.clock.now()
-        for pos in rec.positions():
-            if not self.rows.done[pos]:
-                self.rows.failed(
-                    pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
-                )
-                self.progress.mark(pos, "failed")
-        self.progress.changed()
 
     # -- plumbing ---------------------------------------------------------------------------
 
