@@ -249,24 +249,28 @@ def results_frame(
 
 
 def results_from_columns(data: dict[str, Any], index: pd.Index[Any] | None) -> pd.DataFrame:
-    """The results frame from one list per column of `RESULT_COLUMNS` (no row dicts made)."""
+    """The results frame from one list (or array: taken as it is, not copied) per column of
+    `RESULT_COLUMNS` (no row dicts made)."""
+    cost = data["cost_usd"]
+    if not isinstance(cost, np.ndarray):
+        cost = [math.nan if v is None else float(v) for v in cost]
+    dtypes = {
+        "prompt": "string",
+        "final_text": "string",
+        "end_reason": "string",
+        "error": "string",
+        "error_message": "string",
+        "input_tokens": "Int64",
+        "output_tokens": "Int64",
+        "cost_usd": "float64",
+        "turns": "Int64",
+        "duration_s": "float64",
+        "run_id": "string",
+    }
+    values = {**data, "cost_usd": cost}
     df: pd.DataFrame = pd.DataFrame(
-        {
-            "prompt": pd.array(data["prompt"], dtype="string"),
-            "final_text": pd.array(data["final_text"], dtype="string"),
-            "end_reason": pd.array(data["end_reason"], dtype="string"),
-            "error": pd.array(data["error"], dtype="string"),
-            "error_message": pd.array(data["error_message"], dtype="string"),
-            "input_tokens": pd.array(data["input_tokens"], dtype="Int64"),
-            "output_tokens": pd.array(data["output_tokens"], dtype="Int64"),
-            "cost_usd": pd.array(
-                [math.nan if v is None else float(v) for v in data["cost_usd"]],
-                dtype="float64",
-            ),
-            "turns": pd.array(data["turns"], dtype="Int64"),
-            "duration_s": pd.array(data["duration_s"], dtype="float64"),
-            "run_id": pd.array(data["run_id"], dtype="string"),
-        }
+        {c: pd.array(values[c], dtype=dtypes[c], copy=False) for c in RESULT_COLUMNS},
+        copy=False,
     )
     if index is not None:
         df.index = index

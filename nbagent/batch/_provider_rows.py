@@ -334,20 +334,23 @@ class BatchRows:
     # -- frames -----------------------------------------------------------------------------
 
     def results(self, index: pd.Index[Any] | None) -> pd.DataFrame:
+        """The results frame (built once: the answers' text is handed over to it)."""
         n = len(self.prompts)
         reasons = self.end_reason  # a row that never ended was cancelled
+        texts = self.final_text
+        answered = np.fromiter((t is not None for t in texts), dtype=bool, count=n)
         columns: dict[str, Any] = {
-            "prompt": self.prompts,
-            "final_text": self.final_text,
+            "prompt": _copied(self.prompts),
+            "final_text": _handed_over(texts, range(n)),
             "end_reason": reasons.strings(fill=reasons.code("cancelled")),
             "error": _sparse(self.error, n),
             "error_message": _sparse(self.error_message, n),
             "input_tokens": _np(self.input_tokens, np.int64),
             "output_tokens": _np(self.output_tokens, np.int64),
             "cost_usd": _np(self.cost, np.float64),
-            "turns": [0 if t is None else 1 for t in self.final_text],
+            "turns": answered.astype(np.int64),
             "duration_s": _np(self.duration, np.float64),
-            "run_id": [self.run_id(i) for i in range(n)],
+            "run_id": _made(n, lambda i: f"{self.run_tag}-{i}"),
         }
         df = results_from_columns(columns, None)
         if self.output is not None:
@@ -359,7 +362,8 @@ class BatchRows:
         return df
 
     def attempts(self) -> pd.DataFrame:
-        """One row per item per submission, in prompt order, then submission order."""
+        """One row per item per submission, in prompt order, then submission order (built
+        once: the request ids are handed over to it)."""
         a = self._a
         rows = len(a)
         pos = _np(a.pos, np.int64)
@@ -396,18 +400,17 @@ class BatchRows:
         data["error_kind"] = a.kind.strings(order)
         data["model"] = _same(self.model, rows)
         data["tool_name"] = _same(None, rows)
-        data["request_id"] = pd.array(
-            np.array(a.request_id, dtype=object)[order] if rows else [], dtype="string"
-        )
+        data["request_id"] = _handed_over(a.request_id, order)
         messages = np.full(rows, None, dtype=object)
         for row, text in a.message.items():
             messages[row] = text
         data["message"] = pd.array(messages[order], dtype="string")
         sorted_pos = pos[order]
-        data["run_id"] = pd.array([f"{self.run_tag}-{p}" for p in sorted_pos], dtype="string")
+        tag, where = self.run_tag, sorted_pos.tolist()
+        data["run_id"] = _made(rows, lambda k: f"{tag}-{where[k]}")
         out: pd.DataFrame = pd.DataFrame({name: data[name] for name in COLUMNS}, copy=False)
         out.insert(0, "prompt_index", sorted_pos)
-        out["agent_id"] = pd.array([f"{p}.1" for p in sorted_pos], dtype="string")
+        out["agent_id"] = _made(rows, lambda k: f"{where[k]}.1")
         out["worker"] = _same(self.worker, rows)
         out["batch_id"] = a.batch.strings(order)
         return out
@@ -431,6 +434,53 @@ def _ints(values: np.ndarray[Any, Any], missing: np.ndarray[Any, Any] | None = N
 
 def _same(value: str | None, rows: int) -> Any:
     return pd.array(np.full(rows, value, dtype=object), dtype="string")
+
+
+_CHUNK = 16_384  # rows of Python strings made at once for a string column
+
+
+def _strings(parts: list[Any]) -> Any:
+    if not parts:
+        return pd.array([], dtype="string")
+    if len(parts) == 1:
+        return parts[0]
+    joined = pd.concat([pd.Series(p, copy=False) for p in parts], ignore_index=True)
+    return joined.array
+
+
+def _made(n: int, value: Callable[[int], str]) -> Any:
+    """A string column of `n` values made chunk by chunk: at most one chunk of them exists as
+    Python strings beside the column."""
+    return _strings(
+        [
+            pd.array([value(i) for i in range(start, min(n, start + _CHUNK))], dtype="string")
+            for start in range(0, n, _CHUNK)
+        ]
+    )
+
+
+def _copied(values: list[str]) -> Any:
+    """A string column of `values`, made chunk by chunk (one large conversion reserves about
+    twice what the column holds while it grows)."""
+    return _strings(
+        [
+            pd.array(values[start : start + _CHUNK], dtype="string")
+            for start in range(0, len(values), _CHUNK)
+        ]
+    )
+
+
+def _handed_over(values: list[str | None], order: Any) -> Any:
+    """The column of `values` in `order`, made chunk by chunk, each value let go of once it is
+    in the column (so the strings and their copy in the frame never both exist whole)."""
+    parts = []
+    indexes = list(order)
+    for start in range(0, len(indexes), _CHUNK):
+        chunk = indexes[start : start + _CHUNK]
+        parts.append(pd.array([values[k] for k in chunk], dtype="string"))
+        for k in chunk:
+            values[k] = None
+    return _strings(parts)
 
 
 def _sparse(values: dict[int, str], n: int) -> list[str | None]:

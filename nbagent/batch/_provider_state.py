@@ -189,12 +189,19 @@ class ProviderState:
             "started_wall": self.started_wall,
             "batches": [asdict(b) for b in self.batches],
         }
-        text = json.dumps(head, ensure_ascii=False)[:-1] + f', "prompts": {self._prompts_json}}}'
+        # written in parts: the prompts (megabytes for a large batch) are not copied per save
+        parts = (
+            json.dumps(head, ensure_ascii=False)[:-1],
+            ', "prompts": ',
+            self._prompts_json,
+            "}",
+        )
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
+                for part in parts:
+                    f.write(part)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
