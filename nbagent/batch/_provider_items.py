@@ -59,6 +59,8 @@ class ItemOutcomes:
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
+        """What an item the ended batch's results do not mention ended as: the batch's own
+        failure, its expiry, its cancellation, or a result that never came."""
         cid = custom_id(self.state.tag, pos, rec.submission)
         if status.failure is not None:
             failure = getattr(self.client, "failure_error", None)
@@ -141,6 +143,8 @@ class ItemOutcomes:
     def decided(
         self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float
     ) -> None:
+        """Record the decision about an item: sent `again` (a retry, a reask) or its row's
+        end (a stopped run turns a resubmission into `cancelled`)."""
         err, now = decision.error, self.clock.now()
         plan = decision.plan
         answered = self._answered.pop(pos, None)
@@ -178,6 +182,8 @@ class ItemOutcomes:
         self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
 
     def fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
+        """End every row of `rec` not yet ended with `err` (a batch that cannot be made or
+        read any more)."""
         now = self.clock.now()
         for pos in rec.positions():
             if not self.rows.done[pos]:
