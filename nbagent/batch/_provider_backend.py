@@ -9,8 +9,9 @@ other backends (`results` in prompt order with the input's index; `attempts` one
 per submission, with its `batch_id`). The run itself is `_provider_run`; this module checks
 the options (before anything is sent), makes the state, and builds the result. A request is
 one user message: tools, budgets and fallback chains belong to live agents and are refused
-with a sentence. `resume(state)` picks a run up from its state file, in this process or
-another; `dry_run=True` is `estimate`, which sends nothing.
+with a sentence; `output=` asks every item for a schema (`_provider_output`), and `log=` gets
+every item attempt as the rows record it. `resume(state)` picks a run up from its state file,
+in this process or another; `dry_run=True` is `estimate`, which sends nothing.
 """
 
 from __future__ import annotations
