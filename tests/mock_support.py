@@ -7,6 +7,7 @@ It is deliberately not nbagent's parser: the mock's wire output is checked by a 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,12 @@ class BatchClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def positions_sent(mock: Any) -> dict[int, int]:
+    """How often each prompt position was submitted to a `MockServer`'s batches (nbagent's
+    custom ids are `<run>-<position>-<submission>`)."""
+    sent: Counter[int] = Counter()
+    for cid, n in mock.submitted_ids().items():
+        sent[int(cid.split("-")[1])] += n
+    return dict(sent)

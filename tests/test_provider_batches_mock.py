@@ -7,12 +7,12 @@ minute of batch time ends after a few polls that take no real time.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from mock_support import positions_sent
 
 import nbagent
 from nbagent import RetryPolicy
@@ -28,14 +28,6 @@ MODELS = {
     "azure": ("azure:my-batch-deployment", ""),
     "gemini": ("gemini:gemini-2.5-flash", ""),
 }
-
-
-def positions_sent(mock: MockServer) -> dict[int, int]:
-    """How often each prompt position was submitted (custom ids: `<run>-<position>-<n>`)."""
-    sent: Counter[int] = Counter()
-    for cid, n in mock.submitted_ids().items():
-        sent[int(cid.split("-")[1])] += n
-    return dict(sent)
 
 
 def batch_map(mock: MockServer, clock: VirtualClock, model: str, path: Path, **kw: Any) -> Any:

@@ -308,13 +308,18 @@ class DurableLog:
         return self._last_error
 
     def __call__(self, index: int, row: dict[str, Any]) -> None:
+        self.put(self.agent_id, index, row)
+
+    def put(self, agent_id: str, index: int, row: dict[str, Any]) -> None:
+        """Hand over the row `index` of the agent `agent_id` (a provider batch's rows are
+        each item's: one log, many agent ids)."""
         w = self._writer
         if w is None or w.generation != _generation:
             w = self._hold(_acquire(self.target))
         if w.error is not None:
             self._report()
             return
-        w.queue.put((self.agent_id, self.worker or w.worker, index, row, time.time()))
+        w.queue.put((agent_id, self.worker or w.worker, index, row, time.time()))
 
     def flush(self, timeout: float | None = 30.0) -> None:
         """Wait until every row handed over so far is committed (or the writer gave up)."""

@@ -1,7 +1,9 @@
 """The bill before the batch: `map(..., dry_run=True)` sends nothing and says what it would cost.
 
 Input tokens are estimated the way the agent estimates them before it sends (about four
-characters a token, `_loop._estimate`), output tokens are bounded by `max_tokens` (the most each
+characters a token, `_loop._estimate`), the schema of `output=` included wherever the request
+carries it (the system prompt, the output tool, the provider's own field: providers bill it as
+input), output tokens are bounded by `max_tokens` (the most each
 answer may cost), and both are priced with genai-prices' bundled data, live and through the
 provider's batch API (`_pricing.estimate_cost(batch=True)`). A model genai-prices does not know
 has no price (NaN, never a guess); a provider without a batch API has no batch price.
@@ -10,6 +12,7 @@ has no price (NaN, never a guess); a provider without a batch API has no batch p
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -19,8 +22,9 @@ import pandas as pd
 
 from .._core._budget import Usage
 from .._core._messages import Message, TextBlock
-from .._loop._estimate import estimate_tokens
+from .._loop._estimate import CHARS_PER_TOKEN, estimate_tokens
 from ..errors import ConfigError
+from ..providers._base import ToolSpec
 from ..providers._pricing import estimate_cost
 
 __all__ = ["ESTIMATE_COLUMNS", "BatchEstimate", "estimate"]
@@ -118,8 +122,12 @@ def estimate(
     system: str | None,
     max_tokens: int,
     has_batch_api: bool,
+    tools: Sequence[ToolSpec] = (),
+    extra_chars: int = 0,
 ) -> BatchEstimate:
-    """The estimate of one request per prompt to `provider` (see the module docstring)."""
+    """The estimate of one request per prompt to `provider` (see the module docstring):
+    with `output=`, the system prompt and `tools` are what a structured request carries, and
+    `extra_chars` the schema the provider's own field carries (native mode)."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
     name, wire_model = provider.name, provider.model
@@ -128,7 +136,8 @@ def estimate(
     batch: list[float] = []
     prices: dict[int, tuple[float, float]] = {}
     for text in texts:
-        n = estimate_tokens((Message("user", (TextBlock(text),)),), system)
+        n = estimate_tokens((Message("user", (TextBlock(text),)),), system, tools)
+        n += extra_chars // CHARS_PER_TOKEN
         tokens.append(n)
         if n not in prices:
             usage = Usage(input_tokens=n, output_tokens=max_tokens)

@@ -124,13 +124,16 @@ class BatchResult:
     def _provider_summary(self, n: int, bad: int) -> str:
         a = self.attempts
         batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
-        again = int((a["action"] == "retry").sum())
         cost = self.results["cost_usd"].dropna()
         price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
         stopped = " (cancelled)" if self.cancelled else ""
+        reasked = ""
+        if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
+            reasked = f" ({int((self.results['reasks'].fillna(0) > 0).sum())} reasked)"
+        again = int(a["action"].isin(("retry", "reask")).sum())
         return (
             f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
-            f"{batches} provider batches, {again} items resubmitted{price}"
+            f"{batches} provider batches, {again} items resubmitted{reasked}{price}"
         )
 
     def __repr__(self) -> str:
@@ -246,24 +249,28 @@ def results_frame(
 
 
 def results_from_columns(data: dict[str, Any], index: pd.Index[Any] | None) -> pd.DataFrame:
-    """The results frame from one list per column of `RESULT_COLUMNS` (no row dicts made)."""
+    """The results frame from one list (or array: taken as it is, not copied) per column of
+    `RESULT_COLUMNS` (no row dicts made)."""
+    cost = data["cost_usd"]
+    if not isinstance(cost, np.ndarray):
+        cost = [math.nan if v is None else float(v) for v in cost]
+    dtypes = {
+        "prompt": "string",
+        "final_text": "string",
+        "end_reason": "string",
+        "error": "string",
+        "error_message": "string",
+        "input_tokens": "Int64",
+        "output_tokens": "Int64",
+        "cost_usd": "float64",
+        "turns": "Int64",
+        "duration_s": "float64",
+        "run_id": "string",
+    }
+    values = {**data, "cost_usd": cost}
     df: pd.DataFrame = pd.DataFrame(
-        {
-            "prompt": pd.array(data["prompt"], dtype="string"),
-            "final_text": pd.array(data["final_text"], dtype="string"),
-            "end_reason": pd.array(data["end_reason"], dtype="string"),
-            "error": pd.array(data["error"], dtype="string"),
-            "error_message": pd.array(data["error_message"], dtype="string"),
-            "input_tokens": pd.array(data["input_tokens"], dtype="Int64"),
-            "output_tokens": pd.array(data["output_tokens"], dtype="Int64"),
-            "cost_usd": pd.array(
-                [math.nan if v is None else float(v) for v in data["cost_usd"]],
-                dtype="float64",
-            ),
-            "turns": pd.array(data["turns"], dtype="Int64"),
-            "duration_s": pd.array(data["duration_s"], dtype="float64"),
-            "run_id": pd.array(data["run_id"], dtype="string"),
-        }
+        {c: pd.array(values[c], dtype=dtypes[c], copy=False) for c in RESULT_COLUMNS},
+        copy=False,
     )
     if index is not None:
         df.index = index

@@ -35,6 +35,7 @@ from .._loop._args import ModelSpec, resolve_model_spec
 from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..notebook import in_notebook
+from ..providers._base import ToolSpec
 from ..providers._batches import batch_client
 from ._estimate import BatchEstimate, estimate
 from ._frames import RESULT_COLUMNS, BatchResult, attempts_frame, prompts_of, results_frame
@@ -43,6 +44,7 @@ from ._options import BatchOptions, Prompts
 from ._output_columns import check_fields
 from ._progress import BatchProgress, TerminalBar
 from ._provider_backend import ProviderBatch, one_model
+from ._provider_output import BatchOutput
 from ._spec import AgentSpec, BatchControl
 
 __all__ = ["BatchHandle", "amap", "map", "resume", "start"]
@@ -60,7 +62,6 @@ class _Batch:
         self.output = None if options.output is None else OutputSchema.of(options.output)
         if self.output is not None:
             check_fields(self.output, RESULT_COLUMNS)
-            agent_kwargs["output"] = options.output
         if backend == "provider":
             self.provider = ProviderBatch.from_options(
                 self.texts,
@@ -72,6 +73,7 @@ class _Batch:
                 concurrency=options.concurrency,
                 state=options.state,
                 agent_kwargs=agent_kwargs,
+                output=self.output,
             )
             self._prepared(self.provider.progress, self.provider.control, options, stoppable)
             return
@@ -79,6 +81,8 @@ class _Batch:
             from ._ray import ensure_ray
 
             ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
+        if self.output is not None:
+            agent_kwargs["output"] = options.output
         if backend == "local" and agent_kwargs.get("limiter") == "process":
             agent_kwargs["limiter"] = True  # in one process, the shared limiter is that
         extra = list(agent_kwargs.pop("subscribers", ()) or ())
@@ -459,15 +463,18 @@ def map(
         dry_run: Send nothing; return a `BatchEstimate` of the tokens and the cost, live and
             through the batch API.
         output: A schema for structured answers (a pydantic model, dataclass, TypedDict,
-            `list[...]` of those, or a JSON Schema dict), given to every agent: the results
-            gain `output`, `reasks` and a typed column per top-level field, so
-            `df.join(out.results)` adds them to your frame. A field named like a result
-            column is a `ConfigError` before anything runs.
+            `list[...]` of those, or a JSON Schema dict), given to every agent (with
+            `backend="provider"`: to every item, each answer checked as a live one is and
+            one off its schema resubmitted with its errors): the results gain `output`,
+            `reasks` and a typed column per top-level field, so `df.join(out.results)` adds
+            them to your frame. A field named like a result column is a `ConfigError` before
+            anything runs.
         **agent_kwargs: Every other keyword goes to each `Agent` (`budget=`,
             `max_tokens=`, `limiter=False`, `api_key=`, `log=`, `output_mode=`,
             `output_retries=`, ...). With
             `backend="provider"`: `api_key`, `base_url`, `max_tokens`, `options`, `clock`,
-            `log`, `poll=(first, most)` seconds between polls, `batch_caps=(requests, bytes)`.
+            `log` (each item's attempts go there too), `output_mode`, `output_retries`,
+            `poll=(first, most)` seconds between polls, `batch_caps=(requests, bytes)`.
 
     Returns:
         A `BatchResult`: `.results` has one row per prompt in prompt order (with the
@@ -495,13 +502,17 @@ def resume(
     show: bool | None = None,
     clock: Clock | None = None,
     poll: tuple[float, float] | None = None,
+    output: Any = None,
 ) -> BatchResult:
     """Pick up a provider batch from its state file: after a kernel restart, or elsewhere.
 
     Every batch the state names is polled where it stands (a create that may have been sent
     is looked for among the provider's batches before it is sent again), finished batches'
     results are read again from the provider, and the run goes on to its end; no item is
-    submitted twice. The result is the `BatchResult` the first run would have returned.
+    submitted twice. The result is the `BatchResult` the first run would have returned. A
+    batch begun with `output=` checks its answers against the JSON Schema its state file
+    keeps (the values are then dicts); give the schema again (`output=Review`) to get its
+    instances back. A batch begun with `log=` goes on writing its attempts there.
 
     Args:
         state: The state file the batch's first progress line named (`state=`).
@@ -511,16 +522,26 @@ def resume(
         show: Show the live view or progress line (default: when there is one).
         clock: The clock to wait on (a `VirtualClock` in tests).
         poll: (first, most) seconds between polls.
+        output: The schema the batch began with (`map(..., output=Review)`), given again so
+            that `results["output"]` holds its instances; None: dicts, checked against the
+            stored JSON Schema.
 
     Returns:
         The batch's `BatchResult`.
 
     Raises:
-        ConfigError: The file is missing or not a batch state file, or the key is missing.
+        ConfigError: The file is missing or not a batch state file, the key is missing, or
+            `output` is not the schema the batch began with (or it began without one).
     """
     batch = _Batch.resumed(
         ProviderBatch.from_state(
-            state, api_key=api_key, base_url=base_url, retry=retry, clock=clock, poll=poll
+            state,
+            api_key=api_key,
+            base_url=base_url,
+            retry=retry,
+            clock=clock,
+            poll=poll,
+            output=output,
         ),
         show=show,
     )
@@ -554,14 +575,26 @@ def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
             raise
         has_batch = False
     name = model if isinstance(model, str) else f"{provider.name}:{provider.model}"
+    system, extra = options.system, 0
+    tools: tuple[ToolSpec, ...] = ()
+    if options.output is not None:  # what a structured request carries: the schema
+        out = BatchOutput(
+            OutputSchema.of(options.output),
+            mode=kw.get("output_mode", "auto"),
+            retries=kw.get("output_retries", 2),
+            provider=provider,
+        )
+        system, tools, extra = out.system(system), out.tools, out.extra_chars()
     return estimate(
         texts,
         index,
         provider=provider,
         model=name,
-        system=options.system,
+        system=system,
         max_tokens=kw.get("max_tokens", 4096),
         has_batch_api=has_batch,
+        tools=tools,
+        extra_chars=extra,
     )
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 from .._loop._output_schema import OutputSchema, field_types
 from ..errors import ConfigError
 
-__all__ = ["OUTPUT_COLUMNS", "check_fields", "output_columns"]
+__all__ = ["OUTPUT_COLUMNS", "check_fields", "output_columns", "structured_columns"]
 
 OUTPUT_COLUMNS = ("output", "reasks")
 """What a batch with `output=` adds to the results before the fields: the validated value and
@@ -97,11 +97,27 @@ def _field_value(value: Any, name: str) -> Any:
 
 
 def output_columns(schema: OutputSchema, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The columns a structured batch adds, in order: output, reasks, then each field."""
+    """The columns a structured batch adds, from its rows (dicts with `output` and `reasks`)."""
     values = [r.get("output") for r in rows]
+    return structured_columns(schema, values, [r.get("reasks") or 0 for r in rows])
+
+
+def structured_columns(
+    schema: OutputSchema, values: Sequence[Any], reasks: Sequence[int] | Any
+) -> dict[str, Any]:
+    """The columns a structured batch adds, in order: output, reasks, then each field.
+
+    Args:
+        schema: The batch's converted schema.
+        values: Each row's validated answer (None for a row without one).
+        reasks: How many reasks each row took (a list or an integer array).
+
+    Returns:
+        Column name -> array, to set on the results frame in this order.
+    """
     columns: dict[str, Any] = {
-        "output": pd.array(values, dtype="object"),
-        "reasks": pd.array([r.get("reasks") or 0 for r in rows], dtype="Int64"),
+        "output": pd.array(list(values), dtype="object"),
+        "reasks": pd.array(reasks, dtype="Int64"),
     }
     for name, dtype in _fields(schema).items():
         cells = [_field_value(v, name) for v in values]

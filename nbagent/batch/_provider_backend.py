@@ -9,8 +9,9 @@ other backends (`results` in prompt order with the input's index; `attempts` one
 per submission, with its `batch_id`). The run itself is `_provider_run`; this module checks
 the options (before anything is sent), makes the state, and builds the result. A request is
 one user message: tools, budgets and fallback chains belong to live agents and are refused
-with a sentence. `resume(state)` picks a run up from its state file, in this process or
-another; `dry_run=True` is `estimate`, which sends nothing.
+with a sentence; `output=` asks every item for a schema (`_provider_output`), and `log=` gets
+every item attempt as the rows record it. `resume(state)` picks a run up from its state file,
+in this process or another; `dry_run=True` is `estimate`, which sends nothing.
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ import pandas as pd
 from .._core._clock import Clock, RealClock
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec, resolve_model_spec
+from .._loop._durable_log import DurableLog
+from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchCaps
 from ..providers._batches import batch_client
 from ._frames import BatchResult
 from ._progress import BatchProgress
+from ._provider_output import BatchOutput
 from ._provider_rows import BatchRows
-from ._provider_run import DEFAULT_POLL, ItemCheck, ProviderRun, RunSettings
+from ._provider_run import DEFAULT_POLL, ProviderRun, RunSettings
 from ._provider_state import ProviderState, default_state_path, new_tag
 from ._spec import BatchControl
 
@@ -49,7 +53,18 @@ __all__ = [
 ]
 
 PROVIDER_OPTIONS = frozenset(
-    {"api_key", "base_url", "max_tokens", "options", "clock", "log", "poll", "batch_caps"}
+    {
+        "api_key",
+        "base_url",
+        "max_tokens",
+        "options",
+        "clock",
+        "log",
+        "poll",
+        "batch_caps",
+        "output_mode",
+        "output_retries",
+    }
 )
 """The keywords `backend="provider"` takes besides the batch's own options."""
 
@@ -139,6 +154,14 @@ def one_model(model: ModelSpec | Sequence[ModelSpec]) -> ModelSpec:
     return model  # type: ignore[return-value]
 
 
+def _log_path(log: Any) -> str | None:
+    """The durable log's file as the state keeps it (a connection cannot be kept: a resume
+    then writes no log unless given one)."""
+    if isinstance(log, (str, os.PathLike)) and str(log) not in ("", ":memory:"):
+        return os.path.abspath(os.fspath(log))
+    return None
+
+
 def _model_name(spec: ModelSpec, provider: Any) -> str:
     if isinstance(spec, str):
         return spec.strip()
@@ -155,8 +178,10 @@ class ProviderBatch:
         state: ProviderState,
         settings: RunSettings,
         index: pd.Index[Any] | None,
+        log: Any = None,
     ) -> None:
         self.client, self.state, self.settings, self.index = client, state, settings, index
+        self.log = log  # the durable log (`log=`): a path or a connection, or None
         self.progress = BatchProgress(total=len(state.prompts), backend="provider")
         self.progress.state_path = str(state.path)
         self.control = BatchControl()
@@ -175,7 +200,7 @@ class ProviderBatch:
         concurrency: int,
         state: str | os.PathLike[str] | None,
         agent_kwargs: dict[str, Any],
-        check: ItemCheck | None = None,
+        output: OutputSchema | None = None,
     ) -> ProviderBatch:
         spec = one_model(model)
         if list(tools or ()):
@@ -205,6 +230,15 @@ class ProviderBatch:
         )
         client = batch_client(provider)
         client.caps = _caps(agent_kwargs.get("batch_caps"), client)
+        structured = None
+        if output is not None:  # each item's mode and the schema's dialect: checked now
+            structured = BatchOutput(
+                output,
+                mode=agent_kwargs.get("output_mode", "auto"),
+                retries=agent_kwargs.get("output_retries", 2),
+                provider=provider,
+            )
+        log = agent_kwargs.get("log")
         tag = new_tag()
         path = (
             Path(state) if state is not None else default_state_path(tag, agent_kwargs.get("log"))
@@ -226,11 +260,19 @@ class ProviderBatch:
             caps=[client.caps.max_requests, client.caps.max_bytes],
             prompts=texts,
             index=index_to_json(index, len(texts)),
+            output=structured.to_json() if structured is not None else None,
+            log=_log_path(log),
         )
         settings = RunSettings(
-            system, max_tokens, dict(options), policy, clock, _poll(agent_kwargs.get("poll")), check
+            system,
+            max_tokens,
+            dict(options),
+            policy,
+            clock,
+            _poll(agent_kwargs.get("poll")),
+            structured,
         )
-        return cls(client=client, state=run_state, settings=settings, index=index)
+        return cls(client=client, state=run_state, settings=settings, index=index, log=log)
 
     @classmethod
     def from_state(
@@ -242,13 +284,21 @@ class ProviderBatch:
         retry: RetryPolicy | None = None,
         clock: Clock | None = None,
         poll: tuple[float, float] | None = None,
-        check: ItemCheck | None = None,
+        output: Any = None,
     ) -> ProviderBatch:
         state = ProviderState.load(path)
         provider = resolve_model_spec(
             state.model, api_key=api_key, base_url=base_url or state.base_url
         )
         client = batch_client(provider, caps=BatchCaps(*state.caps))
+        structured = None
+        if state.output is not None:
+            structured = BatchOutput.from_json(state.output, provider=provider, output=output)
+        elif output is not None:
+            raise ConfigError(
+                f"the batch in {state.path} began without output=, so its answers are text: "
+                "leave output= out of resume()"
+            )
         policy = retry or RetryPolicy(**state.retry)
         req = state.request
         settings = RunSettings(
@@ -258,12 +308,11 @@ class ProviderBatch:
             policy,
             clock or RealClock(),
             _poll(poll),
-            check,
+            structured,
             resumed=True,
         )
-        return cls(
-            client=client, state=state, settings=settings, index=index_from_json(state.index)
-        )
+        index = index_from_json(state.index)
+        return cls(client=client, state=state, settings=settings, index=index, log=state.log)
 
     def announce(self) -> None:
         """The first progress line: where the state is, and how to pick the batch up."""
@@ -276,12 +325,19 @@ class ProviderBatch:
 
     async def run(self) -> BatchResult:
         t0 = time.monotonic()
+        worker = f"{socket.gethostname()}:{os.getpid()}"
+        # the items' attempts go to the durable log as they are recorded, one agent id per
+        # item (its run id), as each agent of the local backend writes its own
+        durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
+        out = self.settings.output
         rows = BatchRows(
             self.state.prompts,
             model=self.client.provider.model,
             max_attempts=self.settings.policy.max_attempts,
-            worker=f"{socket.gethostname()}:{os.getpid()}",
+            worker=worker,
             run_tag=self.state.tag,
+            output=out.schema if out is not None else None,
+            sink=durable.put if durable is not None else None,
         )
         run = self.run_obj = ProviderRun(
             self.client, self.state, rows, self.settings, self.progress, self.control
@@ -290,6 +346,8 @@ class ProviderBatch:
             await run.run()
         finally:
             await self.client.provider.aclose()
+            if durable is not None:
+                durable.close()
         return BatchResult(
             results=rows.results(self.index),
             attempts=rows.attempts(),

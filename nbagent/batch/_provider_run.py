@@ -16,13 +16,14 @@ Each batch record of the state (`_provider_state`) is driven by one task:
   `poll[1]` seconds (×1.5 a poll), never shorter than a Retry-After the provider sent.
 * **collect**: the results, streamed; each line is matched to its prompt by its custom id
   (`<run>-<position>-<submission>`, never by its place in the file), read as a live answer is
-  (`BatchClient.read`), and its failure decided by the one `decide` (classify's table under the
-  retry policy). A download that breaks off is read again (lines already read count once). An
-  item the results do not mention gets what its batch's end says: expired, canceled, or the
-  batch's own failure.
-* **resubmit**: the items whose decision is "retry" go into a new record of the next
-  submission, after the policy's backoff for that submission; everything else is final, so
-  an answered item is never sent (or billed) again.
+  (`BatchClient.read`; with `output=`, checked as a live attempt checks it), and its failure
+  decided by the one `decide` (classify's table under the retry policy; `_provider_items`). A
+  download that breaks off is read again (lines already read count once). An item the results
+  do not mention gets what its batch's end says: expired, canceled, or the batch's own failure.
+* **resubmit**: the items whose decision is "retry" or "reask" go into a new record of the
+  next submission, after the policy's backoff for that submission (a reasked item with its
+  failed answer and the errors after its prompt); everything else is final, so an answered
+  item is never sent (or billed) again.
 
 Stopping (the view's Stop, `handle.cancel()`, Ctrl-C during `map`) cancels every batch at the
 provider, goes on polling until each has ended (at most `CANCEL_WAIT_S`) and collects what
@@ -34,15 +35,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._attempts import AttemptLoop
 from .._core._clock import Clock
-from .._core._decision import Decision, Failure, decide
+from .._core._decision import Decision
 from .._core._retry import RetryPolicy
-from .._loop._stream import empty_reply
 from ..errors import (
     Aborted,
     NbAgentError,
@@ -52,15 +52,16 @@ from ..errors import (
     TransportError,
 )
 from ..events import Event
-from ..providers._anthropic_batch import expired_error
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
 from ._progress import BatchProgress
+from ._provider_items import ItemOutcomes
+from ._provider_output import BatchOutput, Tail
 from ._provider_rows import BatchRows
 from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
 from ._spec import BatchControl
 
-__all__ = ["CANCEL_WAIT_S", "DEFAULT_POLL", "ItemCheck", "ProviderRun", "RunSettings"]
+__all__ = ["CANCEL_WAIT_S", "DEFAULT_POLL", "ProviderRun", "RunSettings"]
 
 DEFAULT_POLL = (5.0, 60.0)
 """Seconds between polls: the first wait, and the most it grows to."""
@@ -68,9 +69,6 @@ POLL_GROWTH = 1.5
 CANCEL_WAIT_S = 900.0
 """How long a stopped run waits for the provider to finish cancelling (OpenAI: up to 10 min)."""
 _AMBIGUOUS = (TransportError, ServerError, StreamInterrupted)  # the create may have arrived
-
-ItemCheck = Callable[[Any], Awaitable[None]]
-"""Checks a read answer before it is taken (structured outputs); raises to fail it."""
 
 
 @dataclass
@@ -83,7 +81,7 @@ class RunSettings:
     policy: RetryPolicy
     clock: Clock
     poll: tuple[float, float] = DEFAULT_POLL
-    check: ItemCheck | None = None
+    output: BatchOutput | None = None  # structured answers (`output=`)
     resumed: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -110,7 +108,7 @@ class ProviderRun:
         self.creates = 0
         self.adopted = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._empty: dict[int, int] = {}
+        self.judge = ItemOutcomes(client, state, rows, settings, progress, self.rng)
 
     # -- the whole run ----------------------------------------------------------------------
 
@@ -166,34 +164,50 @@ class ProviderRun:
 
     def items(self, rec: BatchRecord) -> Iterator[bytes]:
         """The encoded items of a record, built from the prompts as the live request is."""
-        s, client = self.settings, self.client
         for pos in rec.positions():
-            request = client.request(
-                self.state.prompts[pos],
-                system=s.system,
-                max_tokens=s.max_tokens,
-                options=s.options,
-            )
-            cid = custom_id(self.state.tag, pos, rec.submission)
-            yield client.item(cid, client.request_body(request))
+            yield self.item(pos, rec.submission, rec.tails.get(str(pos)))
 
-    def plan(self, positions: Any, submission: int, delay_s: float = 0.0) -> list[BatchRecord]:
-        """Records for `positions`, split so that none passes the provider's caps."""
+    def item(self, pos: int, submission: int, tail: Any = None) -> bytes:
+        """One item: the prompt's request (with `output=`, the structured answer's system
+        prompt, output tool and format; after a reask, the failed answer and its errors)."""
+        s, client, out = self.settings, self.client, self.settings.output
+        request = client.request(
+            self.state.prompts[pos],
+            system=s.system if out is None else out.system(s.system),
+            max_tokens=s.max_tokens,
+            options=s.options,
+            tools=() if out is None else out.tools,
+            output=None if out is None else out.format,
+            after=Tail.from_json(tail).messages if tail else (),
+        )
+        cid = custom_id(self.state.tag, pos, submission)
+        return client.item(cid, client.request_body(request))
+
+    def plan(
+        self,
+        positions: Any,
+        submission: int,
+        delay_s: float = 0.0,
+        tails: dict[int, Any] | None = None,
+    ) -> list[BatchRecord]:
+        """Records for `positions` (with their `tails`: what a reasked item's request carries
+        after its prompt), split so that none passes the provider's caps."""
         caps, client = self.client.caps, self.client
-        probe = BatchRecord(0, "", submission, [], 0)
+        tails = tails or {}
         made: list[BatchRecord] = []
         chunk: list[int] = []
         size = 0
 
         def close() -> None:
             if chunk:
-                rec = self.state.add(submission, chunk, not_before=time.time() + delay_s)
+                rec = self.state.add(
+                    submission, chunk, not_before=time.time() + delay_s, tails=tails
+                )
                 rec.size = size
                 made.append(rec)
 
         for pos in positions:
-            probe.items = [[pos, pos + 1]]
-            item = next(self.items(probe))
+            item = self.item(pos, submission, tails.get(pos))
             if len(item) + client.overhead(1) > caps.max_bytes:
                 err = _too_large(client, len(item), caps.max_bytes)
                 self.rows.failed(
@@ -223,7 +237,9 @@ class ProviderRun:
             await self.collect(rec, await self.retrieve(rec), replay=True)
             return
         if rec.step == "failed":
-            self._fail_all(rec, _error_named(rec.error or "NbAgentError: it could not be created"))
+            self.judge.fail_all(
+                rec, _error_named(rec.error or "NbAgentError: it could not be created")
+            )
             return
         if rec.step in ("planned", "creating"):
             if not self.stopping.is_set():
@@ -274,7 +290,7 @@ class ProviderRun:
             if found is None:
                 rec.step, rec.error = "failed", f"{type(err).__name__}: {err}"
                 self.state.save()
-                self._fail_all(rec, err)
+                self.judge.fail_all(rec, err)
                 return None
             status = found
         rec.id = status.id
@@ -299,7 +315,7 @@ class ProviderRun:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # final (a 401, a batch that is gone): the rows say so
-                self._fail_all(rec, err, why="the batch can no longer be read")
+                self.judge.fail_all(rec, err, why="the batch can no longer be read")
                 return None
             self._show(rec, status)
             if status.phase == "ended":
@@ -334,19 +350,23 @@ class ProviderRun:
         seen: set[int] = set()
         started = self.progress.batches.get(rec.n, {}).get("created_at", self.clock.now())
         retry: list[tuple[int, Decision]] = []
+        tails: dict[int, Any] = {}  # what the items sent again carry after their prompts
         later = self._later(rec) if replay else set()
 
         async def take(pos: int, item: ItemResult) -> None:
             seen.add(pos)
-            decision = await self.outcome(rec, pos, item, started)
+            decision = await self.judge.outcome(rec, pos, item, started)
             if decision is None:
                 return
-            again = decision.action == "retry" and (
+            again = decision.action in ("retry", "reask") and (
                 pos in later if replay else not self.stopping.is_set()
             )
-            self._decided(rec, pos, decision, again, started)
+            self.judge.decided(rec, pos, decision, again, started)
             if again:
                 retry.append((pos, decision))
+                tail = self.judge.tail(rec, pos, decision)
+                if tail is not None:
+                    tails[pos] = tail
 
         async def read_all(_n: int) -> None:
             failure = status.failure
@@ -370,12 +390,12 @@ class ProviderRun:
         except Exception as err:
             for pos in sorted(members - seen):
                 seen.add(pos)
-                self._decided(rec, pos, _final(err), False, started)
+                self.judge.decided(rec, pos, _final(err), False, started)
         for pos in sorted(members - seen):
-            await take(pos, self._missing(status, pos, rec))
+            await take(pos, self.judge.missing(status, pos, rec))
         if retry and not replay:
             delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
-            new = self.plan([p for p, _ in retry], rec.submission + 1, delay)
+            new = self.plan([p for p, _ in retry], rec.submission + 1, delay, tails)
             self.progress.resubmissions += len(new)
         else:
             new = []
@@ -393,98 +413,6 @@ class ProviderRun:
             if other.submission > rec.submission:
                 out.update(other.positions())
         return out
-
-    def _missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
-        cid = custom_id(self.state.tag, pos, rec.submission)
-        if status.failure is not None:
-            failure = getattr(self.client, "failure_error", None)
-            err = failure(status) if failure else ServerError(status.failure)
-            return ItemResult(cid, "errored", error=err if isinstance(err, ProviderError) else None)
-        counts = status.counts
-        if counts.get("expired") or "expired" in status.status.lower():
-            why = "the batch expired before this request was processed"
-            return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
-        if counts.get("canceled") or "cancel" in status.status.lower():
-            return ItemResult(cid, "canceled")
-        err = StreamInterrupted(
-            "the batch ended without a result for this request", provider=self.client.name
-        )
-        return ItemResult(cid, "errored", error=err)
-
-    async def outcome(
-        self, rec: BatchRecord, pos: int, item: ItemResult, started: float
-    ) -> Decision | None:
-        """Record a succeeded item (None), or the decision about a failed one."""
-        now = self.clock.now()
-        if item.kind == "succeeded":
-            try:
-                done = await self.client.read(item)
-                empty = empty_reply(done, self.client.name)
-                if empty is not None:
-                    raise empty
-                if self.settings.check is not None:
-                    await self.settings.check(done)
-            except ProviderError as err:
-                return self._decide(rec, pos, err)
-            self.rows.succeeded(pos, rec.submission, rec.id, done, started, now)
-            self.progress.mark(pos, "ok")
-            return None
-        if item.kind == "canceled":
-            return Decision("fail", Aborted("the batch was cancelled before this request ran"))
-        assert item.error is not None
-        return self._decide(rec, pos, item.error)
-
-    def _decide(self, rec: BatchRecord, pos: int, err: ProviderError) -> Decision:
-        empties = self._empty.get(pos, 0)
-        facts = Failure(err, rec.submission, empty_retries=empties)
-        decision = decide(facts, self.policy, rng=self.rng)
-        if decision.action == "retry" and type(err).__name__ == "EmptyResponse":
-            self._empty[pos] = empties + 1
-        return decision
-
-    def _decided(
-        self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float
-    ) -> None:
-        err, now = decision.error, self.clock.now()
-        plan = decision.plan
-        if again:
-            self.rows.failed(
-                pos,
-                rec.submission,
-                rec.id,
-                err,
-                action="retry",
-                started=started,
-                ended=now,
-                delay_s=plan.delay_s if plan else None,
-                policy_delay_s=plan.policy_delay_s if plan else None,
-            )
-            self.progress.mark(pos, "waiting")
-            return
-        if decision.action == "retry" and not isinstance(err, Aborted):
-            # retryable, but the run was stopped: the row says so, with what it had
-            err = Aborted(f"the batch was stopped before this request was sent again ({err})")
-        self.rows.failed(
-            pos,
-            rec.submission,
-            rec.id,
-            err,
-            action="fail",
-            started=started,
-            ended=now,
-            why=decision.why,
-        )
-        self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
-
-    def _fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
-        now = self.clock.now()
-        for pos in rec.positions():
-            if not self.rows.done[pos]:
-                self.rows.failed(
-                    pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
-                )
-                self.progress.mark(pos, "failed")
-        self.progress.changed()
 
     # -- plumbing ---------------------------------------------------------------------------
 

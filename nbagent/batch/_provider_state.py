@@ -2,9 +2,11 @@
 
 The provider keeps working while nobody watches (a batch takes up to 24 hours), so what nbagent
 needs to pick its work up again is on disk before anything is polled: the prompts and their
-index, how each request was built (model, system prompt, `max_tokens`, options), the retry
-policy, and one record per batch (its tag, the items it holds as ranges of prompt positions, the
-submission it is, the provider's id once the create answered, and how far nbagent got with it).
+index, how each request was built (model, system prompt, `max_tokens`, options, the structured
+answer's JSON Schema, mode and reasks allowed), the retry policy, the durable log's file, and
+one record per batch (its tag, the items it holds as ranges of prompt positions, the submission
+it is, the provider's id once the create answered, how far nbagent got with it, and for an item
+reasked the failed answer and the errors its request carries after the prompt).
 The custom ids are derived from those (`<the tag's random part>-<position>-<submission>`), so the
 map from a result line back to its prompt is in the file without being written out item by item.
 
@@ -12,8 +14,8 @@ The file is JSON, replaced atomically (written beside, flushed, renamed over), s
 dies mid-write leaves the previous state whole, never half a file. The prompts are encoded once
 and spliced into every write. A batch record goes through: planned → creating (the create call
 may have reached the provider: a resume looks for the batch before creating it again) → running
-→ ended → collected (its results are read and the retryable items are in a new planned record,
-in the same write).
+→ ended → collected (its results are read and the retryable and reasked items are in a new
+planned record, in the same write).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = [
 
 KIND = "nbagent.provider-batch"
 VERSION = 1
+OUTPUT_VERSION = 2  # a state with a structured answer: an older nbagent would not check them
 
 
 def new_tag() -> str:
@@ -108,6 +111,8 @@ class BatchRecord:
     cancel_sent: bool = False
     error: str | None = None  # why it could not be created (kind: message)
     size: int | None = None  # bytes of its items, as planned (the create's content-length)
+    # what an item's request carries after its prompt (a structured answer's reask), by position
+    tails: dict[str, Any] = field(default_factory=dict)
 
     def positions(self) -> Iterator[int]:
         return unranges(self.items)
@@ -127,6 +132,8 @@ class ProviderState:
     caps: list[int]
     prompts: list[str]
     index: Any  # the input's index as JSON (None: positions)
+    output: dict[str, Any] | None = None  # the structured answer (`BatchOutput.to_json`)
+    log: str | None = None  # the durable log's file (`log=`), where item attempts go
     batches: list[BatchRecord] = field(default_factory=list)
     cancelled: bool = False
     started_wall: float = field(default_factory=time.time)
@@ -135,7 +142,12 @@ class ProviderState:
     # -- batches ----------------------------------------------------------------------------
 
     def add(
-        self, submission: int, positions: Sequence[int], *, not_before: float = 0.0
+        self,
+        submission: int,
+        positions: Sequence[int],
+        *,
+        not_before: float = 0.0,
+        tails: Mapping[int, Any] | None = None,
     ) -> BatchRecord:
         n = len(self.batches) + 1
         record = BatchRecord(
@@ -145,6 +157,7 @@ class ProviderState:
             ranges(positions),
             len(positions),
             not_before=not_before,
+            tails={str(p): tails[p] for p in positions if p in tails} if tails else {},
         )
         self.batches.append(record)
         return record
@@ -161,7 +174,7 @@ class ProviderState:
             self._prompts_json = json.dumps(self.prompts, ensure_ascii=False)
         head = {
             "kind": KIND,
-            "version": VERSION,
+            "version": VERSION if self.output is None else OUTPUT_VERSION,
             "tag": self.tag,
             "model": self.model,
             "provider": self.provider,
@@ -170,16 +183,25 @@ class ProviderState:
             "retry": self.retry,
             "caps": self.caps,
             "index": self.index,
+            "output": self.output,
+            "log": self.log,
             "cancelled": self.cancelled,
             "started_wall": self.started_wall,
             "batches": [asdict(b) for b in self.batches],
         }
-        text = json.dumps(head, ensure_ascii=False)[:-1] + f', "prompts": {self._prompts_json}}}'
+        # written in parts: the prompts (megabytes for a large batch) are not copied per save
+        parts = (
+            json.dumps(head, ensure_ascii=False)[:-1],
+            ', "prompts": ',
+            self._prompts_json,
+            "}",
+        )
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
+                for part in parts:
+                    f.write(part)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
@@ -205,10 +227,10 @@ class ProviderState:
             raise ConfigError(f"{p} is not a readable batch state file ({exc}).") from None
         if not isinstance(doc, dict) or doc.get("kind") != KIND:
             raise ConfigError(f"{p} is not an nbagent provider batch state file.")
-        if doc.get("version") != VERSION:
+        if doc.get("version") not in (VERSION, OUTPUT_VERSION):
             raise ConfigError(
                 f"{p} was written by another nbagent (state version {doc.get('version')!r}, "
-                f"this one reads {VERSION}): resume it with that version."
+                f"this one reads {VERSION} and {OUTPUT_VERSION}): resume it with that version."
             )
         try:
             state = cls(
@@ -222,6 +244,8 @@ class ProviderState:
                 caps=[int(c) for c in doc["caps"]],
                 prompts=[str(t) for t in doc["prompts"]],
                 index=doc.get("index"),
+                output=doc.get("output"),
+                log=doc.get("log"),
                 batches=[BatchRecord(**b) for b in doc["batches"]],
                 cancelled=bool(doc.get("cancelled")),
                 started_wall=float(doc.get("started_wall") or time.time()),

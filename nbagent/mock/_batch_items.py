@@ -3,8 +3,9 @@
 Its fault is drawn from the same script, when the batch is created; its request is parsed by the
 same parser (a request the wire format refuses is an errored item); its answer comes from the
 same responder and is encoded by the same `Codec` as a non-streamed live answer, when the results
-are read. So a batch of the demo model says what a live conversation would, and a fault script
-breaks items as it breaks requests.
+are read; a structured request (its schema, its forced tool) is answered in the shape it asks
+for, and the answer faults break it as they break a live answer. So a batch of the demo model
+says what a live conversation would, and a fault script breaks items as it breaks requests.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ._answer_faults import answer_fault
 from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
 from ._conversation import Format, RequestError
 from ._faults import Fault, FaultPlan
@@ -94,12 +96,14 @@ def answer(
     responder: Responder,
     message_id: str,
 ) -> dict[str, Any]:
-    """The provider's non-streamed answer to an item that succeeded."""
+    """The provider's non-streamed answer to an item that succeeded: the responder's, with
+    the item's answer fault applied (`invalid_json`, `schema_mismatch`, `refusal`,
+    `truncated`), as a live answer has its own."""
     conv = parse_request(fmt, request, route)
     if outcome.fault.kind == "empty":
         reply = MockReply(input_tokens=conv.prompt_tokens)
     else:
-        reply = responder(conv)
+        reply = answer_fault(outcome.fault.kind, responder(conv), conv)
     return CODECS[fmt].whole(reply, conv, message_id)
 
 

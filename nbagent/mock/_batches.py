@@ -79,7 +79,8 @@ with an ``api_error``).
 batches created and items submitted, per provider), ``MockServer.submitted_ids(provider)``
 (how many times each custom id or key was submitted, over every batch), ``MockServer.batches``
 and ``MockServer.batch(id)`` (`MockBatch` views: status, counts and each item's status as the
-provider reports them now), ``MockServer.clear_batches()``.
+provider reports them now, and each item's request body as it was received),
+``MockServer.clear_batches()``.
 
 Batches and their files are kept in memory, compactly: each item's request as one JSON line in
 a batch-wide buffer, its fault, and an offset; answers are made when the results are read and
@@ -88,6 +89,7 @@ streamed out, never held.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import time
@@ -180,6 +182,25 @@ class MockBatch:
             (cid if cid is not None else f"#{i}"): self._batch.status(i, snap)
             for i, cid in enumerate(self._batch.items.ids)
         }
+
+    def requests(self) -> dict[str, Any]:
+        """Each item's request body as the batch received it: Anthropic's `params`, the
+        `body` of an OpenAI line, Gemini's inline `request`.
+
+        Returns:
+            The body by custom id (a Gemini item without a key by position, as
+            ``"#<index>"``), in submission order.
+        """
+        items = self._batch.items
+        out: dict[str, Any] = {}
+        for i, cid in enumerate(items.ids):
+            doc = json.loads(items.line(i))
+            if self.provider in ("openai", "azure"):
+                doc = doc.get("body")
+            elif self.provider == "gemini":
+                doc = doc.get("request")
+            out[cid if cid is not None else f"#{i}"] = doc
+        return out
 
     def __len__(self) -> int:
         return len(self._batch)

@@ -12,11 +12,11 @@ priced at the batch price. `_batches.batch_client(provider)` finds the client of
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from .._core._messages import Message, TextBlock
-from ._base import Completed, ModelRequest
+from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
 from ._batch_wire import BatchCaps, BatchHTTP, BatchStatus, ItemResult, joined
 from ._http import HTTPProvider
 from ._pricing import estimate_cost
@@ -51,12 +51,24 @@ class BatchClient:
     # -- items ----------------------------------------------------------------------------
 
     def request(
-        self, prompt: str, *, system: str | None, max_tokens: int, options: dict[str, Any]
+        self,
+        prompt: str,
+        *,
+        system: str | None,
+        max_tokens: int,
+        options: dict[str, Any],
+        tools: tuple[ToolSpec, ...] = (),
+        output: OutputFormat | None = None,
+        after: Sequence[Message] = (),
     ) -> ModelRequest:
-        """The request of one prompt: one user message; no prompt-cache marks (a cache write
-        costs more than the prompt it would save, for requests answered once each)."""
-        message = Message("user", (TextBlock(prompt),))
-        return ModelRequest((message,), system, (), max_tokens, dict(options), cache=False)
+        """The request of one prompt: one user message (then `after`: a structured answer's
+        reask), `tools` and `output` as a structured answer asks; no prompt-cache marks (a
+        cache write costs more than the prompt it would save, for requests answered once
+        each)."""
+        messages = (Message("user", (TextBlock(prompt),)), *after)
+        return ModelRequest(
+            messages, system, tools, max_tokens, dict(options), cache=False, output=output
+        )
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The live request's body, without the switch that asks for a stream."""

@@ -1,0 +1,194 @@
+"""How one item's result becomes its row: read as a live answer is, checked, and decided.
+
+A succeeded item's answer is read by the live stream's reader (`BatchClient.read`), checked for
+emptiness and (with `output=`) against its schema as a live attempt checks it, and recorded. A
+failed one (an errored item, an answer refused afterwards, an item its batch's end left out)
+goes to the one `decide` under the retry policy, with what the decision depends on that only
+the batch knows: which submission this is for the item's current question (a reask asks anew,
+so its transport retries count from one again), how many reasks it has had, how often it came
+back empty. The decision is then recorded: a resubmission ("retry", "reask") or the row's end.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .._core._decision import Decision, Failure, decide
+from .._loop._stream import empty_reply
+from ..errors import (
+    Aborted,
+    NbAgentError,
+    OutputInvalid,
+    OutputTruncated,
+    ProviderError,
+    ServerError,
+    StreamInterrupted,
+)
+from ..providers._anthropic_batch import expired_error
+from ..providers._batch_client import BatchClient
+from ..providers._batch_wire import BatchStatus, ItemResult
+from ._progress import BatchProgress
+from ._provider_output import Tail
+from ._provider_rows import BatchRows
+from ._provider_state import BatchRecord, ProviderState, custom_id
+
+if TYPE_CHECKING:
+    from ._provider_run import RunSettings
+
+__all__ = ["ItemOutcomes"]
+
+
+class ItemOutcomes:
+    """The outcomes of one run's items (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: BatchClient,
+        state: ProviderState,
+        rows: BatchRows,
+        settings: RunSettings,
+        progress: BatchProgress,
+        rng: random.Random,
+    ) -> None:
+        self.client, self.state, self.rows = client, state, rows
+        self.settings, self.progress, self.rng = settings, progress, rng
+        self.clock, self.policy = settings.clock, settings.policy
+        self._empty: dict[int, int] = {}
+        self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
+
+    def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
+        """What an item the ended batch's results do not mention ended as: the batch's own
+        failure, its expiry, its cancellation, or a result that never came."""
+        cid = custom_id(self.state.tag, pos, rec.submission)
+        if status.failure is not None:
+            failure = getattr(self.client, "failure_error", None)
+            err = failure(status) if failure else ServerError(status.failure)
+            return ItemResult(cid, "errored", error=err if isinstance(err, ProviderError) else None)
+        counts = status.counts
+        if counts.get("expired") or "expired" in status.status.lower():
+            why = "the batch expired before this request was processed"
+            return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
+        if counts.get("canceled") or "cancel" in status.status.lower():
+            return ItemResult(cid, "canceled")
+        err = StreamInterrupted(
+            "the batch ended without a result for this request", provider=self.client.name
+        )
+        return ItemResult(cid, "errored", error=err)
+
+    async def outcome(
+        self, rec: BatchRecord, pos: int, item: ItemResult, started: float
+    ) -> Decision | None:
+        """Record a succeeded item (None), or the decision about a failed one."""
+        now = self.clock.now()
+        if item.kind == "succeeded":
+            out, checked = self.settings.output, None
+            try:
+                done = await self.client.read(item)
+                empty = empty_reply(done, self.client.name)
+                if empty is not None:
+                    raise empty
+                if out is not None:  # as a live attempt checks its answer
+                    checked = out.check(done, self._max_tokens())
+            except (ProviderError, OutputInvalid, OutputTruncated) as err:
+                if not isinstance(err, ProviderError):  # an answer refused afterwards: its id
+                    self._answered[pos] = done.request_id or done.response_id
+                return self.decide(rec, pos, err)
+            value, raw = (checked.value, checked.raw) if checked is not None else (None, None)
+            self.rows.succeeded(
+                pos, rec.submission, rec.id, done, started, now, value=value, raw=raw
+            )
+            self.progress.mark(pos, "ok")
+            return None
+        if item.kind == "canceled":
+            return Decision("fail", Aborted("the batch was cancelled before this request ran"))
+        assert item.error is not None
+        return self.decide(rec, pos, item.error)
+
+    def decide(self, rec: BatchRecord, pos: int, err: NbAgentError) -> Decision:
+        """The one `decide` about an item's failure: its attempt counts from the submission
+        its current question began in (a reask asks anew), its reasks from its tail."""
+        empties = self._empty.get(pos, 0)
+        tail = rec.tails.get(str(pos))
+        since, reasks = (int(tail["since"]), int(tail["reasks"])) if tail else (1, 0)
+        out = self.settings.output
+        left = out.retries - reasks if out is not None else 0
+        facts = Failure(
+            err, rec.submission - since + 1, empty_retries=empties, reasks_left=max(0, left)
+        )
+        decision = decide(facts, self.policy, rng=self.rng)
+        if decision.action == "retry" and type(err).__name__ == "EmptyResponse":
+            self._empty[pos] = empties + 1
+        if decision.action == "fail" and isinstance(decision.error, OutputInvalid) and reasks:
+            # the final error says how many reasks came before it, as a live run's does
+            decision = replace(decision, error=decision.error.with_reasks(reasks))
+        return decision
+
+    def tail(self, rec: BatchRecord, pos: int, decision: Decision) -> Any:
+        """What the item's next request carries after its prompt: a new reask's pair, or (a
+        retry) the tail it was sent with."""
+        before = rec.tails.get(str(pos))
+        out, err = self.settings.output, decision.error
+        if decision.action != "reask" or out is None or not isinstance(err, OutputInvalid):
+            return before
+        previous = Tail.from_json(before) if before else None
+        return out.tail(err, previous, rec.submission + 1).to_json()
+
+    def _max_tokens(self) -> int:
+        """The max_tokens a structured answer is cut at (`options` may carry its own)."""
+        value = self.settings.options.get("max_tokens")
+        return value if isinstance(value, int) else self.settings.max_tokens
+
+    def decided(
+        self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float
+    ) -> None:
+        """Record the decision about an item: sent `again` (a retry, a reask) or its row's
+        end (a stopped run turns a resubmission into `cancelled`)."""
+        err, now = decision.error, self.clock.now()
+        plan = decision.plan
+        answered = self._answered.pop(pos, None)
+        if again:
+            self.rows.failed(
+                pos,
+                rec.submission,
+                rec.id,
+                err,
+                action=decision.action,
+                started=started,
+                ended=now,
+                delay_s=plan.delay_s if plan else None,
+                policy_delay_s=plan.policy_delay_s if plan else None,
+                request_id=answered,
+            )
+            if decision.action == "reask" and self.rows.reasks[pos] == 1:
+                self.progress.reasked += 1  # the view counts the items reasked at least once
+            self.progress.mark(pos, "waiting")
+            return
+        if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
+            # retryable, but the run was stopped: the row says so, with what it had
+            err = Aborted(f"the batch was stopped before this request was sent again ({err})")
+        self.rows.failed(
+            pos,
+            rec.submission,
+            rec.id,
+            err,
+            action="fail",
+            started=started,
+            ended=now,
+            why=decision.why,
+            request_id=answered,
+        )
+        self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
+
+    def fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
+        """End every row of `rec` not yet ended with `err` (a batch that cannot be made or
+        read any more)."""
+        now = self.clock.now()
+        for pos in rec.positions():
+            if not self.rows.done[pos]:
+                self.rows.failed(
+                    pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
+                )
+                self.progress.mark(pos, "failed")
+        self.progress.changed()
