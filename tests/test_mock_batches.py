@@ -200,6 +200,29 @@ def test_anthropic_expiry_keeps_what_had_ended(
     assert kinds.count("expired") == counts["expired"] and len(results) == 10
 
 
+def test_a_seeded_server_expires_the_same_items_every_run() -> None:
+    # a notebook's story ("these items finished, those expired") holds on every run: which
+    # items end before the expiry follows from the seed, not from the batch's random id
+    def expired(seed: int | None) -> set[str]:
+        clock = BatchClock()
+        with (
+            MockServer(batch_duration_s=DURATION, batch_clock=clock, seed=seed) as mock,
+            httpx.Client(base_url=mock.url, timeout=10) as client,
+        ):
+            mock.expire_after_s = 0.5 * DURATION
+            batch = client.post(
+                "/v1/messages/batches", json={"requests": anthropic_requests(40)}
+            ).json()
+            clock.advance(DURATION)
+            results = jsonl(client.get(f"/v1/messages/batches/{batch['id']}/results").content)
+        return {r["custom_id"] for r in results if r["result"]["type"] == "expired"}
+
+    first = expired(seed=13)
+    assert 0 < len(first) < 40
+    assert expired(seed=13) == first
+    assert expired(seed=14) != first  # another seed, another order
+
+
 def test_anthropic_cancel_settles_and_keeps_finished_items(
     server: MockServer, client: httpx.Client, clock: BatchClock
 ) -> None:

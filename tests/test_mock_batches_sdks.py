@@ -151,17 +151,20 @@ def test_openai_sdk_against_azure_paths(server: MockServer, clock: BatchClock) -
     assert server.batch_counts.batches_created == {"azure": 1}
 
 
-def _genai(server: MockServer) -> Any:
+@pytest.fixture
+def genai_client(server: MockServer) -> Iterator[Any]:
     from google.genai import types
 
     options = types.HttpOptions(
         base_url=server.url, retry_options=types.HttpRetryOptions(attempts=1)
     )
-    return genai.Client(api_key="test-key", http_options=options)
+    client = genai.Client(api_key="test-key", http_options=options)
+    yield client
+    client.close()  # its connection, or a later test meets it as an unclosed socket
 
 
-def test_genai_sdk_inline_batch(server: MockServer, clock: BatchClock) -> None:
-    client = _genai(server)
+def test_genai_sdk_inline_batch(server: MockServer, clock: BatchClock, genai_client: Any) -> None:
+    client = genai_client
     server.set_faults(["ok", "503", "ok"])
     requests = [
         {"contents": [{"role": "user", "parts": [{"text": f"Describe item {i}."}]}],
@@ -185,8 +188,10 @@ def test_genai_sdk_inline_batch(server: MockServer, clock: BatchClock) -> None:
     assert listed[0].display_name == "tag-7"
 
 
-def test_genai_sdk_cancel_and_delete(server: MockServer, clock: BatchClock) -> None:
-    client = _genai(server)
+def test_genai_sdk_cancel_and_delete(
+    server: MockServer, clock: BatchClock, genai_client: Any
+) -> None:
+    client = genai_client
     requests = [{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}]
     job = client.batches.create(model="demo", src=requests, config={"display_name": "x"})
     clock.advance(2.0)

@@ -147,6 +147,7 @@ class Batch:
         expire_after: float | None,
         seed: int | None,
         extra: dict[str, Any],
+        ordinal: int = 0,
     ) -> None:
         self.id = batch_id
         self.provider: Provider = provider
@@ -161,7 +162,9 @@ class Batch:
         self.keeps_partial = provider != "gemini"  # Gemini: expired or canceled means no output
         n = len(items)
         order = list(range(n))
-        random.Random(f"{seed}/{batch_id}").shuffle(order)
+        # seeded, the n-th batch of a server ends its items in the same order every run (its id
+        # is random, as the providers' are); unseeded, each batch differs
+        random.Random(f"{seed}/{ordinal}" if seed is not None else batch_id).shuffle(order)
         if n > 1 and order == sorted(order):  # results are never in request order
             order[0], order[1] = order[1], order[0]
         self.order = array("I", order)  # rank -> index: the order items end in

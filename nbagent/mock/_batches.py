@@ -284,6 +284,7 @@ class BatchStore:
                 expire_after=self.expire_after_s,
                 seed=self.seed,
                 extra=extra,
+                ordinal=len(self._batches),
             )
             self._batches[batch_id] = batch
             return batch
