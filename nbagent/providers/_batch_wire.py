@@ -33,7 +33,7 @@ import httpx
 from ..errors import InvalidResponse, ProviderError, StreamInterrupted
 from ._http import USER_AGENT
 from ._http_errors import error_from_response, redact, request_id_from
-from ._limits import chunks_within, read_body, transport_error
+from ._limits import guarded_chunks, read_body, transport_error
 from ._server_wish import server_wish
 
 if TYPE_CHECKING:
@@ -237,36 +237,25 @@ class BatchHTTP:
         async with self._send("GET", url, headers=headers) as r:
             rid = request_id_from(r.headers, secrets=p._secrets)
             pending = b""
-            try:
-                async with contextlib.aclosing(chunks_within(r, p.limits.idle_timeout)) as chunks:
-                    async for chunk in chunks:
-                        pending += chunk
-                        if b"\n" not in chunk:
-                            if len(pending) > cap:
-                                raise self._line_too_long(cap, rid)
-                            continue
-                        *whole, pending = pending.split(b"\n")
-                        for line in whole:
-                            if line.strip():
-                                yield self._line(line, rid)
-            except ProviderError:
-                raise
-            except (httpx.HTTPError, OSError, TimeoutError) as exc:
-                err = transport_error(
-                    exc,
-                    provider=p.name,
-                    limits=p.limits,
-                    after_response=True,
-                    secrets=p._secrets,
-                    request_id=rid,
-                )
-                if isinstance(err, StreamInterrupted):
-                    err = StreamInterrupted(
-                        f"the results download broke off ({err.message})",
-                        provider=p.name,
-                        request_id=rid,
-                    )
-                raise err from None
+            chunks = guarded_chunks(
+                r,
+                provider=p.name,
+                limits=p.limits,
+                secrets=p._secrets,
+                request_id=rid,
+                broke_off="the results download",
+            )
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    pending += chunk
+                    if b"\n" not in chunk:
+                        if len(pending) > cap:
+                            raise self._line_too_long(cap, rid)
+                        continue
+                    *whole, pending = pending.split(b"\n")
+                    for line in whole:
+                        if line.strip():
+                            yield self._line(line, rid)
             if pending.strip():
                 yield self._line(pending, rid)
 

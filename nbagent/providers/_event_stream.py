@@ -18,7 +18,7 @@ import httpx
 
 from ..errors import InvalidResponse, ProviderError, StreamInterrupted
 from ._http_errors import redact, request_id_from
-from ._limits import Limits, chunks_within, transport_error
+from ._limits import Limits, guarded_chunks
 from ._sse import ServerSentEvent, SSEParser
 
 __all__ = ["EventStream", "Events"]
@@ -76,48 +76,40 @@ class _BoundedStream(httpx.AsyncByteStream):
         cap = s.limits.max_event_bytes
         pending = 0  # bytes of the event being received so far
         prev = b""
-        try:
-            async with contextlib.aclosing(
-                chunks_within(s.response, s.limits.idle_timeout)
-            ) as chunks:
-                async for chunk in chunks:
-                    if not chunk:
-                        continue
-                    data = prev + chunk
-                    start = len(prev)
-                    if pending + len(chunk) <= cap:
-                        # no event in this read can pass the cap: only the bytes after its
-                        # last boundary (the event still being received) need counting
-                        end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
-                        pending = pending + len(chunk) if end < 0 else len(data) - end - 2
-                        prev = chunk[-1:]
-                        yield chunk
-                        continue
-                    first = True
-                    for m in _BOUNDARY.finditer(data):
-                        seg = max(0, m.start() - start)
-                        if (pending + seg if first else seg) > cap:
-                            raise s.event_too_large()
-                        first = False
-                        start = m.end()
-                    seg = max(0, len(data) - start)
-                    pending = pending + seg if first else seg
-                    if pending > cap:
-                        raise s.event_too_large()
+        chunks = guarded_chunks(
+            s.response,
+            provider=s.provider,
+            limits=s.limits,
+            secrets=s.secrets,
+            request_id=s.request_id,
+        )
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                if not chunk:
+                    continue
+                data = prev + chunk
+                start = len(prev)
+                if pending + len(chunk) <= cap:
+                    # no event in this read can pass the cap: only the bytes after its
+                    # last boundary (the event still being received) need counting
+                    end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
+                    pending = pending + len(chunk) if end < 0 else len(data) - end - 2
                     prev = chunk[-1:]
                     yield chunk
-        except ProviderError:
-            raise
-        except (httpx.HTTPError, OSError, TimeoutError) as exc:
-            err = transport_error(
-                exc,
-                provider=s.provider,
-                limits=s.limits,
-                after_response=True,
-                secrets=s.secrets,
-                request_id=s.request_id,
-            )
-            raise err from None
+                    continue
+                first = True
+                for m in _BOUNDARY.finditer(data):
+                    seg = max(0, m.start() - start)
+                    if (pending + seg if first else seg) > cap:
+                        raise s.event_too_large()
+                    first = False
+                    start = m.end()
+                seg = max(0, len(data) - start)
+                pending = pending + seg if first else seg
+                if pending > cap:
+                    raise s.event_too_large()
+                prev = chunk[-1:]
+                yield chunk
         if pending:
             yield b"\n\n"
 
