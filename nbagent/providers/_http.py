@@ -396,9 +396,16 @@ class HTTPProvider:
                 doc = None
             if isinstance(doc, dict) and doc.get("error"):
                 return self._http_error(response.status_code, doc, response.headers)
+        return self._invalid_body(
+            response, raw, f"expected an event stream (text/event-stream) but got {ctype}"
+        )
+
+    def _invalid_body(self, response: httpx.Response, raw: bytes, what: str) -> InvalidResponse:
+        """`InvalidResponse` for an answer whose body is not what it should be: `what` it is,
+        then the body's start (the key redacted)."""
         snippet = redact(raw[:200].decode("utf-8", errors="replace"), self._secrets)
         return InvalidResponse(
-            f"expected an event stream (text/event-stream) but got {ctype}: {snippet!r}",
+            f"{what}: {snippet!r}",
             provider=self.name,
             status_code=response.status_code,
             request_id=request_id_from(response.headers, secrets=self._secrets),
