@@ -21,7 +21,7 @@ from ._http_errors import redact, request_id_from
 from ._limits import Limits, guarded_chunks
 from ._sse import ServerSentEvent, SSEParser
 
-__all__ = ["EventStream", "Events"]
+__all__ = ["EndCheck", "EventStream", "Events"]
 
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
@@ -58,6 +58,50 @@ class Events(Protocol):
     def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted: ...
 
     def interrupted(self, message: str) -> StreamInterrupted: ...
+
+
+class EndCheck:
+    """The end check of an answer's events (`Events.end`), the same for a live stream
+    (`EventStream`) and a whole body (`_whole_body.WholeBody`)."""
+
+    def interrupted(self, message: str) -> StreamInterrupted:
+        raise NotImplementedError
+
+    async def end(
+        self,
+        batches: AsyncIterator[list[ServerSentEvent]],
+        *,
+        end: tuple[str, bool],
+        reason: tuple[str, str | None],
+    ) -> None:
+        """Check the end of an answer read up to its end marker: `end` is its name and
+        whether it came, `reason` the finish reason's field and its value (None: never sent).
+
+        No end marker: `StreamInterrupted` (the answer was cut before it). An end marker with
+        no finish reason before it: the rest of `batches` is read to its end, since two kinds
+        of server send that. One that leaves the reason out and closes cleanly has finished.
+        One that cuts a stream may send the end marker first and then break the body off:
+        llama-cpp-python's server, whose `interrupt_requests` (on by default) ends a running
+        stream with `data: [DONE]` when another request arrives and then drops the connection
+        before the chunked body is complete. That answer was cut: `StreamInterrupted`, so the
+        attempt fails, its partial text is discarded and the request is sent again. What
+        follows the end marker is not read as events; with the reason seen it is not read. A
+        whole body has no connection to break: nothing follows its end marker.
+        """
+        marker, seen = end
+        field, value = reason
+        if not seen:
+            raise self.interrupted(f"the stream ended before {marker}")
+        if value is not None:
+            return
+        try:
+            async for _ in batches:
+                pass
+        except ProviderError as err:
+            raise self.interrupted(
+                f"the connection broke after {marker} with no {field} before it: "
+                f"the answer was cut ({err.message})"
+            ) from None
 
 
 class _BoundedStream(httpx.AsyncByteStream):
@@ -117,7 +161,7 @@ class _BoundedStream(httpx.AsyncByteStream):
         return None
 
 
-class EventStream:
+class EventStream(EndCheck):
     """A 2xx event-stream response: `events()` yields its SSE events, bounded and timed."""
 
     def __init__(
@@ -187,41 +231,6 @@ class EventStream:
 
     def interrupted(self, message: str) -> StreamInterrupted:
         return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
-
-    async def end(
-        self,
-        batches: AsyncIterator[list[ServerSentEvent]],
-        *,
-        end: tuple[str, bool],
-        reason: tuple[str, str | None],
-    ) -> None:
-        """Check the end of a stream read up to its end marker: `end` is its name and whether
-        it came, `reason` the finish reason's field and its value (None: never sent).
-
-        No end marker: `StreamInterrupted` (the stream was cut before it). An end marker with
-        no finish reason before it: the body is read to its end, since two kinds of server
-        send that. One that leaves the reason out and closes cleanly has finished. One that
-        cuts a stream may send the end marker first and then break the body off:
-        llama-cpp-python's server, whose `interrupt_requests` (on by default) ends a running
-        stream with `data: [DONE]` when another request arrives and then drops the connection
-        before the chunked body is complete. That answer was cut: `StreamInterrupted`, so the
-        attempt fails, its partial text is discarded and the request is sent again. What
-        follows the end marker is not read as events; with the reason seen it is not read.
-        """
-        marker, seen = end
-        field, value = reason
-        if not seen:
-            raise self.interrupted(f"the stream ended before {marker}")
-        if value is not None:
-            return
-        try:
-            async for _ in batches:
-                pass
-        except ProviderError as err:
-            raise self.interrupted(
-                f"the connection broke after {marker} with no {field} before it: "
-                f"the answer was cut ({err.message})"
-            ) from None
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         """The events, a list per network read: what arrived together is parsed together, so
