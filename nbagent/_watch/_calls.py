@@ -85,41 +85,22 @@ class GuardSlot:
     decided: bool = False
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class _Attempt:
-    """One exchange, as the watcher hears it (an `Exchange` of `_transport`)."""
+    """One exchange, as the watcher hears it (an `Exchange` of `_transport`): the call log
+    that hears it, its logical call, what the request was, its number, when it started, and a
+    guarded client's slot."""
 
-    __slots__ = (
-        "_log",
-        "call",
-        "ending",
-        "facts",
-        "n",
-        "reader",
-        "slot",
-        "started",
-        "status",
-        "ttft",
-    )
-
-    def __init__(
-        self,
-        log: CallLog,
-        call: _Call,
-        facts: RequestFacts,
-        n: int,
-        t: float,
-        slot: GuardSlot | None = None,
-    ) -> None:
-        self._log = log
-        self.call = call
-        self.facts = facts
-        self.n = n
-        self.started = t
-        self.slot = slot
-        self.reader: ReplyReader | None = None
-        self.status: int | None = None
-        self.ttft: float | None = None
-        self.ending: tuple[Ending, bool] | None = None  # how it ended, once it has
+    _log: CallLog
+    call: _Call
+    facts: RequestFacts
+    n: int
+    started: float
+    slot: GuardSlot | None = None
+    reader: ReplyReader | None = field(default=None, init=False)
+    status: int | None = field(default=None, init=False)
+    ttft: float | None = field(default=None, init=False)
+    ending: tuple[Ending, bool] | None = field(default=None, init=False)  # once it has ended
 
     def response(self, status: int, headers: Any, t: float) -> None:
         self.status = status
