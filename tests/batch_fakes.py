@@ -222,14 +222,14 @@ def fake_batch(
     from nbagent.batch._provider_backend import ProviderBatch
 
     batch = ProviderBatch.from_options(
+        provider_options(
+            prompts,
+            model="demo",
+            retry=retry,
+            state=tmp_path / name,
+            agent_kwargs={"clock": server.clock, "poll": poll},
+        ),
         *_prompts(prompts),
-        model="demo",
-        tools=(),
-        system=None,
-        retry=retry,
-        concurrency=1,
-        state=tmp_path / name,
-        agent_kwargs={"clock": server.clock, "poll": poll},
     )
     batch.client = FakeBatches(server, caps=caps)
     return batch
@@ -241,6 +241,30 @@ def resumed_batch(server: FakeBatchServer, path: Any, **kw: Any) -> Any:
     batch = ProviderBatch.from_state(path, clock=server.clock, **kw)
     batch.client = FakeBatches(server, caps=batch.client.caps)
     return batch
+
+
+def provider_options(prompts: Any, *, model: Any, state: Any, **kw: Any) -> Any:
+    """The `BatchOptions` of a `map(prompts, backend="provider", ...)` call: the entry
+    points' defaults, with `kw` (`retry=`, `agent_kwargs=`, ...)."""
+    from nbagent.batch._options import BatchOptions
+
+    defaults: dict[str, Any] = {
+        "concurrency": 1,
+        "column": None,
+        "tools": (),
+        "system": None,
+        "retry": None,
+        "show": False,
+        "workers": None,
+        "dry_run": False,
+    }
+    return BatchOptions(
+        prompts=prompts,
+        model=model,
+        backend="provider",
+        state=state,
+        **{**defaults, **kw},
+    )
 
 
 def _prompts(prompts: Any) -> Any:

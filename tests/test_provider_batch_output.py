@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import pandas as pd
 import pytest
+from batch_fakes import provider_options
 from mock_support import positions_sent
 from pydantic import BaseModel, Field
 
@@ -254,18 +255,15 @@ def test_a_reask_planned_before_a_restart_is_sent_with_its_errors_after_it(
 
     mock.set_faults(["ok", "schema_mismatch"])
     kw = options(mock, clock, "anthropic", tmp_path)
-    batch = ProviderBatch.from_options(
+    given = provider_options(
         PROMPTS[:2],
-        None,
         model=kw["model"],
-        tools=(),
-        system=None,
         retry=kw["retry"],
-        concurrency=1,
         state=kw["state"],
         agent_kwargs={k: kw[k] for k in ("base_url", "api_key", "clock", "poll")},
-        output=OutputSchema.of(Review),
+        output=Review,
     )
+    batch = ProviderBatch.from_options(given, PROMPTS[:2], None, OutputSchema.of(Review))
     real = batch.client.create
 
     async def create(*args: Any, **kwargs: Any) -> Any:

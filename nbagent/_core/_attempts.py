@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AttemptFailure",
+    "AttemptLabels",
     "AttemptLoop",
     "Emit",
     "Fallback",
@@ -87,7 +88,7 @@ class Sent:
     status_code: int | None = None  # the HTTP status of the answer, when it came over HTTP
 
 
-class _Labels(TypedDict):
+class AttemptLabels(TypedDict):
     """What every attempt event says of its attempt."""
 
     phase: AttemptPhase
@@ -260,7 +261,7 @@ class AttemptLoop:
 
     # -- the steps ------------------------------------------------------------------------
 
-    def _labels(self, n: int) -> _Labels:
+    def _labels(self, n: int) -> AttemptLabels:
         return {
             "phase": self.phase,
             "attempt": n,

@@ -109,7 +109,31 @@ def _cut_points(messages: Sequence[Message]) -> list[int]:
     return points
 
 
-class Summarize(_Estimating):
+class _Stubbing(_Estimating):
+    """A built-in strategy that stubs old tool output (`StubOldToolOutput`), at least as its
+    fallback: the cutoff the stubs remember applies before every request."""
+
+    def _stubber(self) -> StubOldToolOutput | None:
+        """The stubbing strategy, or None (a summary without `fallback_to_stubs`)."""
+        raise NotImplementedError
+
+    async def prepare(
+        self, messages: list[Message], ctx: CompactionContext
+    ) -> CompactionResult | None:
+        """Apply the stubs' remembered cutoff before a request (a summary is not redone).
+
+        Args:
+            messages: The conversation that is about to be sent.
+            ctx: What else counts against the window.
+
+        Returns:
+            The result, or None when nothing changes.
+        """
+        stubs = self._stubber()
+        return None if stubs is None else await stubs.prepare(messages, ctx)
+
+
+class Summarize(_Stubbing):
     """Ask the model for a summary of the oldest turns; one user message holds it.
 
     The cut is made where the kept part starts with a user message that holds no tool results,
@@ -162,19 +186,8 @@ class Summarize(_Estimating):
     def __repr__(self) -> str:
         return f"Summarize(summary_words={self.summary_words})"
 
-    async def prepare(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        """Apply the fallback's remembered cutoff before a request (summaries are not redone).
-
-        Args:
-            messages: The conversation that is about to be sent.
-            ctx: What else counts against the window.
-
-        Returns:
-            The result, or None when nothing changes.
-        """
-        return None if self.stubs is None else await self.stubs.prepare(messages, ctx)
+    def _stubber(self) -> StubOldToolOutput | None:
+        return self.stubs
 
     async def compact(
         self, messages: list[Message], ctx: CompactionContext
@@ -271,7 +284,7 @@ class Summarize(_Estimating):
 # -- the default ---------------------------------------------------------------------------------
 
 
-class DefaultCompaction(_Estimating):
+class DefaultCompaction(_Stubbing):
     """Stubs first; a summary when stubs cannot get below the target; stubs alone if the
     summary fails. What `Agent` uses when `compaction=None`.
 
@@ -325,19 +338,8 @@ class DefaultCompaction(_Estimating):
         """Forget the stubs' remembered cutoff."""
         self.stub.reset()
 
-    async def prepare(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        """Apply the stubs' remembered cutoff before a request.
-
-        Args:
-            messages: The conversation that is about to be sent.
-            ctx: What else counts against the window.
-
-        Returns:
-            The result, or None when nothing changes.
-        """
-        return await self.stub.prepare(messages, ctx)
+    def _stubber(self) -> StubOldToolOutput | None:
+        return self.stub
 
     async def compact(
         self, messages: list[Message], ctx: CompactionContext

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._core._attempts import AttemptLabels
 from .._core._budget import Usage
 from .._core._decision import Failure, decide
 from .._core._retry import RetryPolicy
@@ -85,41 +86,22 @@ class GuardSlot:
     decided: bool = False
 
 
+@dataclass(slots=True, eq=False, repr=False)
 class _Attempt:
-    """One exchange, as the watcher hears it (an `Exchange` of `_transport`)."""
+    """One exchange, as the watcher hears it (an `Exchange` of `_transport`): the call log
+    that hears it, its logical call, what the request was, its number, when it started, and a
+    guarded client's slot."""
 
-    __slots__ = (
-        "_log",
-        "call",
-        "ending",
-        "facts",
-        "n",
-        "reader",
-        "slot",
-        "started",
-        "status",
-        "ttft",
-    )
-
-    def __init__(
-        self,
-        log: CallLog,
-        call: _Call,
-        facts: RequestFacts,
-        n: int,
-        t: float,
-        slot: GuardSlot | None = None,
-    ) -> None:
-        self._log = log
-        self.call = call
-        self.facts = facts
-        self.n = n
-        self.started = t
-        self.slot = slot
-        self.reader: ReplyReader | None = None
-        self.status: int | None = None
-        self.ttft: float | None = None
-        self.ending: tuple[Ending, bool] | None = None  # how it ended, once it has
+    _log: CallLog
+    call: _Call
+    facts: RequestFacts
+    n: int
+    started: float
+    slot: GuardSlot | None = None
+    reader: ReplyReader | None = field(default=None, init=False)
+    status: int | None = field(default=None, init=False)
+    ttft: float | None = field(default=None, init=False)
+    ending: tuple[Ending, bool] | None = field(default=None, init=False)  # once it has ended
 
     def response(self, status: int, headers: Any, t: float) -> None:
         self.status = status
@@ -199,6 +181,16 @@ class CallLog:
                 self._finish(call, t, "error", "", "the client sent no further attempt")
         self._warn()
 
+    def _labels(self, n: int, model: str) -> AttemptLabels:
+        """What the attempt events of attempt `n` say of it (a watched call is a request; its
+        most attempts are the SDK's, or `n` once the SDK went past them)."""
+        return {
+            "phase": "request",
+            "attempt": n,
+            "max_attempts": max(self.rules.max_attempts, n),
+            "model": model,
+        }
+
     def _emit(self, event: Event, run_id: str, t: float) -> None:
         self.bus.emit(event, Stamp(run_id, t, 0))
 
@@ -260,12 +252,7 @@ class CallLog:
                 if self.after_wait is not None:
                     self.after_wait(key, waited)
             self._emit(
-                AttemptStarted(
-                    phase="request",
-                    attempt=n,
-                    max_attempts=max(self.rules.max_attempts, n),
-                    model=facts.model,
-                ),
+                AttemptStarted(**self._labels(n, facts.model)),
                 call.run_id,
                 t,
             )
@@ -350,10 +337,7 @@ class CallLog:
         self.nbagent_actions[(call.run_id, a.n)] = "none"
         self._emit(
             AttemptSucceeded(
-                phase="request",
-                attempt=a.n,
-                max_attempts=max(self.rules.max_attempts, a.n),
-                model=f.model,
+                **self._labels(a.n, f.model),
                 request_id=e.request_id,
                 response_id=e.response_id,
                 ttft_s=a.ttft,
@@ -386,10 +370,7 @@ class CallLog:
         self.reasons[key] = why
         self._emit(
             AttemptFailed(
-                phase="request",
-                attempt=a.n,
-                max_attempts=max(self.rules.max_attempts, a.n),
-                model=f.model,
+                **self._labels(a.n, f.model),
                 error=kind,
                 message=message if retries else f"{message} ({why})",
                 action="retry" if retries else "fail",

@@ -63,18 +63,7 @@ class _Batch:
         if self.output is not None:
             check_fields(self.output, RESULT_COLUMNS)
         if backend == "provider":
-            self.provider = ProviderBatch.from_options(
-                self.texts,
-                self.index,
-                model=options.model,
-                tools=options.tools,
-                system=options.system,
-                retry=options.retry,
-                concurrency=options.concurrency,
-                state=options.state,
-                agent_kwargs=agent_kwargs,
-                output=self.output,
-            )
+            self.provider = ProviderBatch.from_options(options, self.texts, self.index, self.output)
             self._prepared(self.provider.progress, self.provider.control, options, stoppable)
             return
         if backend == "ray":

@@ -37,6 +37,7 @@ from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchCaps
 from ..providers._batches import batch_client
 from ._frames import BatchResult
+from ._options import BatchOptions
 from ._progress import BatchProgress
 from ._provider_output import BatchOutput
 from ._provider_rows import BatchRows
@@ -190,20 +191,17 @@ class ProviderBatch:
     @classmethod
     def from_options(
         cls,
+        options: BatchOptions,
         texts: list[str],
         index: pd.Index[Any] | None,
-        *,
-        model: ModelSpec | Sequence[ModelSpec],
-        tools: Any,
-        system: str | None,
-        retry: RetryPolicy | None,
-        concurrency: int,
-        state: str | os.PathLike[str] | None,
-        agent_kwargs: dict[str, Any],
         output: OutputSchema | None = None,
     ) -> ProviderBatch:
-        spec = one_model(model)
-        if list(tools or ()):
+        """The batch of a `map`/`amap`/`start` call with `backend="provider"`: `texts` and
+        `index` its prompts, `output` its `output=` as a schema, already checked."""
+        spec = one_model(options.model)
+        system, retry, state = options.system, options.retry, options.state
+        agent_kwargs = options.agent_kwargs
+        if list(options.tools or ()):
             raise ConfigError(
                 "backend='provider' sends each prompt as one request, so the model cannot call "
                 "tools: leave tools= out, or use backend='local'."
@@ -217,8 +215,8 @@ class ProviderBatch:
         max_tokens = agent_kwargs.get("max_tokens", 4096)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
-        options = agent_kwargs.get("options") or {}
-        if not isinstance(options, dict):
+        request_options = agent_kwargs.get("options") or {}
+        if not isinstance(request_options, dict):
             raise ConfigError("options= takes a dict of request fields, e.g. {'temperature': 0}")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
@@ -255,7 +253,7 @@ class ProviderBatch:
             model=_model_name(spec, provider),
             provider=client.name,
             base_url=getattr(provider, "base_url", None),
-            request={"system": system, "max_tokens": max_tokens, "options": options},
+            request={"system": system, "max_tokens": max_tokens, "options": request_options},
             retry=_policy_doc(policy),
             caps=[client.caps.max_requests, client.caps.max_bytes],
             prompts=texts,
@@ -266,7 +264,7 @@ class ProviderBatch:
         settings = RunSettings(
             system,
             max_tokens,
-            dict(options),
+            dict(request_options),
             policy,
             clock,
             _poll(agent_kwargs.get("poll")),

@@ -11,7 +11,6 @@ back empty. The decision is then recorded: a resubmission ("retry", "reask") or 
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -27,15 +26,12 @@ from ..errors import (
     StreamInterrupted,
 )
 from ..providers._anthropic_batch import expired_error
-from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
-from ._progress import BatchProgress
 from ._provider_output import Tail
-from ._provider_rows import BatchRows
-from ._provider_state import BatchRecord, ProviderState, custom_id
+from ._provider_state import BatchRecord, custom_id
 
 if TYPE_CHECKING:
-    from ._provider_run import RunSettings
+    from ._provider_run import ProviderRun
 
 __all__ = ["ItemOutcomes"]
 
@@ -43,18 +39,11 @@ __all__ = ["ItemOutcomes"]
 class ItemOutcomes:
     """The outcomes of one run's items (see the module docstring)."""
 
-    def __init__(
-        self,
-        client: BatchClient,
-        state: ProviderState,
-        rows: BatchRows,
-        settings: RunSettings,
-        progress: BatchProgress,
-        rng: random.Random,
-    ) -> None:
-        self.client, self.state, self.rows = client, state, rows
-        self.settings, self.progress, self.rng = settings, progress, rng
-        self.clock, self.policy = settings.clock, settings.policy
+    def __init__(self, run: ProviderRun) -> None:
+        # the run's own: its client, state, rows, settings, progress and random numbers
+        self.client, self.state, self.rows = run.client, run.state, run.rows
+        self.settings, self.progress, self.rng = run.settings, run.progress, run.rng
+        self.clock, self.policy = run.clock, run.policy
         self._empty: dict[int, int] = {}
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
 

@@ -108,7 +108,7 @@ class ProviderRun:
         self.creates = 0
         self.adopted = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self.judge = ItemOutcomes(client, state, rows, settings, progress, self.rng)
+        self.judge = ItemOutcomes(self)
 
     # -- the whole run ----------------------------------------------------------------------
 

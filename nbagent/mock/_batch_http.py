@@ -11,7 +11,7 @@ import contextlib
 import json
 import re
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qs
@@ -29,6 +29,27 @@ if TYPE_CHECKING:
     from ._server import MockServer
 
 FLUSH_BYTES = 65_536
+
+
+def send_head(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    ctype: str,
+    headers: Mapping[str, str],
+    *,
+    length: int | None = None,
+) -> None:
+    """The status line and headers of an answer (the model endpoints' and the batch calls'):
+    its content type, its `length` in bytes or (None) chunked encoding, then `headers`."""
+    handler.send_response(status)
+    handler.send_header("content-type", ctype)
+    if length is None:
+        handler.send_header("transfer-encoding", "chunked")
+    else:
+        handler.send_header("content-length", str(length))
+    for name, value in headers.items():
+        handler.send_header(name, value)
+    handler.end_headers()
 
 
 class Hangup(Exception):
@@ -219,14 +240,8 @@ class BatchCall:
         ``cut`` ends it after half of them, a ``stall`` pauses there."""
         self._after_action(status)
         self._drain()
-        handler = self.handler
         self.started = True
-        handler.send_response(status)
-        handler.send_header("content-type", ctype)
-        handler.send_header("transfer-encoding", "chunked")
-        for name, value in self._headers().items():
-            handler.send_header(name, value)
-        handler.end_headers()
+        send_head(self.handler, status, ctype, self._headers())
         fault = self.fault
         halfway = count // 2 if count > 1 else 0
         buffer: list[bytes] = []
@@ -272,14 +287,8 @@ class BatchCall:
 
     def _send_whole(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
         self._drain()
-        handler = self.handler
         self.started = True
-        handler.send_response(status)
-        handler.send_header("content-type", ctype)
-        handler.send_header("content-length", str(len(data)))
-        for name, value in headers.items():
-            handler.send_header(name, value)
-        handler.end_headers()
+        send_head(self.handler, status, ctype, headers, length=len(data))
         self._write(data)
 
     def _write_chunk(self, data: bytes) -> None:

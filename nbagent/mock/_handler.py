@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from . import _batch_routes
 from ._answer_faults import answer_fault
-from ._batch_http import Hangup
+from ._batch_http import Hangup, send_head
 from ._conversation import Conversation, RequestError
 from ._faults import OK, STREAM_KINDS, Fault
 from ._formats import CODECS, Codec, Route, parse_request, route
@@ -196,12 +196,7 @@ class MockHandler(BaseHTTPRequestHandler):
 
     def _send_bytes(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
         self._started = True
-        self.send_response(status)
-        self.send_header("content-type", ctype)
-        self.send_header("content-length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
+        send_head(self, status, ctype, headers, length=len(data))
         self.wfile.write(data)
         self._chunk(data)
 
@@ -331,12 +326,7 @@ class MockHandler(BaseHTTPRequestHandler):
             data = data[: len(data) // 2]
         if kind in ("drop_after_tokens", "cut_after_done"):
             self._started = True
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            for name, value in self._extra.items():
-                self.send_header(name, value)
-            self.end_headers()
+            send_head(self, 200, "application/json", self._extra, length=len(data))
             self.wfile.write(data[: len(data) // 2])
             self._chunk(data[: len(data) // 2])
             raise _Dropped
@@ -376,13 +366,12 @@ class MockHandler(BaseHTTPRequestHandler):
 
     def _stream(self, conv: Conversation, reply: MockReply) -> None:
         self._started = True
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        for name, value in self._extra.items():
-            self.send_header(name, value)
-        self.end_headers()
+        send_head(
+            self,
+            200,
+            "text/event-stream; charset=utf-8",
+            {"cache-control": "no-cache", **self._extra},
+        )
         self._buffer, self._buffered = [], 0
         fault, mock = self._fault, self._mock
         delay = mock.demo_delay_s

@@ -224,11 +224,15 @@ class AnthropicProvider(HTTPProvider):
     output_dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
 
     @property
+    def api_base(self) -> str:
+        """The API under `base_url`: `{base_url}/v1` (`base_url` itself when it ends in /v1),
+        where the messages and the message batches are."""
+        return self.base_url if self.base_url.endswith("/v1") else self.base_url + "/v1"
+
+    @property
     def url(self) -> str:
         """The endpoint: `{base_url}/v1/messages` (or `/messages` when base_url ends in /v1)."""
-        if self.base_url.endswith("/v1"):
-            return self.base_url + "/messages"
-        return self.base_url + "/v1/messages"
+        return self.api_base + "/messages"
 
     auth_header, auth_prefix = "x-api-key", ""
 

@@ -54,9 +54,7 @@ class AnthropicBatches(BatchClient):
 
     def __init__(self, provider: AnthropicProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
-        base = provider.base_url
-        root = base[: -len("/v1")] if base.endswith("/v1") else base
-        self.url = f"{root}/v1/messages/batches"
+        self.url = f"{provider.api_base}/messages/batches"
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider._encode({"custom_id": custom_id, "params": body})

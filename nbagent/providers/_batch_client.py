@@ -72,7 +72,7 @@ class BatchClient:
 
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The live request's body, without the switch that asks for a stream."""
-        body: dict[str, Any] = self.provider.build_body(request)  # type: ignore[attr-defined]
+        body: dict[str, Any] = self.provider.build_body(request)
         for key in _STREAM_KEYS:
             body.pop(key, None)
         return body
@@ -143,7 +143,7 @@ class BatchClient:
     async def read(self, result: ItemResult) -> Completed:
         """A succeeded item's answer, read as a live answer is, priced at the batch price."""
         completed = await read_whole(
-            self.provider,  # type: ignore[arg-type]
+            self.provider,
             self.wire,
             result.body,
             request_id=result.request_id,

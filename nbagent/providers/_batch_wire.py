@@ -32,8 +32,8 @@ import httpx
 
 from ..errors import InvalidResponse, ProviderError, StreamInterrupted
 from ._http import USER_AGENT
-from ._http_errors import error_from_response, redact, request_id_from
-from ._limits import chunks_within, read_body, transport_error
+from ._http_errors import redact, request_id_from
+from ._limits import guarded_chunks, read_body, transport_error
 from ._server_wish import server_wish
 
 if TYPE_CHECKING:
@@ -145,10 +145,7 @@ class BatchHTTP:
         self, status: int, raw: bytes | Any, headers: Mapping[str, str] | None = None
     ) -> ProviderError:
         """The typed error of an answer with this status and body (as a live request's)."""
-        p = self.provider
-        return error_from_response(
-            p.name, status, raw, headers or {}, secrets=p._secrets, model=p.model
-        )
+        return self.provider._http_error(status, raw, headers or {})
 
     @contextlib.asynccontextmanager
     async def _send(
@@ -213,13 +210,7 @@ class BatchHTTP:
             except (ValueError, RecursionError):
                 doc = None
             if not isinstance(doc, dict):
-                snippet = redact(raw[:200].decode("utf-8", errors="replace"), p._secrets)
-                raise InvalidResponse(
-                    f"a batch API answer that is not a JSON object: {snippet!r}",
-                    provider=p.name,
-                    status_code=r.status_code,
-                    request_id=request_id_from(r.headers, secrets=p._secrets),
-                )
+                raise p._invalid_body(r, raw, "a batch API answer that is not a JSON object")
             if 200 <= r.status_code < 300 and doc.get("error") and r.status_code != 204:
                 raise self.error(r.status_code, raw, r.headers)
             return doc, server_wish(r.headers)
@@ -237,36 +228,25 @@ class BatchHTTP:
         async with self._send("GET", url, headers=headers) as r:
             rid = request_id_from(r.headers, secrets=p._secrets)
             pending = b""
-            try:
-                async with contextlib.aclosing(chunks_within(r, p.limits.idle_timeout)) as chunks:
-                    async for chunk in chunks:
-                        pending += chunk
-                        if b"\n" not in chunk:
-                            if len(pending) > cap:
-                                raise self._line_too_long(cap, rid)
-                            continue
-                        *whole, pending = pending.split(b"\n")
-                        for line in whole:
-                            if line.strip():
-                                yield self._line(line, rid)
-            except ProviderError:
-                raise
-            except (httpx.HTTPError, OSError, TimeoutError) as exc:
-                err = transport_error(
-                    exc,
-                    provider=p.name,
-                    limits=p.limits,
-                    after_response=True,
-                    secrets=p._secrets,
-                    request_id=rid,
-                )
-                if isinstance(err, StreamInterrupted):
-                    err = StreamInterrupted(
-                        f"the results download broke off ({err.message})",
-                        provider=p.name,
-                        request_id=rid,
-                    )
-                raise err from None
+            chunks = guarded_chunks(
+                r,
+                provider=p.name,
+                limits=p.limits,
+                secrets=p._secrets,
+                request_id=rid,
+                broke_off="the results download",
+            )
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    pending += chunk
+                    if b"\n" not in chunk:
+                        if len(pending) > cap:
+                            raise self._line_too_long(cap, rid)
+                        continue
+                    *whole, pending = pending.split(b"\n")
+                    for line in whole:
+                        if line.strip():
+                            yield self._line(line, rid)
             if pending.strip():
                 yield self._line(pending, rid)
 

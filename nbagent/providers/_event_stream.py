@@ -18,10 +18,10 @@ import httpx
 
 from ..errors import InvalidResponse, ProviderError, StreamInterrupted
 from ._http_errors import redact, request_id_from
-from ._limits import Limits, chunks_within, transport_error
+from ._limits import Limits, guarded_chunks
 from ._sse import ServerSentEvent, SSEParser
 
-__all__ = ["EventStream", "Events"]
+__all__ = ["EndCheck", "EventStream", "Events"]
 
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
@@ -60,6 +60,50 @@ class Events(Protocol):
     def interrupted(self, message: str) -> StreamInterrupted: ...
 
 
+class EndCheck:
+    """The end check of an answer's events (`Events.end`), the same for a live stream
+    (`EventStream`) and a whole body (`_whole_body.WholeBody`)."""
+
+    def interrupted(self, message: str) -> StreamInterrupted:
+        raise NotImplementedError
+
+    async def end(
+        self,
+        batches: AsyncIterator[list[ServerSentEvent]],
+        *,
+        end: tuple[str, bool],
+        reason: tuple[str, str | None],
+    ) -> None:
+        """Check the end of an answer read up to its end marker: `end` is its name and
+        whether it came, `reason` the finish reason's field and its value (None: never sent).
+
+        No end marker: `StreamInterrupted` (the answer was cut before it). An end marker with
+        no finish reason before it: the rest of `batches` is read to its end, since two kinds
+        of server send that. One that leaves the reason out and closes cleanly has finished.
+        One that cuts a stream may send the end marker first and then break the body off:
+        llama-cpp-python's server, whose `interrupt_requests` (on by default) ends a running
+        stream with `data: [DONE]` when another request arrives and then drops the connection
+        before the chunked body is complete. That answer was cut: `StreamInterrupted`, so the
+        attempt fails, its partial text is discarded and the request is sent again. What
+        follows the end marker is not read as events; with the reason seen it is not read. A
+        whole body has no connection to break: nothing follows its end marker.
+        """
+        marker, seen = end
+        field, value = reason
+        if not seen:
+            raise self.interrupted(f"the stream ended before {marker}")
+        if value is not None:
+            return
+        try:
+            async for _ in batches:
+                pass
+        except ProviderError as err:
+            raise self.interrupted(
+                f"the connection broke after {marker} with no {field} before it: "
+                f"the answer was cut ({err.message})"
+            ) from None
+
+
 class _BoundedStream(httpx.AsyncByteStream):
     """The upstream bytes with the idle timeout and the per-event size cap applied.
 
@@ -76,48 +120,40 @@ class _BoundedStream(httpx.AsyncByteStream):
         cap = s.limits.max_event_bytes
         pending = 0  # bytes of the event being received so far
         prev = b""
-        try:
-            async with contextlib.aclosing(
-                chunks_within(s.response, s.limits.idle_timeout)
-            ) as chunks:
-                async for chunk in chunks:
-                    if not chunk:
-                        continue
-                    data = prev + chunk
-                    start = len(prev)
-                    if pending + len(chunk) <= cap:
-                        # no event in this read can pass the cap: only the bytes after its
-                        # last boundary (the event still being received) need counting
-                        end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
-                        pending = pending + len(chunk) if end < 0 else len(data) - end - 2
-                        prev = chunk[-1:]
-                        yield chunk
-                        continue
-                    first = True
-                    for m in _BOUNDARY.finditer(data):
-                        seg = max(0, m.start() - start)
-                        if (pending + seg if first else seg) > cap:
-                            raise s.event_too_large()
-                        first = False
-                        start = m.end()
-                    seg = max(0, len(data) - start)
-                    pending = pending + seg if first else seg
-                    if pending > cap:
-                        raise s.event_too_large()
+        chunks = guarded_chunks(
+            s.response,
+            provider=s.provider,
+            limits=s.limits,
+            secrets=s.secrets,
+            request_id=s.request_id,
+        )
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                if not chunk:
+                    continue
+                data = prev + chunk
+                start = len(prev)
+                if pending + len(chunk) <= cap:
+                    # no event in this read can pass the cap: only the bytes after its
+                    # last boundary (the event still being received) need counting
+                    end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
+                    pending = pending + len(chunk) if end < 0 else len(data) - end - 2
                     prev = chunk[-1:]
                     yield chunk
-        except ProviderError:
-            raise
-        except (httpx.HTTPError, OSError, TimeoutError) as exc:
-            err = transport_error(
-                exc,
-                provider=s.provider,
-                limits=s.limits,
-                after_response=True,
-                secrets=s.secrets,
-                request_id=s.request_id,
-            )
-            raise err from None
+                    continue
+                first = True
+                for m in _BOUNDARY.finditer(data):
+                    seg = max(0, m.start() - start)
+                    if (pending + seg if first else seg) > cap:
+                        raise s.event_too_large()
+                    first = False
+                    start = m.end()
+                seg = max(0, len(data) - start)
+                pending = pending + seg if first else seg
+                if pending > cap:
+                    raise s.event_too_large()
+                prev = chunk[-1:]
+                yield chunk
         if pending:
             yield b"\n\n"
 
@@ -125,7 +161,7 @@ class _BoundedStream(httpx.AsyncByteStream):
         return None
 
 
-class EventStream:
+class EventStream(EndCheck):
     """A 2xx event-stream response: `events()` yields its SSE events, bounded and timed."""
 
     def __init__(
@@ -195,41 +231,6 @@ class EventStream:
 
     def interrupted(self, message: str) -> StreamInterrupted:
         return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
-
-    async def end(
-        self,
-        batches: AsyncIterator[list[ServerSentEvent]],
-        *,
-        end: tuple[str, bool],
-        reason: tuple[str, str | None],
-    ) -> None:
-        """Check the end of a stream read up to its end marker: `end` is its name and whether
-        it came, `reason` the finish reason's field and its value (None: never sent).
-
-        No end marker: `StreamInterrupted` (the stream was cut before it). An end marker with
-        no finish reason before it: the body is read to its end, since two kinds of server
-        send that. One that leaves the reason out and closes cleanly has finished. One that
-        cuts a stream may send the end marker first and then break the body off:
-        llama-cpp-python's server, whose `interrupt_requests` (on by default) ends a running
-        stream with `data: [DONE]` when another request arrives and then drops the connection
-        before the chunked body is complete. That answer was cut: `StreamInterrupted`, so the
-        attempt fails, its partial text is discarded and the request is sent again. What
-        follows the end marker is not read as events; with the reason seen it is not read.
-        """
-        marker, seen = end
-        field, value = reason
-        if not seen:
-            raise self.interrupted(f"the stream ended before {marker}")
-        if value is not None:
-            return
-        try:
-            async for _ in batches:
-                pass
-        except ProviderError as err:
-            raise self.interrupted(
-                f"the connection broke after {marker} with no {field} before it: "
-                f"the answer was cut ({err.message})"
-            ) from None
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         """The events, a list per network read: what arrived together is parsed together, so

@@ -149,13 +149,23 @@ class GeminiProvider(HTTPProvider):
     output_dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
 
     @property
-    def url(self) -> str:
-        """The model's `streamGenerateContent` endpoint (SSE), under `base_url`'s API version."""
-        model = self.model.removeprefix("models/")
+    def api_base(self) -> str:
+        """The API under `base_url`: its version's root (`/v1beta` unless it names one), where
+        the models and the batches are."""
         base = self.base_url
         if not base.endswith(("/v1beta", "/v1", "/v1alpha")):
             base += "/v1beta"
-        return f"{base}/models/{model}:streamGenerateContent?alt=sse"
+        return base
+
+    @property
+    def model_id(self) -> str:
+        """The model's id in the API's paths (`model` without a `models/` prefix)."""
+        return self.model.removeprefix("models/")
+
+    @property
+    def url(self) -> str:
+        """The model's `streamGenerateContent` endpoint (SSE), under `base_url`'s API version."""
+        return f"{self.api_base}/models/{self.model_id}:streamGenerateContent?alt=sse"
 
     auth_header, auth_prefix = "x-goog-api-key", ""
 

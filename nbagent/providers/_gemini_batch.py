@@ -85,11 +85,7 @@ class GeminiBatches(BatchClient):
 
     def __init__(self, provider: GeminiProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
-        base = provider.base_url
-        if not base.endswith(("/v1beta", "/v1", "/v1alpha")):
-            base += "/v1beta"
-        self.base = base
-        self.model = provider.model.removeprefix("models/")
+        self.base, self.model = provider.api_base, provider.model_id
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider._encode({"request": body, "metadata": {"key": custom_id}})

@@ -27,7 +27,7 @@ import math
 import ssl
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -106,17 +106,6 @@ def _load_transport() -> None:
     for module in _TRANSPORT:
         with contextlib.suppress(ImportError):  # a layout httpx does not use any more
             importlib.import_module(module)
-
-
-class _WireFormat(Protocol):
-    """What `HTTPProvider.stream` asks of a wire format's subclass."""
-
-    @property
-    def url(self) -> str: ...
-
-    def build_body(self, request: ModelRequest) -> dict[str, Any]: ...
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]: ...
 
 
 class HTTPProvider:
@@ -301,6 +290,46 @@ class HTTPProvider:
             headers[self.auth_header] = self.auth_prefix + self._api_key
         return headers
 
+    # -- what a wire format implements ---------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The endpoint a request of this format is posted to (the format's own).
+
+        Raises:
+            NotImplementedError: The subclass does not name one.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not name its endpoint (url)")
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of `request` in this format, asking for a stream.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+
+        Raises:
+            NotImplementedError: The subclass does not build one.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not build a request body")
+
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of an answer in this format, read from its events.
+
+        Args:
+            es: The live response's events, or a whole answer replayed as the events it would
+                have streamed (`WholeBody`, for a batch's answers).
+
+        Returns:
+            Text, thinking and tool-call parts as they arrive, then one `Completed`.
+
+        Raises:
+            NotImplementedError: The subclass does not read one.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not read an answer")
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Send `request` and read the answer as it streams.
 
@@ -317,13 +346,11 @@ class HTTPProvider:
             ProviderError: The subclass for what went wrong (`RateLimited`, `ServerError`,
                 `StreamInterrupted`, ...), which `classify` turns into the action.
         """
-        # the hooks are not declared on the class: a format that overrides `stream` needs none
-        wire = cast("_WireFormat", self)
-        body = wire.build_body(request)
+        body = self.build_body(request)
         try:
             async with (
-                self._open(wire.url, self._encode(body)) as es,
-                contextlib.aclosing(wire.read_events(es)) as parts,
+                self._open(self.url, self._encode(body)) as es,
+                contextlib.aclosing(self.read_events(es)) as parts,
             ):
                 async for part in parts:
                     yield part
@@ -396,9 +423,16 @@ class HTTPProvider:
                 doc = None
             if isinstance(doc, dict) and doc.get("error"):
                 return self._http_error(response.status_code, doc, response.headers)
+        return self._invalid_body(
+            response, raw, f"expected an event stream (text/event-stream) but got {ctype}"
+        )
+
+    def _invalid_body(self, response: httpx.Response, raw: bytes, what: str) -> InvalidResponse:
+        """`InvalidResponse` for an answer whose body is not what it should be: `what` it is,
+        then the body's start (the key redacted)."""
         snippet = redact(raw[:200].decode("utf-8", errors="replace"), self._secrets)
         return InvalidResponse(
-            f"expected an event stream (text/event-stream) but got {ctype}: {snippet!r}",
+            f"{what}: {snippet!r}",
             provider=self.name,
             status_code=response.status_code,
             request_id=request_id_from(response.headers, secrets=self._secrets),

@@ -1,8 +1,9 @@
 """The limits a streaming request runs under, and what passing them turns into.
 
 `Limits` holds the connect and idle timeouts and the size caps; `chunks_within` reads a
-response's bytes under the idle timeout; `read_body` reads a whole (error) body under the size
-cap; `transport_error` names what went wrong on the connection, in one sentence, as a typed error.
+response's bytes under the idle timeout, and `guarded_chunks` turns a failure while they are read
+into its typed error; `read_body` reads a whole (error) body under the size cap;
+`transport_error` names what went wrong on the connection, in one sentence, as a typed error.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from ..errors import (
     ConfigError,
     InvalidResponse,
     NbAgentError,
-    ProviderError,
     StreamInterrupted,
     TransportError,
 )
@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "Limits",
     "chunks_within",
+    "guarded_chunks",
     "read_body",
     "transport_error",
 ]
@@ -123,6 +124,40 @@ async def chunks_within(
             await aclose()
 
 
+async def guarded_chunks(
+    response: httpx.Response,
+    *,
+    provider: str,
+    limits: Limits,
+    after_response: bool = True,
+    secrets: tuple[str, ...] = (),
+    request_id: str | None = None,
+    broke_off: str = "",
+) -> AsyncGenerator[bytes, None]:
+    """The response's bytes under the idle timeout (`chunks_within`); the connection failing
+    while they are read is its typed error (`transport_error`: mid-stream, `StreamInterrupted`
+    or, for an idle stream, `TransportError`). `broke_off` names what was being read for a
+    `StreamInterrupted` of its own ("the results download" broke off (...))."""
+    try:
+        async with contextlib.aclosing(chunks_within(response, limits.idle_timeout)) as chunks:
+            async for chunk in chunks:
+                yield chunk
+    except (httpx.HTTPError, OSError, TimeoutError) as exc:
+        err = transport_error(
+            exc,
+            provider=provider,
+            limits=limits,
+            after_response=after_response,
+            secrets=secrets,
+            request_id=request_id,
+        )
+        if broke_off and isinstance(err, StreamInterrupted):
+            err = StreamInterrupted(
+                f"{broke_off} broke off ({err.message})", provider=provider, request_id=request_id
+            )
+        raise err from None
+
+
 async def read_body(
     response: httpx.Response,
     *,
@@ -137,19 +172,14 @@ async def read_body(
         what = f"the response body ({int(declared)} bytes)"
         raise _too_large(provider, response, what, cap, secrets)
     buf = bytearray()
-    try:
-        async with contextlib.aclosing(chunks_within(response, limits.idle_timeout)) as chunks:
-            async for chunk in chunks:
-                buf += chunk
-                if len(buf) > cap:
-                    raise _too_large(provider, response, "the response body", cap, secrets)
-    except ProviderError:
-        raise
-    except (httpx.HTTPError, OSError, TimeoutError) as exc:
-        err = transport_error(
-            exc, provider=provider, limits=limits, after_response=False, secrets=secrets
-        )
-        raise err from None
+    chunks = guarded_chunks(
+        response, provider=provider, limits=limits, after_response=False, secrets=secrets
+    )
+    async with contextlib.aclosing(chunks):
+        async for chunk in chunks:
+            buf += chunk
+            if len(buf) > cap:
+                raise _too_large(provider, response, "the response body", cap, secrets)
     return bytes(buf)
 
 

@@ -15,12 +15,12 @@ live request with the same answer would give.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Protocol
 
 from ..errors import InvalidResponse, StreamInterrupted
 from ._base import Completed, StreamPart
-from ._event_stream import Events
+from ._event_stream import EndCheck, Events
 from ._http_errors import redact
 from ._sse import ServerSentEvent
 
@@ -37,7 +37,7 @@ class ReadsEvents(Protocol):
     def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]: ...
 
 
-class WholeBody:
+class WholeBody(EndCheck):
     """The events of a whole body, as an `Events` source: each event's data is its position in
     `docs` (already decoded, so nothing is encoded and decoded again), or a literal marker such
     as `[DONE]`."""
@@ -70,19 +70,6 @@ class WholeBody:
         """The status the item's answer came with, where the batch API says it (OpenAI's
         `response.status_code`); None where it does not."""
         return self._status_code
-
-    async def end(
-        self,
-        batches: AsyncIterator[list[ServerSentEvent]],
-        *,
-        end: tuple[str, bool],
-        reason: tuple[str, str | None],
-    ) -> None:
-        """A whole body has no connection to break after its end marker: only a missing end
-        is an answer cut short (see `EventStream.end`)."""
-        marker, seen = end
-        if not seen:
-            raise self.interrupted(f"the stream ended before {marker}")
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         yield [
