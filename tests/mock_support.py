@@ -1,5 +1,5 @@
 """Helpers for the mock server's tests: a small SSE decoder of their own, the batch fixtures and
-a shape check against them, and a batch clock moved by hand.
+a shape check against them, a batch clock moved by hand, and `nbagent serve` in a process.
 
 It is deliberately not nbagent's parser: the mock's wire output is checked by a second reader.
 """
@@ -7,7 +7,12 @@ It is deliberately not nbagent's parser: the mock's wire output is checked by a 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +113,22 @@ def positions_sent(mock: Any) -> dict[int, int]:
     for cid, n in mock.submitted_ids().items():
         sent[int(cid.split("-")[1])] += n
     return dict(sent)
+
+
+@contextmanager
+def serve_process(*args: str) -> Iterator[str]:
+    """`nbagent serve ARGS` in a process of its own: yields the URL it prints on its first line,
+    and stops it with Ctrl-C (SIGINT) as a user would, waiting for it to end."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nbagent._cli", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().split()[-1]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=20)

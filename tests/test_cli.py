@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from mock_support import serve_process
 
 import nbagent
 from nbagent._cli import main
@@ -236,16 +237,7 @@ def test_one_fault_syntax(texts: list[str], entries: list[str]) -> None:
 
 def test_serve_reads_the_same_fault_script_as_demo() -> None:
     # commas, as `nbagent demo --faults` takes them: the first request gets the 503
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nbagent._cli", "serve", "--faults", "503,ok"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().split()[-1]
+    with serve_process("--faults", "503,ok") as url:
         assert url.startswith("http://127.0.0.1:")
         body = json.dumps(
             {"model": "demo", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
@@ -259,6 +251,3 @@ def test_serve_reads_the_same_fault_script_as_demo() -> None:
         failed.value.close()
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)

@@ -5,14 +5,12 @@ markers, and the reask's prompt measured on the request bodies the mock received
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
+from mock_support import serve_process
 from pydantic import BaseModel, Field
 from test_e2e_faults import FAST, provider
 from test_e2e_faults import run as run_agent
@@ -202,16 +200,7 @@ def test_an_answer_fault_changes_the_text_or_the_forced_tools_arguments() -> Non
 
 
 def test_nbagent_serve_takes_the_answer_faults() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nbagent._cli", "serve", "--faults", "refusal,schema_mismatch"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().split()[-1]
+    with serve_process("--faults", "refusal,schema_mismatch") as url:
         schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
         body = {
             "model": "demo",
@@ -234,6 +223,3 @@ def test_nbagent_serve_takes_the_answer_faults() -> None:
             "n": "not a number",
             "unexpected_field": True,
         }
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=20)

@@ -162,15 +162,6 @@ class Amplification:
         found = self._tries.get(run_id)
         return None if found is None else (found.call, found.layer)
 
-    def requests_of(self, run_id: str) -> tuple[int, int]:
-        """`(HTTP requests, logical calls)` of the intended call `run_id` belongs to, so far."""
-        with self._lock:
-            found = self._tries.get(run_id)
-            if found is None:
-                return 0, 0
-            intended = self._calls[found.call]
-            return intended.requests, len(intended.tries)
-
     def frame(self) -> pd.DataFrame:
         """One row per intended call, the most amplified first (see `Watcher.amplification`)."""
         with self._lock:

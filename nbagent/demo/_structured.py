@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..mock import Conversation, MockToolCall, Turn
+from ..mock import Conversation, Turn
 from ._arithmetic import find_expression
 
 __all__ = ["ANSWER_TOOL", "StructuredAsk", "is_reask", "sample", "structured_ask"]
@@ -303,8 +303,3 @@ def sample(schema: dict[str, Any], prompt: str, *, seed: str = "", found: str = 
     """A value valid for `schema`, made from `prompt`'s words (and the numbers in `found`, what
     the tools returned), the same for the same inputs."""
     return _Maker(schema, prompt, seed or prompt, found).value(schema)
-
-
-def answer_call(tool: str, arguments: str, call_id: str) -> MockToolCall:
-    """The tool-mode answer: a call of the output tool with the answer as its arguments."""
-    return MockToolCall(call_id, tool, arguments)
