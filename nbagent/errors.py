@@ -31,7 +31,7 @@ the model, as a failed tool's do. The tree::
         ├── ContextOverflow         400 "prompt is too long" & co.       -> COMPACT
         ├── AuthFailed              401, 403                             -> FAIL
         ├── ModelNotFound           404 model                            -> FAIL (or fallback)
-        ├── BadRequest              other 4xx                            -> FAIL
+        ├── BadRequest              other 4xx, a request-validation body -> FAIL
         ├── InvalidResponse         2xx that does not decode, too large  -> FAIL
         └── ContentFiltered         content_filter, refusal, safety      -> FAIL
 
@@ -509,7 +509,9 @@ class ModelNotFound(ProviderError):
 
 
 class BadRequest(ProviderError):
-    """Another 4xx: the request itself is wrong, so sending it again would fail again."""
+    """Another 4xx, or a body saying the request failed the server's validation (FastAPI's, with
+    the fields in `body` it names; llama-cpp-python sends it with HTTP 500): the request itself
+    is wrong, so sending it again would fail again."""
 
 
 class InvalidResponse(ProviderError):

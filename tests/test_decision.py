@@ -144,3 +144,17 @@ def test_a_truncated_answer_and_a_rejected_schema_fail_at_once() -> None:
     for err in (E.OutputTruncated(100, 100), E.SchemaRejected("bad", status_code=400)):
         d = decide(Failure(err, attempt=1, reasks_left=2, can_fall_back=True), POLICY)
         assert d.action == "fail"
+
+
+def test_a_refused_form_with_another_to_send_is_sent_again_at_once() -> None:
+    # output_mode="auto" after the server refused the native form: no wait, even on the last
+    # attempt, and the row says what is sent next; any other error ignores the fact
+    rejected = E.SchemaRejected("response_format.type: Input should be ...", status_code=500)
+    then = "output_mode=auto: native refused by the server; trying tool"
+    d = decide(Failure(rejected, attempt=4, other_form=then), POLICY)
+    assert d.action == "retry" and d.plan is not None and d.plan.delay_s == 0.0
+    assert d.why == then
+    other = decide(
+        Failure(E.BadRequest("bad", status_code=400), attempt=1, other_form=then), POLICY
+    )
+    assert other.action == "fail"

@@ -282,27 +282,33 @@ def test_drop_after_tokens(server: MockServer, client: httpx.Client, path: str) 
 @pytest.mark.e2e
 @pytest.mark.parametrize("path", [ANTHROPIC, OPENAI])
 @pytest.mark.parametrize(
-    ("fault", "deltas", "cut"),
+    ("fault", "deltas", "usage"),
     [
-        ("cut_after_done", 3, True),  # a few deltas, the end marker, the body broken off
-        ("no_finish_reason", 7, False),  # the whole answer, the end marker, a clean end
+        ("cut_after_done", 3, False),  # a few deltas, the end marker (llama-cpp-python's cut)
+        ("no_finish_reason", 7, True),  # the whole answer, usage, the end marker (Cortex)
     ],
 )
 def test_the_end_marker_without_a_finish_reason(
-    server: MockServer, client: httpx.Client, path: str, fault: str, deltas: int, cut: bool
+    server: MockServer, client: httpx.Client, path: str, fault: str, deltas: int, usage: bool
 ) -> None:
     server.set_faults([fault])
     status, raw, broke = read_until_break(client, path, body(path, "[demo:deltas=7]"))
-    assert status == 200 and broke is cut  # a cut chunked body never ends
+    assert status == 200 and not broke  # the body ends cleanly either way
     events = sse_events(raw)
     if path == ANTHROPIC:
         assert sum(1 for _, d in events if '"text_delta"' in d) == deltas
         assert events[-1][0] == "message_stop"
-        assert "message_delta" not in {n for n, _ in events}  # no stop_reason anywhere
+        deltas_sent = [json.loads(d) for n, d in events if n == "message_delta"]
+        assert all(d["delta"]["stop_reason"] is None for d in deltas_sent)  # no reason anywhere
+        assert bool(deltas_sent) is usage and all(
+            "output_tokens" in d["usage"] for d in deltas_sent
+        )
     else:
         assert sum(1 for _, d in events if '"content":"' in d and '"role"' not in d) == deltas
         assert events[-1] == (None, "[DONE]")
-        assert all('"finish_reason":null' in d for _, d in events[:-1])
+        chunks = [json.loads(d) for _, d in events[:-1]]
+        assert all(c["choices"][0]["finish_reason"] is None for c in chunks if c["choices"])
+        assert any(isinstance(c.get("usage"), dict) for c in chunks) is usage
     assert server.requests[-1].fault == fault
 
 

@@ -380,12 +380,13 @@ def test_without_earlier_turns_nothing_at_all_is_sent(llama: LlamaServer) -> Non
     assert llama.bodies == [] and agent.history == []
 
 
-# -- 7. [DONE], then a body broken off (llama-cpp-python's interrupt_requests) --------------------
+# -- 7. The end marker with no finish reason: a usage report or not ------------------------------
 #
 # llama-cpp-python's server (interrupt_requests, on by default) stops a running stream when
 # another request arrives: it sends `data: [DONE]` without the chunk that names a finish_reason,
-# and the connection closes before the chunked body ends. A server that leaves finish_reason
-# out and ends its body cleanly (Snowflake Cortex, section 1) has finished; this one was cut.
+# and it never sends usage (tests/test_llama_cpp_python.py reads its captured bytes). A server
+# that leaves finish_reason out but reports usage (Snowflake Cortex, section 1) has finished;
+# one that reports neither was cut, whether the body then ends cleanly or breaks off.
 
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05, seed=1)
 
@@ -433,7 +434,8 @@ def test_a_stream_cut_after_its_end_marker_with_no_finish_reason_is_retried(fmt:
     (retry,) = [e for e in events if isinstance(e, RetryScheduled)]
     assert retry.error == "StreamInterrupted"
     end = "data: [DONE]" if fmt == "openai" else "message_stop"
-    assert f"broke after {end}" in retry.message and "cut" in retry.message
+    assert f"ended with {end} but with neither a" in retry.message and "cut" in retry.message
+    assert "trust_end_marker=True" in retry.message  # the one setting that would accept it
     assert retry.discarded_text and whole.startswith(retry.discarded_text)
     assert len(retry.discarded_text) < len(whole)
     frame = agent.attempts

@@ -14,7 +14,8 @@ through `AttemptLoop`. For each attempt it
    the next model (`Fallback`); hand a structured answer off its schema back to the caller to
    reask (`Reask`: the next attempt is a new request with the errors in it, so its attempts
    count from one again and a transport retry after a reask has every retry it would have had);
-   or raise the error.
+   send the structured output in its next form at once, after the server refused this one
+   (`reform`, in `output_mode="auto"`); or raise the error.
 
 Cancellation is never retried: the attempt is announced as cancelled and the cancellation goes
 on. A failed attempt changes nothing the caller owns: the caller's `attempt(n)` builds its
@@ -72,6 +73,9 @@ T = TypeVar("T")
 Emit = Callable[[Event], None]
 Compact = Callable[[ContextOverflow], Awaitable[bool]]
 """Shorten the conversation after an overflow; False when nothing can be shed."""
+Reform = Callable[[BaseException], str]
+"""After a failure, switch the structured output to its next form if the server refused this
+one, and say so ("" when it did not, or no form is left)."""
 
 
 @dataclass(frozen=True)
@@ -196,12 +200,14 @@ class AttemptLoop:
         *,
         describe: Callable[[T], Sent] | None = None,
         compact: Compact | None = None,
+        reform: Reform | None = None,
     ) -> T:
         """Run `attempt(n)` until it succeeds or the decision is final; returns its result.
 
         Raises the final error, `Fallback` when the next model should take over, `Reask` when
         a structured answer should be asked for again, or `CancelledError` when cancelled.
-        `describe(result)` says what the success reports.
+        `describe(result)` says what the success reports; `reform(error)` switches a refused
+        output form (its sentence goes to the failure's row).
         """
         while True:
             n = self._begin()
@@ -219,7 +225,9 @@ class AttemptLoop:
                 self._cancelled(n)
                 raise
             except Exception as exc:
-                decision = self._failed(n, _as_failure(exc), paced=paced)
+                failure = _as_failure(exc)
+                form = reform(failure.error) if reform is not None else ""
+                decision = self._failed(n, failure, paced=paced, other_form=form)
                 if decision.action == "retry":
                     assert decision.plan is not None
                     await self.clock.sleep(decision.plan.delay_s)
@@ -303,7 +311,9 @@ class AttemptLoop:
                 )
             )
 
-    def _failed(self, n: int, failure: AttemptFailure, *, paced: bool) -> Decision:
+    def _failed(
+        self, n: int, failure: AttemptFailure, *, paced: bool, other_form: str = ""
+    ) -> Decision:
         """Decide about a failed attempt, tell the pacer, announce both; returns the decision."""
         err = failure.error
         if self.pacer is not None and not paced:
@@ -322,6 +332,7 @@ class AttemptLoop:
             compactions_left=self.compactions_left,
             can_fall_back=self.can_fall_back,
             reasks_left=self.reasks_left,
+            other_form=other_form,
         )
         decision = decide(facts, self.policy, rng=self.rng, table=self.table)
         if (

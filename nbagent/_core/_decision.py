@@ -12,6 +12,8 @@ applies it to one failure in its situation and says what happens next:
     compact ->  fail when this step has compacted as often as it may
     reask  ->   fail when the reasks `output_retries` allows are spent (a structured answer off
                 its schema: the errors go back to the model, the next attempt is a new request)
+    reform      a server refusing the output's form (`SchemaRejected`) while `output_mode="auto"`
+                has another form to send: retry at once, with that form
     fail   ->   fallback to the next model of the chain, for a missing model or a failure that
                 retrying could have fixed (a spent retry is worth another model)
 
@@ -26,17 +28,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ..errors import Action, EmptyResponse, ModelNotFound, ProviderError, classify
+from ..errors import Action, EmptyResponse, ModelNotFound, ProviderError, SchemaRejected, classify
 
 if TYPE_CHECKING:
-    from ._retry import RetryPlan, RetryPolicy
+    from ._retry import RetryPolicy
 
-__all__ = ["Decision", "Failure", "Table", "decide"]
+__all__ = ["Decision", "Failure", "RetryPlan", "Table", "decide"]
 
 Table = Callable[[BaseException], Action]
 """Error -> action. `classify` for model requests; `RetryPolicy.call` brings its own."""
 
 Next = Literal["retry", "compact", "reask", "fallback", "fail"]
+
+
+@dataclass(frozen=True)
+class RetryPlan:
+    """One scheduled retry (what `RetryPolicy.plan` returns and `on_retry` is told).
+
+    Attributes:
+        delay_s: The wait to take, in seconds: the server's wish when it gave one, else the
+            policy's delay.
+        policy_delay_s: What the backoff with jitter alone said, in seconds.
+        retry_after_s: The server's wish in seconds, or None.
+    """
+
+    delay_s: float
+    policy_delay_s: float
+    retry_after_s: float | None
 
 
 @dataclass(frozen=True)
@@ -54,6 +72,7 @@ class Failure:
     can_fall_back: bool = False  # a next model is there
     budget_spent: bool = False  # the retry budget refused to pay for a retry
     reasks_left: int = 0  # how many more times a structured answer may be reasked
+    other_form: str = ""  # the output form auto sends next after a refusal of this one
 
 
 @dataclass(frozen=True)
@@ -86,6 +105,8 @@ def decide(
         What happens next, with the error as decided about and the wait when it is a retry.
     """
     err = failure.error
+    if failure.other_form and isinstance(err, SchemaRejected):
+        return Decision("retry", err, RetryPlan(0.0, 0.0, None), failure.other_form)
     if isinstance(err, ProviderError):
         err = policy.escalate(err)
     action = table(err)

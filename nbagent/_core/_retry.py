@@ -28,6 +28,7 @@ from typing import Literal, TypeVar
 from ..errors import ConfigError, ProviderError, QuotaExceeded, RateLimited
 from . import _jitter as jitters
 from ._clock import Clock, RealClock
+from ._decision import RetryPlan
 
 __all__ = ["JitterSpec", "RetryPlan", "RetryPolicy", "format_duration"]
 
@@ -47,22 +48,6 @@ _SHORTHAND: dict[str, jitters.Jitter] = {
     "decorrelated": jitters.DecorrelatedJitter(),
 }
 _JITTER_HINT = "use 'full', 'equal', 'decorrelated', a fraction 0..1, None, or a Jitter object"
-
-
-@dataclass(frozen=True)
-class RetryPlan:
-    """One scheduled retry (what `RetryPolicy.plan` returns and `on_retry` is told).
-
-    Attributes:
-        delay_s: The wait to take, in seconds: the server's wish when it gave one, else the
-            policy's delay.
-        policy_delay_s: What the backoff with jitter alone said, in seconds.
-        retry_after_s: The server's wish in seconds, or None.
-    """
-
-    delay_s: float
-    policy_delay_s: float
-    retry_after_s: float | None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,13 @@ success: an answer off its schema fails the attempt with `OutputInvalid` (reaske
 with the answer's usage, so the attempt log's row carries its tokens and cost. A message that
 only calls the user's tools is not the answer yet: the run goes on with the tools.
 
+In `auto` mode a server that refuses the native form (`SchemaRejected`: a 400 or 422 naming
+`response_format`, or a request-validation body naming it under any status) gets the next form
+once (`reform`): `json_object` with the schema where the Chat format may take it, then tool
+mode. The provider keeps the refusal (`refused_output_forms`), so its next run starts with the
+form that worked; the switch is the failed attempt's row (`action="retry"`, the message says
+to what) and the successful one's note.
+
 The reask (`reask`) is compact: the failed answer once (the latest only: the caller replaces
 the previous pair) and the errors with their paths, as a tool result in tool mode or a user
 message otherwise; never the answer repeated inside the errors.
@@ -25,10 +32,10 @@ from typing import Any
 
 from .._core._attempts import AttemptFailure, Sent
 from .._core._messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from ..errors import ConfigError, OutputInvalid, OutputTruncated
+from ..errors import ConfigError, OutputInvalid, OutputTruncated, SchemaRejected
 from ..providers import Completed, Provider, ToolSpec
 from ..providers._base import OutputFormat
-from ..providers._output_wire import Mode, output_modes, wire_format
+from ..providers._output_wire import Form, Mode, native_forms, output_modes, wire_format
 from ._output_schema import (
     ANSWER_TOOL,
     OutputMode,
@@ -41,6 +48,27 @@ from ._output_schema import (
 __all__ = ["Checked", "OutputPlan", "StructuredOutput", "prompted_instructions"]
 
 _MODES = ("auto", "native", "tool", "prompted")
+
+
+def _shown(mode: Mode, form: Form) -> str:
+    """A mode and form as the attempt log says them."""
+    return "native, json_object with the schema" if form == "json_object" else mode
+
+
+def _auto_forms(provider: Provider, tools: bool) -> list[tuple[Mode, Form]]:
+    """What `auto` may send, best first: each native form, then tool mode (never prompted)."""
+    out: list[tuple[Mode, Form]] = []
+    for mode in output_modes(provider, tools=tools):
+        if mode == "native":
+            out += [(mode, form) for form in native_forms(provider)]
+        elif mode == "tool":
+            out.append((mode, "json_schema"))
+    return out
+
+
+def _refusals(provider: Provider) -> set[str]:
+    kept = getattr(provider, "refused_output_forms", None)
+    return kept if isinstance(kept, set) else set()
 
 
 def prompted_instructions(schema: OutputSchema) -> str:
@@ -101,20 +129,36 @@ class StructuredOutput:
         self.schema = schema
         self.validators = tuple(validators)
         self.retries = retries
-        self.plans = [self._plan(p, mode, bool(tools)) for p in providers]
+        self.mode = mode
+        self.providers = list(providers)
+        self._tools = bool(tools)
+        # the native forms each provider refused: kept on the provider where it can keep them
+        # (`refused_output_forms`), so a later run of `auto` starts with the form that worked
+        self._refused = [_refusals(p) for p in providers]
+        self.plans = [
+            self._plan(p, mode, bool(tools), refused)
+            for p, refused in zip(providers, self._refused, strict=True)
+        ]
 
-    def _plan(self, provider: Provider, requested: OutputMode, tools: bool) -> OutputPlan:
+    def _plan(
+        self, provider: Provider, requested: OutputMode, tools: bool, refused: set[str]
+    ) -> OutputPlan:
         s = self.schema
-        modes = output_modes(provider, tools=tools)
+        form: Form = "json_schema"
         if requested == "auto":
-            mode = modes[0]
-            why = f"output_mode=auto: {mode}"
+            forms = _auto_forms(provider, tools)
+            mode, form = next(
+                ((m, f) for m, f in forms if m != "native" or f not in refused), forms[-1]
+            )
+            why = f"output_mode=auto: {_shown(mode, form)}"
+            if refused & set(native_forms(provider)):
+                why += f" (the server refused {', '.join(sorted(refused))})"
         else:
             mode = requested
             why = f"output_mode={mode}"
         name = ANSWER_TOOL if mode == "tool" else s.name  # tool mode names the tool to call
         fmt = wire_format(
-            provider, mode, name=name, schema=s.json_schema, description=s.description
+            provider, mode, name=name, schema=s.json_schema, description=s.description, form=form
         )
         if mode == "tool":
             described = s.description or f"The answer ({s.name})."
@@ -128,6 +172,20 @@ class StructuredOutput:
         if mode == "prompted":
             return OutputPlan(mode, fmt, instructions=prompted_instructions(s), why=why)
         return OutputPlan(mode, fmt, why=why)
+
+    def reform(self, index: int, error: BaseException) -> str:
+        """After `error`, in `auto` mode: when the server refused model `index`'s native form,
+        switch to the next one (the refusal is kept) and say so; "" otherwise."""
+        plan = self.plans[index]
+        if self.mode != "auto" or plan.mode != "native" or not isinstance(error, SchemaRejected):
+            return ""
+        self._refused[index].add(plan.format.form)
+        new = self._plan(self.providers[index], "auto", self._tools, self._refused[index])
+        if (new.mode, new.format.form) == (plan.mode, plan.format.form):
+            return ""  # no other form to send
+        self.plans[index] = new
+        old, now = _shown(plan.mode, plan.format.form), _shown(new.mode, new.format.form)
+        return f"output_mode=auto: {old} refused by the server; trying {now}"
 
     def system(self, index: int, system: str | None) -> str | None:
         """The system prompt for model `index` (prompted mode adds the schema)."""

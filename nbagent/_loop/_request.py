@@ -16,7 +16,8 @@ attempt loop, quiet (no deltas), its usage counted in the run's.
 With `output=` (`StructuredOutput`), each request carries the model's `OutputFormat` (and the
 output tool, or the schema in the system prompt), and each answer is checked inside its attempt:
 an answer off its schema fails the attempt, and the loop's decision is a reask (`Reask`, which
-the run turns into a new request) or, past `output_retries`, the failure.
+the run turns into a new request) or, past `output_retries`, the failure; a server refusing the
+native form in `auto` mode gets the next form at once (`StructuredOutput.reform`).
 """
 
 from __future__ import annotations
@@ -251,7 +252,8 @@ class Requester:
             can_fall_back=self.state.model_index + 1 < len(self.providers),
             reasks_left=reasks_left,
         )
-        return await loop.run(attempt, describe=describe, compact=compact)
+        reform = None if out is None else lambda error: out.reform(index, error)
+        return await loop.run(attempt, describe=describe, compact=compact, reform=reform)
 
     async def summarize(self, messages: Sequence[Message], instruction: str) -> str:
         """A summary from the current model, under the same policy; raises its final error."""

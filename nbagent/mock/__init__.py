@@ -20,13 +20,13 @@ batch clock a test can move (``batch_duration_s``, ``expire_after_s``, ``batch_c
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
 ``402``, ``403``, ``404``, ``408``, ``409``, ``413``, ``overflow``, ``close``,
-``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``no_finish_reason`` (the end marker with no
-finish reason, then a clean end), ``cut_after_done`` (the end marker with no finish reason after a
-few deltas, then a body broken off), ``empty``, ``slow=S`` (``invalid`` is ``400``,
-``overloaded`` is ``529``); for structured answers ``invalid_json`` (not JSON),
-``schema_mismatch`` (valid JSON off the schema), ``refusal`` (the format's own refusal) and
-``truncated`` (cut at max_tokens); any of them takes ``should_retry=true|false``. A
-``target:`` prefix aims an entry at a batch endpoint instead (``create:429``, ``create:lost``,
+``drop_after_tokens=N``, ``malformed``, ``stall=S``, ``no_finish_reason`` (the whole answer, a
+usage report and the end marker with no finish reason, then a clean end), ``cut_after_done`` (a
+few deltas and the end marker, with neither, then a clean end), ``empty``, ``slow=S``
+(``invalid`` is ``400``, ``overloaded`` is ``529``); for structured answers ``invalid_json``
+(not JSON), ``schema_mismatch`` (valid JSON off the schema), ``refusal`` (the format's own
+refusal) and ``truncated`` (cut at max_tokens); any of them takes ``should_retry=true|false``.
+A ``target:`` prefix aims an entry at a batch endpoint instead (``create:429``, ``create:lost``,
 ``retrieve:503``, ``results:cut``), where ``lost`` and ``cut`` also apply. In Gemini's format
 ``429`` is a per-minute quota whose wait is in the body (``RetryInfo``), ``quota`` a per-day
 quota, and ``529`` a 503 ``UNAVAILABLE``.

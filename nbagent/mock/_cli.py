@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Iterable, Sequence
 
+from ._emulate import EMULATIONS
 from ._faults import Fault, parse_faults
 from ._ratelimit import RateLimit
 from ._server import MockServer
@@ -96,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="a provider batch still running S seconds after its creation expires",
     )
+    parser.add_argument(
+        "--emulate",
+        choices=EMULATIONS,
+        default=None,
+        help="take on a server's quirks on the Chat Completions route (llama-cpp-python: "
+        "interrupt_requests, no usage chunk, response_format json_object only)",
+    )
     return parser
 
 
@@ -142,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             speed=args.speed,
             batch_duration_s=args.batch_duration,
             expire_after_s=args.expire_after,
+            emulate=args.emulate,
         )
         server.start()
     except (ValueError, OSError) as err:

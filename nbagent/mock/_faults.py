@@ -116,12 +116,12 @@ class Fault:
     ``stall=S`` goes silent for S seconds after a few deltas; ``malformed`` sends a broken
     event; ``overloaded_midstream`` an error event. Two faults end a stream with its end marker
     (OpenAI Chat's ``data: [DONE]``, Anthropic's ``message_stop``) but no finish reason before
-    it: ``no_finish_reason`` after the whole answer, and then the body ends cleanly, as a server
-    that leaves the reason out does (Snowflake Cortex); ``cut_after_done`` after a few text
-    deltas, and then the connection closes before the chunked body is complete, as
-    llama-cpp-python's server cuts a stream when ``interrupt_requests`` stops it for another
-    request. The Responses and Gemini formats have no such end marker: there the stream ends
-    (cleanly, or broken off) without its end event or finish reason.
+    it, then end the body cleanly: ``no_finish_reason`` after the whole answer and a usage
+    report, as a server that leaves the reason out does (Snowflake Cortex: a complete answer);
+    ``cut_after_done`` after a few text deltas, with no usage report either, as
+    llama-cpp-python's server ends a stream its ``interrupt_requests`` stops for another request
+    (a cut one). The Responses and Gemini formats have no such end marker: there the stream
+    ends cleanly without its end event or finish reason.
 
     Attributes:
         kind: The fault: an HTTP status ("500", "429", ...), "quota", "overflow", "close",

@@ -116,7 +116,9 @@ class Codec:
     not_found: Callable[[str, str], dict[str, Any]]
     midstream_error: Callable[[str], bytes]  # message id
     malformed: Callable[[str], bytes]
-    unreasoned_end: bytes  # the end marker alone, with no finish reason before it
+    # the end marker with no finish reason before it: after the usage report of the reply
+    # given (Snowflake Cortex), or alone (None: llama-cpp-python's cut stream)
+    unreasoned_end: Callable[[MockReply | None], bytes]
     rate_headers: Callable[[RateDecision], dict[str, str]]
     retry_headers: Callable[[float], dict[str, str]]  # how the format says its wait
 
@@ -192,11 +194,11 @@ def _fmt_codec(
             else wire.openai_malformed
         ),
         unreasoned_end=(
-            wire.sse_event("message_stop", {"type": "message_stop"})
+            wire.anthropic_unreasoned_end
             if fmt == "anthropic"
-            else b"data: [DONE]\n\n"
+            else wire.openai_unreasoned_end
             if fmt == "openai"
-            else b""  # the Responses API's end events say how the answer ended
+            else lambda _reply: b""  # the Responses API's end events say how it ended
         ),
         rate_headers=anthropic_headers if fmt == "anthropic" else openai_headers,
         retry_headers=retry_after_headers,
@@ -224,7 +226,7 @@ def _gemini_codec() -> Codec:
         not_found=lambda path, _rid: gemini.gemini_error(404, f"Not Found: {path}"),
         midstream_error=lambda _mid: gemini.gemini_midstream_error(),
         malformed=lambda _mid: gemini.gemini_malformed(),
-        unreasoned_end=b"",  # Gemini has no end marker: the end of the body is the end
+        unreasoned_end=lambda _reply: b"",  # no end marker: the end of the body is the end
         rate_headers=_none,
         retry_headers=_none,  # Gemini's wait is in the body (RetryInfo), not a header
     )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
 import socket
+import threading
 import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler
@@ -16,6 +18,7 @@ from . import _batch_routes
 from ._answer_faults import answer_fault
 from ._batch_http import Hangup, send_head
 from ._conversation import Conversation, RequestError
+from ._emulate import refused_response_format
 from ._faults import OK, STREAM_KINDS, Fault
 from ._formats import CODECS, Codec, Route, parse_request, route
 from ._ratelimit import RateDecision, format_seconds
@@ -57,6 +60,7 @@ class MockHandler(BaseHTTPRequestHandler):
     _buffered: int
     _started: bool
     _ex: Exchange | None = None  # the exchange being recorded (MockServer(record=...))
+    _cut: threading.Event | None = None  # set when another request cuts this stream (emulate=)
     _status_sent: int = 0
     _sent: list[tuple[str, str]]
 
@@ -93,6 +97,7 @@ class MockHandler(BaseHTTPRequestHandler):
         self._mock = cast("_HTTPServer", self.server).mock
         self._started = False
         self._ex = None
+        self._cut = None
         if self._batch():
             return
         broke: str | None = None
@@ -227,6 +232,10 @@ class MockHandler(BaseHTTPRequestHandler):
             error = codec.bad_request(message, self._request_id, None)
             self._finish_error(400, error, None, "ok", False)
             return
+        refused = refused_response_format(body) if self._emulating else None
+        if refused is not None:  # its pydantic model, before the request reaches the model
+            self._finish_error(500, refused, body, "ok", bool(body.get("stream")))
+            return
         try:
             conv = parse_request(found.format, body, found)
             forced = conv.forced_tool
@@ -242,6 +251,11 @@ class MockHandler(BaseHTTPRequestHandler):
             return
         self._answer(conv, body)
 
+    @property
+    def _emulating(self) -> bool:
+        """Whether this is the Chat Completions route of a server emulating llama-cpp-python."""
+        return self._mock.emulate is not None and self._codec.name == "openai"
+
     def _record(self, body: Any, fault: str, status: int, stream: bool) -> None:
         """Keep a model request (its wire format, body and fault) in `MockServer.requests`."""
         self._keep("POST", status, self._request_id, self._codec.name, body, fault, stream)
@@ -255,6 +269,9 @@ class MockHandler(BaseHTTPRequestHandler):
 
     def _answer(self, conv: Conversation, body: Any) -> None:
         mock = self._mock
+        if self._emulating:  # a request reaching the model cuts the streams being written
+            mock.interrupts.arrived()
+            conv = dataclasses.replace(conv, include_usage=False)
         if mock.rate_limit is not None:
             decision = mock.rate_limit.acquire(conv.prompt_tokens)
             self._extra.update(self._rate_headers(decision))
@@ -286,10 +303,12 @@ class MockHandler(BaseHTTPRequestHandler):
             else answer_fault(fault.kind, mock.responder(conv), conv)
         )
         self._record(body, str(fault), 200, conv.stream)
-        if conv.stream:
-            self._stream(conv, reply)
-        else:
+        if not conv.stream:
             self._whole(conv, reply)
+            return
+        cuts = mock.interrupts.streaming() if self._emulating else contextlib.nullcontext()
+        with cuts as self._cut:
+            self._stream(conv, reply)
 
     def _status_fault(self, fault: Fault, conv: Conversation, body: Any) -> bool:
         codec, rid = self._codec, self._request_id
@@ -381,32 +400,44 @@ class MockHandler(BaseHTTPRequestHandler):
         armed = fault.kind in STREAM_KINDS
         sent_text = 0
         for kind, data in self._pieces(conv, reply):
+            if self._cut is not None and self._cut.is_set():  # interrupt_requests
+                self._write(self._codec.unreasoned_end(None))
+                self._end_stream()
+                return
             if armed and (kind == "final" or (kind == "text" and sent_text >= trigger_at)):
                 armed = False
-                if self._midstream_fault(fault):
+                if self._midstream_fault(fault, reply):
                     return
             self._write(data)
             if kind == "text":
                 sent_text += 1
             if delay > 0 and kind in ("text", "body"):
                 self._flush()
-                if mock.wait(delay):
-                    raise _Dropped
+                self._pause(delay)
         self._end_stream()
 
-    def _midstream_fault(self, fault: Fault) -> bool:
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds` mid-stream: a stopping server drops the answer; a cut stream
+        (`interrupt_requests`) stops waiting and ends at its next piece."""
+        if self._cut is not None:
+            self._cut.wait(seconds)
+        if self._mock.wait(0.0 if self._cut is not None else seconds):
+            raise _Dropped
+
+    def _midstream_fault(self, fault: Fault, reply: MockReply) -> bool:
         """Apply a mid-stream fault; True when the stream is over."""
         if fault.kind == "stall":
             self._flush()
-            if self._mock.wait(fault.seconds or 0.0):
-                raise _Dropped
+            self._pause(fault.seconds or 0.0)
             return False
         if fault.kind in ("no_finish_reason", "cut_after_done"):
-            self._write(self._codec.unreasoned_end)  # in place of the finish and usage events
-            if fault.kind == "no_finish_reason":
-                self._end_stream()
-                return True
-        if fault.kind in ("drop_after_tokens", "cut_after_done"):
+            # in place of the finish and usage events: the usage alone (Snowflake Cortex), or
+            # nothing (llama-cpp-python's cut stream); the end marker, then a clean end
+            usage = reply if fault.kind == "no_finish_reason" else None
+            self._write(self._codec.unreasoned_end(usage))
+            self._end_stream()
+            return True
+        if fault.kind == "drop_after_tokens":
             self._flush()
             self._hang_up()
         if fault.kind == "malformed":

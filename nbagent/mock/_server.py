@@ -23,6 +23,7 @@ from ._batches import (
     MockBatch,
     check_duration,
 )
+from ._emulate import Interrupts, check_emulate
 from ._faults import Fault, FaultPlan, FaultRates
 from ._handler import MockHandler
 from ._ratelimit import RateLimit
@@ -156,10 +157,16 @@ class MockServer:
             items kept, the rest expired); None for the providers' 24 hours.
         batch_clock: The clock batches are timed on (seconds); None for `time.time`. Move it
             with `advance_batches` so a test or a notebook waits for nothing.
+        emulate: A server whose quirks the Chat Completions route takes on, or None for the
+            API as documented: "llama-cpp-python" (`python -m llama_cpp.server`) cuts a running
+            stream when another request arrives (its `interrupt_requests`: the chunks so far,
+            `data: [DONE]`, a clean end), never sends a usage chunk, and refuses a
+            `response_format` of type `json_schema` with HTTP 500 and FastAPI's validation
+            error, while `json_object` with a `schema` is answered in that schema.
 
     Raises:
-        ValueError: `max_records`, `context_window` or `demo_delay_s` is out of range, or a fault
-            string does not parse (one sentence naming it).
+        ValueError: `max_records`, `context_window` or `demo_delay_s` is out of range, `emulate`
+            names no known server, or a fault string does not parse (one sentence naming it).
         RecordingError: `record` or `replay` names a file that cannot be written or read.
 
     Attributes:
@@ -172,6 +179,8 @@ class MockServer:
         stopping: Set while the server stops (long answers end early).
         replayer: What answers from a recording, or None.
         recorder: Where exchanges are recorded, or None.
+        emulate: The server emulated, or None.
+        interrupts: The streams being written, for `emulate="llama-cpp-python"` to cut.
     """
 
     def __init__(
@@ -192,7 +201,10 @@ class MockServer:
         batch_duration_s: float = DEFAULT_BATCH_DURATION_S,
         expire_after_s: float | None = None,
         batch_clock: Callable[[], float] | None = None,
+        emulate: str | None = None,
     ) -> None:
+        self.emulate = check_emulate(emulate)
+        self.interrupts = Interrupts()
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
             raise ValueError(
                 f"max_records must be a whole number of requests to keep (0 or more), "
@@ -266,6 +278,7 @@ class MockServer:
         if httpd is None:
             return
         self.stopping.set()
+        self.interrupts.arrived()  # a stream waiting to be cut waits no more
         httpd.halt()
         if thread is not None:
             thread.join(timeout)
@@ -511,6 +524,7 @@ def serve(
     batch_duration_s: float = DEFAULT_BATCH_DURATION_S,
     expire_after_s: float | None = None,
     batch_clock: Callable[[], float] | None = None,
+    emulate: str | None = None,
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block.
 
@@ -530,6 +544,7 @@ def serve(
         batch_duration_s: As for [`MockServer`][nbagent.mock.MockServer].
         expire_after_s: As for [`MockServer`][nbagent.mock.MockServer].
         batch_clock: As for [`MockServer`][nbagent.mock.MockServer].
+        emulate: As for [`MockServer`][nbagent.mock.MockServer].
 
     Yields:
         The running server; it stops when the block ends.

@@ -147,6 +147,19 @@ def anthropic_stream(reply: MockReply, *, model: str, message_id: str) -> Iterat
     yield "final", sse_event("message_stop", {"type": "message_stop"})
 
 
+def anthropic_unreasoned_end(reply: MockReply | None) -> bytes:
+    """`message_stop` with no stop reason before it: after a `message_delta` that reports the
+    usage of `reply` (its stop reason null), or alone."""
+    stop = sse_event("message_stop", {"type": "message_stop"})
+    if reply is None:
+        return stop
+    delta = {"stop_reason": None, "stop_sequence": None}
+    usage = {"output_tokens": reply.output_tokens}
+    return (
+        sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}) + stop
+    )
+
+
 def anthropic_error(err_type: str, message: str, request_id: str, **details: Any) -> dict[str, Any]:
     error: dict[str, Any] = {"type": err_type, "message": message}
     if details:
@@ -176,6 +189,15 @@ def openai_usage(reply: MockReply) -> dict[str, int]:
         "completion_tokens": reply.output_tokens,
         "total_tokens": reply.input_tokens + reply.output_tokens,
     }
+
+
+def openai_unreasoned_end(reply: MockReply | None) -> bytes:
+    """`data: [DONE]` with no finish_reason before it: after a usage chunk for `reply` (as
+    Snowflake Cortex ends its streams), or alone (as llama-cpp-python ends a stream it cut)."""
+    if reply is None:
+        return b"data: [DONE]\n\n"
+    usage = {"object": "chat.completion.chunk", "choices": [], "usage": openai_usage(reply)}
+    return sse_data(usage) + b"data: [DONE]\n\n"
 
 
 def openai_completion(

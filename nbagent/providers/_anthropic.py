@@ -270,7 +270,7 @@ class AnthropicProvider(HTTPProvider):
         stop_reason: str | None = None
         answered_model: str | None = None
         response_id: str | None = None
-        finished = False
+        finished = reported = False  # message_stop came; message_delta reported usage
         buf = PartBuffer()
         async with aclosing(es.batches()) as batches:
             async for batch in batches:
@@ -378,6 +378,7 @@ class AnthropicProvider(HTTPProvider):
                         if isinstance(usage, dict):
                             # cumulative counts: the latest value replaces the earlier one
                             if json_int(usage.get("output_tokens")) is not None:
+                                reported = True
                                 output_tokens = usage["output_tokens"]
                             if json_int(usage.get("input_tokens")) is not None:
                                 input_tokens = usage["input_tokens"]
@@ -394,7 +395,10 @@ class AnthropicProvider(HTTPProvider):
                 if finished:
                     break
             await es.end(
-                batches, end=("message_stop", finished), reason=("stop_reason", stop_reason)
+                batches,
+                end=("message_stop", finished),
+                reason=("stop_reason", stop_reason),
+                usage=reported,
             )
             request_id, headers = es.request_id, es.headers
         if stop_reason == "model_context_window_exceeded":
@@ -419,7 +423,7 @@ class AnthropicProvider(HTTPProvider):
             )
         out_blocks = [b for b in (blocks[i].finish() for i in order) if b is not None]
         note = ""
-        if stop_reason is None:  # a clean end after message_stop (a cut one failed above)
+        if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed above)
             note = "the stream ended with message_stop but no stop_reason; read as end_turn"
         yield self._completed(
             out_blocks,

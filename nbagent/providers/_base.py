@@ -52,7 +52,9 @@ class OutputFormat:
     the provider forces a tool call (naming it when it is the only tool); "prompted": the schema
     is already in the system prompt, nothing goes on the wire. `schema` is in the provider's
     dialect already (`providers._output_wire.wire_schema`); `strict` asks for strict adherence
-    where the API has the flag.
+    where the API has the flag. `form` is the native form on the Chat format: "json_schema"
+    (`response_format: {type: "json_schema", json_schema: {...}}`), or "json_object" with the
+    schema beside the type, the one llama-cpp-python's server takes.
     """
 
     mode: Literal["native", "tool", "prompted"]
@@ -60,6 +62,7 @@ class OutputFormat:
     schema: dict[str, Any]
     description: str = ""
     strict: bool = False
+    form: Literal["json_schema", "json_object"] = "json_schema"
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """What an error's text and headers say, read the same way for every wire format.
 
 Redaction (no key leaves in any text), the headers worth keeping for retries and pacing, request
-ids, the `x-should-retry` verdict, and context-overflow markers with the numbers they name. Kept
+ids, the `x-should-retry` verdict, context-overflow markers with the numbers they name, and the
+fields a request-validation error names (FastAPI's, whatever the status it came with). Kept
 apart from the classification in `_http_errors` so both it and the stream readers can use them.
 """
 
 from __future__ import annotations
 
+import ast
 import html
 import re
 from collections.abc import Iterable, Mapping
@@ -26,6 +28,7 @@ __all__ = [
     "short",
     "should_retry_from",
     "text_message",
+    "validation_issues",
 ]
 
 MAX_MESSAGE_CHARS = 1000
@@ -202,3 +205,45 @@ def text_message(text: str) -> str:
             return short(html.unescape(m.group(1)), 300)
         stripped = re.sub(r"<[^>]+>", " ", stripped)
     return short(stripped, 300)
+
+
+# FastAPI's text for a request that failed its pydantic model ("1 validation error:\n  {'type':
+# 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': "Input should be ...",
+# ...}"): llama-cpp-python's route handler sends it as the message of an HTTP 500.
+_VALIDATION = re.compile(r"\d+ validation errors?:")
+_LOC = re.compile(r"'loc': \(([^()]*)\)")
+_MSG = re.compile(r"""'msg': ("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+_TYPE = re.compile(r"'type': '([a-z_]+)'")
+_LOC_PART = re.compile(r"'((?:[^'\\]|\\.)*)'|(\d+)")
+
+
+def validation_issues(payload: Any, message: str) -> list[tuple[str, str, str]]:
+    """The (field, message, kind) of each request-body field a validation error names: FastAPI's
+    own answer (`{"detail": [{"loc": ["body", ...], "msg", "type"}]}`, HTTP 422) or its text
+    inside another error's message (llama-cpp-python's HTTP 500). Empty when it is none: only a
+    `loc` inside `body` counts, so a 422 of another kind is not read as one."""
+    found: list[tuple[list[Any], str, str]] = []
+    detail = payload.get("detail") if isinstance(payload, dict) else None
+    if isinstance(detail, list):
+        for item in detail:
+            if isinstance(item, dict) and isinstance(item.get("loc"), list):
+                msg, kind = item.get("msg"), item.get("type")
+                found.append((item["loc"], str(msg or ""), str(kind or "")))
+    elif _VALIDATION.match(message.lstrip()):
+        for entry in message.split("\n")[1:]:
+            loc, msg, kind = _LOC.search(entry), _MSG.search(entry), _TYPE.search(entry)
+            if loc is None:
+                continue
+            parts: list[Any] = [q if n == "" else int(n) for q, n in _LOC_PART.findall(loc[1])]
+            text = ""
+            if msg is not None:
+                try:
+                    text = str(ast.literal_eval(msg[1]))
+                except (ValueError, SyntaxError):
+                    text = msg[1][1:-1]
+            found.append((parts, text, kind[1] if kind else ""))
+    return [
+        (".".join(str(part) for part in loc[1:]), msg, kind)
+        for loc, msg, kind in found
+        if len(loc) > 1 and loc[0] == "body"
+    ]

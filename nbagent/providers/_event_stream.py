@@ -51,6 +51,7 @@ class Events(Protocol):
         *,
         end: tuple[str, bool],
         reason: tuple[str, str | None],
+        usage: bool,
     ) -> None: ...
 
     def json(self, event: ServerSentEvent) -> dict[str, Any]: ...
@@ -64,6 +65,11 @@ class EndCheck:
     """The end check of an answer's events (`Events.end`), the same for a live stream
     (`EventStream`) and a whole body (`_whole_body.WholeBody`)."""
 
+    # whether an end marker with neither a finish reason nor a usage report before it ends a
+    # complete answer: a whole body's (it has no connection to cut), or a stream's when the
+    # provider was made with `trust_end_marker=True`
+    trusts_end_marker = False
+
     def interrupted(self, message: str) -> StreamInterrupted:
         raise NotImplementedError
 
@@ -73,20 +79,23 @@ class EndCheck:
         *,
         end: tuple[str, bool],
         reason: tuple[str, str | None],
+        usage: bool,
     ) -> None:
         """Check the end of an answer read up to its end marker: `end` is its name and
-        whether it came, `reason` the finish reason's field and its value (None: never sent).
+        whether it came, `reason` the finish reason's field and its value (None: never sent),
+        `usage` whether a usage report came.
 
         No end marker: `StreamInterrupted` (the answer was cut before it). An end marker with
-        no finish reason before it: the rest of `batches` is read to its end, since two kinds
-        of server send that. One that leaves the reason out and closes cleanly has finished.
-        One that cuts a stream may send the end marker first and then break the body off:
-        llama-cpp-python's server, whose `interrupt_requests` (on by default) ends a running
-        stream with `data: [DONE]` when another request arrives and then drops the connection
-        before the chunked body is complete. That answer was cut: `StreamInterrupted`, so the
-        attempt fails, its partial text is discarded and the request is sent again. What
-        follows the end marker is not read as events; with the reason seen it is not read. A
-        whole body has no connection to break: nothing follows its end marker.
+        no finish reason before it: the rest of `batches` is read to its end, and what the
+        server reported decides. A usage report without a finish reason, then a clean end, is
+        a finished answer (Snowflake Cortex never names a finish reason). Neither, cleanly or
+        not, is a cut one: llama-cpp-python's server, whose `interrupt_requests` (on by
+        default) stops a running stream when another request arrives, sends `data: [DONE]` in
+        place of the chunk with the finish reason and ends the body (cleanly, or breaking the
+        connection off), and never sends usage. `StreamInterrupted`: the attempt fails, its
+        partial text is discarded and the request is sent again; a server that ends complete
+        answers so too needs `trust_end_marker=True`, which the sentence names. With the
+        reason seen, what follows the end marker is not read.
         """
         marker, seen = end
         field, value = reason
@@ -102,6 +111,14 @@ class EndCheck:
                 f"the connection broke after {marker} with no {field} before it: "
                 f"the answer was cut ({err.message})"
             ) from None
+        if usage or self.trusts_end_marker:
+            return
+        raise self.interrupted(
+            f"the stream ended with {marker} but with neither a {field} nor a usage report "
+            "before it: the answer was cut, as llama-cpp-python's server cuts a stream when "
+            "another request arrives; if this server ends every complete answer so, make "
+            "the provider with trust_end_marker=True"
+        )
 
 
 class _BoundedStream(httpx.AsyncByteStream):
@@ -177,6 +194,7 @@ class EventStream(EndCheck):
         self.limits = limits
         self.secrets = secrets
         self.at_batch_end = False
+        self.trusts_end_marker = limits.trust_end_marker
 
     @property
     def headers(self) -> httpx.Headers:

@@ -136,6 +136,11 @@ class HTTPProvider:
         extra_headers: More headers for every request (an organisation or project header).
         name: The provider's name in model strings and the attempt log; None for
             `default_name`.
+        trust_end_marker: Read a stream that reaches its end marker (`data: [DONE]`,
+            `message_stop`) with neither a finish reason nor a usage report before it as a
+            complete answer. Off by default: that is how llama-cpp-python's server ends a
+            stream it cut (`StreamInterrupted`, retried); turn it on for a server that ends
+            every complete answer so.
 
     Attributes:
         default_base_url: The public endpoint of the format's provider.
@@ -146,7 +151,10 @@ class HTTPProvider:
         model: The model id.
         name: The provider's name.
         base_url: The endpoint, checked.
-        limits: The timeouts and size caps.
+        limits: The timeouts, the size caps and how a stream's end is read.
+        refused_output_forms: The structured-output forms this server refused
+            ("json_schema", "json_object"): `output_mode="auto"` learns them, so a later run
+            starts with the form it takes.
 
     Raises:
         ConfigError: The model is empty, the key is not a string or holds spaces or control
@@ -175,6 +183,7 @@ class HTTPProvider:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         extra_headers: Mapping[str, str] | None = None,
         name: str | None = None,
+        trust_end_marker: bool = False,
     ) -> None:
         base_url = self.default_base_url if base_url is None else base_url
         name = self.default_name if name is None else name
@@ -199,6 +208,8 @@ class HTTPProvider:
                 raise ConfigError(
                     f"{label} must be a positive whole number of bytes, not {ivalue!r}."
                 )
+        if not isinstance(trust_end_marker, bool):
+            raise ConfigError(f"trust_end_marker must be True or False, not {trust_end_marker!r}.")
         self.model = model
         self.name = name
         self.base_url = check_base_url(base_url)
@@ -210,9 +221,14 @@ class HTTPProvider:
             weakref.WeakKeyDictionary()
         )
         self.limits = Limits(
-            float(connect_timeout), float(idle_timeout), max_body_bytes, max_event_bytes
+            float(connect_timeout),
+            float(idle_timeout),
+            max_body_bytes,
+            max_event_bytes,
+            trust_end_marker,
         )
         self._extra_headers = dict(extra_headers or {})
+        self.refused_output_forms: set[str] = set()
         _load_transport()
         # plain http (a local server, the demo's mock) has no certificate to check; an https
         # endpoint's CA bundle is loaded now, not in the first attempt

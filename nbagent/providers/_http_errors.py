@@ -48,6 +48,7 @@ from ._error_text import (
     short,
     should_retry_from,
     text_message,
+    validation_issues,
 )
 from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
 from ._server_wish import parse_duration, server_wish
@@ -146,8 +147,9 @@ _OUTPUT_SCHEMA_TEXT = re.compile(
     re.I,
 )
 SCHEMA_HINT = (
-    " The output schema (output=) is what the provider refused: change it as the message says, "
-    "or pass output_mode='tool' or 'prompted'."
+    " The output schema (output=), or the form it was sent in, is what the provider refused: "
+    "change it as the message says, or pass output_mode='auto' (it tries the other forms this "
+    "server may take, down to a tool), 'tool' or 'prompted'."
 )
 
 # Codes distinctive enough to count when a gateway mentions them anywhere in its message text.
@@ -189,6 +191,7 @@ class _Parsed:
     upstream_status: int | None = None  # the status a gateway's flattened upstream error names
     param: str = ""  # the request field an OpenAI-style error names
     body: Any = None
+    invalid: bool = False  # the request body failed the server's validation (FastAPI's)
 
 
 def _as_int(value: Any) -> int | None:
@@ -267,7 +270,12 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
         p.tokens = n_prompt
     if n_ctx is not None:
         p.limit = n_ctx
-    if not nested:
+    issues = validation_issues(payload, p.message)
+    if issues:  # a request the server's model refused: name the fields, whatever the status
+        p.invalid, p.param, p.code = True, issues[0][0], issues[0][2] or "validation_error"
+        said = "; ".join(f"{where}: {what}" for where, what, _ in issues)
+        p.message = f"the request failed the server's validation: {said}."
+    elif not nested:
         _read_flattened(p)
     p.message = short(p.message)
     return p
@@ -378,6 +386,8 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
     google = _google_class(status, p.google)
     if google is not None:
         return google
+    if p.invalid:  # the request itself: sending it again gets the same answer
+        return SchemaRejected if _rejects_output_schema(p) else BadRequest
     if status == 529 or codes & OVERLOADED_CODES:
         return Overloaded
     if codes & FILTER_CODES or (status == 403 and p.flagged):

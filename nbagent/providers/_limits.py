@@ -1,9 +1,10 @@
 """The limits a streaming request runs under, and what passing them turns into.
 
-`Limits` holds the connect and idle timeouts and the size caps; `chunks_within` reads a
-response's bytes under the idle timeout, and `guarded_chunks` turns a failure while they are read
-into its typed error; `read_body` reads a whole (error) body under the size cap;
-`transport_error` names what went wrong on the connection, in one sentence, as a typed error.
+`Limits` holds the connect and idle timeouts, the size caps and how a stream's end is read;
+`chunks_within` reads a response's bytes under the idle timeout, and `guarded_chunks` turns a
+failure while they are read into its typed error; `read_body` reads a whole (error) body under
+the size cap; `transport_error` names what went wrong on the connection, in one sentence, as a
+typed error.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class Limits:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    # a stream that reaches its end marker with neither a finish reason nor a usage report is
+    # complete (True) or was cut (False: llama-cpp-python's interrupted streams end so)
+    trust_end_marker: bool = False
 
     def httpx_timeout(self) -> httpx.Timeout:
         return httpx.Timeout(

@@ -159,6 +159,7 @@ _OPTIONS = frozenset(
         "extra_headers",
         "name",
         "api_version",
+        "trust_end_marker",
     }
 )
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
@@ -203,7 +204,7 @@ def resolve_model(
     `api_version` (or `AZURE_OPENAI_API_VERSION`) choosing the dated endpoint over v1.
     A key is not needed for Ollama, nor for any server on this machine (llama.cpp, vLLM).
     Other keyword arguments (`client`, `connect_timeout`, `idle_timeout`, `max_body_bytes`,
-    `max_event_bytes`, `extra_headers`, `name`) go to the provider.
+    `max_event_bytes`, `extra_headers`, `name`, `trust_end_marker`) go to the provider.
 
     Args:
         spec: The model string.

@@ -243,7 +243,8 @@ class OpenAIProvider(HTTPProvider):
 
         Yields:
             Text, reasoning and tool-call deltas of the first choice, then one `Completed` at
-            `[DONE]` (a missing finish_reason after content is read as "stop").
+            `[DONE]` (a missing finish_reason after content and a usage report is read as
+            "stop"; with no usage report either, the stream was cut: `StreamInterrupted`).
         """
         text: list[str] = []
         thinking: list[str] = []
@@ -251,7 +252,7 @@ class OpenAIProvider(HTTPProvider):
         flagged: set[str] = set()  # content-filter categories that filtered (Azure)
         calls: dict[int, _Call] = {}
         finish: str | None = None
-        done = False
+        done = reported = False  # [DONE] came; a usage report (token counts) came
         answered_model: str | None = None
         response_id: str | None = None
         input_tokens = output_tokens = cache_read = 0
@@ -278,8 +279,11 @@ class OpenAIProvider(HTTPProvider):
                         response_id = data["id"]
                     usage = data.get("usage")
                     if isinstance(usage, dict):
-                        input_tokens = json_int(usage.get("prompt_tokens")) or 0
-                        output_tokens = json_int(usage.get("completion_tokens")) or 0
+                        prompt = json_int(usage.get("prompt_tokens"))
+                        completion = json_int(usage.get("completion_tokens"))
+                        reported = reported or prompt is not None or completion is not None
+                        input_tokens = prompt or 0
+                        output_tokens = completion or 0
                         details = usage.get("prompt_tokens_details")
                         if isinstance(details, dict):
                             cache_read = json_int(details.get("cached_tokens")) or 0
@@ -320,15 +324,19 @@ class OpenAIProvider(HTTPProvider):
                     yield part
                 if done:
                     break
-            await es.end(batches, end=("data: [DONE]", done), reason=("finish_reason", finish))
+            await es.end(
+                batches,
+                end=("data: [DONE]", done),
+                reason=("finish_reason", finish),
+                usage=reported,
+            )
             request_id, headers = es.request_id, es.headers
         note = ""
         if finish is None:
             if not (text or calls or refusal):
                 raise es.interrupted("the stream ended without a finish_reason")
             # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
-            # name a finish reason: [DONE] after content, then a clean end of the body, is a
-            # complete stream, read as "stop" (a body broken off after it was cut, above).
+            # name a finish reason: read as "stop" (one with no usage either was cut: es.end)
             finish = "stop"
             note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
         if finish == "content_filter" or refusal:

@@ -8,8 +8,10 @@ sees a wire shape. Here, per wire format, as each provider documents it:
   structured-outputs-2025-11-13`, is now refused as deprecated); tool mode `tool_choice:
   {type: "tool", name}` (`{type: "any"}` beside other tools).
 * OpenAI Chat (Azure, OpenRouter, Ollama, llama.cpp, vLLM): native `response_format: {type:
-  "json_schema", json_schema: {name, schema, strict}}`; tool mode `tool_choice: {type:
-  "function", function: {name}}` (`"required"` beside other tools).
+  "json_schema", json_schema: {name, schema, strict}}`, or the form llama-cpp-python's server
+  takes instead (its pydantic model allows only `text` and `json_object`), `{type:
+  "json_object", schema}`; tool mode `tool_choice: {type: "function", function: {name}}`
+  (`"required"` beside other tools).
 * OpenAI Responses: native `text: {format: {type: "json_schema", name, schema, strict}}` (flat,
   no `json_schema` wrapper); tool mode `tool_choice: {type: "function", name}` (`"required"`).
 * Gemini: native `generationConfig: {responseMimeType: "application/json",
@@ -21,10 +23,13 @@ Prompted mode puts the schema in the system prompt (the loop does), so nothing g
 Which mode `auto` picks (`output_modes`): native where the provider and model have it —
 Anthropic's Claude 4.1 and later (Opus 4.1, Sonnet 4.5, Haiku 4.5, ...; and the demo model),
 OpenAI's gpt-4o (from 2024-08-06), gpt-4.1, gpt-5 and the o-series, any other server speaking
-the Chat format (it is asked with `strict: false`: llama.cpp turns the schema into a grammar,
-vLLM into guided decoding), Gemini 3 and later, and Gemini 2.x when no other tool is offered
-(its JSON mode does not combine with function calling: "Function calling with a response mime
-type: 'application/json' is unsupported", googleapis/python-genai#867); else tool mode.
+the Chat format (it is asked with `strict: false`: llama.cpp's `llama-server` turns the schema
+into a grammar, vLLM into guided decoding, Ollama into its format), Gemini 3 and later, and
+Gemini 2.x when no other tool is offered (its JSON mode does not combine with function calling:
+"Function calling with a response mime type: 'application/json' is unsupported",
+googleapis/python-genai#867); else tool mode. When a server refuses the native form, `auto`
+tries the next (`native_forms`, then tool mode) and the provider keeps the refusal
+(`refused_output_forms`), so its next run starts with what it takes.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ __all__ = [
     "add_gemini_output",
     "add_openai_output",
     "add_responses_output",
+    "native_forms",
     "output_dialect",
     "output_modes",
     "wire_format",
@@ -50,6 +56,7 @@ __all__ = [
 
 Mode = Literal["native", "tool", "prompted"]
 Dialect = Literal["anthropic", "openai", "openai-compatible", "gemini", "any"]
+Form = Literal["json_schema", "json_object"]
 
 _CLAUDE_NATIVE = re.compile(r"claude-(opus|sonnet|haiku)-(4-[1-9](?!\d)|4\.[1-9]|[5-9](?!\d))")
 _OPENAI_NATIVE = re.compile(
@@ -89,8 +96,23 @@ def output_modes(provider: Provider, *, tools: bool) -> tuple[Mode, ...]:
     return _ALL if native else ("tool", "native", "prompted")
 
 
+def native_forms(provider: Provider) -> tuple[Form, ...]:
+    """The native forms `provider` may take, best first: a server speaking the Chat format
+    other than OpenAI's own may refuse `json_schema` and take `json_object` with the schema
+    (llama-cpp-python); every other provider has its one native form."""
+    if output_dialect(provider) == "openai-compatible":
+        return ("json_schema", "json_object")
+    return ("json_schema",)
+
+
 def wire_format(
-    provider: Provider, mode: Mode, *, name: str, schema: dict[str, Any], description: str = ""
+    provider: Provider,
+    mode: Mode,
+    *,
+    name: str,
+    schema: dict[str, Any],
+    description: str = "",
+    form: Form = "json_schema",
 ) -> OutputFormat:
     """The request's `OutputFormat` for `provider`: the schema in its dialect (checked now,
     before anything is sent), and whether it is strict.
@@ -101,6 +123,7 @@ def wire_format(
         name: The schema's name (the output tool's, in tool mode).
         schema: The converted JSON Schema.
         description: What the answer is, for the model; "" for nothing.
+        form: The native form (one of `native_forms(provider)`).
 
     Returns:
         What the request carries to the provider.
@@ -123,7 +146,7 @@ def wire_format(
         return OutputFormat(mode, name, anthropic_schema(schema), description)
     if dialect == "gemini":
         return OutputFormat(mode, name, gemini_schema(schema), description)
-    return OutputFormat(mode, name, schema, description)
+    return OutputFormat(mode, name, schema, description, form=form)
 
 
 # -- the bodies --------------------------------------------------------------------------------
@@ -154,11 +177,13 @@ def add_anthropic_output(body: dict[str, Any], fmt: OutputFormat | None) -> None
 
 
 def add_openai_output(body: dict[str, Any], fmt: OutputFormat | None) -> None:
-    """OpenAI Chat Completions (and every server speaking it): `response_format` json_schema,
-    or the forced output tool."""
+    """OpenAI Chat Completions (and every server speaking it): `response_format` json_schema
+    (or json_object with the schema), or the forced output tool."""
     if fmt is None:
         return
-    if fmt.mode == "native":
+    if fmt.mode == "native" and fmt.form == "json_object":
+        body["response_format"] = {"type": "json_object", "schema": fmt.schema}
+    elif fmt.mode == "native":
         spec: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
         if fmt.description:
             spec["description"] = fmt.description

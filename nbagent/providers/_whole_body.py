@@ -40,7 +40,9 @@ class ReadsEvents(Protocol):
 class WholeBody(EndCheck):
     """The events of a whole body, as an `Events` source: each event's data is its position in
     `docs` (already decoded, so nothing is encoded and decoded again), or a literal marker such
-    as `[DONE]`."""
+    as `[DONE]`. It has no connection to cut: an end marker ends a complete answer."""
+
+    trusts_end_marker = True
 
     def __init__(
         self,
