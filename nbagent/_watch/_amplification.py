@@ -4,14 +4,20 @@ An SDK retries inside one logical call (its own retry counter goes 0, 1, 2); a f
 wrapper on top retries by calling the SDK again, which starts a new logical call whose counter
 is back at 0. The watcher cannot see the outer layer, but it sees what it sends: the same
 request (method, path and the body's digest, the one recordings compute: a retry sends the same
-snapshot) as a new logical call, from the same thread or task, while or shortly after
-(`OUTER_RETRY_WINDOW_S`) the previous one failed. Such logical calls are one **intended call**:
-`call` is the run id of its first logical call, `layer_attempt` counts the outer layer's tries
-(1, 2, ...). A call that succeeded, or failed long ago, or ran in another task, is never
-continued: sending the same prompt again on purpose is a new call.
+snapshot) as a new logical call of the same client, while or shortly after
+(`OUTER_RETRY_WINDOW_S`) a logical call with that request failed, no later call having
+continued it, and with no other logical call with that request running. Whatever thread, task
+or context it comes from (an outer layer may run each try in a task of its own, as
+pydantic-ai's `agent.run` under tenacity does), such a logical call is the failed one's next
+try: together they are one **intended call**, `call` the run id of its first logical call,
+`layer_attempt` the outer layer's tries (1, 2, ...). A call that succeeded or failed long ago
+is never continued, and one sent while a call with its request is still running (the same
+prompt in a concurrent map) continues none: sending the same prompt again on purpose is a new
+call.
 
 When an intended call takes more HTTP requests than the retrying layer alone allows (the SDK's
-`max_retries` + 1), the client's watcher warns once with `RetryAmplification`.
+`max_retries` + 1), the client's watcher warns once with `RetryAmplification`, with both
+layers' shares of the requests so far.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ OUTER_RETRY_WINDOW_S = 120.0
 class RetryAmplification(UserWarning):
     """Warned once per watched client when one intended call became more HTTP requests than
     its retrying layer alone allows: two layers (the SDK and a framework, or a wrapper of your
-    own) both retry, and their retries multiply. `w.amplification` has the figures."""
+    own) both retry, and their retries multiply. It is warned when the outer layer's try that
+    crossed the line ends, and says the requests so far with each layer's share (the SDK's
+    requests in each try, the outer layer's tries); `w.amplification` keeps counting."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class Who:
     advice: str
 
 
-@dataclass
+@dataclass(eq=False)
 class _Try:
     call: str
     layer: int
@@ -58,7 +66,6 @@ class _Try:
     requests: int = 0
     ended: float | None = None
     failed: bool = False
-    continued: bool = False
 
 
 @dataclass
@@ -84,32 +91,31 @@ class Amplification:
         self._lock = threading.Lock()
         self._tries: dict[str, _Try] = {}
         self._calls: dict[str, _Intended] = {}
+        self._waiting: dict[tuple[str, str, str], list[_Try]] = {}
 
     def begin(
-        self,
-        run_id: str,
-        key: tuple[str, str, str],
-        previous: str | None,
-        t: float,
-        model: str = "",
+        self, run_id: str, key: tuple[str, str, str], t: float, model: str = ""
     ) -> tuple[str, int]:
-        """A new logical call `run_id` sends `key` at `t`; `previous` is the logical call this
-        thread or task made before it. Returns `(call, layer_attempt)`."""
+        """A new logical call `run_id` sends `key` at `t`: the next try of the failed call it
+        continues, if any (see the module docstring), else a new intended call. Returns
+        `(call, layer_attempt)`."""
         with self._lock:
-            prev = self._tries.get(previous) if previous is not None else None
-            if (
-                prev is not None
-                and prev.key == key
-                and prev.failed
-                and not prev.continued
-                and prev.ended is not None
-                and t - prev.ended <= self.window
-            ):
-                prev.continued = True
+            # the logical calls with this request that are running, or failed and continued by
+            # no one yet, within the window
+            same = [
+                x
+                for x in self._waiting.pop(key, [])
+                if x.ended is None or t - x.ended <= self.window
+            ]
+            failed = [x for x in same if x.ended is not None]
+            if failed and len(failed) == len(same):  # none of them running
+                prev = max(failed, key=lambda x: x.ended or 0.0)
+                same.remove(prev)
                 mine = _Try(prev.call, prev.layer + 1, key)
             else:
                 mine = _Try(run_id, 1, key)
                 self._calls[run_id] = _Intended(run_id, model, t)
+            self._waiting[key] = [*same, mine]
             self._tries[run_id] = mine
             self._calls[mine.call].tries.append(mine)
             return mine.call, mine.layer
@@ -131,6 +137,9 @@ class Amplification:
                 return None
             mine.ended = t
             mine.failed = end_reason in ("error", "cancelled")
+            waiting = self._waiting.get(mine.key, [])
+            if not mine.failed and mine in waiting:  # a success is never continued
+                waiting.remove(mine)
             intended = self._calls[mine.call]
             intended.outcome = (
                 "cancelled" if end_reason == "cancelled" else "error" if mine.failed else "ok"
@@ -142,20 +151,17 @@ class Amplification:
         return text
 
     def sentence(self, intended: _Intended) -> str:
-        """The warning's words for `intended` (see the module docstring)."""
-        n, tries = intended.requests, len(intended.tries)
-        inner = [t.requests - 1 for t in intended.tries]
-        most = max(inner)
-        if most <= 0:
-            how = f"an outer layer tried it {tries} times"
-        else:
-            times = "time" if most == 1 else "times"
-            each = "up to " if min(inner) != most else ""
-            how = (
-                f"{self.who.label} retried {each}{most} {times} inside each of {tries} tries "
-                "by an outer layer"
-            )
-        return f"1 call became {n} requests: {how}. Let one layer retry: {self.who.advice}"
+        """The warning's words for `intended`: the requests so far, and each layer's share (the
+        retrying layer's requests in each try, the outer layer's tries)."""
+        each = [t.requests for t in intended.tries]
+        most = max(each)
+        share = f"up to {most}" if min(each) != most else f"{most}"
+        return (
+            f"1 call has become {intended.requests} requests so far: {self.who.label}'s "
+            f"{share} in each of {len(each)} tries by an outer layer (each further try adds up "
+            f"to {self.who.allowed}; the watcher's amplification frame keeps counting). "
+            f"Let one layer retry: {self.who.advice}"
+        )
 
     def of(self, run_id: str) -> tuple[str, int] | None:
         """`(call, layer_attempt)` of logical call `run_id`."""

@@ -7,11 +7,11 @@ or `AttemptFailed`; a logical call (the SDK's first attempt and its retries) is 
 failure; either way only within one thread or task (a context variable remembers the call in
 flight there), so concurrent calls never mix. A failure the SDK will retry is followed by an
 `SDKRetryScheduled` with the wait the SDK's rule gives; the wait it really took is measured
-when the next attempt arrives (`CallLog.waits`).
+when the next attempt arrives (`CallLog.waits`). Logical calls an outer layer sent again, from
+any thread or task, are grouped into intended calls (`_amplification`).
 
 `nbagent_action` is what nbagent would have done with the same failure: `decide` under the
-default `RetryPolicy`. Logical calls that an outer layer sent again are grouped into intended
-calls (`_amplification`).
+default `RetryPolicy`.
 
 A guarded client (`nbagent.guard`) decides for itself: its transport binds each exchange it
 sends to its logical call (`GuardSlot`), announces its decisions through `guarded_event`, and
@@ -200,18 +200,12 @@ class CallLog:
         while self._warnings:
             warn(self._warnings.pop(0))
 
-    def _new_call(self, facts: RequestFacts, previous: _Call | None, t: float) -> _Call:
+    def _new_call(self, facts: RequestFacts, t: float) -> _Call:
         call = _Call(f"{self.name}-{next(self._ids)}", facts)
         # a cell of this context's own (tasks inherit their parent's: never share one)
         self._current.set(_Cell(call))
         self._open[call.run_id] = call
-        intended, layer = self.amplification.begin(
-            call.run_id,
-            facts.key,
-            previous.run_id if previous is not None else None,
-            t,
-            facts.model,
-        )
+        intended, layer = self.amplification.begin(call.run_id, facts.key, t, facts.model)
         self._emit(
             RunStarted(
                 prompt=facts.prompt,
@@ -234,13 +228,13 @@ class CallLog:
         facts = read_request(request)
         cell = self._current.get()
         with self._lock:
-            previous = call = cell.call if cell is not None else None
+            call = cell.call if cell is not None else None
             if call is not None and not self._continues(call, facts):
                 if call.open:  # the SDK moved on without the retry it was expected to make
                     self._finish(call, t, "error", "", "the client sent no further attempt")
                 call = None
             if call is None:
-                call = self._new_call(facts, previous, t)
+                call = self._new_call(facts, t)
             self.amplification.request(call.run_id)
             call.attempts += 1
             n = call.attempts
@@ -285,12 +279,10 @@ class CallLog:
 
     def open_guarded(self, request: Any, t: float) -> tuple[_Call, RequestFacts]:
         """A guarded client's new logical call for `request`: its `RunStarted`, its place
-        among the intended calls of this thread or task."""
+        among the intended calls of its client."""
         facts = read_request(request)
-        cell = self._current.get()
         with self._lock:
-            previous = cell.call if cell is not None else None
-            return self._new_call(facts, previous, t), facts
+            return self._new_call(facts, t), facts
 
     def _guarded_attempt(self, slot: GuardSlot, t: float) -> _Attempt:
         call = slot.call

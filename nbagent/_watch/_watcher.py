@@ -160,13 +160,13 @@ class Watcher:
         """One row per intended call, the most amplified first.
 
         An intended call is one logical call and the outer layer's retries of it (the same
-        request sent again as a new call, from the same thread or task, while or shortly after
-        it failed; see `nbagent.RetryAmplification`). Columns: `call` (the run id of its first
-        logical call, as in `attempts["call"]`), `model`, `logical_calls` (the outer layer's
-        tries), `requests` (HTTP requests in all), `factor` (requests per intended call),
-        `allowed` (the requests the retrying layer alone makes at most: the SDK's
-        `max_retries` + 1, or a guard's `max_attempts`) and `outcome` (ok, error, cancelled,
-        running)."""
+        request sent again as a new call, from any thread or task, while or shortly after it
+        failed and while no other call with it runs; see `nbagent.RetryAmplification`).
+        Columns: `call` (the run id of its first logical call, as in `attempts["call"]`),
+        `model`, `logical_calls` (the outer layer's tries), `requests` (HTTP requests in all),
+        `factor` (requests per intended call), `allowed` (the requests the retrying layer
+        alone makes at most: the SDK's `max_retries` + 1, or a guard's `max_attempts`) and
+        `outcome` (ok, error, cancelled, running)."""
         return self._calls.amplification.frame()
 
     def _row(self, idx: int, row: dict[str, Any]) -> None:
