@@ -40,6 +40,15 @@ if [ "$extras" = "--dev" ] && [ ! -x .venv-litellm/bin/litellm ]; then
   "${UV[@]}" --python .venv-litellm/bin/python 'litellm[proxy]==1.82.6'
 fi
 
+if [ "$extras" = "--dev" ] && [ ! -x .venv-instructor/bin/instructor ]; then
+  # The instructor client test (tests/test_demo_instructor.py) runs instructor against the mock.
+  # Its pins clash with pydantic-ai's (jiter<0.15, where the OpenAI SDK pydantic-ai needs takes
+  # jiter>=0.16), so it lives in a venv of its own.
+  echo "== installing instructor into .venv-instructor (the instructor client test)"
+  "$PY" -m venv .venv-instructor
+  "${UV[@]}" --python .venv-instructor/bin/python 'instructor[anthropic]==1.17.0'
+fi
+
 if [ "$extras" = "--dev" ] && [ ! -d tests/node_modules/axe-core ]; then
   # axe-core, the accessibility checker the browser tests inject into pages (pinned, locked)
   echo "== installing the browser tests' JavaScript (npm ci in tests/)"

@@ -10,8 +10,9 @@ import pytest
 from nbagent._loop._limiter import reset_shared_limiters
 
 # pydantic-ai 2 supports Python 3.11 and later (the dev extra installs it only there), so its
-# framework test is not collected on 3.10; the other Pythons run it.
-collect_ignore = ["test_amplification_pydantic_ai.py"] if sys.version_info < (3, 11) else []
+# framework tests are not collected on 3.10; the other Pythons run them.
+PYDANTIC_AI_TESTS = ["test_amplification_pydantic_ai.py", "test_demo_pydantic_ai.py"]
+collect_ignore = PYDANTIC_AI_TESTS if sys.version_info < (3, 11) else []
 
 
 @pytest.fixture(autouse=True)

@@ -343,7 +343,8 @@ def _structured_reply(
         call = MockToolCall(_call_id(conv, ask.tool + arguments), ask.tool, arguments)
         reply = MockReply(tool_calls=(call,), stop_reason="tool_use")
     else:
-        reply = MockReply(text_deltas=split_words(arguments))
+        text = f"```json\n{arguments}\n```" if ask.fenced else arguments
+        reply = MockReply(text_deltas=split_words(text))
     reply = dataclasses.replace(
         reply,
         input_tokens=conv.prompt_tokens,
@@ -388,9 +389,10 @@ def demo_reply(conv: Conversation) -> MockReply:
     if draft.calls and len(rounds) >= MAX_TOOL_ROUNDS:
         draft = _Draft(text=draft.text)
     if ask is not None:
-        # the user's tools first, when the prompt needs them; then the answer in its shape
+        # the user's tools first, when the prompt needs them and the request names no tool to
+        # call; then the answer in its shape
         reasked = bool(conv.turns) and is_reask(conv.turns[-1])
-        if reasked or not [c for c in draft.calls if c.name != ask.tool]:
+        if ask.named or reasked or not [c for c in draft.calls if c.name != ask.tool]:
             return _structured_reply(conv, ask, prompt, markers, rounds)
     deltas = draft.deltas if draft.deltas is not None else split_words(draft.text)
     thinking: tuple[str, ...] = ()

@@ -1,11 +1,16 @@
 """The demo model's structured answers: valid JSON built from the schema it was sent.
 
 The schema comes from the request in any mode: native (the wire format's own field, read by the
-mock into `Conversation.output_schema`), tool mode (the forced tool's input schema, or the
-`final_answer` tool beside the user's tools) or prompted (the schema after "JSON Schema:" in the
-system prompt). The values are made from the prompt, deterministically (the same conversation
-gets the same answer): strings from its words, a sentiment `enum` by a small word list, numbers
-within their bounds, every required field and every constraint the schema states.
+mock into `Conversation.output_schema`), tool mode (the forced tool's input schema; under a
+choice that forces some tool but names none, an output tool such as `final_result` if one is
+offered, else the first tool; or the `final_answer` tool beside the user's tools) or prompted (a
+JSON Schema written out after the word "schema" in the system prompt or a user message, as
+nbagent's prompted mode, pydantic-ai's and instructor's JSON modes write it; in a ```json fence
+when the prompt asks for one). JSON mode with no schema anywhere gets a JSON object. The values
+are made from the prompt, deterministically (the same conversation gets the same answer):
+strings from its words, a sentiment `enum` by a small word list, numbers within their bounds,
+every required field and every constraint the schema states. A recursive schema closes a few
+levels down: past them only required fields, and the fewest items an array allows.
 
 Markers make an answer misbehave on demand, the first time only: after a reask (the request
 carries the errors) the answer is valid. `[demo:schema_mismatch]` (valid JSON off the schema),
@@ -23,15 +28,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..mock import Conversation, Turn
+from ..mock._output_request import ANY_TOOL, JSON_OBJECT
 from ._arithmetic import find_expression
 
 __all__ = ["ANSWER_TOOL", "StructuredAsk", "is_reask", "sample", "structured_ask"]
 
 ANSWER_TOOL = "final_answer"  # tool mode's output tool (nbagent's name for it)
-_SCHEMA_MARK = "JSON Schema:\n"
-_REASK = re.compile(r"^\d+ validation errors?:", re.M)
+_OUTPUT_TOOL = "final_"  # output tools: nbagent's final_answer, pydantic-ai's final_result
+_SCHEMA_WORD = re.compile(r"schema", re.I)
+_SCHEMA_KEYS = ("properties", "$ref", "$defs", "anyOf", "oneOf", "allOf", "enum", "items")
+_JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean")
+_FENCE_ASK = re.compile(r"^.*```json.*$", re.M | re.I)  # a line asking for a fenced answer
+_ANY_OBJECT = {"type": "object", "properties": {"answer": {"type": "string"}}}
+# nbagent's and pydantic-ai's "N validation errors:", pydantic's "N validation errors for Model"
+_REASK = re.compile(r"^\d+ validation errors?(?::| for \S+$)", re.M)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
 _MARKER = re.compile(r"\[demo:[a-z_]+(?:=\d+)?\]", re.I)
+_CLOSE_AT = 6  # nesting past which a value closes: required fields only, the fewest items
+_GIVE_UP_AT = 40  # a schema with no finite value (a required self-reference) stops here
 _POSITIVE = frozenset(
     [
         "love",
@@ -86,35 +100,67 @@ _LIST_NAMES = ("keywords", "tags", "topics", "entities", "labels", "words")
 
 @dataclass(frozen=True)
 class StructuredAsk:
-    """What a request asks the demo to answer in: the schema, and the tool to call (None:
-    answer in the text)."""
+    """What a request asks the demo to answer in: the schema, the tool to call (None: answer
+    in the text), whether the request names that tool (then no other may be called) and
+    whether the text goes in a ```json fence."""
 
     schema: dict[str, Any]
     tool: str | None
+    named: bool = False
+    fenced: bool = False
 
 
-def _prompted_schema(system: str) -> dict[str, Any] | None:
-    at = system.find(_SCHEMA_MARK)
-    if at < 0:
-        return None
-    try:
-        value, _ = json.JSONDecoder().raw_decode(system[at + len(_SCHEMA_MARK) :])
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+def _is_schema(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    return value.get("type") in _JSON_TYPES or any(k in value for k in _SCHEMA_KEYS)
+
+
+def _schema_in(text: str) -> dict[str, Any] | None:
+    """The first JSON Schema written out in `text` shortly after the word "schema"."""
+    decoder = json.JSONDecoder()
+    for word in _SCHEMA_WORD.finditer(text):
+        start = text.find("{", word.end(), word.end() + 200)
+        if start < 0:
+            continue
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if _is_schema(value):
+            return dict(value)
+    return None
+
+
+def _prompted(conv: Conversation) -> tuple[dict[str, Any] | None, bool]:
+    """The schema written out in the system prompt or a user message, and whether the prompt
+    asks for the answer in a ```json fence (instructor's Markdown-JSON mode)."""
+    texts = [conv.system, *(t.text for t in conv.turns if t.role == "user")]
+    schema = next((s for s in map(_schema_in, texts) if s is not None), None)
+    return schema, any(_FENCE_ASK.search(t) for t in texts)
+
+
+def _forced_tool(conv: Conversation) -> str | None:
+    """The tool the request makes the model call: the named one, or under a choice of any
+    tool, an output tool if one is offered, else the first tool."""
+    if conv.forced_tool != ANY_TOOL:
+        return conv.forced_tool
+    names = list(conv.tools)
+    return next((n for n in names if n.startswith(_OUTPUT_TOOL)), names[0] if names else None)
 
 
 def structured_ask(conv: Conversation) -> StructuredAsk | None:
     """The structured answer `conv` asks for, if any (see the module docstring)."""
-    forced = conv.forced_tool
-    if forced and forced != "*" and forced in conv.tools:
-        return StructuredAsk(conv.tools[forced], forced)
+    forced = _forced_tool(conv)
+    if forced is not None and forced in conv.tools:
+        return StructuredAsk(conv.tools[forced], forced, named=forced == conv.forced_tool)
     if ANSWER_TOOL in conv.tools:
         return StructuredAsk(conv.tools[ANSWER_TOOL], ANSWER_TOOL)
-    if conv.output_schema is not None:
-        return StructuredAsk(conv.output_schema, None)
-    schema = _prompted_schema(conv.system)
-    return StructuredAsk(schema, None) if schema is not None else None
+    native = conv.output_schema
+    prompted, fenced = _prompted(conv)
+    if native is not None and (prompted is None or native != JSON_OBJECT):
+        return StructuredAsk(_ANY_OBJECT if native == JSON_OBJECT else native, None)
+    return StructuredAsk(prompted, None, fenced=fenced) if prompted is not None else None
 
 
 def is_reask(turn: Turn) -> bool:
@@ -159,7 +205,7 @@ class _Maker:
         self.found = [float(n) for n in _NUMBER.findall(found)]  # what the tools returned
         self.expression = find_expression(prompt) or ""
         self.rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest()[:12], 16))
-        clean = " ".join(_MARKER.sub(" ", prompt).split())
+        clean = " ".join(_MARKER.sub(" ", _FENCE_ASK.sub(" ", prompt)).split())
         self.prompt = clean
         self.words = [w.lower() for w in _WORD.findall(clean)]
         pos = sum(w in _POSITIVE for w in self.words)
@@ -171,7 +217,8 @@ class _Maker:
         seen = 0
         while isinstance(node.get("$ref"), str) and seen < 20:
             target: Any = self.root
-            for key in node["$ref"].removeprefix("#/").split("/"):
+            path = node["$ref"].removeprefix("#").strip("/")  # "#" is the root itself
+            for key in path.split("/") if path else ():
                 target = target.get(key) if isinstance(target, dict) else None
             rest = {k: v for k, v in node.items() if k != "$ref"}
             node = {**(target if isinstance(target, dict) else {}), **rest}
@@ -179,9 +226,11 @@ class _Maker:
         return node
 
     def value(self, node: Any, name: str = "", depth: int = 0) -> Any:
-        if not isinstance(node, dict) or depth > 8:
+        """A value for `node`; `depth` levels down, a value closes (see `_CLOSE_AT`)."""
+        if not isinstance(node, dict) or depth > _GIVE_UP_AT:
             return None
         node = self.resolve(node)
+        deep = depth >= _CLOSE_AT
         if "const" in node:
             return node["const"]
         if isinstance(node.get("enum"), list) and node["enum"]:
@@ -192,6 +241,8 @@ class _Maker:
                 real = [
                     b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")
                 ]
+                if deep and len(real) < len(branches):
+                    return None  # a nullable field closes with null
                 return self.value((real or branches)[0], name, depth + 1)
         all_of = node.get("allOf")
         if isinstance(all_of, list) and all_of:
@@ -205,12 +256,21 @@ class _Maker:
         if kind == "object" or (kind is None and "properties" in node):
             props = node.get("properties")
             props = props if isinstance(props, dict) else {}
-            return {k: self.value(v, k, depth + 1) for k, v in props.items()}
+            required = node.get("required")
+            needed = set(required if isinstance(required, list) else []) if deep else None
+            return {
+                k: self.value(v, k, depth + 1)
+                for k, v in props.items()
+                if needed is None or k in needed
+            }
         if kind == "array":
-            low = int(node.get("minItems", 1))
+            low = int(node.get("minItems", 0 if deep else 1))
             high = int(node.get("maxItems", max(low, 3)))
-            count = max(low, min(high, 3 if name.lower() in _LIST_NAMES else 2))
+            wanted = 3 if name.lower() in _LIST_NAMES else 2
+            count = low if deep else max(low, min(high, wanted))
             items = node.get("items", {})
+            if count == 0:
+                return []
             if name.lower() in _LIST_NAMES and self.resolve(items).get("type") == "string":
                 picked = list(dict.fromkeys(sorted(self.words, key=len, reverse=True)))
                 picked = picked[:count] or ["demo"]

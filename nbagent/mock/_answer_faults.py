@@ -106,8 +106,9 @@ def answer_fault(kind: str, reply: MockReply, conv: Conversation) -> MockReply:
         return _replace_answer(reply, conv, broken)
     if kind == "schema_mismatch":
         schema = conv.output_schema
-        if schema is None and conv.forced_tool not in (None, ANY_TOOL):
-            schema = conv.tools.get(str(conv.forced_tool))
+        index = _answer_call(reply, conv)
+        if schema is None and index is not None:  # the schema of the tool called
+            schema = conv.tools.get(reply.tool_calls[index].name)
         return _replace_answer(reply, conv, json.dumps(mismatching(schema)))
     # truncated: the answer cut at the request's max_tokens
     cut = answer[: max(1, len(answer) // 2)]

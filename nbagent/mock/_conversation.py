@@ -100,14 +100,15 @@ class Conversation:
         model: The model asked for.
         system: The system prompt ("" for none).
         turns: The history, oldest first.
-        tools: The tools offered, by name, with their JSON Schemas.
+        tools: The tools the model may call, by name, with their JSON Schemas (all those
+            offered, unless Gemini's `allowedFunctionNames` narrows them).
         stream: Whether it asked for a stream.
         include_usage: Whether it asked for usage in the stream (OpenAI's `stream_options`).
         thinking: Whether it asked for reasoning.
         max_tokens: The answer's limit, or None.
         prompt_tokens: The prompt's estimated size (characters / 4, plus images).
-        output_schema: The JSON Schema of a native structured answer the request asks for, or
-            None.
+        output_schema: The JSON Schema of a native structured answer the request asks for
+            (`{"type": "object"}` for JSON mode without one), or None.
         forced_tool: The tool the request forces ("*": any tool), or None.
     """
 

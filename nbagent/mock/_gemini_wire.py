@@ -34,7 +34,7 @@ from ._conversation import (
     _require_dict,
     _require_list,
 )
-from ._output_request import gemini_output
+from ._output_request import gemini_callable, gemini_output
 from ._reply import MockReply
 
 __all__ = [
@@ -162,7 +162,9 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
     for group in _require_list(body.get("tools") or [], "tools"):
         for decl in _require_dict(group, "tools").get("functionDeclarations") or []:
             decl = _require_dict(decl, "tools.functionDeclarations")
-            schema = decl.get("parametersJsonSchema", decl.get("parameters"))
+            # the API reads either spelling; google-genai sends this field in snake_case
+            keys = ("parametersJsonSchema", "parameters_json_schema", "parameters")
+            schema = next((decl[k] for k in keys if k in decl), None)
             tools[str(decl.get("name", ""))] = schema if isinstance(schema, dict) else {}
             counter.add(_dumps(decl))
     config = body.get("generationConfig")
@@ -179,7 +181,7 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
         model=model,
         system=system,
         turns=tuple(turns),
-        tools=tools,
+        tools=gemini_callable(body, tools),
         stream=stream,
         include_usage=True,
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),

@@ -8,7 +8,12 @@ Each wire format as its provider documents it:
   `schema` too); `tool_choice: {type: "function", function: {name}}` or `"required"`.
 * Responses: `text.format.schema`; `tool_choice: {type: "function", name}` or `"required"`.
 * Gemini: `generationConfig.responseJsonSchema` (or `responseSchema`); `toolConfig.
-  functionCallingConfig` in mode `ANY` (naming one of `allowedFunctionNames`, or any).
+  functionCallingConfig` in mode `ANY`: one of `allowedFunctionNames` (the only tools the
+  model may call then, `gemini_callable`), or any tool.
+
+JSON mode without a schema (Chat's and Responses' `json_object`, Gemini's `responseMimeType:
+application/json`) is a contract too: the answer is a JSON object, `JSON_OBJECT` (the schema,
+if any, is then in the prompt, where a responder can read it).
 
 A request's schema becomes `Conversation.output_schema`, its forced tool
 `Conversation.forced_tool` (`ANY_TOOL` when any tool will do), so a responder can answer in
@@ -21,13 +26,16 @@ from typing import Any
 
 __all__ = [
     "ANY_TOOL",
+    "JSON_OBJECT",
     "anthropic_output",
+    "gemini_callable",
     "gemini_output",
     "openai_output",
     "responses_output",
 ]
 
 ANY_TOOL = "*"  # a request that forces some tool call, not a named one
+JSON_OBJECT: dict[str, Any] = {"type": "object"}  # JSON mode's contract when it names no schema
 
 
 def _schema(value: Any) -> dict[str, Any] | None:
@@ -69,7 +77,7 @@ def openai_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
         if isinstance(spec, dict):
             schema = _schema(spec.get("schema"))
         elif fmt.get("type") == "json_object":
-            schema = _schema(fmt.get("schema"))
+            schema = _schema(fmt.get("schema")) or JSON_OBJECT
     return schema, _openai_choice(body.get("tool_choice"))
 
 
@@ -77,6 +85,8 @@ def responses_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str |
     text = body.get("text")
     fmt = text.get("format") if isinstance(text, dict) else None
     schema = _schema(fmt.get("schema")) if isinstance(fmt, dict) else None
+    if schema is None and isinstance(fmt, dict) and fmt.get("type") == "json_object":
+        schema = JSON_OBJECT
     return schema, _openai_choice(body.get("tool_choice"))
 
 
@@ -84,11 +94,29 @@ def gemini_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
     schema = _schema(config.get("responseJsonSchema") or config.get("responseSchema"))
+    if schema is None and config.get("responseMimeType") == "application/json":
+        schema = JSON_OBJECT
+    forced = None
+    names = _gemini_allowed(body)
+    if names is not None:
+        forced = names[0] if len(names) == 1 else ANY_TOOL
+    return schema, forced
+
+
+def _gemini_allowed(body: dict[str, Any]) -> list[str] | None:
+    """The tool names a request in mode `ANY` allows (`[]`: any tool), or None (not `ANY`)."""
     tool_config = body.get("toolConfig")
     calling = tool_config.get("functionCallingConfig") if isinstance(tool_config, dict) else None
-    forced = None
-    if isinstance(calling, dict) and calling.get("mode") == "ANY":
-        names = calling.get("allowedFunctionNames")
-        only = names[0] if isinstance(names, list) and len(names) == 1 else None
-        forced = only if isinstance(only, str) else ANY_TOOL
-    return schema, forced
+    if not isinstance(calling, dict) or calling.get("mode") != "ANY":
+        return None
+    names = calling.get("allowedFunctionNames")
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def gemini_callable(
+    body: dict[str, Any], tools: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The declared tools a Gemini request lets the model call: in mode `ANY` with
+    `allowedFunctionNames`, only those."""
+    names = _gemini_allowed(body)
+    return {n: s for n, s in tools.items() if n in names} if names else tools
