@@ -36,6 +36,7 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered, ContextOverflow
+from ._anthropic_batch import AnthropicBatches
 from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
 from ._http import HTTPProvider
@@ -43,6 +44,7 @@ from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._output_wire import add_anthropic_output
 from ._parts import PartBuffer
+from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
 
@@ -251,6 +253,34 @@ class AnthropicProvider(HTTPProvider):
             them.
         """
         return build_anthropic_body(self.model, request)
+
+    def whole_events(self, message: dict[str, Any]) -> WholeEvents:
+        """A Messages `message` as `message_start`, a start per content block, `message_delta`
+        (its stop reason) and `message_stop`; the usage rides on `message_start` whole."""
+        content = message.get("content")
+        if not isinstance(content, list):
+            raise NotAnAnswer("a message without a content list")
+        head = {k: message[k] for k in ("id", "model", "usage") if k in message}
+        out: WholeEvents = [("message_start", {"type": "message_start", "message": head})]
+        for i, block in enumerate(content):
+            start = {"type": "content_block_start", "index": i, "content_block": block}
+            out.append(("content_block_start", start))
+            out.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+        delta = {
+            "stop_reason": message.get("stop_reason"),
+            "stop_sequence": message.get("stop_sequence"),
+        }
+        out.append(("message_delta", {"type": "message_delta", "delta": delta}))
+        out.append(("message_stop", {"type": "message_stop"}))
+        return out
+
+    def api_url(self, path: str) -> str:
+        """`path` under the versioned root (`/v1`)."""
+        return f"{self.api_base}/{path}"
+
+    def batch_api(self) -> type[AnthropicBatches]:
+        """Message Batches (the demo's mock server answers them too)."""
+        return AnthropicBatches
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Messages answer, read from its events.

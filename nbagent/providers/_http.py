@@ -126,6 +126,7 @@ class HTTPProvider:
     auth_header = "authorization"  # how the key travels: Bearer by default
     auth_prefix = "Bearer "
     recorder: Recorder | None = None  # Agent(record=...): every exchange is appended to it
+    batch_endpoint = ""  # the endpoint an item of a batch API names (OpenAI's Batch API)
 
     def __init__(
         self,
@@ -333,6 +334,24 @@ class HTTPProvider:
             return doc, server_wish(r.headers)
 
     # -- what a wire format implements ---------------------------------------------------
+
+    def api_url(self, path: str) -> str:
+        """The URL of `path` under this provider's API root (a batch API's endpoints)."""
+        return f"{self.base_url}/{path}"
+
+    def batch_api(self) -> type[Any] | None:
+        """The `BatchClient` class of this provider's batch API (`_batches.batch_client`), or
+        None when it has none."""
+        return None
+
+    def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
+        """The events a live stream would have carried for the whole answer `body` (a batch
+        item's), for `read_events` to read (`_whole_body.read_whole`).
+
+        Raises:
+            NotImplementedError: The format has no batch API.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not read a whole answer")
 
     @property
     def url(self) -> str:

@@ -30,8 +30,10 @@ from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._openai_batch import OpenAIBatches
 from ._output_wire import Dialect, add_openai_output
 from ._parts import PartBuffer
+from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [
     "OpenAIProvider",
@@ -210,6 +212,7 @@ class OpenAIProvider(HTTPProvider):
 
     default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
+    batch_endpoint = "/v1/chat/completions"
 
     @property
     def url(self) -> str:
@@ -233,6 +236,42 @@ class OpenAIProvider(HTTPProvider):
             The body, before encoding.
         """
         return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
+
+    def whole_events(self, completion: dict[str, Any]) -> WholeEvents:
+        """A `chat.completion` as the one chunk that carries all of it, then `[DONE]`."""
+        choices = completion.get("choices")
+        chunk: dict[str, Any] = {
+            k: completion[k] for k in ("id", "model", "usage") if k in completion
+        }
+        if "prompt_filter_results" in completion:
+            chunk["prompt_filter_results"] = completion["prompt_filter_results"]
+        chunk["choices"] = []
+        if isinstance(choices, list) and choices:
+            choice = choices[0]
+            if not isinstance(choice, dict):
+                raise NotAnAnswer("a choice that is not an object")
+            message = choice.get("message")
+            message = message if isinstance(message, dict) else {}
+            delta = {
+                k: message[k]
+                for k in ("role", "content", "refusal", "reasoning_content", "reasoning")
+                if message.get(k) is not None
+            }
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                delta["tool_calls"] = [
+                    {**call, "index": i} for i, call in enumerate(calls) if isinstance(call, dict)
+                ]
+            streamed = {"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}
+            if "content_filter_results" in choice:
+                streamed["content_filter_results"] = choice["content_filter_results"]
+            chunk["choices"] = [streamed]
+        return [("", chunk), ("", "[DONE]")]
+
+    def batch_api(self) -> type[OpenAIBatches] | None:
+        """OpenAI's Batch API, at OpenAI only: OpenRouter, Ollama and local servers speak the
+        format without it."""
+        return OpenAIBatches if self.name == self.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Chat Completions answer, read from its chunks.
