@@ -399,7 +399,7 @@ class ProviderError(NbAgentError):
     @property
     def provider_label(self) -> str:
         """The provider's name as a sentence starts with it ("Anthropic", "OpenAI", ...)."""
-        return _provider_label(self.provider)
+        return _LABELS.get(self.provider, self.provider or "provider")
 
     def _text(self) -> str:
         who = self.provider_label
@@ -633,17 +633,15 @@ def describe(error_kind: str) -> str:
     return _DESCRIPTIONS.get(error_kind, error_kind)
 
 
-def _provider_label(provider: str) -> str:
-    labels = {
-        "anthropic": "Anthropic",
-        "openai": "OpenAI",
-        "openrouter": "OpenRouter",
-        "ollama": "Ollama",
-        "gemini": "Gemini",
-        "openai-responses": "OpenAI",
-        "azure": "Azure OpenAI",
-        "azure-responses": "Azure OpenAI",
-        "demo": "Demo model",
-        "scripted": "Scripted model",
-    }
-    return labels.get(provider, provider or "provider")
+_LABELS: dict[str, str] = {}
+
+
+def set_provider_label(name: str, label: str) -> None:
+    """How a sentence names provider `name` ("Anthropic"): the seam the providers' registry
+    fills from its rows (`ProviderInfo.label`), so the names live in one place.
+
+    Args:
+        name: The provider's name, as errors carry it.
+        label: Its name as a sentence starts with it.
+    """
+    _LABELS[name] = label
