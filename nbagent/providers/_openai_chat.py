@@ -24,7 +24,6 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._anthropic import decode_arguments
 from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
 from ._http import HTTPProvider
@@ -32,7 +31,7 @@ from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import Dialect, add_openai_output
-from ._parts import PartBuffer
+from ._parts import PartBuffer, decode_arguments
 from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [

@@ -42,7 +42,6 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._anthropic import decode_arguments
 from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
 from ._http import HTTPProvider
@@ -50,7 +49,7 @@ from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import Dialect, add_responses_output
-from ._parts import PartBuffer
+from ._parts import PartBuffer, decode_arguments
 from ._whole_body import WholeEvents
 
 __all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoning_model"]
