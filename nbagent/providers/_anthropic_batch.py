@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 from ..errors import InvalidResponse, ServerError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
+from ._error_codes import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
-from ._http_errors import ANTHROPIC_TYPE_STATUS
 from ._limits import json_int
 
 __all__ = ["STATUS", "AnthropicBatches", "expired_error"]
