@@ -36,7 +36,6 @@ LONG_MODULES = {
     "errors.py",
     "events.py",
     "mock/_server.py",
-    "notebook/_state.py",
     "providers/_http.py",
     "providers/_http_errors.py",
 }
