@@ -42,10 +42,10 @@ Phase = Literal[
 LEAD = 0.1  # the share of the duration before the first item ends (validating / pending)
 SPAN = 0.8  # the share over which the items end
 CANCEL_SETTLE = 0.1  # the share of the duration a cancel takes to settle
-_ALNUM = string.ascii_letters + string.digits
+ALNUM = string.ascii_letters + string.digits
 
 
-def new_id(prefix: str, length: int, alphabet: str = _ALNUM) -> str:
+def new_id(prefix: str, length: int, alphabet: str = ALNUM) -> str:
     """A random id in a provider's style (``msgbatch_01...``, ``batch_...``, ``file-...``)."""
     return prefix + "".join(secrets.choice(alphabet) for _ in range(length))
 

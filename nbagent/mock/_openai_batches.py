@@ -22,32 +22,15 @@ from typing import Any
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_timeline import (
-    Batch,
-    ItemOutcome,
-    Items,
-    Provider,
-    Snapshot,
-    new_id,
-    stable_id,
-)
-from ._call import Call, CallError, Endpoint
+from ._batch_api import EVERY, BatchAPI, Paging, Row, list_body, rows
+from ._batch_timeline import Batch, ItemOutcome, Items, Provider, Snapshot, stable_id
+from ._call import Call, CallError
 from ._conversation import Format
 
 MAX_REQUESTS = 50_000
 DAY_S = 86_400
 _FORMATS: dict[str, Format] = {"/chat/completions": "openai", "/responses": "responses"}
 EXPIRED = "This request could not be executed before the completion window expired."
-_STATUS = {
-    "validating": "validating",
-    "in_progress": "in_progress",
-    "finalizing": "finalizing",
-    "canceling": "cancelling",
-    "completed": "completed",
-    "expired": "expired",
-    "canceled": "cancelled",
-    "failed": "failed",
-}
 
 
 def _bare(url: str) -> str:
@@ -65,12 +48,34 @@ def _openai_error(message: str, param: str | None, status: int = 400) -> CallErr
     return CallError(status, {"error": error})
 
 
-def _find(call: Call) -> Batch:
-    batch_id = call.params["id"]
-    batch = call.store.get(batch_id, call.api)
-    if batch is None:
-        raise _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
-    return batch
+def _not_found(call: Call, batch_id: str) -> CallError:
+    return _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
+
+
+def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
+    call.reply(batch_json(call, batch, snap))
+
+
+API = BatchAPI(
+    format="openai",
+    status={
+        "validating": "validating",
+        "in_progress": "in_progress",
+        "finalizing": "finalizing",
+        "canceling": "cancelling",
+        "completed": "completed",
+        "expired": "expired",
+        "canceled": "cancelled",
+        "failed": "failed",
+    },
+    counts={"total": EVERY, "completed": ("succeeded",), "failed": ("errored", "expired")},
+    paging=Paging("limit", 20, 100, "after"),
+    id_prefix="batch_",
+    id_length=32,
+    id_alphabet="0123456789abcdef",
+    not_found=_not_found,
+    answer=_answer,
+)
 
 
 # --- the input file -----------------------------------------------------------------------------
@@ -174,8 +179,6 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
             if "output_file_id" not in extra:
                 _make_files(call, batch, snap)
     validating = phase == "validating" or phase == "failed"
-    counts = batch.counts(snap)
-    failed = counts["errored"] + (counts["expired"] if phase == "expired" else 0)
     expires = batch.created + (batch.expire_after if batch.expire_after is not None else DAY_S)
     ended = _seconds(snap.ended_at)
     return {
@@ -185,7 +188,7 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "errors": {"object": "list", "data": batch.failed} if batch.failed else None,
         "input_file_id": extra["input_file_id"],
         "completion_window": extra["completion_window"],
-        "status": _STATUS[phase],
+        "status": API.status[phase],
         "output_file_id": extra.get("output_file_id"),
         "error_file_id": extra.get("error_file_id"),
         "created_at": int(batch.created),
@@ -197,11 +200,7 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "expired_at": ended if phase == "expired" else None,
         "cancelling_at": _seconds(batch.cancel_at),
         "cancelled_at": ended if phase == "canceled" else None,
-        "request_counts": {
-            "total": 0 if validating else len(batch),
-            "completed": 0 if validating else counts["succeeded"],
-            "failed": 0 if validating else failed,
-        },
+        "request_counts": {k: 0 if validating else v for k, v in API.count(batch, snap).items()},
         "metadata": extra["metadata"],
         "model": extra["model"],
         "usage": None,
@@ -319,7 +318,7 @@ def create(call: Call) -> None:
     del bodies
     items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
     batch = call.store.add(
-        new_id("batch_", 32, "0123456789abcdef"),
+        API.new_id(),
         call.api,
         items,
         endpoint=endpoint,
@@ -356,49 +355,28 @@ def _check_metadata(metadata: Any) -> None:
             )
 
 
-def retrieve(call: Call) -> None:
-    batch = _find(call)
-    call.reply(batch_json(call, batch, call.store.snapshot(batch)))
-
-
 def list_batches(call: Call) -> None:
-    limit = call.int_query("limit", 20, 1, 100)
-    batches = call.store.newest_first(call.api)
-    files.list_page(
-        call, batches, limit, lambda b: b.id, lambda b: batch_json(call, b, call.store.snapshot(b))
-    )
-
-
-def cancel(call: Call) -> None:
-    batch = _find(call)
-    snap = call.store.cancel(batch)
-    call.reply(batch_json(call, batch, snap))
+    batches, more = API.page(call)
+    data = [batch_json(call, b, call.store.snapshot(b)) for b in batches]
+    call.reply(list_body(data, more, object="list"))
 
 
 _MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024
-_ROWS: tuple[tuple[str, str, str | None, Any], ...] = (
-    ("POST", "/files", "upload", files.upload),
-    ("GET", "/files", None, files.list_files),
-    ("GET", "/files/(?P<id>[^/]+)/content", "results", files.content),
-    ("GET", "/files/(?P<id>[^/]+)", None, files.retrieve),
-    ("DELETE", "/files/(?P<id>[^/]+)", "delete", files.delete),
-    ("POST", "/batches", "create", create),
-    ("GET", "/batches", "list", list_batches),
-    ("POST", "/batches/(?P<id>[^/]+)/cancel", "cancel", cancel),
-    ("GET", "/batches/(?P<id>[^/]+)", "retrieve", retrieve),
-)
+_ROWS: list[Row] = [
+    ("POST", "/files/?", "upload", files.upload),
+    ("GET", "/files/?", None, files.list_files),
+    ("GET", "/files/(?P<id>[^/]+)/content/?", "results", files.content),
+    ("GET", "/files/(?P<id>[^/]+)/?", None, files.retrieve),
+    ("DELETE", "/files/(?P<id>[^/]+)/?", "delete", files.delete),
+    ("POST", "/batches/?", "create", create),
+    ("GET", "/batches/?", "list", list_batches),
+    ("POST", "/batches/(?P<id>[^/]+)/cancel/?", "cancel", API.cancel),
+    ("GET", "/batches/(?P<id>[^/]+)/?", "retrieve", API.retrieve),
+]
 # OpenAI's paths, and Azure OpenAI's under /openai/ (its v1 API, and the older one)
 _PREFIXES: tuple[tuple[str, Provider], ...] = (("/v1", "openai"), ("/openai(?:/v1)?", "azure"))
-ENDPOINTS = tuple(
-    Endpoint(
-        method,
-        prefix + path + "/?",
-        serve,
-        "openai",
-        provider,
-        target,
-        _MULTIPART if target == "upload" else 1024 * 1024,
-    )
+ENDPOINTS = [
+    row
     for prefix, provider in _PREFIXES
-    for method, path, target, serve in _ROWS
-)
+    for row in rows(API, provider, prefix, _ROWS, upload=_MULTIPART)
+]
