@@ -85,6 +85,35 @@ def _line_error(code: str, line: int, message: str, param: str | None = None) ->
     return {"code": code, "line": line, "message": message, "param": param}
 
 
+_DUPLICATE = "The custom_id '{}' is used more than once in this file."
+_SAME_MODEL = "Every request in a batch must use the same model ('{}', not '{}')."
+
+
+def _check_line(
+    line: Any, endpoint: str, seen: set[str], model: str | None
+) -> list[tuple[str, str, str | None]]:
+    """What is wrong with one line, as ``(code, message, param)``."""
+    if not isinstance(line, dict):
+        return [("invalid_json_line", "This line is not parseable as valid JSON.", None)]
+    wrong: list[tuple[str, str, str | None]] = []
+    custom_id, body = line.get("custom_id"), line.get("body")
+    if not isinstance(custom_id, str) or not custom_id:
+        wrong.append(("missing_required_parameter", "Missing 'custom_id'.", "custom_id"))
+    elif custom_id in seen:
+        wrong.append(("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id"))
+    if line.get("method") != "POST":
+        wrong.append(("invalid_method", "The method must be 'POST'.", "method"))
+    if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
+        message = f"The url must match the batch's endpoint '{endpoint}'."
+        wrong.append(("url_mismatch", message, "url"))
+    if not isinstance(body, dict):
+        wrong.append(("invalid_body", "The body must be an object.", "body"))
+    elif model is not None and body.get("model") != model:
+        message = _SAME_MODEL.format(model, body.get("model"))
+        wrong.append(("model_mismatch", message, "body.model"))
+    return wrong
+
+
 def read_input(
     data: bytes, endpoint: str
 ) -> tuple[list[int], list[str | None], list[Any], list[dict[str, Any]], str | None]:
@@ -104,67 +133,25 @@ def read_input(
             line = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             line = None
-        if not isinstance(line, dict):
-            message = "This line is not parseable as valid JSON."
-            errors.append(_line_error("invalid_json_line", number, message))
+        wrong = _check_line(line, endpoint, seen, model)
+        errors += [_line_error(code, number, message, param) for code, message, param in wrong]
+        if isinstance(line, dict):
+            seen.add(str(line.get("custom_id")))
+        if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
             continue
-        custom_id, body = line.get("custom_id"), line.get("body")
-        if not isinstance(custom_id, str) or not custom_id:
-            message = "Missing 'custom_id'."
-            errors.append(_line_error("missing_required_parameter", number, message, "custom_id"))
-        elif custom_id in seen:
-            errors.append(
-                _line_error(
-                    "duplicate_custom_id",
-                    number,
-                    f"The custom_id '{custom_id}' is used more than once in this file.",
-                    "custom_id",
-                )
-            )
-        seen.add(str(custom_id))
-        if line.get("method") != "POST":
-            errors.append(
-                _line_error("invalid_method", number, "The method must be 'POST'.", "method")
-            )
-        if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
-            errors.append(
-                _line_error(
-                    "url_mismatch",
-                    number,
-                    f"The url must match the batch's endpoint '{endpoint}'.",
-                    "url",
-                )
-            )
-        if not isinstance(body, dict):
-            message = "The body must be an object."
-            errors.append(_line_error("invalid_body", number, message, "body"))
-            continue
-        line_model = body.get("model")
+        custom_id, body = line.get("custom_id"), line["body"]
         if model is None:
-            model = line_model if isinstance(line_model, str) else None
-        elif line_model != model:
-            errors.append(
-                _line_error(
-                    "model_mismatch",
-                    number,
-                    "Every request in a batch must use the same model "
-                    f"('{model}', not '{line_model}').",
-                    "body.model",
-                )
-            )
+            model = body.get("model") if isinstance(body.get("model"), str) else None
         starts.append(start)
         ids.append(custom_id if isinstance(custom_id, str) else None)
         bodies.append(body)
     if not starts and not errors:
         errors.append(_line_error("empty_file", 0, "The input file is empty."))
     if len(starts) > MAX_REQUESTS:
-        errors.append(
-            _line_error(
-                "too_many_tasks",
-                0,
-                f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}.",
-            )
+        message = (
+            f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}."
         )
+        errors.append(_line_error("too_many_tasks", 0, message))
     return starts, ids, bodies, errors, model
 
 
