@@ -159,7 +159,8 @@ class Batch:
         self.deleted = False
         self.extra = extra
         self.failed: list[dict[str, Any]] = list(extra.get("errors") or [])
-        self.keeps_partial = provider != "gemini"  # Gemini: expired or canceled means no output
+        # whether an expired or canceled batch keeps the answers it has (Gemini's: none)
+        self.keeps_partial = bool(extra.get("keeps_partial", True))
         n = len(items)
         order = list(range(n))
         # seeded, the n-th batch of a server ends its items in the same order every run (its id

@@ -22,7 +22,7 @@ from ._batch_timeline import Provider
 from ._conversation import Format
 from ._faults import OK, Fault
 from ._formats import CODECS, Codec
-from ._ratelimit import RateDecision, format_seconds
+from ._ratelimit import RateDecision
 from ._records import redact_headers
 
 if TYPE_CHECKING:
@@ -332,22 +332,16 @@ class Call:
     def status_fault(self, given: Fault, model: str = "", tokens: int = 0, **record: Any) -> bool:
         """Answer a fault that is an HTTP error (a status, ``quota``, ``overflow``) with the
         format's error body; True when it did. ``tokens`` is the prompt's estimate."""
-        status, codec, rid = given.status, self.codec, self.request_id
-        if status is None:
+        if given.status is None:
             return False
-        extra = self.extra
-        if given.kind == "quota":
-            body = codec.quota_error(rid, model)
-        elif given.kind == "overflow":
-            maximum = self.mock.context_window or codec.default_window
-            body = codec.overflow_error(max(tokens, maximum + 1 + tokens), maximum, rid)
-        else:
-            body = codec.status_error(status, model, rid, format_seconds(given.retry_after_s or 0))
+        window = self.mock.context_window
+        status, body = self.codec.fault_error(given, model, self.request_id, tokens, window)
         if given.kind == "429":
             seconds = given.retry_after_s or 0.0
-            extra.update(codec.retry_headers(seconds))
-            extra.update(codec.rate_headers(RateDecision(False, seconds, 50, 0, seconds)))
-        self.error(codec.http_status(status), body, **record)
+            self.extra.update(self.codec.retry_headers(seconds))
+            decision = RateDecision(False, seconds, 50, 0, seconds)
+            self.extra.update(self.codec.rate_headers(decision))
+        self.error(status, body, **record)
         return True
 
     # --- the batch endpoints' answers, as their endpoint fault allows ----------------------------

@@ -188,6 +188,8 @@ def create(call: Call) -> None:
         display_name=display if isinstance(display, str) else "",
         metadata={"displayName": display} if isinstance(display, str) else {},
         errors=errors,
+        keeps_partial=False,  # an expired or cancelled batch carries no responses
+        request_key="request",
     )
     call.body = {"displayName": display, "requests": len(batch)}
     _answer(call, batch, call.store.snapshot(batch))

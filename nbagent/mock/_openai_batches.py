@@ -315,6 +315,7 @@ def create(call: Call) -> None:
         model=model,
         errors=errors,
         format=fmt,
+        request_key="body",
     )
     call.body = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
     call.reply(batch_json(call, batch, call.store.snapshot(batch)))
