@@ -48,18 +48,6 @@ IMPORT_CYCLES = {
     frozenset({"nbagent._core", "nbagent.events"}),
     frozenset({"nbagent._core._attempts", "nbagent._core._decision", "nbagent._core._retry"}),
     frozenset({"nbagent.batch._provider_items", "nbagent.batch._provider_run"}),
-    frozenset(
-        {
-            "nbagent.mock._anthropic_batches",
-            "nbagent.mock._batch_http",
-            "nbagent.mock._batch_routes",
-            "nbagent.mock._files",
-            "nbagent.mock._gemini_batches",
-            "nbagent.mock._handler",
-            "nbagent.mock._openai_batches",
-            "nbagent.mock._server",
-        }
-    ),
 }
 
 

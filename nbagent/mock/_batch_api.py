@@ -89,7 +89,7 @@ class BatchAPI:
 
     def find(self, call: Call) -> Batch:
         """The batch the path names (a 404 in the API's words when there is none)."""
-        batch_id = self.path_id(call.params["id"])
+        batch_id = str(self.path_id(call.params["id"]))
         batch = call.store.get(batch_id, call.api)
         if batch is None:
             raise self.not_found(call, batch_id)
