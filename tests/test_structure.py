@@ -35,7 +35,6 @@ LONG_MODULES = {
     "batch/_map.py",
     "errors.py",
     "events.py",
-    "mock/_server.py",
     "providers/_http.py",
     "providers/_http_errors.py",
 }

@@ -71,8 +71,10 @@ class Server(Protocol):
     interrupts: Interrupts
     replayer: Replayer | None
     recorder: Recorder | None
-    routes: Router
     on_request: Callable[[Call, int], None] | None
+
+    @property
+    def routes(self) -> Router: ...
 
     @property
     def port(self) -> int: ...
