@@ -51,12 +51,13 @@ IMPORT_CYCLES = {
     frozenset(
         {
             "nbagent.mock._anthropic_batches",
-            "nbagent.mock._batch_http",
-            "nbagent.mock._batch_routes",
+            "nbagent.mock._call",
             "nbagent.mock._files",
             "nbagent.mock._gemini_batches",
             "nbagent.mock._handler",
+            "nbagent.mock._model_endpoint",
             "nbagent.mock._openai_batches",
+            "nbagent.mock._routes",
             "nbagent.mock._server",
         }
     ),
