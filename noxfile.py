@@ -65,6 +65,8 @@ def sessions_besides(mine: str) -> list[str]:
 def tests(session: nox.Session) -> None:
     """pytest on one Python (everything but the browser tests, which the main run has)."""
     assert isinstance(session.python, str)
+    # a venv kept from before the rename still holds `nbagent` (scripts/setup.sh does the same)
+    session.run_install("uv", "pip", "uninstall", "-q", "nbagent", silent=True)
     session.install("-e", ".[dev,bench]")
     session.env["MPLBACKEND"] = "Agg"
     args = session.posargs or ["-m", "not browser", "tests"]

@@ -23,6 +23,9 @@ fi
 # minute where pip takes several: the dev extras hold Ray, JupyterLab and pyarrow.
 .venv/bin/python -m pip install -q --upgrade pip uv
 UV=(.venv/bin/uv pip install -q)
+# Until 0.1.0 the distribution was called `nbagent` (a name someone else holds on PyPI); a .venv
+# made then still has it, and two distributions installing one `nbagent` module clash.
+.venv/bin/uv pip uninstall -q --python .venv/bin/python nbagent 2>/dev/null || true
 if [ "$extras" = "--dev" ]; then
   echo "== installing nbagent with its dev extras"
   "${UV[@]}" --python .venv/bin/python -e '.[dev,bench]'
