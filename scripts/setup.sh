@@ -52,6 +52,16 @@ if [ "$extras" = "--dev" ] && [ ! -x .venv-instructor/bin/instructor ]; then
   "${UV[@]}" --python .venv-instructor/bin/python 'instructor[anthropic]==1.17.0'
 fi
 
+if [ "$extras" = "--dev" ] && [ ! -x .venv-pydoclint/bin/pydoclint ]; then
+  # The docstring linter (scripts/test.sh, tests/test_docstrings.py). It needs
+  # docstring_parser_fork, and the anthropic SDK needs docstring-parser: both install the module
+  # `docstring_parser`, and in one venv whichever is written last wins (pydoclint then cannot
+  # start, or the SDK gets the fork). So it lives in a venv of its own, never beside the SDKs.
+  echo "== installing pydoclint into .venv-pydoclint (the docstring linter)"
+  "$PY" -m venv .venv-pydoclint
+  "${UV[@]}" --python .venv-pydoclint/bin/python 'pydoclint>=0.12,<0.13'
+fi
+
 if [ "$extras" = "--dev" ] && [ ! -d tests/node_modules/axe-core ]; then
   # axe-core, the accessibility checker the browser tests inject into pages (pinned, locked)
   echo "== installing the browser tests' JavaScript (npm ci in tests/)"
