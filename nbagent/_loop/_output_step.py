@@ -71,6 +71,22 @@ def _refusals(provider: Provider) -> set[str]:
     return kept if isinstance(kept, set) else set()
 
 
+def _wire_format(provider: Provider, mode: Mode, **kw: Any) -> OutputFormat:
+    """`wire_format`, its schema errors in the model's own words: the demo model takes
+    Anthropic's dialect, but a demo user should not read that Anthropic refused the schema."""
+    try:
+        return wire_format(provider, mode, **kw)
+    except ConfigError as exc:
+        said = str(exc)
+        if provider.name != "demo" or "Anthropic's" not in said:
+            raise
+        said = said.replace(
+            "Anthropic's structured outputs",
+            "the demo model's native structured outputs (Anthropic's dialect)",
+        )
+        raise ConfigError(said) from None
+
+
 def prompted_instructions(schema: OutputSchema) -> str:
     """What prompted mode adds to the system prompt: the schema, and how to answer."""
     text = json.dumps(schema.json_schema, ensure_ascii=False, separators=(",", ":"))
@@ -157,7 +173,7 @@ class StructuredOutput:
             mode = requested
             why = f"output_mode={mode}"
         name = ANSWER_TOOL if mode == "tool" else s.name  # tool mode names the tool to call
-        fmt = wire_format(
+        fmt = _wire_format(
             provider, mode, name=name, schema=s.json_schema, description=s.description, form=form
         )
         if mode == "tool":
