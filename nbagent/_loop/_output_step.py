@@ -45,7 +45,13 @@ from ._output_schema import (
     run_validators,
 )
 
-__all__ = ["Checked", "OutputPlan", "StructuredOutput", "prompted_instructions"]
+__all__ = [
+    "Checked",
+    "OutputPlan",
+    "StructuredOutput",
+    "prompted_instructions",
+    "refuse_mode_without_output",
+]
 
 _MODES = ("auto", "native", "tool", "prompted")
 
@@ -69,6 +75,15 @@ def _auto_forms(provider: Provider, tools: bool) -> list[tuple[Mode, Form]]:
 def _refusals(provider: Provider) -> set[str]:
     kept = getattr(provider, "refused_output_forms", None)
     return kept if isinstance(kept, set) else set()
+
+
+def refuse_mode_without_output(output: Any, mode: Any) -> None:
+    """A ConfigError for `output_mode=` given without `output=` (it would be ignored)."""
+    if output is None and mode != "auto":
+        raise ConfigError(
+            f"output_mode={mode!r} says how a structured answer is asked for, but output= is "
+            "not given: pass output=YourModel too, or leave output_mode out"
+        )
 
 
 def _wire_format(provider: Provider, mode: Mode, **kw: Any) -> OutputFormat:
