@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import NbAgentError
 from ._names import clean_name, join_code, teacher_token, unique_name
 from ._scenarios import Scenario, check_scenario
 
@@ -26,8 +27,8 @@ MAX_AGENTS = 64  # agents remembered per student for retry detection
 POLICY_FIELDS = ("attempts", "jitter", "budget")
 
 
-class RoomFull(Exception):
-    """The room has `max_students` students already."""
+class RoomFull(NbAgentError):
+    """The room has as many students as it takes (`max_students`)."""
 
 
 def parse_policy(value: str | None) -> dict[str, str]:
