@@ -213,11 +213,12 @@ class Room:
             self.version += 1
         return Arrival(lane=lane, agent=agent, digest=digest, second=second)
 
-    def answer(self, arrival: Arrival, status: int) -> None:
-        """Count how a request was answered (its status; 0 for a dropped connection)."""
+    def answer(self, arrival: Arrival, status: int, *, broken: bool = False) -> None:
+        """Count how a request was answered: its status (0 for a dropped connection), and
+        whether a 200 was cut off mid-answer."""
         now = self.now()
-        failed = status != 200
-        key = str(status) if status in (200, 400, 401, 429, 529) else "other"
+        failed = status != 200 or broken
+        key = "broken" if broken else str(status) if status in (200, 400, 429, 529) else "other"
         with self._lock:
             counts = self._seconds.get(arrival.second)
             if counts is not None:
