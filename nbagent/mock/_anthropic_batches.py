@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_http import BatchCall, CallError, Endpoint
-from ._batch_timeline import Batch, Items, Provider, Snapshot, new_id, stable_id
+from ._batch_timeline import Batch, Items, Snapshot, new_id, stable_id
+from ._call import Call, CallError, Endpoint
 from ._wire import anthropic_error
 
 MAX_REQUESTS = 100_000
@@ -72,13 +72,13 @@ def batch_json(batch: Batch, snap: Snapshot, base_url: str) -> dict[str, Any]:
     }
 
 
-def _not_found(call: BatchCall, batch_id: str) -> CallError:
+def _not_found(call: Call, batch_id: str) -> CallError:
     message = f"message_batch_id: no message batch found with id {batch_id!r}."
     return CallError(404, anthropic_error("not_found_error", message, call.request_id))
 
 
-def _find(call: BatchCall) -> Batch:
-    batch_id = call.match["id"]
+def _find(call: Call) -> Batch:
+    batch_id = call.params["id"]
     batch = call.store.get(batch_id, "anthropic")
     if batch is None:
         raise _not_found(call, batch_id)
@@ -88,7 +88,7 @@ def _find(call: BatchCall) -> Batch:
 # --- endpoints ----------------------------------------------------------------------------------
 
 
-def create(call: BatchCall) -> None:
+def create(call: Call) -> None:
     body = call.json_body()
     requests = body.get("requests") if isinstance(body, dict) else None
     if not isinstance(requests, list) or not requests:
@@ -130,12 +130,12 @@ def create(call: BatchCall) -> None:
     call.reply(batch_json(batch, call.store.snapshot(batch), call.base_url()))
 
 
-def retrieve(call: BatchCall) -> None:
+def retrieve(call: Call) -> None:
     batch = _find(call)
     call.reply(batch_json(batch, call.store.snapshot(batch), call.base_url()))
 
 
-def list_batches(call: BatchCall) -> None:
+def list_batches(call: Call) -> None:
     limit = call.int_query("limit", 20, 1, 1000)
     batches = call.store.newest_first("anthropic")
     ids = [b.id for b in batches]
@@ -160,13 +160,13 @@ def list_batches(call: BatchCall) -> None:
     )
 
 
-def cancel(call: BatchCall) -> None:
+def cancel(call: Call) -> None:
     batch = _find(call)
     snap = call.store.cancel(batch)
     call.reply(batch_json(batch, snap, call.base_url()))
 
 
-def delete(call: BatchCall) -> None:
+def delete(call: Call) -> None:
     batch = _find(call)
     if call.store.snapshot(batch).ended_at is None:
         call.refuse(
@@ -178,7 +178,7 @@ def delete(call: BatchCall) -> None:
     call.reply({"id": batch.id, "type": "message_batch_deleted"})
 
 
-def results(call: BatchCall) -> None:
+def results(call: Call) -> None:
     batch = _find(call)
     snap = call.store.snapshot(batch)
     if snap.ended_at is None:
@@ -190,7 +190,7 @@ def results(call: BatchCall) -> None:
     call.reply_stream(_lines(call, batch, snap), "application/x-jsonl", len(batch))
 
 
-def _lines(call: BatchCall, batch: Batch, snap: Snapshot) -> Iterator[bytes]:
+def _lines(call: Call, batch: Batch, snap: Snapshot) -> Iterator[bytes]:
     responder = call.mock.responder
     items = batch.items
     for index in batch.ended_in_order(snap):
@@ -208,7 +208,7 @@ def _lines(call: BatchCall, batch: Batch, snap: Snapshot) -> Iterator[bytes]:
         yield item.compact({"custom_id": items.ids[index], "result": {"type": rest}}) + b"\n"
 
 
-def _error(call: BatchCall, batch: Batch, index: int) -> dict[str, Any]:
+def _error(call: Call, batch: Batch, index: int) -> dict[str, Any]:
     outcome = batch.items.outcomes[index]
     if outcome.kind == "fault" and outcome.fault.kind == "quota":
         return {"type": "error", "error": {"type": "invalid_request_error", "message": CREDIT}}
@@ -217,21 +217,19 @@ def _error(call: BatchCall, batch: Batch, index: int) -> dict[str, Any]:
     return {"type": "error", "error": body["error"]}
 
 
-_BATCHES = r"^/v1/messages/batches"
-_ONE = _BATCHES + r"/(?P<id>[^/?]+)"
+_BATCHES = "/v1/messages/batches"
+_ONE = _BATCHES + "/(?P<id>[^/]+)"
 
 
-def _anthropic(_: re.Match[str]) -> Provider:
-    return "anthropic"
+def _row(method: str, path: str, target: str, serve: Any, max_body: int = 1024 * 1024) -> Endpoint:
+    return Endpoint(method, path + "/?", serve, "anthropic", "anthropic", target, max_body)
 
 
 ENDPOINTS = (
-    Endpoint(
-        "POST", re.compile(_BATCHES + r"/?$"), "create", _anthropic, create, MAX_BYTES + 65536
-    ),
-    Endpoint("GET", re.compile(_BATCHES + r"/?$"), "list", _anthropic, list_batches),
-    Endpoint("GET", re.compile(_ONE + r"/results/?$"), "results", _anthropic, results),
-    Endpoint("POST", re.compile(_ONE + r"/cancel/?$"), "cancel", _anthropic, cancel),
-    Endpoint("GET", re.compile(_ONE + r"/?$"), "retrieve", _anthropic, retrieve),
-    Endpoint("DELETE", re.compile(_ONE + r"/?$"), "delete", _anthropic, delete),
+    _row("POST", _BATCHES, "create", create, MAX_BYTES + 65536),
+    _row("GET", _BATCHES, "list", list_batches),
+    _row("GET", _ONE + "/results", "results", results),
+    _row("POST", _ONE + "/cancel", "cancel", cancel),
+    _row("GET", _ONE, "retrieve", retrieve),
+    _row("DELETE", _ONE, "delete", delete),
 )

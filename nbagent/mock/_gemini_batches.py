@@ -18,14 +18,13 @@ responses. An item error, like a failed batch's ``error``, is a ``google.rpc.Sta
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_http import BatchCall, CallError, Endpoint
-from ._batch_timeline import Batch, Items, Provider, Snapshot, new_id, stable_id
+from ._batch_timeline import Batch, Items, Snapshot, new_id, stable_id
+from ._call import Call, CallError, Endpoint
 from ._formats import Route
 from ._gemini_wire import gemini_error
 
@@ -76,8 +75,8 @@ def _not_found(batch_id: str) -> CallError:
     return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
 
 
-def _find(call: BatchCall) -> Batch:
-    batch_id = "batches/" + call.match["id"]
+def _find(call: Call) -> Batch:
+    batch_id = "batches/" + call.params["id"]
     batch = call.store.get(batch_id, "gemini")
     if batch is None:
         raise _not_found(batch_id)
@@ -127,7 +126,7 @@ def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     return op
 
 
-def _pieces(call: BatchCall, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
+def _pieces(call: Call, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
     """The operation's JSON, each inline response written where a hole is."""
     text = json.dumps(op, ensure_ascii=False).encode()
     parts = text.split(_HOLE_JSON)
@@ -139,7 +138,7 @@ def _pieces(call: BatchCall, batch: Batch, op: dict[str, Any]) -> Iterator[bytes
         yield b"]" + part
 
 
-def _response(call: BatchCall, batch: Batch, index: int) -> bytes:
+def _response(call: Call, batch: Batch, index: int) -> bytes:
     entry = item.json_line(batch.items.line(index))
     outcome = batch.items.outcomes[index]
     route = Route("gemini", model=batch.extra["model_id"], stream=False)
@@ -165,7 +164,7 @@ def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
     return {"code": code, "message": str(error.get("message", ""))}
 
 
-def _reply(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
+def _reply(call: Call, batch: Batch, snap: Snapshot) -> None:
     op = operation(batch, snap)
     count = 2 * len(batch) + 5 if snap.phase == "completed" else 1
     call.reply_stream(_pieces(call, batch, op), "application/json; charset=UTF-8", count)
@@ -174,7 +173,7 @@ def _reply(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
 # --- endpoints ----------------------------------------------------------------------------------
 
 
-def create(call: BatchCall) -> None:
+def create(call: Call) -> None:
     body = call.json_body()
     batch_spec = body.get("batch") if isinstance(body, dict) else None
     if not isinstance(batch_spec, dict):
@@ -197,7 +196,7 @@ def create(call: BatchCall) -> None:
         metadata = entry.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             call.refuse(400, f"batch.input_config.requests.requests[{i}].metadata is invalid.")
-    model_id = call.match["model"]
+    model_id = call.params["model"]
     mock = call.mock
     route = Route("gemini", model=model_id, stream=False)
 
@@ -234,12 +233,12 @@ def _failure(model_id: str) -> dict[str, Any]:
     return {"code": RPC_CODES["RESOURCE_EXHAUSTED"], "message": message}
 
 
-def get(call: BatchCall) -> None:
+def get(call: Call) -> None:
     batch = _find(call)
     _reply(call, batch, call.store.snapshot(batch))
 
 
-def list_batches(call: BatchCall) -> None:
+def list_batches(call: Call) -> None:
     size = call.int_query("pageSize", 20, 1, 1000)
     batches = call.store.newest_first("gemini")
     token = call.query.get("pageToken")
@@ -266,33 +265,45 @@ def list_batches(call: BatchCall) -> None:
     call.reply_stream(pieces(), "application/json; charset=UTF-8", 1)
 
 
-def cancel(call: BatchCall) -> None:
+def cancel(call: Call) -> None:
     call.store.cancel(_find(call))
     call.reply({})
 
 
-def delete(call: BatchCall) -> None:
+def delete(call: Call) -> None:
     _find(call).deleted = True
     call.reply({})
 
 
-def _gemini(_: re.Match[str]) -> Provider:
-    return "gemini"
+def _shared_v1(call: Call) -> bool:
+    """Whether a request to ``/v1/batches...``, OpenAI's paths too, is Gemini's: it carries
+    Gemini's key (header or ``?key=``) or paging parameters, or names a Gemini batch."""
+    if not call.bare.startswith("/v1/batches"):
+        return True
+    if "x-goog-api-key" in call.headers or call.query.keys() & {"key", "pageSize", "pageToken"}:
+        return True
+    batch_id = call.params.get("id")
+    return batch_id is not None and call.store.get("batches/" + batch_id, "gemini") is not None
 
 
-_VERSION = r"^/(?:v1beta|v1alpha|v1)"
-_ONE = _VERSION + r"/batches/(?P<id>[^/:?]+)"
+_VERSION = "/(?:v1beta|v1alpha|v1)"
+_ONE = _VERSION + "/batches/(?P<id>[^/:]+)"
+
+
+def _row(method: str, path: str, target: str, serve: Any, max_body: int = 1024 * 1024) -> Endpoint:
+    return Endpoint(method, path, serve, "gemini", "gemini", target, max_body, when=_shared_v1)
+
+
 ENDPOINTS = (
-    Endpoint(
+    _row(
         "POST",
-        re.compile(_VERSION + r"/models/(?P<model>[^/:?]+):batchGenerateContent$"),
+        _VERSION + "/models/(?P<model>[^/:]+):batchGenerateContent",
         "create",
-        _gemini,
         create,
         MAX_INLINE_BYTES,
     ),
-    Endpoint("GET", re.compile(_VERSION + r"/batches/?$"), "list", _gemini, list_batches),
-    Endpoint("POST", re.compile(_ONE + r":cancel$"), "cancel", _gemini, cancel),
-    Endpoint("GET", re.compile(_ONE + r"/?$"), "retrieve", _gemini, get),
-    Endpoint("DELETE", re.compile(_ONE + r"/?$"), "delete", _gemini, delete),
+    _row("GET", _VERSION + "/batches/?", "list", list_batches),
+    _row("POST", _ONE + ":cancel", "cancel", cancel),
+    _row("GET", _ONE + "/?", "retrieve", get),
+    _row("DELETE", _ONE + "/?", "delete", delete),
 )

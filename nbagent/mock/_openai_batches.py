@@ -17,13 +17,11 @@ the finished ones stay in the output file; a batch whose every line failed is ``
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_http import BatchCall, CallError, Endpoint
 from ._batch_timeline import (
     Batch,
     ItemOutcome,
@@ -33,6 +31,7 @@ from ._batch_timeline import (
     new_id,
     stable_id,
 )
+from ._call import Call, CallError, Endpoint
 from ._conversation import Format
 
 MAX_REQUESTS = 50_000
@@ -66,9 +65,9 @@ def _openai_error(message: str, param: str | None, status: int = 400) -> CallErr
     return CallError(status, {"error": error})
 
 
-def _find(call: BatchCall) -> Batch:
-    batch_id = call.match["id"]
-    batch = call.store.get(batch_id, call.provider)
+def _find(call: Call) -> Batch:
+    batch_id = call.params["id"]
+    batch = call.store.get(batch_id, call.api)
     if batch is None:
         raise _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
     return batch
@@ -167,7 +166,7 @@ def read_input(
 # --- the batch object ---------------------------------------------------------------------------
 
 
-def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
+def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     extra = batch.extra
     phase = snap.phase
     if snap.ended_at is not None:
@@ -209,7 +208,7 @@ def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def _make_files(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
+def _make_files(call: Call, batch: Batch, snap: Snapshot) -> None:
     counts = batch.counts(snap)
     extra = batch.extra
     output = error = None
@@ -222,7 +221,7 @@ def _make_files(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
     extra["error_file_id"] = error
 
 
-def _batch_file(call: BatchCall, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
+def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
     mock = call.mock
     fmt: Format = batch.extra["format"]
 
@@ -248,7 +247,7 @@ def _batch_file(call: BatchCall, batch: Batch, kind: str, count: int, snap: Snap
 
 
 def _line(
-    call: BatchCall, batch: Batch, index: int, outcome: ItemOutcome, fmt: Format, responder: Any
+    call: Call, batch: Batch, index: int, outcome: ItemOutcome, fmt: Format, responder: Any
 ) -> bytes:
     body = item.json_line(batch.items.line(index))["body"]
     request_id = stable_id(batch.id + "/request", index, 32)
@@ -280,7 +279,7 @@ def _expired_line(batch: Batch, index: int) -> bytes:
 # --- endpoints ----------------------------------------------------------------------------------
 
 
-def create(call: BatchCall) -> None:
+def create(call: Call) -> None:
     body = call.json_body()
     if not isinstance(body, dict):
         raise _openai_error("The body must be a JSON object.", None)
@@ -321,7 +320,7 @@ def create(call: BatchCall) -> None:
     items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
     batch = call.store.add(
         new_id("batch_", 32, "0123456789abcdef"),
-        call.provider,
+        call.api,
         items,
         endpoint=endpoint,
         input_file_id=input_file_id,
@@ -357,65 +356,49 @@ def _check_metadata(metadata: Any) -> None:
             )
 
 
-def retrieve(call: BatchCall) -> None:
+def retrieve(call: Call) -> None:
     batch = _find(call)
     call.reply(batch_json(call, batch, call.store.snapshot(batch)))
 
 
-def list_batches(call: BatchCall) -> None:
+def list_batches(call: Call) -> None:
     limit = call.int_query("limit", 20, 1, 100)
-    batches = call.store.newest_first(call.provider)
+    batches = call.store.newest_first(call.api)
     files.list_page(
         call, batches, limit, lambda b: b.id, lambda b: batch_json(call, b, call.store.snapshot(b))
     )
 
 
-def cancel(call: BatchCall) -> None:
+def cancel(call: Call) -> None:
     batch = _find(call)
     snap = call.store.cancel(batch)
     call.reply(batch_json(call, batch, snap))
 
 
-_PREFIX = r"^(?P<prefix>/v1|/openai/v1|/openai)"
-
-
-def _provider(match: re.Match[str]) -> Provider:
-    return "azure" if match["prefix"].startswith("/openai") else "openai"
-
-
 _MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024
-ENDPOINTS = (
+_ROWS: tuple[tuple[str, str, str | None, Any], ...] = (
+    ("POST", "/files", "upload", files.upload),
+    ("GET", "/files", None, files.list_files),
+    ("GET", "/files/(?P<id>[^/]+)/content", "results", files.content),
+    ("GET", "/files/(?P<id>[^/]+)", None, files.retrieve),
+    ("DELETE", "/files/(?P<id>[^/]+)", "delete", files.delete),
+    ("POST", "/batches", "create", create),
+    ("GET", "/batches", "list", list_batches),
+    ("POST", "/batches/(?P<id>[^/]+)/cancel", "cancel", cancel),
+    ("GET", "/batches/(?P<id>[^/]+)", "retrieve", retrieve),
+)
+# OpenAI's paths, and Azure OpenAI's under /openai/ (its v1 API, and the older one)
+_PREFIXES: tuple[tuple[str, Provider], ...] = (("/v1", "openai"), ("/openai(?:/v1)?", "azure"))
+ENDPOINTS = tuple(
     Endpoint(
-        "POST", re.compile(_PREFIX + r"/files/?$"), "upload", _provider, files.upload, _MULTIPART
-    ),
-    Endpoint("GET", re.compile(_PREFIX + r"/files/?$"), None, _provider, files.list_files),
-    Endpoint(
-        "GET",
-        re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/content/?$"),
-        "results",
-        _provider,
-        files.content,
-    ),
-    Endpoint(
-        "GET", re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/?$"), None, _provider, files.retrieve
-    ),
-    Endpoint(
-        "DELETE",
-        re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/?$"),
-        "delete",
-        _provider,
-        files.delete,
-    ),
-    Endpoint("POST", re.compile(_PREFIX + r"/batches/?$"), "create", _provider, create),
-    Endpoint("GET", re.compile(_PREFIX + r"/batches/?$"), "list", _provider, list_batches),
-    Endpoint(
-        "POST",
-        re.compile(_PREFIX + r"/batches/(?P<id>[^/?]+)/cancel/?$"),
-        "cancel",
-        _provider,
-        cancel,
-    ),
-    Endpoint(
-        "GET", re.compile(_PREFIX + r"/batches/(?P<id>[^/?]+)/?$"), "retrieve", _provider, retrieve
-    ),
+        method,
+        prefix + path + "/?",
+        serve,
+        "openai",
+        provider,
+        target,
+        _MULTIPART if target == "upload" else 1024 * 1024,
+    )
+    for prefix, provider in _PREFIXES
+    for method, path, target, serve in _ROWS
 )

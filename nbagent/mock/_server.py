@@ -23,6 +23,7 @@ from ._batches import (
     MockBatch,
     check_duration,
 )
+from ._call import Call, Endpoint
 from ._emulate import Interrupts, check_emulate
 from ._faults import Fault, FaultPlan, FaultRates
 from ._handler import MockHandler
@@ -30,8 +31,13 @@ from ._ratelimit import RateLimit
 from ._records import RequestRecord
 from ._replay import Replayer
 from ._reply import Responder, default_responder
+from ._routes import RouteTable
 
 RecordTarget = str | os.PathLike[str] | Recorder
+Handler = Callable[[Call], None]
+RouteSpec = Endpoint | tuple[str, str, Handler]
+"""An added route: an `Endpoint`, or ``(method, pattern, handler)``."""
+RequestHook = Callable[[Call, int], None]
 ReplaySource = str | os.PathLike[str] | Recording
 
 
@@ -163,6 +169,10 @@ class MockServer:
             `data: [DONE]`, a clean end), never sends a usage chunk, and refuses a
             `response_format` of type `json_schema` with HTTP 500 and FastAPI's validation
             error, while `json_object` with a `schema` is answered in that schema.
+        routes: Routes to add, tried before the built-in ones (see `add_route`).
+        on_request: Called as ``on_request(call, status)`` after each request is answered (the
+            `Call`, with its method, path, params, query and headers; the status it was
+            answered with, 0 for a closed connection); its exceptions are logged.
 
     Raises:
         ValueError: `max_records`, `context_window` or `demo_delay_s` is out of range, `emulate`
@@ -202,8 +212,14 @@ class MockServer:
         expire_after_s: float | None = None,
         batch_clock: Callable[[], float] | None = None,
         emulate: str | None = None,
+        routes: Sequence[RouteSpec] = (),
+        on_request: RequestHook | None = None,
     ) -> None:
         self.emulate = check_emulate(emulate)
+        self.routes = RouteTable()
+        for spec in routes:
+            self.add_route(*spec) if isinstance(spec, tuple) else self.routes.add(spec)
+        self.on_request = on_request
         self.interrupts = Interrupts()
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
             raise ValueError(
@@ -358,6 +374,27 @@ class MockServer:
             The URL.
         """
         return f"{self.url}/v1beta/models/{model}:streamGenerateContent?alt=sse"
+
+    def add_route(self, method: str, pattern: str, handler: Handler, **options: Any) -> Endpoint:
+        """Answer ``method`` requests whose path (without its query) matches ``pattern`` with
+        ``handler(call)``, before the built-in routes; a running server takes it at once.
+
+        Args:
+            method: The HTTP method ("GET", "POST", "DELETE").
+            pattern: A regular expression the whole path must match; its named groups are
+                ``call.params``.
+            handler: Reads the request from the `Call` and answers through it
+                (``call.record(status)`` keeps it in `requests`; ``call.send(...)``,
+                ``call.send_json(...)``, or ``call.head(...)``, ``call.chunk(...)`` and
+                ``call.end()`` for a stream).
+            **options: Further `Endpoint` fields (``format``, ``max_body``, ``when``, ...).
+
+        Returns:
+            The route added.
+        """
+        endpoint = Endpoint(method.upper(), pattern, handler, **options)
+        self.routes.add(endpoint)
+        return endpoint
 
     # --- faults and records ---------------------------------------------------------------------
 
@@ -525,6 +562,8 @@ def serve(
     expire_after_s: float | None = None,
     batch_clock: Callable[[], float] | None = None,
     emulate: str | None = None,
+    routes: Sequence[RouteSpec] = (),
+    on_request: RequestHook | None = None,
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block.
 
@@ -545,6 +584,8 @@ def serve(
         expire_after_s: As for [`MockServer`][nbagent.mock.MockServer].
         batch_clock: As for [`MockServer`][nbagent.mock.MockServer].
         emulate: As for [`MockServer`][nbagent.mock.MockServer].
+        routes: As for [`MockServer`][nbagent.mock.MockServer].
+        on_request: As for [`MockServer`][nbagent.mock.MockServer].
 
     Yields:
         The running server; it stops when the block ends.
