@@ -49,14 +49,14 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 256
     allow_reuse_address = True
 
-    def __init__(self, port: int, mock: MockServer) -> None:
+    def __init__(self, port: int, mock: MockServer, host: str = "127.0.0.1") -> None:
         self.mock = mock
         self._conn_lock = threading.Lock()
         self._connections: dict[threading.Thread, socket.socket] = {}
         self._halt = False
         self._wake_r, self._wake_w = socket.socketpair()
         try:
-            super().__init__(("127.0.0.1", port), MockHandler)
+            super().__init__((host, port), MockHandler)
         except BaseException:
             self._wake_r.close()
             self._wake_w.close()
@@ -173,6 +173,8 @@ class MockServer:
         on_request: Called as ``on_request(call, status)`` after each request is answered (the
             `Call`, with its method, path, params, query and headers; the status it was
             answered with, 0 for a closed connection); its exceptions are logged.
+        host: The address to listen on (127.0.0.1 unless a caller such as a classroom
+            means another network to reach it).
 
     Raises:
         ValueError: `max_records`, `context_window` or `demo_delay_s` is out of range, `emulate`
@@ -214,7 +216,9 @@ class MockServer:
         emulate: str | None = None,
         routes: Sequence[RouteSpec] = (),
         on_request: RequestHook | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        self._host = host
         self.emulate = check_emulate(emulate)
         self.routes = RouteTable()
         for spec in routes:
@@ -272,7 +276,7 @@ class MockServer:
             if self._httpd is not None:
                 return self
             self.stopping.clear()
-            httpd = _HTTPServer(self._port, self)
+            httpd = _HTTPServer(self._port, self, self._host)
             thread = threading.Thread(
                 target=httpd.run,
                 name=f"nbagent-mock-server-{httpd.server_address[1]}",
@@ -333,7 +337,7 @@ class MockServer:
 
     @property
     def host(self) -> str:
-        """The address the listening socket is bound to (always 127.0.0.1)."""
+        """The address the listening socket is bound to (127.0.0.1 unless `host` said otherwise)."""
         httpd = self._httpd
         if httpd is None:
             raise RuntimeError("The mock server is not running; call start() first.")
@@ -564,6 +568,7 @@ def serve(
     emulate: str | None = None,
     routes: Sequence[RouteSpec] = (),
     on_request: RequestHook | None = None,
+    host: str = "127.0.0.1",
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block.
 
@@ -586,6 +591,7 @@ def serve(
         emulate: As for [`MockServer`][nbagent.mock.MockServer].
         routes: As for [`MockServer`][nbagent.mock.MockServer].
         on_request: As for [`MockServer`][nbagent.mock.MockServer].
+        host: As for [`MockServer`][nbagent.mock.MockServer].
 
     Yields:
         The running server; it stops when the block ends.
