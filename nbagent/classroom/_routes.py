@@ -95,6 +95,8 @@ def _student_model(room: Classroom, call: Call) -> None:
         call.error(401, call.codec.status_error(401, "", call.request_id, "0"))
         return
     raw = call.read_body()
+    if len(raw) < int(call.headers.get("content-length") or 0):
+        call.hang_up()  # the client went away mid-body: nothing arrived
     name = decode_name(call.headers.get(NAME_HEADER, "")) or "anonymous"
     agent = decode_name(call.headers.get(AGENT_HEADER, ""))[:40] or "client"
     policy = parse_policy(call.headers.get(POLICY_HEADER))
