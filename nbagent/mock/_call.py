@@ -166,6 +166,7 @@ class Call:
         self.started = False  # the status line has been sent
         self.recorded = False
         self._body_read = False
+        self._raw: bytes | None = None
         self._buffer: list[bytes] = []
         self._buffered = 0
         self.bind(None, {})
@@ -200,6 +201,9 @@ class Call:
         return f"http://{self.header('host') or f'127.0.0.1:{self.mock.port}'}"
 
     def read_body(self) -> bytes:
+        """The request body (read once; a second read gets the same bytes)."""
+        if self._raw is not None:
+            return self._raw
         self._body_read = True
         try:
             length = int(self.header("content-length") or 0)
@@ -214,7 +218,8 @@ class Call:
                 message = f"Request payload size exceeds the limit: {limit} bytes."
                 raise CallError(400, self.codec.bad_request(message, self.request_id, None))
             raise CallError(413, self.codec.status_error(413, "", self.request_id, "1"))
-        return self.handler.rfile.read(length) if length else b""
+        self._raw = self.handler.rfile.read(length) if length else b""
+        return self._raw
 
     def json_body(self) -> Any:
         raw = self.read_body()

@@ -23,14 +23,14 @@ class Listener(ThreadingHTTPServer):
     request_queue_size = 256
     allow_reuse_address = True
 
-    def __init__(self, port: int, mock: Server) -> None:
+    def __init__(self, port: int, mock: Server, host: str = "127.0.0.1") -> None:
         self.mock = mock
         self._conn_lock = threading.Lock()
         self._connections: dict[threading.Thread, socket.socket] = {}
         self._halt = False
         self._wake_r, self._wake_w = socket.socketpair()
         try:
-            super().__init__(("127.0.0.1", port), MockHandler)
+            super().__init__((host, port), MockHandler)
         except BaseException:
             self._wake_r.close()
             self._wake_w.close()

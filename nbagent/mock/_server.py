@@ -94,6 +94,8 @@ class MockServer(BatchViews):
         on_request: Called as ``on_request(call, status)`` after each request is answered (the
             `Call`, with its method, path, params, query and headers; the status it was
             answered with, 0 for a closed connection); its exceptions are logged.
+        host: The address to listen on (127.0.0.1 unless a caller such as a classroom
+            means another network to reach it).
 
     Raises:
         ValueError: `max_records`, `context_window` or `demo_delay_s` is out of range, `emulate`
@@ -135,7 +137,9 @@ class MockServer(BatchViews):
         emulate: str | None = None,
         routes: Sequence[RouteSpec] = (),
         on_request: RequestHook | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        self._host = host
         self.emulate = check_emulate(emulate)
         self.routes = RouteTable()
         for spec in routes:
@@ -193,7 +197,7 @@ class MockServer(BatchViews):
             if self._httpd is not None:
                 return self
             self.stopping.clear()
-            httpd = Listener(self._port, self)
+            httpd = Listener(self._port, self, self._host)
             thread = threading.Thread(
                 target=httpd.run,
                 name=f"nbagent-mock-server-{httpd.server_address[1]}",
@@ -254,7 +258,7 @@ class MockServer(BatchViews):
 
     @property
     def host(self) -> str:
-        """The address the listening socket is bound to (always 127.0.0.1)."""
+        """The address the listening socket is bound to (127.0.0.1 unless `host` said otherwise)."""
         httpd = self._httpd
         if httpd is None:
             raise RuntimeError("The mock server is not running; call start() first.")
@@ -409,6 +413,7 @@ def serve(
     emulate: str | None = None,
     routes: Sequence[RouteSpec] = (),
     on_request: RequestHook | None = None,
+    host: str = "127.0.0.1",
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block.
 
@@ -431,6 +436,7 @@ def serve(
         emulate: As for [`MockServer`][nbagent.mock.MockServer].
         routes: As for [`MockServer`][nbagent.mock.MockServer].
         on_request: As for [`MockServer`][nbagent.mock.MockServer].
+        host: As for [`MockServer`][nbagent.mock.MockServer].
 
     Yields:
         The running server; it stops when the block ends.
