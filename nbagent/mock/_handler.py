@@ -323,6 +323,7 @@ class MockHandler(BaseHTTPRequestHandler):
             maximum = self._mock.context_window or codec.default_window
             tokens = max(conv.prompt_tokens, maximum + 1 + conv.prompt_tokens)
             error = codec.overflow_error(tokens, maximum, rid)
+            error["error"]["message"] += " (simulated: an injected fault, not the prompt's size)"
         else:
             retry = format_seconds(fault.retry_after_s or 0.0)
             error = codec.status_error(status, conv.model, rid, retry)
