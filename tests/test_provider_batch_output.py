@@ -159,7 +159,7 @@ def test_ok_reasked_refused_and_truncated_items_on_each_wire_format(
     assert "unexpected_field" in conv[1][1]  # the failed answer, as the model wrote it
     assert "validation error" in conv[2][1] and "stars" in conv[2][1]
     assert "unexpected_field" not in conv[2][1]  # the errors do not repeat the answer
-    assert "1 items resubmitted (1 reasked)" in out.summary()
+    assert "1 item resubmitted (1 reasked)" in out.summary()
 
 
 def test_reasks_are_bounded_by_output_retries_and_keep_only_the_latest_answer(
