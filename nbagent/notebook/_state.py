@@ -242,12 +242,16 @@ class TimelineState:
         self._set_status(f"starting run with {event.model}".strip(), "running")
 
     def _on_attempt_started(self, event: AttemptStarted) -> None:
-        self._run(event)
+        run = self._run(event)
         self._active = True
         self._talk.reset_stream(event.model)
         lane = _lane(event.phase)
         what = "compaction request" if lane == "compaction" else "attempt"
         label = f"{what} {event.attempt}/{event.max_attempts}"
+        # the attempt log's `reask`: 0 for the first answer, 1, 2, ... for the reasks
+        reask = int(run.get("reasks") or 0) if lane == "request" else None
+        if reask:
+            label = f"reask {reask}, {label}"
         bar = self._open_bar(
             event,
             lane,
@@ -256,6 +260,7 @@ class TimelineState:
             attempt=event.attempt,
             max_attempts=event.max_attempts,
             model=event.model,
+            reask=reask,
         )
         self._open_attempts[(event.run_id, event.phase)] = bar
         verb = "summarising older turns with" if lane == "compaction" else "requesting"
@@ -323,6 +328,8 @@ class TimelineState:
         elif event.action == "retry":
             self._set_status(f"{describe(event.error)}: retrying", "wait")
         elif event.action == "reask":
+            run = self._run(event)
+            run["reasks"] = int(run.get("reasks") or 0) + 1
             self._set_status(f"{describe(event.error)}: asking again ({event.message})", "wait")
         else:
             self._set_status(failure, "error")

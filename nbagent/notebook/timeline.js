@@ -413,7 +413,9 @@ function barLabel(b) {
     return b.status_code ? String(b.status_code) : b.error || "error";
   }
   if (b.kind === "attempt" && b.outcome === "cancelled") return "cancelled";
-  if (b.kind === "attempt" && b.lane === "request") return `attempt ${b.attempt}`;
+  if (b.kind === "attempt" && b.lane === "request") {
+    return b.reask ? `reask ${b.reask} · attempt ${b.attempt}` : `attempt ${b.attempt}`;
+  }
   return b.label;
 }
 
