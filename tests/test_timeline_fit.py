@@ -12,6 +12,7 @@ import itertools
 from typing import Any
 
 import pandas as pd
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
@@ -134,3 +135,32 @@ def test_between_two_breaks_the_axis_is_linear_at_the_bars_scale() -> None:
     for (t0, x0), (t1, x1) in pairs:
         scale = (x1 - x0) / (t1 - t0)
         assert abs(scale / bar - 1) < 0.02, (t0, t1, scale, bar)
+
+
+def test_words_on_crossed_out_bars_sit_on_a_plain_patch_and_no_words_overlap() -> None:
+    from test_palette_access import contrast
+
+    from nbagent._palette import SWATCHES
+
+    df = demo_frame()
+    df.loc[2, "action"] = "reask"  # a "↻ reask" on its dotted bar, as notebook 12 draws one
+    df.loc[2, ["outcome", "error_kind"]] = ["error", "OutputInvalid"]
+    # a paced wait right after an attempt (notebook 12's "#1" under "paced 0.0s")
+    df.loc[4, ["action", "delay_s"]] = ["paced", 0.02]
+    fig = plot_timeline(df)
+    ax = drawn(fig)
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    marked = {s.face: s for s in SWATCHES.values() if s.mark}
+    words = [t for t in ax.texts if t.get_text().strip() and t.get_text() != "//"]
+    on_marks = 0
+    for text in words:
+        patch = text.get_bbox_patch()
+        if patch is not None and to_hex(patch.get_facecolor()) in marked:
+            on_marks += 1
+            face = to_hex(patch.get_facecolor())
+            assert patch.get_alpha() in (None, 1.0), text.get_text()
+            assert contrast(to_hex(text.get_color()), face) >= 4.5, text.get_text()
+    assert on_marks >= 2, [t.get_text() for t in words]  # the 429 and the reask at least
+    boxes = [t.get_window_extent(renderer) for t in words]
+    for (i, a), (j, b) in itertools.combinations(enumerate(boxes), 2):
+        assert not a.overlaps(b), (words[i].get_text(), words[j].get_text())
