@@ -109,7 +109,8 @@ def test_demo_with_a_custom_fault_script(
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
-    assert capsys.readouterr().out == f"nbagent {nbagent.__version__}\n"
+    # the name `pip install` takes (the module is `nbagent`, the name on the index is not)
+    assert capsys.readouterr().out == f"nbagent-loop {nbagent.__version__}\n"
 
 
 @pytest.mark.parametrize(

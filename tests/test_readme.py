@@ -112,6 +112,16 @@ def front_door_checks(seen: list[Namespace], printed: str) -> None:
     assert results["error"].isna().all()
     assert {"sentiment", "stars", "reasks"} <= set(results.columns)
     assert all(isinstance(v, seen[1]["Review"]) for v in results["output"])
+    # the output the README shows under the block is what the block prints
+    table = results[["sentiment", "stars", "reasks", "error"]].to_string()
+    assert table in printed
+    shown = re.search(
+        r"one typed column per field\n```\n\n```text\n(.*?)```",
+        (ROOT / "README.md").read_text(encoding="utf-8"),
+        re.S,
+    )
+    assert shown is not None and shown.group(1).rstrip("\n") == table
+    assert set(results["stars"]) <= {1, 2, 3, 4, 5}  # the schema's Field(ge=1, le=5)
 
 
 def notebook_checks(seen: list[Namespace], printed: str) -> None:

@@ -328,7 +328,7 @@ def test_without_opentelemetry_instrument_says_what_to_install(
         if name.startswith("opentelemetry") or name == "nbagent.tracing._spans":
             monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "opentelemetry", None)  # import fails, as if not installed
-    with pytest.raises(E.ConfigError, match=r"pip install 'nbagent\[otel\]'"):
+    with pytest.raises(E.ConfigError, match=r"pip install 'nbagent-loop\[otel\]'"):
         nbagent.instrument()
 
 
