@@ -78,6 +78,7 @@ class Axis:
         best: tuple[list[float], float] = ([0.0], step)
         # where the "//" signs sit (the middle of each shortened stretch): no tick under one
         marks = [(self.at(a) + self.at(b)) / 2 for a, b in self.breaks]
+
         # nor inside a shortened stretch, where a second is drawn shorter than elsewhere: ticks
         # with no "//" between them are then as far apart as their times say (a linear scale)
         def outside(t: float) -> bool:
