@@ -644,6 +644,7 @@ def _provider_label(provider: str) -> str:
         "azure": "Azure OpenAI",
         "azure-responses": "Azure OpenAI",
         "demo": "Demo model",
+        "classroom": "Classroom",
         "scripted": "Scripted model",
     }
     return labels.get(provider, provider or "provider")

@@ -18,6 +18,7 @@ from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
 from .._loop._output_schema import OutputSchema
 from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, OutputTruncated
 from ._output_columns import output_columns
+from ._prompt_check import refuse_blank_prompts
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -161,12 +162,17 @@ def prompts_of(
         if column not in prompts.columns:
             raise ConfigError(f"map(): the DataFrame has no column {column!r}")
         series = prompts[column]
-        return [_text(p) for p in series.tolist()], prompts.index
+        return _texts(series.tolist(), list(prompts.index)), prompts.index
     if isinstance(prompts, pd.Series):
-        return [_text(p) for p in prompts.tolist()], prompts.index
+        return _texts(prompts.tolist(), list(prompts.index)), prompts.index
     if isinstance(prompts, str):
         raise ConfigError("map() takes many prompts (a list of strings), not one string")
-    return [_text(p) for p in prompts], None
+    return _texts(list(prompts), None), None
+
+
+def _texts(values: list[Any], labels: list[Any] | None) -> list[str]:
+    refuse_blank_prompts(values, labels)
+    return [_text(p) for p in values]
 
 
 def _text(prompt: object) -> str:

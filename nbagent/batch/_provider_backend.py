@@ -39,6 +39,7 @@ from ..providers._batches import batch_client
 from ._frames import BatchResult
 from ._options import BatchOptions
 from ._progress import BatchProgress
+from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
 from ._provider_rows import BatchRows
 from ._provider_run import DEFAULT_POLL, ProviderRun, RunSettings
@@ -328,14 +329,16 @@ class ProviderBatch:
         # item (its run id), as each agent of the local backend writes its own
         durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
         out = self.settings.output
+        model, max_attempts = self.client.provider.model, self.settings.policy.max_attempts
+        events = ItemEvents(model, max_attempts, durable.put if durable is not None else None)
         rows = BatchRows(
             self.state.prompts,
-            model=self.client.provider.model,
-            max_attempts=self.settings.policy.max_attempts,
+            model=model,
+            max_attempts=max_attempts,
             worker=worker,
             run_tag=self.state.tag,
             output=out.schema if out is not None else None,
-            sink=durable.put if durable is not None else None,
+            events=events,
         )
         run = self.run_obj = ProviderRun(
             self.client, self.state, rows, self.settings, self.progress, self.control

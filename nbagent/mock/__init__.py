@@ -17,6 +17,16 @@ Files, Gemini's batch mode), each item answered through the fault script and the
 batch clock a test can move (``batch_duration_s``, ``expire_after_s``, ``batch_clock``,
 ``advance_batches``); see `nbagent.mock._batches` for the endpoints, options, faults and counters.
 
+Every endpoint is a row of one route table (method, path pattern, handler; `nbagent.mock._routes`)
+and every request one `Call` (method, path ``params``, ``query``, ``headers``, ``identity``, the
+body, and the ways to answer). ``MockServer(routes=[(method, pattern, handler), ...])`` and
+``MockServer.add_route(method, pattern, handler)`` add rows, tried before the built-in ones;
+``handler(call)`` keeps the request (``call.record(status)``) and answers it
+(``call.send_json(status, body)``, or ``call.head``, ``call.chunk`` and ``call.end`` for a
+stream). ``MockServer(on_request=hook)`` calls ``hook(call, status)`` after each request is
+answered (0: the connection closed without an answer), for counting arrivals by status or by
+client.
+
 Fault strings: ``kind[=value][:key=value[,key=value]]``. Kinds: ``ok``, ``429`` (``retry_after``),
 ``quota``, ``529``, ``overloaded_midstream``, ``500``/``502``/``503``/``504``, ``400``, ``401``,
 ``402``, ``403``, ``404``, ``408``, ``409``, ``413``, ``overflow``, ``close``,
@@ -34,6 +44,7 @@ quota, and ``529`` a 503 ``UNAVAILABLE``.
 
 from ._answer_faults import answer_fault
 from ._batches import BatchCounts, MockBatch
+from ._call import Call, Endpoint
 from ._cli import main
 from ._conversation import (
     Conversation,
@@ -59,7 +70,9 @@ from ._server import MockServer, serve, shared_server
 
 __all__ = [
     "BatchCounts",
+    "Call",
     "Conversation",
+    "Endpoint",
     "Fault",
     "FaultPlan",
     "MockBatch",

@@ -10,12 +10,13 @@ file of 100,000 answers is never held whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ._batch_http import BatchCall, CallError
+from ._batch_api import Paging, list_body
 from ._batch_timeline import Provider, new_id
+from ._call import Call, CallError
 
 PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
@@ -66,7 +67,7 @@ class StoredFile:
         }
 
 
-def add_file(call: BatchCall, file: StoredFile) -> StoredFile:
+def add_file(call: Call, file: StoredFile) -> StoredFile:
     with call.store.lock:
         call.store.files[file.id] = file
     return file
@@ -76,7 +77,7 @@ def new_file_id() -> str:
     return new_id("file-", 22)
 
 
-def find(call: BatchCall, file_id: str) -> StoredFile:
+def find(call: Call, file_id: str) -> StoredFile:
     file = call.store.files.get(file_id)
     providers = ("openai", "azure")
     if not isinstance(file, StoredFile) or file.provider not in providers:
@@ -120,7 +121,7 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, tuple[str | Non
 # --- endpoints ----------------------------------------------------------------------------------
 
 
-def upload(call: BatchCall) -> None:
+def upload(call: Call) -> None:
     raw = call.read_body()
     try:
         fields = parse_multipart(raw, call.header("content-type"))
@@ -138,7 +139,7 @@ def upload(call: BatchCall) -> None:
         call.refuse(400, f"File is larger than the {MAX_FILE_BYTES} bytes allowed.", "file")
     file = StoredFile(
         new_file_id(),
-        call.provider,
+        call.api,
         filename or "upload.jsonl",
         purpose,
         int(call.store.now()),
@@ -150,53 +151,32 @@ def upload(call: BatchCall) -> None:
     call.reply(file.json())
 
 
-def retrieve(call: BatchCall) -> None:
-    call.reply(find(call, call.match["id"]).json())
+def retrieve(call: Call) -> None:
+    call.reply(find(call, call.params["id"]).json())
 
 
-def content(call: BatchCall) -> None:
-    file = find(call, call.match["id"])
+def content(call: Call) -> None:
+    file = find(call, call.params["id"])
     pieces = 1 if file.data is not None else max(1, file.count)
     call.reply_stream(file.content(), "application/octet-stream", pieces)
 
 
-def delete(call: BatchCall) -> None:
-    file = find(call, call.match["id"])
+def delete(call: Call) -> None:
+    file = find(call, call.params["id"])
     with call.store.lock:
         call.store.files.pop(file.id, None)
     call.reply({"id": file.id, "object": "file", "deleted": True})
 
 
-def list_files(call: BatchCall) -> None:
-    limit = call.int_query("limit", 10_000, 1, 10_000)
+_PAGING = Paging("limit", 10_000, 10_000, "after")
+
+
+def list_files(call: Call) -> None:
     purpose = call.query.get("purpose")
     with call.store.lock:
         files = [f for f in call.store.files.values() if isinstance(f, StoredFile)]
-    files = [f for f in reversed(files) if f.provider == call.provider]
+    files = [f for f in reversed(files) if f.provider == call.api]
     if purpose:
         files = [f for f in files if f.purpose == purpose]
-    list_page(call, files, limit, lambda f: f.id, StoredFile.json)
-
-
-def list_page(
-    call: BatchCall,
-    objects: Sequence[T],
-    limit: int,
-    id_of: Callable[[T], str],
-    render: Callable[[T], dict[str, Any]],
-) -> None:
-    """Answer one page of an OpenAI list, newest first, from the object after ``?after=``."""
-    after = call.query.get("after")
-    if after is not None:
-        ids = [id_of(x) for x in objects]
-        objects = objects[ids.index(after) + 1 :] if after in ids else []
-    data = [render(x) for x in objects[:limit]]
-    call.reply(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": len(objects) > limit,
-        }
-    )
+    page, more = _PAGING.page(call, files, lambda f: f.id)
+    call.reply(list_body([f.json() for f in page], more, object="list"))

@@ -18,30 +18,20 @@ responses. An item error, like a failed batch's ``error``, is a ``google.rpc.Sta
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_http import BatchCall, CallError, Endpoint
-from ._batch_timeline import Batch, Items, Provider, Snapshot, new_id, stable_id
+from ._batch_api import EVERY, BatchAPI, Paging, rows
+from ._batch_timeline import Batch, Items, Snapshot, stable_id
+from ._call import Call, CallError
 from ._formats import Route
 from ._gemini_wire import gemini_error
 
 MAX_INLINE_BYTES = 20 * 1024 * 1024
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
 OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
-_STATE = {
-    "validating": "BATCH_STATE_PENDING",
-    "in_progress": "BATCH_STATE_RUNNING",
-    "finalizing": "BATCH_STATE_RUNNING",
-    "canceling": "BATCH_STATE_RUNNING",
-    "completed": "BATCH_STATE_SUCCEEDED",
-    "expired": "BATCH_STATE_EXPIRED",
-    "canceled": "BATCH_STATE_CANCELLED",
-    "failed": "BATCH_STATE_FAILED",
-}
 # google.rpc.Code: a Status inside an operation or an inline response carries the canonical
 # code, not the HTTP status (the HTTP error envelope carries both).
 RPC_CODES = {
@@ -72,30 +62,6 @@ def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
     return value.get(camel, value.get(snake))
 
 
-def _not_found(batch_id: str) -> CallError:
-    return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
-
-
-def _find(call: BatchCall) -> Batch:
-    batch_id = "batches/" + call.match["id"]
-    batch = call.store.get(batch_id, "gemini")
-    if batch is None:
-        raise _not_found(batch_id)
-    return batch
-
-
-def _stats(batch: Batch, snap: Snapshot) -> dict[str, str]:
-    counts = batch.counts(snap)
-    failed = counts["errored"] + counts["expired"] + counts["canceled"]
-    stats = {
-        "requestCount": len(batch),
-        "successfulRequestCount": counts["succeeded"],
-        "failedRequestCount": failed,
-        "pendingRequestCount": counts["processing"],
-    }
-    return {k: str(v) for k, v in stats.items() if v}  # int64 as strings; zeros left out
-
-
 def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     """The batch as Gemini answers it, with a hole where the inline responses go."""
     ended = snap.ended_at is not None
@@ -111,8 +77,9 @@ def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     meta["updateTime"] = timestamp(snap.now if snap.ended_at is None else snap.ended_at)
     if snap.ended_at is not None:
         meta["endTime"] = timestamp(snap.ended_at)
-    meta["batchStats"] = _stats(batch, snap)
-    meta["state"] = _STATE[snap.phase]
+    stats = API.count(batch, snap)
+    meta["batchStats"] = {k: str(v) for k, v in stats.items() if v}  # int64 as strings, no 0s
+    meta["state"] = API.status[snap.phase]
     meta["name"] = batch.id
     op: dict[str, Any] = {"name": batch.id, "metadata": meta}
     if ended:
@@ -127,7 +94,7 @@ def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     return op
 
 
-def _pieces(call: BatchCall, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
+def _pieces(call: Call, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
     """The operation's JSON, each inline response written where a hole is."""
     text = json.dumps(op, ensure_ascii=False).encode()
     parts = text.split(_HOLE_JSON)
@@ -139,7 +106,7 @@ def _pieces(call: BatchCall, batch: Batch, op: dict[str, Any]) -> Iterator[bytes
         yield b"]" + part
 
 
-def _response(call: BatchCall, batch: Batch, index: int) -> bytes:
+def _response(call: Call, batch: Batch, index: int) -> bytes:
     entry = item.json_line(batch.items.line(index))
     outcome = batch.items.outcomes[index]
     route = Route("gemini", model=batch.extra["model_id"], stream=False)
@@ -165,7 +132,7 @@ def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
     return {"code": code, "message": str(error.get("message", ""))}
 
 
-def _reply(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
+def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
     op = operation(batch, snap)
     count = 2 * len(batch) + 5 if snap.phase == "completed" else 1
     call.reply_stream(_pieces(call, batch, op), "application/json; charset=UTF-8", count)
@@ -174,7 +141,7 @@ def _reply(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
 # --- endpoints ----------------------------------------------------------------------------------
 
 
-def create(call: BatchCall) -> None:
+def create(call: Call) -> None:
     body = call.json_body()
     batch_spec = body.get("batch") if isinstance(body, dict) else None
     if not isinstance(batch_spec, dict):
@@ -197,7 +164,7 @@ def create(call: BatchCall) -> None:
         metadata = entry.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             call.refuse(400, f"batch.input_config.requests.requests[{i}].metadata is invalid.")
-    model_id = call.match["model"]
+    model_id = call.params["model"]
     mock = call.mock
     route = Route("gemini", model=model_id, stream=False)
 
@@ -213,7 +180,7 @@ def create(call: BatchCall) -> None:
     display = _field(batch_spec, "displayName", "display_name")
     errors = [_failure(model_id)] if failed else []
     batch = call.store.add(
-        "batches/" + new_id("", 36, "abcdefghijklmnopqrstuvwxyz0123456789"),
+        API.new_id(),
         "gemini",
         items,
         model=f"models/{model_id}",
@@ -221,9 +188,11 @@ def create(call: BatchCall) -> None:
         display_name=display if isinstance(display, str) else "",
         metadata={"displayName": display} if isinstance(display, str) else {},
         errors=errors,
+        keeps_partial=False,  # an expired or cancelled batch carries no responses
+        request_key="request",
     )
     call.body = {"displayName": display, "requests": len(batch)}
-    _reply(call, batch, call.store.snapshot(batch))
+    _answer(call, batch, call.store.snapshot(batch))
 
 
 def _failure(model_id: str) -> dict[str, Any]:
@@ -234,30 +203,15 @@ def _failure(model_id: str) -> dict[str, Any]:
     return {"code": RPC_CODES["RESOURCE_EXHAUSTED"], "message": message}
 
 
-def get(call: BatchCall) -> None:
-    batch = _find(call)
-    _reply(call, batch, call.store.snapshot(batch))
-
-
-def list_batches(call: BatchCall) -> None:
-    size = call.int_query("pageSize", 20, 1, 1000)
-    batches = call.store.newest_first("gemini")
-    token = call.query.get("pageToken")
-    if token:
-        names = [b.id for b in batches]
-        if token not in names:
-            call.refuse(400, "Invalid page token.", "pageToken")
-        batches = batches[names.index(token) + 1 :]
-    page = batches[:size]
-    ops = [(b, operation(b, call.store.snapshot(b))) for b in page]
-    more = len(batches) > size
+def list_batches(call: Call) -> None:
+    page, more = API.page(call)
 
     def pieces() -> Iterator[bytes]:
         yield b'{"operations":['
-        for i, (batch, op) in enumerate(ops):
+        for i, batch in enumerate(page):
             if i:
                 yield b","
-            yield from _pieces(call, batch, op)
+            yield from _pieces(call, batch, operation(batch, call.store.snapshot(batch)))
         yield b"]"
         if more:
             yield b',"nextPageToken":' + json.dumps(page[-1].id).encode()
@@ -266,33 +220,71 @@ def list_batches(call: BatchCall) -> None:
     call.reply_stream(pieces(), "application/json; charset=UTF-8", 1)
 
 
-def cancel(call: BatchCall) -> None:
-    call.store.cancel(_find(call))
+def cancel(call: Call) -> None:
+    call.store.cancel(API.find(call))
     call.reply({})
 
 
-def delete(call: BatchCall) -> None:
-    _find(call).deleted = True
+def delete(call: Call) -> None:
+    API.find(call).deleted = True
     call.reply({})
 
 
-def _gemini(_: re.Match[str]) -> Provider:
-    return "gemini"
+def _not_found(call: Call, batch_id: str) -> CallError:
+    return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
 
 
-_VERSION = r"^/(?:v1beta|v1alpha|v1)"
-_ONE = _VERSION + r"/batches/(?P<id>[^/:?]+)"
-ENDPOINTS = (
-    Endpoint(
-        "POST",
-        re.compile(_VERSION + r"/models/(?P<model>[^/:?]+):batchGenerateContent$"),
-        "create",
-        _gemini,
-        create,
-        MAX_INLINE_BYTES,
-    ),
-    Endpoint("GET", re.compile(_VERSION + r"/batches/?$"), "list", _gemini, list_batches),
-    Endpoint("POST", re.compile(_ONE + r":cancel$"), "cancel", _gemini, cancel),
-    Endpoint("GET", re.compile(_ONE + r"/?$"), "retrieve", _gemini, get),
-    Endpoint("DELETE", re.compile(_ONE + r"/?$"), "delete", _gemini, delete),
+API = BatchAPI(
+    format="gemini",
+    status={
+        "validating": "BATCH_STATE_PENDING",
+        "in_progress": "BATCH_STATE_RUNNING",
+        "finalizing": "BATCH_STATE_RUNNING",
+        "canceling": "BATCH_STATE_RUNNING",
+        "completed": "BATCH_STATE_SUCCEEDED",
+        "expired": "BATCH_STATE_EXPIRED",
+        "canceled": "BATCH_STATE_CANCELLED",
+        "failed": "BATCH_STATE_FAILED",
+    },
+    counts={
+        "requestCount": EVERY,
+        "successfulRequestCount": ("succeeded",),
+        "failedRequestCount": ("errored", "expired", "canceled"),
+        "pendingRequestCount": ("processing",),
+    },
+    paging=Paging("pageSize", 20, 1000, "pageToken", strict=True),
+    id_prefix="batches/",
+    id_length=36,
+    id_alphabet="abcdefghijklmnopqrstuvwxyz0123456789",
+    not_found=_not_found,
+    answer=_answer,
+    path_id="batches/{}".format,
+)
+
+
+def _shared_v1(call: Call) -> bool:
+    """Whether a request to ``/v1/batches...``, OpenAI's paths too, is Gemini's: it carries
+    Gemini's key (header or ``?key=``) or paging parameters, or names a Gemini batch."""
+    if not call.bare.startswith("/v1/batches"):
+        return True
+    if "x-goog-api-key" in call.headers or call.query.keys() & {"key", "pageSize", "pageToken"}:
+        return True
+    batch_id = call.params.get("id")
+    return batch_id is not None and call.store.get("batches/" + batch_id, "gemini") is not None
+
+
+_ONE = "/batches/(?P<id>[^/:]+)"
+ENDPOINTS = rows(
+    API,
+    "gemini",
+    "/(?:v1beta|v1alpha|v1)",
+    [
+        ("POST", "/models/(?P<model>[^/:]+):batchGenerateContent", "create", create),
+        ("GET", "/batches/?", "list", list_batches),
+        ("POST", _ONE + ":cancel", "cancel", cancel),
+        ("GET", _ONE + "/?", "retrieve", API.retrieve),
+        ("DELETE", _ONE + "/?", "delete", delete),
+    ],
+    when=_shared_v1,
+    create=MAX_INLINE_BYTES,
 )

@@ -17,38 +17,20 @@ the finished ones stay in the output file; a batch whose every line failed is ``
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_http import BatchCall, CallError, Endpoint
-from ._batch_timeline import (
-    Batch,
-    ItemOutcome,
-    Items,
-    Provider,
-    Snapshot,
-    new_id,
-    stable_id,
-)
+from ._batch_api import EVERY, BatchAPI, Paging, Row, list_body, rows
+from ._batch_timeline import Batch, ItemOutcome, Items, Provider, Snapshot, stable_id
+from ._call import Call, CallError
 from ._conversation import Format
 
 MAX_REQUESTS = 50_000
 DAY_S = 86_400
 _FORMATS: dict[str, Format] = {"/chat/completions": "openai", "/responses": "responses"}
 EXPIRED = "This request could not be executed before the completion window expired."
-_STATUS = {
-    "validating": "validating",
-    "in_progress": "in_progress",
-    "finalizing": "finalizing",
-    "canceling": "cancelling",
-    "completed": "completed",
-    "expired": "expired",
-    "canceled": "cancelled",
-    "failed": "failed",
-}
 
 
 def _bare(url: str) -> str:
@@ -66,12 +48,34 @@ def _openai_error(message: str, param: str | None, status: int = 400) -> CallErr
     return CallError(status, {"error": error})
 
 
-def _find(call: BatchCall) -> Batch:
-    batch_id = call.match["id"]
-    batch = call.store.get(batch_id, call.provider)
-    if batch is None:
-        raise _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
-    return batch
+def _not_found(call: Call, batch_id: str) -> CallError:
+    return _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
+
+
+def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
+    call.reply(batch_json(call, batch, snap))
+
+
+API = BatchAPI(
+    format="openai",
+    status={
+        "validating": "validating",
+        "in_progress": "in_progress",
+        "finalizing": "finalizing",
+        "canceling": "cancelling",
+        "completed": "completed",
+        "expired": "expired",
+        "canceled": "cancelled",
+        "failed": "failed",
+    },
+    counts={"total": EVERY, "completed": ("succeeded",), "failed": ("errored", "expired")},
+    paging=Paging("limit", 20, 100, "after"),
+    id_prefix="batch_",
+    id_length=32,
+    id_alphabet="0123456789abcdef",
+    not_found=_not_found,
+    answer=_answer,
+)
 
 
 # --- the input file -----------------------------------------------------------------------------
@@ -79,6 +83,35 @@ def _find(call: BatchCall) -> Batch:
 
 def _line_error(code: str, line: int, message: str, param: str | None = None) -> dict[str, Any]:
     return {"code": code, "line": line, "message": message, "param": param}
+
+
+_DUPLICATE = "The custom_id '{}' is used more than once in this file."
+_SAME_MODEL = "Every request in a batch must use the same model ('{}', not '{}')."
+
+
+def _check_line(
+    line: Any, endpoint: str, seen: set[str], model: str | None
+) -> list[tuple[str, str, str | None]]:
+    """What is wrong with one line, as ``(code, message, param)``."""
+    if not isinstance(line, dict):
+        return [("invalid_json_line", "This line is not parseable as valid JSON.", None)]
+    wrong: list[tuple[str, str, str | None]] = []
+    custom_id, body = line.get("custom_id"), line.get("body")
+    if not isinstance(custom_id, str) or not custom_id:
+        wrong.append(("missing_required_parameter", "Missing 'custom_id'.", "custom_id"))
+    elif custom_id in seen:
+        wrong.append(("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id"))
+    if line.get("method") != "POST":
+        wrong.append(("invalid_method", "The method must be 'POST'.", "method"))
+    if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
+        message = f"The url must match the batch's endpoint '{endpoint}'."
+        wrong.append(("url_mismatch", message, "url"))
+    if not isinstance(body, dict):
+        wrong.append(("invalid_body", "The body must be an object.", "body"))
+    elif model is not None and body.get("model") != model:
+        message = _SAME_MODEL.format(model, body.get("model"))
+        wrong.append(("model_mismatch", message, "body.model"))
+    return wrong
 
 
 def read_input(
@@ -100,74 +133,32 @@ def read_input(
             line = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             line = None
-        if not isinstance(line, dict):
-            message = "This line is not parseable as valid JSON."
-            errors.append(_line_error("invalid_json_line", number, message))
+        wrong = _check_line(line, endpoint, seen, model)
+        errors += [_line_error(code, number, message, param) for code, message, param in wrong]
+        if isinstance(line, dict):
+            seen.add(str(line.get("custom_id")))
+        if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
             continue
-        custom_id, body = line.get("custom_id"), line.get("body")
-        if not isinstance(custom_id, str) or not custom_id:
-            message = "Missing 'custom_id'."
-            errors.append(_line_error("missing_required_parameter", number, message, "custom_id"))
-        elif custom_id in seen:
-            errors.append(
-                _line_error(
-                    "duplicate_custom_id",
-                    number,
-                    f"The custom_id '{custom_id}' is used more than once in this file.",
-                    "custom_id",
-                )
-            )
-        seen.add(str(custom_id))
-        if line.get("method") != "POST":
-            errors.append(
-                _line_error("invalid_method", number, "The method must be 'POST'.", "method")
-            )
-        if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
-            errors.append(
-                _line_error(
-                    "url_mismatch",
-                    number,
-                    f"The url must match the batch's endpoint '{endpoint}'.",
-                    "url",
-                )
-            )
-        if not isinstance(body, dict):
-            message = "The body must be an object."
-            errors.append(_line_error("invalid_body", number, message, "body"))
-            continue
-        line_model = body.get("model")
+        custom_id, body = line.get("custom_id"), line["body"]
         if model is None:
-            model = line_model if isinstance(line_model, str) else None
-        elif line_model != model:
-            errors.append(
-                _line_error(
-                    "model_mismatch",
-                    number,
-                    "Every request in a batch must use the same model "
-                    f"('{model}', not '{line_model}').",
-                    "body.model",
-                )
-            )
+            model = body.get("model") if isinstance(body.get("model"), str) else None
         starts.append(start)
         ids.append(custom_id if isinstance(custom_id, str) else None)
         bodies.append(body)
     if not starts and not errors:
         errors.append(_line_error("empty_file", 0, "The input file is empty."))
     if len(starts) > MAX_REQUESTS:
-        errors.append(
-            _line_error(
-                "too_many_tasks",
-                0,
-                f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}.",
-            )
+        message = (
+            f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}."
         )
+        errors.append(_line_error("too_many_tasks", 0, message))
     return starts, ids, bodies, errors, model
 
 
 # --- the batch object ---------------------------------------------------------------------------
 
 
-def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
+def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     extra = batch.extra
     phase = snap.phase
     if snap.ended_at is not None:
@@ -175,8 +166,6 @@ def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
             if "output_file_id" not in extra:
                 _make_files(call, batch, snap)
     validating = phase == "validating" or phase == "failed"
-    counts = batch.counts(snap)
-    failed = counts["errored"] + (counts["expired"] if phase == "expired" else 0)
     expires = batch.created + (batch.expire_after if batch.expire_after is not None else DAY_S)
     ended = _seconds(snap.ended_at)
     return {
@@ -186,7 +175,7 @@ def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "errors": {"object": "list", "data": batch.failed} if batch.failed else None,
         "input_file_id": extra["input_file_id"],
         "completion_window": extra["completion_window"],
-        "status": _STATUS[phase],
+        "status": API.status[phase],
         "output_file_id": extra.get("output_file_id"),
         "error_file_id": extra.get("error_file_id"),
         "created_at": int(batch.created),
@@ -198,18 +187,14 @@ def batch_json(call: BatchCall, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "expired_at": ended if phase == "expired" else None,
         "cancelling_at": _seconds(batch.cancel_at),
         "cancelled_at": ended if phase == "canceled" else None,
-        "request_counts": {
-            "total": 0 if validating else len(batch),
-            "completed": 0 if validating else counts["succeeded"],
-            "failed": 0 if validating else failed,
-        },
+        "request_counts": {k: 0 if validating else v for k, v in API.count(batch, snap).items()},
         "metadata": extra["metadata"],
         "model": extra["model"],
         "usage": None,
     }
 
 
-def _make_files(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
+def _make_files(call: Call, batch: Batch, snap: Snapshot) -> None:
     counts = batch.counts(snap)
     extra = batch.extra
     output = error = None
@@ -222,7 +207,7 @@ def _make_files(call: BatchCall, batch: Batch, snap: Snapshot) -> None:
     extra["error_file_id"] = error
 
 
-def _batch_file(call: BatchCall, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
+def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
     mock = call.mock
     fmt: Format = batch.extra["format"]
 
@@ -248,7 +233,7 @@ def _batch_file(call: BatchCall, batch: Batch, kind: str, count: int, snap: Snap
 
 
 def _line(
-    call: BatchCall, batch: Batch, index: int, outcome: ItemOutcome, fmt: Format, responder: Any
+    call: Call, batch: Batch, index: int, outcome: ItemOutcome, fmt: Format, responder: Any
 ) -> bytes:
     body = item.json_line(batch.items.line(index))["body"]
     request_id = stable_id(batch.id + "/request", index, 32)
@@ -280,7 +265,7 @@ def _expired_line(batch: Batch, index: int) -> bytes:
 # --- endpoints ----------------------------------------------------------------------------------
 
 
-def create(call: BatchCall) -> None:
+def create(call: Call) -> None:
     body = call.json_body()
     if not isinstance(body, dict):
         raise _openai_error("The body must be a JSON object.", None)
@@ -320,8 +305,8 @@ def create(call: BatchCall) -> None:
     del bodies
     items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
     batch = call.store.add(
-        new_id("batch_", 32, "0123456789abcdef"),
-        call.provider,
+        API.new_id(),
+        call.api,
         items,
         endpoint=endpoint,
         input_file_id=input_file_id,
@@ -330,6 +315,7 @@ def create(call: BatchCall) -> None:
         model=model,
         errors=errors,
         format=fmt,
+        request_key="body",
     )
     call.body = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
     call.reply(batch_json(call, batch, call.store.snapshot(batch)))
@@ -357,65 +343,28 @@ def _check_metadata(metadata: Any) -> None:
             )
 
 
-def retrieve(call: BatchCall) -> None:
-    batch = _find(call)
-    call.reply(batch_json(call, batch, call.store.snapshot(batch)))
-
-
-def list_batches(call: BatchCall) -> None:
-    limit = call.int_query("limit", 20, 1, 100)
-    batches = call.store.newest_first(call.provider)
-    files.list_page(
-        call, batches, limit, lambda b: b.id, lambda b: batch_json(call, b, call.store.snapshot(b))
-    )
-
-
-def cancel(call: BatchCall) -> None:
-    batch = _find(call)
-    snap = call.store.cancel(batch)
-    call.reply(batch_json(call, batch, snap))
-
-
-_PREFIX = r"^(?P<prefix>/v1|/openai/v1|/openai)"
-
-
-def _provider(match: re.Match[str]) -> Provider:
-    return "azure" if match["prefix"].startswith("/openai") else "openai"
+def list_batches(call: Call) -> None:
+    batches, more = API.page(call)
+    data = [batch_json(call, b, call.store.snapshot(b)) for b in batches]
+    call.reply(list_body(data, more, object="list"))
 
 
 _MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024
-ENDPOINTS = (
-    Endpoint(
-        "POST", re.compile(_PREFIX + r"/files/?$"), "upload", _provider, files.upload, _MULTIPART
-    ),
-    Endpoint("GET", re.compile(_PREFIX + r"/files/?$"), None, _provider, files.list_files),
-    Endpoint(
-        "GET",
-        re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/content/?$"),
-        "results",
-        _provider,
-        files.content,
-    ),
-    Endpoint(
-        "GET", re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/?$"), None, _provider, files.retrieve
-    ),
-    Endpoint(
-        "DELETE",
-        re.compile(_PREFIX + r"/files/(?P<id>[^/?]+)/?$"),
-        "delete",
-        _provider,
-        files.delete,
-    ),
-    Endpoint("POST", re.compile(_PREFIX + r"/batches/?$"), "create", _provider, create),
-    Endpoint("GET", re.compile(_PREFIX + r"/batches/?$"), "list", _provider, list_batches),
-    Endpoint(
-        "POST",
-        re.compile(_PREFIX + r"/batches/(?P<id>[^/?]+)/cancel/?$"),
-        "cancel",
-        _provider,
-        cancel,
-    ),
-    Endpoint(
-        "GET", re.compile(_PREFIX + r"/batches/(?P<id>[^/?]+)/?$"), "retrieve", _provider, retrieve
-    ),
-)
+_ROWS: list[Row] = [
+    ("POST", "/files/?", "upload", files.upload),
+    ("GET", "/files/?", None, files.list_files),
+    ("GET", "/files/(?P<id>[^/]+)/content/?", "results", files.content),
+    ("GET", "/files/(?P<id>[^/]+)/?", None, files.retrieve),
+    ("DELETE", "/files/(?P<id>[^/]+)/?", "delete", files.delete),
+    ("POST", "/batches/?", "create", create),
+    ("GET", "/batches/?", "list", list_batches),
+    ("POST", "/batches/(?P<id>[^/]+)/cancel/?", "cancel", API.cancel),
+    ("GET", "/batches/(?P<id>[^/]+)/?", "retrieve", API.retrieve),
+]
+# OpenAI's paths, and Azure OpenAI's under /openai/ (its v1 API, and the older one)
+_PREFIXES: tuple[tuple[str, Provider], ...] = (("/v1", "openai"), ("/openai(?:/v1)?", "azure"))
+ENDPOINTS = [
+    row
+    for prefix, provider in _PREFIXES
+    for row in rows(API, provider, prefix, _ROWS, upload=_MULTIPART)
+]

@@ -3,115 +3,42 @@
 from __future__ import annotations
 
 import os
-import selectors
-import socket
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from http.server import ThreadingHTTPServer
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 from ..recording import Recorder, Recording
-from ._batch_timeline import Provider
+from ._batch_views import BatchViews
 from ._batches import (
     DEFAULT_BATCH_DURATION_S,
-    BatchCounts,
     BatchStore,
-    MockBatch,
-    check_duration,
 )
+from ._call import Call, Endpoint
 from ._emulate import Interrupts, check_emulate
 from ._faults import Fault, FaultPlan, FaultRates
-from ._handler import MockHandler
+from ._listener import Listener
 from ._ratelimit import RateLimit
 from ._records import RequestRecord
 from ._replay import Replayer
 from ._reply import Responder, default_responder
+from ._routes import RouteTable
 
 RecordTarget = str | os.PathLike[str] | Recorder
+Handler = Callable[[Call], None]
+RouteSpec = Endpoint | tuple[str, str, Handler]
+"""An added route: an `Endpoint`, or ``(method, pattern, handler)``."""
+RequestHook = Callable[[Call, int], None]
 ReplaySource = str | os.PathLike[str] | Recording
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    """Threaded server that tracks its connections so ``stop()`` can end them all."""
-
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 256
-    allow_reuse_address = True
-
-    def __init__(self, port: int, mock: MockServer) -> None:
-        self.mock = mock
-        self._conn_lock = threading.Lock()
-        self._connections: dict[threading.Thread, socket.socket] = {}
-        self._halt = False
-        self._wake_r, self._wake_w = socket.socketpair()
-        try:
-            super().__init__(("127.0.0.1", port), MockHandler)
-        except BaseException:
-            self._wake_r.close()
-            self._wake_w.close()
-            raise
-
-    def run(self) -> None:
-        """Accept connections until ``halt()``; blocks without polling while idle."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.socket, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while not self._halt:
-                for key, _ in selector.select():
-                    if key.fileobj is self.socket and not self._halt:
-                        self.handle_request()
-
-    def halt(self) -> None:
-        self._halt = True
-        with suppress(OSError):
-            self._wake_w.send(b"x")
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._wake_r.close()
-        self._wake_w.close()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self._serve_connection,
-            args=(request, client_address),
-            name=f"nbagent-mock-conn-{self.server_address[1]}",
-            daemon=True,
-        )
-        with self._conn_lock:
-            self._connections[thread] = request
-        thread.start()
-
-    def _serve_connection(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._conn_lock:
-                self._connections.pop(threading.current_thread(), None)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that went away mid-response is not an error worth printing
-
-    def close_connections(self, timeout: float) -> None:
-        with self._conn_lock:
-            connections = dict(self._connections)
-        for sock in connections.values():
-            with suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        deadline = time.monotonic() + timeout
-        for thread in connections:
-            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 DEFAULT_MAX_RECORDS = 1000
 
 
-class MockServer:
+class MockServer(BatchViews):
     """A loopback server speaking the Anthropic Messages, OpenAI Chat Completions and Responses,
     and Gemini formats, found by path (see `_formats`).
 
@@ -163,6 +90,12 @@ class MockServer:
             `data: [DONE]`, a clean end), never sends a usage chunk, and refuses a
             `response_format` of type `json_schema` with HTTP 500 and FastAPI's validation
             error, while `json_object` with a `schema` is answered in that schema.
+        routes: Routes to add, tried before the built-in ones (see `add_route`).
+        on_request: Called as ``on_request(call, status)`` after each request is answered (the
+            `Call`, with its method, path, params, query and headers; the status it was
+            answered with, 0 for a closed connection); its exceptions are logged.
+        host: The address to listen on (127.0.0.1 unless a caller such as a classroom
+            means another network to reach it).
 
     Raises:
         ValueError: `max_records`, `context_window` or `demo_delay_s` is out of range, `emulate`
@@ -202,8 +135,16 @@ class MockServer:
         expire_after_s: float | None = None,
         batch_clock: Callable[[], float] | None = None,
         emulate: str | None = None,
+        routes: Sequence[RouteSpec] = (),
+        on_request: RequestHook | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        self._host = host
         self.emulate = check_emulate(emulate)
+        self.routes = RouteTable()
+        for spec in routes:
+            self.add_route(*spec) if isinstance(spec, tuple) else self.routes.add(spec)
+        self.on_request = on_request
         self.interrupts = Interrupts()
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
             raise ValueError(
@@ -232,7 +173,7 @@ class MockServer:
         self._records: deque[RequestRecord] = deque(maxlen=max_records)
         self._received = 0  # requests recorded since start or clear_requests(), kept or not
         self._lock = threading.Lock()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: Listener | None = None
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.replayer = Replayer(replay, speed) if replay is not None else None
@@ -256,7 +197,7 @@ class MockServer:
             if self._httpd is not None:
                 return self
             self.stopping.clear()
-            httpd = _HTTPServer(self._port, self)
+            httpd = Listener(self._port, self, self._host)
             thread = threading.Thread(
                 target=httpd.run,
                 name=f"nbagent-mock-server-{httpd.server_address[1]}",
@@ -317,7 +258,7 @@ class MockServer:
 
     @property
     def host(self) -> str:
-        """The address the listening socket is bound to (always 127.0.0.1)."""
+        """The address the listening socket is bound to (127.0.0.1 unless `host` said otherwise)."""
         httpd = self._httpd
         if httpd is None:
             raise RuntimeError("The mock server is not running; call start() first.")
@@ -358,6 +299,27 @@ class MockServer:
             The URL.
         """
         return f"{self.url}/v1beta/models/{model}:streamGenerateContent?alt=sse"
+
+    def add_route(self, method: str, pattern: str, handler: Handler, **options: Any) -> Endpoint:
+        """Answer ``method`` requests whose path (without its query) matches ``pattern`` with
+        ``handler(call)``, before the built-in routes; a running server takes it at once.
+
+        Args:
+            method: The HTTP method ("GET", "POST", "DELETE").
+            pattern: A regular expression the whole path must match; its named groups are
+                ``call.params``.
+            handler: Reads the request from the `Call` and answers through it
+                (``call.record(status)`` keeps it in `requests`; ``call.send(...)``,
+                ``call.send_json(...)``, or ``call.head(...)``, ``call.chunk(...)`` and
+                ``call.end()`` for a stream).
+            **options: Further `Endpoint` fields (``format``, ``max_body``, ``when``, ...).
+
+        Returns:
+            The route added.
+        """
+        endpoint = Endpoint(method.upper(), pattern, handler, **options)
+        self.routes.add(endpoint)
+        return endpoint
 
     # --- faults and records ---------------------------------------------------------------------
 
@@ -429,82 +391,6 @@ class MockServer:
         """
         return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
 
-    # --- provider batches (see `nbagent.mock._batches`) -----------------------------------------
-
-    @property
-    def batch_duration_s(self) -> float:
-        """How long a batch created from now on runs, on the batch clock."""
-        return self.batch_store.duration_s
-
-    @batch_duration_s.setter
-    def batch_duration_s(self, seconds: float) -> None:
-        check_duration(seconds, None)
-        self.batch_store.duration_s = float(seconds)
-
-    @property
-    def expire_after_s(self) -> float | None:
-        """After how long a batch created from now on expires (None: it does not)."""
-        return self.batch_store.expire_after_s
-
-    @expire_after_s.setter
-    def expire_after_s(self, seconds: float | None) -> None:
-        check_duration(0.0, seconds)
-        self.batch_store.expire_after_s = None if seconds is None else float(seconds)
-
-    def advance_batches(self, seconds: float) -> None:
-        """Move the batch clock forward, so batches progress without anyone waiting.
-
-        Args:
-            seconds: how far (0 or more).
-
-        Raises:
-            ValueError: ``seconds`` is negative or not a number.
-        """
-        self.batch_store.advance(seconds)
-
-    @property
-    def batch_counts(self) -> BatchCounts:
-        """Create requests received, batches created and items submitted, per provider."""
-        return self.batch_store.counts()
-
-    @property
-    def batches(self) -> list[MockBatch]:
-        """Every batch created since the start (or `clear_batches`), oldest first, deleted
-        ones included."""
-        return [MockBatch(b, self.batch_store) for b in self.batch_store.all()]
-
-    def batch(self, batch_id: str) -> MockBatch:
-        """The batch with this id (Gemini's as ``batches/...``).
-
-        Args:
-            batch_id: the id the create answered with.
-
-        Returns:
-            A live view of the batch.
-
-        Raises:
-            KeyError: no batch has that id.
-        """
-        for found in self.batch_store.all():
-            if found.id == batch_id:
-                return MockBatch(found, self.batch_store)
-        raise KeyError(f"The mock server holds no batch {batch_id!r}.")
-
-    def submitted_ids(self, provider: Provider | None = None) -> Counter[str]:
-        """How many times each custom id (Gemini: ``metadata.key``) was submitted in a batch.
-
-        Args:
-            provider: ``anthropic``, ``openai``, ``azure`` or ``gemini``; None for all.
-
-        Returns:
-            A `collections.Counter`: an id submitted twice counts 2.
-        """
-        return self.batch_store.submitted_ids(provider)
-
-    def clear_batches(self) -> None:
-        """Forget every batch, file and batch counter."""
-        self.batch_store.clear()
-
 
 @contextmanager
 def serve(
@@ -525,6 +411,9 @@ def serve(
     expire_after_s: float | None = None,
     batch_clock: Callable[[], float] | None = None,
     emulate: str | None = None,
+    routes: Sequence[RouteSpec] = (),
+    on_request: RequestHook | None = None,
+    host: str = "127.0.0.1",
 ) -> Iterator[MockServer]:
     """Run a ``MockServer`` for the duration of a ``with`` block.
 
@@ -545,6 +434,9 @@ def serve(
         expire_after_s: As for [`MockServer`][nbagent.mock.MockServer].
         batch_clock: As for [`MockServer`][nbagent.mock.MockServer].
         emulate: As for [`MockServer`][nbagent.mock.MockServer].
+        routes: As for [`MockServer`][nbagent.mock.MockServer].
+        on_request: As for [`MockServer`][nbagent.mock.MockServer].
+        host: As for [`MockServer`][nbagent.mock.MockServer].
 
     Yields:
         The running server; it stops when the block ends.

@@ -51,7 +51,7 @@ async def awaited() -> None:
         assert_type((await plain_agent.run("x")).output, str)
 
 
-def annotations(agent: Agent, result: RunResult) -> None:
+def bare_names(agent: Agent, result: RunResult) -> None:
     # the bare names are the plain-text ones (the type parameter's default)
     assert_type(agent, Agent[str])
     assert_type(result.output, str)

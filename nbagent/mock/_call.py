@@ -1,0 +1,439 @@
+"""One request to the mock server, whichever endpoint it is for: a `Call`.
+
+The route table (`_routes`) finds the endpoint; the request handler builds one `Call` per request
+and hands it to the endpoint's function, which reads the request from it (method, path
+parameters, query, headers, body) and answers through it (a JSON body, a stream, an error, a
+hang-up). The call keeps the request in `MockServer.requests` and applies the endpoint faults
+(``create:429``, ``results:cut``, ...) of the batch endpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from urllib.parse import parse_qs
+
+from ._batch_timeline import Provider
+from ._batches import BatchStore
+from ._conversation import Format
+from ._emulate import Interrupts
+from ._faults import OK, Fault, FaultPlan
+from ._formats import CODECS, Codec
+from ._ratelimit import RateDecision, RateLimit
+from ._records import RequestRecord, redact_headers
+from ._replay import Replayer
+from ._reply import Responder
+
+if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
+
+    from ..recording import Exchange, Recorder
+
+FLUSH_BYTES = 16_384
+MAX_BODY = 64 * 1024 * 1024
+IDENTITY_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key", "user-agent")
+
+
+class Hangup(Exception):
+    """The connection is to be closed without (the rest of) an answer."""
+
+
+class CallError(Exception):
+    """A request the endpoint refuses: answered with ``status`` and the provider's ``body``."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
+class Router(Protocol):
+    """What answers a call (`_routes.RouteTable`)."""
+
+    def serve(self, call: Call) -> None: ...
+
+
+class Server(Protocol):
+    """What a call reads of the server it came to (a `MockServer`)."""
+
+    batch_store: BatchStore
+    plan: FaultPlan
+    responder: Responder
+    rate_limit: RateLimit | None
+    context_window: int | None
+    demo_delay_s: float
+    emulate: str | None
+    interrupts: Interrupts
+    replayer: Replayer | None
+    recorder: Recorder | None
+    on_request: Callable[[Call, int], None] | None
+
+    @property
+    def routes(self) -> Router: ...
+
+    @property
+    def port(self) -> int: ...
+
+    def wait(self, seconds: float) -> bool: ...
+
+    def record(self, **fields: Any) -> RequestRecord: ...
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One row of the route table: a method and a path pattern (a regular expression the whole
+    path, without its query, must match; its named groups are the call's ``params``), and the
+    function that answers a `Call` to it.
+
+    Attributes:
+        method: The HTTP method.
+        pattern: The path pattern.
+        serve: What answers the call.
+        format: The wire format its errors are written in (None: guessed from the request).
+        provider: The API it belongs to (a batch endpoint's), or None.
+        target: The fault target it answers to (``create``, ``results``, ...), or None.
+        max_body: The largest request body it reads, in bytes.
+        model: Whether it is a model endpoint (answered from a recording in a replay).
+        when: A further test of the call (None: the pattern decides alone).
+    """
+
+    method: str
+    pattern: str
+    serve: Callable[[Call], None]
+    format: Format | None = None
+    provider: Provider | None = None
+    target: str | None = None
+    max_body: int = 1024 * 1024
+    model: bool = False
+    when: Callable[[Call], bool] | None = None
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", re.compile(self.pattern))
+
+
+def guess_codec(headers: dict[str, str], path: str) -> Codec:
+    """The wire format to answer a request no endpoint took (or a replay refused) in."""
+    from ._formats import route
+
+    if "anthropic-version" in headers or "x-api-key" in headers:
+        return CODECS["anthropic"]
+    if "x-goog-api-key" in headers:
+        return CODECS["gemini"]
+    found = route(path)
+    return CODECS[found.format if found else "openai"]
+
+
+class Call:
+    """One request and its answer.
+
+    Attributes:
+        mock: The server it came to.
+        method: The HTTP method.
+        path: The path and query, as sent.
+        bare: The path without its query.
+        params: The path parameters the endpoint's pattern named (``id``, ``model``, ...).
+        query: The query parameters (the last value of each).
+        headers: The request headers, names lowercased, values as sent (secrets included).
+        endpoint: The endpoint serving it, or None (a 404).
+        codec: The wire format its errors are written in.
+        provider: The API it is for (``anthropic``, ``openai``, ``azure``, ``gemini``), or None.
+        request_id: The request id it is answered with.
+        fault: The fault it answers with (``ok`` unless the fault script says otherwise).
+        body: What its request record keeps as the body (never a whole batch).
+        status: The status it was answered with (0: none yet, or the connection closed).
+    """
+
+    def __init__(self, handler: BaseHTTPRequestHandler, mock: Server) -> None:
+        self.handler = handler
+        self.mock = mock
+        self.store = mock.batch_store
+        self.method = handler.command
+        self.path = handler.path
+        self.bare = handler.path.split("?", 1)[0]
+        self.query = {k: v[-1] for k, v in parse_qs(handler.path.partition("?")[2]).items()}
+        self.headers = {k.lower(): v for k, v in handler.headers.items()}
+        self.fault: Fault = OK
+        self.exchange: Exchange | None = None  # what MockServer(record=...) keeps of it
+        self.body: Any = None
+        self.extra: dict[str, str] = {}  # headers every answer carries (rate limits, ...)
+        self.status = 0
+        self.started = False  # the status line has been sent
+        self.recorded = False
+        self._body_read = False
+        self._raw: bytes | None = None
+        self._buffer: list[bytes] = []
+        self._buffered = 0
+        self.bind(None, {})
+
+    def bind(self, endpoint: Endpoint | None, params: dict[str, str]) -> None:
+        """Aim the call at `endpoint` (None: no endpoint, a 404) with its path parameters."""
+        self.endpoint = endpoint
+        self.params = params
+        self.provider = endpoint.provider if endpoint is not None else None
+        fmt = endpoint.format if endpoint is not None else None
+        self.codec = CODECS[fmt] if fmt is not None else guess_codec(self.headers, self.path)
+        self.request_id = self.codec.new_request_id()
+
+    # --- the request ----------------------------------------------------------------------------
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """The headers that say who the client is (its key, its SDK), as sent."""
+        return {k: self.headers[k] for k in IDENTITY_HEADERS if k in self.headers}
+
+    @property
+    def api(self) -> Provider:
+        """The batch API the call is for (only a batch endpoint's call asks)."""
+        assert self.provider is not None
+        return self.provider
+
+    def header(self, name: str) -> str:
+        return self.headers.get(name.lower(), "")
+
+    def base_url(self) -> str:
+        """The address the client reached the mock at, for URLs it is to follow."""
+        return f"http://{self.header('host') or f'127.0.0.1:{self.mock.port}'}"
+
+    def read_body(self) -> bytes:
+        """The request body (read once; a second read gets the same bytes)."""
+        if self._raw is not None:
+            return self._raw
+        self._body_read = True
+        try:
+            length = int(self.header("content-length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0:
+            self.refuse(400, "Bad content-length.")
+        limit = self.endpoint.max_body if self.endpoint is not None else MAX_BODY
+        if length > limit:
+            self.handler.close_connection = True  # the rest of the body is never read
+            if self.codec.name == "gemini":
+                message = f"Request payload size exceeds the limit: {limit} bytes."
+                raise CallError(400, self.codec.bad_request(message, self.request_id, None))
+            raise CallError(413, self.codec.status_error(413, "", self.request_id, "1"))
+        self._raw = self.handler.rfile.read(length) if length else b""
+        return self._raw
+
+    def json_body(self) -> Any:
+        raw = self.read_body()
+        try:
+            return json.loads(raw) if raw else {}
+        except (ValueError, UnicodeDecodeError):
+            self.refuse(400, "There was an error parsing the body as JSON.")
+
+    def int_query(self, name: str, default: int, low: int, high: int) -> int:
+        raw = self.query.get(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            message = f"{name}: must be a whole number from {low} to {high}, got {raw!r}."
+            self.refuse(400, message, name)
+        return value
+
+    def refuse(self, status: int, message: str, param: str | None = None) -> NoReturn:
+        """Answer ``status`` with the format's invalid-request error saying ``message``."""
+        raise CallError(status, self.codec.bad_request(message, self.request_id, param))
+
+    # --- keeping it -----------------------------------------------------------------------------
+
+    def record(
+        self,
+        status: int,
+        *,
+        format: str | None = None,
+        body: Any = None,
+        fault: str | None = None,
+        stream: bool = False,
+    ) -> None:
+        """Keep the request in `MockServer.requests` (once), before it is answered, so a
+        client that got its answer finds the record there."""
+        if self.recorded:
+            return
+        self.recorded = True
+        self.status = status
+        self.mock.record(
+            method=self.method,
+            path=self.path,
+            format=format if format is not None else self._record_format(),
+            body=body if body is not None else self.body,
+            headers=redact_headers(self.headers),
+            fault=str(self.fault) if fault is None else fault,
+            status=status,
+            request_id=self.request_id,
+            stream=stream,
+        )
+
+    def _record_format(self) -> str | None:
+        return self.codec.name if self.endpoint is not None and self.endpoint.format else None
+
+    # --- the answer -----------------------------------------------------------------------------
+
+    def id_headers(self) -> dict[str, str]:
+        headers = {self.codec.id_header: self.request_id} if self.codec.id_header else {}
+        if self.fault.should_retry is not None:
+            headers["x-should-retry"] = "true" if self.fault.should_retry else "false"
+        return headers | self.extra
+
+    def head(
+        self, status: int, ctype: str, headers: dict[str, str], length: int | None = None
+    ) -> None:
+        """The status line and headers: the content type, `length` bytes or (None) chunked."""
+        self.started = True
+        self.status = status
+        handler = self.handler
+        handler.send_response(status)
+        handler.send_header("content-type", ctype)
+        if length is None:
+            handler.send_header("transfer-encoding", "chunked")
+        else:
+            handler.send_header("content-length", str(length))
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.end_headers()
+
+    def send(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
+        """A whole body (the request body is read first when nobody did)."""
+        self._drain()
+        self.head(status, ctype, headers, len(data))
+        self.write(data)
+
+    def send_json(self, status: int, body: Any) -> None:
+        data = json.dumps(body, ensure_ascii=False).encode()
+        self.send(status, data, "application/json", self.id_headers())
+
+    def error(self, status: int, payload: Any, **record: Any) -> None:
+        """Answer an error body (kept first, with `record`'s fields)."""
+        self.record(status, **record)
+        self.send_json(status, payload)
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.handler.wfile.write(data)
+        except OSError as err:
+            raise Hangup from err
+        if self.exchange is not None and data:
+            self.exchange.chunk(data)
+
+    def chunk(self, data: bytes) -> None:
+        """Add to the chunked body being written (sent once enough is buffered)."""
+        self._buffer.append(data)
+        self._buffered += len(data)
+        if self._buffered >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buffered:
+            return
+        payload = b"".join(self._buffer)
+        self._buffer, self._buffered = [], 0
+        try:
+            self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        except OSError as err:
+            raise Hangup from err
+        if self.exchange is not None:
+            self.exchange.chunk(payload)
+
+    def end(self) -> None:
+        """End the chunked body."""
+        self.flush()
+        try:
+            self.handler.wfile.write(b"0\r\n\r\n")
+        except OSError as err:
+            raise Hangup from err
+
+    def hang_up(self, status: int = 0) -> NoReturn:
+        """Close the connection without (the rest of) an answer."""
+        self.record(status)
+        self.handler.close_connection = True
+        with contextlib.suppress(OSError):
+            self.handler.connection.shutdown(socket.SHUT_RDWR)
+        raise Hangup
+
+    def _drain(self) -> None:
+        """Read a body nobody read (the call was refused first), so the next request on the
+        connection starts where it should; one too large to read closes the connection."""
+        if self._body_read:
+            return
+        try:
+            self.read_body()
+        except CallError:
+            self.handler.close_connection = True
+
+    # --- faults ---------------------------------------------------------------------------------
+
+    def status_fault(self, given: Fault, model: str = "", tokens: int = 0, **record: Any) -> bool:
+        """Answer a fault that is an HTTP error (a status, ``quota``, ``overflow``) with the
+        format's error body; True when it did. ``tokens`` is the prompt's estimate."""
+        if given.status is None:
+            return False
+        window = self.mock.context_window
+        status, body = self.codec.fault_error(given, model, self.request_id, tokens, window)
+        if given.kind == "429":
+            seconds = given.retry_after_s or 0.0
+            self.extra.update(self.codec.retry_headers(seconds))
+            decision = RateDecision(False, seconds, 50, 0, seconds)
+            self.extra.update(self.codec.rate_headers(decision))
+        self.error(status, body, **record)
+        return True
+
+    # --- the batch endpoints' answers, as their endpoint fault allows ----------------------------
+
+    def reply(self, body: Any, status: int = 200) -> None:
+        """Answer with a JSON body (done, then lost, late, broken, as the fault says)."""
+        self.reply_bytes(json.dumps(body, ensure_ascii=False).encode(), "application/json", status)
+
+    def reply_bytes(self, data: bytes, ctype: str, status: int = 200) -> None:
+        kind = self.fault.kind
+        if kind in ("cut", "stall"):
+            half = max(1, len(data) // 2)
+            self.reply_stream([data[:half], data[half:]], ctype, 2, status)
+            return
+        self._after_action(status)
+        if kind == "malformed":
+            data = data[: len(data) // 2]
+        self.send(status, data, ctype, self.id_headers())
+
+    def reply_stream(
+        self, chunks: Iterable[bytes], ctype: str, count: int, status: int = 200
+    ) -> None:
+        """Answer with a body made piece by piece (``count`` pieces), in chunked encoding: a
+        ``cut`` ends it after half of them, a ``stall`` pauses there."""
+        self._after_action(status)
+        self._drain()
+        self.head(status, ctype, self.id_headers())
+        fault = self.fault
+        halfway = count // 2 if count > 1 else 0
+        for i, piece in enumerate(chunks):
+            if i == halfway and fault.kind == "cut":
+                self.chunk(piece[: len(piece) // 2])
+                self.flush()
+                self.hang_up()
+            if i == halfway and fault.kind == "stall":
+                self.flush()
+                if self.mock.wait(fault.seconds or 0.0):
+                    self.hang_up()
+            self.chunk(piece)
+        if fault.kind == "cut":  # fewer pieces than expected: cut what there is
+            self._buffer = [b"".join(self._buffer)[: self._buffered // 2]]
+            self.flush()
+            self.hang_up()
+        self.end()
+
+    def _after_action(self, status: int) -> None:
+        kind = self.fault.kind
+        if kind == "lost":
+            self.hang_up()
+        self.record(status)
+        if kind == "slow" and self.mock.wait(self.fault.seconds or 0.0):
+            self.hang_up()

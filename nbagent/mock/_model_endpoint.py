@@ -1,0 +1,243 @@
+"""The model endpoints of the mock server: a request answered in its wire format, through the
+rate limit, the fault script, the context window and the responder; or from a recording."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from ._answer_faults import answer_fault
+from ._call import Call, Hangup, guess_codec
+from ._conversation import Conversation, RequestError
+from ._emulate import refused_response_format
+from ._faults import STREAM_KINDS, Fault
+from ._formats import Route, parse_request, route
+from ._ratelimit import format_seconds
+from ._replay import Mismatch
+from ._reply import MockReply
+
+if TYPE_CHECKING:
+    from ..recording import RecordedExchange
+
+SOME_TEXT = 3  # text deltas sent before a mid-stream fault (stall, malformed, overloaded)
+
+
+def read_model_body(call: Call) -> bytes:
+    """The body, and the exchange `MockServer(record=...)` keeps of it."""
+    raw = call.read_body()
+    recorder = call.mock.recorder
+    if recorder is not None:
+        call.exchange = recorder.exchange("POST", call.path, None, raw)
+    return raw
+
+
+def serve_model(call: Call) -> None:
+    """Answer a POST to a model endpoint (the format its path names)."""
+    found = route(call.path)
+    assert found is not None  # the route table matched a model path
+    raw = read_model_body(call)
+    fmt, codec = found.format, call.codec
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        message = "There was an error parsing the body as JSON."
+        call.error(400, codec.bad_request(message, call.request_id, None))
+        return
+    streamed = found.stream or bool(isinstance(body, dict) and body.get("stream"))
+    emulating = call.mock.emulate is not None and fmt == "openai"
+    refused = refused_response_format(body) if emulating else None
+    if refused is not None:  # its pydantic model, before the request reaches the model
+        call.error(500, refused, body=body, stream=streamed)
+        return
+    try:
+        conv = parse_request(fmt, body, found)
+        forced = conv.forced_tool
+        if forced not in (None, "*") and forced not in conv.tools:
+            message = f"tool_choice names the tool {forced!r}, which is not among the tools"
+            raise RequestError(message, "tool_choice")
+    except RequestError as err:
+        error = codec.bad_request(err.message, call.request_id, err.param)
+        call.error(400, error, body=body, stream=streamed)
+        return
+    _answer(call, found, conv, body, emulating)
+
+
+def _answer(call: Call, found: Route, conv: Conversation, body: Any, emulating: bool) -> None:
+    mock, codec, rid = call.mock, call.codec, call.request_id
+    if emulating:  # a request reaching the model cuts the streams being written
+        mock.interrupts.arrived()
+        conv = dataclasses.replace(conv, include_usage=False)
+    kept = {"body": body, "stream": conv.stream}
+    if mock.rate_limit is not None:
+        decision = mock.rate_limit.acquire(conv.prompt_tokens)
+        call.extra.update(codec.rate_headers(decision))
+        if not decision.allowed:
+            call.extra.update(codec.retry_headers(decision.retry_after_s))
+            retry = format_seconds(decision.retry_after_s)
+            error = codec.status_error(429, conv.model, rid, retry)
+            call.error(429, error, fault="rate_limit", **kept)
+            return
+    fault = call.fault = mock.plan.next()
+    if fault.kind == "close":
+        call.record(0, **kept)
+        call.hang_up()
+    if fault.kind == "slow" and mock.wait(fault.seconds or 0.0):
+        call.hang_up()
+    as_status = fault
+    if fault.kind == "overloaded_midstream" and not conv.stream:
+        as_status = dataclasses.replace(fault, kind="529")
+    if call.status_fault(as_status, conv.model, conv.prompt_tokens, fault=str(fault), **kept):
+        return
+    window = mock.context_window
+    if window is not None and conv.prompt_tokens > window:
+        error = codec.overflow_error(conv.prompt_tokens, window, rid)
+        call.error(400, error, fault="context_window", **kept)
+        return
+    reply = (
+        MockReply(input_tokens=conv.prompt_tokens)
+        if fault.kind == "empty"
+        else answer_fault(fault.kind, mock.responder(conv), conv)
+    )
+    call.record(200, **kept)
+    if not conv.stream:
+        _whole(call, conv, reply)
+        return
+    cuts = mock.interrupts.streaming() if emulating else contextlib.nullcontext()
+    with cuts as cut:
+        _Stream(call, found, conv, reply, cut).run()
+
+
+def _whole(call: Call, conv: Conversation, reply: MockReply) -> None:
+    message = call.codec.whole(reply, conv, call.codec.message_id(call.request_id))
+    data = json.dumps(message, ensure_ascii=False).encode()
+    fault = call.fault
+    if fault.kind == "stall" and call.mock.wait(fault.seconds or 0.0):
+        call.hang_up()
+    if fault.kind == "malformed":
+        data = data[: len(data) // 2]
+    if fault.kind in ("drop_after_tokens", "cut_after_done"):
+        call.head(200, "application/json", call.id_headers(), len(data))
+        call.write(data[: len(data) // 2])
+        call.hang_up()
+    call.send(200, data, "application/json", call.id_headers())
+
+
+@dataclasses.dataclass
+class _Stream:
+    """One streamed answer, with its mid-stream fault and its cut (`emulate=`)."""
+
+    call: Call
+    found: Route
+    conv: Conversation
+    reply: MockReply
+    cut: Any  # threading.Event | None
+
+    def run(self) -> None:
+        call, fault = self.call, self.call.fault
+        codec, mid = call.codec, call.codec.message_id(call.request_id)
+        headers = {"cache-control": "no-cache", **call.id_headers()}
+        call.head(200, "text/event-stream; charset=utf-8", headers)
+        delay = call.mock.demo_delay_s
+        limits = {"drop_after_tokens": fault.tokens or 0, "no_finish_reason": math.inf}
+        trigger_at = limits.get(fault.kind, SOME_TEXT)
+        armed = fault.kind in STREAM_KINDS
+        sent_text = 0
+        for kind, data in codec.stream(self.reply, self.conv, mid, self.found.azure):
+            if self.cut is not None and self.cut.is_set():  # interrupt_requests
+                call.chunk(codec.unreasoned_end(None))
+                call.end()
+                return
+            if armed and (kind == "final" or (kind == "text" and sent_text >= trigger_at)):
+                armed = False
+                if self._midstream_fault(fault, mid):
+                    return
+            call.chunk(data)
+            if kind == "text":
+                sent_text += 1
+            if delay > 0 and kind in ("text", "body"):
+                call.flush()
+                self._pause(delay)
+        call.end()
+
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds` mid-stream: a stopping server drops the answer; a cut stream
+        (`interrupt_requests`) stops waiting and ends at its next piece."""
+        if self.cut is not None:
+            self.cut.wait(seconds)
+        if self.call.mock.wait(0.0 if self.cut is not None else seconds):
+            self.call.hang_up()
+
+    def _midstream_fault(self, fault: Fault, mid: str) -> bool:
+        """Apply a mid-stream fault; True when the stream is over."""
+        call, codec = self.call, self.call.codec
+        if fault.kind == "stall":
+            call.flush()
+            self._pause(fault.seconds or 0.0)
+            return False
+        if fault.kind in ("no_finish_reason", "cut_after_done"):
+            # in place of the finish and usage events: the usage alone (Snowflake Cortex), or
+            # nothing (llama-cpp-python's cut stream); the end marker, then a clean end
+            usage = self.reply if fault.kind == "no_finish_reason" else None
+            call.chunk(codec.unreasoned_end(usage))
+            call.end()
+            return True
+        if fault.kind == "drop_after_tokens":
+            call.flush()
+            call.hang_up()
+        call.chunk(
+            codec.malformed(mid) if fault.kind == "malformed" else codec.midstream_error(mid)
+        )
+        call.end()
+        return True
+
+
+# --- replaying a recording (MockServer(replay=...)) ----------------------------------------------
+
+
+def serve_replay(call: Call) -> None:
+    """Answer a model request with the next recorded answer, at its recorded pace."""
+    replayer = call.mock.replayer
+    assert replayer is not None
+    call.recorded = True  # a replay keeps no request records
+    raw = read_model_body(call)
+    t0 = time.perf_counter()
+    got = replayer.take("POST", call.path, raw)
+    if isinstance(got, Mismatch):
+        call.codec = codec = guess_codec(call.headers, call.path)
+        call.request_id = codec.new_request_id()
+        call.extra["x-should-retry"] = "false"
+        call.send_json(400, codec.bad_request(got.message, call.request_id, None))
+        return
+
+    def until(after: float | None) -> None:
+        delay = t0 + replayer.scaled(after or 0.0) - time.perf_counter()
+        if delay > 0 and call.mock.wait(delay):
+            raise Hangup
+
+    _serve_recorded(call, got, until)
+
+
+def _serve_recorded(call: Call, ex: RecordedExchange, until: Any) -> None:
+    if ex.status is None:  # no answer was recorded: the connection closed first
+        until(ex.end_after_s)
+        call.hang_up()
+    until(ex.response_after_s)
+    call.started = True
+    handler = call.handler
+    handler.send_response(ex.status)
+    for name, value in ex.headers.items():
+        handler.send_header(name, value)
+    handler.send_header("transfer-encoding", "chunked")
+    handler.end_headers()
+    for after, data in ex.chunks:
+        until(after)
+        call.chunk(data)
+        call.flush()
+    if ex.error is not None or not ex.complete:
+        until(ex.end_after_s)
+        call.hang_up()
+    call.end()

@@ -1,0 +1,113 @@
+"""The mock server's route table: method and path pattern to the function answering a `Call`.
+
+Every endpoint is a row (an `Endpoint`): the model endpoints (`_model_endpoint`), the batch
+endpoints of the three batch APIs, ``GET /health``, and the rows a caller adds
+(``MockServer(routes=...)``, `MockServer.add_route`), which are tried first. A request no row
+takes is a 404 in the wire format its headers or path suggest.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from . import _anthropic_batches, _gemini_batches, _openai_batches
+from ._call import MAX_BODY, Call, CallError, Endpoint, Hangup
+from ._formats import route
+from ._model_endpoint import read_model_body, serve_model, serve_replay
+
+log = logging.getLogger("nbagent.mock")
+
+
+def _health(call: Call) -> None:
+    call.record(200)
+    call.send(200, b"ok", "text/plain; charset=utf-8", {})
+
+
+def _not_found(call: Call) -> None:
+    if call.method == "POST":
+        read_model_body(call)
+    call.record(404)
+    call.send_json(404, call.codec.not_found(call.path, call.request_id))
+
+
+def _model(fmt: str, pattern: str) -> Endpoint:
+    return Endpoint("POST", pattern, serve_model, fmt, max_body=MAX_BODY, model=True)  # type: ignore[arg-type]
+
+
+MODEL_ENDPOINTS = (
+    _model("anthropic", r".*/messages/?"),
+    _model("openai", r".*/chat/completions/?"),
+    _model("responses", r".*/responses/?"),
+    _model("gemini", r".*/models/.+:(?:streamGenerateContent|generateContent)"),
+)
+
+
+class RouteTable:
+    """The rows a mock server answers, the added ones first."""
+
+    def __init__(self, extra: Iterable[Endpoint] = ()) -> None:
+        self.extra = list(extra)
+        self.builtin = [
+            *_gemini_batches.ENDPOINTS,  # before OpenAI's: it shares /v1/batches (`when`)
+            *_anthropic_batches.ENDPOINTS,
+            *_openai_batches.ENDPOINTS,
+            *MODEL_ENDPOINTS,
+            Endpoint("GET", "/health/?", _health),
+        ]
+
+    def add(self, endpoint: Endpoint) -> None:
+        self.extra.append(endpoint)
+
+    def find(self, call: Call) -> Endpoint | None:
+        """Aim `call` at the first row that takes it; None (and no row) when none does."""
+        for endpoint in (*self.extra, *self.builtin):
+            if endpoint.method != call.method:
+                continue
+            match = endpoint.regex.fullmatch(call.bare)
+            if match is None:
+                continue
+            call.bind(endpoint, match.groupdict())
+            if endpoint.when is None or endpoint.when(call):
+                return endpoint
+        call.bind(None, {})
+        return None
+
+    def serve(self, call: Call) -> None:
+        """Answer `call`: the row's function, after its endpoint fault; a refusal (`CallError`)
+        as its error body; a bug in the mock as a 500, so it is seen, not hidden."""
+        try:
+            self._serve(call, self.find(call))
+        except CallError as err:
+            call.error(err.status, err.body)
+        except (Hangup, OSError):
+            raise
+        except Exception as err:
+            log.exception("nbagent mock server failed on %s %s", call.method, call.path)
+            call.handler.close_connection = True
+            if call.started:
+                call.hang_up(500)
+            message = f"nbagent mock server internal error: {type(err).__name__}: {err}"
+            call.error(500, call.codec.internal_error(message, call.request_id))
+
+    def _serve(self, call: Call, endpoint: Endpoint | None) -> None:
+        mock = call.mock
+        replaying = mock.replayer is not None and call.method == "POST"
+        if replaying and (endpoint is None or endpoint.model):
+            serve_replay(call)
+            return
+        if endpoint is None:
+            _not_found(call)
+            return
+        if endpoint.target is not None:
+            if endpoint.target == "create" and call.provider is not None:
+                mock.batch_store.count_create(call.provider)
+            call.fault = mock.plan.next(endpoint.target)
+            if call.fault.kind == "close":
+                call.hang_up()
+            if call.status_fault(call.fault):
+                return
+        endpoint.serve(call)
+
+
+__all__ = ["Endpoint", "RouteTable", "route"]
