@@ -31,7 +31,6 @@ MAX_LINES = 500
 
 # Modules over MAX_LINES lines today (paths under nbagent/).
 LONG_MODULES = {
-    "_loop/_agent.py",
     "batch/_map.py",
     "errors.py",
     "providers/_http.py",

@@ -1,14 +1,12 @@
 """The agent: its configuration, its conversation, and the ways to run it.
 
 `Agent` holds what the user configured and the conversation (`history`, and the untouched
-`transcript`), and delegates the work: a run is a `Run` (`_run.py`: steps, tools, commits), whose
+`transcript`), and delegates the work (`_running.py`, which also shows a run in a notebook
+through the core's presenter seam): a run is a `Run` (`_run.py`: steps, tools, commits), whose
 requests go through a `Requester` (`_request.py`: the model chain, the attempt loop, compaction
 via a `ContextKeeper`), whose every attempt goes through the one `AttemptLoop` and the one
 `decide` of the core. Everything that happens is an event on `agent.events`; the attempt log,
 the widget and any subscriber read it from there.
-
-A run is shown in a notebook through the core's presenter seam (the notebook package registers
-the live widget), so this module knows nothing of widgets.
 """
 
 from __future__ import annotations
@@ -23,24 +21,37 @@ from typing_extensions import TypeVar, Unpack
 
 from .._core._budget import Budget
 from .._core._clock import Clock, RealClock
-from .._core._messages import Message, load_session, repair_tool_pairing, save_session
+from .._core._messages import Message, repair_tool_pairing
 from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
-from ..errors import ConfigError, HostError
+from ..errors import ConfigError
 from ..events import EventBus, Subscriber
-from ..providers import HTTPProvider, Provider
+from ..providers import Provider
 from ..recording import Recorder
 from ._agent_options import AgentOptions
-from ._args import ModelSpec, check_arguments, resolve_model_spec
+from ._args import (
+    ModelSpec,
+    check_arguments,
+    check_output_retries,
+    make_recorder,
+    model_specs,
+    resolve_model_spec,
+)
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor
+from ._conversation import load_conversation, save_conversation
 from ._durable_log import DurableLog, LogTarget
-from ._limiter import shared_limiter
 from ._output_schema import OutputMode, OutputSchema, OutputValidator
-from ._output_step import StructuredOutput, refuse_mode_without_output
+from ._output_step import refuse_mode_without_output
 from ._request import RunState
 from ._results import OutputT, RunHandle, RunResult
-from ._running import run_in_background, run_shown, run_synchronously
+from ._running import (
+    pacer_of,
+    run_in_background,
+    run_shown,
+    run_synchronously,
+    structured_output,
+)
 from ._summaries import DefaultCompaction
 from ._toolbox import Toolbox
 from ._tools import Tool, ToolSource
@@ -49,19 +60,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["Agent", "RunHandle", "RunResult"]
-
-T = TypeVar("T")
-
-
-def _recorder(record: str | os.PathLike[str] | Recorder | None) -> Recorder | None:
-    if record is None or isinstance(record, Recorder):
-        return record
-    if not isinstance(record, (str, os.PathLike)):
-        raise ConfigError(
-            f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
-            f"not {type(record).__name__}."
-        )
-    return Recorder(record, made_by="nbagent Agent(record=...)")
+T = TypeVar("T")  # the type of a schema given to one run (`run(..., output=Pet)`)
 
 
 class Agent(Generic[OutputT]):
@@ -209,11 +208,7 @@ class Agent(Generic[OutputT]):
         output_mode: OutputMode = "auto",
         output_retries: int = 2,
     ) -> None:
-        specs: list[ModelSpec] = (
-            list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
-        )
-        if not specs:
-            raise ConfigError("model= needs at least one model, e.g. model='demo'")
+        specs = model_specs(model)
         subscribers, history = check_arguments(
             system=system,
             retry=retry,
@@ -231,9 +226,7 @@ class Agent(Generic[OutputT]):
             limiter=limiter,
             cache=cache,
         )
-        self._providers: list[Provider] = [
-            resolve_model_spec(s, api_key=api_key, base_url=base_url) for s in specs
-        ]
+        self._providers = [resolve_model_spec(s, api_key=api_key, base_url=base_url) for s in specs]
         self.system = system
         self.retry = retry or RetryPolicy()
         self.budget = budget or Budget()
@@ -249,8 +242,7 @@ class Agent(Generic[OutputT]):
         self.limiter = limiter
         self.cache = cache
         self.toolbox = Toolbox(tools, allowed_tools=allowed_tools, default_timeout=tool_timeout)
-        self.events = EventBus()
-        self._log = AttemptLog()
+        self.events, self._log = EventBus(), AttemptLog()
         self.events.subscribe(self._log)
         for s in subscribers:
             self.events.subscribe(s)
@@ -258,34 +250,19 @@ class Agent(Generic[OutputT]):
         self.history: list[Message] = list(repaired)
         self.transcript: list[Message] = list(repaired)
         self._run: RunState | None = None
-        # agent_id names this agent in traces and in the durable log (`log=`: a SQLite path or
-        # connection that every finished attempt is appended to, as it finishes); opened last,
-        # once every other argument has been checked
+        # agent_id names this agent in traces and in the durable log (`log=`), opened last
         self.agent_id = uuid.uuid4().hex[:8]
         self._durable = DurableLog(log, self.agent_id) if log is not None else None
         self._log.on_row = self._durable
-        # record=: every HTTP exchange of the model chain is appended to a recording as it
-        # happens (nbagent.recording), to replay it later with Agent("replay:<path>")
-        self.recorder = _recorder(record)
-        for p in self._providers:
-            if isinstance(p, HTTPProvider) and self.recorder is not None:
-                p.recorder = self.recorder
+        self.recorder = make_recorder(record, self._providers)
         # output=: converted once, and each model's mode and dialect checked, now
-        if (
-            isinstance(output_retries, bool)
-            or not isinstance(output_retries, int)
-            or output_retries < 0
-        ):
-            raise ConfigError(
-                f"output_retries is how many reasks are allowed, a whole number such as 2, "
-                f"not {output_retries!r}"
-            )
+        check_output_retries(output_retries)
         refuse_mode_without_output(output, output_mode)
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
         self._validators: list[OutputValidator] = []
         self.output: OutputSchema | None = None if output is None else OutputSchema.of(output)
-        self._structured(self.output, list(self.toolbox.tools))
+        structured_output(self, self.output, list(self.toolbox.tools))
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -321,11 +298,7 @@ class Agent(Generic[OutputT]):
             The process-wide shared limiter for its endpoint and key (`limiter=True`), the
             one given, or None (`limiter=False`).
         """
-        if self.limiter is False:
-            return None
-        if self.limiter is not True:
-            return self.limiter
-        return shared_limiter(provider, self.clock)
+        return pacer_of(self.limiter, provider, self.clock)
 
     def __repr__(self) -> str:
         models = ", ".join(self.models)
@@ -351,20 +324,6 @@ class Agent(Generic[OutputT]):
             raise ConfigError(f"output_validator takes a function, not {fn!r}")
         self._validators.append(fn)
         return fn
-
-    def _structured(self, schema: OutputSchema | None, tools: list[str]) -> StructuredOutput | None:
-        """The run's structured answer for `schema` across the model chain (ConfigError now
-        for a mode or a schema a model cannot take)."""
-        if schema is None:
-            return None
-        return StructuredOutput(
-            schema,
-            mode=self.output_mode,
-            validators=self._validators,
-            retries=self.output_retries,
-            providers=self._providers,
-            tools=tools,
-        )
 
     # -- what happened ----------------------------------------------------------------------
 
@@ -396,16 +355,7 @@ class Agent(Generic[OutputT]):
         Raises:
             HostError: The file cannot be written (no half-written file is left).
         """
-        try:
-            save_session(
-                path,
-                self.history,
-                {"models": self.models, "transcript": [m.to_dict() for m in self.transcript]},
-            )
-        except OSError as exc:
-            # strerror, not str(exc): the latter names the hidden temporary file, not `path`
-            why = exc.strerror or str(exc)
-            raise HostError(f"saving the session to {path} failed: {why}") from exc
+        save_conversation(path, self.history, self.transcript, self.models)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace the conversation with a saved one.
@@ -419,16 +369,7 @@ class Agent(Generic[OutputT]):
             SessionFileError: The file cannot be read or is not a session.
             ToolPairingError: `strict_tool_pairing` and a tool call has no result.
         """
-        messages, meta = load_session(path, strict_tool_pairing=self.strict_tool_pairing)
-        transcript = meta.get("transcript")
-        self.history = messages
-        if isinstance(transcript, list):
-            try:
-                self.transcript = [Message.from_dict(m) for m in transcript]
-            except ValueError:
-                self.transcript = list(messages)
-        else:
-            self.transcript = list(messages)
+        self.history, self.transcript = load_conversation(path, self.strict_tool_pairing)
 
     def _commit(self, history: list[Message], new: list[Message]) -> int:
         """A finished step: history (possibly compacted) plus the new messages; the transcript
@@ -455,8 +396,6 @@ class Agent(Generic[OutputT]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    # -- running ----------------------------------------------------------------------------
 
     # -- running (what a run does: _running.py) ----------------------------------------------
 

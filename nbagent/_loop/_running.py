@@ -4,7 +4,9 @@ can show it.
 
 `Agent.run`, `Agent.start` and `Agent.run_sync` are the doors (their signatures, overloads and
 docstrings are in `_agent.py`); what they do is here, so the agent's module holds what it is
-configured with and this one how a run is put together from it.
+configured with and this one how a run is put together from it. A run is shown in a notebook
+through the core's presenter seam (the notebook package registers the live widget), so neither
+knows anything of widgets.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._core._clock import Clock
 from .._core._messages import Message
+from .._core._pacing import Pacer
 from .._core._presenter import presenter
 from ..errors import Aborted, ConfigError
 from ..events import Event, RunStarted, Stamp
+from ..providers import Provider
 from ._context import ContextKeeper
+from ._limiter import shared_limiter
 from ._output_schema import OutputSchema
 from ._output_step import StructuredOutput
 from ._request import Requester, RequestSettings, RunState
@@ -28,7 +34,14 @@ from ._run import Run
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["run_in_background", "run_once", "run_shown", "run_synchronously"]
+__all__ = [
+    "pacer_of",
+    "run_in_background",
+    "run_once",
+    "run_shown",
+    "run_synchronously",
+    "structured_output",
+]
 
 
 async def run_shown(
@@ -135,7 +148,7 @@ async def run_once(agent: Agent[Any], prompt: str | Message, output: Any = None)
     structured = None
     if schema is not None:  # each model's mode, its dialect, the output tool's name: now
         tools = [*agent.toolbox.tools, *(t.name for t in await agent.toolbox.specs())]
-        structured = agent._structured(schema, list(dict.fromkeys(tools)))
+        structured = structured_output(agent, schema, list(dict.fromkeys(tools)))
     now = agent.clock.now()
     deadline = now + agent.budget.max_wall_s if agent.budget.max_wall_s else None
     state = RunState(uuid.uuid4().hex[:8], now, deadline)
@@ -147,6 +160,33 @@ async def run_once(agent: Agent[Any], prompt: str | Message, output: Any = None)
         return await _make_run(agent, state, emit, structured)(user)
     finally:
         agent._run = None
+
+
+def structured_output(
+    agent: Agent[Any], schema: OutputSchema | None, tools: list[str]
+) -> StructuredOutput | None:
+    """The run's structured answer for `schema` across the model chain (ConfigError now
+    for a mode or a schema a model cannot take)."""
+    if schema is None:
+        return None
+    return StructuredOutput(
+        schema,
+        mode=agent.output_mode,
+        validators=agent._validators,
+        retries=agent.output_retries,
+        providers=agent._providers,
+        tools=tools,
+    )
+
+
+def pacer_of(limiter: Pacer | bool, provider: Provider, clock: Clock) -> Pacer | None:
+    """What paces requests to `provider`: the process-wide shared limiter for its endpoint and
+    key (`limiter=True`), the one given, or None (`limiter=False`)."""
+    if limiter is False:
+        return None
+    if limiter is not True:
+        return limiter
+    return shared_limiter(provider, clock)
 
 
 def _emitter(agent: Agent[Any], state: RunState) -> Callable[[Event], None]:
