@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core._clock import Clock
 from .._core._messages import Message
@@ -32,7 +32,14 @@ from ._results import RunHandle, RunResult
 from ._run import Run
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    import random
+
+    from .._core._budget import Budget
+    from .._core._retry import RetryPolicy
+    from ..events import EventBus, Subscriber
+    from ._compaction import Compactor
+    from ._output_schema import OutputMode, OutputValidator
+    from ._toolbox import Toolbox
 
 __all__ = [
     "pacer_of",
@@ -44,8 +51,44 @@ __all__ = [
 ]
 
 
+class AgentParts(Protocol):
+    """What a run reads of its `Agent` (`_agent.py`, which imports this module, not the reverse)."""
+
+    _run: RunState | None
+    _providers: list[Provider]
+    _rng: random.Random
+    _validators: list[OutputValidator]
+    toolbox: Toolbox
+    output: OutputSchema | None
+    output_mode: OutputMode
+    output_retries: int
+    clock: Clock
+    budget: Budget
+    events: EventBus
+    agent_id: str
+    compaction: Compactor
+    system: str | None
+    compaction_threshold: float
+    max_tokens: int
+    options: dict[str, Any]
+    cache: bool
+    context_window: int | None
+    max_compactions_per_step: int
+    max_length_resumes: int
+    history: list[Message]
+
+    @property
+    def models(self) -> list[str]: ...
+    @property
+    def retry(self) -> RetryPolicy: ...
+    def pacer_for(self, provider: Provider) -> Pacer | None: ...
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]: ...
+    def _commit(self, history: list[Message], new: list[Message]) -> int: ...
+    async def aclose(self) -> None: ...
+
+
 async def run_shown(
-    agent: Agent[Any], prompt: str | Message, show: bool | None, output: Any
+    agent: AgentParts, prompt: str | Message, show: bool | None, output: Any
 ) -> RunResult[Any]:
     """`agent.run`: one run, in the live view where it is shown; its Stop button cancels it."""
     if not _showing(show):
@@ -75,7 +118,7 @@ async def run_shown(
 
 
 def run_in_background(
-    agent: Agent[Any], prompt: str | Message, show: bool | None, output: Any
+    agent: AgentParts, prompt: str | Message, show: bool | None, output: Any
 ) -> RunHandle[Any]:
     """`agent.start`: one run in a task of the running loop."""
     loop = asyncio.get_running_loop()
@@ -106,7 +149,7 @@ def run_in_background(
 
 
 def run_synchronously(
-    agent: Agent[Any], prompt: str | Message, show: bool | None, output: Any
+    agent: AgentParts, prompt: str | Message, show: bool | None, output: Any
 ) -> RunResult[Any]:
     """`agent.run_sync`: one run on a loop of its own (a worker thread's inside a notebook)."""
     from ._blocking import run_blocking
@@ -131,7 +174,7 @@ def run_synchronously(
             view.close()
 
 
-async def run_once(agent: Agent[Any], prompt: str | Message, output: Any = None) -> RunResult[Any]:
+async def run_once(agent: AgentParts, prompt: str | Message, output: Any = None) -> RunResult[Any]:
     """One run: check the prompt, set the run up from the current configuration, run it."""
     if agent._run is not None:
         raise ConfigError(
@@ -163,7 +206,7 @@ async def run_once(agent: Agent[Any], prompt: str | Message, output: Any = None)
 
 
 def structured_output(
-    agent: Agent[Any], schema: OutputSchema | None, tools: list[str]
+    agent: AgentParts, schema: OutputSchema | None, tools: list[str]
 ) -> StructuredOutput | None:
     """The run's structured answer for `schema` across the model chain (ConfigError now
     for a mode or a schema a model cannot take)."""
@@ -189,7 +232,7 @@ def pacer_of(limiter: Pacer | bool, provider: Provider, clock: Clock) -> Pacer |
     return shared_limiter(provider, clock)
 
 
-def _emitter(agent: Agent[Any], state: RunState) -> Callable[[Event], None]:
+def _emitter(agent: AgentParts, state: RunState) -> Callable[[Event], None]:
     """Deliver an event stamped with the run, its current turn and the clock's time."""
     bus, clock = agent.events, agent.clock
 
@@ -200,7 +243,7 @@ def _emitter(agent: Agent[Any], state: RunState) -> Callable[[Event], None]:
 
 
 def _make_run(
-    agent: Agent[Any],
+    agent: AgentParts,
     state: RunState,
     emit: Callable[[Event], None],
     structured: StructuredOutput | None = None,
