@@ -10,9 +10,12 @@ is then recorded: a resubmission ("retry", "reask") or the row's end.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import random
+from typing import Any, Protocol
 
+from .._core._clock import Clock
 from .._core._decision import Decision, Failure, decide
+from .._core._retry import RetryPolicy
 from .._loop._stream import empty_reply
 from ..errors import (
     Aborted,
@@ -24,20 +27,44 @@ from ..errors import (
     StreamInterrupted,
 )
 from ..providers._anthropic_batch import expired_error
+from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
-from ._provider_state import BatchRecord, custom_id
+from ._progress import BatchProgress
+from ._provider_output import BatchOutput
+from ._provider_rows import BatchRows
+from ._provider_state import BatchRecord, ProviderState, custom_id
 
-if TYPE_CHECKING:
-    from ._provider_run import ProviderRun
+__all__ = ["ItemOutcomes", "Run"]
 
-__all__ = ["ItemOutcomes"]
+
+class Settings(Protocol):
+    """What the items' outcomes read of the run's settings (`RunSettings`)."""
+
+    output: BatchOutput | None
+    options: dict[str, Any]
+    max_tokens: int
+
+
+class Run(Protocol):
+    """What the items' outcomes share with their run (`ProviderRun`)."""
+
+    client: BatchClient
+    state: ProviderState
+    rows: BatchRows
+    progress: BatchProgress
+    rng: random.Random
+    clock: Clock
+    policy: RetryPolicy
+
+    @property
+    def settings(self) -> Settings: ...
 
 
 class ItemOutcomes:
     """The outcomes of one run's items (see the module docstring)."""
 
-    def __init__(self, run: ProviderRun) -> None:
-        # the run's own: its client, state, rows, settings, progress and random numbers
+    def __init__(self, run: Run) -> None:
+        # the run's own: its client, state, rows, settings, progress, random numbers, clock
         self.client, self.state, self.rows = run.client, run.state, run.rows
         self.settings, self.progress, self.rng = run.settings, run.progress, run.rng
         self.clock, self.policy = run.clock, run.policy
