@@ -129,7 +129,7 @@ def _join(room: Classroom, call: Call) -> None:
     body = _small_json(call)
     name = body.get("name")
     if not isinstance(name, str):
-        _plain(call, 400, "A join names the student: {\"name\": \"ana\"}.")
+        _plain(call, 400, 'A join names the student: {"name": "ana"}.')
         return
     try:
         lane = room.room.join(name)
@@ -232,7 +232,7 @@ def room_routes(room: Classroom) -> list[Endpoint]:
         return lambda call: serve(room, call)
 
     rows = [dataclasses.replace(e, serve=bound(_student_model)) for e in MODEL_ENDPOINTS]
-    small = {"max_body": SMALL_BODY}
+    small: dict[str, Any] = {"max_body": SMALL_BODY}
     return [
         *rows,
         Endpoint("POST", JOIN_PATH + "/?", bound(_join), **small),

@@ -14,8 +14,6 @@ import pandas as pd
 from ..mock import MockServer
 from ..mock._call import Call
 from ..mock._faults import STREAM_KINDS
-
-BROKEN_KINDS = STREAM_KINDS - {"stall"}  # a stall ends well, late
 from . import _frames
 from ._capacity import Capacity, Refusal
 from ._room import Arrival, Room
@@ -28,6 +26,8 @@ if TYPE_CHECKING:
     from ._simulate import Simulation
 
 __all__ = ["Classroom"]
+
+BROKEN_KINDS = STREAM_KINDS - {"stall"}  # a stall ends well, late
 
 
 def _lan_address() -> str:

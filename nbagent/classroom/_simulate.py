@@ -71,7 +71,9 @@ class Simulation:
         url = f"http://127.0.0.1:{self.room.mock.port}"
         for i in range(self.students):
             jitter = "none" if i % 2 == 0 else "full"
-            self.seats.append(join(url, code=self.room.code, name=f"virtual {i + 1:02d} ({jitter})"))
+            self.seats.append(
+                join(url, code=self.room.code, name=f"virtual {i + 1:02d} ({jitter})")
+            )
         self._thread = threading.Thread(target=self._run, name="nbagent-classroom-sim", daemon=True)
         self._thread.start()
         return self
@@ -108,7 +110,9 @@ class Simulation:
     async def _student(self, i: int, seat: Seat, k: int) -> None:
         rng = random.Random(self.seed * 100_003 + i * 101 + k)
         policy = RetryPolicy(
-            max_attempts=6, initial_delay=0.5, jitter=None if i % 2 == 0 else "full",
+            max_attempts=6,
+            initial_delay=0.5,
+            jitter=None if i % 2 == 0 else "full",
             seed=rng.randrange(2**31),
         )
         await asyncio.sleep(rng.uniform(0, self.think_s))
