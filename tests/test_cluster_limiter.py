@@ -11,7 +11,7 @@ from clock_support import drive, until
 
 from nbagent import RateLimited, RealClock, VirtualClock
 from nbagent._core._pacing import PaceRequest
-from nbagent._loop._limiter import LATE_NOTE
+from nbagent._loop._slot_wait import LATE_NOTE
 from nbagent.batch._cluster_limiter import (
     LEASE_TOKENS,
     LONG_POLL_S,

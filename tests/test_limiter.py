@@ -12,7 +12,8 @@ from clock_support import drive, until
 from nbagent import Agent, RateLimiter, RetryBudget, RetryPolicy, ScriptedModel, VirtualClock
 from nbagent._core._clock import RealClock
 from nbagent._core._pacing import PaceRequest
-from nbagent._loop._limiter import LATE_NOTE, limiter_key, reset_shared_limiters, shared_limiter
+from nbagent._loop._limiter import limiter_key, reset_shared_limiters, shared_limiter
+from nbagent._loop._slot_wait import LATE_NOTE
 from nbagent.mock import RateLimit, serve
 from nbagent.mock._ratelimit import anthropic_headers
 from nbagent.providers._anthropic import AnthropicProvider

@@ -30,25 +30,13 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # Kinds answered with an HTTP error status before any model output.
-STATUS_KINDS: frozenset[str] = frozenset(
-    {
-        "400",
-        "401",
-        "402",
-        "403",
-        "404",
-        "408",
-        "409",
-        "413",
-        "429",
-        "500",
-        "502",
-        "503",
-        "504",
-        "529",
-    }
-)
+STATUS_KINDS: frozenset[str] = _words("400 401 402 403 404 408 409 413 429 500 502 503 504 529")
 # Kinds that take a value after ``=`` in the head of the spec, and what the value means.
 _VALUE_KINDS: dict[str, str] = {
     "drop_after_tokens": "a whole number of text deltas",
@@ -56,42 +44,20 @@ _VALUE_KINDS: dict[str, str] = {
     "slow": "a number of seconds",
 }
 # Kinds applied while a 200 stream is being written.
-STREAM_KINDS: frozenset[str] = frozenset(
-    {
-        "drop_after_tokens",
-        "malformed",
-        "stall",
-        "overloaded_midstream",
-        "no_finish_reason",
-        "cut_after_done",
-    }
+STREAM_KINDS: frozenset[str] = _words(
+    "drop_after_tokens malformed stall overloaded_midstream no_finish_reason cut_after_done"
 )
 # Kinds that change a structured answer before it is sent (`_answer_faults`): not JSON, off
 # the schema, refused, cut at max_tokens.
-ANSWER_KINDS: frozenset[str] = frozenset(
-    {"invalid_json", "schema_mismatch", "refusal", "truncated"}
-)
-_PLAIN_KINDS: frozenset[str] = frozenset(
-    {
-        "ok",
-        "quota",
-        "overflow",
-        "close",
-        "empty",
-        "malformed",
-        "overloaded_midstream",
-        "no_finish_reason",
-        "cut_after_done",
-    }
-    | ANSWER_KINDS
-)
+ANSWER_KINDS: frozenset[str] = _words("invalid_json schema_mismatch refusal truncated")
+_PLAIN_KINDS: frozenset[str] = (
+    _words("ok quota overflow close empty") | STREAM_KINDS | ANSWER_KINDS
+) - {"drop_after_tokens", "stall"}
 ALL_KINDS: frozenset[str] = STATUS_KINDS | _PLAIN_KINDS | frozenset(_VALUE_KINDS)
 # Other names a script may use for a kind, read as the kind itself.
 ALIASES: dict[str, str] = {"invalid": "400", "overloaded": "529"}
 # The batch endpoints a fault can be aimed at with a ``target:`` prefix.
-TARGETS: frozenset[str] = frozenset(
-    {"create", "upload", "retrieve", "list", "cancel", "results", "delete"}
-)
+TARGETS: frozenset[str] = _words("create upload retrieve list cancel results delete")
 # What each target can show: what a status or a connection can do to that call.
 _ENDPOINT_KINDS: frozenset[str] = STATUS_KINDS | frozenset(
     {"ok", "quota", "close", "lost", "slow", "malformed"}

@@ -332,76 +332,45 @@ def openai_malformed(completion_id: str) -> bytes:
 
 # --- errors by status ---------------------------------------------------------------------------
 
-# status -> (Anthropic error type, Anthropic message, OpenAI type, OpenAI code, OpenAI message)
-_STATUS_ERRORS: dict[int, tuple[str, str, str, str | None, str]] = {
-    400: (
-        "invalid_request_error",
-        "Bad request (injected by the mock server's fault script).",
-        "invalid_request_error",
-        None,
-        "Bad request (injected by the mock server's fault script).",
-    ),
-    401: (
-        "authentication_error",
-        "invalid x-api-key",
-        "invalid_request_error",
-        "invalid_api_key",
-        "Incorrect API key provided.",
-    ),
-    402: (
-        "billing_error",
-        "Your credit balance is too low to access the API.",
-        "insufficient_quota",
-        "insufficient_quota",
-        "You have run out of credits.",
-    ),
-    403: (
-        "permission_error",
-        "Your API key does not have permission to use the specified resource.",
-        "invalid_request_error",
-        "unsupported_country_region_territory",
-        "Permission denied.",
-    ),
-    404: (
-        "not_found_error",
-        "model: {model}",
-        "invalid_request_error",
-        "model_not_found",
-        "The model `{model}` does not exist or you do not have access to it.",
-    ),
-    408: ("timeout_error", "Request timed out.", "server_error", None, "Request timed out."),
-    409: ("api_error", "Conflict.", "server_error", None, "Conflict."),
-    413: (
-        "request_too_large",
-        "Request exceeds the maximum allowed number of bytes.",
-        "invalid_request_error",
-        None,
-        "Request too large.",
-    ),
-    429: (
-        "rate_limit_error",
-        "This request would exceed your organization's rate limit. Please retry after {retry}s.",
-        "requests",
-        "rate_limit_exceeded",
-        "Rate limit reached for requests. Please try again in {retry}s.",
-    ),
-    500: (
-        "api_error",
-        "Internal server error",
-        "server_error",
-        None,
-        "The server had an error while processing your request. Sorry about that!",
-    ),
-    502: ("api_error", "Bad gateway", "server_error", None, "Bad gateway."),
-    503: ("api_error", "Service unavailable", "server_error", None, "Service unavailable."),
-    504: ("timeout_error", "Request timed out.", "server_error", None, "Gateway timeout."),
-    529: (
-        "overloaded_error",
-        "Overloaded",
-        "server_error",
-        "overloaded",
-        "The server is overloaded. Please try again later.",
-    ),
+_INJECTED = "Bad request (injected by the mock server's fault script)."
+_RATE = "This request would exceed your organization's rate limit. Please retry after {retry}s."
+_PERMISSION = "Your API key does not have permission to use the specified resource."
+# status -> (Anthropic's error type, its message)
+ANTHROPIC_STATUS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", _INJECTED),
+    401: ("authentication_error", "invalid x-api-key"),
+    402: ("billing_error", "Your credit balance is too low to access the API."),
+    403: ("permission_error", _PERMISSION),
+    404: ("not_found_error", "model: {model}"),
+    408: ("timeout_error", "Request timed out."),
+    409: ("api_error", "Conflict."),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", _RATE),
+    500: ("api_error", "Internal server error"),
+    502: ("api_error", "Bad gateway"),
+    503: ("api_error", "Service unavailable"),
+    504: ("timeout_error", "Request timed out."),
+    529: ("overloaded_error", "Overloaded"),
+}
+_RATE_OPENAI = "Rate limit reached for requests. Please try again in {retry}s."
+_NO_MODEL = "The model `{model}` does not exist or you do not have access to it."
+_SORRY = "The server had an error while processing your request. Sorry about that!"
+# status -> (OpenAI's error type, its code, its message)
+OPENAI_STATUS: dict[int, tuple[str, str | None, str]] = {
+    400: ("invalid_request_error", None, _INJECTED),
+    401: ("invalid_request_error", "invalid_api_key", "Incorrect API key provided."),
+    402: ("insufficient_quota", "insufficient_quota", "You have run out of credits."),
+    403: ("invalid_request_error", "unsupported_country_region_territory", "Permission denied."),
+    404: ("invalid_request_error", "model_not_found", _NO_MODEL),
+    408: ("server_error", None, "Request timed out."),
+    409: ("server_error", None, "Conflict."),
+    413: ("invalid_request_error", None, "Request too large."),
+    429: ("requests", "rate_limit_exceeded", _RATE_OPENAI),
+    500: ("server_error", None, _SORRY),
+    502: ("server_error", None, "Bad gateway."),
+    503: ("server_error", None, "Service unavailable."),
+    504: ("server_error", None, "Gateway timeout."),
+    529: ("server_error", "overloaded", "The server is overloaded. Please try again later."),
 }
 
 
@@ -409,9 +378,10 @@ def status_error(
     fmt: Format, status: int, *, model: str, request_id: str, retry: str = "1"
 ) -> dict[str, Any]:
     """The error body a provider sends with ``status``."""
-    a_type, a_msg, o_type, o_code, o_msg = _STATUS_ERRORS.get(status, _STATUS_ERRORS[500])
     if fmt == "anthropic":
+        a_type, a_msg = ANTHROPIC_STATUS.get(status, ANTHROPIC_STATUS[500])
         return anthropic_error(a_type, a_msg.format(model=model, retry=retry), request_id)
+    o_type, o_code, o_msg = OPENAI_STATUS.get(status, OPENAI_STATUS[500])
     return openai_error(o_msg.format(model=model, retry=retry), o_type, o_code)
 
 

@@ -6,7 +6,8 @@ and hands it over as a plain dict from `snapshot()`. It knows nothing of ipywidg
 dict feeds the live widget, the HTML export and the tests.
 
 Its collaborators each hold one idea: `Conversation` the messages and the reply streaming in
-(the hot path), `Waits` the waits and the countdown, `_summary` the numbers under the timeline.
+(the hot path), `Bars` the bars of attempts, tool calls and compactions, `Waits` the waits
+and the countdown, `_summary` the numbers under the timeline.
 Nothing here reads the environment or the agent: the state holds only what the events carry,
 and events never carry API keys.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import describe
 from ..events import (
@@ -43,16 +44,15 @@ from ..events import (
     ToolCallStarted,
     ToolSourceUnavailable,
 )
-from ._a11y import Announcer, bar_names, timeline_axis
+from ._a11y import Announcer, timeline_axis
+from ._bars import Bars, lane
 from ._conversation import Conversation
 from ._summary import end_status, new_run, run_summary, session_summary
 from ._values import (
     STREAM_LIMIT,
-    TOOL_TEXT_LIMIT,
     as_int,
     clip,
     failure_text,
-    json_text,
     num,
     seconds,
     usage_dict,
@@ -60,8 +60,6 @@ from ._values import (
 from ._waiting import Waits
 
 __all__ = ["TimelineState"]
-
-K = TypeVar("K")
 
 
 # What each compaction strategy did, in a reader's words (the terminal, the widget, the report)
@@ -86,10 +84,7 @@ class TimelineState:
         self.version = 0
         self._runs: list[dict[str, Any]] = []
         self._run_index: dict[str, dict[str, Any]] = {}
-        self._bars: list[dict[str, Any]] = []
-        self._open_attempts: dict[tuple[str, str], dict[str, Any]] = {}
-        self._open_tools: dict[str, dict[str, Any]] = {}
-        self._open_compaction: dict[str, dict[str, Any]] = {}
+        self._bars = Bars()
         self._waits = Waits()
         self._fallbacks: list[dict[str, Any]] = []
         self._compactions: list[dict[str, Any]] = []
@@ -148,9 +143,7 @@ class TimelineState:
         """
         runs = [{**r, "summary": dict(r["summary"]) if r["summary"] else None} for r in self._runs]
         waits = self._waits.snapshot()
-        bars = [dict(b) for b in self._bars]
-        for bar, name in zip(bars, bar_names(bars, waits["waits"]), strict=True):
-            bar["aria"] = name  # what a screen reader says for the bar
+        bars = self._bars.snapshot(waits["waits"])
         return {
             "version": self.version,
             "active": self._active,
@@ -192,40 +185,6 @@ class TimelineState:
             self._run_index[event.run_id] = run
         return run
 
-    def _open_bar(self, event: Event, lane: str, kind: str, **fields: Any) -> dict[str, Any]:
-        t = num(event.time) or 0.0
-        bar: dict[str, Any] = {
-            "id": len(self._bars),
-            "run_id": event.run_id,
-            "turn": event.turn,
-            "lane": lane,
-            "kind": kind,
-            "start": t,
-            "end": None,
-            "outcome": "running",
-            "action": "",
-            "label": "",
-            "detail": "",
-            "is_error": False,
-        }
-        bar.update(fields)
-        self._bars.append(bar)
-        return bar
-
-    def _attempt_bar(self, event: AttemptSucceeded | AttemptFailed) -> dict[str, Any]:
-        bar = self._open_attempts.pop((event.run_id, event.phase), None)
-        if bar is None:  # an end without a start: draw it as an instant
-            bar = self._open_bar(
-                event,
-                _lane(event.phase),
-                "attempt",
-                attempt=event.attempt,
-                max_attempts=event.max_attempts,
-                model=event.model,
-            )
-        bar["end"] = num(event.time)
-        return bar
-
     # -- handlers -------------------------------------------------------------------------
 
     def _on_run_started(self, event: RunStarted) -> None:
@@ -245,66 +204,18 @@ class TimelineState:
         self._run(event)
         self._active = True
         self._talk.reset_stream(event.model)
-        lane = _lane(event.phase)
-        what = "compaction request" if lane == "compaction" else "attempt"
-        label = f"{what} {event.attempt}/{event.max_attempts}"
-        bar = self._open_bar(
-            event,
-            lane,
-            "attempt",
-            label=label,
-            attempt=event.attempt,
-            max_attempts=event.max_attempts,
-            model=event.model,
-        )
-        self._open_attempts[(event.run_id, event.phase)] = bar
-        verb = "summarising older turns with" if lane == "compaction" else "requesting"
+        self._bars.attempt_started(event)
+        verb = "summarising older turns with" if event.phase == "compaction" else "requesting"
         text = f"{verb} {event.model}".strip()
         if event.attempt > 1:
             text += f" (attempt {event.attempt}/{event.max_attempts})"
         self._set_status(text, "running")
 
     def _on_attempt_succeeded(self, event: AttemptSucceeded) -> None:
-        bar = self._attempt_bar(event)
-        bar["outcome"] = "ok"
-        bar["action"] = "none"
-        tokens = []
-        if event.input_tokens is not None:
-            tokens.append(f"{event.input_tokens:,} in")
-        if event.output_tokens is not None:
-            tokens.append(f"{event.output_tokens:,} out")
-        detail = f"{bar['label']} ok" + (f" · {', '.join(tokens)} tokens" if tokens else "")
-        if event.stop_reason:
-            detail += f" · stop: {event.stop_reason}"
-        if event.request_id:
-            detail += f" · request {event.request_id}"
-        bar.update(
-            detail=detail,
-            input_tokens=as_int(event.input_tokens),
-            output_tokens=as_int(event.output_tokens),
-            cost_usd=num(event.cost_usd),
-            ttft_s=num(event.ttft_s),
-            stop_reason=event.stop_reason,
-        )
+        self._bars.attempt_succeeded(event)
 
     def _on_attempt_failed(self, event: AttemptFailed) -> None:
-        bar = self._attempt_bar(event)
-        bar["outcome"] = "cancelled" if event.cancelled else "error"
-        bar["action"] = event.action
-        bar["error"] = event.error
-        bar["status_code"] = event.status_code
-        failure = failure_text(event.error, event.status_code, event.message)
-        bar["detail"] = f"{bar['label']}: {failure} → {event.action}"
-        if event.request_id:
-            bar["detail"] += f" [request id {event.request_id}]"
-        if event.output_errors:  # a structured answer off its schema: what was wrong with it
-            bar["output_errors"] = [clip(e, TOOL_TEXT_LIMIT) for e in event.output_errors[:10]]
-        if event.input_tokens is not None or event.output_tokens is not None:
-            bar.update(
-                input_tokens=as_int(event.input_tokens),
-                output_tokens=as_int(event.output_tokens),
-                cost_usd=num(event.cost_usd),
-            )
+        failure = self._bars.attempt_failed(event)
         discarded = event.discarded_text or self._talk.streamed()
         if discarded:
             self._talk.discard(
@@ -328,7 +239,7 @@ class TimelineState:
             self._set_status(failure, "error")
 
     def _on_retry_scheduled(self, event: RetryScheduled) -> None:
-        self._waits.retry(event, _lane(event.phase))
+        self._waits.retry(event, lane(event.phase))
         delay = seconds(num(event.delay_s) or 0.0)
         label = describe(event.error)
         step = f"(attempt {event.next_attempt}/{event.max_attempts})"
@@ -339,7 +250,7 @@ class TimelineState:
 
     def _on_sdk_retry(self, event: SDKRetryScheduled) -> None:
         # A watched SDK (nbagent.watch) waits, not the agent: say whose wait it is and why.
-        self._waits.retry(event, _lane(event.phase))
+        self._waits.retry(event, lane(event.phase))
         why = "server's Retry-After" if event.retry_after_s is not None else "its own backoff"
         delay = seconds(num(event.delay_s) or 0.0)
         sdk = event.sdk or "the SDK"
@@ -352,22 +263,17 @@ class TimelineState:
 
     def _on_compaction_started(self, event: CompactionStarted) -> None:
         self._run(event)
-        bar = self._open_bar(
+        self._bars.compaction_started(
             event,
-            "compaction",
-            "compaction",
             label=f"compacting {event.tokens_before:,} tokens",
             tokens_before=event.tokens_before,
             strategy=event.strategy,
             reason=event.reason,
         )
-        self._open_compaction[event.run_id] = bar
         self._set_status(f"compacting conversation ({event.tokens_before:,} tokens)", "running")
 
     def _on_compaction_finished(self, event: CompactionFinished) -> None:
-        bar = self._open_compaction.pop(event.run_id, None)
-        if bar is None:
-            bar = self._open_bar(event, "compaction", "compaction")
+        bar = self._bars.compaction_finished(event)
         t = num(event.time)
         arrow = f"{event.tokens_before:,} → {event.tokens_after:,} tokens"
         bar.update(
@@ -410,33 +316,12 @@ class TimelineState:
     def _on_tool_started(self, event: ToolCallStarted) -> None:
         self._run(event)
         self._talk.tool_names[event.call_id] = event.name
-        bar = self._open_bar(
-            event,
-            "tool",
-            "tool",
-            label=event.name,
-            name=event.name,
-            call_id=event.call_id,
-            arguments=clip(json_text(event.arguments), TOOL_TEXT_LIMIT),
-            source=event.source,
-        )
-        self._open_tools[event.call_id] = bar
+        self._bars.tool_started(event)
         self._tool_status()
 
     def _on_tool_finished(self, event: ToolCallFinished) -> None:
-        bar = self._open_tools.pop(event.call_id, None)
-        if bar is None:
-            bar = self._open_bar(event, "tool", "tool", label=event.name, name=event.name)
-            bar["start"] = (num(event.time) or 0.0) - (num(event.duration_s) or 0.0)
-        bar.update(
-            end=num(event.time),
-            outcome="error" if event.is_error else "ok",
-            action="tool_result",
-            is_error=event.is_error,
-            error=event.error,
-            detail=clip(event.content, TOOL_TEXT_LIMIT),
-        )
-        if self._open_tools:
+        self._bars.tool_finished(event)
+        if self._bars.tools:
             self._tool_status()
         elif event.is_error:
             why = f" ({event.error})" if event.error else ""
@@ -445,7 +330,7 @@ class TimelineState:
             self._set_status(f"tool {event.name} done", "running")
 
     def _tool_status(self) -> None:
-        names = [b["name"] for b in self._open_tools.values()]
+        names = [b["name"] for b in self._bars.tools.values()]
         noun = "tool" if len(names) == 1 else "tools"
         self._set_status(f"running {noun} {', '.join(names)}", "running")
 
@@ -492,9 +377,7 @@ class TimelineState:
         t = num(event.time)
         # Anything still open when the run ends was cut off by whatever ended it.
         outcome = "cancelled" if event.end_reason == "cancelled" else "error"
-        _close(self._open_attempts, event.run_id, end=t, outcome=outcome)
-        _close(self._open_tools, event.run_id, end=t, outcome=outcome)
-        _close(self._open_compaction, event.run_id, end=t, outcome=outcome)
+        self._bars.cut(event.run_id, t, outcome)
         if t is not None:
             self._waits.cut(event.run_id, t)
         self._talk.settle(event.run_id)
@@ -528,15 +411,6 @@ class TimelineState:
             fallbacks=sum(1 for f in self._fallbacks if f["run_id"] == rid),
             call_requests=requests,
         )
-
-
-def _close(open_bars: dict[K, dict[str, Any]], run_id: str, **fields: Any) -> None:
-    for key in [k for k, bar in open_bars.items() if bar["run_id"] == run_id]:
-        open_bars.pop(key).update(fields)
-
-
-def _lane(phase: str) -> str:
-    return "compaction" if phase == "compaction" else "request"
 
 
 _HANDLERS: dict[type[Event], Callable[[TimelineState, Any], None]] = {

@@ -42,6 +42,7 @@ from typing import Any
 import pandas as pd
 
 from .. import errors
+from .._loop._rate_headers import request_limits
 from ..errors import (
     ProviderError,
     QuotaExceeded,
@@ -63,7 +64,6 @@ _PROVIDER = {
     "responses": "openai-responses",
     "gemini": "gemini",
 }
-_LIMIT_HEADERS = ("anthropic-ratelimit-requests-limit", "x-ratelimit-limit-requests")
 
 
 @dataclass(frozen=True)
@@ -243,10 +243,9 @@ def _from_recording(rec: Recording) -> tuple[list[Answer], list[float], str, str
             logical += 1
         previous = (ex.body_sha256, error is None)
         answers.append(Answer(ex.at - t0, ex.duration_s, error, logical))
-        for name in _LIMIT_HEADERS:
-            value = ex.headers.get(name, "")
-            if value.isascii() and value.isdigit():
-                limits.append(float(value))
+        limit = request_limits(ex.headers).limit
+        if limit is not None:
+            limits.append(limit)
     first = rec.exchanges[0]
     found = route(first.path)
     provider = _PROVIDER.get(found.format, "") if found else ""
