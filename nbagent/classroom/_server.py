@@ -19,11 +19,10 @@ from ._capacity import Capacity, Refusal
 from ._room import Arrival, Room
 from ._routes import RoomPlan, room_routes
 from ._scenarios import Scenario
+from ._simulate import Simulation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-    from ._simulate import Simulation
 
 __all__ = ["Classroom"]
 
@@ -192,9 +191,8 @@ class Classroom:
         Returns:
             The simulation (`stop()` ends it).
         """
-        from ._simulate import Simulation
-
-        sim = Simulation(self, students, agents=agents, seed=self.room.seed)
+        local = f"http://127.0.0.1:{self.mock.port}"
+        sim = Simulation(local, self.code, students, agents=agents, seed=self.room.seed)
         self._simulations.append(sim)
         return sim.start()
 
