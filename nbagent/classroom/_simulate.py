@@ -115,7 +115,7 @@ class Simulation:
         while not self._stop.is_set():
             agent = seat.agent(retry=policy, limiter=False)
             try:
-                await agent.run(rng.choice(PROMPTS))
+                await agent.run(rng.choice(PROMPTS), show=False)
                 self.runs += 1
             except NbAgentError:
                 self.failures += 1
