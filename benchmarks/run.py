@@ -2,8 +2,8 @@
 
 Each benchmark prints its table, its ratios and PASS/MISS against its goal. Short mode uses tiny
 sizes and asserts no times. `--only NAME` runs one of: streaming, contention, bookkeeping,
-timing, ray, watch, replay, first_attempt, provider_batch, output, classroom. `--write FILE` also saves the
-printed report (for benchmarks/README.md).
+timing, ray, watch, replay, first_attempt, provider_batch, output, classroom. `--write FILE`
+also saves the printed report (for benchmarks/README.md).
 """
 
 from __future__ import annotations
