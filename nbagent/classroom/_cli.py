@@ -120,7 +120,14 @@ def _open(args: argparse.Namespace) -> Classroom:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a room until interrupted; returns the exit code (2 for a mistake)."""
+    """Run a room until interrupted (`nbagent classroom`).
+
+    Args:
+        argv: The arguments; None for `sys.argv[1:]`.
+
+    Returns:
+        The exit code: 0 once closed, 2 for a mistake (one sentence on stderr).
+    """
     try:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         room = _open(args)

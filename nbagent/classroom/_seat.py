@@ -60,7 +60,13 @@ def _check_url(url: object) -> str:
 
 
 class Seat:
-    """A student's place in a room.
+    """A student's place in a room (`join` returns one).
+
+    Args:
+        url: The room's address.
+        code: The join code.
+        name: The name the room gave.
+        seat: The order the student joined in.
 
     Attributes:
         url: The room's address.
