@@ -65,9 +65,26 @@ def sessions_besides(mine: str) -> list[str]:
 def tests(session: nox.Session) -> None:
     """pytest on one Python (everything but the browser tests, which the main run has)."""
     assert isinstance(session.python, str)
+    # a venv kept from before the rename still holds `nbagent` (scripts/setup.sh does the same)
+    session.run_install("uv", "pip", "uninstall", "-q", "nbagent", silent=True)
     session.install("-e", ".[dev,bench]")
     session.env["MPLBACKEND"] = "Agg"
     args = session.posargs or ["-m", "not browser", "tests"]
+    session.run("pytest", "-q", "-p", "no:cacheprovider", *args)
+
+
+@nox.session(name="fresh-pip", python="3.12", venv_backend="venv", reuse_venv=False)
+def fresh_pip(session: nox.Session) -> None:
+    """What a newcomer does: a new venv, plain `pip install -e '.[dev]'` (pip, not uv, and no
+    scripts/setup.sh), then the quick loop. Its venv must hold no two distributions installing
+    one module (tests/test_environment.py), whatever order pip wrote them in. Not one of the
+    default sessions (pip takes minutes over the dev extras): `.venv/bin/nox -s fresh-pip`,
+    pytest's arguments after `--`. The side venvs (.venv-pydoclint, .venv-litellm,
+    .venv-instructor) and tests/node_modules come from `scripts/setup.sh --dev`, run once."""
+    session.run("python", "-m", "pip", "install", "-q", "--upgrade", "pip")
+    session.run("python", "-m", "pip", "install", "-q", "-e", ".[dev]")
+    session.env["MPLBACKEND"] = "Agg"
+    args = session.posargs or ["-m", "not browser and not slow", "-x", "tests"]
     session.run("pytest", "-q", "-p", "no:cacheprovider", *args)
 
 

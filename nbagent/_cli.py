@@ -150,12 +150,12 @@ def _demo(argv: Sequence[str]) -> int:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from ._core._distribution import DISTRIBUTION, installed_version
 
-    try:
-        return f"nbagent {version('nbagent')}"
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "nbagent (not installed; version unknown)"
+    found = installed_version()
+    if found is None:  # run from a source tree that was never installed
+        return f"{DISTRIBUTION} (not installed; version unknown)"
+    return f"{DISTRIBUTION} {found}"
 
 
 def _main(args: list[str]) -> int:

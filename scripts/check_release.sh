@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The release check: what a stranger who runs `pip install nbagent` gets, not the editable
+# The release check: what a stranger who runs `pip install nbagent-loop` gets, not the editable
 # checkout every other test uses. Builds the sdist and the wheel, checks them (twine, and every
 # package file in the wheel), installs the wheel into a fresh virtual environment outside the
 # checkout and there runs `nbagent demo` offline, loads the widget's front-end assets and
@@ -14,10 +14,15 @@ unset PYTHONPATH  # the fresh venv must import the installed wheel, never this t
 work="$(mktemp -d -t nbagent-release-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 
+echo "== release: the distribution name is ours (at ${SECONDS} s)"
+"$PY" scripts/check_name.py
+dist="$("$PY" -c 'import sys; sys.path.insert(0, "scripts"); import check_name; print(check_name.project_name())')"
+stem="${dist//-/_}"  # the wheel's and the sdist's file names (nbagent_loop-0.1.0-...)
+
 echo "== release: build the sdist and the wheel (at ${SECONDS} s)"
 "$PY" -m build --outdir "$work/dist" . >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
-wheel="$(ls "$work"/dist/nbagent-*.whl)"
-sdist="$(ls "$work"/dist/nbagent-*.tar.gz)"
+wheel="$(ls "$work"/dist/"$stem"-*.whl)"
+sdist="$(ls "$work"/dist/"$stem"-*.tar.gz)"
 echo "   $(basename "$wheel"), $(basename "$sdist")"
 
 echo "== release: twine check (at ${SECONDS} s)"
@@ -34,7 +39,7 @@ V="$work/venv/bin"
 
 cd "$work"  # away from the checkout: nothing here can shadow the installed package
 version="$("$V/python" -c 'import nbagent; print(nbagent.__version__)')"
-"$V/python" - "$work/venv" <<'PY'
+"$V/python" - "$work/venv" "$dist" <<'PY'
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -43,11 +48,12 @@ import nbagent
 
 where = Path(nbagent.__file__).resolve()
 assert where.is_relative_to(Path(sys.argv[1]).resolve()), f"nbagent imported from {where}"
-assert version("nbagent") == nbagent.__version__, (version("nbagent"), nbagent.__version__)
+dist = sys.argv[2]
+assert version(dist) == nbagent.__version__, (version(dist), nbagent.__version__)
 PY
 cli="$("$V/nbagent" --version)"
-[ "$cli" = "nbagent $version" ] || { echo "nbagent --version says '$cli', the package $version"; exit 1; }
-echo "   nbagent $version, imported from the venv; --version and the metadata agree"
+[ "$cli" = "$dist $version" ] || { echo "nbagent --version says '$cli', the package $dist $version"; exit 1; }
+echo "   $dist $version, imported from the venv; --version and the metadata agree"
 
 echo "== release: nbagent demo (offline) from the wheel (at ${SECONDS} s)"
 bash "$ROOT/scripts/offline.sh" "$V/nbagent" demo --out "$work/demo" >"$work/demo.log" 2>&1 || { cat "$work/demo.log"; exit 1; }

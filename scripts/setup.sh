@@ -23,6 +23,9 @@ fi
 # minute where pip takes several: the dev extras hold Ray, JupyterLab and pyarrow.
 .venv/bin/python -m pip install -q --upgrade pip uv
 UV=(.venv/bin/uv pip install -q)
+# Until 0.1.0 the distribution was called `nbagent` (a name someone else holds on PyPI); a .venv
+# made then still has it, and two distributions installing one `nbagent` module clash.
+.venv/bin/uv pip uninstall -q --python .venv/bin/python nbagent 2>/dev/null || true
 if [ "$extras" = "--dev" ]; then
   echo "== installing nbagent with its dev extras"
   "${UV[@]}" --python .venv/bin/python -e '.[dev,bench]'
@@ -47,6 +50,16 @@ if [ "$extras" = "--dev" ] && [ ! -x .venv-instructor/bin/instructor ]; then
   echo "== installing instructor into .venv-instructor (the instructor client test)"
   "$PY" -m venv .venv-instructor
   "${UV[@]}" --python .venv-instructor/bin/python 'instructor[anthropic]==1.17.0'
+fi
+
+if [ "$extras" = "--dev" ] && [ ! -x .venv-pydoclint/bin/pydoclint ]; then
+  # The docstring linter (scripts/test.sh, tests/test_docstrings.py). It needs
+  # docstring_parser_fork, and the anthropic SDK needs docstring-parser: both install the module
+  # `docstring_parser`, and in one venv whichever is written last wins (pydoclint then cannot
+  # start, or the SDK gets the fork). So it lives in a venv of its own, never beside the SDKs.
+  echo "== installing pydoclint into .venv-pydoclint (the docstring linter)"
+  "$PY" -m venv .venv-pydoclint
+  "${UV[@]}" --python .venv-pydoclint/bin/python 'pydoclint>=0.12,<0.13'
 fi
 
 if [ "$extras" = "--dev" ] && [ ! -d tests/node_modules/axe-core ]; then

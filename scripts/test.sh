@@ -48,7 +48,7 @@ ruff check .
 ruff format --check .
 echo "== mypy"
 mypy
-pydoclint nbagent  # docstrings: every described parameter, return and field ([tool.pydoclint])
+.venv-pydoclint/bin/pydoclint nbagent  # docstrings (its own venv: scripts/setup.sh): every described parameter, return and field ([tool.pydoclint])
 echo "== import-linter (the layers)"
 lint-imports
 echo "== pytest"

@@ -172,6 +172,9 @@ CASES: list[tuple[str, Callable[[], Any], str]] = [
     ("a lambda as a tool", lambda: tool(lambda: 1), "name="),
     ("a tool name with a space", lambda: tool(name="my tool")(lambda: 1), "my tool"),
     ("a tool that is not callable", lambda: tool(5), "@tool"),
+    # structured outputs
+    ("output_mode without output", lambda: Agent("demo", output_mode="tool"), "output_mode='tool'"),
+    ("a lambda as output", lambda: Agent("demo", output=lambda x: x), "not the function"),
 ]
 
 

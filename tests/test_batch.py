@@ -105,3 +105,34 @@ def test_bad_arguments_fail_before_anything_is_sent() -> None:
         map("one prompt", show=False)
     with serve() as server:  # (not the process-wide demo server: it would outlive the test)
         assert len(map([], base_url=server.url, show=False)) == 0
+
+
+@pytest.mark.parametrize("backend", ["local", "provider"])
+def test_missing_and_empty_prompts_are_named_before_anything_is_sent(backend: str) -> None:
+    import numpy as np
+
+    column = pd.Series(["a", np.nan, "", None, "b"], index=[10, 11, 12, 13, 14])
+    with serve() as server:
+        with pytest.raises(ConfigError) as caught:
+            map(column, base_url=server.url, show=False, backend=backend)
+        assert server.requests == []  # nothing sent, not even the first good prompt
+    assert str(caught.value) == (
+        'map(): 3 of 5 prompts are missing or empty, at indices 11 (NaN), 12 (""), '
+        '13 (NaN); drop or fill them first (series.dropna(), series[series.str.strip() != ""])'
+    )
+    with pytest.raises(ConfigError, match=r"1 of 3 prompts is missing or empty, at position 2 "):
+        map(["a", "b", "   "], show=False, dry_run=True)
+    with pytest.raises(ConfigError, match=r"at position 0 \(None\); drop or fill it first$"):
+        map([None, "b"], show=False)
+
+
+@pytest.mark.parametrize("backend", ["local", "provider"])
+def test_an_output_mode_without_output_is_refused_not_ignored(backend: str) -> None:
+    with serve() as server:
+        with pytest.raises(ConfigError) as caught:
+            map(["a"], base_url=server.url, show=False, backend=backend, output_mode="prompted")
+        assert server.requests == []
+    assert str(caught.value) == (
+        "output_mode='prompted' says how a structured answer is asked for, but output= is not "
+        "given: pass output=YourModel too, or leave output_mode out"
+    )

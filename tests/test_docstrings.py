@@ -21,7 +21,6 @@ import ast
 import functools
 import re
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,9 @@ import griffe
 import pytest
 from test_docs import PUBLIC, ROOT
 
-PYDOCLINT = Path(sys.executable).with_name("pydoclint")
+# in a venv of its own (scripts/setup.sh --dev): its docstring_parser_fork and the anthropic SDK's
+# docstring-parser install the same module, so it is never in the venv the package lives in
+PYDOCLINT = ROOT / ".venv-pydoclint" / "bin" / "pydoclint"
 # `  73: DOC101: Method `Agent.__init__`: Docstring contains fewer arguments ...`
 VIOLATION = re.compile(r"^\s*(\d+): (DOC\d+): (?:Function|Method|Class) `([\w.]+)`:? (.*)$")
 
@@ -74,6 +75,10 @@ def pydoclint_key(obj: griffe.Object) -> str:
 def strict_pydoclint(files: set[Path]) -> list[tuple[Path, str, str, str]]:
     """pydoclint with the project's configuration but short docstrings checked too: for each
     violation, (file, code, pydoclint's name of the function or class, message)."""
+    assert PYDOCLINT.exists(), (
+        f"{PYDOCLINT} is missing: run `bash scripts/setup.sh --dev`, which installs pydoclint "
+        "into .venv-pydoclint"
+    )
     done = subprocess.run(
         [
             str(PYDOCLINT),

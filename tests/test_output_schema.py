@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field, create_model, field_validator
 from typing_extensions import TypedDict
 
-from nbagent import OutputSchema
+import nbagent
+from nbagent import Agent, OutputSchema
 from nbagent._core._messages import Message, TextBlock, ToolUseBlock
 from nbagent._loop._output_schema import run_validators
 from nbagent.demo._structured import sample
@@ -132,6 +133,58 @@ def test_a_json_schema_dict_is_checked_by_jsonschema_with_paths() -> None:
 def test_a_schema_that_cannot_describe_an_answer_is_a_config_error(schema: Any, words: str) -> None:
     with pytest.raises(ConfigError, match=words):
         OutputSchema.of(schema)
+
+
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        (lambda x: x, "not the function `<lambda>`; a function that checks answers goes to "),
+        (print, "not the function `print`"),
+        (object, "`object` says nothing about the answer"),
+        (Any, "`Any` says nothing about the answer"),
+        (Point(1, 2), "is an instance: pass its class"),
+    ],
+    ids=["a lambda", "a builtin", "object", "Any", "an instance"],
+)
+def test_what_is_not_a_type_is_refused_before_any_dialect(given: Any, words: str) -> None:
+    # the old message blamed a provider: "field `x` has no `type` ... Anthropic's ... need"
+    for make in (lambda: OutputSchema.of(given), lambda: Agent("demo", output=given)):
+        with pytest.raises(ConfigError) as caught:
+            make()
+        said = str(caught.value)
+        assert said.startswith("output= takes a pydantic model") and words in said, said
+        assert "Anthropic" not in said and "has no `type`" not in said
+
+
+def test_map_refuses_object_as_output_before_anything_is_sent() -> None:
+    with pytest.raises(ConfigError, match="`object` says nothing about the answer"):
+        nbagent.map(["a"], model="demo", output=object, show=False)
+
+
+def test_a_schema_the_demo_cannot_take_natively_names_the_demo_models_dialect() -> None:
+    class Loose(BaseModel):
+        x: Any
+
+    with pytest.raises(ConfigError) as caught:
+        Agent("demo", output=Loose)
+    said = str(caught.value)
+    assert "field `x` has no `type`" in said
+    assert "which the demo model's native structured outputs (Anthropic's dialect) need" in said
+    assert Agent("demo", output=Loose, output_mode="tool").output is not None  # as it advises
+
+
+class Node(BaseModel):
+    label: str
+    children: list[Node] = []
+
+
+def test_a_recursive_model_is_an_object_at_the_root_and_its_paths_have_no_wrapper() -> None:
+    schema = OutputSchema.of(Node)
+    assert not schema.wrapped and schema.fields == ("label", "children")
+    assert "result" not in schema.json_schema["properties"]
+    with pytest.raises(OutputInvalid) as caught:
+        schema.parse('{"label": "a", "children": [{"label": "b", "children": [null]}]}')
+    assert [p for p, _ in issues(caught.value)] == ["children.0.children.0"]  # not result.…
 
 
 def test_conversion_happens_once_per_schema() -> None:

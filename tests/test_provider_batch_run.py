@@ -261,3 +261,18 @@ def test_the_view_and_the_progress_line_show_each_batch_and_the_resubmission(
     assert "2 batches (0 open, 1 resubmitted)" in batch.progress.text()
     assert "2 provider batches (0 open)" in render_text(snap)
     assert snap["done"] == 5 and snap["failed"] == 0
+
+
+def test_an_items_attempt_state_is_kept_in_its_record_and_read_from_older_files() -> None:
+    from nbagent._core._decision import AttemptState
+    from nbagent.batch._provider_state import BatchRecord
+
+    kept = AttemptState(2, empty_replies=1, reasks=1, previous_delay=3.0)
+    rec = BatchRecord(3, "t-b3", 3, [[0, 2]], 2, attempts={"0": kept.to_json()})
+    assert rec.attempt_state(0) == kept.begin()  # stepped by the decision, begun by the send
+    assert rec.attempt_state(1) == AttemptState(3)
+    # a file of the nbagent before: the tail kept the reasks and the submission they began in
+    old = BatchRecord(
+        3, "t-b3", 3, [[0, 1]], 1, tails={"0": {"messages": [], "reasks": 1, "since": 2}}
+    )
+    assert old.attempt_state(0) == AttemptState(2, reasks=1)

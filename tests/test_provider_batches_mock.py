@@ -150,3 +150,45 @@ def test_dry_run_sends_nothing_and_prices_live_and_batch(mock: MockServer, tmp_p
     assert est.cost_batch_usd == pytest.approx(est.cost_live_usd / 2)
     assert est.input_tokens == int(est.rows["input_tokens"].sum()) > 0
     assert "nothing was sent" in est.summary()
+
+
+def test_a_subscriber_and_instrument_see_every_item_of_a_provider_batch(
+    mock: MockServer, clock: VirtualClock, tmp_path: Path
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from nbagent import events as ev
+
+    mock.set_faults(["ok", "invalid", "529", "ok", "ok", "500"])
+    seen: list[ev.Event] = []
+    exporter = InMemorySpanExporter()
+    spans = TracerProvider()
+    spans.add_span_processor(SimpleSpanProcessor(exporter))
+    stop = ev.subscribe_everywhere(seen.append)
+    try:
+        with nbagent.instrument(spans):
+            out = batch_map(mock, clock, "anthropic", tmp_path)
+    finally:
+        stop()
+        spans.shutdown()
+    a = out.attempts
+    started = [e for e in seen if isinstance(e, ev.RunStarted)]
+    finished = [e for e in seen if isinstance(e, ev.RunFinished)]
+    assert sorted(e.run_id for e in started) == sorted(out.results["run_id"])
+    assert sorted(e.run_id for e in finished) == sorted(out.results["run_id"])
+    ended = [e for e in seen if isinstance(e, (ev.AttemptSucceeded, ev.AttemptFailed))]
+    assert len(ended) == len(a)  # one per item per submission, as the attempt log has
+    by_row = {(e.run_id, e.submission): e for e in ended}
+    for row in a.itertuples():
+        e = by_row[(row.run_id, row.attempt)]
+        assert e.batch_id == row.batch_id
+        assert isinstance(e, ev.AttemptSucceeded) == (row.outcome == "ok")
+    retried = [e for e in ended if isinstance(e, ev.AttemptFailed) and e.action == "retry"]
+    assert {e.error for e in retried} == {"Overloaded", "ServerError"}
+    failed = {e.run_id: e.error for e in finished if e.error}
+    assert list(failed.values()) == ["BadRequest"]
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names.count("invoke_agent") == len(PROMPTS)  # a run span for every item
+    assert sum(n.startswith("chat") for n in names) == len(a)  # an attempt span per row

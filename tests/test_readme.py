@@ -112,6 +112,16 @@ def front_door_checks(seen: list[Namespace], printed: str) -> None:
     assert results["error"].isna().all()
     assert {"sentiment", "stars", "reasks"} <= set(results.columns)
     assert all(isinstance(v, seen[1]["Review"]) for v in results["output"])
+    # the output the README shows under the block is what the block prints
+    table = results[["sentiment", "stars", "reasks", "error"]].to_string()
+    assert table in printed
+    shown = re.search(
+        r"one typed column per field\n```\n\n```text\n(.*?)```",
+        (ROOT / "README.md").read_text(encoding="utf-8"),
+        re.S,
+    )
+    assert shown is not None and shown.group(1).rstrip("\n") == table
+    assert set(results["stars"]) <= {1, 2, 3, 4, 5}  # the schema's Field(ge=1, le=5)
 
 
 def notebook_checks(seen: list[Namespace], printed: str) -> None:
@@ -248,3 +258,14 @@ def test_no_notebook_readme_block_or_docs_page_imports_a_private_module() -> Non
             for name in private_imports("".join(cell["source"])):
                 offenders.append(f"{page_id(path)} cell {index} imports {name}")
     assert not offenders, "use the public module instead:\n" + "\n".join(offenders)
+
+
+def test_the_watch_guides_guard_example_runs_on_its_own() -> None:
+    # a reader who jumps to "One layer retries" copies that block alone: it must not lean on
+    # `ask` (or anything else) from the example before it
+    page = ROOT / "docs" / "guide" / "watch.md"
+    (block,) = [b for b in python_blocks(page) if "nbagent.guard(" in b.code]
+    scope: dict[str, object] = {}
+    exec(compile(block.code, "watch.md: the guard example", "exec"), scope)
+    attempts = scope["nbagent"].watching(scope["client"]).attempts  # type: ignore[attr-defined]
+    assert list(attempts["action"]) == ["retry", "retry", "none"]

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import nbagent
+from nbagent._core._distribution import DISTRIBUTION
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,6 +39,7 @@ def load_script(name: str) -> types.ModuleType:
 
 
 check_wheel = load_script("check_wheel")
+check_name = load_script("check_name")
 set_repo_url = load_script("set_repo_url")
 
 
@@ -61,8 +63,63 @@ def test_version_cli_and_metadata_agree() -> None:
         text=True,
         check=True,
     )
-    assert cli.stdout.strip() == f"nbagent {version('nbagent')}"
-    assert version("nbagent") == nbagent.__version__
+    # the distribution's name, which is what `pip install` takes, and not the module's
+    assert cli.stdout.strip() == f"nbagent-loop {version('nbagent-loop')}"
+    assert version("nbagent-loop") == nbagent.__version__
+
+
+def test_the_distribution_name_is_ours_and_said_in_one_place() -> None:
+    name = PYPROJECT["project"]["name"]
+    assert name == DISTRIBUTION == "nbagent-loop"
+    assert check_name.problem(name) is None
+    assert check_name.main(ROOT) == 0
+
+
+@pytest.mark.parametrize(
+    ("name", "held"),
+    [
+        ("nbagent", "'nbagent'"),  # someone's Nullboard backup agent
+        ("NBAgent", "'nbagent'"),
+        ("nb-agent", "too like 'nbagent'"),  # PyPI refuses it: the same without separators
+        ("nb_agent", "too like 'nbagent'"),
+        ("nb.agent", "too like 'nbagent'"),
+        ("nbagents", "'nbagents'"),
+    ],
+)
+def test_the_release_check_fails_on_a_taken_name(
+    tmp_path: Path, name: str, held: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    line = re.search(r'^name = "nbagent-loop".*$', text, re.M)
+    assert line is not None
+    (tmp_path / "pyproject.toml").write_text(
+        text.replace(line.group(0), f'name = "{name}"'), encoding="utf-8"
+    )
+    assert check_name.main(tmp_path) == 1
+    said = capsys.readouterr().err
+    assert f"the distribution name {name!r}" in said and held in said
+    # and the script itself, as scripts/check_release.sh runs it
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_name.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 1 and held in run.stderr, run.stderr
+
+
+def test_every_install_line_names_the_distribution() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    lines = [
+        (page.relative_to(ROOT), line)
+        for page in pages
+        for line in page.read_text(encoding="utf-8").splitlines()
+    ]
+    installs = [(p, line) for p, line in lines if re.search(r"pip install '?nbagent\b", line)]
+    assert installs, "no install line found"
+    wrong = [(p, line) for p, line in installs if not re.search(r"install '?nbagent-loop", line)]
+    assert wrong == []
+    extras = [(p, line) for p, line in lines if re.search(r"(?<![-\w])nbagent\[", line)]
+    assert extras == [], "an extra named on the other project's name"
 
 
 def test_the_changelog_has_an_entry_for_this_version() -> None:
@@ -186,7 +243,7 @@ def build_wheel(source: Path, out: Path) -> Path:
         text=True,
         check=True,
     )
-    (wheel,) = out.glob("nbagent-*.whl")
+    (wheel,) = out.glob("nbagent_loop-*.whl")
     return wheel
 
 

@@ -29,16 +29,14 @@ import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
+from typing import TypedDict, TypeVar, cast
 
 from ..errors import (
     Aborted,
     Action,
     ContextOverflow,
-    EmptyResponse,
     OutputInvalid,
     ProviderError,
-    RateLimited,
     classify,
 )
 from ..events import (
@@ -52,11 +50,8 @@ from ..events import (
 )
 from ._budget import Usage
 from ._clock import Clock, RealClock
-from ._decision import Decision, Failure, Table, decide
+from ._decision import AttemptState, Decision, Failure, OnRetry, Policy, Table, decide
 from ._pacing import Pacer, PaceRequest
-
-if TYPE_CHECKING:
-    from ._retry import OnRetry, RetryPolicy
 
 __all__ = [
     "AttemptFailure",
@@ -142,14 +137,12 @@ class Reask(Exception):
         self.error = error
 
 
-def generic_table(idempotent: bool, should_retry: Callable[[Exception], bool] | None) -> Table:
-    """The table for `RetryPolicy.call`: `should_retry`, else `classify`'s retry row; a
-    non-idempotent call is retried only after a 429 (proof the request was not acted on)."""
+def generic_table(should_retry: Callable[[Exception], bool] | None) -> Table:
+    """The table for `RetryPolicy.call`: `should_retry`, else `classify`'s retry row (a call
+    that must not happen twice is the loop's `idempotent=False`)."""
 
     def table(exc: BaseException) -> Action:
         if isinstance(exc, (Aborted, asyncio.CancelledError)) or not isinstance(exc, Exception):
-            return Action.FAIL
-        if not idempotent and not isinstance(exc, RateLimited):
             return Action.FAIL
         if should_retry is not None:
             return Action.RETRY if should_retry(exc) else Action.FAIL
@@ -166,10 +159,12 @@ class AttemptLoop:
     announced (`RetryPolicy.call`). `model` and `phase` label the events. `deadline` is on
     `clock`. `compactions_left` is how often the caller may still compact; `can_fall_back`
     whether a next model exists; `reasks_left` how often a structured answer may still be
-    reasked; `table` maps errors to actions (`classify` for model requests).
+    reasked; `table` maps errors to actions (`classify` for model requests); `idempotent`
+    False for a request that must not happen twice (retried only when `may_have_reached`
+    says it did not arrive). `state` is what the attempts carry, stepped by `decide`.
     """
 
-    policy: RetryPolicy
+    policy: Policy
     _: KW_ONLY
     clock: Clock = field(default_factory=RealClock)
     emit: Emit | None = None
@@ -184,9 +179,13 @@ class AttemptLoop:
     reasks_left: int = 0
     table: Table = classify
     on_retry: OnRetry | None = None
-    attempt: int = field(default=0, init=False)
-    _empty_retries: int = field(default=0, init=False)
-    _previous_delay: float | None = field(default=None, init=False)
+    idempotent: bool = True
+    state: AttemptState = field(default_factory=AttemptState, init=False)
+
+    @property
+    def attempt(self) -> int:
+        """The number of the attempt under way (or the last one)."""
+        return self.state.attempt
 
     def __post_init__(self) -> None:
         if self.rng is None:
@@ -234,7 +233,6 @@ class AttemptLoop:
                     continue
                 if decision.action == "compact" and compact is not None:
                     assert isinstance(decision.error, ContextOverflow)
-                    self.compactions_left -= 1
                     if await compact(decision.error):
                         continue
                 if decision.action == "fallback":
@@ -278,7 +276,7 @@ class AttemptLoop:
         }
 
     def _begin(self) -> int:
-        self.attempt += 1
+        self.state = self.state.begin()
         if self.emit is not None:
             self.emit(AttemptStarted(**self._labels(self.attempt)))
         return self.attempt
@@ -323,16 +321,15 @@ class AttemptLoop:
                 self.pacer.failed(self.clock.now(), err)
         facts = Failure(
             err,
-            n,
+            self.state,
             discarded_text=failure.text,
             discarded_thinking=failure.thinking,
             time_left=None if self.deadline is None else self.deadline - self.clock.now(),
-            previous_delay=self._previous_delay,
-            empty_retries=self._empty_retries,
-            compactions_left=self.compactions_left,
+            max_compactions=self.compactions_left,
             can_fall_back=self.can_fall_back,
-            reasks_left=self.reasks_left,
+            max_reasks=self.reasks_left,
             other_form=other_form,
+            idempotent=self.idempotent,
         )
         decision = decide(facts, self.policy, rng=self.rng, table=self.table)
         if (
@@ -344,11 +341,9 @@ class AttemptLoop:
             facts = dataclasses.replace(facts, budget_spent=True)
             decision = decide(facts, self.policy, rng=self.rng, table=self.table)
         self._announce_failure(n, failure, decision)
+        if decision.action != "reask":  # a reask leaves the loop: the caller asks anew
+            self.state = decision.state
         if decision.action == "retry":
-            if isinstance(decision.error, EmptyResponse):
-                self._empty_retries += 1
-            assert decision.plan is not None
-            self._previous_delay = decision.plan.delay_s
             self._announce_retry(n, failure, decision)
         return decision
 

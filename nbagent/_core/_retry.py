@@ -27,8 +27,9 @@ from typing import Literal, TypeVar
 
 from ..errors import ConfigError, ProviderError, QuotaExceeded, RateLimited
 from . import _jitter as jitters
+from ._attempts import AttemptLoop, generic_table
 from ._clock import Clock, RealClock
-from ._decision import RetryPlan
+from ._decision import OnRetry, RetryPlan
 
 __all__ = ["JitterSpec", "RetryPlan", "RetryPolicy", "format_duration"]
 
@@ -39,8 +40,6 @@ JitterSpec = Literal["full", "equal", "decorrelated"] | float | jitters.Jitter |
 (`ProportionalJitter`), None (`NoJitter`), or any `Jitter` object."""
 RetryAfterPartial = Literal["always", "reasoning_only", "never"]
 """Whether a request whose reply had begun to stream may be retried (`RetryPolicy`)."""
-OnRetry = Callable[[int, BaseException, "RetryPlan"], None]
-"""Told `(attempt, error, plan)` before each wait of `RetryPolicy.call` / `acall`."""
 
 _SHORTHAND: dict[str, jitters.Jitter] = {
     "full": jitters.FullJitter(),
@@ -330,9 +329,8 @@ class RetryPolicy:
             Exception: The last attempt's error when no attempt succeeded, or the first error
                 not worth retrying; a rate limit beyond `max_retry_after` as `QuotaExceeded`.
         """
-        from ._attempts import AttemptLoop, generic_table
-
-        loop = AttemptLoop(self, table=generic_table(idempotent, should_retry), on_retry=on_retry)
+        table = generic_table(should_retry)
+        loop = AttemptLoop(self, table=table, on_retry=on_retry, idempotent=idempotent)
         return loop.run_sync(lambda _n: fn(), sleep)
 
     async def acall(
@@ -360,13 +358,12 @@ class RetryPolicy:
         Raises:
             Exception: As for `call`.
         """
-        from ._attempts import AttemptLoop, generic_table
-
         loop = AttemptLoop(
             self,
             clock=clock or RealClock(),
-            table=generic_table(idempotent, should_retry),
+            table=generic_table(should_retry),
             on_retry=on_retry,
+            idempotent=idempotent,
         )
         return await loop.run(lambda _n: fn())
 

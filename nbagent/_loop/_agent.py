@@ -36,7 +36,7 @@ from ._context import ContextKeeper
 from ._durable_log import DurableLog, LogTarget
 from ._limiter import shared_limiter
 from ._output_schema import OutputMode, OutputSchema, OutputValidator
-from ._output_step import StructuredOutput
+from ._output_step import StructuredOutput, refuse_mode_without_output
 from ._request import Requester, RequestSettings, RunState
 from ._results import RunHandle, RunResult
 from ._run import Run
@@ -253,6 +253,7 @@ class Agent:
                 f"output_retries is how many reasks are allowed, a whole number such as 2, "
                 f"not {output_retries!r}"
             )
+        refuse_mode_without_output(output, output_mode)
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
         self._validators: list[OutputValidator] = []

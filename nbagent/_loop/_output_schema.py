@@ -79,6 +79,13 @@ def _name_of(target: Any, schema: Mapping[str, Any]) -> str:
     return name or "answer"
 
 
+@dataclasses.dataclass(frozen=True)
+class _Given:
+    """A schema's JSON as given, riding along a cache key without being part of it."""
+
+    text: str = dataclasses.field(compare=False)
+
+
 def _is_object(schema: Mapping[str, Any]) -> bool:
     return schema.get("type") == "object" and "anyOf" not in schema and "oneOf" not in schema
 
@@ -159,11 +166,12 @@ class OutputSchema:
         else:
             raw = self._from_type(target)
         self.name = _name_of(target, raw)
-        self.description = str(raw.get("description") or "")
-        self.wrapped = not _is_object(raw)
+        # read from the inlined schema: a recursive model's root is a `$ref` to an object
         told = _inline_refs(raw)
+        self.description = str(told.get("description") or "")
+        self.wrapped = not _is_object(told)
         self.json_schema: dict[str, Any] = _wrap(told) if self.wrapped else told
-        props = raw.get("properties") if not self.wrapped else None
+        props = told.get("properties") if not self.wrapped else None
         self.fields: tuple[str, ...] = tuple(props) if isinstance(props, dict) else ()
 
     # -- conversion ---------------------------------------------------------------------------
@@ -172,11 +180,7 @@ class OutputSchema:
         import pydantic
         from pydantic import TypeAdapter
 
-        if target is None or isinstance(target, (str, bytes, int, float, bool)):
-            raise ConfigError(
-                f"output= takes a pydantic model, a dataclass, a TypedDict, list[...] of those "
-                f"or a JSON Schema dict, not {target!r}"
-            )
+        _check_a_type(target)
         try:
             adapter: TypeAdapter[Any] = TypeAdapter(target)
             with warnings.catch_warnings():
@@ -214,9 +218,15 @@ class OutputSchema:
     @staticmethod
     @functools.lru_cache(maxsize=256)
     def _cached(key: Any) -> OutputSchema:
-        if isinstance(key, tuple) and key[:1] == ("json",):
-            return OutputSchema(json.loads(key[1]))
         return OutputSchema(key)
+
+    @staticmethod
+    @functools.lru_cache(maxsize=256)
+    def _cached_json(key: str, given: _Given) -> OutputSchema:
+        # one per schema, whatever its keys' order; built from the first as given, since the
+        # order of its properties is the order of the answer's fields (and a batch's columns)
+        del key
+        return OutputSchema(json.loads(given.text))
 
     @classmethod
     def of(cls, schema: Any) -> OutputSchema:
@@ -237,16 +247,15 @@ class OutputSchema:
             return schema
         if isinstance(schema, Mapping):
             try:
-                key: Any = ("json", json.dumps(schema, sort_keys=True, allow_nan=False))
+                key = json.dumps(schema, sort_keys=True, allow_nan=False)
             except (TypeError, ValueError) as exc:
                 raise ConfigError(f"output= schema is not plain JSON ({exc})") from None
-        else:
-            key = schema
-            try:
-                hash(key)
-            except TypeError:
-                return OutputSchema(schema)
-        return cls._cached(key)
+            return cls._cached_json(key, _Given(json.dumps(schema)))
+        try:
+            hash(schema)
+        except TypeError:
+            return OutputSchema(schema)
+        return cls._cached(schema)
 
     @property
     def returns_dict(self) -> bool:
@@ -420,6 +429,33 @@ def _sentence(exc: BaseException) -> str:
 
 def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_TAKES = (
+    "output= takes a pydantic model, a dataclass, a TypedDict, list[...] of those or a JSON "
+    "Schema dict"
+)
+
+
+def _check_a_type(target: Any) -> None:
+    """Refuse what is not a type before pydantic reads it: a function would be read as its
+    arguments' schema, `object` as "anything", and the error would then blame the provider."""
+    if target is None or isinstance(target, (str, bytes, int, float, bool)):
+        raise ConfigError(f"{_TAKES}, not {target!r}")
+    if inspect.isroutine(target) or isinstance(target, functools.partial):
+        name = getattr(target, "__name__", None) or repr(target)
+        raise ConfigError(
+            f"{_TAKES}, not the function `{name}`; a function that checks answers goes to "
+            "@agent.output_validator"
+        )
+    if target is object or target is Any or repr(target) == "typing_extensions.Any":
+        raise ConfigError(
+            f"{_TAKES}; `{_type_name(target)}` says nothing about the answer: for plain text "
+            "leave output= out, for a free-form object pass {'type': 'object'}"
+        )
+    is_type = isinstance(target, type) or typing.get_origin(target) is not None
+    if not is_type and (dataclasses.is_dataclass(target) or hasattr(target, "model_fields")):
+        raise ConfigError(f"{_TAKES}; {target!r} is an instance: pass its class")
 
 
 def _type_name(target: Any) -> str:

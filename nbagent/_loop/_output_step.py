@@ -45,7 +45,13 @@ from ._output_schema import (
     run_validators,
 )
 
-__all__ = ["Checked", "OutputPlan", "StructuredOutput", "prompted_instructions"]
+__all__ = [
+    "Checked",
+    "OutputPlan",
+    "StructuredOutput",
+    "prompted_instructions",
+    "refuse_mode_without_output",
+]
 
 _MODES = ("auto", "native", "tool", "prompted")
 
@@ -69,6 +75,31 @@ def _auto_forms(provider: Provider, tools: bool) -> list[tuple[Mode, Form]]:
 def _refusals(provider: Provider) -> set[str]:
     kept = getattr(provider, "refused_output_forms", None)
     return kept if isinstance(kept, set) else set()
+
+
+def refuse_mode_without_output(output: Any, mode: Any) -> None:
+    """A ConfigError for `output_mode=` given without `output=` (it would be ignored)."""
+    if output is None and mode != "auto":
+        raise ConfigError(
+            f"output_mode={mode!r} says how a structured answer is asked for, but output= is "
+            "not given: pass output=YourModel too, or leave output_mode out"
+        )
+
+
+def _wire_format(provider: Provider, mode: Mode, **kw: Any) -> OutputFormat:
+    """`wire_format`, its schema errors in the model's own words: the demo model takes
+    Anthropic's dialect, but a demo user should not read that Anthropic refused the schema."""
+    try:
+        return wire_format(provider, mode, **kw)
+    except ConfigError as exc:
+        said = str(exc)
+        if provider.name != "demo" or "Anthropic's" not in said:
+            raise
+        said = said.replace(
+            "Anthropic's structured outputs",
+            "the demo model's native structured outputs (Anthropic's dialect)",
+        )
+        raise ConfigError(said) from None
 
 
 def prompted_instructions(schema: OutputSchema) -> str:
@@ -157,7 +188,7 @@ class StructuredOutput:
             mode = requested
             why = f"output_mode={mode}"
         name = ANSWER_TOOL if mode == "tool" else s.name  # tool mode names the tool to call
-        fmt = wire_format(
+        fmt = _wire_format(
             provider, mode, name=name, schema=s.json_schema, description=s.description, form=form
         )
         if mode == "tool":

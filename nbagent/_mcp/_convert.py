@@ -10,8 +10,8 @@ from typing import Any
 from .._core._messages import ImageBlock, TextBlock
 from .._loop._tools import ToolCall, ToolOutcome
 from ..providers._base import ToolSpec
+from ..providers._error_text import redact
 from ._compat import attr
-from ._redact import scrub
 
 __all__ = ["to_outcome", "to_specs"]
 
@@ -62,7 +62,7 @@ def to_outcome(call: ToolCall, result: Any, secrets: tuple[str, ...] = ()) -> To
         parts.append(TextBlock("(the tool reported an error)" if is_error else "(no output)"))
     if secrets:
         parts = [
-            TextBlock(scrub(p.text, secrets)) if isinstance(p, TextBlock) else p for p in parts
+            TextBlock(redact(p.text, secrets)) if isinstance(p, TextBlock) else p for p in parts
         ]
     return ToolOutcome(call.id, tuple(parts), is_error, "tool_error" if is_error else "")
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 from urllib.parse import urlparse
 
-from ..providers._http_errors import redact
+from ..providers._error_text import redact
 
-__all__ = ["guard_logs", "header_secrets", "redact_argv", "redact_url", "scrub"]
+__all__ = ["guard_logs", "header_secrets", "redact_argv", "redact_url"]
 
 _SECRET = re.compile(r"(key|token|secret|passw|auth|bearer|credential)", re.IGNORECASE)
 
@@ -53,12 +52,6 @@ def header_secrets(headers: Mapping[str, str]) -> tuple[str, ...]:
         if token.strip() and scheme.isalpha():
             out.append(token.strip())
     return tuple(sorted({s for s in out if s}, key=len, reverse=True))
-
-
-def scrub(text: Any, secrets: tuple[str, ...]) -> Any:
-    """`text` (or a list / dict of texts) with every secret replaced by `***`; call it before
-    cutting text short, so no cut can leave part of a secret behind."""
-    return redact(text, secrets)
 
 
 # -- the SDK's own log lines -----------------------------------------------------------------------

@@ -20,8 +20,8 @@ from typing import IO, Any, Literal, cast
 
 import anyio
 
+from ..providers._error_text import redact
 from ._compat import attr, is_connection_closed, one_line, unwrap
-from ._redact import scrub
 
 __all__ = ["LOST", "STOP", "Connection", "Endpoint", "Request"]
 
@@ -58,7 +58,7 @@ class Endpoint:
 
     def clean(self, text: str, limit: int = 300) -> str:
         """Text for a message: secrets out first, then cut to one line."""
-        return one_line(str(scrub(text, self.secrets)), limit)
+        return one_line(str(redact(text, self.secrets)), limit)
 
 
 @dataclass

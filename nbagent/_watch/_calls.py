@@ -31,7 +31,7 @@ from typing import Any
 
 from .._core._attempts import AttemptLabels
 from .._core._budget import Usage
-from .._core._decision import Failure, decide
+from .._core._decision import AttemptState, Failure, decide
 from .._core._retry import RetryPolicy
 from ..errors import Aborted, ProviderError
 from ..events import (
@@ -351,7 +351,7 @@ class CallLog:
         assert err is not None
         headers = a.reader.headers if a.reader is not None else None
         key = (call.run_id, a.n)
-        decision = decide(Failure(err, attempt=a.n), _POLICY, rng=self._rng)
+        decision = decide(Failure(err, AttemptState(a.n)), _POLICY, rng=self._rng)
         # a guarded reply that broke once it was the SDK's: nbagent's own decision is final
         self.nbagent_actions[key] = decision.action if a.slot is None else "fail"
         retries = not cancelled and self.rules.will_retry(a.status, headers, err, a.n)

@@ -16,27 +16,27 @@ went before the SDK sees any of it:
 When the decision is final the SDK gets the last answer as it came (the same status, headers
 and body), so it raises its own exception for it; a transport exception is raised again as it
 was; a request the rate limiter would not send at all becomes a 429 the SDK reads as one.
-Non-idempotent requests (file uploads, batch creation) are retried only after a 429, as
-`RetryPolicy.call(idempotent=False)` is.
+Non-idempotent requests (file uploads, batch creation) are retried only when the failure says
+they never arrived (`_decision.may_have_reached`: a 429), as `RetryPolicy.call(idempotent=False)`
+is.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import math
 from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import Any, Protocol
 
-from .._core._attempts import AttemptFailure, AttemptLoop, Sent, generic_table
+from .._core._attempts import AttemptFailure, AttemptLoop, Sent
 from .._core._clock import Clock
 from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
 from .._loop._blocking import run_blocking
-from ..errors import Aborted, RateLimited, classify
-from ..events import AttemptFailed, Event
+from ..errors import Aborted, RateLimited
+from ..events import Event
 from ._calls import CallLog, GuardSlot, _Call
 from ._reading import RequestFacts, transport_failure
 
@@ -98,14 +98,6 @@ class GuardCore:
         idempotent = not non_idempotent(request.method, request.url.path)
 
         def emit(event: Event) -> None:
-            if (
-                not idempotent
-                and isinstance(event, AttemptFailed)
-                and event.action == "fail"
-                and event.error not in ("RateLimited", "QuotaExceeded", "Aborted")
-            ):
-                note = " (not sent again: it could do its work twice; retried only after a 429)"
-                event = dataclasses.replace(event, message=event.message + note)
             calls.guarded_event(call, event)
 
         loop = AttemptLoop(
@@ -116,7 +108,7 @@ class GuardCore:
             provider=facts.provider,
             rng=self.rng,
             pacer=self.pacer_for(facts, request),
-            table=classify if idempotent else generic_table(False, None),
+            idempotent=idempotent,
         )
         last: list[Any] = [None]  # the last answer (a response) or the transport's exception
         held: list[Any] = [None]  # a response read in part, held until the decision

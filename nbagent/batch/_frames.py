@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._core._words import counted
 from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
 from .._loop._output_schema import OutputSchema
 from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, OutputTruncated
 from ._output_columns import output_columns
+from ._prompt_check import refuse_blank_prompts
 
 __all__ = [
     "RESULT_COLUMNS",
@@ -116,9 +118,9 @@ class BatchResult:
         if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
             reasked = f", {int((self.results['reasks'].fillna(0) > 0).sum())} reasked"
         return (
-            f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
-            f"{len(requests)} requests, {retries} retried{reasked}, "
-            f"{len(paced)} paced waits ({float(paced['delay_s'].sum()):.1f} s)"
+            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
+            f"{stopped}; {counted(len(requests), 'request')}, {retries} retried{reasked}, "
+            f"{counted(len(paced), 'paced wait')} ({float(paced['delay_s'].sum()):.1f} s)"
         )
 
     def _provider_summary(self, n: int, bad: int) -> str:
@@ -132,8 +134,9 @@ class BatchResult:
             reasked = f" ({int((self.results['reasks'].fillna(0) > 0).sum())} reasked)"
         again = int(a["action"].isin(("retry", "reask")).sum())
         return (
-            f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
-            f"{batches} provider batches, {again} items resubmitted{reasked}{price}"
+            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
+            f"{stopped}; {counted(batches, 'provider batch', 'provider batches')}, "
+            f"{counted(again, 'item')} resubmitted{reasked}{price}"
         )
 
     def __repr__(self) -> str:
@@ -161,12 +164,17 @@ def prompts_of(
         if column not in prompts.columns:
             raise ConfigError(f"map(): the DataFrame has no column {column!r}")
         series = prompts[column]
-        return [_text(p) for p in series.tolist()], prompts.index
+        return _texts(series.tolist(), list(prompts.index)), prompts.index
     if isinstance(prompts, pd.Series):
-        return [_text(p) for p in prompts.tolist()], prompts.index
+        return _texts(prompts.tolist(), list(prompts.index)), prompts.index
     if isinstance(prompts, str):
         raise ConfigError("map() takes many prompts (a list of strings), not one string")
-    return [_text(p) for p in prompts], None
+    return _texts(list(prompts), None), None
+
+
+def _texts(values: list[Any], labels: list[Any] | None) -> list[str]:
+    refuse_blank_prompts(values, labels)
+    return [_text(p) for p in values]
 
 
 def _text(prompt: object) -> str:

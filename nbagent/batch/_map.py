@@ -25,90 +25,52 @@ import asyncio
 import concurrent.futures
 import os
 import sys
-import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal, overload
 
 from .._core._clock import Clock
 from .._core._retry import RetryPolicy
-from .._loop._args import ModelSpec, resolve_model_spec
+from .._loop._args import ModelSpec
 from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..notebook import in_notebook
-from ..providers._base import ToolSpec
-from ..providers._batches import batch_client
-from ._estimate import BatchEstimate, estimate
-from ._frames import RESULT_COLUMNS, BatchResult, attempts_frame, prompts_of, results_frame
-from ._local import run_local
+from ._backends import Backend, backend_for
+from ._dry_run import dry_run_estimate
+from ._estimate import BatchEstimate
+from ._frames import RESULT_COLUMNS, BatchResult, prompts_of
 from ._options import BatchOptions, Prompts
 from ._output_columns import check_fields
-from ._progress import BatchProgress, TerminalBar
-from ._provider_backend import ProviderBatch, one_model
-from ._provider_output import BatchOutput
-from ._spec import AgentSpec, BatchControl
+from ._progress import TerminalBar
+from ._provider_backend import ProviderBatch
+from ._spec import BatchControl
 
 __all__ = ["BatchHandle", "amap", "map", "resume", "start"]
 
 
 class _Batch:
-    """One batch, prepared: options checked, progress and control made, view shown."""
+    """One batch, prepared: its backend made (options checked, nothing sent), view shown."""
 
-    def __init__(self, options: BatchOptions, *, stoppable: bool) -> None:
-        self.texts, self.index = prompts_of(options.prompts, options.column)
-        backend, agent_kwargs = options.backend, dict(options.agent_kwargs)
-        self.provider: ProviderBatch | None = None
-        # output=: converted and checked once, before anything runs (each agent, and a Ray
-        # worker, gets the schema as given: a pydantic model travels, a TypeAdapter would not)
-        self.output = None if options.output is None else OutputSchema.of(options.output)
-        if self.output is not None:
-            check_fields(self.output, RESULT_COLUMNS)
-        if backend == "provider":
-            self.provider = ProviderBatch.from_options(options, self.texts, self.index, self.output)
-            self._prepared(self.provider.progress, self.provider.control, options, stoppable)
-            return
-        if backend == "ray":
-            from ._ray import ensure_ray
-
-            ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
-        if self.output is not None:
-            agent_kwargs["output"] = options.output
-        if backend == "local" and agent_kwargs.get("limiter") == "process":
-            agent_kwargs["limiter"] = True  # in one process, the shared limiter is that
-        extra = list(agent_kwargs.pop("subscribers", ()) or ())
-        self.spec = AgentSpec(
-            options.model, list(options.tools), options.system, options.retry, extra, agent_kwargs
-        )
-        self.concurrency, self.backend, self.workers = options.concurrency, backend, options.workers
-        progress = BatchProgress(total=len(self.texts), backend=backend)
-        self._prepared(progress, BatchControl(), options, stoppable)
-
-    @classmethod
-    def resumed(cls, provider: ProviderBatch, *, show: bool | None) -> _Batch:
-        """A batch picked up from its state file."""
-        batch = cls.__new__(cls)
-        batch.texts, batch.index, batch.provider = provider.state.prompts, provider.index, provider
-        options = BatchOptions.__new__(BatchOptions)
-        options.backend, options.show = "provider", show
-        batch._prepared(provider.progress, provider.control, options, stoppable=False)
-        return batch
-
-    def _prepared(
-        self,
-        progress: BatchProgress,
-        control: BatchControl,
-        options: BatchOptions,
-        stoppable: bool,
-    ) -> None:
-        self.backend = options.backend
-        self.progress, self.control = progress, control
+    def __init__(self, backend: Backend, *, show: bool | None, stoppable: bool) -> None:
+        self.backend = backend
+        self.progress, self.control = backend.progress, backend.control
         self._views: list[Any] = []
-        show = options.show
         if show is None:
             show = in_notebook() or sys.stderr.isatty()
-        if self.provider is not None and self.texts and (show or show is None):
-            self.provider.announce()  # where the state is: the first progress line
-        if show and self.texts:
+        if self.progress.total and show:
+            backend.announce()  # where a provider batch's state is: the first progress line
             self._open_view(stoppable)
+
+    @classmethod
+    def of(cls, options: BatchOptions, *, stoppable: bool) -> _Batch:
+        """The batch of a `map` / `amap` / `start` call."""
+        texts, index = prompts_of(options.prompts, options.column)
+        # output=: converted and checked once, before anything runs (each agent, and a Ray
+        # worker, gets the schema as given: a pydantic model travels, a TypeAdapter would not)
+        output = None if options.output is None else OutputSchema.of(options.output)
+        if output is not None:
+            check_fields(output, RESULT_COLUMNS)
+        backend = backend_for(options, texts, index, output)
+        return cls(backend, show=options.show, stoppable=stoppable)
 
     def _open_view(self, stoppable: bool) -> None:
         if in_notebook():
@@ -125,38 +87,10 @@ class _Batch:
             self.progress.on_change = bar.update
 
     async def run(self) -> BatchResult:
-        t0 = time.monotonic()
-        if self.provider is not None:
-            try:
-                return await self.provider.run()
-            finally:
-                self.close()
         try:
-            if self.backend == "ray":
-                from ._ray import run_ray
-
-                rows, parts, limiter = await run_ray(
-                    self.texts,
-                    self.spec,
-                    self.concurrency,
-                    self.progress,
-                    self.control,
-                    workers=self.workers,
-                )
-            else:
-                rows, parts, limiter = await run_local(
-                    self.texts, self.spec, self.concurrency, self.progress, self.control
-                )
+            return await self.backend.run()
         finally:
             self.close()
-        return BatchResult(
-            results=results_frame(rows, self.index, self.output),
-            attempts=attempts_frame(parts),
-            duration_s=time.monotonic() - t0,
-            limiter=limiter,
-            backend=self.backend,
-            cancelled=self.control.cancelled,
-        )
 
     def close(self) -> None:
         snap = self.progress.snapshot()
@@ -304,7 +238,7 @@ async def amap(
     options = BatchOptions.of(locals())
     if options.dry_run:
         return dry_run_estimate(options)
-    return await _Batch(options, stoppable=False).run()
+    return await _Batch.of(options, stoppable=False).run()
 
 
 def start(
@@ -359,7 +293,7 @@ def start(
     if options.dry_run:
         raise ConfigError("dry_run=True sends nothing: use nbagent.map(..., dry_run=True)")
     loop = asyncio.get_running_loop()  # before any view is shown: start needs a running loop
-    batch = _Batch(options, stoppable=True)
+    batch = _Batch.of(options, stoppable=True)
     return BatchHandle(loop.create_task(batch.run()), batch)
 
 
@@ -478,7 +412,7 @@ def map(
     options = BatchOptions.of(locals())
     if options.dry_run:
         return dry_run_estimate(options)
-    batch = _Batch(options, stoppable=False)
+    batch = _Batch.of(options, stoppable=False)
     return _run_blocking(batch.run, batch.control)
 
 
@@ -522,7 +456,7 @@ def resume(
         ConfigError: The file is missing or not a batch state file, the key is missing, or
             `output` is not the schema the batch began with (or it began without one).
     """
-    batch = _Batch.resumed(
+    batch = _Batch(
         ProviderBatch.from_state(
             state,
             api_key=api_key,
@@ -533,58 +467,9 @@ def resume(
             output=output,
         ),
         show=show,
+        stoppable=False,
     )
     return _run_blocking(batch.run, batch.control)
-
-
-DRY_RUN_KEY = "dry-run-sends-nothing"
-"""The stand-in key of a dry run without one: it prices, it never sends."""
-
-
-def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
-    """The `BatchEstimate` of a call with `dry_run=True`: nothing is sent."""
-    texts, index = prompts_of(options.prompts, options.column)
-    kw = options.agent_kwargs
-    chain = options.model
-    if options.backend != "provider" and isinstance(chain, (list, tuple)) and chain:
-        chain = chain[0]  # the live price of the chain's first model
-    model = one_model(chain)
-    try:
-        provider = resolve_model_spec(model, api_key=kw.get("api_key"), base_url=kw.get("base_url"))
-    except ConfigError as err:
-        if "no API key" not in str(err):
-            raise
-        # nothing is sent: a key is not needed to price the prompts
-        provider = resolve_model_spec(model, api_key=DRY_RUN_KEY, base_url=kw.get("base_url"))
-    try:
-        batch_client(provider)
-        has_batch = True
-    except ConfigError:
-        if options.backend == "provider":
-            raise
-        has_batch = False
-    name = model if isinstance(model, str) else f"{provider.name}:{provider.model}"
-    system, extra = options.system, 0
-    tools: tuple[ToolSpec, ...] = ()
-    if options.output is not None:  # what a structured request carries: the schema
-        out = BatchOutput(
-            OutputSchema.of(options.output),
-            mode=kw.get("output_mode", "auto"),
-            retries=kw.get("output_retries", 2),
-            provider=provider,
-        )
-        system, tools, extra = out.system(system), out.tools, out.extra_chars()
-    return estimate(
-        texts,
-        index,
-        provider=provider,
-        model=name,
-        system=system,
-        max_tokens=kw.get("max_tokens", 4096),
-        has_batch_api=has_batch,
-        tools=tools,
-        extra_chars=extra,
-    )
 
 
 def _run_blocking(make: Callable[[], Any], control: BatchControl) -> BatchResult:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec
+from .._loop._output_step import refuse_mode_without_output
 from ..errors import ConfigError
 
 __all__ = ["BACKENDS", "BatchOptions", "Prompts"]
@@ -85,5 +86,6 @@ class BatchOptions:
             raise ConfigError(
                 f"state= takes a file path such as 'reviews.batch', not {self.state!r}"
             )
+        refuse_mode_without_output(self.output, self.agent_kwargs.get("output_mode", "auto"))
         if not isinstance(self.dry_run, bool):
             raise ConfigError(f"dry_run= takes True or False, not {self.dry_run!r}")

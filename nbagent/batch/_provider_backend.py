@@ -22,6 +22,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,35 +40,48 @@ from ..providers._batches import batch_client
 from ._frames import BatchResult
 from ._options import BatchOptions
 from ._progress import BatchProgress
+from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
 from ._provider_rows import BatchRows
 from ._provider_run import DEFAULT_POLL, ProviderRun, RunSettings
 from ._provider_state import ProviderState, default_state_path, new_tag
+from ._resume_check import refuse_a_gone_demo_server
 from ._spec import BatchControl
 
 __all__ = [
-    "PROVIDER_OPTIONS",
     "ProviderBatch",
+    "ProviderOptions",
     "index_from_json",
     "index_to_json",
     "one_model",
 ]
 
-PROVIDER_OPTIONS = frozenset(
-    {
-        "api_key",
-        "base_url",
-        "max_tokens",
-        "options",
-        "clock",
-        "log",
-        "poll",
-        "batch_caps",
-        "output_mode",
-        "output_retries",
-    }
-)
-"""The keywords `backend="provider"` takes besides the batch's own options."""
+
+@dataclass(frozen=True)
+class ProviderOptions:
+    """The keywords `backend="provider"` takes besides the batch's own options."""
+
+    api_key: str | None = None
+    base_url: str | None = None
+    max_tokens: int = 4096
+    options: dict[str, Any] = field(default_factory=dict)
+    clock: Any = None
+    log: Any = None
+    poll: Any = None
+    batch_caps: Any = None
+    output_mode: Any = "auto"  # checked by `BatchOutput`, as a live agent's
+    output_retries: Any = 2
+
+    @classmethod
+    def of(cls, kwargs: dict[str, Any]) -> ProviderOptions:
+        names = sorted(f.name for f in dataclasses.fields(cls))
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown:
+            raise ConfigError(
+                f"{unknown[0]}= is not an option of backend='provider' (it takes "
+                f"{', '.join(names)}): leave it out, or use backend='local'."
+            )
+        return cls(**kwargs)
 
 
 def index_to_json(index: pd.Index[Any] | None, n: int) -> Any:
@@ -200,47 +214,37 @@ class ProviderBatch:
         `index` its prompts, `output` its `output=` as a schema, already checked."""
         spec = one_model(options.model)
         system, retry, state = options.system, options.retry, options.state
-        agent_kwargs = options.agent_kwargs
         if list(options.tools or ()):
             raise ConfigError(
                 "backend='provider' sends each prompt as one request, so the model cannot call "
                 "tools: leave tools= out, or use backend='local'."
             )
-        unknown = sorted(set(agent_kwargs) - PROVIDER_OPTIONS)
-        if unknown:
-            raise ConfigError(
-                f"{unknown[0]}= is not an option of backend='provider' (it takes "
-                f"{', '.join(sorted(PROVIDER_OPTIONS))}): leave it out, or use backend='local'."
-            )
-        max_tokens = agent_kwargs.get("max_tokens", 4096)
+        opts = ProviderOptions.of(options.agent_kwargs)
+        max_tokens = opts.max_tokens
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
-        request_options = agent_kwargs.get("options") or {}
+        request_options = opts.options or {}
         if not isinstance(request_options, dict):
             raise ConfigError("options= takes a dict of request fields, e.g. {'temperature': 0}")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
-        clock = agent_kwargs.get("clock") or RealClock()
+        clock = opts.clock or RealClock()
         if not isinstance(clock, Clock):
             raise ConfigError("clock= takes a clock such as nbagent.VirtualClock()")
-        provider = resolve_model_spec(
-            spec, api_key=agent_kwargs.get("api_key"), base_url=agent_kwargs.get("base_url")
-        )
+        provider = resolve_model_spec(spec, api_key=opts.api_key, base_url=opts.base_url)
         client = batch_client(provider)
-        client.caps = _caps(agent_kwargs.get("batch_caps"), client)
+        client.caps = _caps(opts.batch_caps, client)
         structured = None
         if output is not None:  # each item's mode and the schema's dialect: checked now
             structured = BatchOutput(
                 output,
-                mode=agent_kwargs.get("output_mode", "auto"),
-                retries=agent_kwargs.get("output_retries", 2),
+                mode=opts.output_mode,
+                retries=opts.output_retries,
                 provider=provider,
             )
-        log = agent_kwargs.get("log")
+        log = opts.log
         tag = new_tag()
-        path = (
-            Path(state) if state is not None else default_state_path(tag, agent_kwargs.get("log"))
-        )
+        path = Path(state) if state is not None else default_state_path(tag, log)
         if path.exists():
             raise ConfigError(
                 f"the batch state file {path} exists already: resume that batch with "
@@ -267,7 +271,7 @@ class ProviderBatch:
             dict(request_options),
             policy,
             clock,
-            _poll(agent_kwargs.get("poll")),
+            _poll(opts.poll),
             structured,
         )
         return cls(client=client, state=run_state, settings=settings, index=index, log=log)
@@ -285,6 +289,7 @@ class ProviderBatch:
         output: Any = None,
     ) -> ProviderBatch:
         state = ProviderState.load(path)
+        refuse_a_gone_demo_server(state.provider, base_url or state.base_url, str(state.path))
         provider = resolve_model_spec(
             state.model, api_key=api_key, base_url=base_url or state.base_url
         )
@@ -328,14 +333,16 @@ class ProviderBatch:
         # item (its run id), as each agent of the local backend writes its own
         durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
         out = self.settings.output
+        model, max_attempts = self.client.provider.model, self.settings.policy.max_attempts
+        events = ItemEvents(model, max_attempts, durable.put if durable is not None else None)
         rows = BatchRows(
             self.state.prompts,
-            model=self.client.provider.model,
-            max_attempts=self.settings.policy.max_attempts,
+            model=model,
+            max_attempts=max_attempts,
             worker=worker,
             run_tag=self.state.tag,
             output=out.schema if out is not None else None,
-            sink=durable.put if durable is not None else None,
+            events=events,
         )
         run = self.run_obj = ProviderRun(
             self.client, self.state, rows, self.settings, self.progress, self.control

@@ -3,18 +3,19 @@
 A succeeded item's answer is read by the live stream's reader (`BatchClient.read`), checked for
 emptiness and (with `output=`) against its schema as a live attempt checks it, and recorded. A
 failed one (an errored item, an answer refused afterwards, an item its batch's end left out)
-goes to the one `decide` under the retry policy, with what the decision depends on that only
-the batch knows: which submission this is for the item's current question (a reask asks anew,
-so its transport retries count from one again), how many reasks it has had, how often it came
-back empty. The decision is then recorded: a resubmission ("retry", "reask") or the row's end.
+goes to the one `decide` under the retry policy, with the item's `AttemptState` (kept in the
+state file by its record, stepped by the decision as the live attempt loop's is). The decision
+is then recorded: a resubmission ("retry", "reask") or the row's end.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+import random
+from typing import Any, Protocol
 
+from .._core._clock import Clock
 from .._core._decision import Decision, Failure, decide
+from .._core._retry import RetryPolicy
 from .._loop._stream import empty_reply
 from ..errors import (
     Aborted,
@@ -26,25 +27,47 @@ from ..errors import (
     StreamInterrupted,
 )
 from ..providers._anthropic_batch import expired_error
+from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
-from ._provider_output import Tail
-from ._provider_state import BatchRecord, custom_id
+from ._progress import BatchProgress
+from ._provider_output import BatchOutput
+from ._provider_rows import BatchRows
+from ._provider_state import BatchRecord, ProviderState, custom_id
 
-if TYPE_CHECKING:
-    from ._provider_run import ProviderRun
+__all__ = ["ItemOutcomes", "Run"]
 
-__all__ = ["ItemOutcomes"]
+
+class Settings(Protocol):
+    """What the items' outcomes read of the run's settings (`RunSettings`)."""
+
+    output: BatchOutput | None
+    options: dict[str, Any]
+    max_tokens: int
+
+
+class Run(Protocol):
+    """What the items' outcomes share with their run (`ProviderRun`)."""
+
+    client: BatchClient
+    state: ProviderState
+    rows: BatchRows
+    progress: BatchProgress
+    rng: random.Random
+    clock: Clock
+    policy: RetryPolicy
+
+    @property
+    def settings(self) -> Settings: ...
 
 
 class ItemOutcomes:
     """The outcomes of one run's items (see the module docstring)."""
 
-    def __init__(self, run: ProviderRun) -> None:
-        # the run's own: its client, state, rows, settings, progress and random numbers
+    def __init__(self, run: Run) -> None:
+        # the run's own: its client, state, rows, settings, progress, random numbers, clock
         self.client, self.state, self.rows = run.client, run.state, run.rows
         self.settings, self.progress, self.rng = run.settings, run.progress, run.rng
         self.clock, self.policy = run.clock, run.policy
-        self._empty: dict[int, int] = {}
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
@@ -96,23 +119,10 @@ class ItemOutcomes:
         return self.decide(rec, pos, item.error)
 
     def decide(self, rec: BatchRecord, pos: int, err: NbAgentError) -> Decision:
-        """The one `decide` about an item's failure: its attempt counts from the submission
-        its current question began in (a reask asks anew), its reasks from its tail."""
-        empties = self._empty.get(pos, 0)
-        tail = rec.tails.get(str(pos))
-        since, reasks = (int(tail["since"]), int(tail["reasks"])) if tail else (1, 0)
+        """The one `decide` about an item's failure, with the attempt state its record sent."""
         out = self.settings.output
-        left = out.retries - reasks if out is not None else 0
-        facts = Failure(
-            err, rec.submission - since + 1, empty_retries=empties, reasks_left=max(0, left)
-        )
-        decision = decide(facts, self.policy, rng=self.rng)
-        if decision.action == "retry" and type(err).__name__ == "EmptyResponse":
-            self._empty[pos] = empties + 1
-        if decision.action == "fail" and isinstance(decision.error, OutputInvalid) and reasks:
-            # the final error says how many reasks came before it, as a live run's does
-            decision = replace(decision, error=decision.error.with_reasks(reasks))
-        return decision
+        facts = Failure(err, rec.attempt_state(pos), max_reasks=out.retries if out else 0)
+        return decide(facts, self.policy, rng=self.rng)
 
     def tail(self, rec: BatchRecord, pos: int, decision: Decision) -> Any:
         """What the item's next request carries after its prompt: a new reask's pair, or (a
@@ -121,8 +131,7 @@ class ItemOutcomes:
         out, err = self.settings.output, decision.error
         if decision.action != "reask" or out is None or not isinstance(err, OutputInvalid):
             return before
-        previous = Tail.from_json(before) if before else None
-        return out.tail(err, previous, rec.submission + 1).to_json()
+        return out.tail(err).to_json()
 
     def _max_tokens(self) -> int:
         """The max_tokens a structured answer is cut at (`options` may carry its own)."""

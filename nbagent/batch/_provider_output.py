@@ -46,24 +46,16 @@ def output_retries(value: Any) -> int:
 @dataclass(frozen=True)
 class Tail:
     """What an item's request carries after its prompt: the latest failed answer and the
-    errors asking again (`messages`), how many reasks it has had, and the submission its
-    current question began in (a retry after a reask has every retry a first ask has)."""
+    errors asking again (how many reasks it has had is its `AttemptState`, by the record)."""
 
     messages: tuple[Message, ...]
-    reasks: int
-    since: int
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "messages": [m.to_dict() for m in self.messages],
-            "reasks": self.reasks,
-            "since": self.since,
-        }
+        return {"messages": [m.to_dict() for m in self.messages]}
 
     @classmethod
     def from_json(cls, doc: Any) -> Tail:
-        messages = tuple(Message.from_dict(m) for m in doc["messages"])
-        return cls(messages, int(doc["reasks"]), int(doc["since"]))
+        return cls(tuple(Message.from_dict(m) for m in doc["messages"]))
 
 
 class BatchOutput:
@@ -133,13 +125,12 @@ class BatchOutput:
         assert isinstance(checked, Checked)
         return checked
 
-    def tail(self, error: OutputInvalid, before: Tail | None, submission: int) -> Tail:
-        """The tail of an item reasked after `error` (its next submission: `submission`): the
-        live reask's pair, replacing the one before (only the latest failed answer is sent)."""
+    def tail(self, error: OutputInvalid) -> Tail:
+        """The tail of an item reasked after `error`: the live reask's pair, replacing the one
+        before (only the latest failed answer is sent)."""
         answer = error.answer if isinstance(error.answer, Message) else None
         failed = answer or Message.assistant(error.raw or "(no answer)")
-        pair = self.structured.reask(error, failed, 0)
-        return Tail(tuple(pair), (before.reasks if before else 0) + 1, submission)
+        return Tail(tuple(self.structured.reask(error, failed, 0)))
 
     # -- the state file -----------------------------------------------------------------------
 

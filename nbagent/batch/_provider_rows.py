@@ -12,7 +12,8 @@ The results are the same columns as the other backends' (`RESULT_COLUMNS`, then 
 the structured answers' `output`, `reasks` and typed field columns); the attempts are the
 attempt log's, one row per item per submission (a reask is a row with `action="reask"`), with
 `batch_id` (the provider's id of the batch that submission went in) after `agent_id` and
-`worker`. With `log=`, each attempt row also goes to the durable log as it is recorded.
+`worker`. Each attempt row is also announced as it is recorded (`_provider_events`: the attempt
+events every subscriber and tracing see, and with `log=` the durable log's row).
 """
 
 from __future__ import annotations
@@ -32,13 +33,11 @@ from ..errors import Aborted, OutputInvalid, OutputTruncated, ProviderError
 from ..providers import Completed
 from ._frames import results_from_columns
 from ._output_columns import structured_columns
+from ._provider_events import ItemEvents
 
-__all__ = ["AttemptSink", "BatchRows"]
+__all__ = ["BatchRows"]
 
 _NAN = math.nan
-
-AttemptSink = Callable[[str, int, dict[str, Any]], None]
-"""Where each attempt row also goes as it is recorded: (agent id, its index, the row)."""
 
 
 class _Words:
@@ -127,7 +126,7 @@ class BatchRows:
         worker: str,
         run_tag: str,
         output: OutputSchema | None = None,
-        sink: AttemptSink | None = None,
+        events: ItemEvents | None = None,
     ) -> None:
         n = len(prompts)
         self.prompts = prompts
@@ -136,7 +135,7 @@ class BatchRows:
         self.worker = worker
         self.run_tag = run_tag
         self.output = output
-        self.sink = sink
+        self.events = events
         self.final_text: list[str | None] = [None] * n
         self.end_reason = _Words()
         self.end_reason.codes = array("h", [-1]) * n
@@ -175,9 +174,11 @@ class BatchRows:
         policy_delay_s: float | None = None,
         retry_after_s: float | None = None,
         delay_s: float | None = None,
+        stop_reason: str | None = None,
     ) -> None:
         a = self._a
         row = len(a)
+        first = math.isnan(self.first_start[pos])
         a.pos.append(pos)
         a.attempt.append(submission)
         a.started.append(started)
@@ -203,37 +204,26 @@ class BatchRows:
         self.duration[pos] = max(0.0, ended - self.first_start[pos])
         if usage is not None:
             self._add_usage(pos, usage)
-        if self.sink is not None:
-            present = usage is not None
-            self.sink(
+        if self.events is not None:
+            if first:
+                self.events.started(self.run_id(pos), self.prompts[pos], started)
+            self.events.attempt(
                 self.run_id(pos),
-                submission - 1,
-                {
-                    "run_id": self.run_id(pos),
-                    "turn": 1,
-                    "phase": "request",
-                    "attempt": submission,
-                    "max_attempts": self.max_attempts,
-                    "model": self.model,
-                    "started_at": started,
-                    "ended_at": ended,
-                    "duration_s": ended - started,
-                    "outcome": outcome,
-                    "error_kind": kind,
-                    "status_code": status,
-                    "action": action,
-                    "policy_delay_s": policy_delay_s,
-                    "retry_after_s": retry_after_s,
-                    "delay_s": delay_s,
-                    "request_id": request_id,
-                    "input_tokens": counts[0] if present else None,
-                    "output_tokens": counts[1] if present else None,
-                    "cache_read_tokens": counts[2] if present else None,
-                    "cache_write_tokens": counts[3] if present else None,
-                    "cost_usd": usage.cost_usd if usage is not None else None,
-                    "discarded_chars": 0,
-                    "message": message or None,
-                },
+                submission,
+                batch_id,
+                started=started,
+                ended=ended,
+                outcome=outcome,
+                action=action,
+                usage=usage,
+                status=status,
+                kind=kind,
+                request_id=request_id,
+                message=message,
+                retry_after_s=retry_after_s,
+                policy_delay_s=policy_delay_s,
+                delay_s=delay_s,
+                stop_reason=stop_reason,
             )
 
     def succeeded(
@@ -262,12 +252,14 @@ class BatchRows:
             status=200,
             request_id=done.request_id or done.response_id,
             message=note or done.note or None,
+            stop_reason=done.stop_reason,
         )
         self.final_text[pos] = done.message.text if raw is None else raw
         self.end_reason.codes[pos] = self.end_reason.code(done.stop_reason)
         if self.output is not None:
             self.values[pos] = value
         self.done[pos] = True
+        self._finished(pos, ended, done.stop_reason or "end_turn")
 
     def failed(
         self,
@@ -323,6 +315,16 @@ class BatchRows:
         reason = "cancelled" if isinstance(err, Aborted) else "error"
         self.end_reason.codes[pos] = self.end_reason.code(reason)
         self.done[pos] = True
+        if not math.isnan(self.first_start[pos]):  # an item never sent has no run to end
+            at = self.first_start[pos] + self.duration[pos]
+            self._finished(pos, at, reason, self.error[pos], self.error_message[pos])
+
+    def _finished(self, pos: int, at: float, reason: str, error: str = "", why: str = "") -> None:
+        if self.events is not None:
+            cost = None if math.isnan(self.cost[pos]) else self.cost[pos]
+            usage = Usage(self.input_tokens[pos], self.output_tokens[pos], cost_usd=cost)
+            text = self.final_text[pos] or ""
+            self.events.finished(self.run_id(pos), at, reason, usage, error, why, text)
 
     def _add_usage(self, pos: int, u: Usage) -> None:
         self.input_tokens[pos] += u.input_tokens
@@ -406,6 +408,10 @@ class BatchRows:
             messages[row] = text
         data["message"] = pd.array(messages[order], dtype="string")
         sorted_pos = pos[order]
+        # `reask`: the item's reasks before this row (its rows are in submission order)
+        asked = pd.Series(np.asarray(data["action"] == "reask", dtype=np.int64))
+        before = asked.groupby(sorted_pos).cumsum() - asked
+        data["reask"] = _ints(before.to_numpy(dtype=np.int64))
         tag, where = self.run_tag, sorted_pos.tolist()
         data["run_id"] = _made(rows, lambda k: f"{tag}-{where[k]}")
         out: pd.DataFrame = pd.DataFrame({name: data[name] for name in COLUMNS}, copy=False)

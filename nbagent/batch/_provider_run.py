@@ -41,15 +41,12 @@ from typing import Any
 
 from .._core._attempts import AttemptLoop
 from .._core._clock import Clock
-from .._core._decision import Decision
+from .._core._decision import AttemptState, Decision, may_have_reached
 from .._core._retry import RetryPolicy
 from ..errors import (
     Aborted,
     NbAgentError,
     ProviderError,
-    ServerError,
-    StreamInterrupted,
-    TransportError,
 )
 from ..events import Event
 from ..providers._batch_client import BatchClient
@@ -68,7 +65,6 @@ DEFAULT_POLL = (5.0, 60.0)
 POLL_GROWTH = 1.5
 CANCEL_WAIT_S = 900.0
 """How long a stopped run waits for the provider to finish cancelling (OpenAI: up to 10 min)."""
-_AMBIGUOUS = (TransportError, ServerError, StreamInterrupted)  # the create may have arrived
 
 
 @dataclass
@@ -189,6 +185,7 @@ class ProviderRun:
         submission: int,
         delay_s: float = 0.0,
         tails: dict[int, Any] | None = None,
+        attempts: dict[int, AttemptState] | None = None,
     ) -> list[BatchRecord]:
         """Records for `positions` (with their `tails`: what a reasked item's request carries
         after its prompt), split so that none passes the provider's caps."""
@@ -201,7 +198,11 @@ class ProviderRun:
         def close() -> None:
             if chunk:
                 rec = self.state.add(
-                    submission, chunk, not_before=time.time() + delay_s, tails=tails
+                    submission,
+                    chunk,
+                    not_before=time.time() + delay_s,
+                    tails=tails,
+                    attempts=attempts,
                 )
                 rec.size = size
                 made.append(rec)
@@ -284,7 +285,7 @@ class ProviderRun:
             raise
         except Exception as err:
             found = None
-            if isinstance(err, _AMBIGUOUS):  # it may have arrived: one more look
+            if may_have_reached(err):  # one more look
                 with contextlib.suppress(Exception):
                     found = await adopt()
             if found is None:
@@ -395,7 +396,8 @@ class ProviderRun:
             await take(pos, self.judge.missing(status, pos, rec))
         if retry and not replay:
             delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
-            new = self.plan([p for p, _ in retry], rec.submission + 1, delay, tails)
+            states = {p: d.state for p, d in retry}
+            new = self.plan([p for p, _ in retry], rec.submission + 1, delay, tails, states)
             self.progress.resubmissions += len(new)
         else:
             new = []

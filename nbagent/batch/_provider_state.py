@@ -6,7 +6,8 @@ index, how each request was built (model, system prompt, `max_tokens`, options, 
 answer's JSON Schema, mode and reasks allowed), the retry policy, the durable log's file, and
 one record per batch (its tag, the items it holds as ranges of prompt positions, the submission
 it is, the provider's id once the create answered, how far nbagent got with it, and for an item
-reasked the failed answer and the errors its request carries after the prompt).
+reasked the failed answer and the errors its request carries after the prompt, and for an item
+sent again what its attempts carry, the `AttemptState` that `decide` steps).
 The custom ids are derived from those (`<the tag's random part>-<position>-<submission>`), so the
 map from a result line back to its prompt is in the file without being written out item by item.
 
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._core._decision import AttemptState
 from ..errors import ConfigError
 
 __all__ = [
@@ -113,6 +115,21 @@ class BatchRecord:
     size: int | None = None  # bytes of its items, as planned (the create's content-length)
     # what an item's request carries after its prompt (a structured answer's reask), by position
     tails: dict[str, Any] = field(default_factory=dict)
+    # what a resubmitted item's attempts carried into this record (`AttemptState`), by position
+    attempts: dict[str, Any] = field(default_factory=dict)
+
+    def attempt_state(self, pos: int) -> AttemptState:
+        """The attempt state of the item at `pos` as this record sends it. A state file of an
+        older nbagent kept none: it is derived from the submission and the item's tail."""
+        kept = self.attempts.get(str(pos))
+        if kept is not None:
+            return AttemptState.from_json(kept).begin()
+        tail = self.tails.get(str(pos))
+        if tail and "since" in tail:  # the older file's count of reasks and their submission
+            return AttemptState(
+                self.submission - int(tail["since"]) + 1, reasks=int(tail["reasks"])
+            )
+        return AttemptState(self.submission)
 
     def positions(self) -> Iterator[int]:
         return unranges(self.items)
@@ -148,6 +165,7 @@ class ProviderState:
         *,
         not_before: float = 0.0,
         tails: Mapping[int, Any] | None = None,
+        attempts: Mapping[int, AttemptState] | None = None,
     ) -> BatchRecord:
         n = len(self.batches) + 1
         record = BatchRecord(
@@ -158,6 +176,9 @@ class ProviderState:
             len(positions),
             not_before=not_before,
             tails={str(p): tails[p] for p in positions if p in tails} if tails else {},
+            attempts={str(p): attempts[p].to_json() for p in positions if p in attempts}
+            if attempts
+            else {},
         )
         self.batches.append(record)
         return record

@@ -18,8 +18,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_timeline import Batch, Items, Snapshot, new_id, stable_id
-from ._call import Call, CallError, Endpoint
+from ._batch_api import BatchAPI, Paging, list_body, rows
+from ._batch_timeline import ALNUM, Batch, Items, Snapshot, stable_id
+from ._call import Call, CallError
 from ._wire import anthropic_error
 
 MAX_REQUESTS = 100_000
@@ -30,15 +31,6 @@ CREDIT = (
     "Your credit balance is too low to access the Anthropic API. "
     "Please go to Plans & Billing to upgrade or purchase credits."
 )
-_STATUS = {
-    "validating": "in_progress",
-    "in_progress": "in_progress",
-    "finalizing": "in_progress",
-    "canceling": "canceling",
-    "completed": "ended",
-    "expired": "ended",
-    "canceled": "ended",
-}
 
 
 def rfc3339(seconds: float | None) -> str | None:
@@ -48,11 +40,10 @@ def rfc3339(seconds: float | None) -> str | None:
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def _counts(batch: Batch, snap: Snapshot) -> dict[str, int]:
-    if snap.ended_at is None:  # "Requests start as processing and move ... once ... ended"
-        return {"processing": len(batch), "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
-    counts = batch.counts(snap)
-    return {k: counts[k] for k in ("processing", "succeeded", "errored", "canceled", "expired")}
+def _processing(batch: Batch) -> dict[str, int]:
+    """ "Requests start as processing and move to one of the other statuses only once
+    processing of the entire batch ends" (the API reference)."""
+    return {name: len(batch) if name == "processing" else 0 for name in API.counts}
 
 
 def batch_json(batch: Batch, snap: Snapshot, base_url: str) -> dict[str, Any]:
@@ -61,8 +52,8 @@ def batch_json(batch: Batch, snap: Snapshot, base_url: str) -> dict[str, Any]:
     return {
         "id": batch.id,
         "type": "message_batch",
-        "processing_status": _STATUS[snap.phase],
-        "request_counts": _counts(batch, snap),
+        "processing_status": API.status[snap.phase],
+        "request_counts": API.count(batch, snap) if ended else _processing(batch),
         "ended_at": rfc3339(snap.ended_at),
         "created_at": rfc3339(batch.created),
         "expires_at": rfc3339(expires),
@@ -72,17 +63,34 @@ def batch_json(batch: Batch, snap: Snapshot, base_url: str) -> dict[str, Any]:
     }
 
 
+def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
+    call.reply(batch_json(batch, snap, call.base_url()))
+
+
 def _not_found(call: Call, batch_id: str) -> CallError:
     message = f"message_batch_id: no message batch found with id {batch_id!r}."
     return CallError(404, anthropic_error("not_found_error", message, call.request_id))
 
 
-def _find(call: Call) -> Batch:
-    batch_id = call.params["id"]
-    batch = call.store.get(batch_id, "anthropic")
-    if batch is None:
-        raise _not_found(call, batch_id)
-    return batch
+API = BatchAPI(
+    format="anthropic",
+    status={
+        "validating": "in_progress",
+        "in_progress": "in_progress",
+        "finalizing": "in_progress",
+        "canceling": "canceling",
+        "completed": "ended",
+        "expired": "ended",
+        "canceled": "ended",
+    },
+    counts={s: (s,) for s in ("processing", "succeeded", "errored", "canceled", "expired")},
+    paging=Paging("limit", 20, 1000, "after_id", "before_id"),
+    id_prefix="msgbatch_01",
+    id_length=22,
+    id_alphabet=ALNUM,
+    not_found=_not_found,
+    answer=_answer,
+)
 
 
 # --- endpoints ----------------------------------------------------------------------------------
@@ -125,49 +133,19 @@ def create(call: Call) -> None:
         Items(), entries, "anthropic", None, mock.plan, mock.context_window, failed=failed
     )
     del requests, body
-    batch = call.store.add(new_id("msgbatch_01", 22), "anthropic", items)
+    batch = call.store.add(API.new_id(), "anthropic", items)
     call.body = {"requests": len(batch)}
     call.reply(batch_json(batch, call.store.snapshot(batch), call.base_url()))
 
 
-def retrieve(call: Call) -> None:
-    batch = _find(call)
-    call.reply(batch_json(batch, call.store.snapshot(batch), call.base_url()))
-
-
 def list_batches(call: Call) -> None:
-    limit = call.int_query("limit", 20, 1, 1000)
-    batches = call.store.newest_first("anthropic")
-    ids = [b.id for b in batches]
-    after, before = call.query.get("after_id"), call.query.get("before_id")
-    if after is not None:
-        start = ids.index(after) + 1 if after in ids else len(ids)
-        page, more = batches[start : start + limit], start + limit < len(ids)
-    elif before is not None:
-        end = ids.index(before) if before in ids else 0
-        page, more = batches[max(0, end - limit) : end], end - limit > 0
-    else:
-        page, more = batches[:limit], limit < len(ids)
+    batches, more = API.page(call)
     base = call.base_url()
-    data = [batch_json(b, call.store.snapshot(b), base) for b in page]
-    call.reply(
-        {
-            "data": data,
-            "has_more": more,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
-    )
-
-
-def cancel(call: Call) -> None:
-    batch = _find(call)
-    snap = call.store.cancel(batch)
-    call.reply(batch_json(batch, snap, call.base_url()))
+    call.reply(list_body([batch_json(b, call.store.snapshot(b), base) for b in batches], more))
 
 
 def delete(call: Call) -> None:
-    batch = _find(call)
+    batch = API.find(call)
     if call.store.snapshot(batch).ended_at is None:
         call.refuse(
             400,
@@ -179,7 +157,7 @@ def delete(call: Call) -> None:
 
 
 def results(call: Call) -> None:
-    batch = _find(call)
+    batch = API.find(call)
     snap = call.store.snapshot(batch)
     if snap.ended_at is None:
         call.refuse(
@@ -217,19 +195,18 @@ def _error(call: Call, batch: Batch, index: int) -> dict[str, Any]:
     return {"type": "error", "error": body["error"]}
 
 
-_BATCHES = "/v1/messages/batches"
-_ONE = _BATCHES + "/(?P<id>[^/]+)"
-
-
-def _row(method: str, path: str, target: str, serve: Any, max_body: int = 1024 * 1024) -> Endpoint:
-    return Endpoint(method, path + "/?", serve, "anthropic", "anthropic", target, max_body)
-
-
-ENDPOINTS = (
-    _row("POST", _BATCHES, "create", create, MAX_BYTES + 65536),
-    _row("GET", _BATCHES, "list", list_batches),
-    _row("GET", _ONE + "/results", "results", results),
-    _row("POST", _ONE + "/cancel", "cancel", cancel),
-    _row("GET", _ONE, "retrieve", retrieve),
-    _row("DELETE", _ONE, "delete", delete),
+_ONE = "/(?P<id>[^/]+)"
+ENDPOINTS = rows(
+    API,
+    "anthropic",
+    "/v1/messages/batches",
+    [
+        ("POST", "/?", "create", create),
+        ("GET", "/?", "list", list_batches),
+        ("GET", _ONE + "/results/?", "results", results),
+        ("POST", _ONE + "/cancel/?", "cancel", API.cancel),
+        ("GET", _ONE + "/?", "retrieve", API.retrieve),
+        ("DELETE", _ONE + "/?", "delete", delete),
+    ],
+    create=MAX_BYTES + 65536,
 )

@@ -19,7 +19,6 @@ from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
 from ._conversation import Format, RequestError
 from ._faults import Fault, FaultPlan
 from ._formats import CODECS, Codec, Route, parse_request
-from ._ratelimit import format_seconds
 from ._reply import MockReply, Responder
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
@@ -113,9 +112,4 @@ def error(codec: Codec, outcome: ItemOutcome, model: str, request_id: str) -> tu
         return 400, codec.bad_request(outcome.message, request_id, outcome.param)
     if outcome.kind == "overflow":
         return 400, codec.overflow_error(outcome.tokens, outcome.maximum, request_id)
-    fault = outcome.fault
-    if fault.kind == "quota":
-        return codec.http_status(429), codec.quota_error(request_id, model)
-    status = fault.status or (529 if fault.kind == "overloaded_midstream" else 500)
-    retry = format_seconds(fault.retry_after_s or 0.0)
-    return codec.http_status(status), codec.status_error(status, model, request_id, retry)
+    return codec.fault_error(outcome.fault, model, request_id)

@@ -42,10 +42,10 @@ Phase = Literal[
 LEAD = 0.1  # the share of the duration before the first item ends (validating / pending)
 SPAN = 0.8  # the share over which the items end
 CANCEL_SETTLE = 0.1  # the share of the duration a cancel takes to settle
-_ALNUM = string.ascii_letters + string.digits
+ALNUM = string.ascii_letters + string.digits
 
 
-def new_id(prefix: str, length: int, alphabet: str = _ALNUM) -> str:
+def new_id(prefix: str, length: int, alphabet: str = ALNUM) -> str:
     """A random id in a provider's style (``msgbatch_01...``, ``batch_...``, ``file-...``)."""
     return prefix + "".join(secrets.choice(alphabet) for _ in range(length))
 
@@ -159,7 +159,8 @@ class Batch:
         self.deleted = False
         self.extra = extra
         self.failed: list[dict[str, Any]] = list(extra.get("errors") or [])
-        self.keeps_partial = provider != "gemini"  # Gemini: expired or canceled means no output
+        # whether an expired or canceled batch keeps the answers it has (Gemini's: none)
+        self.keeps_partial = bool(extra.get("keeps_partial", True))
         n = len(items)
         order = list(range(n))
         # seeded, the n-th batch of a server ends its items in the same order every run (its id

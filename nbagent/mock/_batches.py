@@ -195,11 +195,8 @@ class MockBatch:
         out: dict[str, Any] = {}
         for i, cid in enumerate(items.ids):
             doc = json.loads(items.line(i))
-            if self.provider in ("openai", "azure"):
-                doc = doc.get("body")
-            elif self.provider == "gemini":
-                doc = doc.get("request")
-            out[cid if cid is not None else f"#{i}"] = doc
+            key = self._batch.extra.get("request_key")  # where a line holds its request
+            out[cid if cid is not None else f"#{i}"] = doc.get(key) if key else doc
         return out
 
     def __len__(self) -> int:

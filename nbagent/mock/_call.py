@@ -15,19 +15,24 @@ import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from urllib.parse import parse_qs
 
 from ._batch_timeline import Provider
+from ._batches import BatchStore
 from ._conversation import Format
-from ._faults import OK, Fault
+from ._emulate import Interrupts
+from ._faults import OK, Fault, FaultPlan
 from ._formats import CODECS, Codec
-from ._ratelimit import RateDecision, format_seconds
-from ._records import redact_headers
+from ._ratelimit import RateDecision, RateLimit
+from ._records import RequestRecord, redact_headers
+from ._replay import Replayer
+from ._reply import Responder
 
 if TYPE_CHECKING:
-    from ._handler import MockHandler
-    from ._server import MockServer
+    from http.server import BaseHTTPRequestHandler
+
+    from ..recording import Exchange, Recorder
 
 FLUSH_BYTES = 16_384
 MAX_BODY = 64 * 1024 * 1024
@@ -45,6 +50,38 @@ class CallError(Exception):
         super().__init__(status)
         self.status = status
         self.body = body
+
+
+class Router(Protocol):
+    """What answers a call (`_routes.RouteTable`)."""
+
+    def serve(self, call: Call) -> None: ...
+
+
+class Server(Protocol):
+    """What a call reads of the server it came to (a `MockServer`)."""
+
+    batch_store: BatchStore
+    plan: FaultPlan
+    responder: Responder
+    rate_limit: RateLimit | None
+    context_window: int | None
+    demo_delay_s: float
+    emulate: str | None
+    interrupts: Interrupts
+    replayer: Replayer | None
+    recorder: Recorder | None
+    on_request: Callable[[Call, int], None] | None
+
+    @property
+    def routes(self) -> Router: ...
+
+    @property
+    def port(self) -> int: ...
+
+    def wait(self, seconds: float) -> bool: ...
+
+    def record(self, **fields: Any) -> RequestRecord: ...
 
 
 @dataclass(frozen=True)
@@ -112,7 +149,7 @@ class Call:
         status: The status it was answered with (0: none yet, or the connection closed).
     """
 
-    def __init__(self, handler: MockHandler, mock: MockServer) -> None:
+    def __init__(self, handler: BaseHTTPRequestHandler, mock: Server) -> None:
         self.handler = handler
         self.mock = mock
         self.store = mock.batch_store
@@ -122,6 +159,7 @@ class Call:
         self.query = {k: v[-1] for k, v in parse_qs(handler.path.partition("?")[2]).items()}
         self.headers = {k.lower(): v for k, v in handler.headers.items()}
         self.fault: Fault = OK
+        self.exchange: Exchange | None = None  # what MockServer(record=...) keeps of it
         self.body: Any = None
         self.extra: dict[str, str] = {}  # headers every answer carries (rate limits, ...)
         self.status = 0
@@ -284,8 +322,8 @@ class Call:
             self.handler.wfile.write(data)
         except OSError as err:
             raise Hangup from err
-        if self.handler.exchange is not None and data:
-            self.handler.exchange.chunk(data)
+        if self.exchange is not None and data:
+            self.exchange.chunk(data)
 
     def chunk(self, data: bytes) -> None:
         """Add to the chunked body being written (sent once enough is buffered)."""
@@ -303,8 +341,8 @@ class Call:
             self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         except OSError as err:
             raise Hangup from err
-        if self.handler.exchange is not None:
-            self.handler.exchange.chunk(payload)
+        if self.exchange is not None:
+            self.exchange.chunk(payload)
 
     def end(self) -> None:
         """End the chunked body."""
@@ -337,22 +375,16 @@ class Call:
     def status_fault(self, given: Fault, model: str = "", tokens: int = 0, **record: Any) -> bool:
         """Answer a fault that is an HTTP error (a status, ``quota``, ``overflow``) with the
         format's error body; True when it did. ``tokens`` is the prompt's estimate."""
-        status, codec, rid = given.status, self.codec, self.request_id
-        if status is None:
+        if given.status is None:
             return False
-        extra = self.extra
-        if given.kind == "quota":
-            body = codec.quota_error(rid, model)
-        elif given.kind == "overflow":
-            maximum = self.mock.context_window or codec.default_window
-            body = codec.overflow_error(max(tokens, maximum + 1 + tokens), maximum, rid)
-        else:
-            body = codec.status_error(status, model, rid, format_seconds(given.retry_after_s or 0))
+        window = self.mock.context_window
+        status, body = self.codec.fault_error(given, model, self.request_id, tokens, window)
         if given.kind == "429":
             seconds = given.retry_after_s or 0.0
-            extra.update(codec.retry_headers(seconds))
-            extra.update(codec.rate_headers(RateDecision(False, seconds, 50, 0, seconds)))
-        self.error(codec.http_status(status), body, **record)
+            self.extra.update(self.codec.retry_headers(seconds))
+            decision = RateDecision(False, seconds, 50, 0, seconds)
+            self.extra.update(self.codec.rate_headers(decision))
+        self.error(status, body, **record)
         return True
 
     # --- the batch endpoints' answers, as their endpoint fault allows ----------------------------

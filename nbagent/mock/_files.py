@@ -10,10 +10,11 @@ file of 100,000 answers is never held whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ._batch_api import Paging, list_body
 from ._batch_timeline import Provider, new_id
 from ._call import Call, CallError
 
@@ -167,36 +168,15 @@ def delete(call: Call) -> None:
     call.reply({"id": file.id, "object": "file", "deleted": True})
 
 
+_PAGING = Paging("limit", 10_000, 10_000, "after")
+
+
 def list_files(call: Call) -> None:
-    limit = call.int_query("limit", 10_000, 1, 10_000)
     purpose = call.query.get("purpose")
     with call.store.lock:
         files = [f for f in call.store.files.values() if isinstance(f, StoredFile)]
     files = [f for f in reversed(files) if f.provider == call.api]
     if purpose:
         files = [f for f in files if f.purpose == purpose]
-    list_page(call, files, limit, lambda f: f.id, StoredFile.json)
-
-
-def list_page(
-    call: Call,
-    objects: Sequence[T],
-    limit: int,
-    id_of: Callable[[T], str],
-    render: Callable[[T], dict[str, Any]],
-) -> None:
-    """Answer one page of an OpenAI list, newest first, from the object after ``?after=``."""
-    after = call.query.get("after")
-    if after is not None:
-        ids = [id_of(x) for x in objects]
-        objects = objects[ids.index(after) + 1 :] if after in ids else []
-    data = [render(x) for x in objects[:limit]]
-    call.reply(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": len(objects) > limit,
-        }
-    )
+    page, more = _PAGING.page(call, files, lambda f: f.id)
+    call.reply(list_body([f.json() for f in page], more, object="list"))

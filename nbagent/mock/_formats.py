@@ -24,7 +24,14 @@ from . import _gemini_wire as gemini
 from . import _responses_wire as responses
 from . import _wire as wire
 from ._conversation import Conversation, Format, parse_anthropic, parse_openai
-from ._ratelimit import RateDecision, anthropic_headers, openai_headers, retry_after_headers
+from ._faults import Fault
+from ._ratelimit import (
+    RateDecision,
+    anthropic_headers,
+    format_seconds,
+    openai_headers,
+    retry_after_headers,
+)
 from ._reply import MockReply
 
 __all__ = ["CODECS", "Codec", "Route", "parse_request", "route"]
@@ -125,6 +132,22 @@ class Codec:
     def http_status(self, status: int) -> int:
         """The status a fault answers with (Gemini says overload with 503, not 529)."""
         return 503 if self.name == "gemini" and status == 529 else status
+
+    def fault_error(
+        self, fault: Fault, model: str, rid: str, tokens: int = 0, window: int | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """The status and error body of a fault that is an HTTP error (``tokens``: the
+        prompt's estimate; ``window``: the context window, None for the format's own)."""
+        status = fault.status or (529 if fault.kind == "overloaded_midstream" else 500)
+        if fault.kind == "quota":
+            return self.http_status(429), self.quota_error(rid, model)
+        if fault.kind == "overflow":
+            maximum = window or self.default_window
+            error = self.overflow_error(max(tokens, maximum + 1 + tokens), maximum, rid)
+            error["error"]["message"] += " (simulated: an injected fault, not the prompt's size)"
+            return 400, error
+        retry = format_seconds(fault.retry_after_s or 0.0)
+        return self.http_status(status), self.status_error(status, model, rid, retry)
 
     def new_request_id(self) -> str:
         return self.request_prefix + uuid.uuid4().hex[:24]

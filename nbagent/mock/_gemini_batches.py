@@ -23,24 +23,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_timeline import Batch, Items, Snapshot, new_id, stable_id
-from ._call import Call, CallError, Endpoint
+from ._batch_api import EVERY, BatchAPI, Paging, rows
+from ._batch_timeline import Batch, Items, Snapshot, stable_id
+from ._call import Call, CallError
 from ._formats import Route
 from ._gemini_wire import gemini_error
 
 MAX_INLINE_BYTES = 20 * 1024 * 1024
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
 OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
-_STATE = {
-    "validating": "BATCH_STATE_PENDING",
-    "in_progress": "BATCH_STATE_RUNNING",
-    "finalizing": "BATCH_STATE_RUNNING",
-    "canceling": "BATCH_STATE_RUNNING",
-    "completed": "BATCH_STATE_SUCCEEDED",
-    "expired": "BATCH_STATE_EXPIRED",
-    "canceled": "BATCH_STATE_CANCELLED",
-    "failed": "BATCH_STATE_FAILED",
-}
 # google.rpc.Code: a Status inside an operation or an inline response carries the canonical
 # code, not the HTTP status (the HTTP error envelope carries both).
 RPC_CODES = {
@@ -71,30 +62,6 @@ def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
     return value.get(camel, value.get(snake))
 
 
-def _not_found(batch_id: str) -> CallError:
-    return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
-
-
-def _find(call: Call) -> Batch:
-    batch_id = "batches/" + call.params["id"]
-    batch = call.store.get(batch_id, "gemini")
-    if batch is None:
-        raise _not_found(batch_id)
-    return batch
-
-
-def _stats(batch: Batch, snap: Snapshot) -> dict[str, str]:
-    counts = batch.counts(snap)
-    failed = counts["errored"] + counts["expired"] + counts["canceled"]
-    stats = {
-        "requestCount": len(batch),
-        "successfulRequestCount": counts["succeeded"],
-        "failedRequestCount": failed,
-        "pendingRequestCount": counts["processing"],
-    }
-    return {k: str(v) for k, v in stats.items() if v}  # int64 as strings; zeros left out
-
-
 def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     """The batch as Gemini answers it, with a hole where the inline responses go."""
     ended = snap.ended_at is not None
@@ -110,8 +77,9 @@ def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     meta["updateTime"] = timestamp(snap.now if snap.ended_at is None else snap.ended_at)
     if snap.ended_at is not None:
         meta["endTime"] = timestamp(snap.ended_at)
-    meta["batchStats"] = _stats(batch, snap)
-    meta["state"] = _STATE[snap.phase]
+    stats = API.count(batch, snap)
+    meta["batchStats"] = {k: str(v) for k, v in stats.items() if v}  # int64 as strings, no 0s
+    meta["state"] = API.status[snap.phase]
     meta["name"] = batch.id
     op: dict[str, Any] = {"name": batch.id, "metadata": meta}
     if ended:
@@ -164,7 +132,7 @@ def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
     return {"code": code, "message": str(error.get("message", ""))}
 
 
-def _reply(call: Call, batch: Batch, snap: Snapshot) -> None:
+def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
     op = operation(batch, snap)
     count = 2 * len(batch) + 5 if snap.phase == "completed" else 1
     call.reply_stream(_pieces(call, batch, op), "application/json; charset=UTF-8", count)
@@ -212,7 +180,7 @@ def create(call: Call) -> None:
     display = _field(batch_spec, "displayName", "display_name")
     errors = [_failure(model_id)] if failed else []
     batch = call.store.add(
-        "batches/" + new_id("", 36, "abcdefghijklmnopqrstuvwxyz0123456789"),
+        API.new_id(),
         "gemini",
         items,
         model=f"models/{model_id}",
@@ -220,9 +188,11 @@ def create(call: Call) -> None:
         display_name=display if isinstance(display, str) else "",
         metadata={"displayName": display} if isinstance(display, str) else {},
         errors=errors,
+        keeps_partial=False,  # an expired or cancelled batch carries no responses
+        request_key="request",
     )
     call.body = {"displayName": display, "requests": len(batch)}
-    _reply(call, batch, call.store.snapshot(batch))
+    _answer(call, batch, call.store.snapshot(batch))
 
 
 def _failure(model_id: str) -> dict[str, Any]:
@@ -233,30 +203,15 @@ def _failure(model_id: str) -> dict[str, Any]:
     return {"code": RPC_CODES["RESOURCE_EXHAUSTED"], "message": message}
 
 
-def get(call: Call) -> None:
-    batch = _find(call)
-    _reply(call, batch, call.store.snapshot(batch))
-
-
 def list_batches(call: Call) -> None:
-    size = call.int_query("pageSize", 20, 1, 1000)
-    batches = call.store.newest_first("gemini")
-    token = call.query.get("pageToken")
-    if token:
-        names = [b.id for b in batches]
-        if token not in names:
-            call.refuse(400, "Invalid page token.", "pageToken")
-        batches = batches[names.index(token) + 1 :]
-    page = batches[:size]
-    ops = [(b, operation(b, call.store.snapshot(b))) for b in page]
-    more = len(batches) > size
+    page, more = API.page(call)
 
     def pieces() -> Iterator[bytes]:
         yield b'{"operations":['
-        for i, (batch, op) in enumerate(ops):
+        for i, batch in enumerate(page):
             if i:
                 yield b","
-            yield from _pieces(call, batch, op)
+            yield from _pieces(call, batch, operation(batch, call.store.snapshot(batch)))
         yield b"]"
         if more:
             yield b',"nextPageToken":' + json.dumps(page[-1].id).encode()
@@ -266,13 +221,45 @@ def list_batches(call: Call) -> None:
 
 
 def cancel(call: Call) -> None:
-    call.store.cancel(_find(call))
+    call.store.cancel(API.find(call))
     call.reply({})
 
 
 def delete(call: Call) -> None:
-    _find(call).deleted = True
+    API.find(call).deleted = True
     call.reply({})
+
+
+def _not_found(call: Call, batch_id: str) -> CallError:
+    return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
+
+
+API = BatchAPI(
+    format="gemini",
+    status={
+        "validating": "BATCH_STATE_PENDING",
+        "in_progress": "BATCH_STATE_RUNNING",
+        "finalizing": "BATCH_STATE_RUNNING",
+        "canceling": "BATCH_STATE_RUNNING",
+        "completed": "BATCH_STATE_SUCCEEDED",
+        "expired": "BATCH_STATE_EXPIRED",
+        "canceled": "BATCH_STATE_CANCELLED",
+        "failed": "BATCH_STATE_FAILED",
+    },
+    counts={
+        "requestCount": EVERY,
+        "successfulRequestCount": ("succeeded",),
+        "failedRequestCount": ("errored", "expired", "canceled"),
+        "pendingRequestCount": ("processing",),
+    },
+    paging=Paging("pageSize", 20, 1000, "pageToken", strict=True),
+    id_prefix="batches/",
+    id_length=36,
+    id_alphabet="abcdefghijklmnopqrstuvwxyz0123456789",
+    not_found=_not_found,
+    answer=_answer,
+    path_id="batches/{}".format,
+)
 
 
 def _shared_v1(call: Call) -> bool:
@@ -286,24 +273,18 @@ def _shared_v1(call: Call) -> bool:
     return batch_id is not None and call.store.get("batches/" + batch_id, "gemini") is not None
 
 
-_VERSION = "/(?:v1beta|v1alpha|v1)"
-_ONE = _VERSION + "/batches/(?P<id>[^/:]+)"
-
-
-def _row(method: str, path: str, target: str, serve: Any, max_body: int = 1024 * 1024) -> Endpoint:
-    return Endpoint(method, path, serve, "gemini", "gemini", target, max_body, when=_shared_v1)
-
-
-ENDPOINTS = (
-    _row(
-        "POST",
-        _VERSION + "/models/(?P<model>[^/:]+):batchGenerateContent",
-        "create",
-        create,
-        MAX_INLINE_BYTES,
-    ),
-    _row("GET", _VERSION + "/batches/?", "list", list_batches),
-    _row("POST", _ONE + ":cancel", "cancel", cancel),
-    _row("GET", _ONE + "/?", "retrieve", get),
-    _row("DELETE", _ONE + "/?", "delete", delete),
+_ONE = "/batches/(?P<id>[^/:]+)"
+ENDPOINTS = rows(
+    API,
+    "gemini",
+    "/(?:v1beta|v1alpha|v1)",
+    [
+        ("POST", "/models/(?P<model>[^/:]+):batchGenerateContent", "create", create),
+        ("GET", "/batches/?", "list", list_batches),
+        ("POST", _ONE + ":cancel", "cancel", cancel),
+        ("GET", _ONE + "/?", "retrieve", API.retrieve),
+        ("DELETE", _ONE + "/?", "delete", delete),
+    ],
+    when=_shared_v1,
+    create=MAX_INLINE_BYTES,
 )

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import logging
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
-from ._call import Call, Hangup
-
-if TYPE_CHECKING:
-    from ..recording import Exchange
-    from ._server import _HTTPServer
+from ._call import Call, Hangup, Server
 
 log = logging.getLogger("nbagent.mock")
+
+
+class _Serving(Protocol):
+    mock: Server
 
 
 class MockHandler(BaseHTTPRequestHandler):
@@ -21,7 +21,7 @@ class MockHandler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = 300
     disable_nagle_algorithm = True
-    exchange: Exchange | None = None  # the exchange being recorded (MockServer(record=...))
+    call: Call | None = None  # the request being answered
     _status_sent: int = 0
     _sent: list[tuple[str, str]]
 
@@ -38,9 +38,8 @@ class MockHandler(BaseHTTPRequestHandler):
         self._dispatch()
 
     def _dispatch(self) -> None:
-        mock = cast("_HTTPServer", self.server).mock
-        self.exchange = None
-        call = Call(self, mock)
+        mock = cast("_Serving", self.server).mock
+        self.call = call = Call(self, mock)
         broke: str | None = None
         try:
             mock.routes.serve(call)
@@ -48,8 +47,8 @@ class MockHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             broke = "the connection was closed"
         finally:
-            if self.exchange is not None:
-                self.exchange.end(error=broke)
+            if call.exchange is not None:
+                call.exchange.end(error=broke)
         hook = mock.on_request
         if hook is not None:
             try:
@@ -65,10 +64,10 @@ class MockHandler(BaseHTTPRequestHandler):
 
     def send_header(self, keyword: str, value: str) -> None:
         super().send_header(keyword, value)
-        if self.exchange is not None:
+        if self.call is not None and self.call.exchange is not None:
             self._sent.append((keyword, value))
 
     def end_headers(self) -> None:
         super().end_headers()
-        if self.exchange is not None:
-            self.exchange.response(self._status_sent, self._sent)
+        if self.call is not None and self.call.exchange is not None:
+            self.call.exchange.response(self._status_sent, self._sent)

@@ -31,7 +31,7 @@ def read_model_body(call: Call) -> bytes:
     raw = call.read_body()
     recorder = call.mock.recorder
     if recorder is not None:
-        call.handler.exchange = recorder.exchange("POST", call.path, None, raw)
+        call.exchange = recorder.exchange("POST", call.path, None, raw)
     return raw
 
 

@@ -22,32 +22,15 @@ from typing import Any
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_timeline import (
-    Batch,
-    ItemOutcome,
-    Items,
-    Provider,
-    Snapshot,
-    new_id,
-    stable_id,
-)
-from ._call import Call, CallError, Endpoint
+from ._batch_api import EVERY, BatchAPI, Paging, Row, list_body, rows
+from ._batch_timeline import Batch, ItemOutcome, Items, Provider, Snapshot, stable_id
+from ._call import Call, CallError
 from ._conversation import Format
 
 MAX_REQUESTS = 50_000
 DAY_S = 86_400
 _FORMATS: dict[str, Format] = {"/chat/completions": "openai", "/responses": "responses"}
 EXPIRED = "This request could not be executed before the completion window expired."
-_STATUS = {
-    "validating": "validating",
-    "in_progress": "in_progress",
-    "finalizing": "finalizing",
-    "canceling": "cancelling",
-    "completed": "completed",
-    "expired": "expired",
-    "canceled": "cancelled",
-    "failed": "failed",
-}
 
 
 def _bare(url: str) -> str:
@@ -65,12 +48,34 @@ def _openai_error(message: str, param: str | None, status: int = 400) -> CallErr
     return CallError(status, {"error": error})
 
 
-def _find(call: Call) -> Batch:
-    batch_id = call.params["id"]
-    batch = call.store.get(batch_id, call.api)
-    if batch is None:
-        raise _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
-    return batch
+def _not_found(call: Call, batch_id: str) -> CallError:
+    return _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
+
+
+def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
+    call.reply(batch_json(call, batch, snap))
+
+
+API = BatchAPI(
+    format="openai",
+    status={
+        "validating": "validating",
+        "in_progress": "in_progress",
+        "finalizing": "finalizing",
+        "canceling": "cancelling",
+        "completed": "completed",
+        "expired": "expired",
+        "canceled": "cancelled",
+        "failed": "failed",
+    },
+    counts={"total": EVERY, "completed": ("succeeded",), "failed": ("errored", "expired")},
+    paging=Paging("limit", 20, 100, "after"),
+    id_prefix="batch_",
+    id_length=32,
+    id_alphabet="0123456789abcdef",
+    not_found=_not_found,
+    answer=_answer,
+)
 
 
 # --- the input file -----------------------------------------------------------------------------
@@ -78,6 +83,35 @@ def _find(call: Call) -> Batch:
 
 def _line_error(code: str, line: int, message: str, param: str | None = None) -> dict[str, Any]:
     return {"code": code, "line": line, "message": message, "param": param}
+
+
+_DUPLICATE = "The custom_id '{}' is used more than once in this file."
+_SAME_MODEL = "Every request in a batch must use the same model ('{}', not '{}')."
+
+
+def _check_line(
+    line: Any, endpoint: str, seen: set[str], model: str | None
+) -> list[tuple[str, str, str | None]]:
+    """What is wrong with one line, as ``(code, message, param)``."""
+    if not isinstance(line, dict):
+        return [("invalid_json_line", "This line is not parseable as valid JSON.", None)]
+    wrong: list[tuple[str, str, str | None]] = []
+    custom_id, body = line.get("custom_id"), line.get("body")
+    if not isinstance(custom_id, str) or not custom_id:
+        wrong.append(("missing_required_parameter", "Missing 'custom_id'.", "custom_id"))
+    elif custom_id in seen:
+        wrong.append(("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id"))
+    if line.get("method") != "POST":
+        wrong.append(("invalid_method", "The method must be 'POST'.", "method"))
+    if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
+        message = f"The url must match the batch's endpoint '{endpoint}'."
+        wrong.append(("url_mismatch", message, "url"))
+    if not isinstance(body, dict):
+        wrong.append(("invalid_body", "The body must be an object.", "body"))
+    elif model is not None and body.get("model") != model:
+        message = _SAME_MODEL.format(model, body.get("model"))
+        wrong.append(("model_mismatch", message, "body.model"))
+    return wrong
 
 
 def read_input(
@@ -99,67 +133,25 @@ def read_input(
             line = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             line = None
-        if not isinstance(line, dict):
-            message = "This line is not parseable as valid JSON."
-            errors.append(_line_error("invalid_json_line", number, message))
+        wrong = _check_line(line, endpoint, seen, model)
+        errors += [_line_error(code, number, message, param) for code, message, param in wrong]
+        if isinstance(line, dict):
+            seen.add(str(line.get("custom_id")))
+        if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
             continue
-        custom_id, body = line.get("custom_id"), line.get("body")
-        if not isinstance(custom_id, str) or not custom_id:
-            message = "Missing 'custom_id'."
-            errors.append(_line_error("missing_required_parameter", number, message, "custom_id"))
-        elif custom_id in seen:
-            errors.append(
-                _line_error(
-                    "duplicate_custom_id",
-                    number,
-                    f"The custom_id '{custom_id}' is used more than once in this file.",
-                    "custom_id",
-                )
-            )
-        seen.add(str(custom_id))
-        if line.get("method") != "POST":
-            errors.append(
-                _line_error("invalid_method", number, "The method must be 'POST'.", "method")
-            )
-        if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
-            errors.append(
-                _line_error(
-                    "url_mismatch",
-                    number,
-                    f"The url must match the batch's endpoint '{endpoint}'.",
-                    "url",
-                )
-            )
-        if not isinstance(body, dict):
-            message = "The body must be an object."
-            errors.append(_line_error("invalid_body", number, message, "body"))
-            continue
-        line_model = body.get("model")
+        custom_id, body = line.get("custom_id"), line["body"]
         if model is None:
-            model = line_model if isinstance(line_model, str) else None
-        elif line_model != model:
-            errors.append(
-                _line_error(
-                    "model_mismatch",
-                    number,
-                    "Every request in a batch must use the same model "
-                    f"('{model}', not '{line_model}').",
-                    "body.model",
-                )
-            )
+            model = body.get("model") if isinstance(body.get("model"), str) else None
         starts.append(start)
         ids.append(custom_id if isinstance(custom_id, str) else None)
         bodies.append(body)
     if not starts and not errors:
         errors.append(_line_error("empty_file", 0, "The input file is empty."))
     if len(starts) > MAX_REQUESTS:
-        errors.append(
-            _line_error(
-                "too_many_tasks",
-                0,
-                f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}.",
-            )
+        message = (
+            f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}."
         )
+        errors.append(_line_error("too_many_tasks", 0, message))
     return starts, ids, bodies, errors, model
 
 
@@ -174,8 +166,6 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
             if "output_file_id" not in extra:
                 _make_files(call, batch, snap)
     validating = phase == "validating" or phase == "failed"
-    counts = batch.counts(snap)
-    failed = counts["errored"] + (counts["expired"] if phase == "expired" else 0)
     expires = batch.created + (batch.expire_after if batch.expire_after is not None else DAY_S)
     ended = _seconds(snap.ended_at)
     return {
@@ -185,7 +175,7 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "errors": {"object": "list", "data": batch.failed} if batch.failed else None,
         "input_file_id": extra["input_file_id"],
         "completion_window": extra["completion_window"],
-        "status": _STATUS[phase],
+        "status": API.status[phase],
         "output_file_id": extra.get("output_file_id"),
         "error_file_id": extra.get("error_file_id"),
         "created_at": int(batch.created),
@@ -197,11 +187,7 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "expired_at": ended if phase == "expired" else None,
         "cancelling_at": _seconds(batch.cancel_at),
         "cancelled_at": ended if phase == "canceled" else None,
-        "request_counts": {
-            "total": 0 if validating else len(batch),
-            "completed": 0 if validating else counts["succeeded"],
-            "failed": 0 if validating else failed,
-        },
+        "request_counts": {k: 0 if validating else v for k, v in API.count(batch, snap).items()},
         "metadata": extra["metadata"],
         "model": extra["model"],
         "usage": None,
@@ -319,7 +305,7 @@ def create(call: Call) -> None:
     del bodies
     items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
     batch = call.store.add(
-        new_id("batch_", 32, "0123456789abcdef"),
+        API.new_id(),
         call.api,
         items,
         endpoint=endpoint,
@@ -329,6 +315,7 @@ def create(call: Call) -> None:
         model=model,
         errors=errors,
         format=fmt,
+        request_key="body",
     )
     call.body = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
     call.reply(batch_json(call, batch, call.store.snapshot(batch)))
@@ -356,49 +343,28 @@ def _check_metadata(metadata: Any) -> None:
             )
 
 
-def retrieve(call: Call) -> None:
-    batch = _find(call)
-    call.reply(batch_json(call, batch, call.store.snapshot(batch)))
-
-
 def list_batches(call: Call) -> None:
-    limit = call.int_query("limit", 20, 1, 100)
-    batches = call.store.newest_first(call.api)
-    files.list_page(
-        call, batches, limit, lambda b: b.id, lambda b: batch_json(call, b, call.store.snapshot(b))
-    )
-
-
-def cancel(call: Call) -> None:
-    batch = _find(call)
-    snap = call.store.cancel(batch)
-    call.reply(batch_json(call, batch, snap))
+    batches, more = API.page(call)
+    data = [batch_json(call, b, call.store.snapshot(b)) for b in batches]
+    call.reply(list_body(data, more, object="list"))
 
 
 _MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024
-_ROWS: tuple[tuple[str, str, str | None, Any], ...] = (
-    ("POST", "/files", "upload", files.upload),
-    ("GET", "/files", None, files.list_files),
-    ("GET", "/files/(?P<id>[^/]+)/content", "results", files.content),
-    ("GET", "/files/(?P<id>[^/]+)", None, files.retrieve),
-    ("DELETE", "/files/(?P<id>[^/]+)", "delete", files.delete),
-    ("POST", "/batches", "create", create),
-    ("GET", "/batches", "list", list_batches),
-    ("POST", "/batches/(?P<id>[^/]+)/cancel", "cancel", cancel),
-    ("GET", "/batches/(?P<id>[^/]+)", "retrieve", retrieve),
-)
+_ROWS: list[Row] = [
+    ("POST", "/files/?", "upload", files.upload),
+    ("GET", "/files/?", None, files.list_files),
+    ("GET", "/files/(?P<id>[^/]+)/content/?", "results", files.content),
+    ("GET", "/files/(?P<id>[^/]+)/?", None, files.retrieve),
+    ("DELETE", "/files/(?P<id>[^/]+)/?", "delete", files.delete),
+    ("POST", "/batches/?", "create", create),
+    ("GET", "/batches/?", "list", list_batches),
+    ("POST", "/batches/(?P<id>[^/]+)/cancel/?", "cancel", API.cancel),
+    ("GET", "/batches/(?P<id>[^/]+)/?", "retrieve", API.retrieve),
+]
 # OpenAI's paths, and Azure OpenAI's under /openai/ (its v1 API, and the older one)
 _PREFIXES: tuple[tuple[str, Provider], ...] = (("/v1", "openai"), ("/openai(?:/v1)?", "azure"))
-ENDPOINTS = tuple(
-    Endpoint(
-        method,
-        prefix + path + "/?",
-        serve,
-        "openai",
-        provider,
-        target,
-        _MULTIPART if target == "upload" else 1024 * 1024,
-    )
+ENDPOINTS = [
+    row
     for prefix, provider in _PREFIXES
-    for method, path, target, serve in _ROWS
-)
+    for row in rows(API, provider, prefix, _ROWS, upload=_MULTIPART)
+]

@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import os
-import selectors
-import socket
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
-from http.server import ThreadingHTTPServer
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 from ..recording import Recorder, Recording
-from ._batch_timeline import Provider
+from ._batch_views import BatchViews
 from ._batches import (
     DEFAULT_BATCH_DURATION_S,
-    BatchCounts,
     BatchStore,
-    MockBatch,
-    check_duration,
 )
 from ._call import Call, Endpoint
 from ._emulate import Interrupts, check_emulate
 from ._faults import Fault, FaultPlan, FaultRates
-from ._handler import MockHandler
+from ._listener import Listener
 from ._ratelimit import RateLimit
 from ._records import RequestRecord
 from ._replay import Replayer
@@ -41,83 +35,10 @@ RequestHook = Callable[[Call, int], None]
 ReplaySource = str | os.PathLike[str] | Recording
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    """Threaded server that tracks its connections so ``stop()`` can end them all."""
-
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 256
-    allow_reuse_address = True
-
-    def __init__(self, port: int, mock: MockServer, host: str = "127.0.0.1") -> None:
-        self.mock = mock
-        self._conn_lock = threading.Lock()
-        self._connections: dict[threading.Thread, socket.socket] = {}
-        self._halt = False
-        self._wake_r, self._wake_w = socket.socketpair()
-        try:
-            super().__init__((host, port), MockHandler)
-        except BaseException:
-            self._wake_r.close()
-            self._wake_w.close()
-            raise
-
-    def run(self) -> None:
-        """Accept connections until ``halt()``; blocks without polling while idle."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.socket, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while not self._halt:
-                for key, _ in selector.select():
-                    if key.fileobj is self.socket and not self._halt:
-                        self.handle_request()
-
-    def halt(self) -> None:
-        self._halt = True
-        with suppress(OSError):
-            self._wake_w.send(b"x")
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._wake_r.close()
-        self._wake_w.close()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        thread = threading.Thread(
-            target=self._serve_connection,
-            args=(request, client_address),
-            name=f"nbagent-mock-conn-{self.server_address[1]}",
-            daemon=True,
-        )
-        with self._conn_lock:
-            self._connections[thread] = request
-        thread.start()
-
-    def _serve_connection(self, request: Any, client_address: Any) -> None:
-        try:
-            self.process_request_thread(request, client_address)
-        finally:
-            with self._conn_lock:
-                self._connections.pop(threading.current_thread(), None)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that went away mid-response is not an error worth printing
-
-    def close_connections(self, timeout: float) -> None:
-        with self._conn_lock:
-            connections = dict(self._connections)
-        for sock in connections.values():
-            with suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        deadline = time.monotonic() + timeout
-        for thread in connections:
-            thread.join(max(0.0, deadline - time.monotonic()))
-
-
 DEFAULT_MAX_RECORDS = 1000
 
 
-class MockServer:
+class MockServer(BatchViews):
     """A loopback server speaking the Anthropic Messages, OpenAI Chat Completions and Responses,
     and Gemini formats, found by path (see `_formats`).
 
@@ -252,7 +173,7 @@ class MockServer:
         self._records: deque[RequestRecord] = deque(maxlen=max_records)
         self._received = 0  # requests recorded since start or clear_requests(), kept or not
         self._lock = threading.Lock()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: Listener | None = None
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.replayer = Replayer(replay, speed) if replay is not None else None
@@ -276,7 +197,7 @@ class MockServer:
             if self._httpd is not None:
                 return self
             self.stopping.clear()
-            httpd = _HTTPServer(self._port, self, self._host)
+            httpd = Listener(self._port, self, self._host)
             thread = threading.Thread(
                 target=httpd.run,
                 name=f"nbagent-mock-server-{httpd.server_address[1]}",
@@ -469,82 +390,6 @@ class MockServer:
             True when the server is stopping (the caller should end its answer).
         """
         return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
-
-    # --- provider batches (see `nbagent.mock._batches`) -----------------------------------------
-
-    @property
-    def batch_duration_s(self) -> float:
-        """How long a batch created from now on runs, on the batch clock."""
-        return self.batch_store.duration_s
-
-    @batch_duration_s.setter
-    def batch_duration_s(self, seconds: float) -> None:
-        check_duration(seconds, None)
-        self.batch_store.duration_s = float(seconds)
-
-    @property
-    def expire_after_s(self) -> float | None:
-        """After how long a batch created from now on expires (None: it does not)."""
-        return self.batch_store.expire_after_s
-
-    @expire_after_s.setter
-    def expire_after_s(self, seconds: float | None) -> None:
-        check_duration(0.0, seconds)
-        self.batch_store.expire_after_s = None if seconds is None else float(seconds)
-
-    def advance_batches(self, seconds: float) -> None:
-        """Move the batch clock forward, so batches progress without anyone waiting.
-
-        Args:
-            seconds: how far (0 or more).
-
-        Raises:
-            ValueError: ``seconds`` is negative or not a number.
-        """
-        self.batch_store.advance(seconds)
-
-    @property
-    def batch_counts(self) -> BatchCounts:
-        """Create requests received, batches created and items submitted, per provider."""
-        return self.batch_store.counts()
-
-    @property
-    def batches(self) -> list[MockBatch]:
-        """Every batch created since the start (or `clear_batches`), oldest first, deleted
-        ones included."""
-        return [MockBatch(b, self.batch_store) for b in self.batch_store.all()]
-
-    def batch(self, batch_id: str) -> MockBatch:
-        """The batch with this id (Gemini's as ``batches/...``).
-
-        Args:
-            batch_id: the id the create answered with.
-
-        Returns:
-            A live view of the batch.
-
-        Raises:
-            KeyError: no batch has that id.
-        """
-        for found in self.batch_store.all():
-            if found.id == batch_id:
-                return MockBatch(found, self.batch_store)
-        raise KeyError(f"The mock server holds no batch {batch_id!r}.")
-
-    def submitted_ids(self, provider: Provider | None = None) -> Counter[str]:
-        """How many times each custom id (Gemini: ``metadata.key``) was submitted in a batch.
-
-        Args:
-            provider: ``anthropic``, ``openai``, ``azure`` or ``gemini``; None for all.
-
-        Returns:
-            A `collections.Counter`: an id submitted twice counts 2.
-        """
-        return self.batch_store.submitted_ids(provider)
-
-    def clear_batches(self) -> None:
-        """Forget every batch, file and batch counter."""
-        self.batch_store.clear()
 
 
 @contextmanager

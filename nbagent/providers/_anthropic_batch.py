@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from ..errors import InvalidResponse, ServerError
 from ._anthropic import AnthropicProvider
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
 from ._http_errors import ANTHROPIC_TYPE_STATUS
 from ._limits import json_int
 
@@ -57,7 +57,7 @@ class AnthropicBatches(BatchClient):
         self.url = f"{provider.api_base}/messages/batches"
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
-        return self.provider._encode({"custom_id": custom_id, "params": body})
+        return self.provider.encode({"custom_id": custom_id, "params": body})
 
     def overhead(self, count: int) -> int:
         return len(b'{"requests":[]}') + max(0, count - 1)
@@ -71,15 +71,17 @@ class AnthropicBatches(BatchClient):
 
         length = len(b'{"requests":[]}') + size + max(0, count - 1)
         headers = {"content-type": "application/json", "content-length": str(length)}
-        doc, _ = await self.http.call("POST", self.url, content=self.body(parts), headers=headers)
+        doc, _ = await self.provider.read_json(
+            "POST", self.url, content=joined(parts()), headers=headers
+        )
         return self.status(doc)
 
     async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.http.call("GET", f"{self.url}/{batch_id}")
+        doc, wish = await self.provider.read_json("GET", f"{self.url}/{batch_id}")
         return self.status(doc, retry_after=wish)
 
     async def cancel(self, batch_id: str) -> BatchStatus:
-        doc, _ = await self.http.call("POST", f"{self.url}/{batch_id}/cancel")
+        doc, _ = await self.provider.read_json("POST", f"{self.url}/{batch_id}/cancel")
         return self.status(doc)
 
     async def recent(self, since: float) -> list[BatchStatus]:
@@ -116,7 +118,7 @@ class AnthropicBatches(BatchClient):
     async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
         url = status.doc.get("results_url")
         if not isinstance(url, str) or not url:
-            doc, _ = await self.http.call("GET", f"{self.url}/{status.id}")
+            doc, _ = await self.provider.read_json("GET", f"{self.url}/{status.id}")
             url = doc.get("results_url")
         if not isinstance(url, str) or not url:
             raise InvalidResponse(
@@ -127,7 +129,7 @@ class AnthropicBatches(BatchClient):
                 f"batch {status.id}'s results_url is on another host ({urlsplit(url).netloc})",
                 provider=self.name,
             )
-        async for line in self.http.lines(url, headers={"accept": "application/binary"}):
+        async for line in self.lines(url, headers={"accept": "application/binary"}):
             yield self._item(line)
 
     def _item(self, line: dict[str, Any]) -> ItemResult:
@@ -148,5 +150,5 @@ class AnthropicBatches(BatchClient):
         itype = inner.get("type") if isinstance(inner, dict) else None
         status = ANTHROPIC_TYPE_STATUS.get(str(itype), 500)
         rid = error.get("request_id") if isinstance(error.get("request_id"), str) else None
-        err = self.http.error(status, error)
+        err = self.provider.http_error(status, error)
         return ItemResult(cid, "errored", error=err, request_id=rid)

@@ -11,14 +11,19 @@ priced at the batch price. `_batches.batch_client(provider)` finds the client of
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+import json
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._core._messages import Message, TextBlock
+from ..errors import InvalidResponse, StreamInterrupted
 from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
-from ._batch_wire import BatchCaps, BatchHTTP, BatchStatus, ItemResult, joined
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult
 from ._http import HTTPProvider
+from ._http_errors import redact, request_id_from
+from ._limits import guarded_chunks
 from ._pricing import estimate_cost
 from ._whole_body import read_whole
 
@@ -42,7 +47,6 @@ class BatchClient:
     def __init__(self, provider: HTTPProvider, *, caps: BatchCaps | None = None) -> None:
         self.provider = provider
         self.caps = caps or self.default_caps
-        self.http = BatchHTTP(provider)
 
     @property
     def name(self) -> str:
@@ -113,7 +117,7 @@ class BatchClient:
         out: list[BatchStatus] = []
         after: str | None = None
         for _ in range(20):
-            doc, _ = await self.http.call("GET", url, params={"limit": 100, cursor: after})
+            doc, _ = await self.provider.read_json("GET", url, params={"limit": 100, cursor: after})
             data = doc.get("data")
             found = data if isinstance(data, list) else []
             page = [self.status(d) for d in found if isinstance(d, dict)]
@@ -154,7 +158,52 @@ class BatchClient:
         )
         return dataclasses.replace(completed, usage=usage)
 
-    @staticmethod
-    def body(parts: Callable[[], Iterable[bytes]]) -> Callable[[], AsyncIterator[bytes]]:
-        """A payload made of `parts()` as a body that can be sent again."""
-        return lambda: joined(parts())
+    async def lines(
+        self, url: str, *, headers: Mapping[str, str] | None = None
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The JSON objects of a JSON-lines download, one per line as the bytes arrive (never
+        read whole).
+
+        A line longer than the provider's `max_body_bytes` is `InvalidResponse`; a download
+        that breaks off, or a line that is not an object, is `StreamInterrupted` (the caller
+        reads it again: results are keyed, so a line read twice counts once)."""
+        p = self.provider
+        cap = p.limits.max_body_bytes
+        async with p.request("GET", url, headers=headers) as r:
+            rid = request_id_from(r.headers, secrets=p._secrets)
+            pending = b""
+            chunks = guarded_chunks(
+                r,
+                provider=p.name,
+                limits=p.limits,
+                secrets=p._secrets,
+                request_id=rid,
+                broke_off="the results download",
+            )
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    *whole, pending = (pending + chunk).split(b"\n")
+                    if len(pending) > cap:
+                        raise InvalidResponse(
+                            f"one results line is larger than the {cap}-byte cap (max_body_bytes)",
+                            provider=self.name,
+                            request_id=rid,
+                        )
+                    for line in (w for w in whole if w.strip()):
+                        yield self._line(line, rid)
+            if pending.strip():
+                yield self._line(pending, rid)
+
+    def _line(self, line: bytes, rid: str | None) -> dict[str, Any]:
+        try:
+            doc = json.loads(line)
+        except (ValueError, RecursionError):
+            doc = None
+        if not isinstance(doc, dict):
+            snippet = redact(line[:200].decode("utf-8", errors="replace"), self.provider._secrets)
+            raise StreamInterrupted(
+                f"a results line that is not a JSON object: {snippet!r}",
+                provider=self.name,
+                request_id=rid,
+            )
+        return doc

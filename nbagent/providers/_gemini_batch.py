@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
 from ._gemini import GeminiProvider
 
 __all__ = ["STATUS", "GeminiBatches"]
@@ -88,7 +88,7 @@ class GeminiBatches(BatchClient):
         self.base, self.model = provider.api_base, provider.model_id
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
-        return self.provider._encode({"request": body, "metadata": {"key": custom_id}})
+        return self.provider.encode({"request": body, "metadata": {"key": custom_id}})
 
     def overhead(self, count: int) -> int:
         return 256 + max(0, count - 1)
@@ -109,15 +109,17 @@ class GeminiBatches(BatchClient):
         length = framing + size + max(0, count - 1)
         headers = {"content-type": "application/json", "content-length": str(length)}
         url = f"{self.base}/models/{self.model}:batchGenerateContent"
-        doc, _ = await self.http.call("POST", url, content=self.body(parts), headers=headers)
+        doc, _ = await self.provider.read_json(
+            "POST", url, content=joined(parts()), headers=headers
+        )
         return self.status(doc)
 
     async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.http.call("GET", f"{self.base}/{self._name(batch_id)}")
+        doc, wish = await self.provider.read_json("GET", f"{self.base}/{self._name(batch_id)}")
         return self.status(doc, retry_after=wish)
 
     async def cancel(self, batch_id: str) -> BatchStatus:
-        await self.http.call("POST", f"{self.base}/{self._name(batch_id)}:cancel")
+        await self.provider.read_json("POST", f"{self.base}/{self._name(batch_id)}:cancel")
         return await self.retrieve(batch_id)
 
     async def recent(self, since: float) -> list[BatchStatus]:
@@ -125,7 +127,7 @@ class GeminiBatches(BatchClient):
         token: str | None = None
         for _ in range(20):
             params = {"pageSize": 100, "pageToken": token}
-            doc, _ = await self.http.call("GET", f"{self.base}/batches", params=params)
+            doc, _ = await self.provider.read_json("GET", f"{self.base}/batches", params=params)
             found = doc.get("operations") or doc.get("batches") or []
             page = [self.status(d) for d in found if isinstance(d, dict)]
             out += page
@@ -192,7 +194,7 @@ class GeminiBatches(BatchClient):
         elif isinstance(code, int) and 400 <= code < 600:
             http, name = code, str(error.get("status") or "")
         body = {**error, "code": http, "status": error.get("status") or name}
-        return self.http.error(http, {"error": body})
+        return self.provider.http_error(http, {"error": body})
 
     async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
         if status.failure is not None:
@@ -200,7 +202,7 @@ class GeminiBatches(BatchClient):
         doc = status.doc
         if not _output(doc):  # a status from a list: read the batch itself
             url = f"{self.base}/{self._name(status.id)}"
-            doc, _ = await self.http.call("GET", url, max_bytes=MAX_RESULTS_BYTES)
+            doc, _ = await self.provider.read_json("GET", url, max_bytes=MAX_RESULTS_BYTES)
         output = _output(doc)
         inline = output.get("inlinedResponses")
         if isinstance(inline, dict):
@@ -214,7 +216,7 @@ class GeminiBatches(BatchClient):
         if isinstance(file_name, str) and file_name:
             root = self.base.rsplit("/", 1)[0]
             url = f"{root}/download/{self.base.rsplit('/', 1)[1]}/{file_name}:download?alt=media"
-            async for line in self.http.lines(url):
+            async for line in self.lines(url):
                 yield self._item(str(line.get("key") or ""), line)
 
     def _item(self, key: str, entry: dict[str, Any]) -> ItemResult:

@@ -1,8 +1,11 @@
-"""What every HTTP wire format shares: the key, the base URL, the client, opening a stream.
+"""What every HTTP wire format shares: the key, the base URL, the client, the one request path.
 
-`HTTPProvider` holds the key (never shown), the base URL, an `httpx.AsyncClient` (given, or
-created per event loop and closed by `aclose`), the timeouts and the size caps (`Limits`).
-`HTTPProvider._open(url, body)` posts the request and yields an `EventStream` of its events.
+`HTTPProvider` holds the key (never shown), the base URL, its httpx clients (`_client`), the
+timeouts and the size caps (`Limits`). Every request it makes goes through `request(method,
+url, ...)`, the one path for live streams (`_open`, an `EventStream` of the answer's events),
+batch calls and whole-body reads (`read_json`): the headers, the key kept out of everything
+shown, the connect-and-first-byte deadline, the recorder (`Agent(record=...)`) and the typed
+errors are there once.
 
 Failures come out typed:
 
@@ -17,18 +20,13 @@ Failures come out typed:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import hashlib
-import importlib
 import json
 import math
-import ssl
-import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -37,6 +35,7 @@ from .._core._budget import Usage
 from .._core._messages import Block, Message
 from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
 from ._base import Completed, ModelRequest, StreamPart
+from ._client import LoopClients, check_base_url
 from ._event_stream import Events, EventStream
 from ._http_errors import error_from_response, kept_headers, redact, request_id_from
 from ._limits import (
@@ -49,7 +48,8 @@ from ._limits import (
     transport_error,
 )
 from ._pricing import estimate_cost
-from ._recorded import open_stream
+from ._recorded import sent
+from ._server_wish import server_wish
 
 if TYPE_CHECKING:
     from ..recording import Recorder
@@ -58,54 +58,11 @@ __all__ = ["USER_AGENT", "HTTPProvider", "check_base_url"]
 
 USER_AGENT = "nbagent/0.1"
 
-
-def check_base_url(base_url: str, *, what: str = "base_url") -> str:
-    """`base_url` without a trailing slash; `ConfigError` unless it is http(s) with a host."""
-    if not isinstance(base_url, str) or not base_url.strip():
-        raise ConfigError(
-            f"{what} is empty: pass an http(s) URL such as 'http://localhost:8080/v1'."
-        )
-    url = base_url.strip()
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-        _ = parts.port  # raises ValueError for a port that is not a number
-    except ValueError:
-        host = None
-        parts = urlsplit("")
-    if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
-        raise ConfigError(
-            f"{what} {url!r} is not an http(s) URL with a host: "
-            "write it like 'https://api.example.com/v1' or 'http://localhost:11434/v1'."
-        )
-    return url.rstrip("/")
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for every client: loading the CA bundle costs tens of milliseconds,
-    which a notebook creating many agents (or `nbagent.map`) would otherwise pay per agent."""
-    return httpx.create_ssl_context()
-
-
-# httpx loads its transport (httpcore, h11, the anyio backend) when the first client is built
-# and its first connection opens: a quarter of a second on a fresh process, which the first
-# attempt's duration_s and ttft_s would show as if the server had been slow. A provider loads
-# them when it is made, before any attempt is timed.
-_TRANSPORT = (
-    "httpcore",
-    "h11",
-    "httpcore._async.http11",
-    "httpcore._backends.anyio",
-    "anyio._backends._asyncio",
-)
-
-
-@functools.cache
-def _load_transport() -> None:
-    for module in _TRANSPORT:
-        with contextlib.suppress(ImportError):  # a layout httpx does not use any more
-            importlib.import_module(module)
+_STREAM_HEADERS = {
+    "content-type": "application/json",
+    "accept": "text/event-stream",
+    "cache-control": "no-store",
+}
 
 
 class HTTPProvider:
@@ -214,12 +171,6 @@ class HTTPProvider:
         self.name = name
         self.base_url = check_base_url(base_url)
         self._api_key = api_key or None
-        self._client = client
-        # one client per event loop: a client's connections belong to the loop that opened them
-        # (each asyncio.run has its own, and a notebook mixes the kernel's loop with run_sync's)
-        self._owned: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-            weakref.WeakKeyDictionary()
-        )
         self.limits = Limits(
             float(connect_timeout),
             float(idle_timeout),
@@ -229,12 +180,7 @@ class HTTPProvider:
         )
         self._extra_headers = dict(extra_headers or {})
         self.refused_output_forms: set[str] = set()
-        _load_transport()
-        # plain http (a local server, the demo's mock) has no certificate to check; an https
-        # endpoint's CA bundle is loaded now, not in the first attempt
-        self._verify: ssl.SSLContext | bool = (
-            _ssl_context() if client is None and self.base_url.startswith("https:") else False
-        )
+        self._client = LoopClients(client, self.limits, self.base_url)
 
     # -- secrets and repr ------------------------------------------------------------------
 
@@ -260,34 +206,18 @@ class HTTPProvider:
 
     # -- client ----------------------------------------------------------------------------
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is not None:
-            return self._client
-        loop = asyncio.get_running_loop()
-        client = self._owned.get(loop)
-        if client is None:
-            client = self._owned[loop] = httpx.AsyncClient(
-                timeout=self.limits.httpx_timeout(), verify=self._verify
-            )
-        return client
-
     async def aclose(self) -> None:
         """Close the client this provider created for the running loop.
 
         A client passed in stays open; clients of other loops are closed when those loops run
         `aclose` themselves.
         """
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover - aclose is awaited, so a loop runs
-            return
-        client = self._owned.pop(running, None)
-        if client is not None:
-            await client.aclose()
+        await self._client.aclose()
 
     # -- request ---------------------------------------------------------------------------
 
-    def _encode(self, body: dict[str, Any]) -> bytes:
+    def encode(self, body: Any) -> bytes:
+        """`body` as the JSON bytes of a request (`ConfigError` for what JSON cannot hold)."""
         try:
             try:
                 return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -300,11 +230,107 @@ class HTTPProvider:
             ) from None
 
     def _headers(self) -> dict[str, str]:
-        """The format's own headers: the key (in `auth_header`), and an SSE `accept`."""
-        headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers[self.auth_header] = self.auth_prefix + self._api_key
-        return headers
+        """The format's own headers: the key (in `auth_header`)."""
+        return {self.auth_header: self.auth_prefix + self._api_key} if self._api_key else {}
+
+    @contextlib.asynccontextmanager
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | AsyncIterable[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[httpx.Response]:
+        """Send one request and yield its 2xx response, its body not yet read.
+
+        Every request of this provider goes through here: the headers (`user-agent`, the key,
+        `extra_headers`, then `headers`), the recorder, the deadline for the connection and the
+        response's first bytes (`connect_timeout + idle_timeout`; a streamed upload's writes are
+        each under the idle timeout instead), and the typed errors: a transport failure is
+        `TransportError`, a non-2xx answer the error its body and status classify as.
+
+        Args:
+            method: The HTTP method.
+            url: The URL.
+            content: The body: bytes, or an async iterable of them (a large upload).
+            headers: More headers for this request.
+            params: Query parameters; a None value is left out.
+        """
+        sent_headers = {"user-agent": USER_AGENT, "accept": "application/json"}
+        sent_headers.update(headers or {})
+        sent_headers.update(self._headers())
+        sent_headers.update(self._extra_headers)
+        limits = self.limits
+        client = self._client.current()
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        built = client.build_request(
+            method,
+            url,
+            content=content,
+            headers=sent_headers,
+            params=query or None,
+            timeout=limits.httpx_timeout(),
+        )
+        deadline = limits.connect_timeout + limits.idle_timeout
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                with anyio.fail_after(math.inf if isinstance(content, AsyncIterable) else deadline):
+                    response = await stack.enter_async_context(
+                        sent(client, built, self.recorder, self._secrets)
+                    )
+            except (httpx.HTTPError, OSError, TimeoutError) as exc:
+                err = transport_error(
+                    exc,
+                    provider=self.name,
+                    limits=limits,
+                    after_response=False,
+                    secrets=self._secrets,
+                )
+                raise err from None
+            if not 200 <= response.status_code < 300:
+                raw = await self._body(response)
+                raise self.http_error(response.status_code, raw, response.headers)
+            yield response
+
+    async def _body(self, response: httpx.Response, *, limits: Limits | None = None) -> bytes:
+        return await read_body(
+            response, provider=self.name, limits=limits or self.limits, secrets=self._secrets
+        )
+
+    async def read_json(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        content: bytes | AsyncIterable[bytes] | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        max_bytes: int | None = None,
+    ) -> tuple[dict[str, Any], float | None]:
+        """One request whose answer is a whole JSON object (a batch API's calls): (the object,
+        the wait the server asked for). `max_bytes`: a larger cap than `max_body_bytes` for
+        this answer. A 2xx whose object is an error is that error."""
+        extra = dict(headers or {})
+        if json_body is not None:
+            content = self.encode(json_body)
+            extra.setdefault("content-type", "application/json")
+        limits = (
+            self.limits if max_bytes is None else replace(self.limits, max_body_bytes=max_bytes)
+        )
+        async with self.request(method, url, content=content, headers=extra, params=params) as r:
+            raw = await self._body(r, limits=limits)
+            try:
+                doc = json.loads(raw.decode("utf-8", errors="replace")) if raw.strip() else {}
+            except (ValueError, RecursionError):
+                doc = None
+            if not isinstance(doc, dict):
+                raise self._invalid_body(r, raw, "an answer that is not a JSON object")
+            if doc.get("error") and r.status_code != 204:
+                raise self.http_error(r.status_code, raw, r.headers)
+            return doc, server_wish(r.headers)
 
     # -- what a wire format implements ---------------------------------------------------
 
@@ -365,7 +391,7 @@ class HTTPProvider:
         body = self.build_body(request)
         try:
             async with (
-                self._open(self.url, self._encode(body)) as es,
+                self._open(self.url, self.encode(body)) as es,
                 contextlib.aclosing(self.read_events(es)) as parts,
             ):
                 async for part in parts:
@@ -384,51 +410,11 @@ class HTTPProvider:
     @contextlib.asynccontextmanager
     async def _open(self, url: str, content: bytes) -> AsyncIterator[EventStream]:
         """POST `content` to `url` and yield the event stream of a 2xx answer."""
-        headers = {
-            "user-agent": USER_AGENT,
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-            "cache-control": "no-store",
-        }
-        headers.update(self._headers())
-        headers.update(self._extra_headers)
-        limits = self.limits
-        client = self._http()
-        async with contextlib.AsyncExitStack() as stack:
-            try:
-                with anyio.fail_after(limits.connect_timeout + limits.idle_timeout):
-                    response = await stack.enter_async_context(
-                        open_stream(
-                            client,
-                            self.recorder,
-                            self._secrets,
-                            url,
-                            content=content,
-                            headers=headers,
-                            timeout=limits.httpx_timeout(),
-                        )
-                    )
-            except (httpx.HTTPError, OSError, TimeoutError) as exc:
-                err = transport_error(
-                    exc,
-                    provider=self.name,
-                    limits=limits,
-                    after_response=False,
-                    secrets=self._secrets,
-                )
-                raise err from None
-            if not 200 <= response.status_code < 300:
-                raw = await read_body(
-                    response, provider=self.name, limits=limits, secrets=self._secrets
-                )
-                raise self._http_error(response.status_code, raw, response.headers)
-            ctype = response.headers.get("content-type", "").lower()
+        async with self.request("POST", url, content=content, headers=_STREAM_HEADERS) as r:
+            ctype = r.headers.get("content-type", "").lower()
             if ctype and "text/event-stream" not in ctype:
-                raw = await read_body(
-                    response, provider=self.name, limits=limits, secrets=self._secrets
-                )
-                raise self._not_a_stream(response, ctype, raw)
-            yield EventStream(response, provider=self.name, limits=limits, secrets=self._secrets)
+                raise self._not_a_stream(r, ctype, await self._body(r))
+            yield EventStream(r, provider=self.name, limits=self.limits, secrets=self._secrets)
 
     def _not_a_stream(self, response: httpx.Response, ctype: str, raw: bytes) -> ProviderError:
         """A 2xx that is not an event stream: an error object inside, or an invalid response."""
@@ -438,7 +424,7 @@ class HTTPProvider:
             except (ValueError, RecursionError):
                 doc = None
             if isinstance(doc, dict) and doc.get("error"):
-                return self._http_error(response.status_code, doc, response.headers)
+                return self.http_error(response.status_code, doc, response.headers)
         return self._invalid_body(
             response, raw, f"expected an event stream (text/event-stream) but got {ctype}"
         )
@@ -454,12 +440,12 @@ class HTTPProvider:
             request_id=request_id_from(response.headers, secrets=self._secrets),
         )
 
-    def _http_error(
-        self, status: int, body: bytes | Any, headers: Mapping[str, str]
+    def http_error(
+        self, status: int, body: bytes | Any, headers: Mapping[str, str] | None = None
     ) -> ProviderError:
         """The typed error for an answer that is not a success (a format may refine it)."""
         return error_from_response(
-            self.name, status, body, headers, secrets=self._secrets, model=self.model
+            self.name, status, body, headers or {}, secrets=self._secrets, model=self.model
         )
 
     # -- the end of a stream -----------------------------------------------------------------

@@ -31,7 +31,7 @@ from ..errors import InvalidResponse, RateLimited
 from ._anthropic_batch import expired_error
 from ._azure import AzureChatProvider
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined
 from ._http import HTTPProvider
 from ._limits import json_int
 from ._openai_responses import ResponsesProvider
@@ -74,7 +74,7 @@ class OpenAIBatches(BatchClient):
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         line = {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
-        return self.provider._encode(line) + b"\n"
+        return self.provider.encode(line) + b"\n"
 
     def overhead(self, count: int) -> int:
         return 0  # the file's bytes are the lines (the cap is on the file)
@@ -97,8 +97,8 @@ class OpenAIBatches(BatchClient):
             "content-type": f"multipart/form-data; boundary={boundary}",
             "content-length": str(len(head) + size + len(tail)),
         }
-        upload, _ = await self.http.call(
-            "POST", self.url("files"), content=self.body(parts), headers=headers
+        upload, _ = await self.provider.read_json(
+            "POST", self.url("files"), content=joined(parts()), headers=headers
         )
         file_id = upload.get("id")
         if not isinstance(file_id, str) or not file_id:
@@ -109,15 +109,15 @@ class OpenAIBatches(BatchClient):
             "completion_window": "24h",
             "metadata": {TAG_KEY: tag},
         }
-        doc, _ = await self.http.call("POST", self.url("batches"), json_body=body)
+        doc, _ = await self.provider.read_json("POST", self.url("batches"), json_body=body)
         return self.status(doc)
 
     async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.http.call("GET", self.url(f"batches/{batch_id}"))
+        doc, wish = await self.provider.read_json("GET", self.url(f"batches/{batch_id}"))
         return self.status(doc, retry_after=wish)
 
     async def cancel(self, batch_id: str) -> BatchStatus:
-        doc, _ = await self.http.call("POST", self.url(f"batches/{batch_id}/cancel"))
+        doc, _ = await self.provider.read_json("POST", self.url(f"batches/{batch_id}/cancel"))
         return self.status(doc)
 
     async def recent(self, since: float) -> list[BatchStatus]:
@@ -167,7 +167,7 @@ class OpenAIBatches(BatchClient):
             file_id = status.doc.get(key)
             if isinstance(file_id, str) and file_id:
                 url = self.url(f"files/{file_id}/content")
-                async for line in self.http.lines(url):
+                async for line in self.lines(url):
                     yield self._item(line)
 
     def failure_error(self, status: BatchStatus) -> Exception:
@@ -179,7 +179,7 @@ class OpenAIBatches(BatchClient):
         payload = {"error": {"code": code, "message": status.failure or code}}
         if code in _RATE_CODES:  # the provider's queue is full: later, it takes the batch
             return RateLimited(status.failure or code, provider=self.name, code=code)
-        return self.http.error(400, payload)
+        return self.provider.http_error(400, payload)
 
     def _item(self, line: dict[str, Any]) -> ItemResult:
         cid = str(line.get("custom_id") or "")
@@ -192,7 +192,7 @@ class OpenAIBatches(BatchClient):
             )
             if 200 <= code < 300:
                 return ItemResult(cid, "succeeded", body=response.get("body"), request_id=rid)
-            err = self.http.error(code or 500, response.get("body"))
+            err = self.provider.http_error(code or 500, response.get("body"))
             return ItemResult(cid, "errored", error=err, request_id=rid)
         err_doc = error if isinstance(error, dict) else {}
         word = str(err_doc.get("code") or "")
@@ -201,7 +201,7 @@ class OpenAIBatches(BatchClient):
             return ItemResult(cid, "expired", error=expired_error(self.name, message))
         if word in ("batch_cancelled", "batch_canceled"):
             return ItemResult(cid, "canceled")
-        return ItemResult(cid, "errored", error=self.http.error(500, {"error": err_doc}))
+        return ItemResult(cid, "errored", error=self.provider.http_error(500, {"error": err_doc}))
 
 
 def _failure(doc: dict[str, Any]) -> str:

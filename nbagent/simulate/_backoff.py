@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from .._core._decision import Failure, decide
+from .._core._decision import AttemptState, Failure, decide
 from .._core._retry import RetryPlan, RetryPolicy
 from .._loop._attempt_log import AttemptLog
 from ..errors import ProviderError, RateLimited, ServerError
@@ -103,7 +103,7 @@ def simulate_retries(
                 )
             else:
                 error = ServerError("simulated failure", status_code=503)
-            plan = decide(Failure(error, attempt), policy, rng=jitter_rng).plan
+            plan = decide(Failure(error, AttemptState(attempt)), policy, rng=jitter_rng).plan
             _log_failure(log, run, t, attempt, policy, model, error, plan)
             if plan is None:
                 break
@@ -222,7 +222,9 @@ def simulate_contention(
             _log_attempt(log, AttemptSucceeded, run, t + service, attempt, pol, model)
             continue
         end = t + reject
-        plan = decide(Failure(error, attempt, previous_delay=previous[c]), pol, rng=rng).plan
+        plan = decide(
+            Failure(error, AttemptState(attempt, previous_delay=previous[c])), pol, rng=rng
+        ).plan
         if plan is not None:
             previous[c] = plan.delay_s
         _log_failure(log, run, end, attempt, pol, model, error, plan)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .._core._decision import Failure, decide
+from .._core._decision import AttemptState, Failure, decide
 from .._core._retry import RetryPlan, RetryPolicy
 from .._loop._attempt_log import AttemptLog
 from ..errors import ConfigError, ProviderError, RateLimited
@@ -157,7 +157,7 @@ def _simulate(
             _log_attempt(log, AttemptSucceeded, run, end, attempt, policy, name)
             _next_request(heap, model, end, c, n)
             continue
-        failure = Failure(error, attempt, previous_delay=previous)
+        failure = Failure(error, AttemptState(attempt, previous_delay=previous))
         plan = decide(failure, policy, rng=rng).plan
         _log_failure(log, run, end, attempt, policy, name, error, plan)
         if plan is None:

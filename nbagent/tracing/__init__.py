@@ -16,16 +16,16 @@ so a trace viewer shows the same backoff timeline as the widget), one `execute_t
 per tool call. The tracer is fed by `nbagent.events.subscribe_everywhere`: an agent knows nothing
 about tracing, and nothing changes for a program that never calls `instrument()`. The
 OpenTelemetry API is imported only here, on the first call, and is an optional extra
-(`pip install nbagent[otel]`).
+(`pip install nbagent-loop[otel]`).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from .._core._distribution import installed_version
 from ..errors import ConfigError
 from ..events import subscribe_everywhere
 
@@ -36,7 +36,7 @@ __all__ = ["Instrumentation", "instrument"]
 
 _INSTALL = (
     "tracing needs the OpenTelemetry API, which is not installed: "
-    "pip install 'nbagent[otel]' (plus an SDK and exporter, e.g. opentelemetry-sdk)"
+    "pip install 'nbagent-loop[otel]' (plus an SDK and exporter, e.g. opentelemetry-sdk)"
 )
 
 _lock = threading.Lock()
@@ -108,7 +108,7 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
         The handle that turns tracing off.
 
     Raises:
-        ConfigError: OpenTelemetry is not installed (`pip install nbagent[otel]`), or the
+        ConfigError: OpenTelemetry is not installed (`pip install nbagent-loop[otel]`), or the
             arguments are of the wrong kind.
     """
     global _active
@@ -143,7 +143,4 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
 
 
 def _version() -> str | None:
-    try:
-        return version("nbagent")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return None
+    return installed_version()  # None in a source tree that was never installed

@@ -1,0 +1,149 @@
+"""The batch backends behind one protocol: local agents, Ray agents, the provider's batch API.
+
+`map`, `amap`, `start` and `resume` make a `Backend` once (`backend_for`: one table, keyed by
+`backend=`) and then only ask it for its progress, its stop control, its first progress line
+and its run. Each backend's own options are a dataclass: `AgentsOptions` (local and Ray: the
+keywords that go to each `Agent`) and `ProviderOptions` (`backend="provider"`: the keywords of
+one batch API request, checked by name against its fields).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pandas as pd
+
+from .._loop._output_schema import OutputSchema
+from ._frames import BatchResult, attempts_frame, results_frame
+from ._local import run_local
+from ._options import BatchOptions
+from ._progress import BatchProgress
+from ._provider_backend import ProviderBatch, ProviderOptions
+from ._spec import AgentSpec, BatchControl
+
+__all__ = ["AgentsBackend", "AgentsOptions", "Backend", "ProviderOptions", "backend_for"]
+
+
+class Backend(Protocol):
+    """What the batch front door asks of a backend."""
+
+    progress: BatchProgress
+    control: BatchControl
+
+    def announce(self) -> None:
+        """The first progress line, if the backend has one to say (where its state is)."""
+
+    async def run(self) -> BatchResult:
+        """Run every prompt to its row."""
+        ...
+
+
+@dataclass
+class AgentsOptions:
+    """Local and Ray agents: how many at once, Ray's workers, and what each agent is made of."""
+
+    spec: AgentSpec
+    concurrency: int
+    workers: int | None = None
+
+    @classmethod
+    def of(cls, options: BatchOptions, *, in_process: bool) -> AgentsOptions:
+        kwargs = dict(options.agent_kwargs)
+        if options.output is not None:
+            kwargs["output"] = options.output  # as given: a pydantic model travels to Ray
+        if in_process and kwargs.get("limiter") == "process":
+            kwargs["limiter"] = True  # in one process, the shared limiter is that
+        extra = list(kwargs.pop("subscribers", ()) or ())
+        spec = AgentSpec(
+            options.model, list(options.tools), options.system, options.retry, extra, kwargs
+        )
+        return cls(spec, options.concurrency, options.workers)
+
+
+class AgentsBackend:
+    """One agent per prompt, in this process (`ray=False`) or over Ray's workers."""
+
+    def __init__(
+        self,
+        texts: list[str],
+        index: pd.Index[Any] | None,
+        output: OutputSchema | None,
+        options: AgentsOptions,
+        *,
+        ray: bool,
+    ) -> None:
+        self.texts, self.index, self.output, self.options, self.ray = (
+            texts,
+            index,
+            output,
+            options,
+            ray,
+        )
+        self.name = "ray" if ray else "local"
+        self.progress = BatchProgress(total=len(texts), backend=self.name)
+        self.control = BatchControl()
+
+    def announce(self) -> None:
+        pass
+
+    async def run(self) -> BatchResult:
+        t0, o = time.monotonic(), self.options
+        if self.ray:
+            from ._ray import run_ray
+
+            rows, parts, limiter = await run_ray(
+                self.texts, o.spec, o.concurrency, self.progress, self.control, workers=o.workers
+            )
+        else:
+            rows, parts, limiter = await run_local(
+                self.texts, o.spec, o.concurrency, self.progress, self.control
+            )
+        return BatchResult(
+            results=results_frame(rows, self.index, self.output),
+            attempts=attempts_frame(parts),
+            duration_s=time.monotonic() - t0,
+            limiter=limiter,
+            backend=self.name,
+            cancelled=self.control.cancelled,
+        )
+
+
+def _local(
+    options: BatchOptions, texts: list[str], index: Any, output: OutputSchema | None
+) -> Backend:
+    return AgentsBackend(
+        texts, index, output, AgentsOptions.of(options, in_process=True), ray=False
+    )
+
+
+def _ray(
+    options: BatchOptions, texts: list[str], index: Any, output: OutputSchema | None
+) -> Backend:
+    from ._ray import ensure_ray
+
+    ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
+    agents = AgentsOptions.of(options, in_process=False)
+    return AgentsBackend(texts, index, output, agents, ray=True)
+
+
+def _provider(
+    options: BatchOptions, texts: list[str], index: Any, output: OutputSchema | None
+) -> Backend:
+    return ProviderBatch.from_options(options, texts, index, output)
+
+
+_BACKENDS: dict[str, Callable[[BatchOptions, list[str], Any, OutputSchema | None], Backend]] = {
+    "local": _local,
+    "ray": _ray,
+    "provider": _provider,
+}
+
+
+def backend_for(
+    options: BatchOptions, texts: list[str], index: Any, output: OutputSchema | None
+) -> Backend:
+    """The backend `options.backend` names, made (options checked, nothing sent)."""
+    return _BACKENDS[options.backend](options, texts, index, output)

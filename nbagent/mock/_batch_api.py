@@ -1,0 +1,142 @@
+"""A provider's batch API as a declarative spec over the one batch timeline (`_batch_timeline`).
+
+A `BatchAPI` says what differs between Anthropic's Message Batches, OpenAI's Batch API and
+Gemini's batch mode: the status word of each phase, the names of the counts (and what each
+sums), how a list pages, the id format, the not-found error, and how the batch object is
+written. The endpoints they share (retrieve, cancel, list) are written once here over the spec;
+a provider module adds its create, its results and its deletes, and its rows of the route table
+(`rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ._batch_timeline import Batch, ItemStatus, Phase, Provider, Snapshot, new_id
+from ._call import Call, CallError, Endpoint
+from ._conversation import Format
+
+T = TypeVar("T")
+EVERY: tuple[ItemStatus, ...] = ("processing", "succeeded", "errored", "expired", "canceled")
+
+
+@dataclass(frozen=True)
+class Paging:
+    """How a list pages: the size parameter (its default and most), the cursor parameters,
+    and whether an unknown cursor is refused (else it gives an empty page)."""
+
+    size: str
+    default: int
+    most: int
+    after: str
+    before: str | None = None
+    strict: bool = False
+
+    def page(
+        self, call: Call, objects: Sequence[T], id_of: Callable[[T], str]
+    ) -> tuple[list[T], bool]:
+        """The page the call asks for, newest first, and whether more follow."""
+        limit = call.int_query(self.size, self.default, 1, self.most)
+        ids = [id_of(x) for x in objects]
+        after = call.query.get(self.after)
+        before = call.query.get(self.before) if self.before else None
+        if after and after not in ids and self.strict:
+            call.refuse(400, "Invalid page token.", self.after)
+        if after is not None:
+            start = ids.index(after) + 1 if after in ids else len(ids)
+            return list(objects[start : start + limit]), start + limit < len(ids)
+        if before is not None:
+            end = ids.index(before) if before in ids else 0
+            return list(objects[max(0, end - limit) : end]), end - limit > 0
+        return list(objects[:limit]), limit < len(ids)
+
+
+@dataclass(frozen=True)
+class BatchAPI:
+    """One provider's batch API.
+
+    Attributes:
+        format: The wire format of its errors (and its items, unless the batch says).
+        status: The status word of each phase.
+        counts: Each count's name and the item statuses it sums.
+        paging: How its list pages.
+        id_prefix: Its batch ids: this prefix, then `id_length` characters of `id_alphabet`.
+        not_found: The error for an id it holds no batch for.
+        answer: Answers a call with the batch object at a snapshot.
+        path_id: The stored id of the id in a path (Gemini's path drops ``batches/``).
+    """
+
+    format: Format
+    status: Mapping[Phase, str]
+    counts: Mapping[str, tuple[ItemStatus, ...]]
+    paging: Paging
+    id_prefix: str
+    id_length: int
+    id_alphabet: str
+    not_found: Callable[[Call, str], CallError]
+    answer: Callable[[Call, Batch, Snapshot], None]
+    path_id: Callable[[str], str] = str
+
+    def new_id(self) -> str:
+        return new_id(self.id_prefix, self.id_length, self.id_alphabet)
+
+    def count(self, batch: Batch, snap: Snapshot) -> dict[str, int]:
+        """The counts by their names, now."""
+        now = batch.counts(snap)
+        return {name: sum(now[s] for s in statuses) for name, statuses in self.counts.items()}
+
+    def find(self, call: Call) -> Batch:
+        """The batch the path names (a 404 in the API's words when there is none)."""
+        batch_id = str(self.path_id(call.params["id"]))
+        batch = call.store.get(batch_id, call.api)
+        if batch is None:
+            raise self.not_found(call, batch_id)
+        return batch
+
+    def retrieve(self, call: Call) -> None:
+        batch = self.find(call)
+        self.answer(call, batch, call.store.snapshot(batch))
+
+    def cancel(self, call: Call) -> None:
+        batch = self.find(call)
+        self.answer(call, batch, call.store.cancel(batch))
+
+    def page(self, call: Call) -> tuple[list[Batch], bool]:
+        """The page of batches a list call asks for, newest first, and whether more follow."""
+        return self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
+
+
+def list_body(data: list[dict[str, Any]], more: bool, **extra: Any) -> dict[str, Any]:
+    """A page as Anthropic and OpenAI answer it."""
+    first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
+    return {**extra, "data": data, "first_id": first, "last_id": last, "has_more": more}
+
+
+Row = tuple[str, str, "str | None", Callable[[Call], None]]
+
+
+def rows(
+    api: BatchAPI,
+    provider: Provider,
+    prefix: str,
+    table: Sequence[Row],
+    when: Callable[[Call], bool] | None = None,
+    **sizes: int,
+) -> list[Endpoint]:
+    """Route-table rows for ``(method, path, fault target, serve)`` under ``prefix``; ``sizes``
+    gives the largest body by target (else 1 MiB), ``when`` a further test of each call."""
+    return [
+        Endpoint(
+            method,
+            prefix + path,
+            serve,
+            api.format,
+            provider,
+            target,
+            sizes.get(target or "", 1024 * 1024),
+            when=when,
+        )
+        for method, path, target, serve in table
+    ]
