@@ -5,8 +5,7 @@
 through the core's presenter seam): a run is a `Run` (`_run.py`: steps, tools, commits), whose
 requests go through a `Requester` (`_request.py`: the model chain, the attempt loop, compaction
 via a `ContextKeeper`), whose every attempt goes through the one `AttemptLoop` and the one
-`decide` of the core. Everything that happens is an event on `agent.events`; the attempt log,
-the widget and any subscriber read it from there.
+`decide` of the core. Everything that happens is an event on `agent.events` (log, widget).
 """
 
 from __future__ import annotations
@@ -242,7 +241,8 @@ class Agent(Generic[OutputT]):
         self.limiter = limiter
         self.cache = cache
         self.toolbox = Toolbox(tools, allowed_tools=allowed_tools, default_timeout=tool_timeout)
-        self.events, self._log = EventBus(), AttemptLog()
+        self.events = EventBus()
+        self._log = AttemptLog()
         self.events.subscribe(self._log)
         for s in subscribers:
             self.events.subscribe(s)

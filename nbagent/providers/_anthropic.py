@@ -204,7 +204,17 @@ class AnthropicProvider(HTTPProvider):
 
     def whole_events(self, message: dict[str, Any]) -> WholeEvents:
         """A Messages `message` as `message_start`, a start per content block, `message_delta`
-        (its stop reason) and `message_stop`; the usage rides on `message_start` whole."""
+        (its stop reason) and `message_stop`; the usage rides on `message_start` whole.
+
+        Args:
+            message: The whole Messages answer.
+
+        Returns:
+            The events, each (event name, its data).
+
+        Raises:
+            NotAnAnswer: `message` has no content list.
+        """
         content = message.get("content")
         if not isinstance(content, list):
             raise NotAnAnswer("a message without a content list")
@@ -223,11 +233,22 @@ class AnthropicProvider(HTTPProvider):
         return out
 
     def api_url(self, path: str) -> str:
-        """`path` under the versioned root (`/v1`)."""
+        """The URL of `path` under the versioned root (`/v1`).
+
+        Args:
+            path: The path under the root ("messages/batches").
+
+        Returns:
+            The URL.
+        """
         return f"{self.api_base}/{path}"
 
     def batch_api(self) -> type[AnthropicBatches]:
-        """Message Batches (the demo's mock server answers them too)."""
+        """The batch API: Message Batches (the demo's mock server answers them too).
+
+        Returns:
+            `AnthropicBatches`.
+        """
         return AnthropicBatches
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:

@@ -79,17 +79,32 @@ class _Azure(HTTPProvider):
         return f"{root}/openai/{dated_path}?api-version={quote(self.api_version)}"
 
     def api_url(self, path: str) -> str:
-        """`path` under the resource's root (v1, or dated with `api_version`)."""
+        """The URL of `path` under the resource's root (v1, or dated with `api_version`).
+
+        Args:
+            path: The path under the root ("files", "batches").
+
+        Returns:
+            The URL.
+        """
         return self._azure_url(path, path)
 
 
 class AzureChatProvider(_Azure, OpenAIProvider):
-    """Chat Completions against an Azure OpenAI deployment."""
+    """Chat Completions against an Azure OpenAI deployment.
+
+    Attributes:
+        batch_endpoint: "/chat/completions", the `url` each item of a batch names.
+    """
 
     batch_endpoint = "/chat/completions"
 
     def batch_api(self) -> type[AzureBatches]:
-        """Azure's Batch API (a Global-Batch deployment)."""
+        """The batch API: Azure's (a Global-Batch deployment).
+
+        Returns:
+            `AzureBatches`.
+        """
         return AzureBatches
 
     @property
@@ -114,6 +129,11 @@ class AzureResponsesProvider(_Azure, ResponsesProvider):
     """The Responses API against an Azure OpenAI deployment (no batch API)."""
 
     def batch_api(self) -> None:
+        """The batch API: none here (batches go through `AzureChatProvider`).
+
+        Returns:
+            None.
+        """
         return None
 
     @property

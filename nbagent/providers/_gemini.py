@@ -193,15 +193,33 @@ class GeminiProvider(HTTPProvider):
         return context_window(self.name, self.model) or DEFAULT_WINDOW
 
     def whole_events(self, response: dict[str, Any]) -> WholeEvents:
-        """A `GenerateContentResponse`: each streamed chunk is one already, so it is its own."""
+        """A `GenerateContentResponse`: each streamed chunk is one already, so it is its own.
+
+        Args:
+            response: The whole `GenerateContentResponse`.
+
+        Returns:
+            One event: `response` itself.
+        """
         return [("", response)]
 
     def api_url(self, path: str) -> str:
-        """`path` under the versioned root (`/v1beta`)."""
+        """The URL of `path` under the versioned root (`/v1beta`).
+
+        Args:
+            path: The path under the root ("" for the root itself).
+
+        Returns:
+            The URL.
+        """
         return f"{self.api_base}/{path}"
 
     def batch_api(self) -> type[GeminiBatches]:
-        """Batch mode, inline requests."""
+        """The batch API: Gemini's batch mode, inline requests.
+
+        Returns:
+            `GeminiBatches`.
+        """
         return GeminiBatches
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:

@@ -29,13 +29,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 
-from .._core._budget import Usage
-from .._core._messages import Block, Message
 from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
-from ._base import Completed, ModelRequest, StreamPart
+from ._base import ModelRequest, StreamPart
 from ._client import LoopClients, check_api_key, check_base_url
 from ._event_stream import Events, EventStream
-from ._http_errors import error_from_response, kept_headers, redact, request_id_from
+from ._http_errors import error_from_response, redact, request_id_from
 from ._limits import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -45,9 +43,9 @@ from ._limits import (
     read_body,
     transport_error,
 )
-from ._pricing import estimate_cost
 from ._recorded import sent
 from ._server_wish import server_wish
+from ._stream_ends import StreamEnds
 
 if TYPE_CHECKING:
     from ..recording import Recorder
@@ -63,7 +61,7 @@ _STREAM_HEADERS = {
 }
 
 
-class HTTPProvider:
+class HTTPProvider(StreamEnds):
     """What every HTTP wire format shares. A subclass names its public endpoint and provider
     in `default_base_url` and `default_name`, its request's endpoint in a `url` property, and
     implements `build_body(request)` (the JSON body) and `read_events(es)` (the answer's
@@ -110,6 +108,8 @@ class HTTPProvider:
         refused_output_forms: The structured-output forms this server refused
             ("json_schema", "json_object"): `output_mode="auto"` learns them, so a later run
             starts with the form it takes.
+        batch_endpoint: The endpoint an item of an OpenAI-style batch names (its `url`),
+            "" for a format without one.
 
     Raises:
         ConfigError: The model is empty, the key is not a string or holds spaces or control
@@ -191,7 +191,17 @@ class HTTPProvider:
     # -- request ---------------------------------------------------------------------------
 
     def encode(self, body: Any) -> bytes:
-        """`body` as the JSON bytes of a request (`ConfigError` for what JSON cannot hold)."""
+        """`body` as the JSON bytes of a request (UTF-8; `\\u`-escaped for a lone surrogate).
+
+        Args:
+            body: The request's body, made of plain JSON values.
+
+        Returns:
+            The encoded body.
+
+        Raises:
+            ConfigError: `body` holds what JSON cannot (an object, NaN, a circular reference).
+        """
         try:
             try:
                 return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -231,6 +241,14 @@ class HTTPProvider:
             content: The body: bytes, or an async iterable of them (a large upload).
             headers: More headers for this request.
             params: Query parameters; a None value is left out.
+
+        Yields:
+            The 2xx response, its body not yet read.
+
+        Raises:
+            TransportError: The connection failed or timed out.
+            ProviderError: The answer is not a 2xx (the subclass its body and status classify
+                it as, from `http_error`).
         """
         sent_headers = {"user-agent": USER_AGENT, "accept": "application/json"}
         sent_headers.update(headers or {})
@@ -284,9 +302,25 @@ class HTTPProvider:
         params: Mapping[str, Any] | None = None,
         max_bytes: int | None = None,
     ) -> tuple[dict[str, Any], float | None]:
-        """One request whose answer is a whole JSON object (a batch API's calls): (the object,
-        the wait the server asked for). `max_bytes`: a larger cap than `max_body_bytes` for
-        this answer. A 2xx whose object is an error is that error."""
+        """One request whose answer is a whole JSON object (a batch API's calls).
+
+        Args:
+            method: The HTTP method.
+            url: The URL.
+            json_body: A body to send as JSON (it replaces `content`), or None.
+            content: The body as bytes or an async iterable of them, when not `json_body`.
+            headers: More headers for this request.
+            params: Query parameters; a None value is left out.
+            max_bytes: A cap for this answer other than `max_body_bytes`, or None.
+
+        Returns:
+            The object, and the wait in seconds the server asked for (None when it asked none).
+
+        Raises:
+            InvalidResponse: The answer is not a JSON object.
+            ProviderError: The answer is an error, by its status or (even on a 2xx) its object.
+            TransportError: The connection failed or timed out.
+        """
         extra = dict(headers or {})
         if json_body is not None:
             content = self.encode(json_body)
@@ -309,17 +343,33 @@ class HTTPProvider:
     # -- what a wire format implements ---------------------------------------------------
 
     def api_url(self, path: str) -> str:
-        """The URL of `path` under this provider's API root (a batch API's endpoints)."""
+        """The URL of `path` under this provider's API root (a batch API's endpoints).
+
+        Args:
+            path: The path under the root, without a leading slash ("files", "batches").
+
+        Returns:
+            `{base_url}/{path}`.
+        """
         return f"{self.base_url}/{path}"
 
     def batch_api(self) -> type[Any] | None:
-        """The `BatchClient` class of this provider's batch API (`_batches.batch_client`), or
-        None when it has none."""
+        """The `BatchClient` class of this provider's batch API (`_batches.batch_client`).
+
+        Returns:
+            None here: a format with a batch API names its class.
+        """
         return None
 
     def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
         """The events a live stream would have carried for the whole answer `body` (a batch
         item's), for `read_events` to read (`_whole_body.read_whole`).
+
+        Args:
+            body: The whole answer, as the format's non-streaming API gives it.
+
+        Returns:
+            The events, each (event name, its data).
 
         Raises:
             NotImplementedError: The format has no batch API.
@@ -435,66 +485,16 @@ class HTTPProvider:
     def http_error(
         self, status: int, body: bytes | Any, headers: Mapping[str, str] | None = None
     ) -> ProviderError:
-        """The typed error for an answer that is not a success (a format may refine it)."""
+        """The typed error for an answer that is not a success (a format may refine it).
+
+        Args:
+            status: The HTTP status.
+            body: The answer's body (bytes, or an already decoded JSON value).
+            headers: The answer's headers (its request id, `Retry-After`), or None.
+
+        Returns:
+            The error its status and body classify as (`RateLimited`, ...), key redacted.
+        """
         return error_from_response(
             self.name, status, body, headers or {}, secrets=self._secrets, model=self.model
-        )
-
-    # -- the end of a stream -----------------------------------------------------------------
-
-    def _completed(
-        self,
-        blocks: list[Block],
-        stop_reason: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cache_read: int = 0,
-        cache_write: int = 0,
-        stream: Events,
-        model: str | None = None,
-        response_id: str | None = None,
-        note: str = "",
-    ) -> Completed:
-        """The one `Completed` of a stream: the message, usage priced with genai-prices (input
-        counts cached tokens too, as every provider's total does), and what the answer came
-        with (`stream`'s request id, status and rate-limit headers)."""
-        usage = Usage(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            requests=1,
-        )
-        answered = model or self.model
-        return Completed(
-            message=Message("assistant", tuple(blocks)),
-            usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
-            stop_reason=stop_reason,
-            request_id=stream.request_id,
-            response_id=response_id,
-            model=answered,
-            headers=kept_headers(stream.headers, self._secrets),
-            note=note,
-            status_code=stream.status_code,
-        )
-
-    def _refusal(
-        self,
-        cls: type[ProviderError],
-        message: str,
-        *,
-        code: str,
-        request_id: str | None,
-        headers: Mapping[str, str],
-        **fields: Any,
-    ) -> ProviderError:
-        """An error a 200 stream ended in (a content filter, a full context window)."""
-        return cls(
-            redact(message, self._secrets),
-            provider=self.name,
-            code=code,
-            request_id=request_id,
-            headers=kept_headers(headers, self._secrets),
-            **fields,
         )

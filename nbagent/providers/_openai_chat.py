@@ -268,6 +268,7 @@ class OpenAIProvider(HTTPProvider):
     Attributes:
         default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
         default_name: "openai", in model strings and the attempt log (or the name given).
+        batch_endpoint: "/v1/chat/completions", the `url` each item of a batch names.
     """
 
     default_base_url = "https://api.openai.com/v1"
@@ -298,7 +299,17 @@ class OpenAIProvider(HTTPProvider):
         return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
 
     def whole_events(self, completion: dict[str, Any]) -> WholeEvents:
-        """A `chat.completion` as the one chunk that carries all of it, then `[DONE]`."""
+        """A `chat.completion` as the one chunk that carries all of it, then `[DONE]`.
+
+        Args:
+            completion: The whole `chat.completion`.
+
+        Returns:
+            The events: the chunk (its first choice's message as the delta), then `[DONE]`.
+
+        Raises:
+            NotAnAnswer: The first choice is not an object.
+        """
         choices = completion.get("choices")
         chunk: dict[str, Any] = {
             k: completion[k] for k in ("id", "model", "usage") if k in completion
@@ -329,8 +340,12 @@ class OpenAIProvider(HTTPProvider):
         return [("", chunk), ("", "[DONE]")]
 
     def batch_api(self) -> type[OpenAIBatches] | None:
-        """OpenAI's Batch API, at OpenAI only: OpenRouter, Ollama and local servers speak the
-        format without it."""
+        """The batch API: OpenAI's, at OpenAI only (OpenRouter, Ollama and local servers speak
+        the format without it).
+
+        Returns:
+            `OpenAIBatches` for the provider named "openai", else None.
+        """
         return OpenAIBatches if self.name == self.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:

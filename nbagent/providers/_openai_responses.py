@@ -196,6 +196,7 @@ class ResponsesProvider(HTTPProvider):
     Attributes:
         default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
         default_name: "openai-responses", in model strings and the attempt log.
+        batch_endpoint: "/v1/responses", the `url` each item of a batch names.
     """
 
     default_base_url = "https://api.openai.com/v1"
@@ -225,12 +226,23 @@ class ResponsesProvider(HTTPProvider):
         return build_responses_body(self.model, request, provider=self.name)
 
     def whole_events(self, response: dict[str, Any]) -> WholeEvents:
-        """A Responses `response` as its terminal event (which carries the whole response)."""
+        """A Responses `response` as its terminal event (which carries the whole response).
+
+        Args:
+            response: The whole Responses answer.
+
+        Returns:
+            One event: `response.completed`, `.incomplete` or `.failed`, by its status.
+        """
         kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
         return [(kind, {"type": kind, "response": response})]
 
     def batch_api(self) -> type[OpenAIBatches] | None:
-        """OpenAI's Batch API, at OpenAI only."""
+        """The batch API: OpenAI's, at OpenAI only.
+
+        Returns:
+            `OpenAIBatches` for the provider named "openai-responses", else None.
+        """
         return OpenAIBatches if self.name == self.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
