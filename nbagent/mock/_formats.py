@@ -172,7 +172,13 @@ def _openai_whole(reply: MockReply, conv: Conversation, mid: str) -> dict[str, A
 
 
 def _fmt_codec(
-    fmt: Format, stream: Any, whole: Any, window: int, id_header: str, prefixes: tuple[str, str]
+    fmt: Format,
+    stream: Any,
+    whole: Any,
+    window: int,
+    id_header: str,
+    prefixes: tuple[str, str],
+    faults: tuple[Any, Any, Any],  # its midstream error, its malformed piece, its unreasoned end
 ) -> Codec:
     """Anthropic, OpenAI Chat and Responses share `_wire`'s error bodies (by format)."""
     errors: Format = "anthropic" if fmt == "anthropic" else "openai"
@@ -196,27 +202,9 @@ def _fmt_codec(
         bad_request=lambda msg, rid, param: wire.bad_request(errors, msg, rid, param),
         internal_error=lambda msg, rid: wire.internal_error(errors, msg, rid),
         not_found=lambda path, rid: wire.not_found(errors, path, rid),
-        midstream_error=(
-            (lambda _mid: wire.anthropic_midstream_error())
-            if fmt == "anthropic"
-            else responses.responses_midstream_error
-            if fmt == "responses"
-            else (lambda _mid: wire.openai_midstream_error())
-        ),
-        malformed=(
-            (lambda _mid: wire.anthropic_malformed())
-            if fmt == "anthropic"
-            else (lambda _mid: responses.responses_malformed())
-            if fmt == "responses"
-            else wire.openai_malformed
-        ),
-        unreasoned_end=(
-            wire.anthropic_unreasoned_end
-            if fmt == "anthropic"
-            else wire.openai_unreasoned_end
-            if fmt == "openai"
-            else lambda _reply: b""  # the Responses API's end events say how it ended
-        ),
+        midstream_error=faults[0],
+        malformed=faults[1],
+        unreasoned_end=faults[2],
         rate_headers=anthropic_headers if fmt == "anthropic" else openai_headers,
         retry_headers=retry_after_headers,
     )
@@ -259,9 +247,24 @@ CODECS: dict[Format, Codec] = {
         200_000,
         "request-id",
         ("req_011", "msg_"),
+        (
+            lambda _mid: wire.anthropic_midstream_error(),
+            lambda _mid: wire.anthropic_malformed(),
+            wire.anthropic_unreasoned_end,
+        ),
     ),
     "openai": _fmt_codec(
-        "openai", _openai_stream, _openai_whole, 128_000, "x-request-id", ("req_", "chatcmpl-")
+        "openai",
+        _openai_stream,
+        _openai_whole,
+        128_000,
+        "x-request-id",
+        ("req_", "chatcmpl-"),
+        (
+            lambda _mid: wire.openai_midstream_error(),
+            wire.openai_malformed,
+            wire.openai_unreasoned_end,
+        ),
     ),
     "responses": _fmt_codec(
         "responses",
@@ -270,6 +273,11 @@ CODECS: dict[Format, Codec] = {
         128_000,
         "x-request-id",
         ("req_", "resp_"),
+        (
+            responses.responses_midstream_error,
+            lambda _mid: responses.responses_malformed(),
+            lambda _reply: b"",  # the Responses API's end events say how it ended
+        ),
     ),
     "gemini": _gemini_codec(),
 }
