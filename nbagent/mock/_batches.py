@@ -130,6 +130,11 @@ class MockBatch:
         nothing for Anthropic (whose batches carry none)."""
 
     @property
+    def created_at(self) -> float:
+        """The batch clock's reading when it was created (seconds since the epoch)."""
+        return self._batch.created
+
+    @property
     def phase(self) -> Phase:
         """Where the batch stands now, in neutral words."""
         return self._store.snapshot(self._batch).phase

@@ -317,13 +317,17 @@ class Call:
         self.record(status, **record)
         self.send_json(status, payload)
 
-    def write(self, data: bytes) -> None:
+    def _put(self, wire: bytes, data: bytes = b"") -> None:
+        """Write `wire` to the client; `data` is what of it the recording keeps."""
         try:
-            self.handler.wfile.write(data)
+            self.handler.wfile.write(wire)
         except OSError as err:
             raise Hangup from err
         if self.exchange is not None and data:
             self.exchange.chunk(data)
+
+    def write(self, data: bytes) -> None:
+        self._put(data, data)
 
     def chunk(self, data: bytes) -> None:
         """Add to the chunked body being written (sent once enough is buffered)."""
@@ -337,20 +341,12 @@ class Call:
             return
         payload = b"".join(self._buffer)
         self._buffer, self._buffered = [], 0
-        try:
-            self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-        except OSError as err:
-            raise Hangup from err
-        if self.exchange is not None:
-            self.exchange.chunk(payload)
+        self._put(b"%x\r\n%s\r\n" % (len(payload), payload), payload)
 
     def end(self) -> None:
         """End the chunked body."""
         self.flush()
-        try:
-            self.handler.wfile.write(b"0\r\n\r\n")
-        except OSError as err:
-            raise Hangup from err
+        self._put(b"0\r\n\r\n")
 
     def hang_up(self, status: int = 0) -> NoReturn:
         """Close the connection without (the rest of) an answer."""

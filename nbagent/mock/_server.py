@@ -286,6 +286,11 @@ class MockServer(BatchViews):
         """The base URL of OpenAI clients (`.../v1`)."""
         return self.url + "/v1"
 
+    @property
+    def responses_url(self) -> str:
+        """The Responses endpoint."""
+        return self.url + "/v1/responses"
+
     def gemini_url(self, model: str = "demo") -> str:
         """Gemini's streaming endpoint for `model`.
 
