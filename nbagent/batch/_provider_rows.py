@@ -408,6 +408,10 @@ class BatchRows:
             messages[row] = text
         data["message"] = pd.array(messages[order], dtype="string")
         sorted_pos = pos[order]
+        # `reask`: the item's reasks before this row (its rows are in submission order)
+        asked = pd.Series(np.asarray(data["action"] == "reask", dtype=np.int64))
+        before = asked.groupby(sorted_pos).cumsum() - asked
+        data["reask"] = _ints(before.to_numpy(dtype=np.int64))
         tag, where = self.run_tag, sorted_pos.tolist()
         data["run_id"] = _made(rows, lambda k: f"{tag}-{where[k]}")
         out: pd.DataFrame = pd.DataFrame({name: data[name] for name in COLUMNS}, copy=False)
