@@ -411,6 +411,8 @@ def _served(make: Callable[P, MockServer]) -> Callable[P, AbstractContextManager
 
 
 serve = _served(MockServer)
+"""Run a `MockServer` for the duration of a ``with`` block, taking exactly its arguments:
+``with serve(["429", "ok"]) as server: ...``; the server stops when the block ends."""
 
 
 _shared: MockServer | None = None
