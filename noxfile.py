@@ -2,7 +2,8 @@
 
 Each session makes its own venv in `.nox/` from nothing (with uv: seconds, not minutes, once its
 cache holds the wheels), installs nbagent editable with the dev and bench extras, and runs
-pytest; arguments after `--` go to pytest instead of the default (`-m "not browser" tests`).
+pytest; arguments after `--` go to pytest instead of the default
+(`-m "not browser and not load" tests`).
 `scripts/test.sh` runs the sessions of the Pythons other than its own `.venv`'s, beside its main
 run. The interpreters are found on PATH or under pyenv (`$PYENV_ROOT/versions/3.x.*`); nothing
 is downloaded, and a missing one fails its session with one sentence.
@@ -63,13 +64,14 @@ def sessions_besides(mine: str) -> list[str]:
 
 @nox.session(python=list(PYTHONS))
 def tests(session: nox.Session) -> None:
-    """pytest on one Python (everything but the browser tests, which the main run has)."""
+    """pytest on one Python (everything but the browser and load tests, which the main run has)."""
     assert isinstance(session.python, str)
     # a venv kept from before the rename still holds `nbagent` (scripts/setup.sh does the same)
     session.run_install("uv", "pip", "uninstall", "-q", "nbagent", silent=True)
     session.install("-e", ".[dev,bench]")
     session.env["MPLBACKEND"] = "Agg"
-    args = session.posargs or ["-m", "not browser", "tests"]
+    # the load test fills the machine by design: the main run has it, once
+    args = session.posargs or ["-m", "not browser and not load", "tests"]
     session.run("pytest", "-q", "-p", "no:cacheprovider", *args)
 
 
