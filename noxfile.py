@@ -75,12 +75,12 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", "-q", "-p", "no:cacheprovider", *args)
 
 
-@nox.session(name="fresh-pip", python="3.12", venv_backend="venv", reuse_venv=False)
+@nox.session(name="fresh-pip", python=list(PYTHONS), venv_backend="venv", reuse_venv=False)
 def fresh_pip(session: nox.Session) -> None:
     """What a newcomer does: a new venv, plain `pip install -e '.[dev]'` (pip, not uv, and no
     scripts/setup.sh), then the quick loop. Its venv must hold no two distributions installing
     one module (tests/test_environment.py), whatever order pip wrote them in. Not one of the
-    default sessions (pip takes minutes over the dev extras): `.venv/bin/nox -s fresh-pip`,
+    default sessions (pip takes minutes over the dev extras): `.venv/bin/nox -s fresh-pip-3.12`,
     pytest's arguments after `--`. The side venvs (.venv-pydoclint, .venv-litellm,
     .venv-instructor) and tests/node_modules come from `scripts/setup.sh --dev`, run once."""
     session.run("python", "-m", "pip", "install", "-q", "--upgrade", "pip")
