@@ -21,6 +21,7 @@ from . import _batch_items as item
 from ._batch_api import BatchAPI, Paging, list_body, rows
 from ._batch_timeline import ALNUM, Batch, Items, Snapshot, stable_id
 from ._call import Call, CallError
+from ._fault_answers import reply, reply_stream
 from ._wire import anthropic_error
 
 MAX_REQUESTS = 100_000
@@ -64,7 +65,7 @@ def batch_json(batch: Batch, snap: Snapshot, base_url: str) -> dict[str, Any]:
 
 
 def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
-    call.reply(batch_json(batch, snap, call.base_url()))
+    reply(call, batch_json(batch, snap, call.base_url()))
 
 
 def _not_found(call: Call, batch_id: str) -> CallError:
@@ -135,13 +136,13 @@ def create(call: Call) -> None:
     del requests, body
     batch = call.store.add(API.new_id(), "anthropic", items)
     call.body = {"requests": len(batch)}
-    call.reply(batch_json(batch, call.store.snapshot(batch), call.base_url()))
+    reply(call, batch_json(batch, call.store.snapshot(batch), call.base_url()))
 
 
 def list_batches(call: Call) -> None:
     batches, more = API.page(call)
     base = call.base_url()
-    call.reply(list_body([batch_json(b, call.store.snapshot(b), base) for b in batches], more))
+    reply(call, list_body([batch_json(b, call.store.snapshot(b), base) for b in batches], more))
 
 
 def delete(call: Call) -> None:
@@ -153,7 +154,7 @@ def delete(call: Call) -> None:
             "before deleting it.",
         )
     batch.deleted = True
-    call.reply({"id": batch.id, "type": "message_batch_deleted"})
+    reply(call, {"id": batch.id, "type": "message_batch_deleted"})
 
 
 def results(call: Call) -> None:
@@ -165,7 +166,7 @@ def results(call: Call) -> None:
             f"Message batch {batch.id} is still processing; its results are ready once its "
             "processing_status is ended.",
         )
-    call.reply_stream(_lines(call, batch, snap), "application/x-jsonl", len(batch))
+    reply_stream(call, _lines(call, batch, snap), "application/x-jsonl", len(batch))
 
 
 def _lines(call: Call, batch: Batch, snap: Snapshot) -> Iterator[bytes]:

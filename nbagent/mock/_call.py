@@ -13,7 +13,7 @@ import contextlib
 import json
 import re
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from urllib.parse import parse_qs
@@ -23,8 +23,8 @@ from ._batches import BatchStore
 from ._conversation import Format
 from ._emulate import Interrupts
 from ._faults import OK, Fault, FaultPlan
-from ._formats import CODECS, Codec
-from ._ratelimit import RateDecision, RateLimit
+from ._formats import CODECS, Codec, guess_codec
+from ._ratelimit import RateLimit
 from ._records import RequestRecord, redact_headers
 from ._replay import Replayer
 from ._reply import Responder
@@ -116,18 +116,6 @@ class Endpoint:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "regex", re.compile(self.pattern))
-
-
-def guess_codec(headers: dict[str, str], path: str) -> Codec:
-    """The wire format to answer a request no endpoint took (or a replay refused) in."""
-    from ._formats import route
-
-    if "anthropic-version" in headers or "x-api-key" in headers:
-        return CODECS["anthropic"]
-    if "x-goog-api-key" in headers:
-        return CODECS["gemini"]
-    found = route(path)
-    return CODECS[found.format if found else "openai"]
 
 
 class Call:
@@ -393,7 +381,7 @@ class Call:
             ctype: The content type.
             headers: Further headers.
         """
-        self._drain()
+        self.drain()
         self.head(status, ctype, headers, len(data))
         self.write(data)
 
@@ -454,6 +442,11 @@ class Call:
         self._buffer, self._buffered = [], 0
         self._put(b"%x\r\n%s\r\n" % (len(payload), payload), payload)
 
+    def cut_buffered(self) -> None:
+        """Send half of what `chunk` has buffered, as a cut stream ends."""
+        self._buffer = [b"".join(self._buffer)[: self._buffered // 2]]
+        self.flush()
+
     def end(self) -> None:
         """End the chunked body."""
         self.flush()
@@ -474,7 +467,7 @@ class Call:
             self.handler.connection.shutdown(socket.SHUT_RDWR)
         raise Hangup
 
-    def _drain(self) -> None:
+    def drain(self) -> None:
         """Read a body nobody read (the call was refused first), so the next request on the
         connection starts where it should; one too large to read closes the connection."""
         if self._body_read:
@@ -483,100 +476,3 @@ class Call:
             self.read_body()
         except CallError:
             self.handler.close_connection = True
-
-    # --- faults ---------------------------------------------------------------------------------
-
-    def status_fault(self, given: Fault, model: str = "", tokens: int = 0, **record: Any) -> bool:
-        """Answer a fault that is an HTTP error (a status, ``quota``, ``overflow``) with the
-        format's error body.
-
-        Args:
-            given: The fault to answer.
-            model: The model the request named.
-            tokens: The prompt's estimated size, for an overflow's message.
-            **record: Fields for `record`.
-
-        Returns:
-            True when it answered; False when the fault is not an HTTP error.
-        """
-        if given.status is None:
-            return False
-        window = self.mock.context_window
-        status, body = self.codec.fault_error(given, model, self.request_id, tokens, window)
-        if given.kind == "429":
-            seconds = given.retry_after_s or 0.0
-            self.extra.update(self.codec.retry_headers(seconds))
-            decision = RateDecision(False, seconds, 50, 0, seconds)
-            self.extra.update(self.codec.rate_headers(decision))
-        self.error(status, body, **record)
-        return True
-
-    # --- the batch endpoints' answers, as their endpoint fault allows ----------------------------
-
-    def reply(self, body: Any, status: int = 200) -> None:
-        """Answer with a JSON body (done, then lost, late, broken, as the fault says).
-
-        Args:
-            body: The body, as JSON.
-            status: The HTTP status.
-        """
-        self.reply_bytes(json.dumps(body, ensure_ascii=False).encode(), "application/json", status)
-
-    def reply_bytes(self, data: bytes, ctype: str, status: int = 200) -> None:
-        """Answer with a body of bytes (done, then lost, late, cut, as the fault says).
-
-        Args:
-            data: The body.
-            ctype: The content type.
-            status: The HTTP status.
-        """
-        kind = self.fault.kind
-        if kind in ("cut", "stall"):
-            half = max(1, len(data) // 2)
-            self.reply_stream([data[:half], data[half:]], ctype, 2, status)
-            return
-        self._after_action(status)
-        if kind == "malformed":
-            data = data[: len(data) // 2]
-        self.send(status, data, ctype, self.id_headers())
-
-    def reply_stream(
-        self, chunks: Iterable[bytes], ctype: str, count: int, status: int = 200
-    ) -> None:
-        """Answer with a body made piece by piece, in chunked encoding: a ``cut`` fault ends
-        it after half of the pieces, a ``stall`` pauses there.
-
-        Args:
-            chunks: The pieces.
-            ctype: The content type.
-            count: How many pieces there are.
-            status: The HTTP status.
-        """
-        self._after_action(status)
-        self._drain()
-        self.head(status, ctype, self.id_headers())
-        fault = self.fault
-        halfway = count // 2 if count > 1 else 0
-        for i, piece in enumerate(chunks):
-            if i == halfway and fault.kind == "cut":
-                self.chunk(piece[: len(piece) // 2])
-                self.flush()
-                self.hang_up()
-            if i == halfway and fault.kind == "stall":
-                self.flush()
-                if self.mock.wait(fault.seconds or 0.0):
-                    self.hang_up()
-            self.chunk(piece)
-        if fault.kind == "cut":  # fewer pieces than expected: cut what there is
-            self._buffer = [b"".join(self._buffer)[: self._buffered // 2]]
-            self.flush()
-            self.hang_up()
-        self.end()
-
-    def _after_action(self, status: int) -> None:
-        kind = self.fault.kind
-        if kind == "lost":
-            self.hang_up()
-        self.record(status)
-        if kind == "slow" and self.mock.wait(self.fault.seconds or 0.0):
-            self.hang_up()

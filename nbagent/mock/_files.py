@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ._batch_api import Paging, list_body
 from ._batch_timeline import Provider, new_id
 from ._call import Call, CallError
+from ._fault_answers import reply, reply_stream
 
 PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
@@ -148,24 +149,24 @@ def upload(call: Call) -> None:
     )
     add_file(call, file)
     call.body = {"purpose": purpose, "filename": file.filename, "bytes": file.size}
-    call.reply(file.json())
+    reply(call, file.json())
 
 
 def retrieve(call: Call) -> None:
-    call.reply(find(call, call.params["id"]).json())
+    reply(call, find(call, call.params["id"]).json())
 
 
 def content(call: Call) -> None:
     file = find(call, call.params["id"])
     pieces = 1 if file.data is not None else max(1, file.count)
-    call.reply_stream(file.content(), "application/octet-stream", pieces)
+    reply_stream(call, file.content(), "application/octet-stream", pieces)
 
 
 def delete(call: Call) -> None:
     file = find(call, call.params["id"])
     with call.store.lock:
         call.store.files.pop(file.id, None)
-    call.reply({"id": file.id, "object": "file", "deleted": True})
+    reply(call, {"id": file.id, "object": "file", "deleted": True})
 
 
 _PAGING = Paging("limit", 10_000, 10_000, "after")
@@ -179,4 +180,4 @@ def list_files(call: Call) -> None:
     if purpose:
         files = [f for f in files if f.purpose == purpose]
     page, more = _PAGING.page(call, files, lambda f: f.id)
-    call.reply(list_body([f.json() for f in page], more, object="list"))
+    reply(call, list_body([f.json() for f in page], more, object="list"))

@@ -283,3 +283,13 @@ CODECS: dict[Format, Codec] = {
     ),
     "gemini": _gemini_codec(),
 }
+
+
+def guess_codec(headers: dict[str, str], path: str) -> Codec:
+    """The wire format to answer a request no endpoint took (or a replay refused) in."""
+    if "anthropic-version" in headers or "x-api-key" in headers:
+        return CODECS["anthropic"]
+    if "x-goog-api-key" in headers:
+        return CODECS["gemini"]
+    found = route(path)
+    return CODECS[found.format if found else "openai"]

@@ -26,6 +26,7 @@ from . import _batch_items as item
 from ._batch_api import EVERY, BatchAPI, Paging, rows
 from ._batch_timeline import Batch, Items, Snapshot, stable_id
 from ._call import Call, CallError
+from ._fault_answers import reply, reply_stream
 from ._formats import Route
 from ._gemini_wire import gemini_error
 
@@ -135,7 +136,7 @@ def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
 def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
     op = operation(batch, snap)
     count = 2 * len(batch) + 5 if snap.phase == "completed" else 1
-    call.reply_stream(_pieces(call, batch, op), "application/json; charset=UTF-8", count)
+    reply_stream(call, _pieces(call, batch, op), "application/json; charset=UTF-8", count)
 
 
 # --- endpoints ----------------------------------------------------------------------------------
@@ -217,17 +218,17 @@ def list_batches(call: Call) -> None:
             yield b',"nextPageToken":' + json.dumps(page[-1].id).encode()
         yield b"}"
 
-    call.reply_stream(pieces(), "application/json; charset=UTF-8", 1)
+    reply_stream(call, pieces(), "application/json; charset=UTF-8", 1)
 
 
 def cancel(call: Call) -> None:
     call.store.cancel(API.find(call))
-    call.reply({})
+    reply(call, {})
 
 
 def delete(call: Call) -> None:
     API.find(call).deleted = True
-    call.reply({})
+    reply(call, {})
 
 
 def _not_found(call: Call, batch_id: str) -> CallError:

@@ -11,11 +11,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._answer_faults import answer_fault
-from ._call import Call, Hangup, guess_codec
+from ._call import Call, Hangup
 from ._conversation import Conversation, RequestError
 from ._emulate import refused_response_format
+from ._fault_answers import status_fault
 from ._faults import STREAM_KINDS, Fault
-from ._formats import Route, parse_request, route
+from ._formats import Route, guess_codec, parse_request, route
 from ._ratelimit import format_seconds
 from ._replay import Mismatch
 from ._reply import MockReply
@@ -90,7 +91,7 @@ def _answer(call: Call, found: Route, conv: Conversation, body: Any, emulating: 
     as_status = fault
     if fault.kind == "overloaded_midstream" and not conv.stream:
         as_status = dataclasses.replace(fault, kind="529")
-    if call.status_fault(as_status, conv.model, conv.prompt_tokens, fault=str(fault), **kept):
+    if status_fault(call, as_status, conv.model, conv.prompt_tokens, fault=str(fault), **kept):
         return
     window = mock.context_window
     if window is not None and conv.prompt_tokens > window:

@@ -26,6 +26,7 @@ from ._batch_api import EVERY, BatchAPI, Paging, Row, list_body, rows
 from ._batch_timeline import Batch, ItemOutcome, Items, Provider, Snapshot, stable_id
 from ._call import Call, CallError
 from ._conversation import Format
+from ._fault_answers import reply
 
 MAX_REQUESTS = 50_000
 DAY_S = 86_400
@@ -53,7 +54,7 @@ def _not_found(call: Call, batch_id: str) -> CallError:
 
 
 def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
-    call.reply(batch_json(call, batch, snap))
+    reply(call, batch_json(call, batch, snap))
 
 
 API = BatchAPI(
@@ -318,7 +319,7 @@ def create(call: Call) -> None:
         request_key="body",
     )
     call.body = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
-    call.reply(batch_json(call, batch, call.store.snapshot(batch)))
+    reply(call, batch_json(call, batch, call.store.snapshot(batch)))
 
 
 def _token_limit(model: str | None) -> dict[str, Any]:
@@ -346,7 +347,7 @@ def _check_metadata(metadata: Any) -> None:
 def list_batches(call: Call) -> None:
     batches, more = API.page(call)
     data = [batch_json(call, b, call.store.snapshot(b)) for b in batches]
-    call.reply(list_body(data, more, object="list"))
+    reply(call, list_body(data, more, object="list"))
 
 
 _MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from . import _anthropic_batches, _gemini_batches, _openai_batches
 from ._call import MAX_BODY, Call, CallError, Endpoint, Hangup
+from ._fault_answers import status_fault
 from ._formats import CODECS, route
 from ._model_endpoint import read_model_body, serve_model, serve_replay
 
@@ -99,7 +100,7 @@ class RouteTable:
             call.fault = mock.plan.next(endpoint.target)
             if call.fault.kind == "close":
                 call.hang_up()
-            if call.status_fault(call.fault):
+            if status_fault(call, call.fault):
                 return
         endpoint.serve(call)
 

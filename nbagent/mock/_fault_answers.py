@@ -1,0 +1,114 @@
+"""Answers as the fault says: an HTTP error fault's error body (any endpoint), and the batch
+endpoints' answers as their endpoint fault allows: done, then lost, late, cut, stalled or
+malformed (``results:cut``, ``create:slow``, ...)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from ._call import Call
+from ._faults import Fault
+from ._ratelimit import RateDecision
+
+
+def reply(call: Call, body: Any, status: int = 200) -> None:
+    """Answer with a JSON body (done, then lost, late, broken, as the fault says).
+
+    Args:
+        call: The call to answer.
+        body: The body, as JSON.
+        status: The HTTP status.
+    """
+    reply_bytes(call, json.dumps(body, ensure_ascii=False).encode(), "application/json", status)
+
+
+def reply_bytes(call: Call, data: bytes, ctype: str, status: int = 200) -> None:
+    """Answer with a body of bytes (done, then lost, late, cut, as the fault says).
+
+    Args:
+        call: The call to answer.
+        data: The body.
+        ctype: The content type.
+        status: The HTTP status.
+    """
+    kind = call.fault.kind
+    if kind in ("cut", "stall"):
+        half = max(1, len(data) // 2)
+        reply_stream(call, [data[:half], data[half:]], ctype, 2, status)
+        return
+    _after_action(call, status)
+    if kind == "malformed":
+        data = data[: len(data) // 2]
+    call.send(status, data, ctype, call.id_headers())
+
+
+def reply_stream(
+    call: Call, chunks: Iterable[bytes], ctype: str, count: int, status: int = 200
+) -> None:
+    """Answer with a body made piece by piece, in chunked encoding: a ``cut`` fault ends
+    it after half of the pieces, a ``stall`` pauses there.
+
+    Args:
+        call: The call to answer.
+        chunks: The pieces.
+        ctype: The content type.
+        count: How many pieces there are.
+        status: The HTTP status.
+    """
+    _after_action(call, status)
+    call.drain()
+    call.head(status, ctype, call.id_headers())
+    fault = call.fault
+    halfway = count // 2 if count > 1 else 0
+    for i, piece in enumerate(chunks):
+        if i == halfway and fault.kind == "cut":
+            call.chunk(piece[: len(piece) // 2])
+            call.flush()
+            call.hang_up()
+        if i == halfway and fault.kind == "stall":
+            call.flush()
+            if call.mock.wait(fault.seconds or 0.0):
+                call.hang_up()
+        call.chunk(piece)
+    if fault.kind == "cut":  # fewer pieces than expected: cut what there is
+        call.cut_buffered()
+        call.hang_up()
+    call.end()
+
+
+def _after_action(call: Call, status: int) -> None:
+    kind = call.fault.kind
+    if kind == "lost":
+        call.hang_up()
+    call.record(status)
+    if kind == "slow" and call.mock.wait(call.fault.seconds or 0.0):
+        call.hang_up()
+
+
+def status_fault(call: Call, given: Fault, model: str = "", tokens: int = 0, **record: Any) -> bool:
+    """Answer a fault that is an HTTP error (a status, ``quota``, ``overflow``) with the
+    format's error body.
+
+    Args:
+        call: The call to answer.
+        given: The fault to answer.
+        model: The model the request named.
+        tokens: The prompt's estimated size, for an overflow's message.
+        **record: Fields for `record`.
+
+    Returns:
+        True when it answered; False when the fault is not an HTTP error.
+    """
+    if given.status is None:
+        return False
+    window = call.mock.context_window
+    status, body = call.codec.fault_error(given, model, call.request_id, tokens, window)
+    if given.kind == "429":
+        seconds = given.retry_after_s or 0.0
+        call.extra.update(call.codec.retry_headers(seconds))
+        decision = RateDecision(False, seconds, 50, 0, seconds)
+        call.extra.update(call.codec.rate_headers(decision))
+    call.error(status, body, **record)
+    return True
