@@ -331,9 +331,9 @@ def test_frame_is_cached_until_rows_change(monkeypatch: pytest.MonkeyPatch) -> N
     calls = []
     real = attempts_mod.build_frame
 
-    def counting(cols: list[list[object]]) -> pd.DataFrame:
+    def counting(cols: list[object], *args: object, **kwargs: object) -> pd.DataFrame:
         calls.append(1)
-        return real(cols)
+        return real(cols, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(attempts_mod, "build_frame", counting)
     log = AttemptLog()
