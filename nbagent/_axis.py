@@ -67,7 +67,8 @@ class Axis:
         true time, placed where the axis draws them: across a shortened stretch they sit closer
         together, which its "//" mark explains, but they read as one even count. Never closer
         together than about a thirteenth of the drawn width nor under a "//" sign; the coarser
-        multiples are kept first, and the step is made finer until there are at least three."""
+        multiples are kept first, and the step is made finer until there are at least three.
+        No tick falls inside a shortened stretch: between two "//" the scale is linear."""
         return [t for t, _ in self.labelled_ticks()]
 
     def labelled_ticks(self) -> list[tuple[float, str]]:
@@ -77,12 +78,20 @@ class Axis:
         best: tuple[list[float], float] = ([0.0], step)
         # where the "//" signs sit (the middle of each shortened stretch): no tick under one
         marks = [(self.at(a) + self.at(b)) / 2 for a, b in self.breaks]
-        for _ in range(4):
+
+        # nor inside a shortened stretch, where a second is drawn shorter than elsewhere: ticks
+        # with no "//" between them are then as far apart as their times say (a linear scale)
+        def outside(t: float) -> bool:
+            return all(not (a + 1e-9 < t < b - 1e-9) for a, b in self.breaks)
+
+        for _ in range(8):  # finer steps find room in the busy stretches between breaks
             count = int(self.span / step + 1e-9)
             # every fourth multiple first, then every second, then the rest
             order = sorted(range(count + 1), key=lambda k: (k % 4 != 0, k % 2 != 0, k))
             chosen: list[float] = []
             for k in order:
+                if not outside(k * step):
+                    continue
                 u = self.at(k * step)
                 clear = all(abs(u - m) >= _TICK_SPACING * width / 2 for m in marks)
                 if clear and all(abs(u - self.at(c)) >= _TICK_SPACING * width for c in chosen):

@@ -28,9 +28,10 @@ from nbagent.events import (
     ToolCallStarted,
 )
 
-DESIGN_COLUMNS = [
+DESIGN_COLUMNS = [  # DESIGN.md's list, with `reask` (issue 37) after `turn`
     "run_id",
     "turn",
+    "reask",
     "phase",
     "attempt",
     "max_attempts",
@@ -56,7 +57,7 @@ DESIGN_COLUMNS = [
     "tool_name",
     "message",
 ]
-INTS = ["turn", "attempt", "max_attempts", "status_code", "input_tokens", "output_tokens"]
+INTS = ["turn", "reask", "attempt", "max_attempts", "status_code", "input_tokens", "output_tokens"]
 INTS += ["cache_read_tokens", "cache_write_tokens", "discarded_chars"]
 FLOATS = ["started_at", "ended_at", "duration_s", "ttft_s", "policy_delay_s", "retry_after_s"]
 FLOATS += ["delay_s", "cost_usd"]

@@ -45,6 +45,9 @@ def test_demo_shows_all_four_actions_and_writes_its_files(tmp_path: Path) -> Non
     assert "file not found: secrets/plan.txt" in text
     # COMPACT, then HARD FAIL with the quota sentence
     assert "compacted:" in text
+    # run 2 quotes notes.txt cut at a word, never inside one
+    quote = "“The provider answered 429 three times this morning; Retry-After said 2 seconds …”"
+    assert quote in text
     assert "✗ QuotaExceeded: Demo model rate limit reached. Resets in 50 min." in text
     assert result.outcomes == ["end_turn"] * 5 + ["QuotaExceeded"]
 
@@ -53,6 +56,10 @@ def test_demo_shows_all_four_actions_and_writes_its_files(tmp_path: Path) -> Non
     assert [p.name for p in tmp_path.iterdir()] == ["demo"]  # no staging folder left over
     frame = pd.read_csv(tmp_path / "demo" / "attempts.csv")
     assert {"retry", "compact", "tool_result", "fail"} <= set(frame["action"])
+    # the injected overflow says its numbers are made up (the prompt is a few hundred tokens)
+    (said,) = frame.loc[frame["action"] == "compact", "message"]
+    assert "prompt is too long: " in said
+    assert "(simulated: an injected fault, not the prompt's size)" in said
     assert (tmp_path / "demo" / "timeline.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (tmp_path / "demo" / "report.html").read_text()
     assert "http://" not in html and "https://" not in html  # self-contained

@@ -320,3 +320,22 @@ def test_a_widget_fed_after_its_cell_shows_its_final_state(tmp_path: Path) -> No
     assert len(executed.cells) == 3  # the hidden cell that re-sent the state is gone
     page = srcdoc(executed.cells[0].outputs[0]["data"]["text/html"])
     assert "Summarise notes.txt" in page  # the final state, not the empty first one
+
+
+def test_a_notebooks_links_to_the_guide_open_in_jupyter_and_on_the_site() -> None:
+    hook = load_hook()
+    # in the repository (JupyterLab, Binder) the link is to the page's markdown file
+    cells = json.loads((ROOT / "notebooks" / "12_structured_outputs.ipynb").read_text())["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert "[Structured outputs](../docs/guide/structured-outputs.md)" in text
+    assert (ROOT / "docs" / "guide" / "structured-outputs.md").exists()
+    # on the site, from notebooks/12_structured_outputs/, to the built page
+    page = '<a href="../docs/guide/structured-outputs.md#modes">Structured outputs</a>'
+    assert (
+        hook.site_links(page)
+        == '<a href="../../guide/structured-outputs/#modes">Structured outputs</a>'
+    )
+    assert (
+        hook.site_links(page, False)
+        == '<a href="../guide/structured-outputs.html#modes">Structured outputs</a>'
+    )

@@ -252,6 +252,19 @@ def test_an_older_layout_is_read_and_migrated_when_written_to(tmp_path: Path) ->
     assert len(df) == 6 and df.cache_read_tokens.iloc[-1] == 0
 
 
+def test_a_log_written_before_the_reask_column_reads_it_empty_and_gains_it(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    run(make(path))
+    with opened(path) as conn:  # as written before issue 37: same layout version, no `reask`
+        conn.execute("ALTER TABLE attempts DROP COLUMN reask")
+    df = read_attempts(path)
+    assert list(df.columns) == [*COLUMNS, *ORIGIN_COLUMNS] and len(df) == 5
+    assert df.reask.isna().all() and str(df.reask.dtype) == "Int64"
+    run(make(path, entries=["fine"]))  # written to again: the column is added, and filled
+    df = read_attempts(path)
+    assert len(df) == 6 and df.reask.iloc[-1] == 0 and df.reask.iloc[:5].isna().all()
+
+
 # -- a file that cannot be written: warn, and the run ends as it would have ---------------------
 
 

@@ -158,7 +158,7 @@ def test_a_whole_body_has_no_connection_to_cut() -> None:
         "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": None}],
     }
     provider = OpenAIProvider("tiny", api_key=None, base_url="http://127.0.0.1:8000/v1")
-    done = asyncio.run(read_whole(provider, "openai", body))
+    done = asyncio.run(read_whole(provider, body))
     assert done.message.text == "hi" and done.stop_reason == "end_turn"
 
 

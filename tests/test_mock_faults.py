@@ -233,12 +233,16 @@ def test_overflow_in_each_format(server: MockServer, client: httpx.Client) -> No
     r = client.post(ANTHROPIC, json=body(ANTHROPIC))
     message = r.json()["error"]["message"]
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
-    tokens, maximum = message.removeprefix("prompt is too long: ").split(" tokens > ")
+    said, note = message.split(" (")
+    tokens, maximum = said.removeprefix("prompt is too long: ").split(" tokens > ")
     assert maximum == "200000 maximum" and int(tokens) > 200000
+    # the prompt is a few tokens: the error says its numbers are made up
+    assert note == "simulated: an injected fault, not the prompt's size)"
     r = client.post(OPENAI, json=body(OPENAI))
     error = r.json()["error"]
     assert r.status_code == 400 and error["code"] == "context_length_exceeded"
     assert error["message"].startswith("This model's maximum context length is 128000 tokens.")
+    assert error["message"].endswith(" (simulated: an injected fault, not the prompt's size)")
 
 
 @pytest.mark.e2e

@@ -155,6 +155,36 @@ def test_transport_retries_inside_a_reask_keep_their_own_count() -> None:
     ]
 
 
+def test_each_row_says_which_answer_it_asked_for_in_its_reask_column(tmp_path: Any) -> None:
+    from nbagent.analysis import read_attempts
+    from nbagent.notebook._state import TimelineState
+
+    policy = RetryPolicy(max_attempts=3, initial_delay=1, jitter=None)
+    log = tmp_path / "attempts.sqlite"
+    a, _ = agent([fault("429"), OFF, fault("503"), OFF, GOOD], retry=policy, log=str(log))
+    state = TimelineState()
+    a.subscribe(state)
+    assert run(a).output == Person(name="Ann", age=31)
+    seen = a.attempts[["reask", "attempt", "action"]].to_dict("records")
+    # a 429 and a 503 mixed in: attempts read 1, 2, 1, 2, 1; the reask column tells the answers
+    assert [(r["reask"], r["attempt"], r["action"]) for r in seen] == [
+        (0, 1, "retry"),
+        (0, 2, "reask"),
+        (1, 1, "retry"),
+        (1, 2, "reask"),
+        (2, 1, "none"),
+    ]
+    bars = [b for b in state.snapshot()["bars"] if b["kind"] == "attempt"]
+    assert [b["label"] for b in bars] == [
+        "attempt 1/3",
+        "attempt 2/3",
+        "reask 1, attempt 1/3",
+        "reask 1, attempt 2/3",
+        "reask 2, attempt 1/3",
+    ]
+    assert read_attempts(log)["reask"].tolist() == [0, 0, 1, 1, 2]  # the durable log keeps it
+
+
 def test_the_budgets_count_a_reask_as_a_turn() -> None:
     a, _ = agent([OFF, GOOD], budget=Budget(max_turns=1))
     with pytest.raises(E.BudgetExceeded) as caught:

@@ -131,6 +131,7 @@ def test_ok_reasked_refused_and_truncated_items_on_each_wire_format(
     )
     assert (reask["attempt"], reask["batch_id"]) == (1, first)
     assert (fixed["action"], fixed["attempt"], fixed["batch_id"]) == ("none", 2, second)
+    assert (reask["reask"], fixed["reask"]) == (0, 1)  # the first answer, then the first reask
     assert reask["input_tokens"] > 0 and reask["output_tokens"] > 0
     model = MODELS[provider][0].split(":", 1)[1]
     for row in (reask, fixed):  # each submission's own tokens, at the batch price
@@ -159,7 +160,7 @@ def test_ok_reasked_refused_and_truncated_items_on_each_wire_format(
     assert "unexpected_field" in conv[1][1]  # the failed answer, as the model wrote it
     assert "validation error" in conv[2][1] and "stars" in conv[2][1]
     assert "unexpected_field" not in conv[2][1]  # the errors do not repeat the answer
-    assert "1 items resubmitted (1 reasked)" in out.summary()
+    assert "1 item resubmitted (1 reasked)" in out.summary()
 
 
 def test_reasks_are_bounded_by_output_retries_and_keep_only_the_latest_answer(

@@ -88,3 +88,34 @@ def test_a_batch_killed_mid_poll_is_resumed_elsewhere_without_sending_anything_t
         a = out.attempts
         assert a.groupby("prompt_index").size().tolist() == [1, 2, 1, 1, 1, 1, 1, 1]
         assert a[a["prompt_index"] == 1]["batch_id"].nunique() == 2
+
+
+DEMO_CHILD = """
+import sys, nbagent
+nbagent.map(["one", "two"], model="demo", backend="provider", state=sys.argv[1],
+            poll=(0.1, 0.2), show=False)
+"""
+
+
+def test_a_demo_batch_resumed_in_a_new_process_says_at_once_why_it_cannot_be(
+    tmp_path: Path,
+) -> None:
+    from nbagent import ConfigError
+
+    state = tmp_path / "reviews.batch"
+    # the batch runs to its end in a process of its own, with its own demo server, then exits
+    subprocess.run(
+        [sys.executable, "-c", DEMO_CHILD, str(state)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANTHROPIC_API_KEY": ""},
+    )
+    url = json.loads(state.read_text())["base_url"]
+    with pytest.raises(ConfigError) as caught:  # not a TransportError after the retries
+        resume(state, show=False)
+    assert str(caught.value) == (
+        f"the demo batch in {state} cannot be resumed here: its batches lived in the demo "
+        f"model's loopback server ({url}), which ran inside the process that began it and "
+        "ended with it; run the map() again (a demo batch takes seconds)"
+    )

@@ -258,3 +258,14 @@ def test_no_notebook_readme_block_or_docs_page_imports_a_private_module() -> Non
             for name in private_imports("".join(cell["source"])):
                 offenders.append(f"{page_id(path)} cell {index} imports {name}")
     assert not offenders, "use the public module instead:\n" + "\n".join(offenders)
+
+
+def test_the_watch_guides_guard_example_runs_on_its_own() -> None:
+    # a reader who jumps to "One layer retries" copies that block alone: it must not lean on
+    # `ask` (or anything else) from the example before it
+    page = ROOT / "docs" / "guide" / "watch.md"
+    (block,) = [b for b in python_blocks(page) if "nbagent.guard(" in b.code]
+    scope: dict[str, object] = {}
+    exec(compile(block.code, "watch.md: the guard example", "exec"), scope)
+    attempts = scope["nbagent"].watching(scope["client"]).attempts  # type: ignore[attr-defined]
+    assert list(attempts["action"]) == ["retry", "retry", "none"]

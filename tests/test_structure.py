@@ -32,9 +32,6 @@ MAX_LINES = 500
 # Modules over MAX_LINES lines today (paths under nbagent/).
 LONG_MODULES = {
     "_loop/_agent.py",
-    "errors.py",
-    "providers/_http.py",
-    "providers/_http_errors.py",
 }
 
 # Import cycles today (TYPE_CHECKING imports counted), each a strongly connected group of the

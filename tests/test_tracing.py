@@ -283,6 +283,28 @@ def test_a_hard_failure_marks_the_run_span_with_the_typed_error(
     assert chat.parent is not None and chat.parent.span_id == root.context.span_id
 
 
+def test_each_request_span_says_which_answer_it_asked_for(
+    exporter: tuple[InMemorySpanExporter, TracerProvider],
+) -> None:
+    from pydantic import BaseModel
+
+    class Age(BaseModel):
+        age: int
+
+    exp, provider = exporter
+    script = [fault("503"), '{"age": "x"}', '{"age": "y"}', '{"age": 3}']
+    agent = Agent(ScriptedModel(script), clock=VirtualClock(), limiter=False, output=Age)
+    with nbagent.instrument(provider):
+        agent.run_sync("How old?", show=False)
+    chats = sorted(
+        (s for s in exp.get_finished_spans() if s.name.startswith("chat")),
+        key=lambda s: s.start_time or 0,
+    )
+    seen = [(attrs(s)["nbagent.reask"], attrs(s)["nbagent.attempt"]) for s in chats]
+    assert seen == [(0, 1), (0, 2), (1, 1), (2, 1)]  # as the attempt log's reask column
+    assert list(agent.attempts["reask"]) == [r for r, _ in seen]
+
+
 def test_a_run_inside_the_callers_span_is_its_child(
     exporter: tuple[InMemorySpanExporter, TracerProvider],
 ) -> None:

@@ -64,7 +64,7 @@ def test_an_anthropic_message_reads_as_its_stream_did(name: str) -> None:
         lambda c: AnthropicProvider("claude-sonnet-4-0", client=c, **KEY),
         respond(fixture_text(name)),
     )
-    same(asyncio.run(read_whole(provider, "anthropic", whole)), streamed.completed)
+    same(asyncio.run(read_whole(provider, whole)), streamed.completed)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_a_chat_completion_reads_as_its_stream_did(name: str) -> None:
     whole = state.get_final_completion().model_dump(mode="json", exclude_none=True)
     provider = OpenAIProvider("gpt-4o", **KEY)
     streamed = run(lambda c: OpenAIProvider("gpt-4o", client=c, **KEY), respond(fixture_text(name)))
-    same(asyncio.run(read_whole(provider, "openai", whole)), streamed.completed)
+    same(asyncio.run(read_whole(provider, whole)), streamed.completed)
 
 
 def test_a_gemini_safety_stop_in_a_whole_body_is_content_filtered() -> None:
@@ -89,7 +89,7 @@ def test_a_gemini_safety_stop_in_a_whole_body_is_content_filtered() -> None:
     body = doc["interactions"][0]["response"]["parsed_body"]
     provider = GeminiProvider("gemini-1.5-flash", **KEY)
     with pytest.raises(ContentFiltered, match="SAFETY"):
-        asyncio.run(read_whole(provider, "gemini", body))
+        asyncio.run(read_whole(provider, body))
 
 
 def test_a_refused_chat_completion_is_content_filtered_as_live() -> None:
@@ -106,7 +106,7 @@ def test_a_refused_chat_completion_is_content_filtered_as_live() -> None:
         "usage": {"prompt_tokens": 9, "completion_tokens": 3},
     }
     with pytest.raises(ContentFiltered, match="I can't help"):
-        asyncio.run(read_whole(OpenAIProvider("gpt-4o", **KEY), "openai", body))
+        asyncio.run(read_whole(OpenAIProvider("gpt-4o", **KEY), body))
 
 
 def test_a_responses_object_reads_through_its_terminal_event() -> None:
@@ -127,9 +127,7 @@ def test_a_responses_object_reads_through_its_terminal_event() -> None:
         ],
         "usage": {"input_tokens": 10, "output_tokens": 50},
     }
-    done = asyncio.run(
-        read_whole(ResponsesProvider("gpt-4o-mini", **KEY), "openai-responses", body)
-    )
+    done = asyncio.run(read_whole(ResponsesProvider("gpt-4o-mini", **KEY), body))
     assert done.message.text == "Half an ans" and done.stop_reason == "max_tokens"
     assert done.usage.output_tokens == 50
 
@@ -137,7 +135,7 @@ def test_a_responses_object_reads_through_its_terminal_event() -> None:
 def test_a_body_that_is_no_answer_is_invalid_and_one_with_no_end_is_interrupted() -> None:
     provider = AnthropicProvider("claude-sonnet-4-0", **KEY)
     with pytest.raises(InvalidResponse, match="content list"):
-        asyncio.run(read_whole(provider, "anthropic", {"id": "msg_1", "content": "text"}))
+        asyncio.run(read_whole(provider, {"id": "msg_1", "content": "text"}))
     gemini = GeminiProvider("gemini-2.5-flash", **KEY)
     with pytest.raises(StreamInterrupted, match="answer ended before a finishReason"):
-        asyncio.run(read_whole(gemini, "gemini", {"candidates": [{"content": {"parts": []}}]}))
+        asyncio.run(read_whole(gemini, {"candidates": [{"content": {"parts": []}}]}))

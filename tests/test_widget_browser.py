@@ -8,6 +8,7 @@ and says so, because CI installs it.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Iterator
@@ -18,7 +19,16 @@ import pytest
 from harness.timeline_script import TOOL_ERROR, live_events, run_events
 from matplotlib.colors import to_rgb
 
+from nbagent._core._budget import Usage
 from nbagent._palette import COLORS
+from nbagent.events import (
+    AttemptFailed,
+    AttemptStarted,
+    AttemptSucceeded,
+    RetryScheduled,
+    RunFinished,
+    RunStarted,
+)
 from nbagent.notebook import TimelineState, export_html
 
 pytestmark = pytest.mark.browser
@@ -160,8 +170,9 @@ def test_clicking_a_failed_tool_shows_its_error(open_page: Any) -> None:
     assert page.locator(".nb-detail").count() == 0
 
 
-def two_runs() -> dict[str, Any]:
-    """A session of two runs (the harness's run, asked twice), as the demo's report holds."""
+def two_runs(gap: float = 30) -> dict[str, Any]:
+    """A session of two runs (the harness's run, asked twice, `gap` seconds apart), as the demo's
+    report holds."""
     import dataclasses
 
     events = []
@@ -169,7 +180,7 @@ def two_runs() -> dict[str, Any]:
         for event in run_events():
             changes: dict[str, Any] = {"run_id": f"run-{n}"}
             if getattr(event, "time", None) is not None:
-                changes["time"] = event.time + 30 * (n - 1)
+                changes["time"] = event.time + gap * (n - 1)
             if hasattr(event, "prompt"):
                 changes["prompt"] = prompt
             events.append(dataclasses.replace(event, **changes))
@@ -276,3 +287,135 @@ def test_the_legend_paints_the_palettes_colours(open_page: Any) -> None:
         painted = rgb(item.locator("i").evaluate(f"n => getComputedStyle(n).{css}"))
         want = tuple(round(c * 255) for c in to_rgb(swatch.edge if swatch.hatch else swatch.face))
         assert painted == want, (key, painted, want)
+
+
+def seconds(tick: str) -> float:
+    """A tick's words ("0.25s", "2m30s") as seconds."""
+    minutes, _, rest = tick.removesuffix("s").rpartition("m")
+    return 60 * float(minutes or 0) + float(rest)
+
+
+MEASURE = """root => {
+  const box = (n) => n.getBoundingClientRect();
+  const out = {labels: [], ticks: [], marks: []};
+  for (const track of root.querySelectorAll('.nb-track')) {
+    const shapes = [...track.querySelectorAll('.nb-bar, .nb-wait')];
+    for (const shape of shapes) {
+      const label = shape.querySelector('.nb-bar-label, .nb-wait-label');
+      if (!label || !label.textContent || getComputedStyle(label).visibility === 'hidden') continue;
+      const l = box(label), s = box(shape);
+      const range = document.createRange();
+      range.selectNodeContents(label);
+      const text = range.getBoundingClientRect();  // the words, not the span around them
+      const others = shapes.filter((o) => o !== shape).map(box).filter(
+        (o) => o.left < text.right - 0.5 && o.right > text.left + 0.5
+          && o.top < text.bottom && o.bottom > text.top);
+      out.labels.push({text: label.textContent, outside: shape.classList.contains('nb-label-outside'),
+        words: [text.left, text.right], shape: [s.left, s.right], overlaps: others.length,
+        cut: label.scrollWidth > label.clientWidth + 1});
+    }
+  }
+  for (const t of root.querySelectorAll('.nb-tick')) {
+    const b = box(t);  // the first tick's words start at its time, the others are centred on it
+    out.ticks.push([t.textContent, t.matches(':first-child') ? b.left : b.left + b.width / 2]);
+  }
+  for (const m of root.querySelectorAll('.nb-axis-track > :not(.nb-tick)')) {
+    const b = box(m);
+    out.marks.push(b.left + b.width / 2);
+  }
+  const first = [...root.querySelectorAll('.nb-bar')].map(box).sort((a, b) => a.left - b.left)[0];
+  out.first = [first.left, first.right];
+  return out;
+}"""
+
+
+def demo_run() -> dict[str, Any]:
+    """`nbagent demo`'s first seconds: a 429 of 0.6 s, its Retry-After of 1 s, a 503 and its
+    short backoff, then a string of attempts of a few milliseconds each."""
+    m, run = "demo", "run-demo"
+    events: list[Any] = [RunStarted(run_id=run, time=0.0, prompt="What is 17 * 23 + 4?", model=m)]
+
+    def attempt(
+        start: float, end: float, n: int, turn: int, code: int = 0, wait: float = 0
+    ) -> None:
+        where = {"phase": "request", "run_id": run, "turn": turn, "attempt": n, "model": m}
+        events.append(AttemptStarted(time=start, max_attempts=4, **where))
+        if not code:
+            events.append(
+                AttemptSucceeded(time=end, max_attempts=4, stop_reason="end_turn", **where)
+            )
+            return
+        error = "RateLimited" if code == 429 else "ServerError"
+        events.append(
+            AttemptFailed(
+                time=end,
+                max_attempts=4,
+                action="retry",
+                error=error,
+                status_code=code,
+                message="",
+                **where,
+            )
+        )
+        events.append(
+            RetryScheduled(
+                time=end,
+                message="",
+                next_attempt=n + 1,
+                max_attempts=4,
+                delay_s=wait,
+                policy_delay_s=wait,
+                error=error,
+                status_code=code,
+                retry_after_s=wait if code == 429 else None,
+                **where,
+            )
+        )
+
+    attempt(0.0, 0.6, 1, 1, 429, 1.0)
+    attempt(1.65, 1.703, 2, 1, 503, 0.02)
+    attempt(1.723, 1.960, 3, 1)
+    for k in range(12):
+        attempt(2.0 + 0.05 * k, 2.03 + 0.05 * k, 1, 2 + k)
+    events.append(RunFinished(run_id=run, time=2.6, turn=13, end_reason="end_turn",
+                              usage=Usage(100, 10, cost_usd=0.0, requests=15), final_text="",
+                              model=m))  # fmt: skip
+    return {**snapshot(events), "lanes_by": "run"}
+
+
+def test_bar_words_fit_or_step_aside_and_the_axis_is_linear_between_breaks(
+    open_page: Any,
+) -> None:
+    # the demo's report: thin bars beside a long wait drawn shorter (issue 37: "atte", "Stre",
+    # "40" cut off, and ticks 0.25 s apart drawn 104 px and 231 px apart)
+    for state in (demo_run(), {**two_runs(gap=90), "lanes_by": "run"}):
+        for width in (1000, 700):
+            page = open_page(state, f"fit-{width}.html")
+            page.set_viewport_size({"width": width, "height": 900})
+            page.reload()  # labels are placed when the page renders, at its width
+            page.wait_for_selector(".nb-root .nb-timeline")
+            seen = page.locator(".nb-root").evaluate(MEASURE)
+            assert seen["labels"], "the bars carry words"
+            for label in seen["labels"]:
+                assert not label["cut"], (width, label)
+                if label["outside"]:
+                    assert label["overlaps"] == 0, (width, label)  # beside its bar, on free space
+                else:
+                    left, right = label["shape"]
+                    words = label["words"]
+                    assert left - 0.5 <= words[0] and words[1] <= right + 0.5, (width, label)
+    # where no "//" lies between two ticks, they are as far apart as the bars' scale says
+    page = open_page(demo_run(), "axis.html")
+    seen = page.locator(".nb-root").evaluate(MEASURE)
+    ticks = [(seconds(text), x) for text, x in seen["ticks"]]
+    marks = seen["marks"]
+    assert len(ticks) >= 3 and marks, seen
+    per_second = (seen["first"][1] - seen["first"][0]) / 0.6  # the 429's bar
+    pairs = [
+        (x1 - x0) / (t1 - t0)
+        for (t0, x0), (t1, x1) in itertools.pairwise(ticks)
+        if not any(x0 < m < x1 for m in marks)
+    ]
+    assert pairs, (ticks, marks)
+    for scale in pairs:
+        assert abs(scale / per_second - 1) < 0.03, (ticks, marks, per_second)

@@ -233,11 +233,29 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     return files
 
 
+_DOCS_LINK = re.compile(r'href="\.\./docs/([^"#]+?)\.md(#[^"]*)?"')
+
+
+def site_links(html_text: str, directory_urls: bool = True) -> str:
+    """A notebook's links to the docs as they are in the repository (`../docs/guide/x.md`, which
+    JupyterLab and Binder open) turned into the site's (`../../guide/x/` from the notebook's
+    page, `notebooks/<name>/`)."""
+
+    def site(match: re.Match[str]) -> str:
+        page, anchor = match.group(1), match.group(2) or ""
+        target = f"{page}/" if directory_urls else f"{page}.html"
+        return f'href="{"../../" if directory_urls else "../"}{target}{anchor}"'
+
+    return _DOCS_LINK.sub(site, html_text)
+
+
 @event_priority(-100)  # after mkdocs-jupyter has rendered the notebook
 def on_page_content(html_text: str, page: Any, config: MkDocsConfig, files: Files) -> str:
-    """Fail the build if a notebook cell made a figure that its page does not show."""
+    """Fail the build if a notebook cell made a figure that its page does not show; point the
+    notebook's links to the docs at the site's pages."""
     name = Path(page.file.src_uri).name
     if page.file.src_uri.startswith("notebooks/") and name in _executed:
+        html_text = site_links(html_text, config.use_directory_urls)
         lost = lost_figures(nbformat.read(_executed[name], as_version=4), html_text)
         if lost:
             raise PluginError(

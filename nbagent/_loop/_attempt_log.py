@@ -56,9 +56,10 @@ MESSAGE_LIMIT = 500
 """Tool error contents longer than this are cut in the `message` column."""
 
 # column indices, for the hot paths
-_RUN, _TURN, _PHASE, _ATTEMPT, _MAXATT, _MODEL = 0, 1, 2, 3, 4, 5
-_START, _END, _DUR, _TTFT, _OUTCOME, _KIND, _STATUS, _ACTION = 6, 7, 8, 9, 10, 11, 12, 13
-_PDELAY, _RA, _DELAY, _REQID, _IN, _OUT, _CREAD, _CWRITE, _COST, _DISC, _TOOL, _MSG = range(14, 26)
+_RUN, _TURN, _REASK, _PHASE, _ATTEMPT, _MAXATT, _MODEL = range(7)
+_START, _END, _DUR, _TTFT, _OUTCOME, _KIND, _STATUS, _ACTION = range(7, 15)
+_PDELAY, _RA, _DELAY, _REQID, _IN, _OUT, _CREAD, _CWRITE, _COST, _DISC, _TOOL, _MSG = range(15, 27)
+assert COLUMNS[_REASK] == "reask" and COLUMNS[_MSG] == "message" and len(COLUMNS) == _MSG + 1
 
 
 def _f(value: float | None) -> float:
@@ -108,6 +109,9 @@ class AttemptLog:
         # run_id -> [CompactionStarted, whether a compaction attempt row came with it]
         self._compaction: dict[str, list[Any]] = {}
         self._run_model: dict[str, str] = {}
+        # run_id -> reasks so far: a request row's `reask` (0 the first answer, 1 the first
+        # reask, ...), known from the failed attempts whose action was "reask"
+        self._reasks: dict[str, int] = {}
 
     # -- public ---------------------------------------------------------------------------
 
@@ -198,6 +202,8 @@ class AttemptLog:
         row += [_s(getattr(event, name, None)) for name in self.names[len(COLUMNS) :]]
         row[_RUN] = event.run_id
         row[_TURN] = event.turn
+        if phase == "request":
+            row[_REASK] = self._reasks.get(event.run_id, 0)
         row[_PHASE] = phase
         row[_ATTEMPT] = attempt
         row[_MAXATT] = max_attempts
@@ -301,6 +307,8 @@ class AttemptLog:
             cols[_COST][idx] = _f(event.cost_usd)
         if event.phase == "request":
             self._last_failed[event.run_id] = idx
+            if event.action == "reask":  # the next answer is the run's next reask
+                self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
         self._finished(idx)
 
     def _on_retry_scheduled(self, event: RetryScheduled) -> None:
@@ -403,6 +411,7 @@ class AttemptLog:
         self._compaction.pop(run, None)
         self._last_failed.pop(run, None)
         self._run_model.pop(run, None)
+        self._reasks.pop(run, None)
         for key in [k for k in self._last if k[0] == run]:
             del self._last[key]
 

@@ -41,6 +41,7 @@ __all__ = [
 COLUMNS: tuple[str, ...] = (
     "run_id",
     "turn",
+    "reask",
     "phase",
     "attempt",
     "max_attempts",
@@ -89,6 +90,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {"phase": PHASES, "outcome": OUTCOMES, 
 INT_COLUMNS: frozenset[str] = frozenset(
     {
         "turn",
+        "reask",
         "attempt",
         "max_attempts",
         "status_code",

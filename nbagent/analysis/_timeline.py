@@ -351,6 +351,8 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
     fig.draw_without_rendering()
     axis, df = pic.axis, pic.df
 
+    placed: list[Any] = []
+
     def place(a: float, b: float, y: float, text: str, **style: Any) -> bool:
         """Text centred between seconds `a` and `b`, kept only if it fits between them."""
         a, b = float(axis.forward(a)), float(axis.forward(b))
@@ -366,7 +368,9 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
             **style,
         )
         room = abs(ax.transData.transform((b, 0))[0] - ax.transData.transform((a, 0))[0])
-        if label.get_window_extent(renderer).width + 4 <= room:
+        box = label.get_window_extent(renderer)
+        if box.width + 4 <= room and not any(box.overlaps(other) for other in placed):
+            placed.append(box)  # words never cover words ("#1" under "paced 0.0s")
             return True
         label.remove()
         return False
@@ -388,8 +392,15 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
             text = _bar_text(row, pic.phase[i])
             middle_y = pic.bar_y[i] + pic.bar_h[i] / 2
             if text:
-                ink = SWATCHES[pic.keys[i]].ink
-                fits = place(pic.start[i], pic.end[i], middle_y, text, color=ink)
+                swatch = SWATCHES[pic.keys[i]]
+                style: dict[str, Any] = {"color": swatch.ink}
+                if swatch.mark:  # words on a crossed-out bar sit on a patch of its plain face
+                    style["bbox"] = {
+                        "boxstyle": "round,pad=0.2",
+                        "facecolor": swatch.face,
+                        "edgecolor": "none",
+                    }
+                fits = place(pic.start[i], pic.end[i], middle_y, text, **style)
                 if not fits and row["action"] == "fail":  # how the run ended: never unsaid
                     kind = row["error_kind"]
                     named = isinstance(kind, str) and kind not in text
@@ -398,7 +409,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
         kind, delay = pic.kinds[i], pic.delay[i]
         if isinstance(kind, str) and delay > 0:
             colour = {"retry_after": "retry_after_text", "backoff": "backoff_text"}.get(kind, "fg")
-            style = {
+            wait_style = {
                 "color": COLORS[colour],
                 "bbox": {
                     "boxstyle": "round,pad=0.15",
@@ -408,8 +419,8 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
                 },
             }
             a, b, y = pic.end[i], pic.end[i] + delay, pic.lane_y[i] + 0.5
-            if not place(a, b, y, f"{_WAIT_LABELS[kind]} {_seconds(delay)}", **style):
-                place(a, b, y, _seconds(delay), **style)
+            if not place(a, b, y, f"{_WAIT_LABELS[kind]} {_seconds(delay)}", **wait_style):
+                place(a, b, y, _seconds(delay), **wait_style)
 
 
 def _boxes(

@@ -22,6 +22,7 @@ import pandas as pd
 
 from .._core._budget import Usage
 from .._core._messages import Message, TextBlock
+from .._core._words import counted
 from .._loop._estimate import CHARS_PER_TOKEN, estimate_tokens
 from ..errors import ConfigError
 from ..providers._base import ToolSpec
@@ -91,8 +92,8 @@ class BatchEstimate:
         live, batch = _money(self.cost_live_usd), _money(self.cost_batch_usd)
         via = f"{batch} through the batch API" if self.has_batch_api else "no batch API"
         return (
-            f"{n} prompts to {self.model}: about {self.input_tokens:,} input tokens, at most "
-            f"{self.max_output_tokens:,} output tokens; at most {live} live, {via} "
+            f"{counted(n, 'prompt')} to {self.model}: about {self.input_tokens:,} input "
+            f"tokens, at most {self.max_output_tokens:,} output tokens; at most {live} live, {via} "
             "(nothing was sent)"
         )
 

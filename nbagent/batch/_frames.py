@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._core._words import counted
 from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
 from .._loop._output_schema import OutputSchema
 from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, OutputTruncated
@@ -117,9 +118,9 @@ class BatchResult:
         if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
             reasked = f", {int((self.results['reasks'].fillna(0) > 0).sum())} reasked"
         return (
-            f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
-            f"{len(requests)} requests, {retries} retried{reasked}, "
-            f"{len(paced)} paced waits ({float(paced['delay_s'].sum()):.1f} s)"
+            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
+            f"{stopped}; {counted(len(requests), 'request')}, {retries} retried{reasked}, "
+            f"{counted(len(paced), 'paced wait')} ({float(paced['delay_s'].sum()):.1f} s)"
         )
 
     def _provider_summary(self, n: int, bad: int) -> str:
@@ -133,8 +134,9 @@ class BatchResult:
             reasked = f" ({int((self.results['reasks'].fillna(0) > 0).sum())} reasked)"
         again = int(a["action"].isin(("retry", "reask")).sum())
         return (
-            f"{n - bad}/{n} prompts ok, {bad} failed in {self.duration_s:.1f} s{stopped}; "
-            f"{batches} provider batches, {again} items resubmitted{reasked}{price}"
+            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
+            f"{stopped}; {counted(batches, 'provider batch', 'provider batches')}, "
+            f"{counted(again, 'item')} resubmitted{reasked}{price}"
         )
 
     def __repr__(self) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from .._core._words import counted
 from ..events import AttemptFailed, AttemptStarted, Event, PacedWait, RetryScheduled, RunFinished
 
 __all__ = ["FINAL", "BatchProgress", "TerminalBar", "lane_state"]
@@ -320,7 +321,8 @@ class BatchProgress:
         words = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
         resub = f", {self.resubmissions} resubmitted" if self.resubmissions else ""
         tail = f": {words}" if words else ""
-        return f" · {len(self.batches)} batches ({len(live)} open{resub}){tail}"
+        made = counted(len(self.batches), "batch", "batches")
+        return f" · {made} ({len(live)} open{resub}){tail}"
 
     def text(self) -> str:
         """One line for a terminal: done, running, waiting, time, retries, paced waits, pace.

@@ -44,6 +44,7 @@ from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
 from ._provider_run import DEFAULT_POLL, ProviderRun, RunSettings
 from ._provider_state import ProviderState, default_state_path, new_tag
+from ._resume_check import refuse_a_gone_demo_server
 from ._spec import BatchControl
 
 __all__ = [
@@ -287,6 +288,7 @@ class ProviderBatch:
         output: Any = None,
     ) -> ProviderBatch:
         state = ProviderState.load(path)
+        refuse_a_gone_demo_server(state.provider, base_url or state.base_url, str(state.path))
         provider = resolve_model_spec(
             state.model, api_key=api_key, base_url=base_url or state.base_url
         )

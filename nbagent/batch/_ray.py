@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._core._words import counted
 from .._loop._limiter import limiter_key
 from ..errors import ConfigError
 from ._cluster_limiter import AsyncLimiterCore
@@ -201,7 +202,8 @@ async def _pace(limiter: Any, progress: BatchProgress, incarnations: set[str]) -
 async def _describe(
     limiter: Any, choice: LimiterChoice, workers: int, lost: int, incarnations: set[str]
 ) -> str:
-    where = f"{workers} Ray workers" + (f", {lost} prompts lost with a worker" if lost else "")
+    where = counted(workers, "Ray worker")
+    where += f", {counted(lost, 'prompt')} lost with a worker" if lost else ""
     if limiter is None:
         what = {"process": "one limiter per worker process", "off": "off"}.get(choice[0], "a Pacer")
         return f"{what} ({where})"

@@ -18,12 +18,14 @@ import httpx
 from .._core._retry import RetryPolicy
 from .._loop._agent import Agent
 from .._loop._limiter import RateLimiter
-from ..errors import AuthFailed, ConfigError, TransportError
+from ..errors import AuthFailed, ConfigError, TransportError, set_provider_label
 from ..providers import AnthropicProvider
 from ._names import NAME_HEADER, encode_name
 from ._room import RoomFull
 
 __all__ = ["AGENT_HEADER", "POLICY_HEADER", "RoomFull", "Seat", "join", "policy_header"]
+
+set_provider_label("classroom", "Classroom")  # how an error names the room
 
 AGENT_HEADER = "x-nbagent-agent"
 POLICY_HEADER = "x-nbagent-policy"

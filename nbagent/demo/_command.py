@@ -75,8 +75,9 @@ DEMO_PLAN: tuple[DemoStep, ...] = (
     DemoStep(
         "Summarize our conversation so far.",
         ("overflow",),
-        "COMPACT: the prompt is too long; old tool output is stubbed, older turns are summarised "
-        "by the model, and the request is retried",
+        "COMPACT: the server says the prompt is too long (a simulated overflow: the numbers in "
+        "its error are made up); old tool output is stubbed, older turns are summarised by the "
+        "model, and the request is retried",
     ),
     DemoStep(
         "One more question: what is 2 ** 10?",

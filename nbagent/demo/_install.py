@@ -27,5 +27,5 @@ def _demo_provider(*, base_url: str | None = None, **options: Any) -> Provider:
 def install() -> None:
     """Register the demo model; `import nbagent` calls this once."""
     set_default_responder(demo_reply)
-    register_model("demo", _demo_provider)
+    register_model("demo", _demo_provider, label="Demo model", free=True)
     register_prefix("replay", replay_provider)

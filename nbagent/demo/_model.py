@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,7 +254,9 @@ def _result_text(call: ToolUse, result: ToolResult) -> str:
     if call.name == "read_file":
         lines = content.splitlines()
         shown = [line.strip() for line in lines if line.strip()][:3]
-        quoted = " / ".join(f"“{line[:80]}”" for line in shown) or "nothing (it is empty)"
+        # a long line is cut at a word, never inside one ("said 2 seconds e")
+        cut = [textwrap.shorten(line, 80, placeholder=" …") for line in shown]
+        quoted = " / ".join(f"“{line}”" for line in cut) or "nothing (it is empty)"
         words = len(content.split())
         return (
             f"{args.get('path', 'The file')} has {len(lines)} lines and {words} words. "

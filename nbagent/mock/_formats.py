@@ -143,7 +143,9 @@ class Codec:
             return self.http_status(429), self.quota_error(rid, model)
         if fault.kind == "overflow":
             maximum = window or self.default_window
-            return 400, self.overflow_error(max(tokens, maximum + 1 + tokens), maximum, rid)
+            error = self.overflow_error(max(tokens, maximum + 1 + tokens), maximum, rid)
+            error["error"]["message"] += " (simulated: an injected fault, not the prompt's size)"
+            return 400, error
         retry = format_seconds(fault.retry_after_s or 0.0)
         return self.http_status(status), self.status_error(status, model, rid, retry)
 

@@ -35,6 +35,8 @@ class Bars:
         self._attempts: dict[tuple[str, str], dict[str, Any]] = {}
         self.tools: dict[str, dict[str, Any]] = {}  # the tool calls running, by call id
         self._compactions: dict[str, dict[str, Any]] = {}
+        # run_id -> reasks so far, as the attempt log's `reask` (0 the first answer, 1, 2, ...)
+        self._reasks: dict[str, int] = {}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self._bars)
@@ -64,14 +66,19 @@ class Bars:
     def attempt_started(self, event: AttemptStarted) -> None:
         where = lane(event.phase)
         what = "compaction request" if where == "compaction" else "attempt"
+        label = f"{what} {event.attempt}/{event.max_attempts}"
+        reask = self._reasks.get(event.run_id, 0) if where == "request" else None
+        if reask:
+            label = f"reask {reask}, {label}"
         self._attempts[(event.run_id, event.phase)] = self.open(
             event,
             where,
             "attempt",
-            label=f"{what} {event.attempt}/{event.max_attempts}",
+            label=label,
             attempt=event.attempt,
             max_attempts=event.max_attempts,
             model=event.model,
+            reask=reask,
         )
 
     def attempt_succeeded(self, event: AttemptSucceeded) -> None:
@@ -102,6 +109,8 @@ class Bars:
         bar = self._end_attempt(event)
         bar["outcome"] = "cancelled" if event.cancelled else "error"
         bar["action"] = event.action
+        if event.action == "reask" and lane(event.phase) == "request":
+            self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
         bar["error"] = event.error
         bar["status_code"] = event.status_code
         failure = failure_text(event.error, event.status_code, event.message)

@@ -21,6 +21,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from .._core._words import counted
 from .._palette import COLORS, DARK_COLORS
 
 __all__ = ["COLOURS", "DARK_COLOURS", "BatchView", "render_text", "show_batch_view"]
@@ -312,7 +313,11 @@ def render_text(state: dict[str, Any]) -> str:
     pace = f", pace {rate:.1f}/s" if isinstance(rate, (int, float)) else ""
     batches = state.get("batches") or []
     open_ = sum(1 for b in batches if not b.get("collected"))
-    provider = f", {len(batches)} provider batches ({open_} open)" if batches else ""
+    provider = (
+        f", {counted(len(batches), 'provider batch', 'provider batches')} ({open_} open)"
+        if batches
+        else ""
+    )
     return (
         f"nbagent.map: {state.get('done', 0)}/{state.get('total', 0)} done, "
         f"{counts['running']} running, {counts['waiting']} waiting, "

@@ -289,7 +289,11 @@ function timeline(state, ui) {
               height: `${rows * ROW_HEIGHT + (rows - 1) * ROW_GAP}px`,
             },
           },
-          h("span", { class: "nb-wait-label" }, active ? countdownText(state) : label),
+          h(
+            "span",
+            { class: "nb-wait-label", "data-short": active ? null : seconds(w.delay_s) },
+            active ? countdownText(state) : label,
+          ),
         ),
       );
     }
@@ -413,7 +417,9 @@ function barLabel(b) {
     return b.status_code ? String(b.status_code) : b.error || "error";
   }
   if (b.kind === "attempt" && b.outcome === "cancelled") return "cancelled";
-  if (b.kind === "attempt" && b.lane === "request") return `attempt ${b.attempt}`;
+  if (b.kind === "attempt" && b.lane === "request") {
+    return b.reask ? `reask ${b.reask} · attempt ${b.attempt}` : `attempt ${b.attempt}`;
+  }
   return b.label;
 }
 
@@ -424,8 +430,14 @@ function shortLabel(b) {
   return `#${b.attempt}`;
 }
 
-// A label that does not fit its bar moves to the right of it, when that space is free.
+// A label that does not fit its bar moves to the right of it, when that space is free; else it
+// is shortened ("#2", "0.3s") or hidden, never cut to "atte" (the bar's title still says all).
 function placeLabels(root) {
+  for (const label of root.querySelectorAll(".nb-wait:not(.nb-wait-active) .nb-wait-label")) {
+    if (label.scrollWidth <= label.clientWidth + 1) continue;
+    if (label.dataset.short) label.textContent = label.dataset.short; // "0.3s", not "backoff…"
+    if (label.scrollWidth > label.clientWidth + 1) label.style.visibility = "hidden";
+  }
   for (const track of root.querySelectorAll(".nb-track")) {
     const items = [...track.querySelectorAll(".nb-bar, .nb-wait")].map((node) => ({
       node,

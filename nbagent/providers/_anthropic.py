@@ -19,10 +19,8 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._messages import (
@@ -36,18 +34,19 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered, ContextOverflow
-from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._anthropic_batch import AnthropicBatches
+from ._anthropic_events import ANTHROPIC, MessageReading
+from ._base import ModelRequest, StreamPart
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
-from ._limits import json_int
 from ._output_wire import add_anthropic_output
-from ._parts import PartBuffer
+from ._whole_body import NotAnAnswer, WholeEvents
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body", "decode_arguments"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
+
 
 _STOP_REASONS = {
     "end_turn": "end_turn",
@@ -62,19 +61,6 @@ CACHE_CONTROL: dict[str, Any] = {"type": "ephemeral"}
 _CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
 # Keys of the request body that come from ModelRequest, not from options.
 _RESERVED = frozenset({"model", "messages", "system", "tools", "stream"})
-
-
-def decode_arguments(text: str) -> tuple[dict[str, Any], str | None]:
-    """Tool-call arguments as (input, raw_input): raw_input keeps text that is not a JSON object."""
-    if not text.strip():
-        return {}, None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}, text
-    if isinstance(value, dict):
-        return value, None
-    return {}, text
 
 
 # -- serialisation ---------------------------------------------------------------------------
@@ -173,42 +159,6 @@ def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
 # -- streaming parse -------------------------------------------------------------------------
 
 
-@dataclass
-class _BlockState:
-    kind: str
-    text: list[str] = field(default_factory=list)
-    signature: list[str] = field(default_factory=list)
-    tool_id: str = ""
-    tool_name: str = ""
-    tool_index: int = -1
-    raw: dict[str, Any] | None = None  # a block of a kind nbagent does not model, as it came
-
-    def grow(self, piece: Any, buf: PartBuffer, part: Callable[[str], StreamPart]) -> None:
-        """Add a streamed piece of the block's text (if it is text) and hand it on as `part`."""
-        if isinstance(piece, str) and piece:
-            self.text.append(piece)
-            buf.add(part(piece))
-
-    def finish(self) -> Block | None:
-        if self.raw is not None:
-            block = dict(self.raw)
-            if self.text:  # a server tool's input, streamed like a tool call's
-                args, raw = decode_arguments("".join(self.text))
-                block["input"] = args if raw is None else raw
-            return OpaqueBlock(ANTHROPIC, block)
-        if self.kind == "redacted_thinking":
-            return RedactedThinkingBlock("".join(self.text))
-        if self.kind == "text":
-            text = "".join(self.text)
-            return TextBlock(text) if text else None
-        if self.kind == "thinking":
-            return ThinkingBlock("".join(self.text), "".join(self.signature))
-        if self.kind == "tool_use":
-            args, raw = decode_arguments("".join(self.text))
-            return ToolUseBlock(self.tool_id, self.tool_name, args, raw)
-        return None
-
-
 class AnthropicProvider(HTTPProvider):
     """Streams Claude models through the Messages API ("anthropic:..." model strings).
 
@@ -252,6 +202,34 @@ class AnthropicProvider(HTTPProvider):
         """
         return build_anthropic_body(self.model, request)
 
+    def whole_events(self, message: dict[str, Any]) -> WholeEvents:
+        """A Messages `message` as `message_start`, a start per content block, `message_delta`
+        (its stop reason) and `message_stop`; the usage rides on `message_start` whole."""
+        content = message.get("content")
+        if not isinstance(content, list):
+            raise NotAnAnswer("a message without a content list")
+        head = {k: message[k] for k in ("id", "model", "usage") if k in message}
+        out: WholeEvents = [("message_start", {"type": "message_start", "message": head})]
+        for i, block in enumerate(content):
+            start = {"type": "content_block_start", "index": i, "content_block": block}
+            out.append(("content_block_start", start))
+            out.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+        delta = {
+            "stop_reason": message.get("stop_reason"),
+            "stop_sequence": message.get("stop_sequence"),
+        }
+        out.append(("message_delta", {"type": "message_delta", "delta": delta}))
+        out.append(("message_stop", {"type": "message_stop"}))
+        return out
+
+    def api_url(self, path: str) -> str:
+        """`path` under the versioned root (`/v1`)."""
+        return f"{self.api_base}/{path}"
+
+    def batch_api(self) -> type[AnthropicBatches]:
+        """Message Batches (the demo's mock server answers them too)."""
+        return AnthropicBatches
+
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Messages answer, read from its events.
 
@@ -263,15 +241,9 @@ class AnthropicProvider(HTTPProvider):
             Text, thinking and tool-call parts as their deltas arrive, then one `Completed`
             after `message_stop`.
         """
-        blocks: dict[int, _BlockState] = {}
-        order: list[int] = []
-        tool_calls = 0
-        input_tokens = output_tokens = cache_read = cache_write = 0
-        stop_reason: str | None = None
-        answered_model: str | None = None
-        response_id: str | None = None
-        finished = reported = False  # message_stop came; message_delta reported usage
-        buf = PartBuffer()
+        st = MessageReading()
+        blocks, buf = st.blocks, st.buf
+        handlers = st.handlers(es)
         async with aclosing(es.batches()) as batches:
             async for batch in batches:
                 for event in batch:
@@ -292,115 +264,30 @@ class AnthropicProvider(HTTPProvider):
                                 fast.text.append(text)
                                 buf.text(text)
                             continue
-                    if kind == "ping":
-                        continue
                     if kind == "error" or event.event == "error":
                         for part in buf.take():  # what came before the error, for the record
                             yield part
                         raise error_from_payload(self.name, data, es.headers, secrets=self._secrets)
-                    if kind == "message_start":
-                        msg = data.get("message")
-                        if isinstance(msg, dict):
-                            if isinstance(msg.get("model"), str):
-                                answered_model = msg["model"]
-                            if isinstance(msg.get("id"), str):
-                                response_id = msg["id"]
-                            usage = msg.get("usage")
-                            if isinstance(usage, dict):
-                                input_tokens = json_int(usage.get("input_tokens")) or 0
-                                output_tokens = json_int(usage.get("output_tokens")) or 0
-                                cache_read = json_int(usage.get("cache_read_input_tokens")) or 0
-                                cache_write = (
-                                    json_int(usage.get("cache_creation_input_tokens")) or 0
-                                )
-                    elif kind == "content_block_start":
-                        index = data.get("index")
-                        cb = data.get("content_block")
-                        if not isinstance(index, int) or not isinstance(cb, dict):
-                            raise es.bad_data(event, "content_block_start without index or block")
-                        btype = cb.get("type")
-                        state = _BlockState(kind=str(btype))
-                        if btype == "text":
-                            state.grow(cb.get("text"), buf, TextPart)
-                        elif btype == "thinking":
-                            state.grow(cb.get("thinking"), buf, ThinkingPart)
-                            sig = cb.get("signature")
-                            if isinstance(sig, str) and sig:
-                                state.signature.append(sig)
-                        elif btype == "redacted_thinking":
-                            data_ = cb.get("data")
-                            if isinstance(data_, str):
-                                state.text.append(data_)
-                        elif btype == "tool_use":
-                            state.tool_id = str(cb.get("id") or f"toolu_{index}")
-                            state.tool_name = str(cb.get("name") or "")
-                            state.tool_index = tool_calls
-                            tool_calls += 1
-                            initial = cb.get("input")
-                            if isinstance(initial, dict) and initial:
-                                state.text.append(json.dumps(initial))
-                            buf.add(
-                                ToolCallPart(state.tool_index, state.tool_id, state.tool_name, "")
-                            )
-                        elif btype not in ("text", "thinking"):
-                            state.raw = dict(cb)  # server tools and their results: kept whole
-                        if index not in blocks:
-                            order.append(index)
-                        blocks[index] = state
-                    elif kind == "content_block_delta":
-                        index = data.get("index")
-                        delta = data.get("delta")
-                        state_or_none = blocks.get(index) if isinstance(index, int) else None
-                        if state_or_none is None or not isinstance(delta, dict):
-                            raise es.bad_data(event, "delta for a content block that never started")
-                        state = state_or_none
-                        dtype = delta.get("type")
-                        if dtype == "text_delta":
-                            state.grow(delta.get("text"), buf, TextPart)
-                        elif dtype == "thinking_delta":
-                            state.grow(delta.get("thinking"), buf, ThinkingPart)
-                        elif dtype == "signature_delta":
-                            sig = delta.get("signature")
-                            if isinstance(sig, str) and sig:
-                                state.signature.append(sig)
-                                buf.add(ThinkingPart("", signature=sig))
-                        elif dtype == "input_json_delta":
-                            frag = delta.get("partial_json")
-                            if isinstance(frag, str) and frag:
-                                state.text.append(frag)
-                                if state.kind == "tool_use":
-                                    buf.add(ToolCallPart(state.tool_index, arguments=frag))
-                    elif kind == "message_delta":
-                        delta = data.get("delta")
-                        if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-                            stop_reason = delta["stop_reason"]
-                        usage = data.get("usage")
-                        if isinstance(usage, dict):
-                            # cumulative counts: the latest value replaces the earlier one
-                            if json_int(usage.get("output_tokens")) is not None:
-                                reported = True
-                                output_tokens = usage["output_tokens"]
-                            if json_int(usage.get("input_tokens")) is not None:
-                                input_tokens = usage["input_tokens"]
-                            if json_int(usage.get("cache_read_input_tokens")) is not None:
-                                cache_read = usage["cache_read_input_tokens"]
-                            if json_int(usage.get("cache_creation_input_tokens")) is not None:
-                                cache_write = usage["cache_creation_input_tokens"]
-                    elif kind == "message_stop":
-                        finished = True
+                    if kind == "message_stop":
+                        st.finished = True
                         break
-                    # content_block_stop and unknown event types need nothing
+                    handler = handlers.get(kind)  # content_block_stop, unknown types: none
+                    if handler is not None:
+                        handler(event, data)
                 for part in buf.take():
                     yield part
-                if finished:
+                if st.finished:
                     break
             await es.end(
                 batches,
-                end=("message_stop", finished),
-                reason=("stop_reason", stop_reason),
-                usage=reported,
+                end=("message_stop", st.finished),
+                reason=("stop_reason", st.stop_reason),
+                usage=st.reported,
             )
             request_id, headers = es.request_id, es.headers
+        stop_reason = st.stop_reason
+        input_tokens, output_tokens = st.input_tokens, st.output_tokens
+        cache_read, cache_write = st.cache_read, st.cache_write
         if stop_reason == "model_context_window_exceeded":
             raise self._refusal(
                 ContextOverflow,
@@ -421,7 +308,7 @@ class AnthropicProvider(HTTPProvider):
                 request_id=request_id,
                 headers=headers,
             )
-        out_blocks = [b for b in (blocks[i].finish() for i in order) if b is not None]
+        out_blocks = [b for b in (blocks[i].finish() for i in st.order) if b is not None]
         note = ""
         if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed above)
             note = "the stream ended with message_stop but no stop_reason; read as end_turn"
@@ -433,7 +320,7 @@ class AnthropicProvider(HTTPProvider):
             cache_read=cache_read,
             cache_write=cache_write,
             stream=es,
-            model=answered_model,
-            response_id=response_id,
+            model=st.model,
+            response_id=st.response_id,
             note=note,
         )

@@ -23,10 +23,10 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..errors import InvalidResponse, ServerError
-from ._anthropic import AnthropicProvider
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
-from ._http_errors import ANTHROPIC_TYPE_STATUS
+from ._error_codes import ANTHROPIC_TYPE_STATUS
+from ._http import HTTPProvider
 from ._limits import json_int
 
 __all__ = ["STATUS", "AnthropicBatches", "expired_error"]
@@ -47,14 +47,13 @@ def expired_error(provider: str, why: str) -> ServerError:
 class AnthropicBatches(BatchClient):
     """Message Batches against `provider`'s endpoint (the demo's mock server too)."""
 
-    wire = "anthropic"
     label = "Anthropic Message Batches"
     default_caps = BatchCaps(100_000, 256 * 1024 * 1024)
     keeps_tag: ClassVar[bool] = False
 
-    def __init__(self, provider: AnthropicProvider, **kw: Any) -> None:
+    def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
-        self.url = f"{provider.api_base}/messages/batches"
+        self.url = provider.api_url("messages/batches")
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider.encode({"custom_id": custom_id, "params": body})

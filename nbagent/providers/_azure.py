@@ -23,6 +23,7 @@ from urllib.parse import quote
 from ..errors import ConfigError
 from ._base import ModelRequest
 from ._http import HTTPProvider
+from ._openai_batch import AzureBatches
 from ._openai_chat import OpenAIProvider, build_openai_body
 from ._openai_responses import ResponsesProvider
 from ._output_wire import Dialect
@@ -77,9 +78,19 @@ class _Azure(HTTPProvider):
             return f"{root}/openai/v1/{v1_path}"
         return f"{root}/openai/{dated_path}?api-version={quote(self.api_version)}"
 
+    def api_url(self, path: str) -> str:
+        """`path` under the resource's root (v1, or dated with `api_version`)."""
+        return self._azure_url(path, path)
+
 
 class AzureChatProvider(_Azure, OpenAIProvider):
     """Chat Completions against an Azure OpenAI deployment."""
+
+    batch_endpoint = "/chat/completions"
+
+    def batch_api(self) -> type[AzureBatches]:
+        """Azure's Batch API (a Global-Batch deployment)."""
+        return AzureBatches
 
     @property
     def url(self) -> str:
@@ -100,7 +111,10 @@ class AzureChatProvider(_Azure, OpenAIProvider):
 
 
 class AzureResponsesProvider(_Azure, ResponsesProvider):
-    """The Responses API against an Azure OpenAI deployment."""
+    """The Responses API against an Azure OpenAI deployment (no batch API)."""
+
+    def batch_api(self) -> None:
+        return None
 
     @property
     def url(self) -> str:

@@ -36,10 +36,9 @@ _STREAM_KEYS = ("stream", "stream_options")
 
 
 class BatchClient:
-    """A provider's batch API. Subclasses set `wire` (the reader of an item's answer), `label`,
-    `caps` and `keeps_tag`, and implement the calls."""
+    """A provider's batch API. Subclasses set `label`, `caps` and `keeps_tag`, and implement
+    the calls; an item's answer is read by the provider's own reader."""
 
-    wire: ClassVar[str] = ""
     label: ClassVar[str] = ""
     default_caps: ClassVar[BatchCaps] = BatchCaps(1, 1)
     keeps_tag: ClassVar[bool] = True  # the batch carries nbagent's tag (metadata, display name)
@@ -146,12 +145,7 @@ class BatchClient:
 
     async def read(self, result: ItemResult) -> Completed:
         """A succeeded item's answer, read as a live answer is, priced at the batch price."""
-        completed = await read_whole(
-            self.provider,
-            self.wire,
-            result.body,
-            request_id=result.request_id,
-        )
+        completed = await read_whole(self.provider, result.body, request_id=result.request_id)
         model = completed.model or self.provider.model
         usage = completed.usage.with_cost(
             estimate_cost(self.provider.name, model, completed.usage, batch=True)

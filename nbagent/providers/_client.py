@@ -21,7 +21,7 @@ import httpx
 from ..errors import ConfigError
 from ._limits import Limits
 
-__all__ = ["LoopClients", "check_base_url"]
+__all__ = ["LoopClients", "check_api_key", "check_base_url"]
 
 
 def check_base_url(base_url: str, *, what: str = "base_url") -> str:
@@ -44,6 +44,21 @@ def check_base_url(base_url: str, *, what: str = "base_url") -> str:
             "write it like 'https://api.example.com/v1' or 'http://localhost:11434/v1'."
         )
     return url.rstrip("/")
+
+
+def check_api_key(api_key: object) -> str | None:
+    """The key, or None for none; `ConfigError` for one that is not a string or holds spaces
+    or control characters (a stray newline pasted with it)."""
+    if api_key is None:
+        return None
+    if not isinstance(api_key, str):
+        raise ConfigError("api_key must be a string: pass the key text, or None.")
+    if any(ord(c) < 33 or ord(c) == 127 for c in api_key):
+        raise ConfigError(
+            "the API key contains spaces or control characters: "
+            "check it for a stray newline or space."
+        )
+    return api_key or None
 
 
 @functools.cache

@@ -40,12 +40,14 @@ from ..errors import (
 )
 from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
+from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._parts import PartBuffer
 from ._pricing import context_window
+from ._whole_body import WholeEvents
 
 __all__ = ["DEFAULT_WINDOW", "GeminiProvider"]
 
@@ -189,6 +191,18 @@ class GeminiProvider(HTTPProvider):
             Tokens: genai-prices' figure for the model, else Gemini's usual 1,048,576.
         """
         return context_window(self.name, self.model) or DEFAULT_WINDOW
+
+    def whole_events(self, response: dict[str, Any]) -> WholeEvents:
+        """A `GenerateContentResponse`: each streamed chunk is one already, so it is its own."""
+        return [("", response)]
+
+    def api_url(self, path: str) -> str:
+        """`path` under the versioned root (`/v1beta`)."""
+        return f"{self.api_base}/{path}"
+
+    def batch_api(self) -> type[GeminiBatches]:
+        """Batch mode, inline requests."""
+        return GeminiBatches
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Gemini answer, read from its chunks.

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
-from ._gemini import GeminiProvider
+from ._http import HTTPProvider
 
 __all__ = ["STATUS", "GeminiBatches"]
 
@@ -79,13 +79,15 @@ def _int(value: Any) -> int:
 class GeminiBatches(BatchClient):
     """Gemini batch mode with inline requests."""
 
-    wire = "gemini"
     label = "Gemini batch mode"
     default_caps = BatchCaps(1_000_000, 20 * 1024 * 1024)
 
-    def __init__(self, provider: GeminiProvider, **kw: Any) -> None:
+    def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
-        self.base, self.model = provider.api_base, provider.model_id
+        self.base, self.model = (
+            provider.api_url("").rstrip("/"),
+            provider.model.removeprefix("models/"),
+        )
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider.encode({"request": body, "metadata": {"key": custom_id}})

@@ -1,11 +1,9 @@
 """What every HTTP wire format shares: the key, the base URL, the client, the one request path.
 
-`HTTPProvider` holds the key (never shown), the base URL, its httpx clients (`_client`), the
-timeouts and the size caps (`Limits`). Every request it makes goes through `request(method,
-url, ...)`, the one path for live streams (`_open`, an `EventStream` of the answer's events),
-batch calls and whole-body reads (`read_json`): the headers, the key kept out of everything
-shown, the connect-and-first-byte deadline, the recorder (`Agent(record=...)`) and the typed
-errors are there once.
+`HTTPProvider` holds the key (never shown), the base URL, its httpx clients, the limits. Every
+request it makes goes through `request(method, url, ...)`: live streams (`_open`), batch calls
+and whole-body reads (`read_json`) get the headers, the key kept out of what is shown, the
+connect-and-first-byte deadline, the recorder and the typed errors from one place.
 
 Failures come out typed:
 
@@ -35,7 +33,7 @@ from .._core._budget import Usage
 from .._core._messages import Block, Message
 from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
 from ._base import Completed, ModelRequest, StreamPart
-from ._client import LoopClients, check_base_url
+from ._client import LoopClients, check_api_key, check_base_url
 from ._event_stream import Events, EventStream
 from ._http_errors import error_from_response, kept_headers, redact, request_id_from
 from ._limits import (
@@ -126,6 +124,7 @@ class HTTPProvider:
     auth_header = "authorization"  # how the key travels: Bearer by default
     auth_prefix = "Bearer "
     recorder: Recorder | None = None  # Agent(record=...): every exchange is appended to it
+    batch_endpoint = ""  # the endpoint an item of a batch API names (OpenAI's Batch API)
 
     def __init__(
         self,
@@ -146,37 +145,12 @@ class HTTPProvider:
         name = self.default_name if name is None else name
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("the model name is empty: pass the model id, e.g. 'gpt-4o'.")
-        if api_key is not None:
-            if not isinstance(api_key, str):
-                raise ConfigError("api_key must be a string: pass the key text, or None.")
-            if any(ord(c) < 33 or ord(c) == 127 for c in api_key):
-                raise ConfigError(
-                    "the API key contains spaces or control characters: "
-                    "check it for a stray newline or space."
-                )
-        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ConfigError(f"{label} must be a positive number of seconds, not {value!r}.")
-        for label, ivalue in (
-            ("max_body_bytes", max_body_bytes),
-            ("max_event_bytes", max_event_bytes),
-        ):
-            if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue <= 0:
-                raise ConfigError(
-                    f"{label} must be a positive whole number of bytes, not {ivalue!r}."
-                )
-        if not isinstance(trust_end_marker, bool):
-            raise ConfigError(f"trust_end_marker must be True or False, not {trust_end_marker!r}.")
         self.model = model
         self.name = name
         self.base_url = check_base_url(base_url)
-        self._api_key = api_key or None
-        self.limits = Limits(
-            float(connect_timeout),
-            float(idle_timeout),
-            max_body_bytes,
-            max_event_bytes,
-            trust_end_marker,
+        self._api_key = check_api_key(api_key)
+        self.limits = Limits.checked(
+            connect_timeout, idle_timeout, max_body_bytes, max_event_bytes, trust_end_marker
         )
         self._extra_headers = dict(extra_headers or {})
         self.refused_output_forms: set[str] = set()
@@ -333,6 +307,24 @@ class HTTPProvider:
             return doc, server_wish(r.headers)
 
     # -- what a wire format implements ---------------------------------------------------
+
+    def api_url(self, path: str) -> str:
+        """The URL of `path` under this provider's API root (a batch API's endpoints)."""
+        return f"{self.base_url}/{path}"
+
+    def batch_api(self) -> type[Any] | None:
+        """The `BatchClient` class of this provider's batch API (`_batches.batch_client`), or
+        None when it has none."""
+        return None
+
+    def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
+        """The events a live stream would have carried for the whole answer `body` (a batch
+        item's), for `read_events` to read (`_whole_body.read_whole`).
+
+        Raises:
+            NotImplementedError: The format has no batch API.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not read a whole answer")
 
     @property
     def url(self) -> str:

@@ -10,6 +10,7 @@ typed error.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,37 @@ class Limits:
     # a stream that reaches its end marker with neither a finish reason nor a usage report is
     # complete (True) or was cut (False: llama-cpp-python's interrupted streams end so)
     trust_end_marker: bool = False
+
+    @classmethod
+    def checked(
+        cls,
+        connect_timeout: Any,
+        idle_timeout: Any,
+        max_body_bytes: Any,
+        max_event_bytes: Any,
+        trust_end_marker: Any,
+    ) -> Limits:
+        """The limits a provider was given; `ConfigError` naming the first that is wrong."""
+        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{label} must be a positive number of seconds, not {value!r}.")
+        for label, ivalue in (
+            ("max_body_bytes", max_body_bytes),
+            ("max_event_bytes", max_event_bytes),
+        ):
+            if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue <= 0:
+                raise ConfigError(
+                    f"{label} must be a positive whole number of bytes, not {ivalue!r}."
+                )
+        if not isinstance(trust_end_marker, bool):
+            raise ConfigError(f"trust_end_marker must be True or False, not {trust_end_marker!r}.")
+        return cls(
+            float(connect_timeout),
+            float(idle_timeout),
+            max_body_bytes,
+            max_event_bytes,
+            trust_end_marker,
+        )
 
     def httpx_timeout(self) -> httpx.Timeout:
         return httpx.Timeout(

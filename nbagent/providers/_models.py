@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import ConfigError
+from ..errors import ConfigError, set_provider_label
 from ._anthropic import AnthropicProvider
 from ._azure import AzureChatProvider, AzureResponsesProvider
 from ._base import Provider
@@ -22,6 +22,7 @@ from ._gemini import GeminiProvider
 from ._http import HTTPProvider, check_base_url
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
+from ._pricing import FREE, set_price_id
 
 __all__ = ["PROVIDERS", "ProviderInfo", "register_model", "register_prefix", "resolve_model"]
 
@@ -32,7 +33,9 @@ _NAMED: dict[str, ModelFactory] = {}
 _PREFIXED: dict[str, Callable[..., Provider]] = {}
 
 
-def register_model(name: str, factory: ModelFactory) -> None:
+def register_model(
+    name: str, factory: ModelFactory, *, label: str | None = None, free: bool = False
+) -> None:
     """Make the model string `name` (no prefix, such as "demo") resolve through `factory`.
 
     This is how upper layers plug a model in without the providers importing them: the demo
@@ -42,8 +45,14 @@ def register_model(name: str, factory: ModelFactory) -> None:
         name: The model string, as `Agent(model=...)` takes it.
         factory: Makes the provider: called with `base_url=` (None for its own) and the other
             options of `resolve_model`.
+        label: How an error's sentence names it ("Demo model"); None: by `name`.
+        free: Its answers cost nothing (priced at 0, not as the model it answers as).
     """
     _NAMED[name] = factory
+    if label is not None:
+        set_provider_label(name, label)
+    if free:
+        set_price_id(name, FREE)
 
 
 def register_prefix(prefix: str, factory: Callable[..., Provider]) -> None:
@@ -69,6 +78,7 @@ class ProviderInfo:
     example: str = ""
     alt_key_env: str | None = None  # read when key_env is not set
     version_env: str | None = None  # Azure's api-version
+    price_id: str | None = None  # genai-prices' provider id; None: let it find the model
 
 
 PROVIDERS: dict[str, ProviderInfo] = {
@@ -80,6 +90,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_BASE_URL",
         "anthropic:claude-sonnet-4-0",
+        price_id="anthropic",
     ),
     "openai": ProviderInfo(
         "openai",
@@ -89,6 +100,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "openai:gpt-4o",
+        price_id="openai",
     ),
     "openrouter": ProviderInfo(
         "openrouter",
@@ -98,6 +110,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "OPENROUTER_API_KEY",
         None,
         "openrouter:anthropic/claude-sonnet-4",
+        price_id="openrouter",
     ),
     "ollama": ProviderInfo(
         "ollama",
@@ -117,6 +130,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "GEMINI_BASE_URL",
         "gemini:gemini-2.5-flash",
         alt_key_env="GOOGLE_API_KEY",
+        price_id="google",
     ),
     "openai-responses": ProviderInfo(
         "openai-responses",
@@ -126,6 +140,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "openai-responses:o4-mini",
+        price_id="openai",
     ),
     "azure": ProviderInfo(
         "azure",
@@ -135,6 +150,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "AZURE_OPENAI_API_KEY",
         "AZURE_OPENAI_ENDPOINT",
         "azure:my-gpt-4o-deployment",
+        price_id="azure",
         version_env="AZURE_OPENAI_API_VERSION",
     ),
     "azure-responses": ProviderInfo(
@@ -145,9 +161,15 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "AZURE_OPENAI_API_KEY",
         "AZURE_OPENAI_ENDPOINT",
         "azure-responses:my-o4-mini-deployment",
+        price_id="azure",
         version_env="AZURE_OPENAI_API_VERSION",
     ),
 }
+
+for _info in PROVIDERS.values():
+    set_provider_label(_info.prefix, _info.label)
+    set_price_id(_info.prefix, _info.price_id)
+set_price_id("ollama", FREE)  # a model on this machine costs nothing per token
 
 _OPTIONS = frozenset(
     {

@@ -29,12 +29,10 @@ from typing import Any
 
 from ..errors import InvalidResponse, RateLimited
 from ._anthropic_batch import expired_error
-from ._azure import AzureChatProvider
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined
 from ._http import HTTPProvider
 from ._limits import json_int
-from ._openai_responses import ResponsesProvider
 
 __all__ = ["STATUS", "TAG_KEY", "AzureBatches", "OpenAIBatches"]
 
@@ -59,18 +57,15 @@ _RATE_CODES = frozenset({"token_limit_exceeded", "rate_limit_exceeded"})
 class OpenAIBatches(BatchClient):
     """The Batch API of OpenAI (Chat Completions or Responses items)."""
 
-    wire = "openai"
     label = "OpenAI Batch API"
     default_caps = BatchCaps(50_000, 200 * 1024 * 1024)
 
     def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
-        responses = isinstance(provider, ResponsesProvider)
-        self.wire = "openai-responses" if responses else "openai"  # type: ignore[misc]
-        self.endpoint = "/v1/responses" if responses else "/v1/chat/completions"
+        self.endpoint = provider.batch_endpoint
 
     def url(self, path: str) -> str:
-        return f"{self.provider.base_url}/{path}"
+        return self.provider.api_url(path)
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         line = {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
@@ -218,11 +213,3 @@ class AzureBatches(OpenAIBatches):
     """Azure OpenAI's Batch API: a Global-Batch deployment under the resource's endpoint."""
 
     label = "Azure OpenAI Batch API"
-
-    def __init__(self, provider: AzureChatProvider, **kw: Any) -> None:
-        super().__init__(provider, **kw)
-        self.endpoint = "/chat/completions"
-        self._azure = provider
-
-    def url(self, path: str) -> str:
-        return self._azure._azure_url(path, path)

@@ -8,7 +8,7 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,14 +24,15 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._anthropic import decode_arguments
 from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._openai_batch import OpenAIBatches
 from ._output_wire import Dialect, add_openai_output
-from ._parts import PartBuffer
+from ._parts import PartBuffer, decode_arguments
+from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [
     "OpenAIProvider",
@@ -199,6 +200,67 @@ class _Call:
     args: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _ChatReading:
+    """What one answer's chunks have said so far (of its first choice)."""
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    refusal: list[str] = field(default_factory=list)
+    calls: dict[int, _Call] = field(default_factory=dict)
+    model: str | None = None
+    response_id: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read: int = 0
+    reported: bool = False  # a usage report (token counts) came
+    buf: PartBuffer = field(default_factory=PartBuffer)
+
+    def head(self, data: dict[str, Any]) -> None:
+        """A chunk's model, id and usage report."""
+        if isinstance(data.get("model"), str) and data["model"]:
+            self.model = data["model"]
+        if isinstance(data.get("id"), str) and data["id"]:
+            self.response_id = data["id"]
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            prompt = json_int(usage.get("prompt_tokens"))
+            completion = json_int(usage.get("completion_tokens"))
+            self.reported = self.reported or prompt is not None or completion is not None
+            self.input_tokens = prompt or 0
+            self.output_tokens = completion or 0
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):
+                self.cache_read = json_int(details.get("cached_tokens")) or 0
+
+    def delta(
+        self,
+        delta: dict[str, Any],
+        tool_delta: Callable[[dict[str, Any], dict[int, _Call]], StreamPart | None],
+    ) -> None:
+        """The first choice's delta: reasoning, text, a refusal, tool-call fragments."""
+        buf = self.buf
+        for key in ("reasoning_content", "reasoning"):
+            r = delta.get(key)
+            if isinstance(r, str) and r:
+                self.thinking.append(r)
+                buf.add(ThinkingPart(r))
+                break
+        c = delta.get("content")
+        if isinstance(c, str) and c:
+            self.text.append(c)
+            buf.add(TextPart(c))
+        ref = delta.get("refusal")
+        if isinstance(ref, str) and ref:
+            self.refusal.append(ref)
+        tcs = delta.get("tool_calls")
+        for tc in tcs if isinstance(tcs, list) else ():
+            if isinstance(tc, dict):
+                call_part = tool_delta(tc, self.calls)
+                if call_part is not None:
+                    buf.add(call_part)
+
+
 class OpenAIProvider(HTTPProvider):
     """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM
     (`resolve_model` makes one for "openai:...", "openrouter:...", "ollama:..." and the rest).
@@ -210,6 +272,7 @@ class OpenAIProvider(HTTPProvider):
 
     default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
+    batch_endpoint = "/v1/chat/completions"
 
     @property
     def url(self) -> str:
@@ -234,6 +297,42 @@ class OpenAIProvider(HTTPProvider):
         """
         return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
 
+    def whole_events(self, completion: dict[str, Any]) -> WholeEvents:
+        """A `chat.completion` as the one chunk that carries all of it, then `[DONE]`."""
+        choices = completion.get("choices")
+        chunk: dict[str, Any] = {
+            k: completion[k] for k in ("id", "model", "usage") if k in completion
+        }
+        if "prompt_filter_results" in completion:
+            chunk["prompt_filter_results"] = completion["prompt_filter_results"]
+        chunk["choices"] = []
+        if isinstance(choices, list) and choices:
+            choice = choices[0]
+            if not isinstance(choice, dict):
+                raise NotAnAnswer("a choice that is not an object")
+            message = choice.get("message")
+            message = message if isinstance(message, dict) else {}
+            delta = {
+                k: message[k]
+                for k in ("role", "content", "refusal", "reasoning_content", "reasoning")
+                if message.get(k) is not None
+            }
+            calls = message.get("tool_calls")
+            if isinstance(calls, list):
+                delta["tool_calls"] = [
+                    {**call, "index": i} for i, call in enumerate(calls) if isinstance(call, dict)
+                ]
+            streamed = {"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}
+            if "content_filter_results" in choice:
+                streamed["content_filter_results"] = choice["content_filter_results"]
+            chunk["choices"] = [streamed]
+        return [("", chunk), ("", "[DONE]")]
+
+    def batch_api(self) -> type[OpenAIBatches] | None:
+        """OpenAI's Batch API, at OpenAI only: OpenRouter, Ollama and local servers speak the
+        format without it."""
+        return OpenAIBatches if self.name == self.default_name else None
+
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Chat Completions answer, read from its chunks.
 
@@ -246,17 +345,11 @@ class OpenAIProvider(HTTPProvider):
             `[DONE]` (a missing finish_reason after content and a usage report is read as
             "stop"; with no usage report either, the stream was cut: `StreamInterrupted`).
         """
-        text: list[str] = []
-        thinking: list[str] = []
-        refusal: list[str] = []
+        st = _ChatReading()
+        text, thinking, refusal, calls, buf = st.text, st.thinking, st.refusal, st.calls, st.buf
         flagged: set[str] = set()  # content-filter categories that filtered (Azure)
-        calls: dict[int, _Call] = {}
         finish: str | None = None
-        done = reported = False  # [DONE] came; a usage report (token counts) came
-        answered_model: str | None = None
-        response_id: str | None = None
-        input_tokens = output_tokens = cache_read = 0
-        buf = PartBuffer()
+        done = False  # [DONE] came
         async with aclosing(es.batches()) as batches:
             async for batch in batches:
                 for event in batch:
@@ -273,20 +366,7 @@ class OpenAIProvider(HTTPProvider):
                         raise error_from_payload(
                             self.name, payload, es.headers, secrets=self._secrets
                         )
-                    if isinstance(data.get("model"), str) and data["model"]:
-                        answered_model = data["model"]
-                    if isinstance(data.get("id"), str) and data["id"]:
-                        response_id = data["id"]
-                    usage = data.get("usage")
-                    if isinstance(usage, dict):
-                        prompt = json_int(usage.get("prompt_tokens"))
-                        completion = json_int(usage.get("completion_tokens"))
-                        reported = reported or prompt is not None or completion is not None
-                        input_tokens = prompt or 0
-                        output_tokens = completion or 0
-                        details = usage.get("prompt_tokens_details")
-                        if isinstance(details, dict):
-                            cache_read = json_int(details.get("cached_tokens")) or 0
+                    st.head(data)
                     flagged |= filtered_categories(data.get("prompt_filter_results"))
                     choices = data.get("choices")
                     if not isinstance(choices, list) or not choices:
@@ -297,26 +377,7 @@ class OpenAIProvider(HTTPProvider):
                     flagged |= filtered_categories(choice.get("content_filter_results"))
                     delta = choice.get("delta")
                     if isinstance(delta, dict):
-                        for key in ("reasoning_content", "reasoning"):
-                            r = delta.get(key)
-                            if isinstance(r, str) and r:
-                                thinking.append(r)
-                                buf.add(ThinkingPart(r))
-                                break
-                        c = delta.get("content")
-                        if isinstance(c, str) and c:
-                            text.append(c)
-                            buf.add(TextPart(c))
-                        ref = delta.get("refusal")
-                        if isinstance(ref, str) and ref:
-                            refusal.append(ref)
-                        tcs = delta.get("tool_calls")
-                        if isinstance(tcs, list):
-                            for tc in tcs:
-                                if isinstance(tc, dict):
-                                    call_part = self._tool_delta(tc, calls)
-                                    if call_part is not None:
-                                        buf.add(call_part)
+                        st.delta(delta, self._tool_delta)
                     fr = choice.get("finish_reason")
                     if isinstance(fr, str) and fr:
                         finish = fr
@@ -328,7 +389,7 @@ class OpenAIProvider(HTTPProvider):
                 batches,
                 end=("data: [DONE]", done),
                 reason=("finish_reason", finish),
-                usage=reported,
+                usage=st.reported,
             )
             request_id, headers = es.request_id, es.headers
         note = ""
@@ -367,12 +428,12 @@ class OpenAIProvider(HTTPProvider):
         yield self._completed(
             blocks,
             stop_reason,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read=cache_read,
+            input_tokens=st.input_tokens,
+            output_tokens=st.output_tokens,
+            cache_read=st.cache_read,
             stream=es,
-            model=answered_model,
-            response_id=response_id,
+            model=st.model,
+            response_id=st.response_id,
             note=note,
         )
 

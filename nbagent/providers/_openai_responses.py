@@ -42,14 +42,15 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._anthropic import decode_arguments
 from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
+from ._openai_batch import OpenAIBatches
 from ._output_wire import Dialect, add_responses_output
-from ._parts import PartBuffer
+from ._parts import PartBuffer, decode_arguments
+from ._whole_body import WholeEvents
 
 __all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoning_model"]
 
@@ -181,6 +182,13 @@ def _with_reasoning_text(item: dict[str, Any], deltas: list[str] | None) -> dict
     return {**item, "content": [{"type": "reasoning_text", "text": "".join(deltas)}]}
 
 
+_RESPONSE_ENDS = {
+    "completed": "response.completed",
+    "incomplete": "response.incomplete",
+    "failed": "response.failed",
+}
+
+
 class ResponsesProvider(HTTPProvider):
     """Streams OpenAI models through the Responses API ("openai-responses:..." model strings;
     Azure's is `AzureResponsesProvider`).
@@ -192,6 +200,7 @@ class ResponsesProvider(HTTPProvider):
 
     default_base_url = "https://api.openai.com/v1"
     default_name = RESPONSES
+    batch_endpoint = "/v1/responses"
 
     @property
     def url(self) -> str:
@@ -214,6 +223,15 @@ class ResponsesProvider(HTTPProvider):
             The body, before encoding.
         """
         return build_responses_body(self.model, request, provider=self.name)
+
+    def whole_events(self, response: dict[str, Any]) -> WholeEvents:
+        """A Responses `response` as its terminal event (which carries the whole response)."""
+        kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
+        return [(kind, {"type": kind, "response": response})]
+
+    def batch_api(self) -> type[OpenAIBatches] | None:
+        """OpenAI's Batch API, at OpenAI only."""
+        return OpenAIBatches if self.name == self.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Responses answer, read from its events.

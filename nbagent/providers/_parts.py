@@ -1,10 +1,13 @@
-"""Merging stream parts that arrived together."""
+"""Merging stream parts that arrived together; a tool call's streamed arguments decoded."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 
-__all__ = ["PartBuffer"]
+__all__ = ["PartBuffer", "decode_arguments"]
 
 
 class PartBuffer:
@@ -78,3 +81,16 @@ class PartBuffer:
         self._flush()
         parts, self.parts = self.parts, []
         return parts
+
+
+def decode_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments as (input, raw_input): raw_input keeps text that is not a JSON object."""
+    if not text.strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}, text
+    if isinstance(value, dict):
+        return value, None
+    return {}, text

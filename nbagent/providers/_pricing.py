@@ -14,18 +14,19 @@ from typing import Any
 
 from .._core._budget import Usage
 
-__all__ = ["BATCH_DISCOUNT", "context_window", "estimate_cost"]
+__all__ = ["BATCH_DISCOUNT", "FREE", "context_window", "estimate_cost", "set_price_id"]
 
-# nbagent's provider names -> genai-prices' provider ids (None: let genai-prices find the model)
-_PROVIDER_IDS = {
-    "openrouter": "openrouter",
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "openai-responses": "openai",
-    "gemini": "google",
-    "azure": "azure",
-    "azure-responses": "azure",
-}
+FREE = ""
+"""The price id of a provider that costs nothing per token (a local model, the demo)."""
+
+# nbagent's provider names -> genai-prices' provider ids, filled from the providers' registry
+# rows (`ProviderInfo.price_id`); a name not here lets genai-prices find the model
+_PROVIDER_IDS: dict[str, str | None] = {"scripted": FREE, "mock": FREE}
+
+
+def set_price_id(name: str, price_id: str | None) -> None:
+    """Price provider `name`'s models under genai-prices' `price_id` (`FREE`: at nothing)."""
+    _PROVIDER_IDS[name] = price_id
 
 
 BATCH_DISCOUNT = 0.5
@@ -57,7 +58,7 @@ def estimate_cost(provider: str, model: str, usage: Usage, *, batch: bool = Fals
     total does); the cached reads and writes are priced at their own rates. `batch=True`: the
     price through the provider's batch API (see the module docstring): each kind of token at
     genai-prices' batch rate where it has one, else at half the standard rate."""
-    if provider in ("demo", "scripted", "ollama", "mock"):
+    if _PROVIDER_IDS.get(provider) == FREE:
         return 0.0
     live = _rates(provider, model, False)
     if live is None:

@@ -37,10 +37,13 @@ from ..errors import (
     ServerError,
     StreamInterrupted,
     TransportError,
+    set_provider_label,
 )
 from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 
 __all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
+
+set_provider_label("scripted", "Scripted model")
 
 
 @dataclass(frozen=True)

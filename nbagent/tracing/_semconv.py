@@ -46,6 +46,7 @@ EXECUTE_TOOL = "execute_tool"
 # -- nbagent's own ---------------------------------------------------------------------------------
 RUN_ID = "nbagent.run_id"
 TURN = "nbagent.turn"
+REASK = "nbagent.reask"  # a request's: 0 the first answer, 1, 2, ... the reasks (attempt log's)
 TURNS = "nbagent.turns"
 PHASE = "nbagent.phase"
 ATTEMPT = "nbagent.attempt"

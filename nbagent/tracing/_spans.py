@@ -76,6 +76,7 @@ class _Run:
     offset_ns: int
     agent_id: str
     attempts: dict[str, _Attempt] = field(default_factory=dict)  # phase -> the current one
+    reasks: int = 0  # the run's reasks so far: the next request's `nbagent.reask`
     tools: dict[str, Span] = field(default_factory=dict)  # call id -> span
 
     def ns(self, t: float) -> int:
@@ -189,6 +190,8 @@ class SpanRecorder:
         attrs.update(
             {S.PHASE: e.phase, S.ATTEMPT: e.attempt, S.MAX_ATTEMPTS: e.max_attempts, S.TURN: e.turn}
         )
+        if e.phase == "request":
+            attrs[S.REASK] = run.reasks
         span = self._child(run, f"{S.CHAT} {model}", SpanKind.CLIENT, e.time, attrs)
         run.attempts[e.phase] = _Attempt(span, e.attempt)
 
@@ -259,6 +262,8 @@ class SpanRecorder:
         span = att.span
         _fail(span, e.error, e.message)
         span.set_attribute(S.ACTION, e.action)
+        if e.action == "reask" and e.phase == "request":
+            run.reasks += 1
         _set(span, S.HTTP_STATUS, e.status_code)
         _set(span, S.RESPONSE_ID, e.request_id)
         _set(span, S.RETRY_AFTER, e.retry_after_s)

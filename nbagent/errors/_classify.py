@@ -1,0 +1,94 @@
+"""`classify`, the one place where failures become actions, and `describe`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+from ._base import (
+    Aborted,
+    Action,
+    ConfigError,
+    HostError,
+    OutputInvalid,
+)
+from ._provider import (
+    AuthFailed,
+    BadRequest,
+    ContentFiltered,
+    ContextOverflow,
+    EmptyResponse,
+    InvalidResponse,
+    ModelNotFound,
+    Overloaded,
+    ProviderError,
+    QuotaExceeded,
+    RateLimited,
+    ServerError,
+    StreamInterrupted,
+    TransportError,
+)
+
+_RETRYABLE: tuple[type[ProviderError], ...] = (
+    RateLimited,
+    Overloaded,
+    ServerError,
+    TransportError,
+    StreamInterrupted,
+    EmptyResponse,
+)
+_FINAL: tuple[type[BaseException], ...] = (
+    QuotaExceeded,
+    AuthFailed,
+    ModelNotFound,
+    BadRequest,
+    InvalidResponse,
+    ContentFiltered,
+)
+
+
+def classify(error: BaseException, *, phase: Literal["request", "tool"] = "request") -> Action:
+    """The action for a failure: the table of [the four actions](../guide/actions.md), in code.
+
+    This is the only place the table lives; the agent's attempt loop, summaries and
+    `RetryPolicy.call` all ask it. A server's `x-should-retry` (on `ProviderError.should_retry`)
+    overrides the table, except that a quota is never retried.
+
+    Args:
+        error: The failure: any exception, not only nbagent's.
+        phase: "request" for a model request (the default); "tool" for a failure inside a tool
+            call, which the model reads as an error result unless it must stop the run
+            (`HostError`, `MemoryError`, cancellation).
+
+    Returns:
+        `Action.RETRY`, `Action.COMPACT`, `Action.TOOL_RESULT`, `Action.REASK` (an
+        `OutputInvalid`; bounded by `output_retries` in `decide`, not here) or `Action.FAIL`. An
+        error that is not a `ProviderError` (a `ConfigError`, a bug) fails in the request phase:
+        no retry would fix it.
+    """
+    if isinstance(error, (Aborted, asyncio.CancelledError, KeyboardInterrupt)):
+        return Action.FAIL
+    if isinstance(error, OutputInvalid) and phase == "request":
+        return Action.REASK
+    if phase == "tool":
+        if isinstance(error, (HostError, MemoryError, SystemExit, GeneratorExit)):
+            return Action.FAIL
+        if isinstance(error, Exception):
+            return Action.TOOL_RESULT
+        return Action.FAIL
+    if not isinstance(error, ProviderError) or isinstance(error, ConfigError):
+        # ConfigError (a schema the provider rejected included: it is wrong the next time
+        # too, whatever x-should-retry says), HostError, BudgetExceeded, OutputTruncated,
+        # bugs: nothing a retry would fix.
+        return Action.FAIL
+    if error.should_retry is True and not isinstance(error, QuotaExceeded):
+        return Action.RETRY
+    if error.should_retry is False:
+        return Action.FAIL
+    if isinstance(error, _FINAL):
+        return Action.FAIL
+    if isinstance(error, ContextOverflow):
+        return Action.COMPACT
+    if isinstance(error, _RETRYABLE):
+        return Action.RETRY
+    return Action.FAIL

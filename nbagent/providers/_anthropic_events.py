@@ -1,0 +1,188 @@
+"""Reading a Messages stream: one handler per event type, over the answer's state so far.
+
+`MessageReading` keeps what the events of one answer have said (its blocks in order, the usage,
+the stop reason) and `handlers(es)` maps each event type to the method that reads it:
+`message_start`, `content_block_start`, `content_block_delta`, `message_delta`.
+`AnthropicProvider.read_events` drives them (the text-delta fast path, errors and the end are
+its own).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._core._messages import (
+    Block,
+    OpaqueBlock,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._event_stream import Events
+from ._limits import json_int
+from ._parts import PartBuffer, decode_arguments
+from ._sse import ServerSentEvent
+
+__all__ = ["ANTHROPIC", "MessageReading"]
+
+ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
+
+Handler = Callable[[ServerSentEvent, dict[str, Any]], None]
+_USAGE = (
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cache_read_input_tokens", "cache_read"),
+    ("cache_creation_input_tokens", "cache_write"),
+)
+
+
+@dataclass
+class _BlockState:
+    kind: str
+    text: list[str] = field(default_factory=list)
+    signature: list[str] = field(default_factory=list)
+    tool_id: str = ""
+    tool_name: str = ""
+    tool_index: int = -1
+    raw: dict[str, Any] | None = None  # a block of a kind nbagent does not model, as it came
+
+    def grow(self, piece: Any, buf: PartBuffer, part: Callable[[str], StreamPart]) -> None:
+        """Add a streamed piece of the block's text (if it is text) and hand it on as `part`."""
+        if isinstance(piece, str) and piece:
+            self.text.append(piece)
+            buf.add(part(piece))
+
+    def finish(self) -> Block | None:
+        if self.raw is not None:
+            block = dict(self.raw)
+            if self.text:  # a server tool's input, streamed like a tool call's
+                args, raw = decode_arguments("".join(self.text))
+                block["input"] = args if raw is None else raw
+            return OpaqueBlock(ANTHROPIC, block)
+        if self.kind == "redacted_thinking":
+            return RedactedThinkingBlock("".join(self.text))
+        if self.kind == "text":
+            text = "".join(self.text)
+            return TextBlock(text) if text else None
+        if self.kind == "thinking":
+            return ThinkingBlock("".join(self.text), "".join(self.signature))
+        if self.kind == "tool_use":
+            args, raw = decode_arguments("".join(self.text))
+            return ToolUseBlock(self.tool_id, self.tool_name, args, raw)
+        return None
+
+
+@dataclass
+class MessageReading:
+    """What one answer's events have said so far."""
+
+    blocks: dict[int, _BlockState] = field(default_factory=dict)
+    order: list[int] = field(default_factory=list)
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    stop_reason: str | None = None
+    model: str | None = None
+    response_id: str | None = None
+    finished: bool = False  # message_stop came
+    reported: bool = False  # message_delta reported usage
+    buf: PartBuffer = field(default_factory=PartBuffer)
+
+    def handlers(self, es: Events) -> dict[str, Handler]:
+        self._es = es
+        return {
+            "message_start": self.message_start,
+            "content_block_start": self.block_start,
+            "content_block_delta": self.block_delta,
+            "message_delta": self.message_delta,
+        }
+
+    def message_start(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
+        msg = data.get("message")
+        if not isinstance(msg, dict):
+            return
+        if isinstance(msg.get("model"), str):
+            self.model = msg["model"]
+        if isinstance(msg.get("id"), str):
+            self.response_id = msg["id"]
+        usage = msg.get("usage")
+        if isinstance(usage, dict):
+            for key, attr in _USAGE:
+                setattr(self, attr, json_int(usage.get(key)) or 0)
+
+    def block_start(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
+        index = data.get("index")
+        cb = data.get("content_block")
+        if not isinstance(index, int) or not isinstance(cb, dict):
+            raise self._es.bad_data(event, "content_block_start without index or block")
+        btype = cb.get("type")
+        state = _BlockState(kind=str(btype))
+        buf = self.buf
+        if btype == "text":
+            state.grow(cb.get("text"), buf, TextPart)
+        elif btype == "thinking":
+            state.grow(cb.get("thinking"), buf, ThinkingPart)
+            sig = cb.get("signature")
+            if isinstance(sig, str) and sig:
+                state.signature.append(sig)
+        elif btype == "redacted_thinking":
+            if isinstance(cb.get("data"), str):
+                state.text.append(cb["data"])
+        elif btype == "tool_use":
+            state.tool_id = str(cb.get("id") or f"toolu_{index}")
+            state.tool_name = str(cb.get("name") or "")
+            state.tool_index = self.tool_calls
+            self.tool_calls += 1
+            initial = cb.get("input")
+            if isinstance(initial, dict) and initial:
+                state.text.append(json.dumps(initial))
+            buf.add(ToolCallPart(state.tool_index, state.tool_id, state.tool_name, ""))
+        else:
+            state.raw = dict(cb)  # server tools and their results: kept whole
+        if index not in self.blocks:
+            self.order.append(index)
+        self.blocks[index] = state
+
+    def block_delta(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
+        index = data.get("index")
+        delta = data.get("delta")
+        state = self.blocks.get(index) if isinstance(index, int) else None
+        if state is None or not isinstance(delta, dict):
+            raise self._es.bad_data(event, "delta for a content block that never started")
+        dtype = delta.get("type")
+        buf = self.buf
+        if dtype == "text_delta":
+            state.grow(delta.get("text"), buf, TextPart)
+        elif dtype == "thinking_delta":
+            state.grow(delta.get("thinking"), buf, ThinkingPart)
+        elif dtype == "signature_delta":
+            sig = delta.get("signature")
+            if isinstance(sig, str) and sig:
+                state.signature.append(sig)
+                buf.add(ThinkingPart("", signature=sig))
+        elif dtype == "input_json_delta":
+            frag = delta.get("partial_json")
+            if isinstance(frag, str) and frag:
+                state.text.append(frag)
+                if state.kind == "tool_use":
+                    buf.add(ToolCallPart(state.tool_index, arguments=frag))
+
+    def message_delta(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
+        delta = data.get("delta")
+        if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+            self.stop_reason = delta["stop_reason"]
+        usage = data.get("usage")
+        if not isinstance(usage, dict):
+            return
+        # cumulative counts: the latest value replaces the earlier one
+        for key, attr in _USAGE:
+            if json_int(usage.get(key)) is not None:
+                setattr(self, attr, usage[key])
+                self.reported = self.reported or key == "output_tokens"
