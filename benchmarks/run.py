@@ -2,8 +2,8 @@
 
 Each benchmark prints its table, its ratios and PASS/MISS against its goal. Short mode uses tiny
 sizes and asserts no times. `--only NAME` runs one of: streaming, contention, bookkeeping,
-timing, ray, watch, replay, first_attempt, provider_batch, output. `--write FILE` also saves the
-printed report (for benchmarks/README.md).
+timing, ray, watch, replay, first_attempt, provider_batch, output, classroom. `--write FILE`
+also saves the printed report (for benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_bookkeeping
+import bench_classroom
 import bench_contention
 import bench_first_attempt
 import bench_output
@@ -38,6 +39,7 @@ BENCHMARKS = {
     "first_attempt": bench_first_attempt.run,
     "provider_batch": bench_provider_batch.run,
     "output": bench_output.run,
+    "classroom": bench_classroom.run,
 }
 
 

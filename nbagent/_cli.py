@@ -1,4 +1,5 @@
-"""The `nbagent` command: `nbagent demo` (the offline demo) and `nbagent serve` (the mock).
+"""The `nbagent` command: `nbagent demo` (the offline demo), `nbagent serve` (the mock) and
+`nbagent classroom` (a room for a class).
 
 A newcomer's first contact with the package, often typed carelessly: every mistake gets one
 sentence on stderr and exit code 2, never a traceback; Ctrl-C gets one line and exit code 130
@@ -16,11 +17,13 @@ from typing import NoReturn
 __all__ = ["main"]
 
 _USAGE = (
-    "usage: nbagent {demo,serve} [options]\n"
+    "usage: nbagent {demo,serve,classroom} [options]\n"
     "       nbagent --version\n\n"
-    "  demo   run the offline demo (no key, no internet)\n"
-    "  serve  run the loopback mock provider in the foreground\n\n"
-    "'nbagent demo --help' and 'nbagent serve --help' list their options."
+    "  demo       run the offline demo (no key, no internet)\n"
+    "  serve      run the loopback mock provider in the foreground\n"
+    "  classroom  open a room for a class of notebooks (the teacher's dashboard)\n\n"
+    "'nbagent demo --help', 'nbagent serve --help' and 'nbagent classroom --help' list "
+    "their options."
 )
 
 
@@ -169,7 +172,11 @@ def _main(args: list[str]) -> int:
         from .mock._cli import main as serve_main
 
         return serve_main(rest)
-    raise _UsageError(f"nbagent: unknown command {command!r}; use 'demo' or 'serve'.")
+    if command == "classroom":
+        from .classroom import main as classroom_main
+
+        return classroom_main(rest)
+    raise _UsageError(f"nbagent: unknown command {command!r}; use 'demo', 'serve' or 'classroom'.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

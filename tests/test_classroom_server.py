@@ -201,12 +201,16 @@ def test_official_sdk_clients_use_the_seat(room: Classroom) -> None:
     anthropic = pytest.importorskip("anthropic")
     openai = pytest.importorskip("openai")
     seat = join(room.url, code=room.code, name="sdk user")
-    a = anthropic.Anthropic(base_url=seat.base_url, api_key=seat.api_key, default_headers=seat.headers)
+    a = anthropic.Anthropic(
+        base_url=seat.base_url, api_key=seat.api_key, default_headers=seat.headers
+    )
     message = a.messages.create(
         model="demo", max_tokens=50, messages=[{"role": "user", "content": "What is 2 + 2?"}]
     )
     assert "4" in message.content[0].text
-    o = openai.OpenAI(base_url=seat.openai_base_url, api_key=seat.api_key, default_headers=seat.headers)
+    o = openai.OpenAI(
+        base_url=seat.openai_base_url, api_key=seat.api_key, default_headers=seat.headers
+    )
     chat = o.chat.completions.create(
         model="demo", messages=[{"role": "user", "content": "What is 2 + 2?"}]
     )

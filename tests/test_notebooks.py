@@ -31,6 +31,7 @@ EXPECTED = [
     "11_replay_and_what_if.ipynb",
     "12_structured_outputs.ipynb",
     "13_provider_batches.ipynb",
+    "14_classroom.ipynb",
 ]
 
 

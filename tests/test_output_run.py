@@ -101,7 +101,7 @@ def test_past_output_retries_the_run_fails_with_the_last_errors_and_history_is_k
         run(a, output=Person)
     err = caught.value
     assert err.raw == OFF and err.errors[0].path == "age" and "after 2 reasks" in str(err)
-    assert a.history == before and first.output is None
+    assert a.history == before and first.output == first.final_text  # plain text: its text
     assert len(model.requests) == 4  # the first run, then one answer and two reasks
     actions = [e.action for e in seen if isinstance(e, AttemptFailed)]
     assert actions == ["reask", "reask", "fail"]
@@ -204,7 +204,8 @@ def test_the_schema_of_a_run_overrides_the_agents() -> None:
     assert run(a).output == Person(name="Ann", age=31)
     assert run(a, output=Pet).output == Pet(species="cat")
     a.output = None
-    assert run(a).output is None
+    plain = run(a)
+    assert plain.output == plain.final_text == "plain text"
 
 
 def test_a_json_schema_dict_gives_a_dict() -> None:

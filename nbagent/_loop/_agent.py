@@ -1,14 +1,12 @@
 """The agent: its configuration, its conversation, and the ways to run it.
 
 `Agent` holds what the user configured and the conversation (`history`, and the untouched
-`transcript`), and delegates the work: a run is a `Run` (`_run.py`: steps, tools, commits), whose
+`transcript`), and delegates the work (`_running.py`, which also shows a run in a notebook
+through the core's presenter seam): a run is a `Run` (`_run.py`: steps, tools, commits), whose
 requests go through a `Requester` (`_request.py`: the model chain, the attempt loop, compaction
 via a `ContextKeeper`), whose every attempt goes through the one `AttemptLoop` and the one
 `decide` of the core. Everything that happens is an event on `agent.events`; the attempt log,
 the widget and any subscriber read it from there.
-
-A run is shown in a notebook through the core's presenter seam (the notebook package registers
-the live widget), so this module knows nothing of widgets.
 """
 
 from __future__ import annotations
@@ -17,29 +15,43 @@ import asyncio
 import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, overload
+
+from typing_extensions import TypeVar, Unpack
 
 from .._core._budget import Budget
 from .._core._clock import Clock, RealClock
-from .._core._messages import Message, load_session, repair_tool_pairing, save_session
+from .._core._messages import Message, repair_tool_pairing
 from .._core._pacing import Pacer
-from .._core._presenter import presenter
 from .._core._retry import RetryPolicy
-from ..errors import Aborted, ConfigError, HostError
-from ..events import Event, EventBus, RunStarted, Stamp, Subscriber
-from ..providers import HTTPProvider, Provider
+from ..errors import ConfigError
+from ..events import EventBus, Subscriber
+from ..providers import Provider
 from ..recording import Recorder
-from ._args import ModelSpec, check_arguments, resolve_model_spec
+from ._agent_options import AgentOptions
+from ._args import (
+    ModelSpec,
+    check_arguments,
+    check_output_retries,
+    make_recorder,
+    model_specs,
+    resolve_model_spec,
+)
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor
-from ._context import ContextKeeper
+from ._conversation import load_conversation, save_conversation
 from ._durable_log import DurableLog, LogTarget
-from ._limiter import shared_limiter
 from ._output_schema import OutputMode, OutputSchema, OutputValidator
-from ._output_step import StructuredOutput, refuse_mode_without_output
-from ._request import Requester, RequestSettings, RunState
-from ._results import RunHandle, RunResult
-from ._run import Run
+from ._output_step import refuse_mode_without_output
+from ._request import RunState
+from ._results import OutputT, RunHandle, RunResult
+from ._running import (
+    pacer_of,
+    run_in_background,
+    run_shown,
+    run_synchronously,
+    structured_output,
+)
 from ._summaries import DefaultCompaction
 from ._toolbox import Toolbox
 from ._tools import Tool, ToolSource
@@ -48,20 +60,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["Agent", "RunHandle", "RunResult"]
+T = TypeVar("T")  # the type of a schema given to one run (`run(..., output=Pet)`)
 
 
-def _recorder(record: str | os.PathLike[str] | Recorder | None) -> Recorder | None:
-    if record is None or isinstance(record, Recorder):
-        return record
-    if not isinstance(record, (str, os.PathLike)):
-        raise ConfigError(
-            f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
-            f"not {type(record).__name__}."
-        )
-    return Recorder(record, made_by="nbagent Agent(record=...)")
-
-
-class Agent:
+class Agent(Generic[OutputT]):
     """An LLM agent that makes every failure visible.
 
     It holds what you configured and the conversation; each run (`run`, `start`, `run_sync`)
@@ -151,6 +153,30 @@ class Agent:
         ToolPairingError: `strict_tool_pairing` and `history` has a tool call without result.
     """
 
+    @overload
+    def __init__(
+        self: Agent[str],
+        model: ModelSpec | Sequence[ModelSpec] = "demo",
+        *,
+        output: None = None,
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Agent[dict[str, Any]],
+        model: ModelSpec | Sequence[ModelSpec] = "demo",
+        *,
+        output: dict[str, Any],
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        model: ModelSpec | Sequence[ModelSpec] = "demo",
+        *,
+        output: type[OutputT],
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
     def __init__(
         self,
         model: ModelSpec | Sequence[ModelSpec] = "demo",
@@ -182,11 +208,7 @@ class Agent:
         output_mode: OutputMode = "auto",
         output_retries: int = 2,
     ) -> None:
-        specs: list[ModelSpec] = (
-            list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
-        )
-        if not specs:
-            raise ConfigError("model= needs at least one model, e.g. model='demo'")
+        specs = model_specs(model)
         subscribers, history = check_arguments(
             system=system,
             retry=retry,
@@ -204,9 +226,7 @@ class Agent:
             limiter=limiter,
             cache=cache,
         )
-        self._providers: list[Provider] = [
-            resolve_model_spec(s, api_key=api_key, base_url=base_url) for s in specs
-        ]
+        self._providers = [resolve_model_spec(s, api_key=api_key, base_url=base_url) for s in specs]
         self.system = system
         self.retry = retry or RetryPolicy()
         self.budget = budget or Budget()
@@ -222,8 +242,7 @@ class Agent:
         self.limiter = limiter
         self.cache = cache
         self.toolbox = Toolbox(tools, allowed_tools=allowed_tools, default_timeout=tool_timeout)
-        self.events = EventBus()
-        self._log = AttemptLog()
+        self.events, self._log = EventBus(), AttemptLog()
         self.events.subscribe(self._log)
         for s in subscribers:
             self.events.subscribe(s)
@@ -231,34 +250,19 @@ class Agent:
         self.history: list[Message] = list(repaired)
         self.transcript: list[Message] = list(repaired)
         self._run: RunState | None = None
-        # agent_id names this agent in traces and in the durable log (`log=`: a SQLite path or
-        # connection that every finished attempt is appended to, as it finishes); opened last,
-        # once every other argument has been checked
+        # agent_id names this agent in traces and in the durable log (`log=`), opened last
         self.agent_id = uuid.uuid4().hex[:8]
         self._durable = DurableLog(log, self.agent_id) if log is not None else None
         self._log.on_row = self._durable
-        # record=: every HTTP exchange of the model chain is appended to a recording as it
-        # happens (nbagent.recording), to replay it later with Agent("replay:<path>")
-        self.recorder = _recorder(record)
-        for p in self._providers:
-            if isinstance(p, HTTPProvider) and self.recorder is not None:
-                p.recorder = self.recorder
+        self.recorder = make_recorder(record, self._providers)
         # output=: converted once, and each model's mode and dialect checked, now
-        if (
-            isinstance(output_retries, bool)
-            or not isinstance(output_retries, int)
-            or output_retries < 0
-        ):
-            raise ConfigError(
-                f"output_retries is how many reasks are allowed, a whole number such as 2, "
-                f"not {output_retries!r}"
-            )
+        check_output_retries(output_retries)
         refuse_mode_without_output(output, output_mode)
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
         self._validators: list[OutputValidator] = []
         self.output: OutputSchema | None = None if output is None else OutputSchema.of(output)
-        self._structured(self.output, list(self.toolbox.tools))
+        structured_output(self, self.output, list(self.toolbox.tools))
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -294,11 +298,7 @@ class Agent:
             The process-wide shared limiter for its endpoint and key (`limiter=True`), the
             one given, or None (`limiter=False`).
         """
-        if self.limiter is False:
-            return None
-        if self.limiter is not True:
-            return self.limiter
-        return shared_limiter(provider, self.clock)
+        return pacer_of(self.limiter, provider, self.clock)
 
     def __repr__(self) -> str:
         models = ", ".join(self.models)
@@ -324,20 +324,6 @@ class Agent:
             raise ConfigError(f"output_validator takes a function, not {fn!r}")
         self._validators.append(fn)
         return fn
-
-    def _structured(self, schema: OutputSchema | None, tools: list[str]) -> StructuredOutput | None:
-        """The run's structured answer for `schema` across the model chain (ConfigError now
-        for a mode or a schema a model cannot take)."""
-        if schema is None:
-            return None
-        return StructuredOutput(
-            schema,
-            mode=self.output_mode,
-            validators=self._validators,
-            retries=self.output_retries,
-            providers=self._providers,
-            tools=tools,
-        )
 
     # -- what happened ----------------------------------------------------------------------
 
@@ -369,16 +355,7 @@ class Agent:
         Raises:
             HostError: The file cannot be written (no half-written file is left).
         """
-        try:
-            save_session(
-                path,
-                self.history,
-                {"models": self.models, "transcript": [m.to_dict() for m in self.transcript]},
-            )
-        except OSError as exc:
-            # strerror, not str(exc): the latter names the hidden temporary file, not `path`
-            why = exc.strerror or str(exc)
-            raise HostError(f"saving the session to {path} failed: {why}") from exc
+        save_conversation(path, self.history, self.transcript, self.models)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Replace the conversation with a saved one.
@@ -392,16 +369,7 @@ class Agent:
             SessionFileError: The file cannot be read or is not a session.
             ToolPairingError: `strict_tool_pairing` and a tool call has no result.
         """
-        messages, meta = load_session(path, strict_tool_pairing=self.strict_tool_pairing)
-        transcript = meta.get("transcript")
-        self.history = messages
-        if isinstance(transcript, list):
-            try:
-                self.transcript = [Message.from_dict(m) for m in transcript]
-            except ValueError:
-                self.transcript = list(messages)
-        else:
-            self.transcript = list(messages)
+        self.history, self.transcript = load_conversation(path, self.strict_tool_pairing)
 
     def _commit(self, history: list[Message], new: list[Message]) -> int:
         """A finished step: history (possibly compacted) plus the new messages; the transcript
@@ -423,17 +391,29 @@ class Agent:
         if self._durable is not None:  # commit the rows still queued (a later run reopens it)
             await asyncio.to_thread(self._durable.close)
 
-    async def __aenter__(self) -> Agent:
+    async def __aenter__(self) -> Agent[OutputT]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # -- running ----------------------------------------------------------------------------
+    # -- running (what a run does: _running.py) ----------------------------------------------
 
+    @overload
+    async def run(
+        self, prompt: str | Message, *, show: bool | None = None, output: None = None
+    ) -> RunResult[OutputT]: ...
+    @overload
+    async def run(
+        self, prompt: str | Message, *, show: bool | None = None, output: dict[str, Any]
+    ) -> RunResult[dict[str, Any]]: ...
+    @overload
+    async def run(
+        self, prompt: str | Message, *, show: bool | None = None, output: type[T]
+    ) -> RunResult[T]: ...
     async def run(
         self, prompt: str | Message, *, show: bool | None = None, output: Any = None
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Run the agent on `prompt` until the model ends its turn.
 
         In a notebook the live timeline widget is shown; its Stop button cancels this run.
@@ -456,34 +436,23 @@ class Agent:
             ConfigError: The prompt is not text or a user message, or the agent is already
                 running.
         """
-        if not _showing(show):
-            return await self._run_once(prompt, output)
-        task = asyncio.current_task()
-        stopped = False
+        return await run_shown(self, prompt, show, output)
 
-        def stop() -> None:
-            nonlocal stopped
-            stopped = True
-            if task is not None:
-                task.cancel()
-
-        view = presenter().open(stop)
-        detach = self.subscribe(view)
-        try:
-            return await self._run_once(prompt, output)
-        except asyncio.CancelledError:
-            if not stopped:
-                raise
-            if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
-                task.uncancel()
-            raise Aborted("the run was stopped with the Stop button") from None
-        finally:
-            detach()
-            view.close()
-
+    @overload
+    def start(
+        self, prompt: str | Message, *, show: bool | None = None, output: None = None
+    ) -> RunHandle[OutputT]: ...
+    @overload
+    def start(
+        self, prompt: str | Message, *, show: bool | None = None, output: dict[str, Any]
+    ) -> RunHandle[dict[str, Any]]: ...
+    @overload
+    def start(
+        self, prompt: str | Message, *, show: bool | None = None, output: type[T]
+    ) -> RunHandle[T]: ...
     def start(
         self, prompt: str | Message, *, show: bool | None = None, output: Any = None
-    ) -> RunHandle:
+    ) -> RunHandle[Any]:
         """Run in a background task; the kernel stays responsive.
 
         Args:
@@ -494,35 +463,23 @@ class Agent:
         Returns:
             An awaitable handle on the run (`cancel()` stops it).
         """
-        loop = asyncio.get_running_loop()
-        if not _showing(show):
-            return RunHandle(loop.create_task(self._run_once(prompt, output)))
-        # The view is opened here, from the calling cell: output a task displays after the
-        # cell has finished reaches no cell. Its Stop button cancels the task.
-        tasks: list[asyncio.Task[RunResult]] = []
+        return run_in_background(self, prompt, show, output)
 
-        def stop() -> None:
-            for t in tasks:
-                t.cancel()
-
-        view = presenter().open(stop)
-
-        async def shown() -> RunResult:
-            detach = self.subscribe(view)
-            try:
-                return await self._run_once(prompt, output)
-            finally:
-                detach()
-                view.close()
-
-        task = loop.create_task(shown())
-        task.add_done_callback(_mark_retrieved)
-        tasks.append(task)
-        return RunHandle(task)
-
+    @overload
+    def run_sync(
+        self, prompt: str | Message, *, show: bool | None = None, output: None = None
+    ) -> RunResult[OutputT]: ...
+    @overload
+    def run_sync(
+        self, prompt: str | Message, *, show: bool | None = None, output: dict[str, Any]
+    ) -> RunResult[dict[str, Any]]: ...
+    @overload
+    def run_sync(
+        self, prompt: str | Message, *, show: bool | None = None, output: type[T]
+    ) -> RunResult[T]: ...
     def run_sync(
         self, prompt: str | Message, *, show: bool | None = None, output: Any = None
-    ) -> RunResult:
+    ) -> RunResult[Any]:
         """Run to completion from synchronous code: a script, or a notebook cell.
 
         Inside a running event loop (a notebook) the run happens on a worker thread with its own
@@ -540,122 +497,4 @@ class Agent:
             NbAgentError: The typed error of a hard failure, as for `run`.
             Aborted: An interrupt (KeyboardInterrupt) cancelled the run.
         """
-        from ._blocking import run_blocking
-
-        # The view is opened from this (the cell's) thread; the run goes to a worker thread.
-        view = presenter().open() if _showing(show) else None
-        detach = self.subscribe(view) if view is not None else None
-
-        async def once() -> RunResult:
-            try:
-                return await self._run_once(prompt, output)
-            finally:
-                # This loop ends with the run: close the connections opened on it (the next
-                # run_sync gets a new loop and a new client), or their sockets leak.
-                await self.aclose()
-
-        try:
-            return run_blocking(once)
-        finally:
-            if detach is not None and view is not None:
-                detach()
-                view.close()
-
-    async def _run_once(self, prompt: str | Message, output: Any = None) -> RunResult:
-        """One run: check the prompt, set the run up from the current configuration, run it."""
-        if self._run is not None:
-            raise ConfigError(
-                "this agent is already running; await the running call, or use another Agent"
-            )
-        if not isinstance(prompt, (str, Message)):
-            raise ConfigError(
-                f"a prompt is a string or a Message.user(...), not {type(prompt).__name__}"
-            )
-        user = Message.user(prompt) if isinstance(prompt, str) else prompt
-        if user.role != "user":
-            raise ConfigError("a prompt must be a user message")
-        schema = self.output if output is None else OutputSchema.of(output)
-        structured = None
-        if schema is not None:  # each model's mode, its dialect, the output tool's name: now
-            tools = [*self.toolbox.tools, *(t.name for t in await self.toolbox.specs())]
-            structured = self._structured(schema, list(dict.fromkeys(tools)))
-        now = self.clock.now()
-        deadline = now + self.budget.max_wall_s if self.budget.max_wall_s else None
-        state = RunState(uuid.uuid4().hex[:8], now, deadline)
-        self._run = state
-        self.toolbox.retry_unavailable()  # a server that could not start may be up by now
-        try:
-            emit = self._emitter(state)
-            emit(RunStarted(prompt=user.text, model=self.models[0], agent_id=self.agent_id))
-            return await self._make_run(state, emit, structured)(user)
-        finally:
-            self._run = None
-
-    def _emitter(self, state: RunState) -> Callable[[Event], None]:
-        """Deliver an event stamped with the run, its current turn and the clock's time."""
-        bus, clock = self.events, self.clock
-
-        def emit(event: Event) -> None:
-            bus.emit(event, Stamp(state.run_id, clock.now(), state.turn))
-
-        return emit
-
-    def _make_run(
-        self,
-        state: RunState,
-        emit: Callable[[Event], None],
-        structured: StructuredOutput | None = None,
-    ) -> Run:
-        keeper = ContextKeeper(
-            self.compaction,
-            system=self.system,
-            threshold=self.compaction_threshold,
-            emit=emit,
-        )
-        settings = RequestSettings(
-            system=self.system,
-            max_tokens=self.max_tokens,
-            options=self.options,
-            cache=self.cache,
-            context_window=self.context_window,
-            max_compactions=self.max_compactions_per_step,
-        )
-        requester = Requester(
-            providers=self._providers,
-            models=self.models,
-            state=state,
-            settings=settings,
-            policy=self.retry,
-            rng=self._rng,
-            clock=self.clock,
-            emit=emit,
-            keeper=keeper,
-            toolbox=self.toolbox,
-            pacer_for=self.pacer_for,
-            output=structured,
-        )
-        return Run(
-            state=state,
-            requester=requester,
-            toolbox=self.toolbox,
-            budget=self.budget,
-            clock=self.clock,
-            emit=emit,
-            history=list(self.history),
-            commit=self._commit,
-            max_tokens=self.max_tokens,
-            max_length_resumes=self.max_length_resumes,
-            output=structured,
-        )
-
-
-def _showing(show: bool | None) -> bool:
-    """`show=None` means: show the run where a presenter can (in a notebook)."""
-    return presenter().active() if show is None else show
-
-
-def _mark_retrieved(task: asyncio.Task[RunResult]) -> None:
-    """A background run's failure is shown in its view and raised by awaiting its handle; mark
-    it retrieved so asyncio does not also log it as never retrieved."""
-    if not task.cancelled():
-        task.exception()
+        return run_synchronously(self, prompt, show, output)

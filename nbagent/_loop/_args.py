@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from typing import Any
 
 from .._core._budget import Budget
@@ -11,9 +13,17 @@ from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 from ..events import Subscriber
+from ..providers import HTTPProvider
 from ..providers._base import Provider
+from ..recording import Recorder
 
-__all__ = ["check_arguments", "resolve_model_spec"]
+__all__ = [
+    "check_arguments",
+    "check_output_retries",
+    "make_recorder",
+    "model_specs",
+    "resolve_model_spec",
+]
 
 ModelSpec = str | Provider
 """A model, as `Agent(model=...)` and `nbagent.map` take it: a model string such as "demo",
@@ -107,6 +117,16 @@ def check_arguments(
     return subscribers, history
 
 
+def model_specs(model: ModelSpec | Sequence[ModelSpec]) -> list[ModelSpec]:
+    """`model=` as the chain's list of specs (ConfigError for an empty one)."""
+    specs: list[ModelSpec] = (
+        list(model) if isinstance(model, (list, tuple)) else [model]  # type: ignore[list-item]
+    )
+    if not specs:
+        raise ConfigError("model= needs at least one model, e.g. model='demo'")
+    return specs
+
+
 def resolve_model_spec(spec: ModelSpec, *, api_key: str | None, base_url: str | None) -> Provider:
     if isinstance(spec, str):
         from ..providers._models import resolve_model
@@ -118,3 +138,39 @@ def resolve_model_spec(spec: ModelSpec, *, api_key: str | None, base_url: str | 
         f"model= takes a model string such as 'demo' or 'anthropic:claude-sonnet-4-5', "
         f"or a Provider, not {type(spec).__name__}"
     )
+
+
+def check_output_retries(output_retries: Any) -> None:
+    """`output_retries=` is a whole number of reasks, 0 or more."""
+    if (
+        isinstance(output_retries, bool)
+        or not isinstance(output_retries, int)
+        or output_retries < 0
+    ):
+        raise ConfigError(
+            f"output_retries is how many reasks are allowed, a whole number such as 2, "
+            f"not {output_retries!r}"
+        )
+
+
+def make_recorder(
+    record: str | os.PathLike[str] | Recorder | None, providers: list[Provider]
+) -> Recorder | None:
+    """`record=` as a Recorder (a path opens one; ConfigError for anything else), set on each
+    HTTP provider of the chain: every exchange is appended as it happens (nbagent.recording)."""
+    recorder = _recorder(record)
+    for p in providers:
+        if isinstance(p, HTTPProvider) and recorder is not None:
+            p.recorder = recorder
+    return recorder
+
+
+def _recorder(record: str | os.PathLike[str] | Recorder | None) -> Recorder | None:
+    if record is None or isinstance(record, Recorder):
+        return record
+    if not isinstance(record, (str, os.PathLike)):
+        raise ConfigError(
+            f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
+            f"not {type(record).__name__}."
+        )
+    return Recorder(record, made_by="nbagent Agent(record=...)")

@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from .._core._budget import Usage
 from .._core._messages import Message
 from ..errors import Aborted
 
-__all__ = ["RunHandle", "RunResult"]
+__all__ = ["OutputT", "RunHandle", "RunResult"]
+
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's answer: `str` for plain text, the schema's type with `output=Review`
+(`Agent[Review]`, `RunResult[Review]`), `dict[str, Any]` for a JSON Schema dict."""
 
 
 @dataclass(frozen=True)
-class RunResult:
+class RunResult(Generic[OutputT]):
     """What a finished run produced. `str(result)` is its final text.
+
+    Generic in the answer's type, as pydantic-ai's `AgentRunResult[T]`: `Agent("demo")` runs
+    give a `RunResult[str]`, `Agent("demo", output=Review)` runs a `RunResult[Review]`, so a
+    type checker knows what `result.output` is.
 
     Attributes:
         final_text: The last assistant message's text: the answer (with `output=`, the JSON
@@ -29,8 +40,9 @@ class RunResult:
         run_id: The run's id: the attempt log's `run_id` for its rows.
         turns: How many steps (model replies) it took (reasks not counted: see `reasks`).
         model: The model that gave the last reply (after a fallback, not the first one).
-        output: With `output=`, the validated answer: an instance of the schema's type (a
-            dict, or another JSON value, for a JSON Schema dict); None otherwise.
+        output: The answer: with `output=`, the validated answer, an instance of the schema's
+            type (a dict, or another JSON value, for a JSON Schema dict); for plain text, the
+            final text.
         reasks: How many times a structured answer was asked for again.
     """
 
@@ -41,14 +53,14 @@ class RunResult:
     run_id: str
     turns: int
     model: str
-    output: Any = None
+    output: OutputT
     reasks: int = 0
 
     def __str__(self) -> str:
         return self.final_text
 
 
-class RunHandle:
+class RunHandle(Generic[OutputT]):
     """A run in a background task (`agent.start(...)`): await it, or `cancel()` it.
 
     `await handle` gives the `RunResult`, or raises the run's typed error; a cancelled run
@@ -61,7 +73,7 @@ class RunHandle:
         task: The task running it.
     """
 
-    def __init__(self, task: asyncio.Task[RunResult]) -> None:
+    def __init__(self, task: asyncio.Task[RunResult[OutputT]]) -> None:
         self.task = task
 
     def cancel(self) -> None:
@@ -76,7 +88,7 @@ class RunHandle:
         """
         return self.task.done()
 
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
         """The result of a run that has ended, without awaiting.
 
         Returns:
@@ -88,10 +100,10 @@ class RunHandle:
         """
         return self.task.result()
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, None, RunResult[OutputT]]:
         return self._wait().__await__()
 
-    async def _wait(self) -> RunResult:
+    async def _wait(self) -> RunResult[OutputT]:
         try:
             return await asyncio.shield(self.task)
         except asyncio.CancelledError:

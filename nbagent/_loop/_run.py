@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .._core._attempts import Emit, Reask
 from .._core._budget import Budget
@@ -61,7 +62,7 @@ class Run:
     max_length_resumes: int
     output: StructuredOutput | None = None
 
-    async def __call__(self, user: Message) -> RunResult:
+    async def __call__(self, user: Message) -> RunResult[Any]:
         state = self.state
         self._value: object = None
         try:
@@ -94,7 +95,8 @@ class Run:
             state.run_id,
             state.turn,
             self.requester.model,
-            output=self._value,
+            # a plain-text run's output is its text (RunResult[str]), as in pydantic-ai
+            output=final_text if self.output is None else self._value,
             reasks=state.reasks,
         )
 

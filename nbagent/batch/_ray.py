@@ -53,7 +53,7 @@ def ensure_ray() -> Any:
         import ray
     except ImportError:
         raise ConfigError(
-            "backend='ray' needs Ray, which is not installed: pip install 'nbagent[ray]'"
+            "backend='ray' needs Ray, which is not installed: pip install 'nbagent-loop[ray]'"
         ) from None
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)

@@ -6,9 +6,10 @@ Every mistake is one sentence on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from ._server import Classroom
@@ -22,10 +23,13 @@ class _Mistake(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        found = re.fullmatch(r"argument ([^:]+): (.*)", message, re.S)
+        if found:  # "argument --seed: must be ..." -> "--seed must be ..."
+            message = f"{found.group(1).split('/')[-1]} {found.group(2)}"
         raise _Mistake(f"nbagent classroom: {message.rstrip('.')}.")
 
 
-def _number(kind: type[int] | type[float], what: str, low: float) -> object:
+def _number(kind: type[int] | type[float], what: str, low: float) -> Callable[[str], float]:
     def convert(text: str) -> float:
         try:
             value = kind(text)
@@ -51,27 +55,40 @@ def build_parser() -> argparse.ArgumentParser:
         "network is 0.0.0.0)",
     )
     parser.add_argument(
-        "--port", type=_number(int, "a port number from 0 to 65535", 0), default=0,
+        "--port",
+        type=_number(int, "a port number from 0 to 65535", 0),
+        default=0,
         help="port (0: a free one)",
     )
     parser.add_argument(
-        "--capacity", type=_number(float, "a positive number of requests per second", 0.001),
-        default=10.0, help="requests per second for the whole room (default %(default)s)",
+        "--capacity",
+        type=_number(float, "a positive number of requests per second", 0.001),
+        default=10.0,
+        help="requests per second for the whole room (default %(default)s)",
     )
     parser.add_argument(
-        "--max-students", type=_number(int, "a whole number, 1 or more", 1), default=200,
+        "--max-students",
+        type=_number(int, "a whole number, 1 or more", 1),
+        default=200,
         help="room size (default %(default)s)",
     )
     parser.add_argument(
-        "--simulate", type=_number(int, "a whole number of students", 0), default=0,
-        metavar="N", help="fill the room with N seeded virtual students (rehearse alone)",
+        "--simulate",
+        type=_number(int, "a whole number of students", 0),
+        default=0,
+        metavar="N",
+        help="fill the room with N seeded virtual students (rehearse alone)",
     )
     parser.add_argument(
-        "--seed", type=_number(int, "a whole number", -(2**62)), default=0,
+        "--seed",
+        type=_number(int, "a whole number", -(2**62)),
+        default=0,
         help="seed for the scenarios and the virtual students",
     )
     parser.add_argument(
-        "--refusal", choices=("429", "529"), default="429",
+        "--refusal",
+        choices=("429", "529"),
+        default="429",
         help="what a request past the capacity gets (default 429, with Retry-After)",
     )
     return parser
@@ -79,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _open(args: argparse.Namespace) -> Classroom:
     if args.port > 65535:
-        raise _Mistake(f"nbagent classroom: --port must be a port number from 0 to 65535, not {args.port}.")
+        raise _Mistake(
+            f"nbagent classroom: --port must be a port number from 0 to 65535, not {args.port}."
+        )
     try:
         room = Classroom(
             host=args.host,
@@ -101,7 +120,14 @@ def _open(args: argparse.Namespace) -> Classroom:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run a room until interrupted; returns the exit code (2 for a mistake)."""
+    """Run a room until interrupted (`nbagent classroom`).
+
+    Args:
+        argv: The arguments; None for `sys.argv[1:]`.
+
+    Returns:
+        The exit code: 0 once closed, 2 for a mistake (one sentence on stderr).
+    """
     try:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         room = _open(args)
@@ -112,11 +138,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 0
     try:
         if room.local_only:
-            print(f"Listening on {args.host} only: students on other machines cannot reach "
-                  "this room (use --host 0.0.0.0 for a room on a network).")
+            print(
+                f"Listening on {args.host} only: students on other machines cannot reach "
+                "this room (use --host 0.0.0.0 for a room on a network)."
+            )
         else:
-            print(f"Listening on {args.host}, port {room.mock.port}: anyone on this network "
-                  "with the join code can take a seat.")
+            print(
+                f"Listening on {args.host}, port {room.mock.port}: anyone on this network "
+                "with the join code can take a seat."
+            )
         print("Students run:")
         print(f"    import nbagent.classroom\n    seat = {room.join_line}")
         print(f"Teacher's dashboard (keep this link to yourself): {room.teacher_url}")

@@ -12,8 +12,21 @@ from .._palette import COLORS, DARK_COLORS
 
 __all__ = ["PAGE", "page"]
 
-_ROLES = ("fg", "muted", "bg", "panel", "border", "ok", "error", "running", "retry_after",
-          "backoff_text", "retry_after_text", "ok_dark", "error_dark")
+_ROLES = (
+    "fg",
+    "muted",
+    "bg",
+    "panel",
+    "border",
+    "ok",
+    "error",
+    "running",
+    "retry_after",
+    "backoff_text",
+    "retry_after_text",
+    "ok_dark",
+    "error_dark",
+)
 
 
 def _variables(colors: dict[str, str]) -> str:

@@ -16,7 +16,14 @@ from ._room import Lane, Room
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["ARRIVAL_COLUMNS", "STUDENT_COLUMNS", "arrivals_frame", "figure", "snapshot", "students_frame"]
+__all__ = [
+    "ARRIVAL_COLUMNS",
+    "STUDENT_COLUMNS",
+    "arrivals_frame",
+    "figure",
+    "snapshot",
+    "students_frame",
+]
 
 STATUSES = ("200", "429", "529", "broken", "other")
 ARRIVAL_COLUMNS = [
@@ -77,7 +84,8 @@ def _arrival_rows(room: Room, since: int | None = None) -> list[dict[str, Any]]:
 
 def arrivals_frame(room: Room) -> pd.DataFrame:
     """One row per second: requests that arrived in it, and how they were answered."""
-    return pd.DataFrame(_arrival_rows(room), columns=ARRIVAL_COLUMNS)
+    frame: pd.DataFrame = pd.DataFrame(_arrival_rows(room), columns=ARRIVAL_COLUMNS)
+    return frame
 
 
 def _lane_row(lane: Lane) -> dict[str, Any]:
@@ -99,7 +107,9 @@ def _lane_row(lane: Lane) -> dict[str, Any]:
 
 def students_frame(room: Room) -> pd.DataFrame:
     """One row per student, in the order they joined."""
-    return pd.DataFrame([_lane_row(lane) for lane in room.lanes()], columns=STUDENT_COLUMNS)
+    rows = [_lane_row(lane) for lane in room.lanes()]
+    frame: pd.DataFrame = pd.DataFrame(rows, columns=STUDENT_COLUMNS)
+    return frame
 
 
 def snapshot(room: Room, capacity_rps: float, refusal: str) -> dict[str, Any]:
@@ -132,7 +142,9 @@ def figure(room: Room, capacity_rps: float) -> Figure:
     fig = Figure(figsize=(8, 3), layout="constrained")
     ax = fig.subplots()
     if not frame.empty:
-        ax.bar(frame["second"], frame["requests"], width=1.0, color=COLORS["running"], label="requests")
+        ax.bar(
+            frame["second"], frame["requests"], width=1.0, color=COLORS["running"], label="requests"
+        )
         ax.bar(
             frame["second"],
             frame["status_429"] + frame["status_529"],

@@ -122,7 +122,9 @@ class Room:
         token: str | None = None,
     ) -> None:
         if isinstance(max_students, bool) or not isinstance(max_students, int) or max_students < 1:
-            raise ValueError(f"max_students must be a whole number, 1 or more, got {max_students!r}.")
+            raise ValueError(
+                f"max_students must be a whole number, 1 or more, got {max_students!r}."
+            )
         self.max_students = max_students
         self.seed = seed
         self.code = code or join_code()

@@ -14,7 +14,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..mock import Fault, FaultPlan
 from ..mock._call import Call, CallError, Endpoint
@@ -22,14 +22,12 @@ from ..mock._faults import OK
 from ..mock._model_endpoint import serve_model
 from ..mock._ratelimit import format_seconds
 from ..mock._routes import MODEL_ENDPOINTS
+from ._capacity import Capacity
 from ._dashboard import PAGE
 from ._names import NAME_HEADER, decode_name
-from ._room import Room, RoomFull, parse_policy
-from ._scenarios import check_scenario
+from ._room import Arrival, Room, RoomFull, parse_policy
+from ._scenarios import Scenario, check_scenario
 from ._seat import AGENT_HEADER, JOIN_PATH, POLICY_HEADER
-
-if TYPE_CHECKING:
-    from ._server import Classroom
 
 __all__ = ["RoomPlan", "room_routes"]
 
@@ -38,6 +36,20 @@ SMALL_BODY = 4096  # joins and controls are a few bytes; anything past this is r
 SSE_TICK_S = 0.2
 SSE_HEARTBEAT_S = 5.0
 SSE_WRITE_TIMEOUT_S = 10.0  # a viewer that stops reading is let go after this
+
+
+class Classroom(Protocol):
+    """What the routes ask of the room server (`nbagent.classroom.Classroom`)."""
+
+    room: Room
+    capacity: Capacity
+    code: str
+
+    def pending(self, call: Call, arrival: Arrival) -> None: ...
+    def scenario(self, name: str) -> Scenario: ...
+    def stop_scenario(self) -> Scenario | None: ...
+    def set_capacity(self, rps: Any) -> None: ...
+    def snapshot(self) -> dict[str, Any]: ...
 
 
 class RoomPlan(FaultPlan):
@@ -129,7 +141,7 @@ def _join(room: Classroom, call: Call) -> None:
     body = _small_json(call)
     name = body.get("name")
     if not isinstance(name, str):
-        _plain(call, 400, "A join names the student: {\"name\": \"ana\"}.")
+        _plain(call, 400, 'A join names the student: {"name": "ana"}.')
         return
     try:
         lane = room.room.join(name)
@@ -232,7 +244,7 @@ def room_routes(room: Classroom) -> list[Endpoint]:
         return lambda call: serve(room, call)
 
     rows = [dataclasses.replace(e, serve=bound(_student_model)) for e in MODEL_ENDPOINTS]
-    small = {"max_body": SMALL_BODY}
+    small: dict[str, Any] = {"max_body": SMALL_BODY}
     return [
         *rows,
         Endpoint("POST", JOIN_PATH + "/?", bound(_join), **small),

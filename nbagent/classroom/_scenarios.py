@@ -25,6 +25,7 @@ SCENARIOS: dict[str, str] = {
     "wall": "a tight rate limit for 20 s (a fifth of the capacity): 429s",
     "storm": "12 s of random 529s (30%) and broken streams (15%)",
 }
+"""The scenarios a teacher can start, each with what it does."""
 
 _OUTAGE_S = 3.0
 _DURATION_S = {"herd": 20.0, "wall": 20.0, "storm": 12.0}

@@ -36,8 +36,12 @@ def policy_header(retry: RetryPolicy | None, limiter: object = None) -> str:
     """``attempts=4; jitter=full; budget=500``: what the teacher's lane shows for an agent."""
     policy = retry if retry is not None else RetryPolicy()
     jitter = policy.jitter
-    jitter_text = "none" if jitter is None else jitter if isinstance(jitter, (str, float)) else (
-        type(jitter).__name__
+    jitter_text = (
+        "none"
+        if jitter is None
+        else jitter
+        if isinstance(jitter, (str, float))
+        else (type(jitter).__name__)
     )
     parts = [f"attempts={policy.max_attempts}", f"jitter={jitter_text}"]
     budget = getattr(limiter, "budget", None) if isinstance(limiter, RateLimiter) else None
@@ -58,7 +62,13 @@ def _check_url(url: object) -> str:
 
 
 class Seat:
-    """A student's place in a room.
+    """A student's place in a room (`join` returns one).
+
+    Args:
+        url: The room's address.
+        code: The join code.
+        name: The name the room gave.
+        seat: The order the student joined in.
 
     Attributes:
         url: The room's address.

@@ -14,20 +14,19 @@ import pandas as pd
 from ..mock import MockServer
 from ..mock._call import Call
 from ..mock._faults import STREAM_KINDS
-
-BROKEN_KINDS = STREAM_KINDS - {"stall"}  # a stall ends well, late
 from . import _frames
 from ._capacity import Capacity, Refusal
 from ._room import Arrival, Room
 from ._routes import RoomPlan, room_routes
 from ._scenarios import Scenario
+from ._simulate import Simulation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ._simulate import Simulation
-
 __all__ = ["Classroom"]
+
+BROKEN_KINDS = STREAM_KINDS - {"stall"}  # a stall ends well, late
 
 
 def _lan_address() -> str:
@@ -101,7 +100,11 @@ class Classroom:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> Classroom:
-        """Open the room (idempotent)."""
+        """Open the room (idempotent).
+
+        Returns:
+            The room itself, so `room = Classroom().start()` reads well.
+        """
         self.mock.start()
         return self
 
@@ -169,11 +172,18 @@ class Classroom:
         return self.room.start_scenario(name)
 
     def stop_scenario(self) -> Scenario | None:
-        """Stop the running scenario; the one stopped, or None."""
+        """Stop the running scenario.
+
+        Returns:
+            The scenario stopped, or None when none was running.
+        """
         return self.room.stop_scenario()
 
     def set_capacity(self, rps: Any) -> None:
         """Take a new capacity (requests per second for the whole room).
+
+        Args:
+            rps: Requests per second.
 
         Raises:
             ValueError: Not a number between 0 and 100000.
@@ -192,9 +202,8 @@ class Classroom:
         Returns:
             The simulation (`stop()` ends it).
         """
-        from ._simulate import Simulation
-
-        sim = Simulation(self, students, agents=agents, seed=self.room.seed)
+        local = f"http://127.0.0.1:{self.mock.port}"
+        sim = Simulation(local, self.code, students, agents=agents, seed=self.room.seed)
         self._simulations.append(sim)
         return sim.start()
 
@@ -211,16 +220,30 @@ class Classroom:
         return _frames.students_frame(self.room)
 
     def snapshot(self) -> dict[str, Any]:
-        """What the dashboard shows, as data."""
+        """What the dashboard shows, as data.
+
+        Returns:
+            The live view's numbers (totals, capacity, scenario, peaks, arrivals, students).
+        """
         return _frames.snapshot(self.room, self.capacity.rps, self.capacity.refusal)
 
     def figure(self) -> Figure:
-        """Arrivals per second against the capacity, scenarios shaded."""
+        """Arrivals per second against the capacity, scenarios shaded.
+
+        Returns:
+            A matplotlib figure.
+        """
         return _frames.figure(self.room, self.capacity.rps)
 
     # --- counting (the routes and the mock's request hook) ------------------------------------
 
     def pending(self, call: Call, arrival: Arrival) -> None:
+        """Keep a counted request until the mock's hook says how it was answered.
+
+        Args:
+            call: The request.
+            arrival: Its count in the room.
+        """
         with self._lock:
             self._pending[id(call)] = arrival
 

@@ -13,14 +13,10 @@ import asyncio
 import contextlib
 import random
 import threading
-from typing import TYPE_CHECKING
 
 from .._core._retry import RetryPolicy
 from ..errors import NbAgentError
 from ._seat import Seat, join
-
-if TYPE_CHECKING:
-    from ._server import Classroom
 
 __all__ = ["Simulation"]
 
@@ -28,10 +24,11 @@ PROMPTS = ("What is 2 + 2?", "Say hello to the class.", "Name a prime number.", 
 
 
 class Simulation:
-    """`students` virtual students in `room`, each running `agents` agents in a loop.
+    """`students` virtual students in the room at `url`, each running `agents` agents in a loop.
 
     Args:
-        room: The room (running).
+        url: The room's address.
+        code: Its join code.
         students: How many virtual students.
         agents: Agents per student.
         seed: Seeds the policies' jitter and the think times.
@@ -45,7 +42,8 @@ class Simulation:
 
     def __init__(
         self,
-        room: Classroom,
+        url: str,
+        code: str,
         students: int,
         *,
         agents: int = 1,
@@ -54,7 +52,7 @@ class Simulation:
     ) -> None:
         if isinstance(students, bool) or not isinstance(students, int) or students < 0:
             raise ValueError(f"simulate needs a whole number of students, got {students!r}.")
-        self.room = room
+        self.url, self.code = url, code
         self.students = students
         self.agents = max(1, int(agents))
         self.seed = seed
@@ -68,10 +66,10 @@ class Simulation:
 
     def start(self) -> Simulation:
         """Seat the students and start their agents in a background thread."""
-        url = f"http://127.0.0.1:{self.room.mock.port}"
         for i in range(self.students):
             jitter = "none" if i % 2 == 0 else "full"
-            self.seats.append(join(url, code=self.room.code, name=f"virtual {i + 1:02d} ({jitter})"))
+            name = f"virtual {i + 1:02d} ({jitter})"
+            self.seats.append(join(self.url, code=self.code, name=name))
         self._thread = threading.Thread(target=self._run, name="nbagent-classroom-sim", daemon=True)
         self._thread.start()
         return self
@@ -108,14 +106,16 @@ class Simulation:
     async def _student(self, i: int, seat: Seat, k: int) -> None:
         rng = random.Random(self.seed * 100_003 + i * 101 + k)
         policy = RetryPolicy(
-            max_attempts=6, initial_delay=0.5, jitter=None if i % 2 == 0 else "full",
+            max_attempts=6,
+            initial_delay=0.5,
+            jitter=None if i % 2 == 0 else "full",
             seed=rng.randrange(2**31),
         )
         await asyncio.sleep(rng.uniform(0, self.think_s))
         while not self._stop.is_set():
             agent = seat.agent(retry=policy, limiter=False)
             try:
-                await agent.run(rng.choice(PROMPTS))
+                await agent.run(rng.choice(PROMPTS), show=False)
                 self.runs += 1
             except NbAgentError:
                 self.failures += 1

@@ -95,7 +95,7 @@ def start_shown(
         The run's handle.
     """
     loop = asyncio.get_running_loop()
-    tasks: list[asyncio.Task[RunResult]] = []
+    tasks: list[asyncio.Task[RunResult[Any]]] = []
 
     def stop() -> None:
         for task in tasks:
@@ -104,12 +104,13 @@ def start_shown(
     view = display_view(stop)
     widget = view.timeline
 
-    async def go() -> RunResult:
+    async def go() -> RunResult[Any]:
         if before is not None:
             await before()
         detach = agent.subscribe(widget)
         try:
-            return await agent.run(prompt, show=False, output=output)
+            result: RunResult[Any] = await agent.run(prompt, show=False, output=output)
+            return result
         finally:
             detach()
             widget.close()

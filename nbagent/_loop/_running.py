@@ -1,0 +1,303 @@
+"""Running an agent: one run set up from the agent's configuration, and the three ways to call
+it (awaited, in the background, from synchronous code), each with the live view where a notebook
+can show it.
+
+`Agent.run`, `Agent.start` and `Agent.run_sync` are the doors (their signatures, overloads and
+docstrings are in `_agent.py`); what they do is here, so the agent's module holds what it is
+configured with and this one how a run is put together from it. A run is shown in a notebook
+through the core's presenter seam (the notebook package registers the live widget), so neither
+knows anything of widgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .._core._clock import Clock
+from .._core._messages import Message
+from .._core._pacing import Pacer
+from .._core._presenter import presenter
+from ..errors import Aborted, ConfigError
+from ..events import Event, RunStarted, Stamp
+from ..providers import Provider
+from ._context import ContextKeeper
+from ._limiter import shared_limiter
+from ._output_schema import OutputSchema
+from ._output_step import StructuredOutput
+from ._request import Requester, RequestSettings, RunState
+from ._results import RunHandle, RunResult
+from ._run import Run
+
+if TYPE_CHECKING:
+    import random
+
+    from .._core._budget import Budget
+    from .._core._retry import RetryPolicy
+    from ..events import EventBus, Subscriber
+    from ._compaction import Compactor
+    from ._output_schema import OutputMode, OutputValidator
+    from ._toolbox import Toolbox
+
+__all__ = [
+    "pacer_of",
+    "run_in_background",
+    "run_once",
+    "run_shown",
+    "run_synchronously",
+    "structured_output",
+]
+
+
+class AgentParts(Protocol):
+    """What a run reads of its `Agent` (`_agent.py`, which imports this module, not the reverse)."""
+
+    _run: RunState | None
+    _providers: list[Provider]
+    _rng: random.Random
+    _validators: list[OutputValidator]
+    toolbox: Toolbox
+    output: OutputSchema | None
+    output_mode: OutputMode
+    output_retries: int
+    clock: Clock
+    budget: Budget
+    events: EventBus
+    agent_id: str
+    compaction: Compactor
+    system: str | None
+    compaction_threshold: float
+    max_tokens: int
+    options: dict[str, Any]
+    cache: bool
+    context_window: int | None
+    max_compactions_per_step: int
+    max_length_resumes: int
+    history: list[Message]
+
+    @property
+    def models(self) -> list[str]: ...
+    @property
+    def retry(self) -> RetryPolicy: ...
+    def pacer_for(self, provider: Provider) -> Pacer | None: ...
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]: ...
+    def _commit(self, history: list[Message], new: list[Message]) -> int: ...
+    async def aclose(self) -> None: ...
+
+
+async def run_shown(
+    agent: AgentParts, prompt: str | Message, show: bool | None, output: Any
+) -> RunResult[Any]:
+    """`agent.run`: one run, in the live view where it is shown; its Stop button cancels it."""
+    if not _showing(show):
+        return await run_once(agent, prompt, output)
+    task = asyncio.current_task()
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        stopped = True
+        if task is not None:
+            task.cancel()
+
+    view = presenter().open(stop)
+    detach = agent.subscribe(view)
+    try:
+        return await run_once(agent, prompt, output)
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
+            task.uncancel()
+        raise Aborted("the run was stopped with the Stop button") from None
+    finally:
+        detach()
+        view.close()
+
+
+def run_in_background(
+    agent: AgentParts, prompt: str | Message, show: bool | None, output: Any
+) -> RunHandle[Any]:
+    """`agent.start`: one run in a task of the running loop."""
+    loop = asyncio.get_running_loop()
+    if not _showing(show):
+        return RunHandle(loop.create_task(run_once(agent, prompt, output)))
+    # The view is opened here, from the calling cell: output a task displays after the
+    # cell has finished reaches no cell. Its Stop button cancels the task.
+    tasks: list[asyncio.Task[RunResult[Any]]] = []
+
+    def stop() -> None:
+        for t in tasks:
+            t.cancel()
+
+    view = presenter().open(stop)
+
+    async def shown() -> RunResult[Any]:
+        detach = agent.subscribe(view)
+        try:
+            return await run_once(agent, prompt, output)
+        finally:
+            detach()
+            view.close()
+
+    task = loop.create_task(shown())
+    task.add_done_callback(_mark_retrieved)
+    tasks.append(task)
+    return RunHandle(task)
+
+
+def run_synchronously(
+    agent: AgentParts, prompt: str | Message, show: bool | None, output: Any
+) -> RunResult[Any]:
+    """`agent.run_sync`: one run on a loop of its own (a worker thread's inside a notebook)."""
+    from ._blocking import run_blocking
+
+    # The view is opened from this (the cell's) thread; the run goes to a worker thread.
+    view = presenter().open() if _showing(show) else None
+    detach = agent.subscribe(view) if view is not None else None
+
+    async def once() -> RunResult[Any]:
+        try:
+            return await run_once(agent, prompt, output)
+        finally:
+            # This loop ends with the run: close the connections opened on it (the next
+            # run_sync gets a new loop and a new client), or their sockets leak.
+            await agent.aclose()
+
+    try:
+        return run_blocking(once)
+    finally:
+        if detach is not None and view is not None:
+            detach()
+            view.close()
+
+
+async def run_once(agent: AgentParts, prompt: str | Message, output: Any = None) -> RunResult[Any]:
+    """One run: check the prompt, set the run up from the current configuration, run it."""
+    if agent._run is not None:
+        raise ConfigError(
+            "this agent is already running; await the running call, or use another Agent"
+        )
+    if not isinstance(prompt, (str, Message)):
+        raise ConfigError(
+            f"a prompt is a string or a Message.user(...), not {type(prompt).__name__}"
+        )
+    user = Message.user(prompt) if isinstance(prompt, str) else prompt
+    if user.role != "user":
+        raise ConfigError("a prompt must be a user message")
+    schema = agent.output if output is None else OutputSchema.of(output)
+    structured = None
+    if schema is not None:  # each model's mode, its dialect, the output tool's name: now
+        tools = [*agent.toolbox.tools, *(t.name for t in await agent.toolbox.specs())]
+        structured = structured_output(agent, schema, list(dict.fromkeys(tools)))
+    now = agent.clock.now()
+    deadline = now + agent.budget.max_wall_s if agent.budget.max_wall_s else None
+    state = RunState(uuid.uuid4().hex[:8], now, deadline)
+    agent._run = state
+    agent.toolbox.retry_unavailable()  # a server that could not start may be up by now
+    try:
+        emit = _emitter(agent, state)
+        emit(RunStarted(prompt=user.text, model=agent.models[0], agent_id=agent.agent_id))
+        return await _make_run(agent, state, emit, structured)(user)
+    finally:
+        agent._run = None
+
+
+def structured_output(
+    agent: AgentParts, schema: OutputSchema | None, tools: list[str]
+) -> StructuredOutput | None:
+    """The run's structured answer for `schema` across the model chain (ConfigError now
+    for a mode or a schema a model cannot take)."""
+    if schema is None:
+        return None
+    return StructuredOutput(
+        schema,
+        mode=agent.output_mode,
+        validators=agent._validators,
+        retries=agent.output_retries,
+        providers=agent._providers,
+        tools=tools,
+    )
+
+
+def pacer_of(limiter: Pacer | bool, provider: Provider, clock: Clock) -> Pacer | None:
+    """What paces requests to `provider`: the process-wide shared limiter for its endpoint and
+    key (`limiter=True`), the one given, or None (`limiter=False`)."""
+    if limiter is False:
+        return None
+    if limiter is not True:
+        return limiter
+    return shared_limiter(provider, clock)
+
+
+def _emitter(agent: AgentParts, state: RunState) -> Callable[[Event], None]:
+    """Deliver an event stamped with the run, its current turn and the clock's time."""
+    bus, clock = agent.events, agent.clock
+
+    def emit(event: Event) -> None:
+        bus.emit(event, Stamp(state.run_id, clock.now(), state.turn))
+
+    return emit
+
+
+def _make_run(
+    agent: AgentParts,
+    state: RunState,
+    emit: Callable[[Event], None],
+    structured: StructuredOutput | None = None,
+) -> Run:
+    keeper = ContextKeeper(
+        agent.compaction,
+        system=agent.system,
+        threshold=agent.compaction_threshold,
+        emit=emit,
+    )
+    settings = RequestSettings(
+        system=agent.system,
+        max_tokens=agent.max_tokens,
+        options=agent.options,
+        cache=agent.cache,
+        context_window=agent.context_window,
+        max_compactions=agent.max_compactions_per_step,
+    )
+    requester = Requester(
+        providers=agent._providers,
+        models=agent.models,
+        state=state,
+        settings=settings,
+        policy=agent.retry,
+        rng=agent._rng,
+        clock=agent.clock,
+        emit=emit,
+        keeper=keeper,
+        toolbox=agent.toolbox,
+        pacer_for=agent.pacer_for,
+        output=structured,
+    )
+    return Run(
+        state=state,
+        requester=requester,
+        toolbox=agent.toolbox,
+        budget=agent.budget,
+        clock=agent.clock,
+        emit=emit,
+        history=list(agent.history),
+        commit=agent._commit,
+        max_tokens=agent.max_tokens,
+        max_length_resumes=agent.max_length_resumes,
+        output=structured,
+    )
+
+
+def _showing(show: bool | None) -> bool:
+    """`show=None` means: show the run where a presenter can (in a notebook)."""
+    return presenter().active() if show is None else show
+
+
+def _mark_retrieved(task: asyncio.Task[RunResult[Any]]) -> None:
+    """A background run's failure is shown in its view and raised by awaiting its handle; mark
+    it retrieved so asyncio does not also log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
