@@ -97,6 +97,7 @@ class AttemptLog:
 
     def _reset(self) -> None:
         self._cols: list[Any] = new_columns(self.names[len(COLUMNS) :])
+        self._appends = [c.append for c in self._cols]
         self._version += 1
         # (run_id, phase) -> row index of the attempt in flight
         self._open: dict[tuple[str, str], int] = {}
@@ -132,9 +133,15 @@ class AttemptLog:
     def __repr__(self) -> str:
         return f"AttemptLog({len(self)} rows)"
 
-    def frame(self, order: Any = None) -> pd.DataFrame:
+    def frame(self, order: Any = None, *, release: bool = False) -> pd.DataFrame:
         """The rows as a DataFrame with exactly COLUMNS (then the `extra` ones); rebuilt only
-        after a change. With `order` (row indexes), those rows in that order (not kept)."""
+        after a change. With `order` (row indexes), those rows in that order (not kept). With
+        `release`, the log lets go of each column once it is in the frame: it is empty after
+        (a log read once, at the end, so that it and its frame are not held at once)."""
+        if release:
+            cols, self._cols = self._cols, []
+            self._reset()
+            return build_frame(cols, order, self.names, release=True)
         if order is not None:
             return build_frame(self._cols, order, self.names)
         if self._frame is None or self._frame_version != self._version:
@@ -146,6 +153,10 @@ class AttemptLog:
     def records(self) -> list[dict[str, Any]]:
         """The rows as plain dicts (NaN for missing times, None for other missing values)."""
         return [dict(zip(self.names, row, strict=True)) for row in zip(*self._cols, strict=True)]
+
+    def column(self, name: str) -> Any:
+        """One column as the log keeps it (`_columns`: typed arrays, words as codes)."""
+        return self._cols[self.names.index(name)]
 
     def values(self, name: str) -> list[Any]:
         """One column's values, as a list."""
@@ -176,8 +187,8 @@ class AttemptLog:
             self.on_row(idx, dict(zip(self.names, (c[idx] for c in self._cols), strict=True)))
 
     def _append(self, row: list[Any]) -> int:
-        for col, value in zip(self._cols, row, strict=True):
-            col.append(value)
+        for append, value in zip(self._appends, row, strict=True):
+            append(value)
         self._version += 1
         return len(self._cols[0]) - 1
 

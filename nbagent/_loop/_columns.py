@@ -3,8 +3,9 @@
 A log of 100,000 attempts (a provider batch's items) keeps each number in a typed `array`
 (8 bytes a float or an integer, one byte for "missing") and each word that repeats (the
 outcome, the action, the model, an error kind, a batch id) as a code into the table of the
-distinct ones; only the words that differ row by row (run and request ids, messages) are kept
-as Python strings. A column is read and written by row index like a list, and made into a
+distinct ones; a run id of the form `<tag>-<number>` (a provider batch item's) as the tag's code
+and the number; only the words that differ row by row (request ids, messages) are kept as
+Python strings. A column is read and written by row index like a list, and made into a
 numpy or pandas array at once (`numpy_of`), in a given order when one is given.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Ints", "Words", "numpy_of"]
+__all__ = ["Ints", "RunIds", "Words", "numpy_of"]
 
 
 class Ints:
@@ -68,7 +69,8 @@ class Words:
         return code
 
     def append(self, word: str | None) -> None:
-        self.codes.append(self.code(word))
+        code = -1 if word is None else self._code.get(word)
+        self.codes.append(self.code(word) if code is None else code)
 
     def __getitem__(self, i: int) -> str | None:
         code = self.codes[i]
@@ -92,6 +94,65 @@ class Words:
             return pd.Categorical.from_codes(codes, dtype=categories)
         table = np.array([*self.table, None], dtype=object)
         return pd.array(table[codes], dtype="string")  # code -1 picks the None at the end
+
+
+class RunIds:
+    """Run ids: `<tag>-<number>` (a number without leading zeros) kept as the tag's code and
+    the number, any other id as a word of its own (its number -1)."""
+
+    def __init__(self) -> None:
+        self.tags = Words()
+        self.numbers = array("q")
+
+    @staticmethod
+    def _split(run_id: str | None) -> tuple[str | None, int]:
+        if run_id is None:
+            return None, -1
+        tag, dash, number = run_id.rpartition("-")
+        if dash and number.isdigit() and number.isascii() and str(int(number)) == number:
+            return tag, int(number)
+        return run_id, -1
+
+    def append(self, run_id: str | None) -> None:
+        tag, number = self._split(run_id)
+        self.tags.append(tag)
+        self.numbers.append(number)
+
+    def __getitem__(self, i: int) -> str | None:
+        tag, number = self.tags[i], self.numbers[i]
+        return tag if number < 0 or tag is None else f"{tag}-{number}"
+
+    def __setitem__(self, i: int, run_id: str | None) -> None:
+        tag, number = self._split(run_id)
+        self.tags[i] = tag
+        self.numbers[i] = number
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __iter__(self) -> Iterator[str | None]:
+        return (self[i] for i in range(len(self)))
+
+    def array(self, order: Any = None) -> Any:
+        """A string array, made chunk by chunk (a large conversion at once reserves about
+        twice what the column holds while it grows)."""
+        numbers = numpy_of(self.numbers, np.int64, order)
+        codes = numpy_of(self.tags.codes, np.int32, order)
+        table = self.tags.table
+        parts = []
+        for start in range(0, len(numbers), _CHUNK):
+            end = start + _CHUNK
+            chunk = zip(codes[start:end].tolist(), numbers[start:end].tolist(), strict=True)
+            words = [None if c < 0 else table[c] if k < 0 else f"{table[c]}-{k}" for c, k in chunk]
+            parts.append(pd.array(words, dtype="string"))
+        if not parts:
+            return pd.array([], dtype="string")
+        if len(parts) == 1:
+            return parts[0]
+        return pd.concat([pd.Series(p, copy=False) for p in parts], ignore_index=True).array
+
+
+_CHUNK = 16_384  # rows of a string column made at once
 
 
 def numpy_of(values: Any, dtype: Any, order: Any = None) -> np.ndarray[Any, Any]:

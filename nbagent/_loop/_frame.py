@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._columns import Ints, Words, numpy_of
+from ._columns import Ints, RunIds, Words, numpy_of
 
 __all__ = [
     "ACTIONS",
@@ -167,13 +167,15 @@ def new_columns(extra: tuple[str, ...] = ()) -> list[Any]:
             cols.append(Ints())
         elif name in CATEGORIES:
             cols.append(Words(CATEGORIES[name]))
+        elif name == "run_id":
+            cols.append(RunIds())
         else:
             cols.append(Words() if name in WORD_COLUMNS else [])
     return cols + [Words() for _ in extra]
 
 
 def _array(name: str, values: Any, order: Any) -> Any:
-    if isinstance(values, (Ints, Words)):
+    if isinstance(values, (Ints, RunIds, Words)):
         return values.array(order)
     if isinstance(values, array):
         return numpy_of(values, np.float64, order)
@@ -189,11 +191,22 @@ def _array(name: str, values: Any, order: Any) -> Any:
 
 
 def build_frame(
-    columns: list[Any], order: Any = None, names: tuple[str, ...] = COLUMNS
+    columns: list[Any],
+    order: Any = None,
+    names: tuple[str, ...] = COLUMNS,
+    *,
+    release: bool = False,
 ) -> pd.DataFrame:
     """The frame of `columns` (lists, or the log's compact columns) named `names`, its rows
-    in `order` when one is given."""
-    data = {name: _array(name, values, order) for name, values in zip(names, columns, strict=True)}
+    in `order` when one is given; with `release`, each of `columns` is let go of (set to None)
+    once its frame column is made, so the two are not held at once."""
+    if len(columns) != len(names):
+        raise ValueError(f"{len(columns)} columns for {len(names)} names")
+    data: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        data[name] = _array(name, columns[i], order)
+        if release:
+            columns[i] = None
     df: pd.DataFrame = pd.DataFrame(data, copy=False)
     return df
 

@@ -313,10 +313,10 @@ class ItemEvents:
     def attempts(self) -> pd.DataFrame:
         """The attempt log's rows, in prompt order, then submission order, with the prompt's
         position first and the agent (`<position>.1`) and worker after COLUMNS."""
-        run_ids = self.log.values("run_id")
-        pos = np.fromiter((int(r.rpartition("-")[2]) for r in run_ids), np.int64, len(run_ids))
-        order = np.lexsort((np.array(self.log.values("attempt"), dtype=np.int64), pos))
-        out = self.log.frame(order)
+        # the run ids are `<tag>-<position>`: the log keeps the positions as numbers
+        pos = numpy_of(self.log.column("run_id").numbers, np.int64)
+        order = np.lexsort((numpy_of(self.log.column("attempt").data, np.int64), pos))
+        out = self.log.frame(order, release=True)  # the log is read once, at the end
         batch_ids = out.pop("batch_id")
         out.insert(0, "prompt_index", pos[order])
         out["agent_id"] = pd.array([f"{p}.1" for p in pos[order].tolist()], dtype="string")
