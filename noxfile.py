@@ -2,7 +2,8 @@
 
 Each session makes its own venv in `.nox/` from nothing (with uv: seconds, not minutes, once its
 cache holds the wheels), installs nbagent editable with the dev and bench extras, and runs
-pytest; arguments after `--` go to pytest instead of the default (`-m "not browser" tests`).
+pytest; arguments after `--` go to pytest instead of the default
+(`-m "not browser and not load" tests`).
 `scripts/test.sh` runs the sessions of the Pythons other than its own `.venv`'s, beside its main
 run. The interpreters are found on PATH or under pyenv (`$PYENV_ROOT/versions/3.x.*`); nothing
 is downloaded, and a missing one fails its session with one sentence.
@@ -63,22 +64,23 @@ def sessions_besides(mine: str) -> list[str]:
 
 @nox.session(python=list(PYTHONS))
 def tests(session: nox.Session) -> None:
-    """pytest on one Python (everything but the browser tests, which the main run has)."""
+    """pytest on one Python (everything but the browser and load tests, which the main run has)."""
     assert isinstance(session.python, str)
     # a venv kept from before the rename still holds `nbagent` (scripts/setup.sh does the same)
     session.run_install("uv", "pip", "uninstall", "-q", "nbagent", silent=True)
     session.install("-e", ".[dev,bench]")
     session.env["MPLBACKEND"] = "Agg"
-    args = session.posargs or ["-m", "not browser", "tests"]
+    # the load test fills the machine by design: the main run has it, once
+    args = session.posargs or ["-m", "not browser and not load", "tests"]
     session.run("pytest", "-q", "-p", "no:cacheprovider", *args)
 
 
-@nox.session(name="fresh-pip", python="3.12", venv_backend="venv", reuse_venv=False)
+@nox.session(name="fresh-pip", python=list(PYTHONS), venv_backend="venv", reuse_venv=False)
 def fresh_pip(session: nox.Session) -> None:
     """What a newcomer does: a new venv, plain `pip install -e '.[dev]'` (pip, not uv, and no
     scripts/setup.sh), then the quick loop. Its venv must hold no two distributions installing
     one module (tests/test_environment.py), whatever order pip wrote them in. Not one of the
-    default sessions (pip takes minutes over the dev extras): `.venv/bin/nox -s fresh-pip`,
+    default sessions (pip takes minutes over the dev extras): `.venv/bin/nox -s fresh-pip-3.12`,
     pytest's arguments after `--`. The side venvs (.venv-pydoclint, .venv-litellm,
     .venv-instructor) and tests/node_modules come from `scripts/setup.sh --dev`, run once."""
     session.run("python", "-m", "pip", "install", "-q", "--upgrade", "pip")

@@ -16,7 +16,7 @@ from test_classroom_processes import reports, students
 
 from nbagent.classroom import Classroom
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.load]
 
 
 def test_forty_students_with_four_agents_each_through_a_storm() -> None:

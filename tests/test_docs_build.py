@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import types
 from pathlib import Path
 
@@ -120,15 +121,16 @@ def test_the_build_fails_on_a_lost_figure_naming_notebook_and_cell(tmp_path: Pat
     nbformat.write(nb, path)
     hook._executed["03_backoff.ipynb"] = path
     page = FakePage("notebooks/03_backoff.ipynb")
+    config = types.SimpleNamespace(use_directory_urls=True)
     with pytest.raises(PluginError) as failure:
-        hook.on_page_content(page_html({1: False}), page=page, config=None, files=None)
+        hook.on_page_content(page_html({1: False}), page=page, config=config, files=None)
     assert "notebooks/03_backoff.ipynb" in str(failure.value)
     assert "cell 1 (In [1], 'fig = plt.figure()') made 1 figure" in str(failure.value)
     shown = page_html({1: True})
-    assert hook.on_page_content(shown, page=page, config=None, files=None) == shown
+    assert hook.on_page_content(shown, page=page, config=config, files=None) == shown
     # other pages are not notebooks: left alone
     guide = FakePage("guide/retry.md")
-    assert hook.on_page_content("<p>x</p>", page=guide, config=None, files=None) == "<p>x</p>"
+    assert hook.on_page_content("<p>x</p>", page=guide, config=config, files=None) == "<p>x</p>"
 
 
 @pytest.mark.e2e
@@ -202,3 +204,56 @@ def test_a_static_playground_keeps_its_column_widths_and_no_empty_frame() -> Non
     assert "flex-direction:row;gap:8px;flex-wrap:wrap" in shown
     # an iframe is as tall as what it draws (nothing, for the helper), not a fixed minimum
     assert "min-height" not in shown and "ResizeObserver" in shown
+
+
+def toc_links(items: object) -> list[tuple[str, str]]:
+    """(title, id) of every entry of a page's table of contents, depth first."""
+    found = []
+    for item in items:  # type: ignore[attr-defined]
+        found.append((item.title, item.id))
+        found.extend(toc_links(item.children))
+    return found
+
+
+@pytest.mark.slow
+def test_a_notebook_pages_contents_keep_inline_code_and_link_to_its_headings(
+    tmp_path: Path,
+) -> None:
+    from mkdocs_jupyter import convert
+
+    hook = load_hook()
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": PYTHON3})
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# 12 · Structured outputs\n\nText."),
+        nbformat.v4.new_markdown_cell("## The whole column, with `nbagent.map`\n\nMore."),
+        nbformat.v4.new_markdown_cell("### `nbagent.guard`: one layer & its `<pace>`"),
+        nbformat.v4.new_code_cell("1 + 1"),
+        nbformat.v4.new_markdown_cell("## What the reasks cost"),
+    ]
+    # a heading in a cell's output is the output's, not a section of the notebook
+    nb.cells[3].outputs = [
+        nbformat.v4.new_output("display_data", data={"text/html": "<h2 id='x'>Output</h2>"})
+    ]
+    path = tmp_path / "12_structured_outputs.ipynb"
+    nbformat.write(nb, path)
+    body = convert.nb2html(str(path), execute=False, theme="light", include_requirejs=False)
+    page = FakePage("notebooks/12_structured_outputs.ipynb")
+    assert hook.on_page_content(body, page=page, config=None, files=None) == body
+    links = toc_links(page.toc)
+    assert [title for title, _ in links] == [
+        "12 · Structured outputs",
+        "The whole column, with nbagent.map",
+        "nbagent.guard: one layer &amp; its &lt;pace&gt;",
+        "What the reasks cost",
+    ]
+    # every entry links to an id a heading of the page has
+    ids = set(re.findall(r'<h[1-6][^>]*\bid="([^"]+)"', body))
+    assert {anchor for _, anchor in links} <= ids
+    assert links[1][1] == "the-whole-column-with-nbagentmap"
+    # nested as the levels are: the h1 holds the h2s, the h3 sits under its h2
+    top = list(page.toc)
+    assert len(top) == 1 and [c.title for c in top[0].children] == [
+        "The whole column, with nbagent.map",
+        "What the reasks cost",
+    ]
+    assert [c.id for c in top[0].children[0].children] == [links[2][1]]

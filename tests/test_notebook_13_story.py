@@ -69,3 +69,22 @@ def test_one_item_expires_in_every_submission_and_runs_out_of_attempts(story: An
     # and the cell that shows these rows shows that item
     shown = next(c for c in code_cells() if "isin(" in c)
     assert str(index) in shown.split("isin(")[1].split(")")[0]
+
+
+def test_the_labelled_rows_are_told_apart_by_their_reviews() -> None:
+    # the setup cell and the structured section's batch, as the notebook runs them
+    cells = code_cells()
+    labelled_cell = next(c for c in cells if "class Label" in c)
+    ns: dict[str, Any] = {}
+    try:
+        for cell in (cells[0], labelled_cell):  # not under this module's __future__ import
+            exec(compile(cell, str(NOTEBOOK), "exec", dont_inherit=True), ns)
+    finally:
+        if "server" in ns:
+            ns["server"].stop()
+    results = ns["labelled"].results
+    answered = results[results["error"].isna()]
+    assert set(answered["sentiment"]) == {"positive", "negative", "neutral"}
+    # a loved phone and a kettle that broke are not labelled alike
+    assert answered.loc[0, ["sentiment", "stars"]].tolist() == ["positive", 5]
+    assert answered.loc[1, ["sentiment", "stars"]].tolist() == ["negative", 1]

@@ -38,6 +38,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
+from mkdocs.structure.toc import get_toc
 
 log = logging.getLogger("mkdocs.hooks.notebooks")
 
@@ -249,11 +250,41 @@ def site_links(html_text: str, directory_urls: bool = True) -> str:
     return _DOCS_LINK.sub(site, html_text)
 
 
+_HEADING = re.compile(r"<h([1-6])\b[^>]*?\bid=\"([^\"]+)\"[^>]*>(.*?)</h\1>", re.S)
+_ANCHOR_LINK = re.compile(r'<a class="anchor-link"[^>]*>.*?</a>', re.S)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def toc_tokens(html_text: str) -> list[dict[str, Any]]:
+    """The table of contents of a rendered notebook, from its headings as they are on the page.
+
+    mkdocs-jupyter makes its table from a Markdown copy with the inline code removed, so a
+    heading such as "The whole column, with `nbagent.map`" loses its code and its link points
+    to an id that no heading has. Here each text cell's heading (the ones nbconvert gave a ¶
+    link) gives its own id and its whole text, code included, nested by level."""
+    roots: list[dict[str, Any]] = []
+    open_: list[dict[str, Any]] = []  # the last heading seen at each depth
+    for level, anchor, inner in _HEADING.findall(html_text):
+        if 'class="anchor-link"' not in inner:
+            continue  # a heading inside a cell's output, not one of the notebook's own
+        text = html.unescape(_TAG.sub("", _ANCHOR_LINK.sub("", inner))).strip()
+        name = html.escape(text, quote=False)
+        token = {"level": int(level), "id": html.unescape(anchor), "name": name, "children": []}
+        while open_ and open_[-1]["level"] >= token["level"]:
+            open_.pop()
+        (open_[-1]["children"] if open_ else roots).append(token)
+        open_.append(token)
+    return roots
+
+
 @event_priority(-100)  # after mkdocs-jupyter has rendered the notebook
 def on_page_content(html_text: str, page: Any, config: MkDocsConfig, files: Files) -> str:
     """Fail the build if a notebook cell made a figure that its page does not show; point the
-    notebook's links to the docs at the site's pages."""
+    notebook's links to the docs at the site's pages; make the page's table of contents from
+    its headings."""
     name = Path(page.file.src_uri).name
+    if page.file.src_uri.startswith("notebooks/") and name.endswith(".ipynb"):
+        page.toc = get_toc(toc_tokens(html_text))
     if page.file.src_uri.startswith("notebooks/") and name in _executed:
         html_text = site_links(html_text, config.use_directory_urls)
         lost = lost_figures(nbformat.read(_executed[name], as_version=4), html_text)

@@ -119,27 +119,15 @@ class MockBatch:
     def __init__(self, batch: Batch, store: BatchStore) -> None:
         self._batch = batch
         self._store = store
-
-    @property
-    def id(self) -> str:
+        self.id = batch.id
         """The provider's id (Gemini's is ``batches/...``)."""
-        return self._batch.id
-
-    @property
-    def provider(self) -> Provider:
+        self.provider = batch.provider
         """``anthropic``, ``openai``, ``azure`` or ``gemini``: the API it was created through."""
-        return self._batch.provider
-
-    @property
-    def custom_ids(self) -> list[str | None]:
+        self.custom_ids = list(batch.items.ids)
         """The items' custom ids (Gemini: ``metadata.key``), in submission order."""
-        return list(self._batch.items.ids)
-
-    @property
-    def metadata(self) -> dict[str, str]:
+        self.metadata = dict(batch.extra.get("metadata") or {})
         """OpenAI's ``metadata``, Gemini's ``displayName`` (as ``{"displayName": ...}``), or
         nothing for Anthropic (whose batches carry none)."""
-        return dict(self._batch.extra.get("metadata") or {})
 
     @property
     def created_at(self) -> float:

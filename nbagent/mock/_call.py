@@ -100,6 +100,7 @@ class Endpoint:
         max_body: The largest request body it reads, in bytes.
         model: Whether it is a model endpoint (answered from a recording in a replay).
         when: A further test of the call (None: the pattern decides alone).
+        regex: The compiled pattern.
     """
 
     method: str
@@ -132,6 +133,10 @@ def guess_codec(headers: dict[str, str], path: str) -> Codec:
 class Call:
     """One request and its answer.
 
+    Args:
+        handler: The HTTP handler the request came through.
+        mock: The server it came to.
+
     Attributes:
         mock: The server it came to.
         method: The HTTP method.
@@ -148,6 +153,12 @@ class Call:
         body: What its request record keeps as the body (never a whole batch).
         status: The status it was answered with (0: none yet, or the connection closed).
     """
+
+    endpoint: Endpoint | None
+    params: dict[str, str]
+    provider: Provider | None
+    codec: Codec
+    request_id: str
 
     def __init__(self, handler: BaseHTTPRequestHandler, mock: Server) -> None:
         self.handler = handler
@@ -172,7 +183,12 @@ class Call:
         self.bind(None, {})
 
     def bind(self, endpoint: Endpoint | None, params: dict[str, str]) -> None:
-        """Aim the call at `endpoint` (None: no endpoint, a 404) with its path parameters."""
+        """Aim the call at an endpoint, with its path parameters.
+
+        Args:
+            endpoint: The endpoint to serve it (None: no endpoint, a 404).
+            params: The path parameters its pattern named.
+        """
         self.endpoint = endpoint
         self.params = params
         self.provider = endpoint.provider if endpoint is not None else None
@@ -194,14 +210,34 @@ class Call:
         return self.provider
 
     def header(self, name: str) -> str:
+        """One request header.
+
+        Args:
+            name: The header's name, in any case.
+
+        Returns:
+            Its value, or "" when the request has none.
+        """
         return self.headers.get(name.lower(), "")
 
     def base_url(self) -> str:
-        """The address the client reached the mock at, for URLs it is to follow."""
+        """The address the client reached the mock at, for URLs it is to follow.
+
+        Returns:
+            ``http://`` and the host the client named (the loopback port when it named none).
+        """
         return f"http://{self.header('host') or f'127.0.0.1:{self.mock.port}'}"
 
     def read_body(self) -> bytes:
-        """The request body (read once; a second read gets the same bytes)."""
+        """The request body (read once; a second read gets the same bytes).
+
+        Returns:
+            The body's bytes (empty when it has none).
+
+        Raises:
+            CallError: The content-length is not a number, or the body is larger than the
+                endpoint reads (400 or 413, in the format's words).
+        """
         if self._raw is not None:
             return self._raw
         self._body_read = True
@@ -222,6 +258,11 @@ class Call:
         return self._raw
 
     def json_body(self) -> Any:
+        """The request body read as JSON.
+
+        Returns:
+            The parsed body (``{}`` when it is empty).
+        """
         raw = self.read_body()
         try:
             return json.loads(raw) if raw else {}
@@ -229,6 +270,17 @@ class Call:
             self.refuse(400, "There was an error parsing the body as JSON.")
 
     def int_query(self, name: str, default: int, low: int, high: int) -> int:
+        """A whole-number query parameter, refused (400) outside ``low``..``high``.
+
+        Args:
+            name: The parameter.
+            default: Its value when the query has none.
+            low: The smallest value taken.
+            high: The largest value taken.
+
+        Returns:
+            The value.
+        """
         raw = self.query.get(name)
         if raw is None:
             return default
@@ -242,7 +294,16 @@ class Call:
         return value
 
     def refuse(self, status: int, message: str, param: str | None = None) -> NoReturn:
-        """Answer ``status`` with the format's invalid-request error saying ``message``."""
+        """Refuse the request with the format's invalid-request error.
+
+        Args:
+            status: The HTTP status to answer with.
+            message: What the error body says.
+            param: The request field at fault, where the format names one.
+
+        Raises:
+            CallError: Always: the route table answers it.
+        """
         raise CallError(status, self.codec.bad_request(message, self.request_id, param))
 
     # --- keeping it -----------------------------------------------------------------------------
@@ -257,7 +318,15 @@ class Call:
         stream: bool = False,
     ) -> None:
         """Keep the request in `MockServer.requests` (once), before it is answered, so a
-        client that got its answer finds the record there."""
+        client that got its answer finds the record there.
+
+        Args:
+            status: The status it is answered with.
+            format: The wire format to file it under (None: the endpoint's).
+            body: The body to keep (None: the call's `body`).
+            fault: The fault to name (None: the call's).
+            stream: Whether the answer is a stream.
+        """
         if self.recorded:
             return
         self.recorded = True
@@ -280,6 +349,12 @@ class Call:
     # --- the answer -----------------------------------------------------------------------------
 
     def id_headers(self) -> dict[str, str]:
+        """The headers every answer to this call carries.
+
+        Returns:
+            The request id header, ``x-should-retry`` when the fault sets it, and the extras
+            (rate limits, ...).
+        """
         headers = {self.codec.id_header: self.request_id} if self.codec.id_header else {}
         if self.fault.should_retry is not None:
             headers["x-should-retry"] = "true" if self.fault.should_retry else "false"
@@ -288,7 +363,14 @@ class Call:
     def head(
         self, status: int, ctype: str, headers: dict[str, str], length: int | None = None
     ) -> None:
-        """The status line and headers: the content type, `length` bytes or (None) chunked."""
+        """Send the status line and headers.
+
+        Args:
+            status: The HTTP status.
+            ctype: The content type.
+            headers: Further headers.
+            length: The body's length in bytes (None: chunked).
+        """
         self.started = True
         self.status = status
         handler = self.handler
@@ -303,57 +385,89 @@ class Call:
         handler.end_headers()
 
     def send(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
-        """A whole body (the request body is read first when nobody did)."""
+        """Answer with a whole body (the request body is read first when nobody did).
+
+        Args:
+            status: The HTTP status.
+            data: The body.
+            ctype: The content type.
+            headers: Further headers.
+        """
         self._drain()
         self.head(status, ctype, headers, len(data))
         self.write(data)
 
     def send_json(self, status: int, body: Any) -> None:
+        """Answer with a JSON body and the call's headers.
+
+        Args:
+            status: The HTTP status.
+            body: The body, as JSON.
+        """
         data = json.dumps(body, ensure_ascii=False).encode()
         self.send(status, data, "application/json", self.id_headers())
 
     def error(self, status: int, payload: Any, **record: Any) -> None:
-        """Answer an error body (kept first, with `record`'s fields)."""
+        """Answer an error body (kept first, with `record`'s fields).
+
+        Args:
+            status: The HTTP status.
+            payload: The error body, as JSON.
+            **record: Fields for `record`.
+        """
         self.record(status, **record)
         self.send_json(status, payload)
 
-    def write(self, data: bytes) -> None:
+    def _put(self, wire: bytes, data: bytes = b"") -> None:
+        """Write `wire` to the client; `data` is what of it the recording keeps."""
         try:
-            self.handler.wfile.write(data)
+            self.handler.wfile.write(wire)
         except OSError as err:
             raise Hangup from err
         if self.exchange is not None and data:
             self.exchange.chunk(data)
 
+    def write(self, data: bytes) -> None:
+        """Write bytes of the body as they are (after `head` with a length).
+
+        Args:
+            data: The bytes.
+        """
+        self._put(data, data)
+
     def chunk(self, data: bytes) -> None:
-        """Add to the chunked body being written (sent once enough is buffered)."""
+        """Add to the chunked body being written (sent once enough is buffered).
+
+        Args:
+            data: The bytes to add.
+        """
         self._buffer.append(data)
         self._buffered += len(data)
         if self._buffered >= FLUSH_BYTES:
             self.flush()
 
     def flush(self) -> None:
+        """Send what `chunk` has buffered as one chunk."""
         if not self._buffered:
             return
         payload = b"".join(self._buffer)
         self._buffer, self._buffered = [], 0
-        try:
-            self.handler.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
-        except OSError as err:
-            raise Hangup from err
-        if self.exchange is not None:
-            self.exchange.chunk(payload)
+        self._put(b"%x\r\n%s\r\n" % (len(payload), payload), payload)
 
     def end(self) -> None:
         """End the chunked body."""
         self.flush()
-        try:
-            self.handler.wfile.write(b"0\r\n\r\n")
-        except OSError as err:
-            raise Hangup from err
+        self._put(b"0\r\n\r\n")
 
     def hang_up(self, status: int = 0) -> NoReturn:
-        """Close the connection without (the rest of) an answer."""
+        """Close the connection without (the rest of) an answer.
+
+        Args:
+            status: The status to record (0: none was sent).
+
+        Raises:
+            Hangup: Always: the handler closes the connection.
+        """
         self.record(status)
         self.handler.close_connection = True
         with contextlib.suppress(OSError):
@@ -374,7 +488,17 @@ class Call:
 
     def status_fault(self, given: Fault, model: str = "", tokens: int = 0, **record: Any) -> bool:
         """Answer a fault that is an HTTP error (a status, ``quota``, ``overflow``) with the
-        format's error body; True when it did. ``tokens`` is the prompt's estimate."""
+        format's error body.
+
+        Args:
+            given: The fault to answer.
+            model: The model the request named.
+            tokens: The prompt's estimated size, for an overflow's message.
+            **record: Fields for `record`.
+
+        Returns:
+            True when it answered; False when the fault is not an HTTP error.
+        """
         if given.status is None:
             return False
         window = self.mock.context_window
@@ -390,10 +514,22 @@ class Call:
     # --- the batch endpoints' answers, as their endpoint fault allows ----------------------------
 
     def reply(self, body: Any, status: int = 200) -> None:
-        """Answer with a JSON body (done, then lost, late, broken, as the fault says)."""
+        """Answer with a JSON body (done, then lost, late, broken, as the fault says).
+
+        Args:
+            body: The body, as JSON.
+            status: The HTTP status.
+        """
         self.reply_bytes(json.dumps(body, ensure_ascii=False).encode(), "application/json", status)
 
     def reply_bytes(self, data: bytes, ctype: str, status: int = 200) -> None:
+        """Answer with a body of bytes (done, then lost, late, cut, as the fault says).
+
+        Args:
+            data: The body.
+            ctype: The content type.
+            status: The HTTP status.
+        """
         kind = self.fault.kind
         if kind in ("cut", "stall"):
             half = max(1, len(data) // 2)
@@ -407,8 +543,15 @@ class Call:
     def reply_stream(
         self, chunks: Iterable[bytes], ctype: str, count: int, status: int = 200
     ) -> None:
-        """Answer with a body made piece by piece (``count`` pieces), in chunked encoding: a
-        ``cut`` ends it after half of them, a ``stall`` pauses there."""
+        """Answer with a body made piece by piece, in chunked encoding: a ``cut`` fault ends
+        it after half of the pieces, a ``stall`` pauses there.
+
+        Args:
+            chunks: The pieces.
+            ctype: The content type.
+            count: How many pieces there are.
+            status: The HTTP status.
+        """
         self._after_action(status)
         self._drain()
         self.head(status, ctype, self.id_headers())

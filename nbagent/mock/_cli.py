@@ -7,6 +7,7 @@ import re
 import sys
 import threading
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ._emulate import EMULATIONS
 from ._faults import Fault, parse_faults
@@ -42,6 +43,29 @@ def split_faults(texts: str | Iterable[str]) -> list[str]:
     return entries
 
 
+# flag, type, default, metavar, help (the MockServer argument of each is read in `main`)
+_OPTIONS: tuple[tuple[str, Any, Any, str | None, str], ...] = (
+    ("--port", int, 0, None, "port on 127.0.0.1 (0: a free one)"),
+    ("--seed", int, None, None, "seed for random faults"),
+    ("--requests-per-s", float, None, None, "rate limit (token bucket)"),
+    ("--burst", int, 5, None, "rate limit bucket size"),
+    ("--tokens-per-min", int, None, None, "prompt tokens per minute"),
+    ("--context-window", int, None, None, "tokens before overflow"),
+    ("--delay", float, 0.0, None, "seconds between streamed deltas"),
+    ("--record", str, None, "PATH", "append every exchange to a recording"),
+    ("--replay", str, None, "PATH", "answer with a recording's answers"),
+    ("--speed", float, 1.0, None, "with --replay: 2 is twice as fast (default 1)"),
+    ("--batch-duration", float, 2.0, "S", "seconds a provider batch runs before it ends"),
+    (
+        "--expire-after",
+        float,
+        None,
+        "S",
+        "a provider batch still running S s after creation expires",
+    ),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nbagent serve",
@@ -50,14 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Gemini and Azure wire formats)."
         ),
     )
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    for flag, kind, default, metavar, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     parser.add_argument(
-        "--faults",
-        nargs="*",
-        action="extend",
-        default=[],
-        metavar="FAULT",
-        help=FAULTS_HELP,
+        "--faults", nargs="*", action="extend", default=[], metavar="FAULT", help=FAULTS_HELP
     )
     parser.add_argument(
         "--fault-rate",
@@ -65,37 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="FAULT=P",
         help="random fault with probability P after the script, e.g. 500=0.1 (repeatable)",
-    )
-    parser.add_argument("--seed", type=int, default=None, help="seed for random faults")
-    parser.add_argument(
-        "--requests-per-s", type=float, default=None, help="rate limit (token bucket)"
-    )
-    parser.add_argument("--burst", type=int, default=5, help="rate limit bucket size")
-    parser.add_argument("--tokens-per-min", type=int, default=None, help="prompt tokens per minute")
-    parser.add_argument("--context-window", type=int, default=None, help="tokens before overflow")
-    parser.add_argument("--delay", type=float, default=0.0, help="seconds between streamed deltas")
-    parser.add_argument(
-        "--record", default=None, metavar="PATH", help="append every exchange to a recording"
-    )
-    parser.add_argument(
-        "--replay", default=None, metavar="PATH", help="answer with a recording's answers"
-    )
-    parser.add_argument(
-        "--speed", type=float, default=1.0, help="with --replay: 2 is twice as fast (default 1)"
-    )
-    parser.add_argument(
-        "--batch-duration",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help="seconds a provider batch runs before it ends (default 2)",
-    )
-    parser.add_argument(
-        "--expire-after",
-        type=float,
-        default=None,
-        metavar="S",
-        help="a provider batch still running S seconds after its creation expires",
     )
     parser.add_argument(
         "--emulate",

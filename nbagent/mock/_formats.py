@@ -14,6 +14,7 @@ headers. The handler itself knows no format.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -33,6 +34,7 @@ from ._ratelimit import (
     retry_after_headers,
 )
 from ._reply import MockReply
+from ._responses_wire import parse_responses
 
 __all__ = ["CODECS", "Codec", "Route", "parse_request", "route"]
 
@@ -66,20 +68,15 @@ def route(path: str) -> Route | None:
     Returns:
         The route, or None for a path the mock does not serve (it answers 404).
     """
-    bare = path.split("?", 1)[0].rstrip("/")
-    query = path.partition("?")[2]
-    azure = bare.startswith("/openai/")
-    if bare.endswith("/messages"):
-        return Route("anthropic")
-    if bare.endswith("/chat/completions"):
-        return Route("openai", azure=azure)
-    if bare.endswith("/responses"):
-        return Route("responses", azure=azure)
-    head, colon, method = bare.rpartition(":")
-    if colon and "/models/" in head and method in ("streamGenerateContent", "generateContent"):
-        model = head.rsplit("/models/", 1)[1]
-        streamed = method == "streamGenerateContent" and "alt=sse" in query
-        return Route("gemini", model=model, stream=streamed)
+    bare, _, query = path.partition("?")
+    for codec in CODECS.values():
+        match = re.fullmatch(codec.pattern, bare)
+        if match is not None:
+            found = match.groupdict()
+            if "model" not in found:
+                return Route(codec.name, azure=bare.startswith("/openai/"))
+            streamed = found["method"] == "streamGenerateContent" and "alt=sse" in query
+            return Route(codec.name, model=found["model"], stream=streamed)
     return None
 
 
@@ -94,14 +91,7 @@ def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conver
     Returns:
         The conversation.
     """
-    if fmt == "anthropic":
-        return parse_anthropic(body)
-    if fmt == "gemini":
-        r = route_ or Route("gemini", model="gemini", stream=True)
-        return gemini.parse_gemini(body, r.model, stream=bool(r.stream))
-    if fmt == "responses":
-        return responses.parse_responses(body)
-    return parse_openai(body)
+    return CODECS[fmt].parse(body, route_ or Route(fmt, model=fmt, stream=True))
 
 
 @dataclass(frozen=True)
@@ -109,6 +99,8 @@ class Codec:
     """One wire format, as the mock server's handler uses it."""
 
     name: Format
+    pattern: str  # its model endpoint's path (a regular expression the whole path matches)
+    parse: Callable[[Any, Route], Conversation]  # a request body, as a conversation
     id_header: str | None  # the header naming the request id (Gemini's answers name none)
     request_prefix: str
     message_prefix: str
@@ -182,12 +174,22 @@ def _openai_whole(reply: MockReply, conv: Conversation, mid: str) -> dict[str, A
 
 
 def _fmt_codec(
-    fmt: Format, stream: Any, whole: Any, window: int, id_header: str, prefixes: tuple[str, str]
+    fmt: Format,
+    stream: Any,
+    whole: Any,
+    window: int,
+    id_header: str,
+    prefixes: tuple[str, str],
+    faults: tuple[Any, Any, Any],  # its midstream error, its malformed piece, its unreasoned end
 ) -> Codec:
     """Anthropic, OpenAI Chat and Responses share `_wire`'s error bodies (by format)."""
     errors: Format = "anthropic" if fmt == "anthropic" else "openai"
+    path = {"anthropic": "messages", "openai": "chat/completions", "responses": "responses"}[fmt]
+    parsers = {"anthropic": parse_anthropic, "openai": parse_openai, "responses": parse_responses}
     return Codec(
         name=fmt,
+        pattern=rf".*/{path}/?",
+        parse=lambda body, _route: parsers[fmt](body),
         id_header=id_header,
         request_prefix=prefixes[0],
         message_prefix=prefixes[1],
@@ -202,27 +204,9 @@ def _fmt_codec(
         bad_request=lambda msg, rid, param: wire.bad_request(errors, msg, rid, param),
         internal_error=lambda msg, rid: wire.internal_error(errors, msg, rid),
         not_found=lambda path, rid: wire.not_found(errors, path, rid),
-        midstream_error=(
-            (lambda _mid: wire.anthropic_midstream_error())
-            if fmt == "anthropic"
-            else responses.responses_midstream_error
-            if fmt == "responses"
-            else (lambda _mid: wire.openai_midstream_error())
-        ),
-        malformed=(
-            (lambda _mid: wire.anthropic_malformed())
-            if fmt == "anthropic"
-            else (lambda _mid: responses.responses_malformed())
-            if fmt == "responses"
-            else wire.openai_malformed
-        ),
-        unreasoned_end=(
-            wire.anthropic_unreasoned_end
-            if fmt == "anthropic"
-            else wire.openai_unreasoned_end
-            if fmt == "openai"
-            else lambda _reply: b""  # the Responses API's end events say how it ended
-        ),
+        midstream_error=faults[0],
+        malformed=faults[1],
+        unreasoned_end=faults[2],
         rate_headers=anthropic_headers if fmt == "anthropic" else openai_headers,
         retry_headers=retry_after_headers,
     )
@@ -231,6 +215,8 @@ def _fmt_codec(
 def _gemini_codec() -> Codec:
     return Codec(
         name="gemini",
+        pattern=r".*/models/(?P<model>.+):(?P<method>streamGenerateContent|generateContent)",
+        parse=lambda body, r: gemini.parse_gemini(body, r.model, stream=bool(r.stream)),
         id_header=None,
         request_prefix="gem_",
         message_prefix="",
@@ -263,9 +249,24 @@ CODECS: dict[Format, Codec] = {
         200_000,
         "request-id",
         ("req_011", "msg_"),
+        (
+            lambda _mid: wire.anthropic_midstream_error(),
+            lambda _mid: wire.anthropic_malformed(),
+            wire.anthropic_unreasoned_end,
+        ),
     ),
     "openai": _fmt_codec(
-        "openai", _openai_stream, _openai_whole, 128_000, "x-request-id", ("req_", "chatcmpl-")
+        "openai",
+        _openai_stream,
+        _openai_whole,
+        128_000,
+        "x-request-id",
+        ("req_", "chatcmpl-"),
+        (
+            lambda _mid: wire.openai_midstream_error(),
+            wire.openai_malformed,
+            wire.openai_unreasoned_end,
+        ),
     ),
     "responses": _fmt_codec(
         "responses",
@@ -274,6 +275,11 @@ CODECS: dict[Format, Codec] = {
         128_000,
         "x-request-id",
         ("req_", "resp_"),
+        (
+            responses.responses_midstream_error,
+            lambda _mid: responses.responses_malformed(),
+            lambda _reply: b"",  # the Responses API's end events say how it ended
+        ),
     ),
     "gemini": _gemini_codec(),
 }

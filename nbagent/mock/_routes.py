@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from . import _anthropic_batches, _gemini_batches, _openai_batches
 from ._call import MAX_BODY, Call, CallError, Endpoint, Hangup
-from ._formats import route
+from ._formats import CODECS, route
 from ._model_endpoint import read_model_body, serve_model, serve_replay
 
 log = logging.getLogger("nbagent.mock")
@@ -31,15 +31,9 @@ def _not_found(call: Call) -> None:
     call.send_json(404, call.codec.not_found(call.path, call.request_id))
 
 
-def _model(fmt: str, pattern: str) -> Endpoint:
-    return Endpoint("POST", pattern, serve_model, fmt, max_body=MAX_BODY, model=True)  # type: ignore[arg-type]
-
-
-MODEL_ENDPOINTS = (
-    _model("anthropic", r".*/messages/?"),
-    _model("openai", r".*/chat/completions/?"),
-    _model("responses", r".*/responses/?"),
-    _model("gemini", r".*/models/.+:(?:streamGenerateContent|generateContent)"),
+MODEL_ENDPOINTS = tuple(
+    Endpoint("POST", codec.pattern, serve_model, codec.name, max_body=MAX_BODY, model=True)
+    for codec in CODECS.values()
 )
 
 

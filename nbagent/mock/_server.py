@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, ParamSpec
 
 from ..recording import Recorder, Recording
 from ._batch_views import BatchViews
@@ -36,6 +37,7 @@ ReplaySource = str | os.PathLike[str] | Recording
 
 
 DEFAULT_MAX_RECORDS = 1000
+P = ParamSpec("P")
 
 
 class MockServer(BatchViews):
@@ -392,58 +394,25 @@ class MockServer(BatchViews):
         return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
 
 
-@contextmanager
-def serve(
-    faults: Sequence[str | Fault] = (),
-    *,
-    seed: int | None = None,
-    fault_rates: FaultRates | None = None,
-    rate_limit: RateLimit | None = None,
-    context_window: int | None = None,
-    demo_delay_s: float = 0.0,
-    port: int = 0,
-    responder: Responder | None = None,
-    max_records: int = DEFAULT_MAX_RECORDS,
-    record: RecordTarget | None = None,
-    replay: ReplaySource | None = None,
-    speed: float = 1.0,
-    batch_duration_s: float = DEFAULT_BATCH_DURATION_S,
-    expire_after_s: float | None = None,
-    batch_clock: Callable[[], float] | None = None,
-    emulate: str | None = None,
-    routes: Sequence[RouteSpec] = (),
-    on_request: RequestHook | None = None,
-    host: str = "127.0.0.1",
-) -> Iterator[MockServer]:
-    """Run a ``MockServer`` for the duration of a ``with`` block.
+def _served(make: Callable[P, MockServer]) -> Callable[P, AbstractContextManager[MockServer]]:
+    @contextmanager
+    @functools.wraps(make, assigned=())  # its signature (`__wrapped__`), not its name
+    def serve(*args: P.args, **kwargs: P.kwargs) -> Iterator[MockServer]:
+        """Run a ``MockServer`` for the duration of a ``with`` block, taking exactly its
+        arguments (see [`MockServer`][nbagent.mock.MockServer]).
 
-    Args:
-        faults: As for [`MockServer`][nbagent.mock.MockServer].
-        seed: As for [`MockServer`][nbagent.mock.MockServer].
-        fault_rates: As for [`MockServer`][nbagent.mock.MockServer].
-        rate_limit: As for [`MockServer`][nbagent.mock.MockServer].
-        context_window: As for [`MockServer`][nbagent.mock.MockServer].
-        demo_delay_s: As for [`MockServer`][nbagent.mock.MockServer].
-        port: As for [`MockServer`][nbagent.mock.MockServer].
-        responder: As for [`MockServer`][nbagent.mock.MockServer].
-        max_records: As for [`MockServer`][nbagent.mock.MockServer].
-        record: As for [`MockServer`][nbagent.mock.MockServer].
-        replay: As for [`MockServer`][nbagent.mock.MockServer].
-        speed: As for [`MockServer`][nbagent.mock.MockServer].
-        batch_duration_s: As for [`MockServer`][nbagent.mock.MockServer].
-        expire_after_s: As for [`MockServer`][nbagent.mock.MockServer].
-        batch_clock: As for [`MockServer`][nbagent.mock.MockServer].
-        emulate: As for [`MockServer`][nbagent.mock.MockServer].
-        routes: As for [`MockServer`][nbagent.mock.MockServer].
-        on_request: As for [`MockServer`][nbagent.mock.MockServer].
-        host: As for [`MockServer`][nbagent.mock.MockServer].
+        Yields:
+            The running server; it stops when the block ends.
+        """
+        with make(*args, **kwargs) as server:
+            yield server
 
-    Yields:
-        The running server; it stops when the block ends.
-    """
-    # serve's parameters are MockServer's (tests/test_mock_server.py checks they stay so)
-    with MockServer(**locals()) as server:
-        yield server
+    return serve
+
+
+serve = _served(MockServer)
+"""Run a `MockServer` for the duration of a ``with`` block, taking exactly its arguments:
+``with serve(["429", "ok"]) as server: ...``; the server stops when the block ends."""
 
 
 _shared: MockServer | None = None
