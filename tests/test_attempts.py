@@ -332,9 +332,9 @@ def test_frame_is_cached_until_rows_change(monkeypatch: pytest.MonkeyPatch) -> N
     calls = []
     real = attempts_mod.build_frame
 
-    def counting(cols: list[list[object]]) -> pd.DataFrame:
+    def counting(cols: list[object], *args: object, **kwargs: object) -> pd.DataFrame:
         calls.append(1)
-        return real(cols)
+        return real(cols, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(attempts_mod, "build_frame", counting)
     log = AttemptLog()
@@ -595,3 +595,18 @@ def test_hundred_thousand_rows_build() -> None:
     assert len(df) == n
     check_schema(df)
     assert int(df["status_code"].isna().sum()) == len(range(0, n, 3))
+
+
+def test_run_ids_of_every_shape_come_back_as_given():
+    # a provider batch's `<tag>-<number>` ids are kept compactly; any other id as it is
+    from nbagent._loop._attempt_log import AttemptLog
+
+    log = AttemptLog()
+    ids = ["tag-7", "tag-0", "a-b-12", "run-007", "r-1x", "plain", "-3", "x-٣", "tag-123456789"]
+    for rid in ids:
+        log.add_row(run_id=rid, phase="request")
+    log.add_row(phase="request")
+    assert log.values("run_id") == [*ids, None]
+    assert [None if pd.isna(v) else v for v in log.frame()["run_id"]] == [*ids, None]
+    assert list(log.frame(release=True)["run_id"].iloc[:2]) == ["tag-7", "tag-0"]
+    assert len(log) == 0  # released: the log is empty after

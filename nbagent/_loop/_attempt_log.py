@@ -17,7 +17,9 @@ Conventions of the rows:
   said, `retry_after_s` the server's wish), a `paced` row the shared rate limiter's hold;
 * `attempt` counts from 1 within one logical request; tool rows have no attempt number.
 
-Rows are stored column-wise, so building a frame of 100,000 rows stays cheap.
+Rows are stored column-wise and compactly (`_columns`: typed arrays, words as codes), so a log
+of 100,000 rows (a provider batch's items) is small and its frame cheap to build. `extra=` names
+labels of the events kept as columns after COLUMNS (a provider batch: `batch_id`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ._frame import COLUMNS, FLOAT_COLUMNS, build_frame
+from ._frame import COLUMNS, FLOAT_COLUMNS, build_frame, new_columns
 
 __all__ = ["MESSAGE_LIMIT", "AttemptLog", "RowSink"]
 
@@ -85,15 +87,17 @@ class AttemptLog:
     receives every row as it ends (see `RowSink`).
     """
 
-    def __init__(self, on_row: RowSink | None = None) -> None:
+    def __init__(self, on_row: RowSink | None = None, *, extra: tuple[str, ...] = ()) -> None:
         self.on_row = on_row
+        self.names = (*COLUMNS, *extra)
         self._version = 0
         self._frame: pd.DataFrame | None = None
         self._frame_version = -1
         self._reset()
 
     def _reset(self) -> None:
-        self._cols: list[list[Any]] = [[] for _ in COLUMNS]
+        self._cols: list[Any] = new_columns(self.names[len(COLUMNS) :])
+        self._appends = [c.append for c in self._cols]
         self._version += 1
         # (run_id, phase) -> row index of the attempt in flight
         self._open: dict[tuple[str, str], int] = {}
@@ -129,17 +133,34 @@ class AttemptLog:
     def __repr__(self) -> str:
         return f"AttemptLog({len(self)} rows)"
 
-    def frame(self) -> pd.DataFrame:
-        """The rows as a DataFrame with exactly COLUMNS; rebuilt only after a change."""
+    def frame(self, order: Any = None, *, release: bool = False) -> pd.DataFrame:
+        """The rows as a DataFrame with exactly COLUMNS (then the `extra` ones); rebuilt only
+        after a change. With `order` (row indexes), those rows in that order (not kept). With
+        `release`, the log lets go of each column once it is in the frame: it is empty after
+        (a log read once, at the end, so that it and its frame are not held at once)."""
+        if release:
+            cols, self._cols = self._cols, []
+            self._reset()
+            return build_frame(cols, order, self.names, release=True)
+        if order is not None:
+            return build_frame(self._cols, order, self.names)
         if self._frame is None or self._frame_version != self._version:
-            self._frame = build_frame(self._cols)
+            self._frame = build_frame(self._cols, names=self.names)
             self._frame_version = self._version
         df: pd.DataFrame = self._frame.copy(deep=False)
         return df
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as plain dicts (NaN for missing times, None for other missing values)."""
-        return [dict(zip(COLUMNS, row, strict=True)) for row in zip(*self._cols, strict=True)]
+        return [dict(zip(self.names, row, strict=True)) for row in zip(*self._cols, strict=True)]
+
+    def column(self, name: str) -> Any:
+        """One column as the log keeps it (`_columns`: typed arrays, words as codes)."""
+        return self._cols[self.names.index(name)]
+
+    def values(self, name: str) -> list[Any]:
+        """One column's values, as a list."""
+        return list(self._cols[self.names.index(name)])
 
     def clear(self) -> None:
         """Forget every row (and every attempt in flight)."""
@@ -147,11 +168,11 @@ class AttemptLog:
 
     def add_row(self, **fields: Any) -> int:
         """Append one row directly (missing columns empty); returns its index."""
-        unknown = set(fields) - set(COLUMNS)
+        unknown = set(fields) - set(self.names)
         if unknown:
             raise ValueError(f"unknown attempt log columns: {', '.join(sorted(unknown))}")
         row: list[Any] = []
-        for name in COLUMNS:
+        for name in self.names:
             v = fields.get(name)
             if name in FLOAT_COLUMNS:
                 v = _f(v)
@@ -163,11 +184,11 @@ class AttemptLog:
     def _finished(self, idx: int) -> None:
         """Row `idx` has ended (or an ended row was completed): hand it to the sink."""
         if self.on_row is not None:
-            self.on_row(idx, dict(zip(COLUMNS, (c[idx] for c in self._cols), strict=True)))
+            self.on_row(idx, dict(zip(self.names, (c[idx] for c in self._cols), strict=True)))
 
     def _append(self, row: list[Any]) -> int:
-        for col, value in zip(self._cols, row, strict=True):
-            col.append(value)
+        for append, value in zip(self._appends, row, strict=True):
+            append(value)
         self._version += 1
         return len(self._cols[0]) - 1
 
@@ -189,6 +210,7 @@ class AttemptLog:
         model: str = "",
     ) -> int:
         row: list[Any] = [None] * len(COLUMNS)
+        row += [_s(getattr(event, name, None)) for name in self.names[len(COLUMNS) :]]
         row[_RUN] = event.run_id
         row[_TURN] = event.turn
         if phase == "request":

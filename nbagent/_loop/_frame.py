@@ -9,11 +9,14 @@ or a database to exactly these columns and dtypes.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from ._columns import Ints, RunIds, Words, numpy_of
 
 __all__ = [
     "ACTIONS",
@@ -26,10 +29,12 @@ __all__ = [
     "OUTCOMES",
     "PHASES",
     "STRING_COLUMNS",
+    "WORD_COLUMNS",
     "build_frame",
     "coerce",
     "empty_frame",
     "frame_from_records",
+    "new_columns",
     "with_origin",
 ]
 
@@ -148,17 +153,60 @@ def _categorical(values: list[Any], categories: tuple[str, ...]) -> Any:
     return cat
 
 
-def build_frame(columns: list[list[Any]]) -> pd.DataFrame:
-    data: dict[str, Any] = {}
-    for name, values in zip(COLUMNS, columns, strict=True):
-        if name in INT_COLUMNS:
-            data[name] = _int_array(values)
-        elif name in FLOAT_COLUMNS:
-            data[name] = np.array(values, dtype=np.float64)
+WORD_COLUMNS: frozenset[str] = frozenset({"model", "error_kind", "tool_name"})
+"""The string columns whose values repeat: kept as codes (the others: one string a row)."""
+
+
+def new_columns(extra: tuple[str, ...] = ()) -> list[Any]:
+    """Empty compact columns for COLUMNS (`_columns`), then one of words for each `extra`."""
+    cols: list[Any] = []
+    for name in COLUMNS:
+        if name in FLOAT_COLUMNS:
+            cols.append(array("d"))
+        elif name in INT_COLUMNS:
+            cols.append(Ints())
         elif name in CATEGORIES:
-            data[name] = _categorical(values, CATEGORIES[name])
+            cols.append(Words(CATEGORIES[name]))
+        elif name == "run_id":
+            cols.append(RunIds())
         else:
-            data[name] = pd.array(np.array(values, dtype=object), dtype="string")
+            cols.append(Words() if name in WORD_COLUMNS else [])
+    return cols + [Words() for _ in extra]
+
+
+def _array(name: str, values: Any, order: Any) -> Any:
+    if isinstance(values, (Ints, RunIds, Words)):
+        return values.array(order)
+    if isinstance(values, array):
+        return numpy_of(values, np.float64, order)
+    if order is not None:
+        values = [values[k] for k in order]
+    if name in INT_COLUMNS:
+        return _int_array(values)
+    if name in FLOAT_COLUMNS:
+        return np.array(values, dtype=np.float64)
+    if name in CATEGORIES:
+        return _categorical(values, CATEGORIES[name])
+    return pd.array(np.array(values, dtype=object), dtype="string")
+
+
+def build_frame(
+    columns: list[Any],
+    order: Any = None,
+    names: tuple[str, ...] = COLUMNS,
+    *,
+    release: bool = False,
+) -> pd.DataFrame:
+    """The frame of `columns` (lists, or the log's compact columns) named `names`, its rows
+    in `order` when one is given; with `release`, each of `columns` is let go of (set to None)
+    once its frame column is made, so the two are not held at once."""
+    if len(columns) != len(names):
+        raise ValueError(f"{len(columns)} columns for {len(names)} names")
+    data: dict[str, Any] = {}
+    for i, name in enumerate(names):
+        data[name] = _array(name, columns[i], order)
+        if release:
+            columns[i] = None
     df: pd.DataFrame = pd.DataFrame(data, copy=False)
     return df
 

@@ -42,7 +42,6 @@ from ._options import BatchOptions
 from ._progress import BatchProgress
 from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
-from ._provider_rows import BatchRows
 from ._provider_run import DEFAULT_POLL, ProviderRun, RunSettings
 from ._provider_state import ProviderState, default_state_path, new_tag
 from ._resume_check import refuse_a_gone_demo_server
@@ -334,18 +333,18 @@ class ProviderBatch:
         durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
         out = self.settings.output
         model, max_attempts = self.client.provider.model, self.settings.policy.max_attempts
-        events = ItemEvents(model, max_attempts, durable.put if durable is not None else None)
-        rows = BatchRows(
+        items = ItemEvents(
             self.state.prompts,
             model=model,
             max_attempts=max_attempts,
             worker=worker,
             run_tag=self.state.tag,
             output=out.schema if out is not None else None,
-            events=events,
         )
+        if durable is not None:
+            items.log.on_row = lambda _, row: durable.put(row["run_id"], row["attempt"] - 1, row)
         run = self.run_obj = ProviderRun(
-            self.client, self.state, rows, self.settings, self.progress, self.control
+            self.client, self.state, items, self.settings, self.progress, self.control
         )
         try:
             await run.run()
@@ -354,8 +353,8 @@ class ProviderBatch:
             if durable is not None:
                 durable.close()
         return BatchResult(
-            results=rows.results(self.index),
-            attempts=rows.attempts(),
+            results=items.results(self.index),
+            attempts=items.attempts(),
             duration_s=time.monotonic() - t0,
             limiter=f"{self.client.label} ({len(self.state.batches)} batches)",
             backend="provider",

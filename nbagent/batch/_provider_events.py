@@ -1,105 +1,130 @@
-"""A provider batch's items in the one event stream: each item a run, each submission an attempt.
+"""A provider batch's items in the one event stream, and the rows they end in.
 
 An item of `map(..., backend="provider")` is announced as any agent's run is: `RunStarted` when
 its first submission's result is read, `AttemptStarted` and then `AttemptSucceeded` or
-`AttemptFailed` for every submission (stamped with the provider's batch id and the submission,
-at the times its rows have), and `RunFinished` when its row is final. They go through an
-`EventBus` to every `subscribe_everywhere` subscriber, so tracing (`nbagent.instrument()`) and a
-process-wide handler see every item as they see every live attempt. With `log=`, the same call
-writes the attempt's row to the durable log.
+`AttemptFailed` for every submission (stamped with the provider's batch id and the submission),
+`RetryScheduled` for the wait before it is sent again, and `RunFinished` when its row is final.
+They go through an `EventBus` to every `subscribe_everywhere` subscriber (tracing, a
+process-wide handler) and to the one attempt log (`AttemptLog`, compact: 100,000 items' rows
+are typed arrays), whose rows are `result.attempts` and, with `log=`, the durable log's (one
+agent id per item, its run id; the row's index its submission less one).
+
+What the results frame needs of an item besides its attempts (its answer, its end, its usage
+summed over its submissions) is kept here, one typed array per column, one value per prompt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Literal
+import math
+from array import array
+from typing import Any
+
+import numpy as np
+import pandas as pd
 
 from .._core._budget import Usage
+from .._loop._attempt_log import AttemptLog
+from .._loop._columns import numpy_of
+from .._loop._output_schema import OutputSchema
+from ..errors import Aborted, OutputInvalid, OutputTruncated, ProviderError
 from ..events import (
     AttemptFailed,
     AttemptStarted,
     AttemptSucceeded,
     EventBus,
+    RetryScheduled,
     RunFinished,
     RunStarted,
 )
+from ..providers import Completed
+from ._frames import results_from_columns
+from ._output_columns import structured_columns
 
-__all__ = ["AttemptSink", "ItemEvents"]
+__all__ = ["ItemEvents"]
 
-AttemptSink = Callable[[str, int, dict[str, Any]], None]
-"""Where each attempt row also goes as it is recorded: (agent id, its index, the row)."""
-
-_ACTIONS: dict[str, Literal["retry", "reask", "fail"]] = {
-    "retry": "retry",
-    "reask": "reask",
-    "fail": "fail",
-}
+_NAN = math.nan
+_TOKEN_NAMES = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+)
 
 
 class ItemEvents:
-    """The events of a batch's items (see the module docstring)."""
+    """The events of a batch's items and their results rows (see the module docstring)."""
 
-    def __init__(self, model: str, max_attempts: int, sink: AttemptSink | None = None) -> None:
-        self.model, self.max_attempts, self.sink = model, max_attempts, sink
-        self.bus = EventBus()
-
-    def started(self, run_id: str, prompt: str, at: float) -> None:
-        """An item's run began (its first result read)."""
-        self.bus.emit(
-            RunStarted(
-                run_id=run_id, time=at, turn=1, prompt=prompt, model=self.model, agent_id=run_id
-            )
-        )
-
-    def attempt(
+    def __init__(
         self,
-        run_id: str,
+        prompts: list[str],
+        *,
+        model: str,
+        max_attempts: int,
+        worker: str,
+        run_tag: str,
+        output: OutputSchema | None = None,
+    ) -> None:
+        n = len(prompts)
+        self.prompts, self.model, self.max_attempts = prompts, model, max_attempts
+        self.worker, self.run_tag, self.output = worker, run_tag, output
+        self.bus = EventBus()
+        self.log = AttemptLog(extra=("batch_id",))
+        self.bus.subscribe(self.log)
+        self.final_text: list[str | None] = [None] * n
+        self.end_reason: list[str | None] = [None] * n
+        self.error: dict[int, str] = {}
+        self.error_message: dict[int, str] = {}
+        self.input_tokens = array("q", [0]) * n
+        self.output_tokens = array("q", [0]) * n
+        self.cost = array("d", [_NAN]) * n
+        self.first_start = array("d", [_NAN]) * n
+        self.duration = array("d", [0.0]) * n
+        self.reasks = array("q", [0]) * n
+        self.values: list[Any] = [None] * n if output is not None else []
+        self.done = bytearray(n)
+
+    def run_id(self, pos: int) -> str:
+        return f"{self.run_tag}-{pos}"
+
+    # -- attempts ---------------------------------------------------------------------------
+
+    def _attempt(
+        self,
+        pos: int,
         submission: int,
         batch_id: str | None,
         *,
         started: float,
         ended: float,
-        outcome: str,
-        action: str,
-        usage: Usage | None,
-        status: int | None,
-        kind: str | None,
-        request_id: str | None,
-        message: str | None,
-        retry_after_s: float | None,
-        policy_delay_s: float | None = None,
+        usage: Usage | None = None,
+        status: int | None = None,
+        request_id: str | None = None,
+        message: str | None = None,
+        failed: dict[str, Any] | None = None,
         delay_s: float | None = None,
+        policy_delay_s: float | None = None,
         stop_reason: str | None = None,
     ) -> None:
-        """One submission of an item, as its attempt row says it went."""
-        tokens = _tokens(usage)
-        if self.sink is not None:
-            self.sink(
-                run_id,
-                submission - 1,
-                {
-                    "run_id": run_id,
-                    "turn": 1,
-                    "phase": "request",
-                    "attempt": submission,
-                    "max_attempts": self.max_attempts,
-                    "model": self.model,
-                    "started_at": started,
-                    "ended_at": ended,
-                    "duration_s": ended - started,
-                    "outcome": outcome,
-                    "error_kind": kind,
-                    "status_code": status,
-                    "action": action,
-                    "policy_delay_s": policy_delay_s,
-                    "retry_after_s": retry_after_s,
-                    "delay_s": delay_s,
-                    "request_id": request_id,
-                    **{k: tokens.get(k) for k in _TOKEN_NAMES},
-                    "discarded_chars": 0,
-                    "message": message or None,
-                },
+        """Announce one submission of an item, as it went (`failed`: the AttemptFailed's own
+        fields, when it failed)."""
+        run_id = self.run_id(pos)
+        if math.isnan(self.first_start[pos]):
+            self.first_start[pos] = started
+            self.bus.emit(
+                RunStarted(
+                    run_id=run_id,
+                    time=started,
+                    turn=1,
+                    prompt=self.prompts[pos],
+                    model=self.model,
+                    agent_id=run_id,
+                )
             )
+        self.duration[pos] = max(0.0, ended - self.first_start[pos])
+        if usage is not None:
+            self._add_usage(pos, usage)
+        tokens = {} if usage is None else {k: getattr(usage, k) for k in _TOKEN_NAMES}
         labels: dict[str, Any] = {
             "run_id": run_id,
             "turn": 1,
@@ -110,70 +135,211 @@ class ItemEvents:
             "batch_id": batch_id or "",
             "submission": submission,
         }
+        common = {**labels, **tokens, "time": ended, "status_code": status}
         self.bus.emit(AttemptStarted(**labels, time=started))
-        if outcome == "ok":
+        if failed is None:
             self.bus.emit(
                 AttemptSucceeded(
-                    **labels,
-                    **tokens,
-                    time=ended,
-                    request_id=request_id,
-                    stop_reason=stop_reason,
-                    message=message or "",
-                    status_code=status,
+                    **common, request_id=request_id, stop_reason=stop_reason, message=message or ""
                 )
             )
             return
-        self.bus.emit(
-            AttemptFailed(
-                **labels,
-                **tokens,
-                time=ended,
-                error=kind or "NbAgentError",
-                message=message or "",
-                action=_ACTIONS.get(action, "fail"),
-                status_code=status,
-                request_id=request_id,
-                retry_after_s=retry_after_s,
-                cancelled=outcome == "cancelled",
+        self.bus.emit(AttemptFailed(**common, **failed, message=message or ""))
+        if delay_s is not None:
+            self.bus.emit(
+                RetryScheduled(
+                    run_id=run_id,
+                    time=ended,
+                    turn=1,
+                    phase="request",
+                    attempt=submission,
+                    next_attempt=submission + 1,
+                    max_attempts=self.max_attempts,
+                    model=self.model,
+                    delay_s=delay_s,
+                    policy_delay_s=delay_s if policy_delay_s is None else policy_delay_s,
+                    error=failed["error"],
+                    message=message or "",
+                    status_code=status,
+                    retry_after_s=failed["retry_after_s"],
+                    request_id=failed["request_id"],
+                )
             )
-        )
 
-    def finished(
+    def succeeded(
         self,
-        run_id: str,
-        at: float,
-        end_reason: str,
-        usage: Usage,
-        error: str = "",
-        message: str = "",
-        final_text: str = "",
+        pos: int,
+        submission: int,
+        batch_id: str | None,
+        done: Completed,
+        started: float,
+        ended: float,
+        *,
+        note: str = "",
+        value: Any = None,
+        raw: str | None = None,
     ) -> None:
-        """An item's row is final."""
+        """An item answered: its row is final (`value`, `raw`: its structured answer)."""
+        self._attempt(
+            pos,
+            submission,
+            batch_id,
+            started=started,
+            ended=ended,
+            usage=done.usage,
+            status=200,
+            request_id=done.request_id or done.response_id,
+            message=note or done.note or None,
+            stop_reason=done.stop_reason,
+        )
+        self.final_text[pos] = done.message.text if raw is None else raw
+        self.end_reason[pos] = done.stop_reason
+        if self.output is not None:
+            self.values[pos] = value
+        self.done[pos] = True
+        self._finished(pos, ended, done.stop_reason or "end_turn")
+
+    def failed(
+        self,
+        pos: int,
+        submission: int,
+        batch_id: str | None,
+        err: BaseException,
+        *,
+        action: str,
+        started: float,
+        ended: float,
+        delay_s: float | None = None,
+        policy_delay_s: float | None = None,
+        why: str = "",
+        request_id: str | None = None,
+    ) -> None:
+        """An item failed in this submission: `action` "retry" or "reask" (it goes again) or
+        "fail". A structured answer refused afterwards (off its schema, cut at max_tokens)
+        carries its usage: the row has its tokens and cost."""
+        p = err if isinstance(err, ProviderError) else None
+        answered = err if isinstance(err, (OutputInvalid, OutputTruncated)) else None
+        message = str(err) or type(err).__name__
+        if why:
+            message += f" ({why})"
+        self._attempt(
+            pos,
+            submission,
+            batch_id,
+            started=started,
+            ended=ended,
+            usage=answered.usage if answered else None,
+            status=200 if answered else p.status_code if p else None,
+            message=message,
+            failed={
+                "error": type(err).__name__,
+                "action": action if action in ("retry", "reask") else "fail",
+                "request_id": p.request_id if p else request_id,
+                "retry_after_s": p.retry_after if p else None,
+                "cancelled": isinstance(err, Aborted),
+            },
+            delay_s=delay_s,
+            policy_delay_s=policy_delay_s,
+        )
+        if action == "reask":
+            self.reasks[pos] += 1
+        elif action != "retry":
+            if answered:
+                self.final_text[pos] = answered.raw
+            self.final(pos, err)
+
+    def final(self, pos: int, err: BaseException) -> None:
+        """The row of an item that ends with `err` (Aborted: cancelled)."""
+        self.error[pos] = type(err).__name__
+        self.error_message[pos] = str(err) or type(err).__name__
+        reason = "cancelled" if isinstance(err, Aborted) else "error"
+        self.end_reason[pos] = reason
+        self.done[pos] = True
+        if not math.isnan(self.first_start[pos]):  # an item never sent has no run to end
+            at = self.first_start[pos] + self.duration[pos]
+            self._finished(pos, at, reason, self.error[pos], self.error_message[pos])
+
+    def _finished(self, pos: int, at: float, reason: str, error: str = "", why: str = "") -> None:
+        cost = None if math.isnan(self.cost[pos]) else self.cost[pos]
         self.bus.emit(
             RunFinished(
-                run_id=run_id,
+                run_id=self.run_id(pos),
                 time=at,
                 turn=1,
-                end_reason=end_reason,
-                usage=usage,
+                end_reason=reason,
+                usage=Usage(self.input_tokens[pos], self.output_tokens[pos], cost_usd=cost),
                 model=self.model,
                 error=error,
-                message=message,
-                final_text=final_text,
+                message=why,
+                final_text=self.final_text[pos] or "",
             )
         )
 
+    def _add_usage(self, pos: int, u: Usage) -> None:
+        self.input_tokens[pos] += u.input_tokens
+        self.output_tokens[pos] += u.output_tokens
+        if u.cost_usd is not None:
+            before = self.cost[pos]
+            self.cost[pos] = u.cost_usd + (0.0 if math.isnan(before) else before)
 
-_TOKEN_NAMES = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-)
+    # -- frames -----------------------------------------------------------------------------
+
+    def results(self, index: pd.Index[Any] | None) -> pd.DataFrame:
+        """The results frame, one row per prompt (a row that never ended was cancelled)."""
+        n = len(self.prompts)
+        turns = np.fromiter((t is not None for t in self.final_text), bool, n).astype(int)
+        columns: dict[str, Any] = {
+            "prompt": _chunked(self.prompts),
+            "final_text": _chunked(self.final_text, hand_over=True),
+            "end_reason": [r or "cancelled" for r in self.end_reason],
+            "error": [self.error.get(i) for i in range(n)],
+            "error_message": [self.error_message.get(i) for i in range(n)],
+            "input_tokens": numpy_of(self.input_tokens, np.int64),
+            "output_tokens": numpy_of(self.output_tokens, np.int64),
+            "cost_usd": numpy_of(self.cost, np.float64),
+            "turns": turns,
+            "duration_s": numpy_of(self.duration, np.float64),
+            "run_id": _chunked(range(n), self.run_id),
+        }
+        df = results_from_columns(columns, None)
+        if self.output is not None:
+            reasks = numpy_of(self.reasks, np.int64)
+            for name, column in structured_columns(self.output, self.values, reasks).items():
+                df[name] = column
+        if index is not None:
+            df.index = index
+        return df
+
+    def attempts(self) -> pd.DataFrame:
+        """The attempt log's rows, in prompt order, then submission order, with the prompt's
+        position first and the agent (`<position>.1`) and worker after COLUMNS."""
+        # the run ids are `<tag>-<position>`: the log keeps the positions as numbers
+        pos = numpy_of(self.log.column("run_id").numbers, np.int64)
+        order = np.lexsort((numpy_of(self.log.column("attempt").data, np.int64), pos))
+        out = self.log.frame(order, release=True)  # the log is read once, at the end
+        batch_ids = out.pop("batch_id")
+        out.insert(0, "prompt_index", pos[order])
+        out["agent_id"] = pd.array([f"{p}.1" for p in pos[order].tolist()], dtype="string")
+        out["worker"] = pd.array([self.worker] * len(out), dtype="string")
+        out["batch_id"] = batch_ids.astype("string")
+        return out
 
 
-def _tokens(usage: Usage | None) -> dict[str, Any]:
-    """An answer's usage as the attempt events name it (none without an answer)."""
-    return {} if usage is None else {k: getattr(usage, k) for k in _TOKEN_NAMES}
+_CHUNK = 16_384  # rows of a string column made at once
+
+
+def _chunked(values: Any, make: Any = None, *, hand_over: bool = False) -> Any:
+    """A string column of `values` (or of `make(value)`), made chunk by chunk: a large
+    conversion at once reserves about twice what the column holds while it grows; with
+    `hand_over`, each value is let go of by `values` once it is in the column."""
+    parts = []
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start : start + _CHUNK]
+        parts.append(pd.array([make(v) for v in chunk] if make else chunk, dtype="string"))
+        if hand_over:
+            values[start : start + _CHUNK] = [None] * len(chunk)
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return pd.array([], dtype="string")
+    return pd.concat([pd.Series(p, copy=False) for p in parts], ignore_index=True).array

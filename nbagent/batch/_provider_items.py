@@ -30,8 +30,8 @@ from ..providers._anthropic_batch import expired_error
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
 from ._progress import BatchProgress
+from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
-from ._provider_rows import BatchRows
 from ._provider_state import BatchRecord, ProviderState, custom_id
 
 __all__ = ["ItemOutcomes", "Run"]
@@ -50,7 +50,7 @@ class Run(Protocol):
 
     client: BatchClient
     state: ProviderState
-    rows: BatchRows
+    item_rows: ItemEvents
     progress: BatchProgress
     rng: random.Random
     clock: Clock
@@ -65,7 +65,7 @@ class ItemOutcomes:
 
     def __init__(self, run: Run) -> None:
         # the run's own: its client, state, rows, settings, progress, random numbers, clock
-        self.client, self.state, self.rows = run.client, run.state, run.rows
+        self.client, self.state, self.item_rows = run.client, run.state, run.item_rows
         self.settings, self.progress, self.rng = run.settings, run.progress, run.rng
         self.clock, self.policy = run.clock, run.policy
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
@@ -108,7 +108,7 @@ class ItemOutcomes:
                     self._answered[pos] = done.request_id or done.response_id
                 return self.decide(rec, pos, err)
             value, raw = (checked.value, checked.raw) if checked is not None else (None, None)
-            self.rows.succeeded(
+            self.item_rows.succeeded(
                 pos, rec.submission, rec.id, done, started, now, value=value, raw=raw
             )
             self.progress.mark(pos, "ok")
@@ -147,7 +147,7 @@ class ItemOutcomes:
         plan = decision.plan
         answered = self._answered.pop(pos, None)
         if again:
-            self.rows.failed(
+            self.item_rows.failed(
                 pos,
                 rec.submission,
                 rec.id,
@@ -159,14 +159,14 @@ class ItemOutcomes:
                 policy_delay_s=plan.policy_delay_s if plan else None,
                 request_id=answered,
             )
-            if decision.action == "reask" and self.rows.reasks[pos] == 1:
+            if decision.action == "reask" and self.item_rows.reasks[pos] == 1:
                 self.progress.reasked += 1  # the view counts the items reasked at least once
             self.progress.mark(pos, "waiting")
             return
         if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
             # retryable, but the run was stopped: the row says so, with what it had
             err = Aborted(f"the batch was stopped before this request was sent again ({err})")
-        self.rows.failed(
+        self.item_rows.failed(
             pos,
             rec.submission,
             rec.id,
@@ -184,8 +184,8 @@ class ItemOutcomes:
         read any more)."""
         now = self.clock.now()
         for pos in rec.positions():
-            if not self.rows.done[pos]:
-                self.rows.failed(
+            if not self.item_rows.done[pos]:
+                self.item_rows.failed(
                     pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
                 )
                 self.progress.mark(pos, "failed")

@@ -52,9 +52,9 @@ from ..events import Event
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
 from ._progress import BatchProgress
+from ._provider_events import ItemEvents
 from ._provider_items import ItemOutcomes
 from ._provider_output import BatchOutput, Tail
-from ._provider_rows import BatchRows
 from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
 from ._spec import BatchControl
 
@@ -89,12 +89,12 @@ class ProviderRun:
         self,
         client: BatchClient,
         state: ProviderState,
-        rows: BatchRows,
+        items: ItemEvents,
         settings: RunSettings,
         progress: BatchProgress,
         control: BatchControl,
     ) -> None:
-        self.client, self.state, self.rows = client, state, rows
+        self.client, self.state, self.item_rows = client, state, items
         self.settings, self.progress, self.control = settings, progress, control
         self.clock = settings.clock
         self.policy = settings.policy
@@ -126,9 +126,9 @@ class ProviderRun:
             for task in self._tasks:
                 task.cancel()
         why = "the batch was stopped before this prompt was sent"
-        for pos, finished in enumerate(self.rows.done):
+        for pos, finished in enumerate(self.item_rows.done):
             if not finished:
-                self.rows.final(pos, Aborted(why))
+                self.item_rows.final(pos, Aborted(why))
                 self.progress.mark(pos, "cancelled")
         self.progress.changed(True)
 
@@ -211,7 +211,7 @@ class ProviderRun:
             item = self.item(pos, submission, tails.get(pos))
             if len(item) + client.overhead(1) > caps.max_bytes:
                 err = _too_large(client, len(item), caps.max_bytes)
-                self.rows.failed(
+                self.item_rows.failed(
                     pos,
                     submission,
                     None,
