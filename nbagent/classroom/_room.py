@@ -148,6 +148,12 @@ class Room:
     def join(self, raw_name: str) -> Lane:
         """Seat a student under a cleaned, unique name.
 
+        Args:
+            raw_name: The name as the student gave it.
+
+        Returns:
+            The student's lane (its name cleaned, with a suffix when it was taken).
+
         Raises:
             ValueError: Nothing printable is left of the name.
             RoomFull: The room is full.
@@ -181,6 +187,15 @@ class Room:
 
     def arrive(self, name: str, agent: str, digest: str, policy: dict[str, str]) -> Arrival:
         """Count a request of `name` (joined now if they never did) from `agent`.
+
+        Args:
+            name: The student's name, from the request's header.
+            agent: Which of their agents sent it.
+            digest: The request body's digest (the same again from one agent: a retry).
+            policy: The retry policy the agent reported (attempts, jitter), if any.
+
+        Returns:
+            The arrival, as counted.
 
         Raises:
             RoomFull: An unknown name and a full room.
