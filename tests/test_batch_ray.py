@@ -214,7 +214,7 @@ def test_bad_arguments_for_the_ray_backend(ray: Any, monkeypatch: pytest.MonkeyP
         with pytest.raises(ConfigError, match="workers"):
             map(["x"], base_url=server.url, backend="ray", workers=0, show=False)
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
-    with pytest.raises(ConfigError, match=r"pip install 'nbagent\[ray\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'nbagent-loop\[ray\]'"):
         map(["x"], backend="ray", show=False)
 
 

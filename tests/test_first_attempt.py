@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from nbagent.providers import AnthropicProvider, _http
+from nbagent.providers import AnthropicProvider, _client
 
 _FRESH = """
 import json, sys
@@ -66,7 +66,7 @@ def test_an_https_provider_loads_the_ca_bundle_when_made_not_in_its_first_attemp
         return original()
 
     monkeypatch.setattr(httpx, "create_ssl_context", counting)
-    _http._ssl_context.cache_clear()
+    _client._ssl_context.cache_clear()
     try:
         provider = AnthropicProvider("claude-x", api_key="sk-test")  # the public https endpoint
         assert len(made) == 1
@@ -74,14 +74,14 @@ def test_an_https_provider_loads_the_ca_bundle_when_made_not_in_its_first_attemp
         asyncio.run(_client_of(provider))
         assert len(made) == 1
         # a local server over plain http has no certificate to check: nothing to load
-        _http._ssl_context.cache_clear()
+        _client._ssl_context.cache_clear()
         AnthropicProvider("claude-x", base_url="http://127.0.0.1:9", api_key=None)
         assert made[1:] == []
     finally:
-        _http._ssl_context.cache_clear()
+        _client._ssl_context.cache_clear()
 
 
 async def _client_of(provider: AnthropicProvider) -> None:
-    client = provider._http()
+    client = provider._client.current()
     assert isinstance(client, httpx.AsyncClient)
     await provider.aclose()

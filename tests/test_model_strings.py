@@ -217,10 +217,10 @@ def test_demo_uses_the_shared_mock_server() -> None:
         try:
             parts = [p async for p in provider.stream(ModelRequest((Message.user("hello"),)))]
         finally:
-            owned = list(provider._owned.values())
+            owned = list(provider._client._owned.values())
             await provider.aclose()
         assert len(owned) == 1 and owned[0].is_closed  # the client it created is closed
-        assert not provider._owned
+        assert not provider._client._owned
         last = parts[-1]
         assert isinstance(last, Completed)
         return last
