@@ -182,6 +182,7 @@ def test_each_row_says_which_answer_it_asked_for_in_its_reask_column(tmp_path: A
         "reask 1, attempt 2/3",
         "reask 2, attempt 1/3",
     ]
+    asyncio.run(a.aclose())  # the durable log's writer commits what it has queued
     assert read_attempts(log)["reask"].tolist() == [0, 0, 1, 1, 2]  # the durable log keeps it
 
 
