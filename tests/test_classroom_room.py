@@ -6,7 +6,7 @@ import pytest
 
 from nbagent.classroom import RoomFull
 from nbagent.classroom._capacity import Capacity
-from nbagent.classroom._frames import arrivals_frame, snapshot, students_frame
+from nbagent.classroom._frames import arrivals_frame, figure, snapshot, students_frame
 from nbagent.classroom._names import MAX_NAME, clean_name, decode_name, encode_name, join_code
 from nbagent.classroom._room import Room, parse_policy, peak_to_mean
 from nbagent.classroom._scenarios import Scenario
@@ -85,6 +85,8 @@ def test_a_repeat_of_the_same_body_is_a_retry_and_its_wait_is_counted() -> None:
     assert frame["status_429"].tolist() == [1, 0]
     assert frame["status_200"].tolist() == [0, 2]
     assert frame["broken"].tolist() == [0, 1]
+    # the teacher's figure shows itself in a notebook (as PNG), pyplot or not
+    assert figure(room, 10)._repr_png_().startswith(b"\x89PNG")  # type: ignore[attr-defined]
 
 
 def test_quiet_seconds_are_rows_of_zero() -> None:

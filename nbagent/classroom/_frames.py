@@ -134,12 +134,11 @@ def snapshot(room: Room, capacity_rps: float, refusal: str) -> dict[str, Any]:
 
 def figure(room: Room, capacity_rps: float) -> Figure:
     """Arrivals per second against the capacity, the scenarios shaded: the herd, drawn."""
-    from matplotlib.figure import Figure
-
     from .._palette import COLORS
+    from ..analysis._figures import new_figure  # shows itself as PNG in Jupyter, no pyplot
 
     frame = arrivals_frame(room)
-    fig = Figure(figsize=(8, 3), layout="constrained")
+    fig = new_figure(8, 3)
     ax = fig.subplots()
     if not frame.empty:
         ax.bar(
