@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from importlib.metadata import Distribution, distributions
+from pathlib import Path
 
 import nbagent
 
@@ -47,11 +48,16 @@ def test_no_two_installed_distributions_install_the_same_module() -> None:
 
 
 class _Installed(Distribution):
-    """A distribution known only by its name and files, as a RECORD lists them."""
+    """A distribution known by its name and files, as a RECORD lists them, written under `root`
+    (Python 3.12 and later list only the files that exist)."""
 
-    def __init__(self, name: str, files: list[str]) -> None:
+    def __init__(self, root: Path, name: str, files: list[str]) -> None:
+        self._root = root
         self._name = name
         self._files = files
+        for file in files:
+            (root / file).parent.mkdir(parents=True, exist_ok=True)
+            (root / file).write_text("")
 
     def read_text(self, filename: str) -> str | None:
         if filename == "METADATA":
@@ -60,20 +66,20 @@ class _Installed(Distribution):
             return "".join(f"{f},,\n" for f in self._files)
         return None
 
-    def locate_file(self, path: object) -> object:
-        return path
+    def locate_file(self, path: object) -> Path:
+        return self._root / str(path)
 
 
-def test_the_clash_that_broke_a_fresh_venv_is_found() -> None:
+def test_the_clash_that_broke_a_fresh_venv_is_found(tmp_path: Path) -> None:
     # what docstring-parser and docstring_parser_fork both install, beside two namespace packages
     dists = [
         _Installed(
-            "docstring-parser", ["docstring_parser/__init__.py", "docstring_parser/common.py"]
+            tmp_path, "docstring-parser", ["docstring_parser/__init__.py", "docstring_parser/common.py"]
         ),
-        _Installed("docstring_parser_fork", ["docstring_parser/__init__.py"]),
-        _Installed("protobuf", ["google/protobuf/__init__.py"]),
-        _Installed("google-genai", ["google/genai/__init__.py"]),
-        _Installed("six", ["six.py"]),
+        _Installed(tmp_path, "docstring_parser_fork", ["docstring_parser/__init__.py"]),
+        _Installed(tmp_path, "protobuf", ["google/protobuf/__init__.py"]),
+        _Installed(tmp_path, "google-genai", ["google/genai/__init__.py"]),
+        _Installed(tmp_path, "six", ["six.py"]),
     ]
     owners = module_owners(dists)
     assert {top for top, d in owners.items() if len(d) > 1} == {"docstring_parser"}
