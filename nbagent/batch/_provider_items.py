@@ -23,7 +23,6 @@ from ..errors import (
     OutputInvalid,
     OutputTruncated,
     ProviderError,
-    ServerError,
     StreamInterrupted,
 )
 from ..providers._anthropic_batch import expired_error
@@ -75,14 +74,12 @@ class ItemOutcomes:
         failure, its expiry, its cancellation, or a result that never came."""
         cid = custom_id(self.state.tag, pos, rec.submission)
         if status.failure is not None:
-            failure = getattr(self.client, "failure_error", None)
-            err = failure(status) if failure else ServerError(status.failure)
-            return ItemResult(cid, "errored", error=err if isinstance(err, ProviderError) else None)
+            return ItemResult(cid, "errored", error=self.client.failure_error(status))
         counts = status.counts
-        if counts.get("expired") or "expired" in status.status.lower():
+        if counts.get("expired") or status.ending == "expired":
             why = "the batch expired before this request was processed"
             return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
-        if counts.get("canceled") or "cancel" in status.status.lower():
+        if counts.get("canceled") or status.ending == "canceled":
             return ItemResult(cid, "canceled")
         err = StreamInterrupted(
             "the batch ended without a result for this request", provider=self.client.name
