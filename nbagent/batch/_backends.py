@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from .._loop._output_schema import OutputSchema
-from ._frames import BatchResult, attempts_frame, results_frame
+from ._frames import BatchResult, attempts_frame, rows_frame
 from ._local import run_local
 from ._options import BatchOptions
 from ._progress import BatchProgress
@@ -102,7 +102,7 @@ class AgentsBackend:
                 self.texts, o.spec, o.concurrency, self.progress, self.control
             )
         return BatchResult(
-            results=results_frame(rows, self.index, self.output),
+            results=rows_frame(rows, self.index, self.output),
             attempts=attempts_frame(parts),
             duration_s=time.monotonic() - t0,
             limiter=limiter,
