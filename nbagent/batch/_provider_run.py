@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .._core._attempts import AttemptLoop
@@ -78,8 +78,6 @@ class RunSettings:
     clock: Clock
     poll: tuple[float, float] = DEFAULT_POLL
     output: BatchOutput | None = None  # structured answers (`output=`)
-    resumed: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 class ProviderRun:
@@ -101,8 +99,6 @@ class ProviderRun:
         self.rng = self.policy.rng()
         self.stopping = asyncio.Event()
         self.stopped_at: float | None = None
-        self.creates = 0
-        self.adopted = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self.judge = ItemOutcomes(self)
 
@@ -272,9 +268,7 @@ class ProviderRun:
             if n > 1 or adopt_first:
                 found = await adopt()
                 if found is not None:
-                    self.adopted += 1
                     return found
-            self.creates += 1
             return await self.client.create(
                 lambda: self.items(rec), count=rec.count, size=size, tag=rec.tag
             )
