@@ -111,38 +111,28 @@ class BatchResult:
             The line ("31/32 prompts ok, 1 failed in 4.2 s; 40 requests, 8 retried, ..."; for
             a provider batch, its batches, submissions and items).
         """
-        n, bad = len(self.results), int(self.results["error"].notna().sum())
+        n, bad, a = len(self.results), int(self.results["error"].notna().sum()), self.attempts
+        head = f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
+        head += " (cancelled)" if self.cancelled else ""
+        structured = "reasks" in self.results.columns  # then: how many needed a reask
+        reasked = int((self.results["reasks"].fillna(0) > 0).sum()) if structured else 0
         if self.backend == "provider":
-            return self._provider_summary(n, bad)
-        requests = self.attempts[
-            (self.attempts["phase"] == "request") & (self.attempts["action"] != "paced")
-        ]
+            batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
+            cost = self.results["cost_usd"].dropna()
+            price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
+            again = int(a["action"].isin(("retry", "reask")).sum())
+            asked = f" ({reasked} reasked)" if structured else ""
+            return (
+                f"{head}; {counted(batches, 'provider batch', 'provider batches')}, "
+                f"{counted(again, 'item')} resubmitted{asked}{price}"
+            )
+        requests = a[(a["phase"] == "request") & (a["action"] != "paced")]
         retries = int((requests["action"] == "retry").sum())
-        paced = self.attempts[self.attempts["action"] == "paced"]
-        stopped = " (cancelled)" if self.cancelled else ""
-        reasked = ""
-        if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
-            reasked = f", {int((self.results['reasks'].fillna(0) > 0).sum())} reasked"
+        paced = a[a["action"] == "paced"]
+        asked = f", {reasked} reasked" if structured else ""
         return (
-            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
-            f"{stopped}; {counted(len(requests), 'request')}, {retries} retried{reasked}, "
+            f"{head}; {counted(len(requests), 'request')}, {retries} retried{asked}, "
             f"{counted(len(paced), 'paced wait')} ({float(paced['delay_s'].sum()):.1f} s)"
-        )
-
-    def _provider_summary(self, n: int, bad: int) -> str:
-        a = self.attempts
-        batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
-        cost = self.results["cost_usd"].dropna()
-        price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
-        stopped = " (cancelled)" if self.cancelled else ""
-        reasked = ""
-        if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
-            reasked = f" ({int((self.results['reasks'].fillna(0) > 0).sum())} reasked)"
-        again = int(a["action"].isin(("retry", "reask")).sum())
-        return (
-            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
-            f"{stopped}; {counted(batches, 'provider batch', 'provider batches')}, "
-            f"{counted(again, 'item')} resubmitted{reasked}{price}"
         )
 
     def __repr__(self) -> str:

@@ -41,8 +41,9 @@ from ._frames import BatchResult
 from ._options import BatchOptions, positive_int
 from ._progress import BatchProgress
 from ._provider_events import ItemEvents
+from ._provider_items import DEFAULT_POLL, RunSettings
 from ._provider_output import BatchOutput
-from ._provider_run import DEFAULT_POLL, ProviderRun, RunSettings
+from ._provider_run import ProviderRun
 from ._provider_state import (
     ProviderState,
     default_state_path,

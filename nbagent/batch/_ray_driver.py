@@ -176,10 +176,17 @@ class Driver:
                 "message": f"{note}; {then}",
             }
         )
-        return with_origin(frame_from_records(rows), f"{t.i}.{t.attempt}", t.label)
+        return _frame(t, rows)
 
     def _streamed_rows(self, t: Try) -> list[dict[str, Any]]:
         return [r for _, r in sorted(self.streamed.pop((t.i, t.attempt), {}).items())]
+
+    def _given_up(self, t: Try, err: BaseException) -> None:
+        """A try the driver stopped waiting for: the attempts it streamed are kept, and the
+        prompt's row ends with `err`."""
+        frame = _frame(t, self._streamed_rows(t))
+        self.parts.append((t.i, frame))
+        self.keep(t.i, row_failed(self.texts[t.i], err, frame), _no_attempts())
 
     # -- what the workers say ---------------------------------------------------------------
 
@@ -276,10 +283,7 @@ class Driver:
             f"its agent on worker {t.label} did nothing for {self.stall_s:g} s while waiting "
             f"for {what}; the batch stopped waiting for it"
         )
-        rows = self._streamed_rows(t)
-        frame = with_origin(frame_from_records(rows), f"{t.i}.{t.attempt}", t.label)
-        self.parts.append((t.i, frame))
-        self.keep(t.i, row_failed(self.texts[t.i], _Stalled(why), frame), _no_attempts())
+        self._given_up(t, _Stalled(why))
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -324,12 +328,7 @@ class Driver:
         await self.poll()
         for fut, t in list(self.inflight.items()):
             self._stop(fut)
-            frame = with_origin(
-                frame_from_records(self._streamed_rows(t)), f"{t.i}.{t.attempt}", t.label
-            )
-            self.parts.append((t.i, frame))
-            why = "the batch was cancelled while this prompt ran"
-            self.keep(t.i, row_failed(self.texts[t.i], Aborted(why)), _no_attempts())
+            self._given_up(t, Aborted("the batch was cancelled while this prompt ran"))
 
 
 class _WorkerLost(Exception):
@@ -348,6 +347,11 @@ _Stalled.__name__ = "Stalled"
 
 def _no_attempts() -> pd.DataFrame:
     return with_origin(frame_from_records([]), "", "")
+
+
+def _frame(t: Try, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Attempt rows of a try as a frame, marked with the try and the process that ran it."""
+    return with_origin(frame_from_records(rows), f"{t.i}.{t.attempt}", t.label)
 
 
 async def gather(futs: list[Any], timeout: float) -> list[Any]:
