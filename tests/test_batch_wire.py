@@ -104,6 +104,7 @@ def test_anthropic_batch_documents_read_into_phases_and_counts() -> None:
     }
     status = client.status(doc)
     assert (status.phase, status.status, status.total) == ("canceling", "canceling", 100)
+    assert status.ending is None  # Anthropic's counts say what expired or was canceled
     assert status.created_at == pytest.approx(1724179044.100435)
 
 
@@ -169,6 +170,9 @@ def test_openai_output_and_error_lines_and_a_failed_batch() -> None:
         "expired": 3,
         "canceled": 0,
     }
+    assert (expired.ending, failed.ending) == ("expired", None)
+    cancelled = client.status({"id": "c", "status": "cancelled", "request_counts": {}})
+    assert cancelled.ending == "canceled"
 
 
 def test_gemini_operations_and_item_errors_by_their_grpc_codes() -> None:
@@ -189,6 +193,9 @@ def test_gemini_operations_and_item_errors_by_their_grpc_codes() -> None:
         }
     )
     assert (status.phase, status.tag, status.counts["processing"]) == ("running", "nb-x-b1", 6)
+    assert status.ending is None
+    ended = client.status({"name": "batches/9", "metadata": {"state": "BATCH_STATE_EXPIRED"}})
+    assert (ended.phase, ended.ending) == ("ended", "expired")
     assert isinstance(
         client._item("k1", {"error": {"code": 3, "message": "bad"}}).error, BadRequest
     )

@@ -9,6 +9,7 @@ one batch API request, checked by name against its fields).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from .._loop._output_schema import OutputSchema
-from ._frames import BatchResult, attempts_frame, results_frame
+from ._frames import BatchResult, attempts_frame, rows_frame
 from ._local import run_local
 from ._options import BatchOptions
 from ._progress import BatchProgress
@@ -75,16 +76,27 @@ class AgentsBackend:
         *,
         ray: bool,
     ) -> None:
-        self.texts, self.index, self.output, self.options, self.ray = (
-            texts,
-            index,
-            output,
-            options,
-            ray,
-        )
-        self.name = "ray" if ray else "local"
+        self.texts, self.index, self.output, self.options = texts, index, output, options
+        self.ray, self.name = ray, "ray" if ray else "local"
         self.progress = BatchProgress(total=len(texts), backend=self.name)
         self.control = BatchControl()
+
+    @classmethod
+    def of(
+        cls,
+        options: BatchOptions,
+        texts: list[str],
+        index: Any,
+        output: OutputSchema | None,
+        *,
+        ray: bool,
+    ) -> AgentsBackend:
+        """The backend of a local (`ray=False`) or Ray batch call."""
+        if ray:
+            from ._ray import ensure_ray
+
+            ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
+        return cls(texts, index, output, AgentsOptions.of(options, in_process=not ray), ray=ray)
 
     def announce(self) -> None:
         pass
@@ -102,7 +114,7 @@ class AgentsBackend:
                 self.texts, o.spec, o.concurrency, self.progress, self.control
             )
         return BatchResult(
-            results=results_frame(rows, self.index, self.output),
+            results=rows_frame(rows, self.index, self.output),
             attempts=attempts_frame(parts),
             duration_s=time.monotonic() - t0,
             limiter=limiter,
@@ -111,34 +123,10 @@ class AgentsBackend:
         )
 
 
-def _local(
-    options: BatchOptions, texts: list[str], index: Any, output: OutputSchema | None
-) -> Backend:
-    return AgentsBackend(
-        texts, index, output, AgentsOptions.of(options, in_process=True), ray=False
-    )
-
-
-def _ray(
-    options: BatchOptions, texts: list[str], index: Any, output: OutputSchema | None
-) -> Backend:
-    from ._ray import ensure_ray
-
-    ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
-    agents = AgentsOptions.of(options, in_process=False)
-    return AgentsBackend(texts, index, output, agents, ray=True)
-
-
-def _provider(
-    options: BatchOptions, texts: list[str], index: Any, output: OutputSchema | None
-) -> Backend:
-    return ProviderBatch.from_options(options, texts, index, output)
-
-
 _BACKENDS: dict[str, Callable[[BatchOptions, list[str], Any, OutputSchema | None], Backend]] = {
-    "local": _local,
-    "ray": _ray,
-    "provider": _provider,
+    "local": functools.partial(AgentsBackend.of, ray=False),
+    "ray": functools.partial(AgentsBackend.of, ray=True),
+    "provider": ProviderBatch.from_options,
 }
 
 

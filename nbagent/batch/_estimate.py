@@ -24,9 +24,9 @@ from .._core._budget import Usage
 from .._core._messages import Message, TextBlock
 from .._core._words import counted
 from .._loop._estimate import CHARS_PER_TOKEN, estimate_tokens
-from ..errors import ConfigError
 from ..providers._base import ToolSpec
 from ..providers._pricing import estimate_cost
+from ._options import positive_int
 
 __all__ = ["ESTIMATE_COLUMNS", "BatchEstimate", "estimate"]
 
@@ -129,8 +129,7 @@ def estimate(
     """The estimate of one request per prompt to `provider` (see the module docstring):
     with `output=`, the system prompt and `tools` are what a structured request carries, and
     `extra_chars` the schema the provider's own field carries (native mode)."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
+    positive_int("max_tokens", max_tokens)
     name, wire_model = provider.name, provider.model
     tokens: list[int] = []
     live: list[float] = []

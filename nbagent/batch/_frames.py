@@ -1,13 +1,16 @@
 """The rows of a batch: what each prompt ended with, and every attempt, as pandas frames.
 
-Both backends build one row per prompt with `row_ok` / `row_failed` (plain dicts, so a Ray
-worker can send them back cheaply) and the driver turns them into a `BatchResult`.
+The agents' backends (local, Ray) build one row per prompt with `row_ok` / `row_failed` (plain
+dicts, so a Ray worker can send them back cheaply) and turn them into the results frame with
+`rows_frame`; a provider batch keeps one array per column and hands them to `results_frame`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Iterable
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,18 +21,21 @@ from .._core._words import counted
 from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
 from .._loop._output_schema import OutputSchema
 from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, OutputTruncated
-from ._output_columns import output_columns
+from ._output_columns import OUTPUT_COLUMNS, structured_columns
+from ._progress import BatchProgress
 from ._prompt_check import refuse_blank_prompts
 
 __all__ = [
     "RESULT_COLUMNS",
     "BatchResult",
+    "agent_row",
     "attempts_frame",
     "prompts_of",
     "results_frame",
-    "results_from_columns",
     "row_failed",
     "row_ok",
+    "rows_frame",
+    "rows_or_cancelled",
 ]
 
 RESULT_COLUMNS: tuple[str, ...] = (
@@ -105,38 +111,28 @@ class BatchResult:
             The line ("31/32 prompts ok, 1 failed in 4.2 s; 40 requests, 8 retried, ..."; for
             a provider batch, its batches, submissions and items).
         """
-        n, bad = len(self.results), int(self.results["error"].notna().sum())
+        n, bad, a = len(self.results), int(self.results["error"].notna().sum()), self.attempts
+        head = f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
+        head += " (cancelled)" if self.cancelled else ""
+        structured = "reasks" in self.results.columns  # then: how many needed a reask
+        reasked = int((self.results["reasks"].fillna(0) > 0).sum()) if structured else 0
         if self.backend == "provider":
-            return self._provider_summary(n, bad)
-        requests = self.attempts[
-            (self.attempts["phase"] == "request") & (self.attempts["action"] != "paced")
-        ]
+            batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
+            cost = self.results["cost_usd"].dropna()
+            price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
+            again = int(a["action"].isin(("retry", "reask")).sum())
+            asked = f" ({reasked} reasked)" if structured else ""
+            return (
+                f"{head}; {counted(batches, 'provider batch', 'provider batches')}, "
+                f"{counted(again, 'item')} resubmitted{asked}{price}"
+            )
+        requests = a[(a["phase"] == "request") & (a["action"] != "paced")]
         retries = int((requests["action"] == "retry").sum())
-        paced = self.attempts[self.attempts["action"] == "paced"]
-        stopped = " (cancelled)" if self.cancelled else ""
-        reasked = ""
-        if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
-            reasked = f", {int((self.results['reasks'].fillna(0) > 0).sum())} reasked"
+        paced = a[a["action"] == "paced"]
+        asked = f", {reasked} reasked" if structured else ""
         return (
-            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
-            f"{stopped}; {counted(len(requests), 'request')}, {retries} retried{reasked}, "
+            f"{head}; {counted(len(requests), 'request')}, {retries} retried{asked}, "
             f"{counted(len(paced), 'paced wait')} ({float(paced['delay_s'].sum()):.1f} s)"
-        )
-
-    def _provider_summary(self, n: int, bad: int) -> str:
-        a = self.attempts
-        batches = int(a["batch_id"].nunique()) if "batch_id" in a.columns else 0
-        cost = self.results["cost_usd"].dropna()
-        price = f", ${float(cost.sum()):.4f} at the batch price" if len(cost) else ""
-        stopped = " (cancelled)" if self.cancelled else ""
-        reasked = ""
-        if "reasks" in self.results.columns:  # a structured batch: how many needed a reask
-            reasked = f" ({int((self.results['reasks'].fillna(0) > 0).sum())} reasked)"
-        again = int(a["action"].isin(("retry", "reask")).sum())
-        return (
-            f"{n - bad}/{counted(n, 'prompt')} ok, {bad} failed in {self.duration_s:.1f} s"
-            f"{stopped}; {counted(batches, 'provider batch', 'provider batches')}, "
-            f"{counted(again, 'item')} resubmitted{reasked}{price}"
         )
 
     def __repr__(self) -> str:
@@ -214,10 +210,14 @@ def row_ok(prompt: str, result: Any, duration_s: float) -> dict[str, Any]:
 
 
 def row_failed(
-    prompt: str, attempts: pd.DataFrame, err: BaseException, duration_s: float
+    prompt: str,
+    err: BaseException,
+    attempts: pd.DataFrame | None = None,
+    duration_s: float = 0.0,
 ) -> dict[str, Any]:
-    """The row of a prompt that failed hard or was cancelled, from what its attempts say."""
-    df = attempts
+    """The row of a prompt that failed hard or was cancelled, from what its attempts say
+    (none: it never ran)."""
+    df = empty_frame() if attempts is None else attempts
     run_ids = df["run_id"].dropna()
     cost = df["cost_usd"].dropna()
     turns = df["turn"].dropna()
@@ -240,25 +240,46 @@ def row_failed(
     }
 
 
+async def agent_row(
+    agent: Any, prompt: str, run: Awaitable[Any], *, stopped: Callable[[], bool] = lambda: True
+) -> dict[str, Any]:
+    """The row of one agent's `run` of `prompt` (the agent closed after it): a prompt that
+    fails hard does not stop the others, and a run cancelled because the batch was `stopped`
+    keeps what it did."""
+    t0 = time.monotonic()
+    try:
+        return row_ok(prompt, await run, time.monotonic() - t0)
+    except asyncio.CancelledError:
+        if not stopped():
+            raise
+        err: BaseException = Aborted("the batch was cancelled while this prompt ran")
+    except Exception as failed:
+        err = failed
+    finally:
+        await agent.aclose()
+    return row_failed(prompt, err, agent.attempts, time.monotonic() - t0)
+
+
+def rows_or_cancelled(
+    rows: Sequence[dict[str, Any] | None], texts: Sequence[str], progress: BatchProgress
+) -> list[dict[str, Any]]:
+    """Every prompt's row: one that never started was cancelled with the batch."""
+    out = []
+    for i, row in enumerate(rows):
+        if row is None:
+            why = "the batch was cancelled before this prompt started"
+            row = row_failed(texts[i], Aborted(why))
+            progress.finish_row(i, row)
+        out.append(row)
+    return out
+
+
 def results_frame(
-    rows: list[dict[str, Any]],
-    index: pd.Index[Any] | None,
-    output: OutputSchema | None = None,
+    data: dict[str, Any], index: pd.Index[Any] | None, output: OutputSchema | None = None
 ) -> pd.DataFrame:
-    """The results table: RESULT_COLUMNS, then (with `output`) the structured answers'."""
-    data: dict[str, Any] = {c: [r.get(c) for r in rows] for c in RESULT_COLUMNS}
-    df = results_from_columns(data, None)
-    if output is not None:
-        for name, column in output_columns(output, rows).items():
-            df[name] = column
-    if index is not None:
-        df.index = index
-    return df
-
-
-def results_from_columns(data: dict[str, Any], index: pd.Index[Any] | None) -> pd.DataFrame:
     """The results frame from one list (or array: taken as it is, not copied) per column of
-    `RESULT_COLUMNS` (no row dicts made)."""
+    `RESULT_COLUMNS` (no row dicts made), then (with `output`) the structured answers' columns
+    from `data["output"]` and `data["reasks"]`."""
     cost = data["cost_usd"]
     if not isinstance(cost, np.ndarray):
         cost = [math.nan if v is None else float(v) for v in cost]
@@ -280,9 +301,20 @@ def results_from_columns(data: dict[str, Any], index: pd.Index[Any] | None) -> p
         {c: pd.array(values[c], dtype=dtypes[c], copy=False) for c in RESULT_COLUMNS},
         copy=False,
     )
+    if output is not None:
+        for name, column in structured_columns(output, data["output"], data["reasks"]).items():
+            df[name] = column
     if index is not None:
         df.index = index
     return df
+
+
+def rows_frame(
+    rows: list[dict[str, Any]], index: pd.Index[Any] | None, output: OutputSchema | None
+) -> pd.DataFrame:
+    """The results frame of rows made by `row_ok` / `row_failed`."""
+    names = (*RESULT_COLUMNS, *OUTPUT_COLUMNS)
+    return results_frame({c: [r.get(c) for r in rows] for c in names}, index, output)
 
 
 def attempts_frame(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:

@@ -17,25 +17,17 @@ import pandas as pd
 
 from .._loop._frame import with_origin
 from .._loop._limiter import RateLimiter
-from ..errors import Aborted
-from ._frames import row_failed, row_ok
+from ._frames import agent_row, rows_or_cancelled
 from ._progress import BatchProgress
-from ._spec import AgentSpec, BatchControl, cancelled_row
+from ._spec import AgentSpec, BatchControl
 
-__all__ = ["run_local", "state_of"]
+__all__ = ["run_local"]
 
 
 def _retrieve(fut: asyncio.Future[Any]) -> None:
     """The gathered agents were cancelled with the batch: that is not an error to log."""
     if not fut.cancelled():
         fut.exception()
-
-
-def state_of(row: dict[str, Any]) -> str:
-    """The final lane state of a prompt's row."""
-    if row.get("end_reason") == "cancelled":
-        return "cancelled"
-    return "ok" if row.get("error") is None else "failed"
 
 
 async def run_local(
@@ -62,22 +54,11 @@ async def run_local(
                 return
             progress.set_lane(i, "running")
             agent = spec.make(progress.lane(i))
-            t0 = time.monotonic()
-            try:
-                result = await agent.run(prompt, show=False)
-                row = row_ok(prompt, result, time.monotonic() - t0)
-            except asyncio.CancelledError:  # the batch was cancelled: keep what it did
-                err = Aborted("the batch was cancelled while this prompt ran")
-                row = row_failed(prompt, agent.attempts, err, time.monotonic() - t0)
-            except Exception as err:  # a prompt that fails hard does not stop the others
-                row = row_failed(prompt, agent.attempts, err, time.monotonic() - t0)
-            finally:
-                await agent.aclose()
-            rows[i] = row
+            rows[i] = row = await agent_row(agent, prompt, agent.run(prompt, show=False))
             if isinstance(limiter, RateLimiter):  # its pace, for the batch view
                 progress.pace = limiter.snapshot(time.monotonic())
             parts.append((i, with_origin(agent.attempts, f"{i}.1", worker)))
-            progress.finish(i, state_of(row), reasked=bool(row.get("reasks")))
+            progress.finish_row(i, row)
 
     tasks = [asyncio.ensure_future(one(i, p)) for i, p in enumerate(texts)]
     everything: asyncio.Future[Any] = asyncio.gather(*tasks)
@@ -91,10 +72,5 @@ async def run_local(
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-    out: list[dict[str, Any]] = []
-    for i, row in enumerate(rows):
-        if row is None:
-            row = cancelled_row(texts[i], "the batch was cancelled before this prompt started")
-            progress.finish(i, "cancelled")
-        out.append(row)
+    out = rows_or_cancelled(rows, texts, progress)
     return out, parts, "off" if limiter is None else repr(limiter)

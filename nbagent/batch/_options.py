@@ -22,7 +22,7 @@ from .._loop._args import ModelSpec
 from .._loop._output_step import refuse_mode_without_output
 from ..errors import ConfigError
 
-__all__ = ["BACKENDS", "BatchOptions", "Prompts"]
+__all__ = ["BACKENDS", "BatchOptions", "Prompts", "positive_int"]
 
 BACKENDS = ("local", "ray", "provider")
 Prompts: TypeAlias = "Iterable[str] | pd.Series[Any] | pd.DataFrame"
@@ -63,19 +63,15 @@ class BatchOptions:
         return cls(**{**given, "agent_kwargs": dict(given["agent_kwargs"])})
 
     def __post_init__(self) -> None:
-        concurrency, workers = self.concurrency, self.workers
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigError(f"concurrency must be a positive whole number, not {concurrency!r}")
+        positive_int("concurrency", self.concurrency)
         if self.backend not in BACKENDS:
             names = [repr(b) for b in BACKENDS]
             raise ConfigError(
                 f"backend= takes {', '.join(names[:-1])} or {names[-1]}, not {self.backend!r}"
             )
-        if workers is not None and (
-            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-        ):
-            raise ConfigError(f"workers must be a positive whole number, not {workers!r}")
-        if workers is not None and self.backend != "ray":
+        if self.workers is not None:
+            positive_int("workers", self.workers)
+        if self.workers is not None and self.backend != "ray":
             raise ConfigError("workers= is for backend='ray'; the local backend is one process")
         if self.state is not None and self.backend != "provider":
             raise ConfigError(
@@ -89,3 +85,10 @@ class BatchOptions:
         refuse_mode_without_output(self.output, self.agent_kwargs.get("output_mode", "auto"))
         if not isinstance(self.dry_run, bool):
             raise ConfigError(f"dry_run= takes True or False, not {self.dry_run!r}")
+
+
+def positive_int(name: str, value: Any) -> int:
+    """`value` when it is a positive whole number, else a `ConfigError` naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive whole number, not {value!r}")
+    return value

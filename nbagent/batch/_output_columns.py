@@ -20,7 +20,7 @@ import pandas as pd
 from .._loop._output_schema import OutputSchema, field_types
 from ..errors import ConfigError
 
-__all__ = ["OUTPUT_COLUMNS", "check_fields", "output_columns", "structured_columns"]
+__all__ = ["OUTPUT_COLUMNS", "check_fields", "structured_columns"]
 
 OUTPUT_COLUMNS = ("output", "reasks")
 """What a batch with `output=` adds to the results before the fields: the validated value and
@@ -94,12 +94,6 @@ def _field_value(value: Any, name: str) -> Any:
     if isinstance(item, enum.Enum):
         return item.value
     return item
-
-
-def output_columns(schema: OutputSchema, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The columns a structured batch adds, from its rows (dicts with `output` and `reasks`)."""
-    values = [r.get("output") for r in rows]
-    return structured_columns(schema, values, [r.get("reasks") or 0 for r in rows])
 
 
 def structured_columns(

@@ -186,12 +186,22 @@ class BatchProgress:
         """
         if self.lanes[i] in FINAL:
             return
-        self.lanes[i] = state
-        self.done += 1
+        self.mark(i, state)
         self.reasked += bool(reasked)
-        if state != "ok":
-            self.failed += 1
         self.changed(self.done >= self.total)
+
+    def finish_row(self, i: int, row: dict[str, Any]) -> None:
+        """Prompt `i` has `row` (from `row_ok` / `row_failed`): its lane ends as the row says.
+
+        Args:
+            i: The prompt's position.
+            row: Its row.
+        """
+        if row.get("end_reason") == "cancelled":
+            state = "cancelled"
+        else:
+            state = "ok" if row.get("error") is None else "failed"
+        self.finish(i, state, reasked=bool(row.get("reasks")))
 
     def mark(self, i: int, state: str) -> None:
         """Move lane `i` without telling the views (a runner with thousands of rows to move at

@@ -38,27 +38,30 @@ from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchCaps
 from ..providers._batches import batch_client
 from ._frames import BatchResult
-from ._options import BatchOptions
+from ._options import BatchOptions, positive_int
 from ._progress import BatchProgress
 from ._provider_events import ItemEvents
+from ._provider_items import DEFAULT_POLL, RunSettings
 from ._provider_output import BatchOutput
-from ._provider_run import DEFAULT_POLL, ProviderRun, RunSettings
-from ._provider_state import ProviderState, default_state_path, new_tag
+from ._provider_run import ProviderRun
+from ._provider_state import (
+    ProviderState,
+    default_state_path,
+    index_to_json,
+    log_file,
+    new_tag,
+    policy_doc,
+)
 from ._resume_check import refuse_a_gone_demo_server
 from ._spec import BatchControl
 
-__all__ = [
-    "ProviderBatch",
-    "ProviderOptions",
-    "index_from_json",
-    "index_to_json",
-    "one_model",
-]
+__all__ = ["ProviderBatch", "ProviderOptions", "one_model"]
 
 
 @dataclass(frozen=True)
 class ProviderOptions:
-    """The keywords `backend="provider"` takes besides the batch's own options."""
+    """The keywords `backend="provider"` takes besides the batch's own options, checked when
+    made (`output_mode` and `output_retries` by `BatchOutput`, as a live agent's)."""
 
     api_key: str | None = None
     base_url: str | None = None
@@ -68,7 +71,7 @@ class ProviderOptions:
     log: Any = None
     poll: Any = None
     batch_caps: Any = None
-    output_mode: Any = "auto"  # checked by `BatchOutput`, as a live agent's
+    output_mode: Any = "auto"
     output_retries: Any = 2
 
     @classmethod
@@ -82,33 +85,30 @@ class ProviderOptions:
             )
         return cls(**kwargs)
 
+    def __post_init__(self) -> None:
+        positive_int("max_tokens", self.max_tokens)
+        if not isinstance(self.options or {}, dict):
+            raise ConfigError("options= takes a dict of request fields, e.g. {'temperature': 0}")
+        if self.clock is not None and not isinstance(self.clock, Clock):
+            raise ConfigError("clock= takes a clock such as nbagent.VirtualClock()")
+        _poll(self.poll)
 
-def index_to_json(index: pd.Index[Any] | None, n: int) -> Any:
-    """The input's index as JSON (None for positions 0..n-1), to rebuild it on a resume."""
-    if index is None or (isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(n))):
-        return None
-    kind = index.dtype.kind
-    if kind == "M":
-        values: list[Any] = [str(v) for v in index]
-    elif kind in "iuf":
-        values = index.tolist()
-    else:
-        values = [
-            v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
-            for v in index.tolist()
-        ]
-    return {"values": values, "name": index.name, "datetime": kind == "M"}
-
-
-def index_from_json(doc: Any) -> pd.Index[Any] | None:
-    if not isinstance(doc, dict):
-        return None
-    values = doc.get("values") or []
-    if doc.get("datetime"):
-        dates: pd.Index[Any] = pd.DatetimeIndex(pd.to_datetime(values), name=doc.get("name"))
-        return dates
-    out: pd.Index[Any] = pd.Index(values, name=doc.get("name"))
-    return out
+    def caps(self, client: BatchClient) -> BatchCaps:
+        """`batch_caps=` checked, or the client's own."""
+        value = self.batch_caps
+        if value is None or isinstance(value, BatchCaps):
+            return value or client.default_caps
+        ok = (
+            isinstance(value, (tuple, list))
+            and len(value) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        )
+        if not ok:
+            raise ConfigError(
+                "batch_caps= takes (requests, bytes) per batch, e.g. (1000, 10_000_000), "
+                f"not {value!r}"
+            )
+        return BatchCaps(int(value[0]), int(value[1]))
 
 
 def _poll(value: Any) -> tuple[float, float]:
@@ -127,34 +127,6 @@ def _poll(value: Any) -> tuple[float, float]:
     return first, max(first, most)
 
 
-def _caps(value: Any, client: BatchClient) -> BatchCaps:
-    if value is None:
-        return client.default_caps
-    if isinstance(value, BatchCaps):
-        return value
-    ok = (
-        isinstance(value, (tuple, list))
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-    )
-    if not ok:
-        raise ConfigError(
-            f"batch_caps= takes (requests, bytes) per batch, e.g. (1000, 10_000_000), not {value!r}"
-        )
-    return BatchCaps(int(value[0]), int(value[1]))
-
-
-def _policy_doc(policy: RetryPolicy) -> dict[str, Any]:
-    doc = {
-        f.name: getattr(policy, f.name)
-        for f in dataclasses.fields(policy)
-        if f.init and not f.name.startswith("_")
-    }
-    if not isinstance(doc.get("jitter"), (str, int, float, type(None))):
-        doc["jitter"] = "full"  # a Jitter object: the default strategy on a resume
-    return doc
-
-
 def one_model(model: ModelSpec | Sequence[ModelSpec]) -> ModelSpec:
     """The one model of a provider batch (a fallback chain is a live agent's)."""
     if isinstance(model, (list, tuple)):
@@ -168,38 +140,35 @@ def one_model(model: ModelSpec | Sequence[ModelSpec]) -> ModelSpec:
     return model  # type: ignore[return-value]
 
 
-def _log_path(log: Any) -> str | None:
-    """The durable log's file as the state keeps it (a connection cannot be kept: a resume
-    then writes no log unless given one)."""
-    if isinstance(log, (str, os.PathLike)) and str(log) not in ("", ":memory:"):
-        return os.path.abspath(os.fspath(log))
-    return None
-
-
-def _model_name(spec: ModelSpec, provider: Any) -> str:
-    if isinstance(spec, str):
-        return spec.strip()
-    return f"{provider.name}:{provider.model}"
-
-
 class ProviderBatch:
     """A provider batch, prepared: options checked, client and state made, nothing sent."""
 
     def __init__(
         self,
-        *,
         client: BatchClient,
         state: ProviderState,
-        settings: RunSettings,
-        index: pd.Index[Any] | None,
+        *,
+        policy: RetryPolicy,
+        clock: Clock | None,
+        poll: Any,
+        output: BatchOutput | None,
         log: Any = None,
     ) -> None:
-        self.client, self.state, self.settings, self.index = client, state, settings, index
+        self.client, self.state, self.index = client, state, state.input_index()
         self.log = log  # the durable log (`log=`): a path or a connection, or None
+        req = state.request
+        self.settings = RunSettings(
+            req.get("system"),
+            int(req.get("max_tokens") or 4096),
+            dict(req.get("options") or {}),
+            policy,
+            clock or RealClock(),
+            _poll(poll),
+            output,
+        )
         self.progress = BatchProgress(total=len(state.prompts), backend="provider")
         self.progress.state_path = str(state.path)
         self.control = BatchControl()
-        self.run_obj: ProviderRun | None = None
 
     @classmethod
     def from_options(
@@ -212,68 +181,58 @@ class ProviderBatch:
         """The batch of a `map`/`amap`/`start` call with `backend="provider"`: `texts` and
         `index` its prompts, `output` its `output=` as a schema, already checked."""
         spec = one_model(options.model)
-        system, retry, state = options.system, options.retry, options.state
         if list(options.tools or ()):
             raise ConfigError(
                 "backend='provider' sends each prompt as one request, so the model cannot call "
                 "tools: leave tools= out, or use backend='local'."
             )
         opts = ProviderOptions.of(options.agent_kwargs)
-        max_tokens = opts.max_tokens
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
-        request_options = opts.options or {}
-        if not isinstance(request_options, dict):
-            raise ConfigError("options= takes a dict of request fields, e.g. {'temperature': 0}")
-        if retry is not None and not isinstance(retry, RetryPolicy):
+        if options.retry is not None and not isinstance(options.retry, RetryPolicy):
             raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
-        clock = opts.clock or RealClock()
-        if not isinstance(clock, Clock):
-            raise ConfigError("clock= takes a clock such as nbagent.VirtualClock()")
         provider = resolve_model_spec(spec, api_key=opts.api_key, base_url=opts.base_url)
         client = batch_client(provider)
-        client.caps = _caps(opts.batch_caps, client)
+        client.caps = opts.caps(client)
         structured = None
         if output is not None:  # each item's mode and the schema's dialect: checked now
             structured = BatchOutput(
-                output,
-                mode=opts.output_mode,
-                retries=opts.output_retries,
-                provider=provider,
+                output, mode=opts.output_mode, retries=opts.output_retries, provider=provider
             )
-        log = opts.log
         tag = new_tag()
-        path = Path(state) if state is not None else default_state_path(tag, log)
+        path = Path(options.state) if options.state is not None else None
+        path = path or default_state_path(tag, opts.log)
         if path.exists():
             raise ConfigError(
                 f"the batch state file {path} exists already: resume that batch with "
                 f"nbagent.batch.resume({str(path)!r}), or pass another state='...'."
             )
-        policy = retry or RetryPolicy()
-        run_state = ProviderState(
+        policy = options.retry or RetryPolicy()
+        state = ProviderState(
             path=path,
             tag=tag,
-            model=_model_name(spec, provider),
+            model=spec.strip() if isinstance(spec, str) else f"{provider.name}:{provider.model}",
             provider=client.name,
             base_url=getattr(provider, "base_url", None),
-            request={"system": system, "max_tokens": max_tokens, "options": request_options},
-            retry=_policy_doc(policy),
+            request={
+                "system": options.system,
+                "max_tokens": opts.max_tokens,
+                "options": opts.options or {},
+            },
+            retry=policy_doc(policy),
             caps=[client.caps.max_requests, client.caps.max_bytes],
             prompts=texts,
             index=index_to_json(index, len(texts)),
             output=structured.to_json() if structured is not None else None,
-            log=_log_path(log),
+            log=log_file(opts.log),
         )
-        settings = RunSettings(
-            system,
-            max_tokens,
-            dict(request_options),
-            policy,
-            clock,
-            _poll(opts.poll),
-            structured,
+        return cls(
+            client,
+            state,
+            policy=policy,
+            clock=opts.clock,
+            poll=opts.poll,
+            output=structured,
+            log=opts.log,
         )
-        return cls(client=client, state=run_state, settings=settings, index=index, log=log)
 
     @classmethod
     def from_state(
@@ -302,19 +261,9 @@ class ProviderBatch:
                 "leave output= out of resume()"
             )
         policy = retry or RetryPolicy(**state.retry)
-        req = state.request
-        settings = RunSettings(
-            req.get("system"),
-            int(req.get("max_tokens") or 4096),
-            dict(req.get("options") or {}),
-            policy,
-            clock or RealClock(),
-            _poll(poll),
-            structured,
-            resumed=True,
+        return cls(
+            client, state, policy=policy, clock=clock, poll=poll, output=structured, log=state.log
         )
-        index = index_from_json(state.index)
-        return cls(client=client, state=state, settings=settings, index=index, log=state.log)
 
     def announce(self) -> None:
         """The first progress line: where the state is, and how to pick the batch up."""
@@ -343,7 +292,7 @@ class ProviderBatch:
         )
         if durable is not None:
             items.log.on_row = lambda _, row: durable.put(row["run_id"], row["attempt"] - 1, row)
-        run = self.run_obj = ProviderRun(
+        run = ProviderRun(
             self.client, self.state, items, self.settings, self.progress, self.control
         )
         try:

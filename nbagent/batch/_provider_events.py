@@ -37,8 +37,7 @@ from ..events import (
     RunStarted,
 )
 from ..providers import Completed
-from ._frames import results_from_columns
-from ._output_columns import structured_columns
+from ._frames import results_frame
 
 __all__ = ["ItemEvents"]
 
@@ -300,15 +299,10 @@ class ItemEvents:
             "turns": turns,
             "duration_s": numpy_of(self.duration, np.float64),
             "run_id": _chunked(range(n), self.run_id),
+            "output": self.values,
+            "reasks": numpy_of(self.reasks, np.int64),
         }
-        df = results_from_columns(columns, None)
-        if self.output is not None:
-            reasks = numpy_of(self.reasks, np.int64)
-            for name, column in structured_columns(self.output, self.values, reasks).items():
-                df[name] = column
-        if index is not None:
-            df.index = index
-        return df
+        return results_frame(columns, index, self.output)
 
     def attempts(self) -> pd.DataFrame:
         """The attempt log's rows, in prompt order, then submission order, with the prompt's

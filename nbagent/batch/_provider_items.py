@@ -11,7 +11,8 @@ is then recorded: a resubmission ("retry", "reask") or the row's end.
 from __future__ import annotations
 
 import random
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from .._core._clock import Clock
 from .._core._decision import Decision, Failure, decide
@@ -23,7 +24,6 @@ from ..errors import (
     OutputInvalid,
     OutputTruncated,
     ProviderError,
-    ServerError,
     StreamInterrupted,
 )
 from ..providers._anthropic_batch import expired_error
@@ -34,40 +34,41 @@ from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
 from ._provider_state import BatchRecord, ProviderState, custom_id
 
-__all__ = ["ItemOutcomes", "Run"]
+__all__ = ["DEFAULT_POLL", "ItemOutcomes", "RunSettings"]
 
 
-class Settings(Protocol):
-    """What the items' outcomes read of the run's settings (`RunSettings`)."""
+DEFAULT_POLL = (5.0, 60.0)
+"""Seconds between polls: the first wait, and the most it grows to."""
 
-    output: BatchOutput | None
-    options: dict[str, Any]
+
+@dataclass
+class RunSettings:
+    """How a run's items are built and driven."""
+
+    system: str | None
     max_tokens: int
-
-
-class Run(Protocol):
-    """What the items' outcomes share with their run (`ProviderRun`)."""
-
-    client: BatchClient
-    state: ProviderState
-    item_rows: ItemEvents
-    progress: BatchProgress
-    rng: random.Random
-    clock: Clock
+    options: dict[str, Any]
     policy: RetryPolicy
-
-    @property
-    def settings(self) -> Settings: ...
+    clock: Clock
+    poll: tuple[float, float] = DEFAULT_POLL
+    output: BatchOutput | None = None  # structured answers (`output=`)
 
 
 class ItemOutcomes:
     """The outcomes of one run's items (see the module docstring)."""
 
-    def __init__(self, run: Run) -> None:
-        # the run's own: its client, state, rows, settings, progress, random numbers, clock
-        self.client, self.state, self.item_rows = run.client, run.state, run.item_rows
-        self.settings, self.progress, self.rng = run.settings, run.progress, run.rng
-        self.clock, self.policy = run.clock, run.policy
+    def __init__(
+        self,
+        client: BatchClient,
+        state: ProviderState,
+        item_rows: ItemEvents,
+        settings: RunSettings,
+        progress: BatchProgress,
+        rng: random.Random,
+    ) -> None:
+        self.client, self.state, self.item_rows = client, state, item_rows
+        self.settings, self.progress, self.rng = settings, progress, rng
+        self.clock, self.policy = settings.clock, settings.policy
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
@@ -75,14 +76,12 @@ class ItemOutcomes:
         failure, its expiry, its cancellation, or a result that never came."""
         cid = custom_id(self.state.tag, pos, rec.submission)
         if status.failure is not None:
-            failure = getattr(self.client, "failure_error", None)
-            err = failure(status) if failure else ServerError(status.failure)
-            return ItemResult(cid, "errored", error=err if isinstance(err, ProviderError) else None)
+            return ItemResult(cid, "errored", error=self.client.failure_error(status))
         counts = status.counts
-        if counts.get("expired") or "expired" in status.status.lower():
+        if counts.get("expired") or status.ending == "expired":
             why = "the batch expired before this request was processed"
             return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
-        if counts.get("canceled") or "cancel" in status.status.lower():
+        if counts.get("canceled") or status.ending == "canceled":
             return ItemResult(cid, "canceled")
         err = StreamInterrupted(
             "the batch ended without a result for this request", provider=self.client.name

@@ -24,23 +24,14 @@ from typing import Any
 
 from .._core._attempts import AttemptFailure, Sent
 from .._core._messages import Message
+from .._loop._args import check_output_retries
 from .._loop._output_schema import WRAP_KEY, OutputMode, OutputSchema
 from .._loop._output_step import Checked, StructuredOutput
 from ..errors import ConfigError, OutputInvalid, OutputIssue
 from ..providers import Completed, Provider, ToolSpec
 from ..providers._base import OutputFormat
 
-__all__ = ["BatchOutput", "Tail", "output_retries"]
-
-
-def output_retries(value: Any) -> int:
-    """`output_retries=` checked: how many reasks an item may have."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(
-            f"output_retries is how many reasks are allowed, a whole number such as 2, "
-            f"not {value!r}"
-        )
-    return value
+__all__ = ["BatchOutput", "Tail"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +59,8 @@ class BatchOutput:
         self, schema: OutputSchema, *, mode: OutputMode, retries: int, provider: Provider
     ) -> None:
         self.schema = schema
-        self.retries = output_retries(retries)
+        check_output_retries(retries)
+        self.retries = retries
         self.structured = StructuredOutput(
             schema, mode=mode, validators=(), retries=self.retries, providers=[provider], tools=[]
         )

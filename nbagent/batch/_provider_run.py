@@ -36,13 +36,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._attempts import AttemptLoop
-from .._core._clock import Clock
 from .._core._decision import AttemptState, Decision, may_have_reached
-from .._core._retry import RetryPolicy
 from ..errors import (
     Aborted,
     NbAgentError,
@@ -53,33 +50,16 @@ from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
 from ._progress import BatchProgress
 from ._provider_events import ItemEvents
-from ._provider_items import ItemOutcomes
-from ._provider_output import BatchOutput, Tail
+from ._provider_items import ItemOutcomes, RunSettings
+from ._provider_output import Tail
 from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
 from ._spec import BatchControl
 
-__all__ = ["CANCEL_WAIT_S", "DEFAULT_POLL", "ProviderRun", "RunSettings"]
+__all__ = ["CANCEL_WAIT_S", "ProviderRun"]
 
-DEFAULT_POLL = (5.0, 60.0)
-"""Seconds between polls: the first wait, and the most it grows to."""
 POLL_GROWTH = 1.5
 CANCEL_WAIT_S = 900.0
 """How long a stopped run waits for the provider to finish cancelling (OpenAI: up to 10 min)."""
-
-
-@dataclass
-class RunSettings:
-    """How items are built and driven."""
-
-    system: str | None
-    max_tokens: int
-    options: dict[str, Any]
-    policy: RetryPolicy
-    clock: Clock
-    poll: tuple[float, float] = DEFAULT_POLL
-    output: BatchOutput | None = None  # structured answers (`output=`)
-    resumed: bool = False
-    notes: list[str] = field(default_factory=list)
 
 
 class ProviderRun:
@@ -101,10 +81,8 @@ class ProviderRun:
         self.rng = self.policy.rng()
         self.stopping = asyncio.Event()
         self.stopped_at: float | None = None
-        self.creates = 0
-        self.adopted = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self.judge = ItemOutcomes(self)
+        self.judge = ItemOutcomes(client, state, items, settings, progress, self.rng)
 
     # -- the whole run ----------------------------------------------------------------------
 
@@ -272,9 +250,7 @@ class ProviderRun:
             if n > 1 or adopt_first:
                 found = await adopt()
                 if found is not None:
-                    self.adopted += 1
                     return found
-            self.creates += 1
             return await self.client.create(
                 lambda: self.items(rec), count=rec.count, size=size, tag=rec.tag
             )
@@ -391,7 +367,7 @@ class ProviderRun:
         except Exception as err:
             for pos in sorted(members - seen):
                 seen.add(pos)
-                self.judge.decided(rec, pos, _final(err), False, started)
+                self.judge.decided(rec, pos, Decision("fail", err), False, started)
         for pos in sorted(members - seen):
             await take(pos, self.judge.missing(status, pos, rec))
         if retry and not replay:
@@ -406,7 +382,7 @@ class ProviderRun:
         self.progress.batches.setdefault(rec.n, {})["collected"] = True
         self.progress.changed()
         for follow in new:
-            self._show_planned(follow)
+            self._show(follow)
             self._spawn(follow)
 
     def _later(self, rec: BatchRecord) -> set[int]:
@@ -432,35 +408,21 @@ class ProviderRun:
         if self.progress.count(event):
             self.progress.changed()
 
-    def _show(self, rec: BatchRecord, status: BatchStatus) -> None:
-        info = self.progress.batches.setdefault(
-            rec.n, {"created_at": self.clock.now(), "seen_at": time.monotonic()}
-        )
-        if info.get("id") is None:  # created now (a planned record's dict was made before)
+    def _show(self, rec: BatchRecord, status: BatchStatus | None = None) -> None:
+        """Tell the view about a record: planned (no status yet), or as the provider said."""
+        info = self.progress.batches.setdefault(rec.n, {})
+        if info.get("id") is None:  # planned, or created now
             info["created_at"], info["seen_at"] = self.clock.now(), time.monotonic()
         info.update(
             n=rec.n,
-            id=status.id,
-            status=status.status,
-            phase=status.phase,
+            id=status.id if status else None,
+            status=status.status if status else "planned",
+            phase=status.phase if status else "planned",
             submission=rec.submission,
             items=rec.count,
-            counts=dict(status.counts),
+            counts=dict(status.counts) if status else {},
         )
         self.progress.changed()
-
-    def _show_planned(self, rec: BatchRecord) -> None:
-        self.progress.batches[rec.n] = {
-            "n": rec.n,
-            "id": None,
-            "status": "planned",
-            "phase": "planned",
-            "submission": rec.submission,
-            "items": rec.count,
-            "counts": {},
-            "created_at": self.clock.now(),
-            "seen_at": time.monotonic(),
-        }
 
 
 def _error_named(text: str) -> BaseException:
@@ -475,10 +437,6 @@ def _error_named(text: str) -> BaseException:
         except TypeError:
             pass
     return NbAgentError(text)
-
-
-def _final(err: BaseException) -> Decision:
-    return Decision("fail", err)
 
 
 def _too_large(client: BatchClient, size: int, cap: int) -> ProviderError:

@@ -21,6 +21,7 @@ planned record, in the same write).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -30,7 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from .._core._decision import AttemptState
+from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 
 __all__ = [
@@ -39,8 +43,11 @@ __all__ = [
     "ProviderState",
     "custom_id",
     "default_state_path",
+    "index_to_json",
+    "log_file",
     "new_tag",
     "parse_custom_id",
+    "policy_doc",
     "ranges",
     "unranges",
 ]
@@ -55,12 +62,50 @@ def new_tag() -> str:
     return f"nb-{time.strftime('%Y%m%d')}-{secrets.token_hex(4)}"
 
 
+def log_file(log: Any) -> str | None:
+    """The durable log's file as the state keeps it (a connection cannot be kept: a resume
+    then writes no log unless given one)."""
+    if isinstance(log, (str, os.PathLike)) and str(log) not in ("", ":memory:"):
+        return os.path.abspath(os.fspath(log))
+    return None
+
+
 def default_state_path(tag: str, log: Any = None) -> Path:
     """Next to the durable log when `log=` names a file, else in the working directory."""
-    if isinstance(log, (str, os.PathLike)) and str(log) not in ("", ":memory:"):
-        path = Path(log)
+    file = log_file(log)
+    if file is not None:
+        path = Path(file)
         return path.with_name(f"{path.stem}-{tag}.batch")
     return Path.cwd() / f"nbagent-{tag}.batch"
+
+
+def policy_doc(policy: RetryPolicy) -> dict[str, Any]:
+    """The retry policy as the state keeps it (`RetryPolicy(**doc)` on a resume)."""
+    doc = {
+        f.name: getattr(policy, f.name)
+        for f in dataclasses.fields(policy)
+        if f.init and not f.name.startswith("_")
+    }
+    if not isinstance(doc.get("jitter"), (str, int, float, type(None))):
+        doc["jitter"] = "full"  # a Jitter object: the default strategy on a resume
+    return doc
+
+
+def index_to_json(index: pd.Index[Any] | None, n: int) -> Any:
+    """The input's index as JSON (None for positions 0..n-1), to rebuild it on a resume."""
+    if index is None or (isinstance(index, pd.RangeIndex) and index.equals(pd.RangeIndex(n))):
+        return None
+    kind = index.dtype.kind
+    if kind == "M":
+        values: list[Any] = [str(v) for v in index]
+    elif kind in "iuf":
+        values = index.tolist()
+    else:
+        values = [
+            v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
+            for v in index.tolist()
+        ]
+    return {"values": values, "name": index.name, "datetime": kind == "M"}
 
 
 def custom_id(run: str, position: int, submission: int) -> str:
@@ -182,6 +227,18 @@ class ProviderState:
         )
         self.batches.append(record)
         return record
+
+    def input_index(self) -> pd.Index[Any] | None:
+        """The input's index, rebuilt from the state (None: positions)."""
+        doc = self.index
+        if not isinstance(doc, dict):
+            return None
+        values = doc.get("values") or []
+        if doc.get("datetime"):
+            dates: pd.Index[Any] = pd.DatetimeIndex(pd.to_datetime(values), name=doc.get("name"))
+            return dates
+        out: pd.Index[Any] = pd.Index(values, name=doc.get("name"))
+        return out
 
     def known_ids(self) -> frozenset[str]:
         return frozenset(b.id for b in self.batches if b.id)

@@ -35,10 +35,11 @@ from .._core._words import counted
 from .._loop._limiter import limiter_key
 from ..errors import ConfigError
 from ._cluster_limiter import AsyncLimiterCore
+from ._frames import rows_or_cancelled
 from ._progress import BatchProgress
 from ._ray_driver import Driver, gather
 from ._ray_worker import BatchWorker, LimiterChoice
-from ._spec import AgentSpec, BatchControl, cancelled_row
+from ._spec import AgentSpec, BatchControl
 
 __all__ = ["ensure_ray", "run_ray"]
 
@@ -182,12 +183,7 @@ async def run_ray(
     finally:
         for a in actors:  # not awaited: the rows are in; the workers tidy up on their own
             a.finish.remote(batch)
-    out = []
-    for i, row in enumerate(d.rows):
-        if row is None:
-            row = cancelled_row(texts[i], "the batch was cancelled before this prompt started")
-            progress.finish(i, "cancelled")
-        out.append(row)
+    out = rows_or_cancelled(d.rows, texts, progress)
     described = await _describe(limiter, choice, n, d.lost, incarnations)
     return out, d.parts, described
 

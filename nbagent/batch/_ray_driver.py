@@ -28,10 +28,10 @@ from typing import Any
 import pandas as pd
 
 from .._loop._frame import frame_from_records, with_origin
+from ..errors import Aborted
 from ._frames import row_failed
-from ._local import state_of
 from ._progress import BatchProgress
-from ._spec import BatchControl, cancelled_row
+from ._spec import BatchControl
 
 __all__ = ["STALL_S", "WORKER_SILENT_S", "Driver", "gather"]
 
@@ -125,7 +125,7 @@ class Driver:
             return
         except Exception as err:  # the worker's own code failed: this prompt's row says so
             cause = getattr(err, "cause", None) or err
-            row = row_failed(self.texts[t.i], _no_attempts(), cause, 0.0)
+            row = row_failed(self.texts[t.i], cause)
             frame = _no_attempts()
         self.heard[t.w] = time.monotonic()
         self.streamed.pop((t.i, t.attempt), None)
@@ -142,7 +142,7 @@ class Driver:
             return  # exactly once: the first try that returned
         self.rows[i] = row
         self.parts.append((i, frame))
-        self.progress.finish(i, state_of(row), reasked=bool(row.get("reasks")))
+        self.progress.finish_row(i, row)
 
     def worker_lost(self, t: Try, what: str) -> None:
         """A try ended with its worker: its attempts are kept, marked with the process that
@@ -157,7 +157,7 @@ class Driver:
             self.progress.set_lane(t.i, "waiting")
             return
         err = _WorkerLost(f"{note}; gave up after {t.attempt} tries")
-        self.keep(t.i, row_failed(self.texts[t.i], _no_attempts(), err, 0.0), _no_attempts())
+        self.keep(t.i, row_failed(self.texts[t.i], err), _no_attempts())
 
     def lost_rows(self, t: Try, note: str, again: bool) -> pd.DataFrame:
         """The attempts a lost try had made, kept and marked, and one row for the loss."""
@@ -176,10 +176,17 @@ class Driver:
                 "message": f"{note}; {then}",
             }
         )
-        return with_origin(frame_from_records(rows), f"{t.i}.{t.attempt}", t.label)
+        return _frame(t, rows)
 
     def _streamed_rows(self, t: Try) -> list[dict[str, Any]]:
         return [r for _, r in sorted(self.streamed.pop((t.i, t.attempt), {}).items())]
+
+    def _given_up(self, t: Try, err: BaseException) -> None:
+        """A try the driver stopped waiting for: the attempts it streamed are kept, and the
+        prompt's row ends with `err`."""
+        frame = _frame(t, self._streamed_rows(t))
+        self.parts.append((t.i, frame))
+        self.keep(t.i, row_failed(self.texts[t.i], err, frame), _no_attempts())
 
     # -- what the workers say ---------------------------------------------------------------
 
@@ -262,11 +269,7 @@ class Driver:
             while self.queue:
                 i = self.queue.popleft()
                 why_i = why + (" again" if self.tries[i] else "")
-                self.keep(
-                    i,
-                    row_failed(self.texts[i], _no_attempts(), _WorkerLost(why_i), 0.0),
-                    _no_attempts(),
-                )
+                self.keep(i, row_failed(self.texts[i], _WorkerLost(why_i)), _no_attempts())
 
     def _stop(self, fut: asyncio.Future[Any]) -> None:
         t = self.inflight[fut]
@@ -280,10 +283,7 @@ class Driver:
             f"its agent on worker {t.label} did nothing for {self.stall_s:g} s while waiting "
             f"for {what}; the batch stopped waiting for it"
         )
-        rows = self._streamed_rows(t)
-        frame = with_origin(frame_from_records(rows), f"{t.i}.{t.attempt}", t.label)
-        self.parts.append((t.i, frame))
-        self.keep(t.i, row_failed(self.texts[t.i], frame, _Stalled(why), 0.0), _no_attempts())
+        self._given_up(t, _Stalled(why))
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -328,15 +328,7 @@ class Driver:
         await self.poll()
         for fut, t in list(self.inflight.items()):
             self._stop(fut)
-            frame = with_origin(
-                frame_from_records(self._streamed_rows(t)), f"{t.i}.{t.attempt}", t.label
-            )
-            self.parts.append((t.i, frame))
-            self.keep(
-                t.i,
-                cancelled_row(self.texts[t.i], "the batch was cancelled while this prompt ran"),
-                _no_attempts(),
-            )
+            self._given_up(t, Aborted("the batch was cancelled while this prompt ran"))
 
 
 class _WorkerLost(Exception):
@@ -355,6 +347,11 @@ _Stalled.__name__ = "Stalled"
 
 def _no_attempts() -> pd.DataFrame:
     return with_origin(frame_from_records([]), "", "")
+
+
+def _frame(t: Try, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Attempt rows of a try as a frame, marked with the try and the process that ran it."""
+    return with_origin(frame_from_records(rows), f"{t.i}.{t.attempt}", t.label)
 
 
 async def gather(futs: list[Any], timeout: float) -> list[Any]:

@@ -25,7 +25,6 @@ from .._core._clock import Clock
 from .._core._pacing import Pacer, PaceRequest
 from .._loop._attempt_log import AttemptLog
 from .._loop._frame import with_origin
-from ..errors import Aborted
 from ..events import (
     AttemptStarted,
     CompactionStarted,
@@ -38,7 +37,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ._cluster_limiter import ClusterPacer
-from ._frames import row_failed, row_ok
+from ._frames import agent_row
 from ._progress import lane_state
 from ._spec import AgentSpec
 
@@ -88,23 +87,14 @@ class BatchWorker:
         if not isinstance(pacer, bool):
             pacer = _MarkedPacer(pacer, mark)
         agent = spec.make(self._tracker(batch, i, attempt, mark), stream, limiter=pacer)
-        t0 = time.monotonic()
         run = asyncio.ensure_future(agent.run(prompt, show=False))
         tasks = self._tasks.setdefault(batch, set())
         tasks.add(run)
         try:
-            row = row_ok(prompt, await run, time.monotonic() - t0)
-        except asyncio.CancelledError:
-            if batch not in self._cancelled:
-                raise
-            err = Aborted("the batch was cancelled while this prompt ran")
-            row = row_failed(prompt, agent.attempts, err, time.monotonic() - t0)
-        except Exception as err:  # a prompt that fails hard does not stop the others
-            row = row_failed(prompt, agent.attempts, err, time.monotonic() - t0)
+            row = await agent_row(agent, prompt, run, stopped=lambda: batch in self._cancelled)
         finally:
             tasks.discard(run)
             busy.pop((i, attempt), None)
-            await agent.aclose()
         return row, with_origin(agent.attempts, f"{i}.{attempt}", self.label)
 
     async def connect(self, limiter: LimiterChoice) -> str:

@@ -20,7 +20,7 @@ from .._loop._agent import Agent
 from .._loop._args import ModelSpec
 from ..events import Event
 
-__all__ = ["AgentSpec", "BatchControl", "cancelled_row"]
+__all__ = ["AgentSpec", "BatchControl"]
 
 
 @dataclass
@@ -77,17 +77,3 @@ class BatchControl:
                 return
             self._waiters.append((asyncio.get_running_loop(), event))
         await event.wait()
-
-
-def cancelled_row(prompt: str, why: str) -> dict[str, Any]:
-    """The row of a prompt that never ran to an end because the batch was cancelled."""
-    return {
-        "prompt": prompt,
-        "end_reason": "cancelled",
-        "error": "Aborted",
-        "error_message": why,
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "turns": 0,
-        "duration_s": 0.0,
-    }

@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequenc
 from typing import Any, ClassVar
 
 from .._core._messages import Message, TextBlock
-from ..errors import InvalidResponse, StreamInterrupted
+from ..errors import InvalidResponse, ProviderError, ServerError, StreamInterrupted
 from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult
 from ._http import HTTPProvider
@@ -109,6 +109,10 @@ class BatchClient:
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         """A batch's document as a `BatchStatus`."""
         raise NotImplementedError
+
+    def failure_error(self, status: BatchStatus) -> ProviderError:
+        """The error every item of a batch that failed as a whole (`status.failure`) gets."""
+        return ServerError(status.failure or "the batch failed", provider=self.name)
 
     async def listed(self, url: str, cursor: str, since: float) -> list[BatchStatus]:
         """The batches of a `{data, has_more, last_id}` listing (Anthropic's and OpenAI's),

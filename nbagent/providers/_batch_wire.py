@@ -32,6 +32,7 @@ __all__ = [
     "COUNT_NAMES",
     "BatchCaps",
     "BatchStatus",
+    "Ending",
     "ItemKind",
     "ItemResult",
     "Phase",
@@ -41,6 +42,8 @@ __all__ = [
 
 Phase = Literal["running", "canceling", "ended"]
 ItemKind = Literal["succeeded", "errored", "expired", "canceled"]
+Ending = Literal["expired", "canceled"]
+"""Why an ended batch left items unrun, as its provider's status word says (its table reads it)."""
 COUNT_NAMES: tuple[str, ...] = ("processing", "succeeded", "errored", "expired", "canceled")
 """The provider's counts under nbagent's names (Anthropic's own; OpenAI and Gemini mapped)."""
 
@@ -59,9 +62,11 @@ class BatchStatus:
 
     `phase` is nbagent's reading of `status` (the provider's own word); `counts` the provider's
     counts under `COUNT_NAMES`; `failure` why a batch failed as a whole (OpenAI's `errors`), with
-    its items then all `errored` with it; `tag` the nbagent tag the batch carries (metadata or
-    display name), where the provider keeps one; `retry_after` a wait the server asked for on
-    this poll; `doc` the provider's document (where its results are).
+    its items then all `errored` with it; `ending` whether the whole batch expired or was
+    canceled, when its status word says so (None: its counts and its items' lines say it);
+    `tag` the nbagent tag the batch carries (metadata or display name), where the provider
+    keeps one; `retry_after` a wait the server asked for on this poll; `doc` the provider's
+    document (where its results are).
     """
 
     id: str
@@ -71,6 +76,7 @@ class BatchStatus:
     created_at: float | None = None
     tag: str | None = None
     failure: str | None = None
+    ending: Ending | None = None
     retry_after: float | None = None
     doc: dict[str, Any] = field(default_factory=dict, repr=False)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, joined, rfc3339
 from ._http import HTTPProvider
 
 __all__ = ["STATUS", "GeminiBatches"]
@@ -40,6 +40,10 @@ STATUS: dict[str, Phase] = {
 """Gemini's batch states (on the wire), as nbagent reads them; `JOB_STATE_*` (the SDK's
 names) are read as the same."""
 
+_ENDINGS: dict[str, Ending] = {
+    "BATCH_STATE_EXPIRED": "expired",
+    "BATCH_STATE_CANCELLED": "canceled",
+}
 GRPC_CODES: dict[int, tuple[int, str]] = {
     1: (499, "CANCELLED"),
     2: (500, "UNKNOWN"),
@@ -162,9 +166,9 @@ class GeminiBatches(BatchClient):
             "expired": 0,
             "canceled": 0,
         }
-        if phase == "ended" and wire_word in ("BATCH_STATE_EXPIRED", "BATCH_STATE_CANCELLED"):
-            rest = "expired" if wire_word.endswith("EXPIRED") else "canceled"
-            counts[rest], counts["processing"] = pending, 0
+        ending = _ENDINGS.get(wire_word) if phase == "ended" else None
+        if ending is not None:
+            counts[ending], counts["processing"] = pending, 0
         tag = meta.get("displayName")
         error = doc.get("error")
         failure = None
@@ -178,11 +182,12 @@ class GeminiBatches(BatchClient):
             created_at=rfc3339(meta.get("createTime")),
             tag=tag if isinstance(tag, str) else None,
             failure=failure,
+            ending=ending,
             retry_after=retry_after,
             doc=doc,
         )
 
-    def failure_error(self, status: BatchStatus) -> Exception:
+    def failure_error(self, status: BatchStatus) -> ProviderError:
         error = status.doc.get("error")
         error = error if isinstance(error, dict) else {"message": status.failure}
         return self.rpc_error(error)

@@ -27,10 +27,10 @@ import secrets as _secrets
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ..errors import InvalidResponse, RateLimited
+from ..errors import InvalidResponse, ProviderError, RateLimited
 from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, joined
 from ._http import HTTPProvider
 from ._limits import json_int
 
@@ -49,6 +49,7 @@ STATUS: dict[str, Phase] = {
 """OpenAI's (and Azure's) batch `status` words, as nbagent reads them (two l's in
 `cancelling` / `cancelled`)."""
 
+_ENDINGS: dict[str, Ending] = {"expired": "expired", "cancelled": "canceled"}
 TAG_KEY = "nbagent_tag"
 """The metadata key that carries nbagent's tag on each batch it creates."""
 _RATE_CODES = frozenset({"token_limit_exceeded", "rate_limit_exceeded"})
@@ -137,9 +138,9 @@ class OpenAIBatches(BatchClient):
             "expired": 0,
             "canceled": 0,
         }
-        rest_is = {"expired": "expired", "cancelled": "canceled"}.get(word, "processing")
-        if phase != "ended" or word in ("expired", "cancelled"):
-            counts[rest_is] = rest
+        ending = _ENDINGS.get(word)
+        if phase != "ended" or ending is not None:
+            counts[ending or "processing"] = rest
         meta = doc.get("metadata")
         tag = meta.get(TAG_KEY) if isinstance(meta, dict) else None
         created = doc.get("created_at")
@@ -151,6 +152,7 @@ class OpenAIBatches(BatchClient):
             created_at=float(created) if isinstance(created, (int, float)) else None,
             tag=tag if isinstance(tag, str) else None,
             failure=_failure(doc) if word == "failed" else None,
+            ending=ending,
             retry_after=retry_after,
             doc=doc,
         )
@@ -165,7 +167,7 @@ class OpenAIBatches(BatchClient):
                 async for line in self.lines(url):
                     yield self._item(line)
 
-    def failure_error(self, status: BatchStatus) -> Exception:
+    def failure_error(self, status: BatchStatus) -> ProviderError:
         """The error every item of a batch that failed as a whole gets."""
         errors = status.doc.get("errors")
         data = errors.get("data") if isinstance(errors, dict) else None
