@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._event_steps import (
+from ._core._event_steps import (
     BudgetWarning,
     CompactionFinished,
     CompactionStarted,
@@ -42,7 +42,7 @@ from ._event_steps import (
     ToolCallStarted,
     ToolSourceUnavailable,
 )
-from ._event_types import (
+from ._core._event_types import (
     AttemptEvent,
     AttemptFailed,
     AttemptPhase,
