@@ -39,6 +39,7 @@ from ..events import (
     CompactionStarted,
     Event,
     FallbackStarted,
+    Handlers,
     PacedWait,
     RetryScheduled,
     RunFinished,
@@ -80,7 +81,7 @@ failed attempt learns the wait that follows it from `RetryScheduled`): the durab
 rows as they finish through one of these, keyed by the index."""
 
 
-class AttemptLog:
+class AttemptLog(Handlers):
     """A subscriber that builds the attempt log from events, across any number of runs.
 
     Call it with each event (or `bus.subscribe(log)`); `frame()` gives the DataFrame. `on_row`
@@ -115,17 +116,6 @@ class AttemptLog:
         self._reasks: dict[str, int] = {}
 
     # -- public ---------------------------------------------------------------------------
-
-    def __call__(self, event: Event) -> None:
-        handler = _HANDLERS.get(type(event))
-        if handler is None:
-            for cls, fn in _HANDLERS.items():  # subclasses of the known events
-                if isinstance(event, cls):
-                    handler = fn
-                    break
-            else:
-                return
-        handler(self, event)
 
     def __len__(self) -> int:
         return len(self._cols[0])
@@ -355,12 +345,12 @@ class AttemptLog:
         self._cols[_MSG][idx] = _s(event.reason) or "held back by the shared rate limiter"
         self._finished(idx)
 
-    def _on_tool_started(self, event: ToolCallStarted) -> None:
+    def _on_tool_call_started(self, event: ToolCallStarted) -> None:
         idx = self._tool_row(event, event.time)
         self._cols[_TOOL][idx] = _tool_name(event.name, event.source)
         self._open_tools[(event.run_id, event.call_id)] = idx
 
-    def _on_tool_finished(self, event: ToolCallFinished) -> None:
+    def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
         idx = self._open_tools.pop((event.run_id, event.call_id), None)
         if idx is None:
             idx = self._tool_row(event, event.time - event.duration_s)
@@ -399,7 +389,7 @@ class AttemptLog:
         self._cols[_MSG][idx] = text
         self._finished(idx)
 
-    def _on_fallback(self, event: FallbackStarted) -> None:
+    def _on_fallback_started(self, event: FallbackStarted) -> None:
         idx = self._last_failed.get(event.run_id)
         if idx is not None and self._get(idx, _ACTION) != "fallback":
             self._set(idx, _ACTION, "fallback")
@@ -431,19 +421,3 @@ def _tool_name(name: str, source: str) -> str | None:
     if not name:
         return None
     return f"{source}:{name}" if source else name
-
-
-_HANDLERS: dict[type[Event], Any] = {
-    RunStarted: AttemptLog._on_run_started,
-    AttemptStarted: AttemptLog._on_attempt_started,
-    AttemptSucceeded: AttemptLog._on_attempt_succeeded,
-    AttemptFailed: AttemptLog._on_attempt_failed,
-    RetryScheduled: AttemptLog._on_retry_scheduled,
-    PacedWait: AttemptLog._on_paced_wait,
-    ToolCallStarted: AttemptLog._on_tool_started,
-    ToolCallFinished: AttemptLog._on_tool_finished,
-    CompactionStarted: AttemptLog._on_compaction_started,
-    CompactionFinished: AttemptLog._on_compaction_finished,
-    FallbackStarted: AttemptLog._on_fallback,
-    RunFinished: AttemptLog._on_run_finished,
-}
