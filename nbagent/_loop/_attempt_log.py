@@ -186,9 +186,6 @@ class AttemptLog(Handlers):
         self._cols[col][idx] = value
         self._version += 1
 
-    def _get(self, idx: int, col: int) -> Any:
-        return self._cols[col][idx]
-
     def _new_row(
         self,
         event: Event,
@@ -250,10 +247,29 @@ class AttemptLog(Handlers):
         if idx is None:
             # an end without its start: a row of its own, with no start time
             idx = self._attempt_row(event, _NAN)
-        elif event.model and not self._get(idx, _MODEL):
+        elif event.model and not self._cols[_MODEL][idx]:
             self._cols[_MODEL][idx] = event.model
         self._last[key] = idx
         return idx
+
+    def _failure(self, idx: int, event: AttemptFailed | RetryScheduled) -> None:
+        """What a failed attempt's row says of its error (the request's last failure, too)."""
+        cols = self._cols
+        cols[_KIND][idx] = _s(event.error)
+        cols[_STATUS][idx] = event.status_code
+        cols[_REQID][idx] = _s(event.request_id)
+        cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
+        cols[_MSG][idx] = _s(event.message)
+        if event.phase == "request":
+            self._last_failed[event.run_id] = idx
+
+    def _usage(self, idx: int, event: AttemptSucceeded | AttemptFailed) -> None:
+        cols = self._cols
+        cols[_IN][idx] = event.input_tokens
+        cols[_OUT][idx] = event.output_tokens
+        cols[_CREAD][idx] = event.cache_read_tokens
+        cols[_CWRITE][idx] = event.cache_write_tokens
+        cols[_COST][idx] = _f(event.cost_usd)
 
     # -- handlers -------------------------------------------------------------------------
 
@@ -278,12 +294,8 @@ class AttemptLog(Handlers):
         cols = self._cols
         cols[_TTFT][idx] = _f(event.ttft_s)
         cols[_REQID][idx] = _s(event.request_id)
-        cols[_IN][idx] = event.input_tokens
-        cols[_OUT][idx] = event.output_tokens
-        cols[_CREAD][idx] = event.cache_read_tokens
-        cols[_CWRITE][idx] = event.cache_write_tokens
-        cols[_COST][idx] = _f(event.cost_usd)
         cols[_STATUS][idx] = event.status_code
+        self._usage(idx, event)
         if event.message:
             cols[_MSG][idx] = event.message
         self._finished(idx)
@@ -291,43 +303,26 @@ class AttemptLog(Handlers):
     def _on_attempt_failed(self, event: AttemptFailed) -> None:
         idx = self._take_open(event)
         self._close(idx, event.time, "cancelled" if event.cancelled else "error", event.action)
-        cols = self._cols
-        cols[_TTFT][idx] = _f(event.ttft_s)
-        cols[_KIND][idx] = _s(event.error)
-        cols[_STATUS][idx] = event.status_code
-        cols[_RA][idx] = _f(event.retry_after_s)
-        cols[_REQID][idx] = _s(event.request_id)
-        cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
-        cols[_MSG][idx] = _s(event.message)
+        self._cols[_TTFT][idx] = _f(event.ttft_s)
+        self._cols[_RA][idx] = _f(event.retry_after_s)
+        self._failure(idx, event)
         if event.input_tokens is not None or event.output_tokens is not None:
             # an answer that arrived and was refused (reask, truncation) cost what it cost
-            cols[_IN][idx] = event.input_tokens
-            cols[_OUT][idx] = event.output_tokens
-            cols[_CREAD][idx] = event.cache_read_tokens
-            cols[_CWRITE][idx] = event.cache_write_tokens
-            cols[_COST][idx] = _f(event.cost_usd)
-        if event.phase == "request":
-            self._last_failed[event.run_id] = idx
-            if event.action == "reask":  # the next answer is the run's next reask
-                self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
+            self._usage(idx, event)
+        if event.phase == "request" and event.action == "reask":
+            # the next answer is the run's next reask
+            self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
         self._finished(idx)
 
     def _on_retry_scheduled(self, event: RetryScheduled) -> None:
         key = (event.run_id, event.phase)
         idx = self._last.get(key)
-        if idx is None or self._get(idx, _ATTEMPT) != event.attempt:
+        if idx is None or self._cols[_ATTEMPT][idx] != event.attempt:
             # a retry with no failed attempt before it: the event says enough for a row
             idx = self._attempt_row(event, _NAN)
             self._close(idx, event.time, "error", "retry")
-            cols = self._cols
-            cols[_KIND][idx] = _s(event.error)
-            cols[_STATUS][idx] = event.status_code
-            cols[_REQID][idx] = _s(event.request_id)
-            cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
-            cols[_MSG][idx] = _s(event.message)
+            self._failure(idx, event)
             self._last[key] = idx
-            if event.phase == "request":
-                self._last_failed[event.run_id] = idx
         cols = self._cols
         cols[_DELAY][idx] = float(event.delay_s)
         cols[_PDELAY][idx] = float(event.policy_delay_s)
@@ -377,7 +372,7 @@ class AttemptLog(Handlers):
         if pending is not None and pending[1]:
             # the compaction request(s) have rows of their own; label the last one
             idx = self._last.get((event.run_id, "compaction"))
-            if idx is not None and not self._get(idx, _MSG):
+            if idx is not None and not self._cols[_MSG][idx]:
                 self._set(idx, _MSG, text)
                 self._finished(idx)
             return
@@ -391,7 +386,7 @@ class AttemptLog(Handlers):
 
     def _on_fallback_started(self, event: FallbackStarted) -> None:
         idx = self._last_failed.get(event.run_id)
-        if idx is not None and self._get(idx, _ACTION) != "fallback":
+        if idx is not None and self._cols[_ACTION][idx] != "fallback":
             self._set(idx, _ACTION, "fallback")
             self._finished(idx)
 
