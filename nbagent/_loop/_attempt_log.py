@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._core._words import shortened
 from ..events import (
     AttemptEvent,
     AttemptFailed,
@@ -69,10 +70,6 @@ def _f(value: float | None) -> float:
 
 def _s(value: str | None) -> str | None:
     return value if value else None
-
-
-def _truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 RowSink = Callable[[int, dict[str, Any]], None]
@@ -354,7 +351,7 @@ class AttemptLog(Handlers):
         if event.is_error:
             self._close(idx, event.time, "error", "tool_result")
             cols[_KIND][idx] = _s(event.error) or "tool_error"
-            cols[_MSG][idx] = _s(_truncate(event.content))
+            cols[_MSG][idx] = _s(shortened(event.content, MESSAGE_LIMIT))
         else:
             self._close(idx, event.time, "ok", "none")
         self._finished(idx)
