@@ -30,9 +30,11 @@ What happens, in order, for one step of a run::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from typing import Any
 
-from ._event_steps import (
+from ._core._event_steps import (
     BudgetWarning,
     CompactionFinished,
     CompactionStarted,
@@ -42,7 +44,7 @@ from ._event_steps import (
     ToolCallStarted,
     ToolSourceUnavailable,
 )
-from ._event_types import (
+from ._core._event_types import (
     AttemptEvent,
     AttemptFailed,
     AttemptPhase,
@@ -79,6 +81,7 @@ __all__ = [
     "EventBus",
     "FailureAction",
     "FallbackStarted",
+    "Handlers",
     "MessageCommitted",
     "PacedWait",
     "RetryScheduled",
@@ -100,6 +103,38 @@ Subscriber = Callable[[Event], None]
 """Anything called with each event, in order, before the agent acts on it."""
 
 _everywhere: list[Subscriber] = []
+
+
+class Handlers:
+    """A subscriber made of methods, one per kind of event it reads.
+
+    Called with an event, it runs its method named for the event's class: `_on_retry_scheduled`
+    for a `RetryScheduled`, `_on_sdk_retry_scheduled` for an `SDKRetryScheduled`, or, where it
+    has none, the method of the nearest class the event derives from (`_on_retry_scheduled`).
+    An event it has no method for passes by. The attempt log, the widget and tracing are such
+    subscribers.
+    """
+
+    def __call__(self, event: Event) -> None:
+        key = (type(self), type(event))
+        if key not in _handlers:
+            _handlers[key] = _handler(*key)
+        handler = _handlers[key]
+        if handler is not None:
+            handler(self, event)
+
+
+_handlers: dict[tuple[type, type], Callable[[Any, Any], None] | None] = {}
+
+
+def _handler(owner: type, kind: type) -> Callable[[Any, Any], None] | None:
+    """The method of `owner` that handles events of class `kind`, or None."""
+    for cls in kind.__mro__:
+        words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", cls.__name__)
+        method = getattr(owner, f"_on_{words.lower()}", None)
+        if method is not None:
+            return method  # type: ignore[no-any-return]
+    return None
 
 
 def subscribe_everywhere(fn: Subscriber) -> Callable[[], None]:

@@ -19,10 +19,12 @@ from nbagent.events import (
     Event,
     EventBus,
     FallbackStarted,
+    Handlers,
     PacedWait,
     RetryScheduled,
     RunFinished,
     RunStarted,
+    SDKRetryScheduled,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -610,3 +612,44 @@ def test_run_ids_of_every_shape_come_back_as_given():
     assert [None if pd.isna(v) else v for v in log.frame()["run_id"]] == [*ids, None]
     assert list(log.frame(release=True)["run_id"].iloc[:2]) == ["tag-7", "tag-0"]
     assert len(log) == 0  # released: the log is empty after
+
+
+def test_handlers_find_the_method_named_for_the_event_or_its_nearest_base() -> None:
+    seen: list[str] = []
+
+    class Waits(Handlers):
+        def _on_retry_scheduled(self, event: RetryScheduled) -> None:
+            seen.append(f"retry {type(event).__name__}")
+
+        def _on_tool_call_started(self, event: ToolCallStarted) -> None:
+            seen.append(f"tool {event.name}")
+
+    class SDKWaits(Waits):
+        def _on_sdk_retry_scheduled(self, event: SDKRetryScheduled) -> None:
+            seen.append("sdk")
+
+    wait = RetryScheduled(
+        phase="request",
+        attempt=1,
+        next_attempt=2,
+        max_attempts=4,
+        model="demo",
+        delay_s=1.0,
+        policy_delay_s=1.0,
+        error="RateLimited",
+        message="429",
+    )
+    sdk = SDKRetryScheduled(**vars(wait), sdk="anthropic")
+    for subscriber in (Waits(), SDKWaits()):
+        subscriber(wait)
+        subscriber(sdk)
+        subscriber(ToolCallStarted(call_id="c", name="add"))
+        subscriber(TextDelta(attempt=1, text="hi"))  # no method: passes by
+    assert seen == [
+        "retry RetryScheduled",
+        "retry SDKRetryScheduled",
+        "tool add",
+        "retry RetryScheduled",
+        "sdk",
+        "tool add",
+    ]

@@ -39,7 +39,10 @@ from ..errors import (
     ProviderError,
     classify,
 )
-from ..events import (
+from ._budget import Usage
+from ._clock import Clock, RealClock
+from ._decision import AttemptState, Decision, Failure, OnRetry, Policy, Table, decide
+from ._event_types import (
     AttemptFailed,
     AttemptPhase,
     AttemptStarted,
@@ -48,9 +51,6 @@ from ..events import (
     PacedWait,
     RetryScheduled,
 )
-from ._budget import Usage
-from ._clock import Clock, RealClock
-from ._decision import AttemptState, Decision, Failure, OnRetry, Policy, Table, decide
 from ._pacing import Pacer, PaceRequest
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from ..events import Event
+from ._event_types import Event
 
 __all__ = ["LiveView", "Presenter", "presenter", "set_presenter"]
 

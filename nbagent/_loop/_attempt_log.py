@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._core._words import shortened
 from ..events import (
     AttemptEvent,
     AttemptFailed,
@@ -39,6 +40,7 @@ from ..events import (
     CompactionStarted,
     Event,
     FallbackStarted,
+    Handlers,
     PacedWait,
     RetryScheduled,
     RunFinished,
@@ -70,17 +72,13 @@ def _s(value: str | None) -> str | None:
     return value if value else None
 
 
-def _truncate(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 RowSink = Callable[[int, dict[str, Any]], None]
 """Told `(index, row)` each time a row ends, and again if an ended row is completed later (a
 failed attempt learns the wait that follows it from `RetryScheduled`): the durable log writes
 rows as they finish through one of these, keyed by the index."""
 
 
-class AttemptLog:
+class AttemptLog(Handlers):
     """A subscriber that builds the attempt log from events, across any number of runs.
 
     Call it with each event (or `bus.subscribe(log)`); `frame()` gives the DataFrame. `on_row`
@@ -115,17 +113,6 @@ class AttemptLog:
         self._reasks: dict[str, int] = {}
 
     # -- public ---------------------------------------------------------------------------
-
-    def __call__(self, event: Event) -> None:
-        handler = _HANDLERS.get(type(event))
-        if handler is None:
-            for cls, fn in _HANDLERS.items():  # subclasses of the known events
-                if isinstance(event, cls):
-                    handler = fn
-                    break
-            else:
-                return
-        handler(self, event)
 
     def __len__(self) -> int:
         return len(self._cols[0])
@@ -196,9 +183,6 @@ class AttemptLog:
         self._cols[col][idx] = value
         self._version += 1
 
-    def _get(self, idx: int, col: int) -> Any:
-        return self._cols[col][idx]
-
     def _new_row(
         self,
         event: Event,
@@ -260,10 +244,29 @@ class AttemptLog:
         if idx is None:
             # an end without its start: a row of its own, with no start time
             idx = self._attempt_row(event, _NAN)
-        elif event.model and not self._get(idx, _MODEL):
+        elif event.model and not self._cols[_MODEL][idx]:
             self._cols[_MODEL][idx] = event.model
         self._last[key] = idx
         return idx
+
+    def _failure(self, idx: int, event: AttemptFailed | RetryScheduled) -> None:
+        """What a failed attempt's row says of its error (the request's last failure, too)."""
+        cols = self._cols
+        cols[_KIND][idx] = _s(event.error)
+        cols[_STATUS][idx] = event.status_code
+        cols[_REQID][idx] = _s(event.request_id)
+        cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
+        cols[_MSG][idx] = _s(event.message)
+        if event.phase == "request":
+            self._last_failed[event.run_id] = idx
+
+    def _usage(self, idx: int, event: AttemptSucceeded | AttemptFailed) -> None:
+        cols = self._cols
+        cols[_IN][idx] = event.input_tokens
+        cols[_OUT][idx] = event.output_tokens
+        cols[_CREAD][idx] = event.cache_read_tokens
+        cols[_CWRITE][idx] = event.cache_write_tokens
+        cols[_COST][idx] = _f(event.cost_usd)
 
     # -- handlers -------------------------------------------------------------------------
 
@@ -288,12 +291,8 @@ class AttemptLog:
         cols = self._cols
         cols[_TTFT][idx] = _f(event.ttft_s)
         cols[_REQID][idx] = _s(event.request_id)
-        cols[_IN][idx] = event.input_tokens
-        cols[_OUT][idx] = event.output_tokens
-        cols[_CREAD][idx] = event.cache_read_tokens
-        cols[_CWRITE][idx] = event.cache_write_tokens
-        cols[_COST][idx] = _f(event.cost_usd)
         cols[_STATUS][idx] = event.status_code
+        self._usage(idx, event)
         if event.message:
             cols[_MSG][idx] = event.message
         self._finished(idx)
@@ -301,43 +300,26 @@ class AttemptLog:
     def _on_attempt_failed(self, event: AttemptFailed) -> None:
         idx = self._take_open(event)
         self._close(idx, event.time, "cancelled" if event.cancelled else "error", event.action)
-        cols = self._cols
-        cols[_TTFT][idx] = _f(event.ttft_s)
-        cols[_KIND][idx] = _s(event.error)
-        cols[_STATUS][idx] = event.status_code
-        cols[_RA][idx] = _f(event.retry_after_s)
-        cols[_REQID][idx] = _s(event.request_id)
-        cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
-        cols[_MSG][idx] = _s(event.message)
+        self._cols[_TTFT][idx] = _f(event.ttft_s)
+        self._cols[_RA][idx] = _f(event.retry_after_s)
+        self._failure(idx, event)
         if event.input_tokens is not None or event.output_tokens is not None:
             # an answer that arrived and was refused (reask, truncation) cost what it cost
-            cols[_IN][idx] = event.input_tokens
-            cols[_OUT][idx] = event.output_tokens
-            cols[_CREAD][idx] = event.cache_read_tokens
-            cols[_CWRITE][idx] = event.cache_write_tokens
-            cols[_COST][idx] = _f(event.cost_usd)
-        if event.phase == "request":
-            self._last_failed[event.run_id] = idx
-            if event.action == "reask":  # the next answer is the run's next reask
-                self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
+            self._usage(idx, event)
+        if event.phase == "request" and event.action == "reask":
+            # the next answer is the run's next reask
+            self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
         self._finished(idx)
 
     def _on_retry_scheduled(self, event: RetryScheduled) -> None:
         key = (event.run_id, event.phase)
         idx = self._last.get(key)
-        if idx is None or self._get(idx, _ATTEMPT) != event.attempt:
+        if idx is None or self._cols[_ATTEMPT][idx] != event.attempt:
             # a retry with no failed attempt before it: the event says enough for a row
             idx = self._attempt_row(event, _NAN)
             self._close(idx, event.time, "error", "retry")
-            cols = self._cols
-            cols[_KIND][idx] = _s(event.error)
-            cols[_STATUS][idx] = event.status_code
-            cols[_REQID][idx] = _s(event.request_id)
-            cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
-            cols[_MSG][idx] = _s(event.message)
+            self._failure(idx, event)
             self._last[key] = idx
-            if event.phase == "request":
-                self._last_failed[event.run_id] = idx
         cols = self._cols
         cols[_DELAY][idx] = float(event.delay_s)
         cols[_PDELAY][idx] = float(event.policy_delay_s)
@@ -355,12 +337,12 @@ class AttemptLog:
         self._cols[_MSG][idx] = _s(event.reason) or "held back by the shared rate limiter"
         self._finished(idx)
 
-    def _on_tool_started(self, event: ToolCallStarted) -> None:
+    def _on_tool_call_started(self, event: ToolCallStarted) -> None:
         idx = self._tool_row(event, event.time)
         self._cols[_TOOL][idx] = _tool_name(event.name, event.source)
         self._open_tools[(event.run_id, event.call_id)] = idx
 
-    def _on_tool_finished(self, event: ToolCallFinished) -> None:
+    def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
         idx = self._open_tools.pop((event.run_id, event.call_id), None)
         if idx is None:
             idx = self._tool_row(event, event.time - event.duration_s)
@@ -369,7 +351,7 @@ class AttemptLog:
         if event.is_error:
             self._close(idx, event.time, "error", "tool_result")
             cols[_KIND][idx] = _s(event.error) or "tool_error"
-            cols[_MSG][idx] = _s(_truncate(event.content))
+            cols[_MSG][idx] = _s(shortened(event.content, MESSAGE_LIMIT))
         else:
             self._close(idx, event.time, "ok", "none")
         self._finished(idx)
@@ -387,7 +369,7 @@ class AttemptLog:
         if pending is not None and pending[1]:
             # the compaction request(s) have rows of their own; label the last one
             idx = self._last.get((event.run_id, "compaction"))
-            if idx is not None and not self._get(idx, _MSG):
+            if idx is not None and not self._cols[_MSG][idx]:
                 self._set(idx, _MSG, text)
                 self._finished(idx)
             return
@@ -399,9 +381,9 @@ class AttemptLog:
         self._cols[_MSG][idx] = text
         self._finished(idx)
 
-    def _on_fallback(self, event: FallbackStarted) -> None:
+    def _on_fallback_started(self, event: FallbackStarted) -> None:
         idx = self._last_failed.get(event.run_id)
-        if idx is not None and self._get(idx, _ACTION) != "fallback":
+        if idx is not None and self._cols[_ACTION][idx] != "fallback":
             self._set(idx, _ACTION, "fallback")
             self._finished(idx)
 
@@ -431,19 +413,3 @@ def _tool_name(name: str, source: str) -> str | None:
     if not name:
         return None
     return f"{source}:{name}" if source else name
-
-
-_HANDLERS: dict[type[Event], Any] = {
-    RunStarted: AttemptLog._on_run_started,
-    AttemptStarted: AttemptLog._on_attempt_started,
-    AttemptSucceeded: AttemptLog._on_attempt_succeeded,
-    AttemptFailed: AttemptLog._on_attempt_failed,
-    RetryScheduled: AttemptLog._on_retry_scheduled,
-    PacedWait: AttemptLog._on_paced_wait,
-    ToolCallStarted: AttemptLog._on_tool_started,
-    ToolCallFinished: AttemptLog._on_tool_finished,
-    CompactionStarted: AttemptLog._on_compaction_started,
-    CompactionFinished: AttemptLog._on_compaction_finished,
-    FallbackStarted: AttemptLog._on_fallback,
-    RunFinished: AttemptLog._on_run_finished,
-}

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._core._messages import Message, TextBlock, ToolUseBlock
+from .._core._words import shortened
 from ..errors import ConfigError, OutputInvalid, OutputIssue
 from ._schema import _inline_refs
 
@@ -322,7 +323,9 @@ class OutputSchema:
             errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
             if errors:
                 issues = [
-                    OutputIssue(".".join(str(p) for p in e.absolute_path), _short(e.message))
+                    OutputIssue(
+                        ".".join(str(p) for p in e.absolute_path), shortened(e.message, 300)
+                    )
                     for e in errors
                 ]
                 raise OutputInvalid(_capped(issues), raw)
@@ -423,12 +426,7 @@ def _joined(head: str, path: str) -> str:
 
 
 def _sentence(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return _short(text)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shortened(str(exc).strip() or type(exc).__name__, 300)
 
 
 _TAKES = (

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._core._words import shortened
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -298,8 +299,7 @@ def _path(parts: Iterable[Any]) -> str:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shortened(repr(value), limit)
 
 
 def _kind(value: Any) -> str:
@@ -368,7 +368,7 @@ def _render(error: ValidationError) -> str:
     }
     if kw in simple:
         return simple[str(kw)]
-    message = error.message if len(error.message) <= 200 else error.message[:199] + "…"
+    message = shortened(error.message, 200)
     return f"{at}: {message}"
 
 

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from .._core._messages import ToolResultBlock
+from .._core._words import shortened
 from ..errors import Action, ConfigError, classify
 from ..events import Event, ToolCallFinished, ToolCallStarted
 from ..providers._base import ToolSpec
@@ -117,7 +118,7 @@ class Toolbox:
     def _precheck(self, call: ToolCall) -> ToolOutcome | None:
         """Failures found before anything runs."""
         if call.raw_input is not None:
-            snippet = call.raw_input if len(call.raw_input) <= 200 else call.raw_input[:200] + "…"
+            snippet = shortened(call.raw_input, 201)
             why = (
                 "were cut off because the reply hit max_tokens"
                 if call.truncated

@@ -31,6 +31,7 @@ from ..events import (
     CompactionStarted,
     Event,
     FallbackStarted,
+    Handlers,
     MessageCommitted,
     PacedWait,
     RetryScheduled,
@@ -70,7 +71,7 @@ _STRATEGY_WORDS = {
 }
 
 
-class TimelineState:
+class TimelineState(Handlers):
     """Maps events to the widget's state; call it with each event, read `snapshot()`.
 
     `wall` is the wall clock (injectable for tests); it only serves `clock_offset`.
@@ -128,9 +129,7 @@ class TimelineState:
         self._clock_offset = self._wall() - t
         if not isinstance(event, (RetryScheduled, PacedWait, BudgetWarning)):
             self._waits.stop_countdown()
-        handler = _HANDLERS.get(type(event))
-        if handler is not None:
-            handler(self, event)
+        super().__call__(event)
         self._announcer.heard(event)
 
     # -- the snapshot ---------------------------------------------------------------------
@@ -248,7 +247,7 @@ class TimelineState:
         else:
             self._set_status(f"{label}: retrying in {delay} {step}", "wait")
 
-    def _on_sdk_retry(self, event: SDKRetryScheduled) -> None:
+    def _on_sdk_retry_scheduled(self, event: SDKRetryScheduled) -> None:
         # A watched SDK (nbagent.watch) waits, not the agent: say whose wait it is and why.
         self._waits.retry(event, lane(event.phase))
         why = "server's Retry-After" if event.retry_after_s is not None else "its own backoff"
@@ -313,13 +312,13 @@ class TimelineState:
         else:
             self._set_status(f"compaction failed: {event.message}".rstrip(": "), "error")
 
-    def _on_tool_started(self, event: ToolCallStarted) -> None:
+    def _on_tool_call_started(self, event: ToolCallStarted) -> None:
         self._run(event)
         self._talk.tool_names[event.call_id] = event.name
         self._bars.tool_started(event)
         self._tool_status()
 
-    def _on_tool_finished(self, event: ToolCallFinished) -> None:
+    def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
         self._bars.tool_finished(event)
         if self._bars.tools:
             self._tool_status()
@@ -334,14 +333,14 @@ class TimelineState:
         noun = "tool" if len(names) == 1 else "tools"
         self._set_status(f"running {noun} {', '.join(names)}", "running")
 
-    def _on_message(self, event: MessageCommitted) -> None:
+    def _on_message_committed(self, event: MessageCommitted) -> None:
         self._talk.commit(event.run_id, event.index, event.message)
 
-    def _on_tool_delta(self, event: ToolCallDelta) -> None:
+    def _on_tool_call_delta(self, event: ToolCallDelta) -> None:
         if self._talk.tool_delta(event.index, event.name, event.arguments):
             self._set_status(f"model is calling {event.name}", "running")
 
-    def _on_fallback(self, event: FallbackStarted) -> None:
+    def _on_fallback_started(self, event: FallbackStarted) -> None:
         self._fallbacks.append(
             {
                 "run_id": event.run_id,
@@ -359,7 +358,7 @@ class TimelineState:
             "wait",
         )
 
-    def _on_source_unavailable(self, event: ToolSourceUnavailable) -> None:
+    def _on_tool_source_unavailable(self, event: ToolSourceUnavailable) -> None:
         text = f"tool source {event.source} is unavailable: {event.reason}"
         self._warnings.append({"run_id": event.run_id, "time": num(event.time), "text": text})
         self._set_status(text, "running")
@@ -411,24 +410,3 @@ class TimelineState:
             fallbacks=sum(1 for f in self._fallbacks if f["run_id"] == rid),
             call_requests=requests,
         )
-
-
-_HANDLERS: dict[type[Event], Callable[[TimelineState, Any], None]] = {
-    RunStarted: TimelineState._on_run_started,
-    AttemptStarted: TimelineState._on_attempt_started,
-    AttemptSucceeded: TimelineState._on_attempt_succeeded,
-    AttemptFailed: TimelineState._on_attempt_failed,
-    RetryScheduled: TimelineState._on_retry_scheduled,
-    SDKRetryScheduled: TimelineState._on_sdk_retry,
-    PacedWait: TimelineState._on_paced_wait,
-    CompactionStarted: TimelineState._on_compaction_started,
-    CompactionFinished: TimelineState._on_compaction_finished,
-    ToolCallStarted: TimelineState._on_tool_started,
-    ToolCallFinished: TimelineState._on_tool_finished,
-    MessageCommitted: TimelineState._on_message,
-    ToolCallDelta: TimelineState._on_tool_delta,
-    FallbackStarted: TimelineState._on_fallback,
-    BudgetWarning: TimelineState._on_budget_warning,
-    ToolSourceUnavailable: TimelineState._on_source_unavailable,
-    RunFinished: TimelineState._on_run_finished,
-}

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,11 +41,11 @@ from ..events import (
     CompactionStarted,
     Event,
     FallbackStarted,
+    Handlers,
     PacedWait,
     RetryScheduled,
     RunFinished,
     RunStarted,
-    SDKRetryScheduled,
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
@@ -83,7 +82,7 @@ class _Run:
         return self.offset_ns + round(t * 1e9)
 
 
-class SpanRecorder:
+class SpanRecorder(Handlers):
     """A process-wide event subscriber (`subscribe_everywhere`) that turns runs into spans."""
 
     def __init__(self, tracer: Tracer, *, capture_content: bool = False) -> None:
@@ -94,11 +93,8 @@ class SpanRecorder:
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
-        handler = _HANDLERS.get(type(event))
-        if handler is None:
-            return
         with self._lock:
-            handler(self, event)
+            super().__call__(event)
 
     def close(self) -> None:
         """End every span still open (tracing was turned off mid-run), at the current time."""
@@ -206,13 +202,13 @@ class SpanRecorder:
             att.span.set_attribute(S.MESSAGE, "no end event before the next attempt started")
             att.span.end(run.ns(t))
 
-    def _on_text(self, e: TextDelta) -> None:
+    def _on_text_delta(self, e: TextDelta) -> None:
         if self.capture_content:
             att = self._current(e.run_id, "request")
             if att is not None:
                 att.text.append(e.text)
 
-    def _on_tool_delta(self, e: ToolCallDelta) -> None:
+    def _on_tool_call_delta(self, e: ToolCallDelta) -> None:
         if self.capture_content:
             att = self._current(e.run_id, "request")
             if att is not None:
@@ -283,7 +279,7 @@ class SpanRecorder:
         del run.attempts[e.phase]
         span.end(run.ns(e.time))
 
-    def _on_retry(self, e: RetryScheduled) -> None:
+    def _on_retry_scheduled(self, e: RetryScheduled) -> None:
         run = self._runs.get(e.run_id)
         if run is None:
             return
@@ -310,7 +306,7 @@ class SpanRecorder:
         del run.attempts[e.phase]
         span.end(att.failed_at)
 
-    def _on_paced(self, e: PacedWait) -> None:
+    def _on_paced_wait(self, e: PacedWait) -> None:
         run = self._runs.get(e.run_id)
         if run is None:
             return
@@ -321,7 +317,7 @@ class SpanRecorder:
 
     # -- tools ------------------------------------------------------------------------------------
 
-    def _on_tool_started(self, e: ToolCallStarted) -> None:
+    def _on_tool_call_started(self, e: ToolCallStarted) -> None:
         run = self._runs.get(e.run_id)
         if run is None:
             return
@@ -342,7 +338,7 @@ class SpanRecorder:
             attrs[S.TOOL_SOURCE] = source
         return self._child(run, f"{S.EXECUTE_TOOL} {name}", SpanKind.INTERNAL, t, attrs)
 
-    def _on_tool_finished(self, e: ToolCallFinished) -> None:
+    def _on_tool_call_finished(self, e: ToolCallFinished) -> None:
         run = self._runs.get(e.run_id)
         if run is None:
             return
@@ -381,11 +377,11 @@ class SpanRecorder:
             attrs[S.MESSAGE] = e.message
         self._run_event(e, S.EV_COMPACTION_FINISHED, attrs)
 
-    def _on_fallback(self, e: FallbackStarted) -> None:
+    def _on_fallback_started(self, e: FallbackStarted) -> None:
         attrs = {S.FROM_MODEL: e.from_model, S.TO_MODEL: e.to_model, S.ERROR_TYPE: e.error}
         self._run_event(e, S.EV_FALLBACK, attrs)
 
-    def _on_budget(self, e: BudgetWarning) -> None:
+    def _on_budget_warning(self, e: BudgetWarning) -> None:
         attrs = {
             S.BUDGET_LIMIT: e.limit,
             S.BUDGET_ACTUAL: float(e.actual),
@@ -393,7 +389,7 @@ class SpanRecorder:
         }
         self._run_event(e, S.EV_BUDGET, attrs)
 
-    def _on_unavailable(self, e: ToolSourceUnavailable) -> None:
+    def _on_tool_source_unavailable(self, e: ToolSourceUnavailable) -> None:
         self._run_event(e, S.EV_TOOLS_UNAVAILABLE, {S.TOOL_SOURCE: e.source, S.REASON: e.reason})
 
 
@@ -431,24 +427,3 @@ def _messages(role: str, parts: list[dict[str, Any]], finish_reason: str | None 
     if finish_reason is not None:
         message["finish_reason"] = finish_reason
     return json.dumps([message])
-
-
-_HANDLERS: dict[type[Event], Callable[[SpanRecorder, Any], None]] = {
-    RunStarted: SpanRecorder._on_run_started,
-    RunFinished: SpanRecorder._on_run_finished,
-    AttemptStarted: SpanRecorder._on_attempt_started,
-    AttemptSucceeded: SpanRecorder._on_attempt_succeeded,
-    AttemptFailed: SpanRecorder._on_attempt_failed,
-    RetryScheduled: SpanRecorder._on_retry,
-    SDKRetryScheduled: SpanRecorder._on_retry,  # a watched SDK's wait (nbagent.watch)
-    PacedWait: SpanRecorder._on_paced,
-    TextDelta: SpanRecorder._on_text,
-    ToolCallDelta: SpanRecorder._on_tool_delta,
-    ToolCallStarted: SpanRecorder._on_tool_started,
-    ToolCallFinished: SpanRecorder._on_tool_finished,
-    CompactionStarted: SpanRecorder._on_compaction_started,
-    CompactionFinished: SpanRecorder._on_compaction_finished,
-    FallbackStarted: SpanRecorder._on_fallback,
-    BudgetWarning: SpanRecorder._on_budget,
-    ToolSourceUnavailable: SpanRecorder._on_unavailable,
-}

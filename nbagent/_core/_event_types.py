@@ -5,10 +5,9 @@ and delivers them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:  # type names only: the core's modules import this one
-    from ._core._budget import Usage
+from ._budget import Usage
 
 __all__ = [
     "AttemptEvent",

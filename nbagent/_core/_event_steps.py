@@ -5,12 +5,10 @@ messages, fallback and budget warnings (`nbagent.events` re-exports them).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._event_types import BudgetLimit, CompactionReason, Event
-
-if TYPE_CHECKING:  # type names only: the core's modules import this one
-    from ._core._messages import Message
+from ._messages import Message
 
 __all__ = [
     "BudgetWarning",
