@@ -24,13 +24,13 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import Dialect, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
-from ._output_wire import Dialect, add_openai_output
+from ._output_wire import add_openai_output
 from ._parts import PartBuffer, decode_arguments
 from ._whole_body import NotAnAnswer, WholeEvents
 
@@ -269,11 +269,20 @@ class OpenAIProvider(HTTPProvider):
         default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
         default_name: "openai", in model strings and the attempt log (or the name given).
         batch_endpoint: "/v1/chat/completions", the `url` each item of a batch names.
+        stream_markers: What the events that end its answers hold (for a watcher).
     """
 
     default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
+    stream_markers = (
+        b"[DONE]",
+        b'"finish_reason":"',
+        b'"finish_reason": "',
+        b'"usage":{',
+        b'"usage": {',
+        b'"error"',
+    )
 
     @property
     def url(self) -> str:
@@ -339,14 +348,18 @@ class OpenAIProvider(HTTPProvider):
             chunk["choices"] = [streamed]
         return [("", chunk), ("", "[DONE]")]
 
-    def batch_api(self) -> type[OpenAIBatches] | None:
+    @classmethod
+    def batch_api(cls, name: str) -> type[OpenAIBatches] | None:
         """The batch API: OpenAI's, at OpenAI only (OpenRouter, Ollama and local servers speak
         the format without it).
+
+        Args:
+            name: The provider's name.
 
         Returns:
             `OpenAIBatches` for the provider named "openai", else None.
         """
-        return OpenAIBatches if self.name == self.default_name else None
+        return OpenAIBatches if name == cls.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Chat Completions answer, read from its chunks.

@@ -42,13 +42,21 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import (
+    Completed,
+    Dialect,
+    ModelRequest,
+    StreamPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
-from ._output_wire import Dialect, add_responses_output
+from ._output_wire import add_responses_output
 from ._parts import PartBuffer, decode_arguments
 from ._whole_body import WholeEvents
 
@@ -197,11 +205,13 @@ class ResponsesProvider(HTTPProvider):
         default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
         default_name: "openai-responses", in model strings and the attempt log.
         batch_endpoint: "/v1/responses", the `url` each item of a batch names.
+        stream_markers: What the events that end its answers hold (for a watcher).
     """
 
     default_base_url = "https://api.openai.com/v1"
     default_name = RESPONSES
     batch_endpoint = "/v1/responses"
+    stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
 
     @property
     def url(self) -> str:
@@ -237,13 +247,17 @@ class ResponsesProvider(HTTPProvider):
         kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
         return [(kind, {"type": kind, "response": response})]
 
-    def batch_api(self) -> type[OpenAIBatches] | None:
+    @classmethod
+    def batch_api(cls, name: str) -> type[OpenAIBatches] | None:
         """The batch API: OpenAI's, at OpenAI only.
+
+        Args:
+            name: The provider's name.
 
         Returns:
             `OpenAIBatches` for the provider named "openai-responses", else None.
         """
-        return OpenAIBatches if self.name == self.default_name else None
+        return OpenAIBatches if name == cls.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Responses answer, read from its events.
