@@ -21,7 +21,13 @@ import httpx
 from ..errors import ConfigError
 from ._limits import Limits
 
-__all__ = ["LoopClients", "check_api_key", "check_base_url"]
+__all__ = ["LoopClients", "at_openai", "check_api_key", "check_base_url"]
+
+
+def at_openai(base_url: str) -> bool:
+    """Whether `base_url` is OpenAI's own API (api.openai.com), not another server speaking
+    its formats: what its field names and strict schemas are decided by."""
+    return (urlsplit(base_url).hostname or "").lower() == "api.openai.com"
 
 
 def check_base_url(base_url: str, *, what: str = "base_url") -> str:

@@ -12,7 +12,6 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from .._core._messages import (
     Block,
@@ -25,6 +24,7 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered
 from ._base import Dialect, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
@@ -52,7 +52,6 @@ _FINISH = {
     "eos": "end_turn",
 }
 _RESERVED = frozenset({"model", "messages", "tools", "stream"})
-OPENAI_HOST = "api.openai.com"
 
 
 def filtered_categories(results: Any) -> set[str]:
@@ -80,8 +79,7 @@ def max_tokens_key(base_url: str) -> str:
     other and generate until its context is full: `Agent("openai:...", base_url=<local
     server>)` talks to such a server, so its cap goes in `max_tokens`.
     """
-    host = (urlsplit(base_url).hostname or "").lower()
-    return "max_completion_tokens" if host == OPENAI_HOST else "max_tokens"
+    return "max_completion_tokens" if at_openai(base_url) else "max_tokens"
 
 
 # -- serialisation ---------------------------------------------------------------------------
@@ -293,8 +291,7 @@ class OpenAIProvider(HTTPProvider):
     def output_dialect(self) -> Dialect:
         """OpenAI's own API takes strict schemas; any other server speaking the format is asked
         with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
-        host = (urlsplit(self.base_url).hostname or "").lower()
-        return "openai" if host == OPENAI_HOST else "openai-compatible"
+        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).

@@ -29,7 +29,6 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from .._core._messages import (
     Block,
@@ -51,6 +50,7 @@ from ._base import (
     ThinkingPart,
     ToolCallPart,
 )
+from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._http_errors import error_from_payload
@@ -221,8 +221,7 @@ class ResponsesProvider(HTTPProvider):
     @property
     def output_dialect(self) -> Dialect:
         """Strict schemas for OpenAI's own API, the schema as it is elsewhere."""
-        host = (urlsplit(self.base_url).hostname or "").lower()
-        return "openai" if host == "api.openai.com" else "openai-compatible"
+        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (the Responses API).
