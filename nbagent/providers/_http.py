@@ -19,7 +19,6 @@ Failures come out typed:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
@@ -31,7 +30,7 @@ import httpx
 
 from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
 from ._base import ModelRequest, StreamPart
-from ._client import LoopClients, check_api_key, check_base_url
+from ._client import LoopClients, check_api_key, check_base_url, key_fingerprint
 from ._event_stream import EventStream
 from ._http_errors import error_from_response, redact, request_id_from
 from ._limits import (
@@ -160,8 +159,7 @@ class HTTPProvider(StreamEnds, WireFormat):
     def rate_key(self) -> tuple[str, str, str]:
         """(provider, endpoint, a fingerprint of the key): requests that share a provider's
         rate limit share this, so they can share one client-side limiter. Never the key."""
-        fp = hashlib.sha256(self._api_key.encode()).hexdigest()[:12] if self._api_key else ""
-        return (self.name, self.base_url, fp)
+        return (self.name, self.base_url, key_fingerprint(self._api_key))
 
     @property
     def _secrets(self) -> tuple[str, ...]:
