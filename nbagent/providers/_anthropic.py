@@ -39,7 +39,6 @@ from ._anthropic_events import ANTHROPIC, MessageReading
 from ._base import Dialect, ModelRequest, StreamPart
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
 
@@ -294,7 +293,7 @@ class AnthropicProvider(HTTPProvider):
                     if kind == "error" or event.event == "error":
                         for part in buf.take():  # what came before the error, for the record
                             yield part
-                        raise error_from_payload(self.name, data, es.headers, secrets=self._secrets)
+                        raise self._error_event(data, es)
                     if kind == "message_stop":
                         st.finished = True
                         break

@@ -43,7 +43,6 @@ from ._event_stream import Events
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._parts import PartBuffer
 from ._pricing import context_window
@@ -250,9 +249,7 @@ class GeminiProvider(HTTPProvider):
                     if data.get("error"):
                         for part in buf.take():  # what came before the error, for the record
                             yield part
-                        raise error_from_payload(
-                            self.name, data, es.headers, secrets=self._secrets, model=self.model
-                        )
+                        raise self._error_event(data, es)
                     self._read(data, state, buf, es)
                 for part in buf.take():
                     yield part

@@ -27,7 +27,6 @@ from ._base import Dialect, ModelRequest, StreamPart, TextPart, ThinkingPart, To
 from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
@@ -388,9 +387,7 @@ class OpenAIProvider(HTTPProvider):
                         payload = data if "error" in data else {"error": data}
                         for part in buf.take():  # what came before the error, for the record
                             yield part
-                        raise error_from_payload(
-                            self.name, payload, es.headers, secrets=self._secrets
-                        )
+                        raise self._error_event(payload, es)
                     st.head(data)
                     flagged |= filtered_categories(data.get("prompt_filter_results"))
                     choices = data.get("choices")

@@ -53,7 +53,6 @@ from ._base import (
 from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_responses_output
@@ -301,14 +300,7 @@ class ResponsesProvider(HTTPProvider):
             fallback = "the response failed (response.failed)"
         else:
             payload, fallback = data, "the provider sent an error event mid-stream"
-        return error_from_payload(
-            self.name,
-            payload,
-            es.headers,
-            secrets=self._secrets,
-            model=self.model,
-            fallback_message=fallback,
-        )
+        return self._error_event(payload, es, fallback_message=fallback)
 
     def _read(self, kind: str, data: dict[str, Any], state: _State, buf: PartBuffer) -> None:
         index = json_int(data.get("output_index"))
