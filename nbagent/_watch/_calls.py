@@ -45,7 +45,6 @@ from ..events import (
     SDKRetryScheduled,
     Stamp,
 )
-from ..providers._pricing import estimate_cost
 from ._amplification import Amplification, Who, warn
 from ._reading import Ending, ReplyReader, RequestFacts, read_request, transport_failure
 from ._sdk import SdkRules
@@ -314,37 +313,34 @@ class CallLog:
         self._warn()
 
     def _succeeded(self, a: _Attempt, e: Ending, t: float) -> None:
-        call, f = a.call, a.facts
-        usage = Usage(
-            input_tokens=e.input_tokens or 0,
-            output_tokens=e.output_tokens or 0,
-            cache_read_tokens=e.cache_read_tokens or 0,
-            cache_write_tokens=e.cache_write_tokens or 0,
-            requests=1,
-        )
-        cost = None
-        if e.input_tokens is not None or e.output_tokens is not None:
-            cost = estimate_cost(f.provider, f.model, usage)
-        call.usage = call.usage + usage.with_cost(cost)
+        call, done = a.call, e.completed
+        said: dict[str, Any] = {}  # what the provider's reader read (nothing: no known format)
+        usage = Usage(requests=1)
+        if done is not None:
+            usage = done.usage
+            said = {
+                "response_id": done.response_id,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "cost_usd": usage.cost_usd,
+                "stop_reason": done.stop_reason,
+            }
+        call.usage = call.usage + usage
         self.nbagent_actions[(call.run_id, a.n)] = "none"
         self._emit(
             AttemptSucceeded(
-                **self._labels(a.n, f.model),
+                **self._labels(a.n, a.facts.model),
+                **said,
                 request_id=e.request_id,
-                response_id=e.response_id,
                 ttft_s=a.ttft,
-                input_tokens=e.input_tokens,
-                output_tokens=e.output_tokens,
-                cache_read_tokens=e.cache_read_tokens,
-                cache_write_tokens=e.cache_write_tokens,
-                cost_usd=cost,
-                stop_reason=e.stop_reason,
                 status_code=a.status,
             ),
             call.run_id,
             t,
         )
-        self._finish(call, t, e.stop_reason or "end_turn", "", "")
+        self._finish(call, t, said.get("stop_reason", "end_turn"), "", "")
 
     def _failed(self, a: _Attempt, e: Ending, cancelled: bool, t: float) -> None:
         call, f, err = a.call, a.facts, e.error

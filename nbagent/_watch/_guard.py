@@ -9,7 +9,6 @@ retry budget), so guarded clients, agents and batches in one kernel pace as one 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from .._core._retry import RetryPolicy
 from .._loop._durable_log import LogTarget
 from .._loop._limiter import RetryBudget, shared_limiter
 from ..errors import ConfigError, TransportError
+from ..providers._client import key_fingerprint
 from ..recording import Recorder
 from ._clients import base_url_of, kind_of
 from ._guarded import GuardCore
@@ -67,13 +67,6 @@ class _OwnBudget:
         return self.budget.withdraw(timeout=isinstance(error, TransportError))
 
 
-def _fingerprint(request: Any) -> str:
-    """A fingerprint of the key a request carries (as an agent's `rate_key` has it), never
-    the key."""
-    secrets = request_secrets(request)
-    return hashlib.sha256(secrets[0].encode()).hexdigest()[:12] if secrets else ""
-
-
 def _pacers(
     kind: str, base_url: str, limiter: Pacer | bool, budget: RetryBudget | None, clock: Clock
 ) -> Any:
@@ -83,7 +76,8 @@ def _pacers(
             provider = facts.provider if facts.provider != "http" else _KIND_PROVIDER[kind]
             url = request.url
             base = base_url or f"{url.scheme}://{url.netloc.decode()}"
-            pacer = shared_limiter(_Endpoint((provider, base, _fingerprint(request))), clock)
+            key = key_fingerprint(next(iter(request_secrets(request)), None))
+            pacer = shared_limiter(_Endpoint((provider, base, key)), clock)
         elif limiter is not False:
             pacer = limiter
         return pacer if budget is None else _OwnBudget(pacer, budget)

@@ -1,13 +1,15 @@
 """What one watched exchange says: the wire format, the model, and how the attempt ended.
 
-The request shows the format (by its path), the model and the SDK's retry count; the answer is
-read with nbagent's own readers (`providers._http_errors` for statuses, bodies and mid-stream
-error events; `_server_wish` for Retry-After; `_pricing` for the cost), so a watched 429 is
-classified exactly as the agent would classify it.
+The request shows the format (by its path: `recording._paths.wire_path`), the model and the SDK's
+retry count; the answer is read by the provider of that format (`providers._models.reader_of`):
+its error reading for statuses and bodies, its own `read_events` for what a stream or a whole
+body says (usage, the stop reason, an error event, a cut end), so a watched attempt is read and
+classified exactly as the agent's would be.
 
-A streamed reply is scanned, not parsed: each chunk's complete events are looked at only when
-they hold one of the few markers that matter (usage, the stop reason, an error, the terminating
-event), with a bytes search per chunk. That keeps watching cheap on a 20,000-delta stream.
+A streamed reply is scanned, not parsed: each chunk's complete events are decoded only when
+they hold one of the provider's `stream_markers` (usage, the stop reason, an error, the end
+marker), with a bytes search per chunk; the reader reads those events at the end. That keeps
+watching cheap on a 20,000-delta stream.
 """
 
 from __future__ import annotations
@@ -25,10 +27,15 @@ from ..errors import (
     StreamInterrupted,
     TransportError,
 )
+from ..providers._base import Completed
 from ..providers._error_text import request_id_from
-from ..providers._http_errors import error_from_payload, error_from_response, redact
+from ..providers._http import HTTPProvider
+from ..providers._http_errors import error_from_response, redact
+from ..providers._models import reader_of
 from ..providers._sse import ServerSentEvent, SSEParser
+from ..providers._whole_body import WholeBody, WholeEvents, replay, whole_body
 from ..recording._format import digest
+from ..recording._paths import wire_path
 
 __all__ = [
     "Ending",
@@ -46,25 +53,6 @@ MAX_PENDING_EVENT = 8 * 1024 * 1024
 # The headers that carry credentials: never kept, their values redacted from every text.
 SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization")
 
-_MARKERS: dict[str, tuple[bytes, ...]] = {
-    "anthropic": (b"message_start", b"message_delta", b"message_stop", b"error"),
-    "openai": (
-        b"[DONE]",
-        b'"finish_reason":"',
-        b'"finish_reason": "',
-        b'"usage":{',
-        b'"usage": {',
-        b'"error"',
-    ),
-    "openai-responses": (
-        b"response.completed",
-        b"response.failed",
-        b"response.incomplete",
-        b"error",
-    ),
-    "gemini": (b"finishReason", b"usageMetadata", b'"error"'),
-}
-
 
 @dataclass(frozen=True)
 class RequestFacts:
@@ -73,11 +61,11 @@ class RequestFacts:
 
     provider: str
     model: str
-    stream: bool
     retry_count: int | None
     key: tuple[str, str, str]  # method, path, the body's digest: the same request sent again
     prompt: str
     secrets: tuple[str, ...]
+    reader: HTTPProvider | None  # the provider that reads the answer (None: no known format)
 
     def __repr__(self) -> str:
         return f"RequestFacts(provider={self.provider!r}, model={self.model!r})"
@@ -85,28 +73,12 @@ class RequestFacts:
 
 @dataclass
 class Ending:
-    """How an attempt ended: `error` None for a success, with what the reply said."""
+    """How an attempt ended: `error` None for a success, and the answer as the provider's
+    reader read it (`completed`: its usage, stop reason and ids), when it has a reader."""
 
     error: BaseException | None = None
     request_id: str | None = None
-    response_id: str | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_tokens: int | None = None
-    cache_write_tokens: int | None = None
-    stop_reason: str | None = None
-
-
-def _provider_of(path: str, host: str) -> str:
-    if path.endswith("/messages"):
-        return "anthropic"
-    if path.endswith("/chat/completions"):
-        return "azure" if "openai.azure.com" in host else "openai"
-    if path.endswith("/responses"):
-        return "azure-responses" if "openai.azure.com" in host else "openai-responses"
-    if ":generateContent" in path or ":streamGenerateContent" in path:
-        return "gemini"
-    return "http"
+    completed: Completed | None = None
 
 
 def _last_user_text(body: dict[str, Any]) -> str:
@@ -137,7 +109,8 @@ def read_request(request: Any) -> RequestFacts:
     """The facts of an httpx/httpx2 request (read from its bytes; nothing is changed)."""
     url = request.url
     path = url.path
-    provider = _provider_of(path, url.host)
+    query = url.query.decode("ascii", "replace") if isinstance(url.query, bytes) else url.query
+    route = wire_path(f"{path}?{query}" if query else path, url.host)
     headers = request.headers
     secrets = request_secrets(request)
     raw = headers.get("x-stainless-retry-count")
@@ -147,27 +120,25 @@ def read_request(request: Any) -> RequestFacts:
     except Exception:  # a streamed request body: nothing to read without consuming it
         content = b""
     body: Any = None
-    if content and provider != "http":
+    if content and route is not None:
         try:
             body = json.loads(content)
         except ValueError:
             body = None
-    model, stream, prompt = "", False, ""
+    model, prompt = "", ""
     if isinstance(body, dict):
         model = str(body.get("model") or "")
-        stream = bool(body.get("stream"))
         prompt = _last_user_text(body)
-    if provider == "gemini":
-        model = path.rsplit("/", 1)[-1].split(":", 1)[0]
-        stream = ":streamGenerateContent" in path
+    model = route.model if route is not None and route.model else model
+    reader = reader_of(route, model=model, base_url=f"{url.scheme}://{url.host}", secrets=secrets)
     return RequestFacts(
-        provider=provider,
+        provider=reader.name if reader is not None else "http",
         model=model,
-        stream=stream,
         retry_count=retry_count,
         key=(request.method, path, digest(content)),
         prompt=str(redact(prompt, secrets)),
         secrets=secrets,
+        reader=reader,
     )
 
 
@@ -196,12 +167,13 @@ class ReplyReader:
         self.headers = headers
         ctype = headers.get("content-type", "")
         self.sse = 200 <= status < 300 and "event-stream" in ctype
-        self._markers = _MARKERS.get(facts.provider, ())
+        reader = facts.reader
+        self._markers = reader.stream_markers if reader is not None else ()
+        self._texts = tuple(m.decode() for m in self._markers)
         self._body: list[bytes] = []
         self._size = 0
         self._tail = b""
-        self._events: list[tuple[str, Any]] = []  # (event name, decoded data) that matter
-        self._done = False
+        self._events: WholeEvents = []  # the events that matter: (event name, decoded data)
 
     def feed(self, data: bytes) -> None:
         if not self.sse:
@@ -218,35 +190,50 @@ class ReplyReader:
             self._tail = buf if len(buf) <= MAX_PENDING_EVENT else b""
             return
         head, self._tail = buf[: cut + 2], buf[cut + 2 :]
-        for m in self._markers:
-            if m in head:
-                self._scan(SSEParser().feed(head, final=True))
-                return
+        if any(m in head for m in self._markers):
+            self._scan(SSEParser().feed(head, final=True))
 
     def _scan(self, events: list[ServerSentEvent]) -> None:
         for ev in events:
             if ev.data.strip() == "[DONE]":
-                self._done = True
+                self._events.append((ev.event, "[DONE]"))
                 continue
-            if not any(m.decode() in ev.data or m.decode() == ev.event for m in self._markers):
+            if not any(m in ev.data or m == ev.event for m in self._texts):
                 continue
             try:
-                self._events.append((ev.event, json.loads(ev.data)))
+                data = json.loads(ev.data)
             except ValueError:
                 continue
+            if isinstance(data, dict):
+                self._events.append((ev.event, data))
 
     # -- the end --------------------------------------------------------------------------
 
+    def _read(self, es: WholeBody, rid: str | None) -> Ending:
+        """The ending the provider's reader reads from `es`."""
+        assert self.facts.reader is not None
+        try:
+            return Ending(request_id=rid, completed=replay(self.facts.reader, es))
+        except NbAgentError as err:
+            return Ending(error=err, request_id=rid)
+
+    def _replayed(self, rid: str | None) -> WholeBody:
+        return WholeBody(
+            self._events,
+            provider=self.facts.provider,
+            request_id=rid,
+            headers=self.headers,
+            status_code=self.status,
+            live=True,
+        )
+
     def early_error(self) -> BaseException | None:
         """An error event among the events read so far (a stream that failed at its start)."""
-        if not self._events:
+        if not self._events or self.facts.reader is None:
             return None
-        end = Ending()
-        for name, data in self._events:
-            self._read_event(name, data, end)
-            if end.error is not None:
-                return end.error
-        return None
+        es = self._replayed(None)
+        err = self._read(es, None).error
+        return None if err is None or any(err is e for e in es.made) else err
 
     def _whole_body(self) -> bytes:
         """The body as read, decompressed when the server sent it gzip- or deflate-encoded
@@ -270,20 +257,23 @@ class ReplyReader:
         if self.status >= 300 or (not self.sse and not (200 <= self.status < 300)):
             err = self._error(self._whole_body())
             return Ending(error=err, request_id=err.request_id or rid)
-        if not self.sse:
-            return self._json_ending(rid)
-        end = Ending(request_id=rid)
-        for name, data in self._events:
-            self._read_event(name, data, end)
-            if end.error is not None:
-                return end
-        if not self._done and f.provider != "http":
-            end.error = StreamInterrupted(
-                "the stream ended without its terminating event",
-                provider=f.provider,
-                request_id=rid,
-            )
-        return end
+        if f.reader is None:
+            return Ending(request_id=rid)
+        if self.sse:
+            return self._read(self._replayed(rid), rid)
+        if self._size >= MAX_JSON_BODY:
+            return Ending(request_id=rid)
+        try:
+            body = json.loads(self._whole_body())
+        except ValueError:
+            return Ending(InvalidResponse("the reply is not JSON", provider=f.provider), rid)
+        if isinstance(body, dict) and isinstance(body.get("error"), dict):
+            return Ending(error=self._error(body), request_id=rid)
+        try:
+            es = whole_body(f.reader, body, request_id=rid, status_code=self.status)
+        except InvalidResponse as err:
+            return Ending(error=err, request_id=rid)
+        return self._read(es, rid)
 
     def _error(self, body: bytes | dict[str, Any]) -> ProviderError:
         """The provider's error for this answer, read from its status, body and headers."""
@@ -291,116 +281,3 @@ class ReplyReader:
         return error_from_response(
             f.provider, self.status, body, self.headers, secrets=f.secrets, model=f.model or None
         )
-
-    def _json_ending(self, rid: str | None) -> Ending:
-        f = self.facts
-        raw = self._whole_body()
-        end = Ending(request_id=rid)
-        if f.provider == "http" or self._size >= MAX_JSON_BODY:
-            return end
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            end.error = InvalidResponse("the reply is not JSON", provider=f.provider)
-            return end
-        if isinstance(body, dict) and isinstance(body.get("error"), dict):
-            end.error = self._error(body)
-            return end
-        if isinstance(body, dict):
-            _usage(f.provider, body, end)
-        return end
-
-    def _read_event(self, name: str, data: Any, end: Ending) -> None:
-        f = self.facts
-        if not isinstance(data, dict):
-            return
-        kind = data.get("type", name)
-        if f.provider == "anthropic":
-            if kind == "error" or name == "error":
-                end.error = error_from_payload(f.provider, data, self.headers, secrets=f.secrets)
-            elif kind == "message_start" and isinstance(data.get("message"), dict):
-                _usage(f.provider, data["message"], end)
-            elif kind == "message_delta":
-                _usage(f.provider, data, end)
-                delta = data.get("delta")
-                if isinstance(delta, dict) and delta.get("stop_reason"):
-                    end.stop_reason = str(delta["stop_reason"])
-            elif kind == "message_stop":
-                self._done = True
-            return
-        if f.provider in ("openai", "azure"):
-            if isinstance(data.get("error"), dict):
-                end.error = error_from_payload(f.provider, data, self.headers, secrets=f.secrets)
-                return
-            _usage(f.provider, data, end)
-            return
-        if f.provider in ("openai-responses", "azure-responses"):
-            if kind in ("error", "response.failed"):
-                payload = data.get("response", data) if kind == "response.failed" else data
-                end.error = error_from_payload(f.provider, payload, self.headers, secrets=f.secrets)
-            elif kind in ("response.completed", "response.incomplete"):
-                self._done = True
-                if isinstance(data.get("response"), dict):
-                    _usage(f.provider, data["response"], end)
-            return
-        if f.provider == "gemini":
-            if isinstance(data.get("error"), dict):
-                end.error = error_from_payload(f.provider, data, self.headers, secrets=f.secrets)
-                return
-            _usage(f.provider, data, end)
-            if end.stop_reason:
-                self._done = True
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _usage(provider: str, body: dict[str, Any], end: Ending) -> None:
-    """Tokens, ids and the stop reason, where a reply (or one of its events) says them."""
-    rid = body.get("id") or body.get("responseId")
-    if isinstance(rid, str) and rid and end.response_id is None:
-        end.response_id = rid
-    if provider == "gemini":
-        meta = body.get("usageMetadata")
-        if isinstance(meta, dict):
-            end.input_tokens = _int(meta.get("promptTokenCount"))
-            out = _int(meta.get("candidatesTokenCount"))
-            thoughts = _int(meta.get("thoughtsTokenCount")) or 0
-            end.output_tokens = None if out is None else out + thoughts
-            end.cache_read_tokens = _int(meta.get("cachedContentTokenCount"))
-        cands = body.get("candidates")
-        if isinstance(cands, list) and cands and isinstance(cands[0], dict):
-            reason = cands[0].get("finishReason")
-            if reason:
-                end.stop_reason = str(reason)
-        return
-    usage = body.get("usage")
-    if isinstance(usage, dict):
-        if provider == "anthropic":
-            for field, name in (
-                ("input_tokens", "input_tokens"),
-                ("output_tokens", "output_tokens"),
-                ("cache_read_tokens", "cache_read_input_tokens"),
-                ("cache_write_tokens", "cache_creation_input_tokens"),
-            ):
-                v = _int(usage.get(name))
-                if v is not None:
-                    setattr(end, field, v)
-        else:
-            inp = _int(usage.get("prompt_tokens", usage.get("input_tokens")))
-            out = _int(usage.get("completion_tokens", usage.get("output_tokens")))
-            end.input_tokens = inp if inp is not None else end.input_tokens
-            end.output_tokens = out if out is not None else end.output_tokens
-            details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details")
-            if isinstance(details, dict):
-                end.cache_read_tokens = _int(details.get("cached_tokens"))
-    if provider == "anthropic" and body.get("stop_reason"):
-        end.stop_reason = str(body["stop_reason"])
-    choices = body.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        reason = choices[0].get("finish_reason")
-        if reason:
-            end.stop_reason = str(reason)
-    if provider.endswith("responses") and isinstance(body.get("status"), str):
-        end.stop_reason = body["status"]

@@ -36,10 +36,9 @@ from .._core._messages import (
 from ..errors import ContentFiltered, ContextOverflow
 from ._anthropic_batch import AnthropicBatches
 from ._anthropic_events import ANTHROPIC, MessageReading
-from ._base import ModelRequest, StreamPart
+from ._base import Dialect, ModelRequest, StreamPart
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
 
@@ -167,11 +166,13 @@ class AnthropicProvider(HTTPProvider):
         default_name: "anthropic", in model strings and the attempt log.
         output_dialect: The schema dialect of its structured outputs ("anthropic":
             `output_config.format`, with the keywords it does not take moved into descriptions).
+        stream_markers: What the events that end its answers hold (for a watcher).
     """
 
     default_base_url = "https://api.anthropic.com"
     default_name = "anthropic"
-    output_dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
+    output_dialect: Dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
+    stream_markers = (b"message_start", b"message_delta", b"message_stop", b"error")
 
     @property
     def api_base(self) -> str:
@@ -243,8 +244,12 @@ class AnthropicProvider(HTTPProvider):
         """
         return f"{self.api_base}/{path}"
 
-    def batch_api(self) -> type[AnthropicBatches]:
+    @classmethod
+    def batch_api(cls, name: str) -> type[AnthropicBatches]:
         """The batch API: Message Batches (the demo's mock server answers them too).
+
+        Args:
+            name: The provider's name.
 
         Returns:
             `AnthropicBatches`.
@@ -288,7 +293,7 @@ class AnthropicProvider(HTTPProvider):
                     if kind == "error" or event.event == "error":
                         for part in buf.take():  # what came before the error, for the record
                             yield part
-                        raise error_from_payload(self.name, data, es.headers, secrets=self._secrets)
+                        raise self._error_event(data, es)
                     if kind == "message_stop":
                         st.finished = True
                         break

@@ -21,12 +21,11 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import ConfigError
-from ._base import ModelRequest
+from ._base import Dialect, ModelRequest
 from ._http import HTTPProvider
 from ._openai_batch import AzureBatches
 from ._openai_chat import OpenAIProvider, build_openai_body
 from ._openai_responses import ResponsesProvider
-from ._output_wire import Dialect
 
 __all__ = ["AzureChatProvider", "AzureResponsesProvider", "azure_root"]
 
@@ -99,8 +98,12 @@ class AzureChatProvider(_Azure, OpenAIProvider):
 
     batch_endpoint = "/chat/completions"
 
-    def batch_api(self) -> type[AzureBatches]:
+    @classmethod
+    def batch_api(cls, name: str) -> type[AzureBatches]:
         """The batch API: Azure's (a Global-Batch deployment).
+
+        Args:
+            name: The provider's name.
 
         Returns:
             `AzureBatches`.
@@ -128,8 +131,12 @@ class AzureChatProvider(_Azure, OpenAIProvider):
 class AzureResponsesProvider(_Azure, ResponsesProvider):
     """The Responses API against an Azure OpenAI deployment (no batch API)."""
 
-    def batch_api(self) -> None:
+    @classmethod
+    def batch_api(cls, name: str) -> None:
         """The batch API: none here (batches go through `AzureChatProvider`).
+
+        Args:
+            name: The provider's name.
 
         Returns:
             None.

@@ -17,15 +17,23 @@ from .._core._messages import Message
 
 __all__ = [
     "Completed",
+    "Dialect",
     "ModelRequest",
     "OutputFormat",
     "Provider",
+    "ProviderBase",
     "StreamPart",
     "TextPart",
     "ThinkingPart",
     "ToolCallPart",
     "ToolSpec",
 ]
+
+
+Dialect = Literal["anthropic", "openai", "openai-compatible", "gemini", "any"]
+"""How a provider takes an output schema natively (`_output_wire`): Anthropic's
+`output_config.format`, OpenAI's strict schemas, the schema as it is (another server speaking an
+OpenAI format), Gemini's `responseJsonSchema`, or every schema and mode as given (scripted)."""
 
 
 @dataclass(frozen=True)
@@ -197,3 +205,14 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Close the connections it opened in the running event loop."""
         ...
+
+
+class ProviderBase:
+    """What nbagent's own providers declare beyond `Provider` (a provider of one's own need not
+    derive from it): the dialect of its structured outputs."""
+
+    @property
+    def output_dialect(self) -> Dialect | None:
+        """How it takes an output schema natively (a format sets its own); None: it has no
+        native form, only tool and prompted modes."""
+        return None

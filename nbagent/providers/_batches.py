@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from ._batch_client import BatchClient
 from ._batch_wire import BatchCaps
 from ._http import HTTPProvider
+from ._models import PROVIDERS
 
 __all__ = ["batch_client"]
 
@@ -21,13 +22,13 @@ def batch_client(provider: object, *, caps: BatchCaps | None = None) -> BatchCli
     """The batch API client of `provider`; `caps` replaces its provider's size caps (tests).
 
     Raises `ConfigError` for a provider that has no batch API."""
-    api = provider.batch_api() if isinstance(provider, HTTPProvider) else None
+    api = provider.batch_api(provider.name) if isinstance(provider, HTTPProvider) else None
     if api is None:
         name = getattr(provider, "name", type(provider).__name__)
+        takes = ", ".join(f"'{p}:'" for p, row in PROVIDERS.items() if row.wire.batch_api(p))
         raise ConfigError(
-            f"{name!r} has no batch API: backend='provider' takes 'anthropic:', 'openai:', "
-            "'openai-responses:', 'azure:' (a Global-Batch deployment), 'gemini:' or 'demo' "
-            "models; use backend='local' for this one."
+            f"{name!r} has no batch API: backend='provider' takes {takes} or 'demo' models; "
+            "use backend='local' for this one."
         )
     client: BatchClient = api(provider, caps=caps)
     return client

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import importlib
 import ssl
 import weakref
@@ -21,7 +22,19 @@ import httpx
 from ..errors import ConfigError
 from ._limits import Limits
 
-__all__ = ["LoopClients", "check_api_key", "check_base_url"]
+__all__ = ["LoopClients", "at_openai", "check_api_key", "check_base_url", "key_fingerprint"]
+
+
+def key_fingerprint(key: str | None) -> str:
+    """A fingerprint of `key` ("" for none), never the key: what tells the rate budgets of two
+    keys apart (`HTTPProvider.rate_key`, a guarded client's limiter)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:12] if key else ""
+
+
+def at_openai(base_url: str) -> bool:
+    """Whether `base_url` is OpenAI's own API (api.openai.com), not another server speaking
+    its formats: what its field names and strict schemas are decided by."""
+    return (urlsplit(base_url).hostname or "").lower() == "api.openai.com"
 
 
 def check_base_url(base_url: str, *, what: str = "base_url") -> str:

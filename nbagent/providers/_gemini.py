@@ -38,12 +38,11 @@ from ..errors import (
     ServerError,
     StreamInterrupted,
 )
-from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import Dialect, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._event_stream import Events
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._parts import PartBuffer
 from ._pricing import context_window
@@ -144,11 +143,13 @@ class GeminiProvider(HTTPProvider):
         default_name: "gemini", in model strings and the attempt log.
         output_dialect: The schema dialect of its structured outputs ("gemini":
             `responseJsonSchema`, its documented keyword set).
+        stream_markers: What the events that end its answers hold (for a watcher).
     """
 
     default_base_url = "https://generativelanguage.googleapis.com"
     default_name = "gemini"
-    output_dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
+    output_dialect: Dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
+    stream_markers = (b"finishReason", b"usageMetadata", b'"error"')
 
     @property
     def api_base(self) -> str:
@@ -214,8 +215,12 @@ class GeminiProvider(HTTPProvider):
         """
         return f"{self.api_base}/{path}"
 
-    def batch_api(self) -> type[GeminiBatches]:
+    @classmethod
+    def batch_api(cls, name: str) -> type[GeminiBatches]:
         """The batch API: Gemini's batch mode, inline requests.
+
+        Args:
+            name: The provider's name.
 
         Returns:
             `GeminiBatches`.
@@ -244,9 +249,7 @@ class GeminiProvider(HTTPProvider):
                     if data.get("error"):
                         for part in buf.take():  # what came before the error, for the record
                             yield part
-                        raise error_from_payload(
-                            self.name, data, es.headers, secrets=self._secrets, model=self.model
-                        )
+                        raise self._error_event(data, es)
                     self._read(data, state, buf, es)
                 for part in buf.take():
                     yield part

@@ -19,10 +19,9 @@ Failures come out typed:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +30,8 @@ import httpx
 
 from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
 from ._base import ModelRequest, StreamPart
-from ._client import LoopClients, check_api_key, check_base_url
-from ._event_stream import Events, EventStream
+from ._client import LoopClients, check_api_key, check_base_url, key_fingerprint
+from ._event_stream import EventStream
 from ._http_errors import error_from_response, redact, request_id_from
 from ._limits import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -46,6 +45,7 @@ from ._limits import (
 from ._recorded import sent
 from ._server_wish import server_wish
 from ._stream_ends import StreamEnds
+from ._wire_format import WireFormat
 
 if TYPE_CHECKING:
     from ..recording import Recorder
@@ -61,7 +61,7 @@ _STREAM_HEADERS = {
 }
 
 
-class HTTPProvider(StreamEnds):
+class HTTPProvider(StreamEnds, WireFormat):
     """What every HTTP wire format shares. A subclass names its public endpoint and provider
     in `default_base_url` and `default_name`, its request's endpoint in a `url` property, and
     implements `build_body(request)` (the JSON body) and `read_events(es)` (the answer's
@@ -108,8 +108,6 @@ class HTTPProvider(StreamEnds):
         refused_output_forms: The structured-output forms this server refused
             ("json_schema", "json_object"): `output_mode="auto"` learns them, so a later run
             starts with the form it takes.
-        batch_endpoint: The endpoint an item of an OpenAI-style batch names (its `url`),
-            "" for a format without one.
 
     Raises:
         ConfigError: The model is empty, the key is not a string or holds spaces or control
@@ -124,7 +122,6 @@ class HTTPProvider(StreamEnds):
     auth_header = "authorization"  # how the key travels: Bearer by default
     auth_prefix = "Bearer "
     recorder: Recorder | None = None  # Agent(record=...): every exchange is appended to it
-    batch_endpoint = ""  # the endpoint an item of a batch API names (OpenAI's Batch API)
 
     def __init__(
         self,
@@ -162,8 +159,7 @@ class HTTPProvider(StreamEnds):
     def rate_key(self) -> tuple[str, str, str]:
         """(provider, endpoint, a fingerprint of the key): requests that share a provider's
         rate limit share this, so they can share one client-side limiter. Never the key."""
-        fp = hashlib.sha256(self._api_key.encode()).hexdigest()[:12] if self._api_key else ""
-        return (self.name, self.base_url, fp)
+        return (self.name, self.base_url, key_fingerprint(self._api_key))
 
     @property
     def _secrets(self) -> tuple[str, ...]:
@@ -339,80 +335,6 @@ class HTTPProvider(StreamEnds):
             if doc.get("error") and r.status_code != 204:
                 raise self.http_error(r.status_code, raw, r.headers)
             return doc, server_wish(r.headers)
-
-    # -- what a wire format implements ---------------------------------------------------
-
-    def api_url(self, path: str) -> str:
-        """The URL of `path` under this provider's API root (a batch API's endpoints).
-
-        Args:
-            path: The path under the root, without a leading slash ("files", "batches").
-
-        Returns:
-            `{base_url}/{path}`.
-        """
-        return f"{self.base_url}/{path}"
-
-    def batch_api(self) -> type[Any] | None:
-        """The `BatchClient` class of this provider's batch API (`_batches.batch_client`).
-
-        Returns:
-            None here: a format with a batch API names its class.
-        """
-        return None
-
-    def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
-        """The events a live stream would have carried for the whole answer `body` (a batch
-        item's), for `read_events` to read (`_whole_body.read_whole`).
-
-        Args:
-            body: The whole answer, as the format's non-streaming API gives it.
-
-        Returns:
-            The events, each (event name, its data).
-
-        Raises:
-            NotImplementedError: The format has no batch API.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not read a whole answer")
-
-    @property
-    def url(self) -> str:
-        """The endpoint a request of this format is posted to (the format's own).
-
-        Raises:
-            NotImplementedError: The subclass does not name one.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not name its endpoint (url)")
-
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body of `request` in this format, asking for a stream.
-
-        Args:
-            request: The conversation, system prompt, tools and settings.
-
-        Returns:
-            The body, before encoding.
-
-        Raises:
-            NotImplementedError: The subclass does not build one.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not build a request body")
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of an answer in this format, read from its events.
-
-        Args:
-            es: The live response's events, or a whole answer replayed as the events it would
-                have streamed (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, thinking and tool-call parts as they arrive, then one `Completed`.
-
-        Raises:
-            NotImplementedError: The subclass does not read one.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not read an answer")
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
         """Send `request` and read the answer as it streams.

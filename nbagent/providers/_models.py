@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import ConfigError, set_provider_label
+from ..recording._paths import WirePath
 from ._anthropic import AnthropicProvider
 from ._azure import AzureChatProvider, AzureResponsesProvider
 from ._base import Provider
@@ -24,7 +25,14 @@ from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 from ._pricing import FREE, set_price_id
 
-__all__ = ["PROVIDERS", "ProviderInfo", "register_model", "register_prefix", "resolve_model"]
+__all__ = [
+    "PROVIDERS",
+    "ProviderInfo",
+    "reader_of",
+    "register_model",
+    "register_prefix",
+    "resolve_model",
+]
 
 ModelFactory = Callable[..., Provider]
 """Makes the provider of a named model: called with `base_url=` (None: its own) and options."""
@@ -170,6 +178,40 @@ for _info in PROVIDERS.values():
     set_provider_label(_info.prefix, _info.label)
     set_price_id(_info.prefix, _info.price_id)
 set_price_id("ollama", FREE)  # a model on this machine costs nothing per token
+
+# The row whose provider reads a request of each wire format (by its path, `wire_path`), at
+# Azure OpenAI or elsewhere.
+_READERS = {
+    ("anthropic", False): "anthropic",
+    ("openai", False): "openai",
+    ("openai", True): "azure",
+    ("responses", False): "openai-responses",
+    ("responses", True): "azure-responses",
+    ("gemini", False): "gemini",
+}
+
+
+def reader_of(
+    route: WirePath | None, *, model: str, base_url: str, secrets: tuple[str, ...]
+) -> HTTPProvider | None:
+    """The provider that reads the answer to a request another client sent (a watched SDK's),
+    made to read, never to send; None for a request of no known format.
+
+    Args:
+        route: What the request's path says (`recording._paths.wire_path`), or None.
+        model: The model the request names ("" when it names none).
+        base_url: The request's scheme and host.
+        secrets: The credentials the request carries (masked in what the reader says).
+
+    Returns:
+        The provider, named as its registry row, or None.
+    """
+    name = _READERS.get((route.format, route.azure)) if route is not None else None
+    if name is None:
+        return None
+    key = next((s for s in secrets if s and all(32 < ord(c) != 127 for c in s)), None)
+    return PROVIDERS[name].wire(model or name, api_key=key, base_url=base_url, name=name)
+
 
 _OPTIONS = frozenset(
     {

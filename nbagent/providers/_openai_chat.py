@@ -12,7 +12,6 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from .._core._messages import (
     Block,
@@ -24,13 +23,13 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._base import ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import Dialect, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
-from ._output_wire import Dialect, add_openai_output
+from ._output_wire import add_openai_output
 from ._parts import PartBuffer, decode_arguments
 from ._whole_body import NotAnAnswer, WholeEvents
 
@@ -52,7 +51,6 @@ _FINISH = {
     "eos": "end_turn",
 }
 _RESERVED = frozenset({"model", "messages", "tools", "stream"})
-OPENAI_HOST = "api.openai.com"
 
 
 def filtered_categories(results: Any) -> set[str]:
@@ -80,8 +78,7 @@ def max_tokens_key(base_url: str) -> str:
     other and generate until its context is full: `Agent("openai:...", base_url=<local
     server>)` talks to such a server, so its cap goes in `max_tokens`.
     """
-    host = (urlsplit(base_url).hostname or "").lower()
-    return "max_completion_tokens" if host == OPENAI_HOST else "max_tokens"
+    return "max_completion_tokens" if at_openai(base_url) else "max_tokens"
 
 
 # -- serialisation ---------------------------------------------------------------------------
@@ -269,11 +266,20 @@ class OpenAIProvider(HTTPProvider):
         default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
         default_name: "openai", in model strings and the attempt log (or the name given).
         batch_endpoint: "/v1/chat/completions", the `url` each item of a batch names.
+        stream_markers: What the events that end its answers hold (for a watcher).
     """
 
     default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
+    stream_markers = (
+        b"[DONE]",
+        b'"finish_reason":"',
+        b'"finish_reason": "',
+        b'"usage":{',
+        b'"usage": {',
+        b'"error"',
+    )
 
     @property
     def url(self) -> str:
@@ -284,8 +290,7 @@ class OpenAIProvider(HTTPProvider):
     def output_dialect(self) -> Dialect:
         """OpenAI's own API takes strict schemas; any other server speaking the format is asked
         with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
-        host = (urlsplit(self.base_url).hostname or "").lower()
-        return "openai" if host == OPENAI_HOST else "openai-compatible"
+        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).
@@ -339,14 +344,18 @@ class OpenAIProvider(HTTPProvider):
             chunk["choices"] = [streamed]
         return [("", chunk), ("", "[DONE]")]
 
-    def batch_api(self) -> type[OpenAIBatches] | None:
+    @classmethod
+    def batch_api(cls, name: str) -> type[OpenAIBatches] | None:
         """The batch API: OpenAI's, at OpenAI only (OpenRouter, Ollama and local servers speak
         the format without it).
+
+        Args:
+            name: The provider's name.
 
         Returns:
             `OpenAIBatches` for the provider named "openai", else None.
         """
-        return OpenAIBatches if self.name == self.default_name else None
+        return OpenAIBatches if name == cls.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Chat Completions answer, read from its chunks.
@@ -378,9 +387,7 @@ class OpenAIProvider(HTTPProvider):
                         payload = data if "error" in data else {"error": data}
                         for part in buf.take():  # what came before the error, for the record
                             yield part
-                        raise error_from_payload(
-                            self.name, payload, es.headers, secrets=self._secrets
-                        )
+                        raise self._error_event(payload, es)
                     st.head(data)
                     flagged |= filtered_categories(data.get("prompt_filter_results"))
                     choices = data.get("choices")

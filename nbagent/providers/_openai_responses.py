@@ -29,7 +29,6 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from .._core._messages import (
     Block,
@@ -42,13 +41,21 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import (
+    Completed,
+    Dialect,
+    ModelRequest,
+    StreamPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
+from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._http_errors import error_from_payload
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
-from ._output_wire import Dialect, add_responses_output
+from ._output_wire import add_responses_output
 from ._parts import PartBuffer, decode_arguments
 from ._whole_body import WholeEvents
 
@@ -197,11 +204,13 @@ class ResponsesProvider(HTTPProvider):
         default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
         default_name: "openai-responses", in model strings and the attempt log.
         batch_endpoint: "/v1/responses", the `url` each item of a batch names.
+        stream_markers: What the events that end its answers hold (for a watcher).
     """
 
     default_base_url = "https://api.openai.com/v1"
     default_name = RESPONSES
     batch_endpoint = "/v1/responses"
+    stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
 
     @property
     def url(self) -> str:
@@ -211,8 +220,7 @@ class ResponsesProvider(HTTPProvider):
     @property
     def output_dialect(self) -> Dialect:
         """Strict schemas for OpenAI's own API, the schema as it is elsewhere."""
-        host = (urlsplit(self.base_url).hostname or "").lower()
-        return "openai" if host == "api.openai.com" else "openai-compatible"
+        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (the Responses API).
@@ -237,13 +245,17 @@ class ResponsesProvider(HTTPProvider):
         kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
         return [(kind, {"type": kind, "response": response})]
 
-    def batch_api(self) -> type[OpenAIBatches] | None:
+    @classmethod
+    def batch_api(cls, name: str) -> type[OpenAIBatches] | None:
         """The batch API: OpenAI's, at OpenAI only.
+
+        Args:
+            name: The provider's name.
 
         Returns:
             `OpenAIBatches` for the provider named "openai-responses", else None.
         """
-        return OpenAIBatches if self.name == self.default_name else None
+        return OpenAIBatches if name == cls.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Responses answer, read from its events.
@@ -288,14 +300,7 @@ class ResponsesProvider(HTTPProvider):
             fallback = "the response failed (response.failed)"
         else:
             payload, fallback = data, "the provider sent an error event mid-stream"
-        return error_from_payload(
-            self.name,
-            payload,
-            es.headers,
-            secrets=self._secrets,
-            model=self.model,
-            fallback_message=fallback,
-        )
+        return self._error_event(payload, es, fallback_message=fallback)
 
     def _read(self, kind: str, data: dict[str, Any], state: _State, buf: PartBuffer) -> None:
         index = json_int(data.get("output_index"))

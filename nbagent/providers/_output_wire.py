@@ -38,7 +38,7 @@ import re
 from typing import Any, Literal
 
 from ..errors import ConfigError
-from ._base import OutputFormat, Provider
+from ._base import Dialect, OutputFormat, Provider, ProviderBase
 from ._output_schemas import anthropic_schema, gemini_schema, openai_strict_schema
 
 __all__ = [
@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 Mode = Literal["native", "tool", "prompted"]
-Dialect = Literal["anthropic", "openai", "openai-compatible", "gemini", "any"]
 Form = Literal["json_schema", "json_object"]
 
 _CLAUDE_NATIVE = re.compile(r"claude-(opus|sonnet|haiku)-(4-[1-9](?!\d)|4\.[1-9]|[5-9](?!\d))")
@@ -72,10 +71,7 @@ _NO_NATIVE: tuple[Mode, ...] = ("tool", "prompted")
 def output_dialect(provider: Provider) -> Dialect | None:
     """The provider's structured-output dialect (its `output_dialect`), None when it has no
     native form (a provider of the user's own: tool and prompted modes only)."""
-    dialect = getattr(provider, "output_dialect", None)
-    if dialect in ("anthropic", "openai", "openai-compatible", "gemini", "any"):
-        return dialect  # type: ignore[no-any-return]
-    return None
+    return provider.output_dialect if isinstance(provider, ProviderBase) else None
 
 
 def output_modes(provider: Provider, *, tools: bool) -> tuple[Mode, ...]:

@@ -39,7 +39,16 @@ from ..errors import (
     TransportError,
     set_provider_label,
 )
-from ._base import Completed, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import (
+    Completed,
+    Dialect,
+    ModelRequest,
+    ProviderBase,
+    StreamPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
 
 __all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
 
@@ -179,7 +188,7 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or []
 
 
-class ScriptedModel:
+class ScriptedModel(ProviderBase):
     """A `Provider` that plays a script: replies, tool calls, broken streams and faults, with
     no network, for tests and teaching.
 
@@ -202,7 +211,7 @@ class ScriptedModel:
         output_dialect: "any": it takes every schema and every output mode as given.
     """
 
-    output_dialect = "any"
+    output_dialect: Dialect = "any"
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ from .._core._messages import Block, Message
 from ..errors import ProviderError
 from ._base import Completed
 from ._event_stream import Events
-from ._http_errors import kept_headers, redact
+from ._http_errors import error_from_payload, kept_headers, redact
 from ._pricing import estimate_cost
 
 __all__ = ["StreamEnds"]
@@ -83,4 +83,11 @@ class StreamEnds:
             request_id=request_id,
             headers=kept_headers(headers, self._secrets),
             **fields,
+        )
+
+    def _error_event(self, payload: Any, es: Events, **options: Any) -> ProviderError:
+        """The typed error of an error event of the answer (`options` as `error_from_payload`
+        takes them: a `fallback_message`)."""
+        return error_from_payload(
+            self.name, payload, es.headers, secrets=self._secrets, model=self.model, **options
         )

@@ -24,7 +24,7 @@ from ._event_stream import EndCheck, Events
 from ._http_errors import redact
 from ._sse import ServerSentEvent
 
-__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "read_whole"]
+__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "read_whole", "replay"]
 
 
 WholeEvents = list[tuple[str, dict[str, Any] | str]]
@@ -46,9 +46,11 @@ class ReadsEvents(Protocol):
 class WholeBody(EndCheck):
     """The events of a whole body, as an `Events` source: each event's data is its position in
     `docs` (already decoded, so nothing is encoded and decoded again), or a literal marker such
-    as `[DONE]`. It has no connection to cut: an end marker ends a complete answer."""
+    as `[DONE]`. It has no connection to cut: an end marker ends a complete answer.
 
-    trusts_end_marker = True
+    `live`: the events are what a watcher kept of a live stream (`_watch`), read as a stream
+    is (an end marker alone may end a cut answer). `made` holds the errors this source itself
+    made for an answer it found cut or malformed (not the provider's own error events)."""
 
     def __init__(
         self,
@@ -58,12 +60,16 @@ class WholeBody(EndCheck):
         request_id: str | None = None,
         headers: Mapping[str, str] | None = None,
         status_code: int | None = None,
+        live: bool = False,
     ) -> None:
         self._docs = docs
         self.provider = provider
         self._request_id = request_id
         self._headers: Mapping[str, str] = dict(headers or {})
         self._status_code = status_code
+        self.live = live
+        self.trusts_end_marker = not live
+        self.made: list[StreamInterrupted] = []
 
     @property
     def headers(self) -> Mapping[str, str]:
@@ -91,18 +97,14 @@ class WholeBody(EndCheck):
         return doc
 
     def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
-        return StreamInterrupted(
-            f"the answer's body is not what its format says ({why})",
-            provider=self.provider,
-            request_id=self._request_id,
-        )
+        return self.interrupted(f"the answer's body is not what its format says ({why})")
 
     def interrupted(self, message: str) -> StreamInterrupted:
-        return StreamInterrupted(
-            message.replace("the stream ended", "the answer ended"),
-            provider=self.provider,
-            request_id=self._request_id,
-        )
+        if not self.live:
+            message = message.replace("the stream ended", "the answer ended")
+        err = StreamInterrupted(message, provider=self.provider, request_id=self._request_id)
+        self.made.append(err)
+        return err
 
 
 class NotAnAnswer(Exception):
@@ -120,6 +122,12 @@ async def read_whole(
     would have raised (`ContentFiltered` for a refusal, `StreamInterrupted` for an answer with
     no end), or `InvalidResponse` for a body that is not an answer at all.
     """
+    return replay(provider, whole_body(provider, body, request_id=request_id))
+
+
+def whole_body(provider: ReadsEvents, body: Any, **options: Any) -> WholeBody:
+    """The whole answer `body` as the events its live stream would have carried (`options`
+    as `WholeBody` takes them); `InvalidResponse` for a body that is not an answer."""
     try:
         if not isinstance(body, dict):
             raise NotAnAnswer("an answer that is not a JSON object")
@@ -127,7 +135,23 @@ async def read_whole(
     except NotAnAnswer as exc:
         snippet = redact(repr(body)[:200], ())
         raise InvalidResponse(f"{exc}: {snippet}", provider=provider.name) from None
-    es = WholeBody(events, provider=provider.name, request_id=request_id)
+    return WholeBody(events, provider=provider.name, **options)
+
+
+def replay(provider: ReadsEvents, es: WholeBody) -> Completed:
+    """The `Completed` that `provider`'s reader reads from `es`, at once: the events are all
+    there, so the reader never waits, and this runs in any thread, with or without a loop."""
+    reading = _completed(provider, es)
+    try:
+        reading.send(None)
+    except StopIteration as stop:
+        completed: Completed = stop.value
+        return completed
+    reading.close()
+    raise RuntimeError("a reader of decoded events waited for more")  # pragma: no cover
+
+
+async def _completed(provider: ReadsEvents, es: WholeBody) -> Completed:
     completed: Completed | None = None
     async with contextlib.aclosing(provider.read_events(es)) as parts:
         async for part in parts:

@@ -1,0 +1,111 @@
+"""What a wire format implements, beside the one request path `HTTPProvider` gives it.
+
+A format names its endpoint (`url`), builds its request's body (`build_body`), reads its
+answer's events (`read_events`), and, with a batch API, names that API's client (`batch_api`),
+the endpoint its items name (`batch_endpoint`) and how a whole answer replays as its events
+(`whole_events`). `stream_markers` let a watcher decode only the events that say how an answer
+ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ._base import ModelRequest, ProviderBase, StreamPart
+from ._event_stream import Events
+
+__all__ = ["WireFormat"]
+
+
+class WireFormat(ProviderBase):
+    """The part of an `HTTPProvider` its wire format fills in (the module docstring).
+
+    Attributes:
+        base_url: The endpoint.
+        batch_endpoint: The endpoint an item of an OpenAI-style batch names (its `url`),
+            "" for a format without one.
+        stream_markers: What the events that say how an answer ends hold (usage, the stop
+            reason, an error, the end marker): a watcher decodes only those, for `read_events`.
+    """
+
+    base_url: str
+    batch_endpoint = ""  # the endpoint an item of a batch API names (OpenAI's Batch API)
+    stream_markers: tuple[bytes, ...] = ()  # what the events that end an answer hold (_watch)
+
+    def api_url(self, path: str) -> str:
+        """The URL of `path` under this provider's API root (a batch API's endpoints).
+
+        Args:
+            path: The path under the root, without a leading slash ("files", "batches").
+
+        Returns:
+            `{base_url}/{path}`.
+        """
+        return f"{self.base_url}/{path}"
+
+    @classmethod
+    def batch_api(cls, name: str) -> type[Any] | None:
+        """The `BatchClient` class of the batch API a provider of this format named `name` has
+        (`_batches.batch_client`).
+
+        Args:
+            name: The provider's name ("openai", "openrouter").
+
+        Returns:
+            None here: a format with a batch API names its class.
+        """
+        return None
+
+    def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
+        """The events a live stream would have carried for the whole answer `body` (a batch
+        item's), for `read_events` to read (`_whole_body.read_whole`).
+
+        Args:
+            body: The whole answer, as the format's non-streaming API gives it.
+
+        Returns:
+            The events, each (event name, its data).
+
+        Raises:
+            NotImplementedError: The format has no batch API.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not read a whole answer")
+
+    @property
+    def url(self) -> str:
+        """The endpoint a request of this format is posted to (the format's own).
+
+        Raises:
+            NotImplementedError: The subclass does not name one.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not name its endpoint (url)")
+
+    def build_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of `request` in this format, asking for a stream.
+
+        Args:
+            request: The conversation, system prompt, tools and settings.
+
+        Returns:
+            The body, before encoding.
+
+        Raises:
+            NotImplementedError: The subclass does not build one.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not build a request body")
+
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of an answer in this format, read from its events.
+
+        Args:
+            es: The live response's events, or a whole answer replayed as the events it would
+                have streamed (`WholeBody`, for a batch's answers).
+
+        Returns:
+            Text, thinking and tool-call parts as they arrive, then one `Completed`.
+
+        Raises:
+            NotImplementedError: The subclass does not read one.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not read an answer")
