@@ -18,11 +18,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
+from ._anthropic_wire import ANTHROPIC
 from ._batch_api import BatchAPI, Paging, list_body, rows
 from ._batch_timeline import ALNUM, Batch, Items, Snapshot, stable_id
 from ._call import Call, CallError
 from ._fault_answers import reply, reply_stream
-from ._wire import anthropic_error
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024
@@ -70,7 +70,7 @@ def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
 
 def _not_found(call: Call, batch_id: str) -> CallError:
     message = f"message_batch_id: no message batch found with id {batch_id!r}."
-    return CallError(404, anthropic_error("not_found_error", message, call.request_id))
+    return CallError(404, ANTHROPIC.error("not_found_error", message, call.request_id))
 
 
 API = BatchAPI(

@@ -27,6 +27,7 @@ from ._batch_timeline import Batch, ItemOutcome, Items, Provider, Snapshot, stab
 from ._call import Call, CallError
 from ._conversation import Format
 from ._fault_answers import reply
+from ._openai_wire import OPENAI
 
 MAX_REQUESTS = 50_000
 DAY_S = 86_400
@@ -44,13 +45,9 @@ def _seconds(t: float | None) -> int | None:
     return None if t is None else int(t)
 
 
-def _openai_error(message: str, param: str | None, status: int = 400) -> CallError:
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
-    return CallError(status, {"error": error})
-
-
 def _not_found(call: Call, batch_id: str) -> CallError:
-    return _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
+    body = OPENAI.bad_request(f"No batch found with id '{batch_id}'.", "", "batch_id")
+    return CallError(404, body)
 
 
 def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
@@ -269,21 +266,22 @@ def _expired_line(batch: Batch, index: int) -> bytes:
 def create(call: Call) -> None:
     body = call.json_body()
     if not isinstance(body, dict):
-        raise _openai_error("The body must be a JSON object.", None)
+        call.refuse(400, "The body must be a JSON object.", None)
     input_file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
     window, metadata = body.get("completion_window"), body.get("metadata")
     if not isinstance(input_file_id, str):
-        raise _openai_error("Missing required parameter: 'input_file_id'.", "input_file_id")
+        call.refuse(400, "Missing required parameter: 'input_file_id'.", "input_file_id")
     if not isinstance(endpoint, str):
-        raise _openai_error("Missing required parameter: 'endpoint'.", "endpoint")
+        call.refuse(400, "Missing required parameter: 'endpoint'.", "endpoint")
     if window != "24h":
-        raise _openai_error(
-            f"Invalid value: {window!r}. Supported values are: '24h'.", "completion_window"
+        call.refuse(
+            400, f"Invalid value: {window!r}. Supported values are: '24h'.", "completion_window"
         )
-    _check_metadata(metadata)
+    _check_metadata(call, metadata)
     fmt = _FORMATS.get(_bare(endpoint))
     if fmt is None:
-        raise _openai_error(
+        call.refuse(
+            400,
             f"The mock server answers batches for /v1/chat/completions and /v1/responses, "
             f"not {endpoint!r}.",
             "endpoint",
@@ -291,9 +289,8 @@ def create(call: Call) -> None:
     try:
         file = files.find(call, input_file_id)
     except CallError:
-        raise _openai_error(
-            f"Invalid 'input_file_id': '{input_file_id}'. File not found.", "input_file_id"
-        ) from None
+        message = f"Invalid 'input_file_id': '{input_file_id}'. File not found."
+        call.refuse(400, message, "input_file_id")
     data = file.data or b""
     starts, ids, bodies, errors, model = read_input(data, endpoint)
     outcomes: list[ItemOutcome] = []
@@ -331,14 +328,15 @@ def _token_limit(model: str | None) -> dict[str, Any]:
     return {"code": "token_limit_exceeded", "line": None, "message": message, "param": None}
 
 
-def _check_metadata(metadata: Any) -> None:
+def _check_metadata(call: Call, metadata: Any) -> None:
     if metadata is None:
         return
     if not isinstance(metadata, dict) or len(metadata) > 16:
-        raise _openai_error("metadata must be an object of at most 16 pairs.", "metadata")
+        call.refuse(400, "metadata must be an object of at most 16 pairs.", "metadata")
     for key, value in metadata.items():
         if len(key) > 64 or not isinstance(value, str) or len(value) > 512:
-            raise _openai_error(
+            call.refuse(
+                400,
                 "metadata keys are at most 64 characters and values strings of at most 512.",
                 "metadata",
             )
