@@ -126,13 +126,13 @@ def create(call: Call) -> None:
         seen.add(custom_id)
         if not isinstance(entry.get("params"), dict):
             call.refuse(400, f"{where}.params: Field required.", f"{where}.params")
-    mock = call.mock
-    entries = ((r["custom_id"], r["params"], item.compact(r["params"])) for r in requests)
-    # Anthropic has no failed batches: one that fails (create:failed) errs in every item
-    failed = call.fault.kind == "failed"
-    items = item.add_items(
-        Items(), entries, "anthropic", None, mock.plan, mock.context_window, failed=failed
-    )
+    items = Items()
+    for r in requests:  # a batch that fails (create:failed) errs in every item: Anthropic has none
+        items.add(
+            r["custom_id"],
+            item.compact(r["params"]),
+            item.outcome_of(call, "anthropic", r["params"]),
+        )
     del requests, body
     batch = call.store.add(API.new_id(), "anthropic", items)
     call.body = {"requests": len(batch)}

@@ -11,15 +11,15 @@ says what a live conversation would, and a fault script breaks items as it break
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._answer_faults import answer_fault
-from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
+from ._answer_faults import faulted_reply
+from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome
+from ._call import Call
 from ._conversation import Format, RequestError
-from ._faults import Fault, FaultPlan
+from ._faults import Fault
 from ._formats import CODECS, Codec, Route, parse_request
-from ._reply import MockReply, Responder
+from ._reply import Responder
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
 _BROKEN = frozenset({"close", "drop_after_tokens", "malformed"})
@@ -55,36 +55,13 @@ def outcome_for(
     return OK_OUTCOME if fault.is_ok else ItemOutcome("ok", fault)
 
 
-def outcomes_for(
-    requests: Iterable[Any],
-    fmt: Format,
-    route: Route | None,
-    plan: FaultPlan,
-    window: int | None,
-    *,
-    failed: bool = False,
-) -> Iterator[ItemOutcome]:
-    """Each request's outcome, with the next fault of the script in turn; in a batch that
-    ``failed`` (``create:failed``) none runs, so none takes a fault."""
-    for request in requests:
-        yield FAILED_OUTCOME if failed else outcome_for(fmt, request, route, plan.next(), window)
-
-
-def add_items(
-    items: Items,
-    entries: Iterable[tuple[str | None, Any, bytes]],
-    fmt: Format,
-    route: Route | None,
-    plan: FaultPlan,
-    window: int | None,
-    *,
-    failed: bool = False,
-) -> Items:
-    """Add ``(custom_id, request, line)`` entries, each with its outcome (`outcomes_for`)."""
-    for custom_id, request, line in entries:
-        (outcome,) = outcomes_for([request], fmt, route, plan, window, failed=failed)
-        items.add(custom_id, line, outcome)
-    return items
+def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None) -> ItemOutcome:
+    """The outcome of one item of the batch `call` creates, with the next fault of the script
+    in turn; in a batch that fails (``create:failed``) none runs, so none takes a fault."""
+    if call.fault.kind == "failed":
+        return FAILED_OUTCOME
+    mock = call.mock
+    return outcome_for(fmt, request, route, mock.plan.next(), mock.context_window)
 
 
 def answer(
@@ -99,10 +76,7 @@ def answer(
     the item's answer fault applied (`invalid_json`, `schema_mismatch`, `refusal`,
     `truncated`), as a live answer has its own."""
     conv = parse_request(fmt, request, route)
-    if outcome.fault.kind == "empty":
-        reply = MockReply(input_tokens=conv.prompt_tokens)
-    else:
-        reply = answer_fault(outcome.fault.kind, responder(conv), conv)
+    reply = faulted_reply(outcome.fault.kind, responder, conv)
     return CODECS[fmt].whole(reply, conv, message_id)
 
 

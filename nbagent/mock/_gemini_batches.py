@@ -166,20 +166,14 @@ def create(call: Call) -> None:
         if metadata is not None and not isinstance(metadata, dict):
             call.refuse(400, f"batch.input_config.requests.requests[{i}].metadata is invalid.")
     model_id = call.params["model"]
-    mock = call.mock
     route = Route("gemini", model=model_id, stream=False)
-
-    def entries() -> Iterator[tuple[str | None, Any, bytes]]:
-        for entry in requests:
-            key = (entry.get("metadata") or {}).get("key")
-            yield (key if isinstance(key, str) else None), entry["request"], item.compact(entry)
-
-    failed = call.fault.kind == "failed"
-    items = item.add_items(
-        Items(), entries(), "gemini", route, mock.plan, mock.context_window, failed=failed
-    )
+    items = Items()
+    for entry in requests:
+        key = (entry.get("metadata") or {}).get("key")
+        outcome = item.outcome_of(call, "gemini", entry["request"], route)
+        items.add(key if isinstance(key, str) else None, item.compact(entry), outcome)
     display = _field(batch_spec, "displayName", "display_name")
-    errors = [_failure(model_id)] if failed else []
+    errors = [_failure(model_id)] if call.fault.kind == "failed" else []
     batch = call.store.add(
         API.new_id(),
         "gemini",

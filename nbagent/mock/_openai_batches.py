@@ -295,11 +295,8 @@ def create(call: Call) -> None:
     starts, ids, bodies, errors, model = read_input(data, endpoint)
     outcomes: list[ItemOutcome] = []
     if not errors:
-        failed = call.fault.kind == "failed"
-        mock = call.mock
-        context = mock.context_window
-        outcomes = list(item.outcomes_for(bodies, fmt, None, mock.plan, context, failed=failed))
-        errors = [_token_limit(model)] if failed else []
+        outcomes = [item.outcome_of(call, fmt, body) for body in bodies]
+        errors = [_token_limit(model)] if call.fault.kind == "failed" else []
     del bodies
     items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
     batch = call.store.add(
