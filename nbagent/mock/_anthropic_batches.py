@@ -170,30 +170,23 @@ def results(call: Call) -> None:
 
 
 def _lines(call: Call, batch: Batch, snap: Snapshot) -> Iterator[bytes]:
-    responder = call.mock.responder
     items = batch.items
     for index in batch.ended_in_order(snap):
         outcome = items.outcomes[index]
+        params = item.json_line(items.line(index))
+        message_id = "msg_01" + stable_id(batch.id, index, 22)
+        rid = "req_011" + stable_id(batch.id, index, 22)
+        _, body = item.result(call, "anthropic", params, outcome, message_id, request_id=rid)
+        result: dict[str, Any] = {"type": "succeeded", "message": body}
         if outcome.errored:
-            result: dict[str, Any] = {"type": "errored", "error": _error(call, batch, index)}
-        else:
-            params = item.json_line(items.line(index))
-            message_id = "msg_01" + stable_id(batch.id, index, 22)
-            message = item.answer("anthropic", params, None, outcome, responder, message_id)
-            result = {"type": "succeeded", "message": message}
+            error = body["error"]
+            if outcome.kind == "fault" and outcome.fault.kind == "quota":
+                error = {"type": "invalid_request_error", "message": CREDIT}
+            result = {"type": "errored", "error": {"type": "error", "error": error}}
         yield item.compact({"custom_id": items.ids[index], "result": result}) + b"\n"
     rest = "canceled" if snap.phase == "canceled" else "expired"
     for index in batch.unfinished_in_order(snap):
         yield item.compact({"custom_id": items.ids[index], "result": {"type": rest}}) + b"\n"
-
-
-def _error(call: Call, batch: Batch, index: int) -> dict[str, Any]:
-    outcome = batch.items.outcomes[index]
-    if outcome.kind == "fault" and outcome.fault.kind == "quota":
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": CREDIT}}
-    rid = "req_011" + stable_id(batch.id, index, 22)
-    _, body = item.error(call.codec, outcome, "", rid)
-    return {"type": "error", "error": body["error"]}
 
 
 _ONE = "/(?P<id>[^/]+)"

@@ -18,8 +18,7 @@ from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome
 from ._call import Call
 from ._conversation import Format, RequestError
 from ._faults import Fault
-from ._formats import CODECS, Codec, Route, parse_request
-from ._reply import Responder
+from ._formats import CODECS, Route, parse_request
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
 _BROKEN = frozenset({"close", "drop_after_tokens", "malformed"})
@@ -64,26 +63,27 @@ def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None
     return outcome_for(fmt, request, route, mock.plan.next(), mock.context_window)
 
 
-def answer(
+def result(
+    call: Call,
     fmt: Format,
     request: Any,
-    route: Route | None,
     outcome: ItemOutcome,
-    responder: Responder,
     message_id: str,
-) -> dict[str, Any]:
-    """The provider's non-streamed answer to an item that succeeded: the responder's, with
-    the item's answer fault applied (`invalid_json`, `schema_mismatch`, `refusal`,
-    `truncated`), as a live answer has its own."""
-    conv = parse_request(fmt, request, route)
-    reply = faulted_reply(outcome.fault.kind, responder, conv)
-    return CODECS[fmt].whole(reply, conv, message_id)
-
-
-def error(codec: Codec, outcome: ItemOutcome, model: str, request_id: str) -> tuple[int, Any]:
-    """The HTTP status and error body an errored item carries, in the codec's format."""
+    *,
+    route: Route | None = None,
+    model: str = "",
+    request_id: str = "",
+) -> tuple[int, Any]:
+    """The HTTP status and body an item ended with: its error (in the batch endpoint's format),
+    or the provider's non-streamed answer, the responder's with the item's answer fault
+    applied (`invalid_json`, `schema_mismatch`, `refusal`, `truncated`) as a live answer has."""
+    codec = call.codec
     if outcome.kind == "invalid":
         return 400, codec.bad_request(outcome.message, request_id, outcome.param)
     if outcome.kind == "overflow":
         return 400, codec.overflow_error(outcome.tokens, outcome.maximum, request_id)
-    return codec.fault_error(outcome.fault, model, request_id)
+    if outcome.errored:
+        return codec.fault_error(outcome.fault, model, request_id)
+    conv = parse_request(fmt, request, route)
+    reply = faulted_reply(outcome.fault.kind, call.mock.responder, conv)
+    return 200, CODECS[fmt].whole(reply, conv, message_id)

@@ -110,17 +110,13 @@ def _pieces(call: Call, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
 def _response(call: Call, batch: Batch, index: int) -> bytes:
     entry = item.json_line(batch.items.line(index))
     outcome = batch.items.outcomes[index]
-    route = Route("gemini", model=batch.extra["model_id"], stream=False)
-    out: dict[str, Any] = {}
-    if outcome.errored:
-        _, body = item.error(call.codec, outcome, batch.extra["model_id"], "")
-        out["error"] = rpc_status(body)
-    else:
-        response_id = stable_id(batch.id, index, 22)
-        request = entry.get("request")
-        out["response"] = item.answer(
-            "gemini", request, route, outcome, call.mock.responder, response_id
-        )
+    model = batch.extra["model_id"]
+    route = Route("gemini", model=model, stream=False)
+    message_id = stable_id(batch.id, index, 22)
+    _, body = item.result(
+        call, "gemini", entry.get("request"), outcome, message_id, route=route, model=model
+    )
+    out: dict[str, Any] = {"error": rpc_status(body)} if outcome.errored else {"response": body}
     if entry.get("metadata") is not None:
         out["metadata"] = entry["metadata"]
     return item.compact(out)

@@ -206,17 +206,17 @@ def _make_files(call: Call, batch: Batch, snap: Snapshot) -> None:
 
 
 def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
-    mock = call.mock
     fmt: Format = batch.extra["format"]
 
     def lines() -> Iterator[bytes]:
         for index in batch.ended_in_order(snap):
             outcome = batch.items.outcomes[index]
             if outcome.errored == (kind == "error"):
-                yield _line(call, batch, index, outcome, fmt, mock.responder)
+                yield _line(call, batch, index, fmt)
         if kind == "error" and snap.phase == "expired":
             for index in batch.unfinished_in_order(snap):
-                yield _expired_line(batch, index)
+                error = {"code": "batch_expired", "message": EXPIRED}
+                yield _batch_line(batch, index, None, error)
 
     file = files.StoredFile(
         files.new_file_id(),
@@ -230,32 +230,26 @@ def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot)
     return files.add_file(call, file).id
 
 
-def _line(
-    call: Call, batch: Batch, index: int, outcome: ItemOutcome, fmt: Format, responder: Any
-) -> bytes:
+def _line(call: Call, batch: Batch, index: int, fmt: Format) -> bytes:
     body = item.json_line(batch.items.line(index))["body"]
     request_id = stable_id(batch.id + "/request", index, 32)
-    if outcome.errored:
-        status, answer = item.error(call.codec, outcome, str(body.get("model", "")), request_id)
-    else:
-        prefix = "resp_" if fmt == "responses" else "chatcmpl-"
-        message_id = prefix + stable_id(batch.id, index, 29)
-        status, answer = 200, item.answer(fmt, body, None, outcome, responder, message_id)
+    prefix = "resp_" if fmt == "responses" else "chatcmpl-"
+    message_id = prefix + stable_id(batch.id, index, 29)
+    outcome = batch.items.outcomes[index]
+    model = str(body.get("model", ""))
+    status, answer = item.result(
+        call, fmt, body, outcome, message_id, model=model, request_id=request_id
+    )
+    response = {"status_code": status, "request_id": request_id, "body": answer}
+    return _batch_line(batch, index, response, None)
+
+
+def _batch_line(batch: Batch, index: int, response: Any, error: Any) -> bytes:
     line = {
         "id": "batch_req_" + stable_id(batch.id + "/line", index, 32),
         "custom_id": batch.items.ids[index],
-        "response": {"status_code": status, "request_id": request_id, "body": answer},
-        "error": None,
-    }
-    return item.compact(line) + b"\n"
-
-
-def _expired_line(batch: Batch, index: int) -> bytes:
-    line = {
-        "id": "batch_req_" + stable_id(batch.id + "/line", index, 32),
-        "custom_id": batch.items.ids[index],
-        "response": None,
-        "error": {"code": "batch_expired", "message": EXPIRED},
+        "response": response,
+        "error": error,
     }
     return item.compact(line) + b"\n"
 
