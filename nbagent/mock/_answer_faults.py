@@ -20,11 +20,10 @@ from typing import Any
 from ._conversation import Conversation
 from ._faults import ANSWER_KINDS
 from ._output_request import ANY_TOOL
-from ._reply import MockReply, MockToolCall, split_words
+from ._reply import MockReply, MockToolCall, Responder, split_words
 
-__all__ = ["ANSWER_FAULTS", "REFUSAL_TEXT", "answer_fault", "mismatching"]
+__all__ = ["REFUSAL_TEXT", "answer_fault", "faulted_reply", "mismatching"]
 
-ANSWER_FAULTS = ANSWER_KINDS
 REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
 
 
@@ -91,7 +90,7 @@ def answer_fault(kind: str, reply: MockReply, conv: Conversation) -> MockReply:
     Returns:
         The reply to put on the wire.
     """
-    if kind not in ANSWER_FAULTS:
+    if kind not in ANSWER_KINDS:
         return reply
     if kind == "refusal":
         return MockReply(
@@ -114,3 +113,11 @@ def answer_fault(kind: str, reply: MockReply, conv: Conversation) -> MockReply:
     cut = answer[: max(1, len(answer) // 2)]
     used = conv.max_tokens or reply.output_tokens
     return _replace_answer(reply, conv, cut, stop_reason="max_tokens", output_tokens=used)
+
+
+def faulted_reply(kind: str, responder: Responder, conv: Conversation) -> MockReply:
+    """What a request with the fault `kind` is answered (a live one or a batch item): an empty
+    answer for ``empty``, else the responder's with the answer fault applied."""
+    if kind == "empty":
+        return MockReply(input_tokens=conv.prompt_tokens)
+    return answer_fault(kind, responder(conv), conv)

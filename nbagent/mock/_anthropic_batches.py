@@ -18,11 +18,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
+from ._anthropic_wire import ANTHROPIC
 from ._batch_api import BatchAPI, Paging, list_body, rows
 from ._batch_timeline import ALNUM, Batch, Items, Snapshot, stable_id
 from ._call import Call, CallError
 from ._fault_answers import reply, reply_stream
-from ._wire import anthropic_error
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024
@@ -70,7 +70,7 @@ def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
 
 def _not_found(call: Call, batch_id: str) -> CallError:
     message = f"message_batch_id: no message batch found with id {batch_id!r}."
-    return CallError(404, anthropic_error("not_found_error", message, call.request_id))
+    return CallError(404, ANTHROPIC.error("not_found_error", message, call.request_id))
 
 
 API = BatchAPI(
@@ -126,13 +126,13 @@ def create(call: Call) -> None:
         seen.add(custom_id)
         if not isinstance(entry.get("params"), dict):
             call.refuse(400, f"{where}.params: Field required.", f"{where}.params")
-    mock = call.mock
-    entries = ((r["custom_id"], r["params"], item.compact(r["params"])) for r in requests)
-    # Anthropic has no failed batches: one that fails (create:failed) errs in every item
-    failed = call.fault.kind == "failed"
-    items = item.add_items(
-        Items(), entries, "anthropic", None, mock.plan, mock.context_window, failed=failed
-    )
+    items = Items()
+    for r in requests:  # a batch that fails (create:failed) errs in every item: Anthropic has none
+        items.add(
+            r["custom_id"],
+            item.compact(r["params"]),
+            item.outcome_of(call, "anthropic", r["params"]),
+        )
     del requests, body
     batch = call.store.add(API.new_id(), "anthropic", items)
     call.body = {"requests": len(batch)}
@@ -170,30 +170,23 @@ def results(call: Call) -> None:
 
 
 def _lines(call: Call, batch: Batch, snap: Snapshot) -> Iterator[bytes]:
-    responder = call.mock.responder
     items = batch.items
     for index in batch.ended_in_order(snap):
         outcome = items.outcomes[index]
+        params = item.json_line(items.line(index))
+        message_id = "msg_01" + stable_id(batch.id, index, 22)
+        rid = "req_011" + stable_id(batch.id, index, 22)
+        _, body = item.result(call, "anthropic", params, outcome, message_id, request_id=rid)
+        result: dict[str, Any] = {"type": "succeeded", "message": body}
         if outcome.errored:
-            result: dict[str, Any] = {"type": "errored", "error": _error(call, batch, index)}
-        else:
-            params = item.json_line(items.line(index))
-            message_id = "msg_01" + stable_id(batch.id, index, 22)
-            message = item.answer("anthropic", params, None, outcome, responder, message_id)
-            result = {"type": "succeeded", "message": message}
+            error = body["error"]
+            if outcome.kind == "fault" and outcome.fault.kind == "quota":
+                error = {"type": "invalid_request_error", "message": CREDIT}
+            result = {"type": "errored", "error": {"type": "error", "error": error}}
         yield item.compact({"custom_id": items.ids[index], "result": result}) + b"\n"
     rest = "canceled" if snap.phase == "canceled" else "expired"
     for index in batch.unfinished_in_order(snap):
         yield item.compact({"custom_id": items.ids[index], "result": {"type": rest}}) + b"\n"
-
-
-def _error(call: Call, batch: Batch, index: int) -> dict[str, Any]:
-    outcome = batch.items.outcomes[index]
-    if outcome.kind == "fault" and outcome.fault.kind == "quota":
-        return {"type": "error", "error": {"type": "invalid_request_error", "message": CREDIT}}
-    rid = "req_011" + stable_id(batch.id, index, 22)
-    _, body = item.error(call.codec, outcome, "", rid)
-    return {"type": "error", "error": body["error"]}
 
 
 _ONE = "/(?P<id>[^/]+)"

@@ -11,15 +11,14 @@ says what a live conversation would, and a fault script breaks items as it break
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ._answer_faults import answer_fault
-from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
+from ._answer_faults import faulted_reply
+from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome
+from ._call import Call
 from ._conversation import Format, RequestError
-from ._faults import Fault, FaultPlan
-from ._formats import CODECS, Codec, Route, parse_request
-from ._reply import MockReply, Responder
+from ._faults import Fault
+from ._formats import CODECS, Route, parse_request
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
 _BROKEN = frozenset({"close", "drop_after_tokens", "malformed"})
@@ -55,61 +54,36 @@ def outcome_for(
     return OK_OUTCOME if fault.is_ok else ItemOutcome("ok", fault)
 
 
-def outcomes_for(
-    requests: Iterable[Any],
-    fmt: Format,
-    route: Route | None,
-    plan: FaultPlan,
-    window: int | None,
-    *,
-    failed: bool = False,
-) -> Iterator[ItemOutcome]:
-    """Each request's outcome, with the next fault of the script in turn; in a batch that
-    ``failed`` (``create:failed``) none runs, so none takes a fault."""
-    for request in requests:
-        yield FAILED_OUTCOME if failed else outcome_for(fmt, request, route, plan.next(), window)
+def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None) -> ItemOutcome:
+    """The outcome of one item of the batch `call` creates, with the next fault of the script
+    in turn; in a batch that fails (``create:failed``) none runs, so none takes a fault."""
+    if call.fault.kind == "failed":
+        return FAILED_OUTCOME
+    mock = call.mock
+    return outcome_for(fmt, request, route, mock.plan.next(), mock.context_window)
 
 
-def add_items(
-    items: Items,
-    entries: Iterable[tuple[str | None, Any, bytes]],
-    fmt: Format,
-    route: Route | None,
-    plan: FaultPlan,
-    window: int | None,
-    *,
-    failed: bool = False,
-) -> Items:
-    """Add ``(custom_id, request, line)`` entries, each with its outcome (`outcomes_for`)."""
-    for custom_id, request, line in entries:
-        (outcome,) = outcomes_for([request], fmt, route, plan, window, failed=failed)
-        items.add(custom_id, line, outcome)
-    return items
-
-
-def answer(
+def result(
+    call: Call,
     fmt: Format,
     request: Any,
-    route: Route | None,
     outcome: ItemOutcome,
-    responder: Responder,
     message_id: str,
-) -> dict[str, Any]:
-    """The provider's non-streamed answer to an item that succeeded: the responder's, with
-    the item's answer fault applied (`invalid_json`, `schema_mismatch`, `refusal`,
-    `truncated`), as a live answer has its own."""
-    conv = parse_request(fmt, request, route)
-    if outcome.fault.kind == "empty":
-        reply = MockReply(input_tokens=conv.prompt_tokens)
-    else:
-        reply = answer_fault(outcome.fault.kind, responder(conv), conv)
-    return CODECS[fmt].whole(reply, conv, message_id)
-
-
-def error(codec: Codec, outcome: ItemOutcome, model: str, request_id: str) -> tuple[int, Any]:
-    """The HTTP status and error body an errored item carries, in the codec's format."""
+    *,
+    route: Route | None = None,
+    model: str = "",
+    request_id: str = "",
+) -> tuple[int, Any]:
+    """The HTTP status and body an item ended with: its error (in the batch endpoint's format),
+    or the provider's non-streamed answer, the responder's with the item's answer fault
+    applied (`invalid_json`, `schema_mismatch`, `refusal`, `truncated`) as a live answer has."""
+    codec = call.codec
     if outcome.kind == "invalid":
         return 400, codec.bad_request(outcome.message, request_id, outcome.param)
     if outcome.kind == "overflow":
         return 400, codec.overflow_error(outcome.tokens, outcome.maximum, request_id)
-    return codec.fault_error(outcome.fault, model, request_id)
+    if outcome.errored:
+        return codec.fault_error(outcome.fault, model, request_id)
+    conv = parse_request(fmt, request, route)
+    reply = faulted_reply(outcome.fault.kind, call.mock.responder, conv)
+    return 200, CODECS[fmt].whole(reply, conv, message_id)

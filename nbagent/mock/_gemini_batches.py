@@ -110,17 +110,13 @@ def _pieces(call: Call, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
 def _response(call: Call, batch: Batch, index: int) -> bytes:
     entry = item.json_line(batch.items.line(index))
     outcome = batch.items.outcomes[index]
-    route = Route("gemini", model=batch.extra["model_id"], stream=False)
-    out: dict[str, Any] = {}
-    if outcome.errored:
-        _, body = item.error(call.codec, outcome, batch.extra["model_id"], "")
-        out["error"] = rpc_status(body)
-    else:
-        response_id = stable_id(batch.id, index, 22)
-        request = entry.get("request")
-        out["response"] = item.answer(
-            "gemini", request, route, outcome, call.mock.responder, response_id
-        )
+    model = batch.extra["model_id"]
+    route = Route("gemini", model=model, stream=False)
+    message_id = stable_id(batch.id, index, 22)
+    _, body = item.result(
+        call, "gemini", entry.get("request"), outcome, message_id, route=route, model=model
+    )
+    out: dict[str, Any] = {"error": rpc_status(body)} if outcome.errored else {"response": body}
     if entry.get("metadata") is not None:
         out["metadata"] = entry["metadata"]
     return item.compact(out)
@@ -166,20 +162,14 @@ def create(call: Call) -> None:
         if metadata is not None and not isinstance(metadata, dict):
             call.refuse(400, f"batch.input_config.requests.requests[{i}].metadata is invalid.")
     model_id = call.params["model"]
-    mock = call.mock
     route = Route("gemini", model=model_id, stream=False)
-
-    def entries() -> Iterator[tuple[str | None, Any, bytes]]:
-        for entry in requests:
-            key = (entry.get("metadata") or {}).get("key")
-            yield (key if isinstance(key, str) else None), entry["request"], item.compact(entry)
-
-    failed = call.fault.kind == "failed"
-    items = item.add_items(
-        Items(), entries(), "gemini", route, mock.plan, mock.context_window, failed=failed
-    )
+    items = Items()
+    for entry in requests:
+        key = (entry.get("metadata") or {}).get("key")
+        outcome = item.outcome_of(call, "gemini", entry["request"], route)
+        items.add(key if isinstance(key, str) else None, item.compact(entry), outcome)
     display = _field(batch_spec, "displayName", "display_name")
-    errors = [_failure(model_id)] if failed else []
+    errors = [_failure(model_id)] if call.fault.kind == "failed" else []
     batch = call.store.add(
         API.new_id(),
         "gemini",

@@ -21,9 +21,11 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from ._codec import Codec, Piece, Route
 from ._conversation import (
     Block,
     Conversation,
+    Format,
     RequestError,
     Text,
     ToolResult,
@@ -38,10 +40,9 @@ from ._output_request import gemini_callable, gemini_output
 from ._reply import MockReply
 
 __all__ = [
+    "GEMINI",
     "SIGNATURE_STANDIN",
     "gemini_error",
-    "gemini_stream",
-    "gemini_whole",
     "parse_gemini",
     "sign",
 ]
@@ -235,47 +236,6 @@ def _calls(reply: MockReply) -> list[dict[str, Any]]:
     return parts
 
 
-def gemini_stream(reply: MockReply, *, model: str, response_id: str) -> Iterator[tuple[str, bytes]]:
-    """SSE chunks: thoughts, text deltas, then a last chunk with the `finishReason` holding every
-    function call (parallel calls arrive together) or, after text, an empty signed text part."""
-    finish = _FINISH[reply.stop_reason]
-    out = 0
-    step = max(1, reply.output_tokens // max(1, len(reply.text_deltas) + 1))
-
-    def data(parts: list[dict[str, Any]], tokens: int, reason: str = "") -> bytes:
-        chunk = _chunk(parts, reply, tokens, model, response_id, reason)
-        return f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n".encode()
-
-    for piece in reply.thinking_deltas:
-        yield "body", data([{"text": piece, "thought": True}], out)
-    for piece in reply.text_deltas:
-        out = min(reply.output_tokens, out + step)
-        yield "text", data([{"text": piece}], out)
-    last = _calls(reply)
-    if not last and reply.text_deltas and reply.stop_reason == "end_turn":
-        last = [{"text": "", "thoughtSignature": _text_signature(reply.text)}]
-    yield "final", data(last, reply.output_tokens, finish)
-
-
-def gemini_whole(reply: MockReply, *, model: str, response_id: str) -> dict[str, Any]:
-    parts: list[dict[str, Any]] = [{"text": reply.text}] if reply.text_deltas else []
-    parts += _calls(reply)
-    return _chunk(parts, reply, reply.output_tokens, model, response_id, _FINISH[reply.stop_reason])
-
-
-def gemini_midstream_error() -> bytes:
-    error = {
-        "code": 503,
-        "message": "The model is overloaded. Please try again later.",
-        "status": "UNAVAILABLE",
-    }
-    return f"data: {json.dumps({'error': error})}\r\n\r\n".encode()
-
-
-def gemini_malformed() -> bytes:
-    return b'data: {"candidates": [{"content": {"parts": [{"text": "trunc\r\n\r\n'
-
-
 # --- errors -------------------------------------------------------------------------------------
 
 
@@ -338,17 +298,87 @@ _MESSAGES = {
 }
 
 
-def status_error(status: int, model: str, retry: str) -> dict[str, Any]:
-    if status == 429:
-        return per_minute_quota(model, retry)
-    if status == 529:  # Gemini has no 529: its overload is a 503
-        return gemini_error(503, "The model is overloaded. Please try again later.")
-    return gemini_error(status, _MESSAGES.get(status, _MESSAGES[500]).format(model=model))
+class GeminiCodec(Codec):
+    name: Format = "gemini"
+    pattern = r".*/models/(?P<model>.+):(?P<method>streamGenerateContent|generateContent)"
+    id_header = None
+    request_prefix = "gem_"
+    default_window = 1_048_576
+
+    def parse(self, body: Any, route: Route) -> Conversation:
+        return parse_gemini(body, route.model, stream=bool(route.stream))
+
+    def stream(
+        self, reply: MockReply, conv: Conversation, mid: str, azure: bool
+    ) -> Iterator[Piece]:
+        """SSE chunks: thoughts, text deltas, then a last chunk with the `finishReason` holding
+        every function call (parallel calls arrive together) or, after text, an empty signed
+        text part."""
+        out = 0
+        step = max(1, reply.output_tokens // max(1, len(reply.text_deltas) + 1))
+
+        def data(parts: list[dict[str, Any]], tokens: int, reason: str = "") -> bytes:
+            chunk = _chunk(parts, reply, tokens, conv.model, mid, reason)
+            return f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n".encode()
+
+        for piece in reply.thinking_deltas:
+            yield "body", data([{"text": piece, "thought": True}], out)
+        for piece in reply.text_deltas:
+            out = min(reply.output_tokens, out + step)
+            yield "text", data([{"text": piece}], out)
+        last = _calls(reply)
+        if not last and reply.text_deltas and reply.stop_reason == "end_turn":
+            last = [{"text": "", "thoughtSignature": _text_signature(reply.text)}]
+        yield "final", data(last, reply.output_tokens, _FINISH[reply.stop_reason])
+
+    def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
+        parts: list[dict[str, Any]] = [{"text": reply.text}] if reply.text_deltas else []
+        parts += _calls(reply)
+        finish = _FINISH[reply.stop_reason]
+        return _chunk(parts, reply, reply.output_tokens, conv.model, mid, finish)
+
+    def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
+        if status == 429:
+            return per_minute_quota(model, retry)
+        if status == 529:  # Gemini has no 529: its overload is a 503
+            return gemini_error(503, "The model is overloaded. Please try again later.")
+        return gemini_error(status, _MESSAGES.get(status, _MESSAGES[500]).format(model=model))
+
+    def quota_error(self, rid: str, model: str) -> dict[str, Any]:
+        return per_day_quota(model)
+
+    def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
+        return gemini_error(
+            400,
+            f"The input token count ({tokens}) exceeds the maximum number of tokens allowed "
+            f"({maximum}).",
+        )
+
+    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
+        return gemini_error(400, message)
+
+    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
+        return gemini_error(500, message)
+
+    def not_found(self, path: str, rid: str) -> dict[str, Any]:
+        return gemini_error(404, f"Not Found: {path}")
+
+    def midstream_error(self, mid: str) -> bytes:
+        error = {
+            "code": 503,
+            "message": "The model is overloaded. Please try again later.",
+            "status": "UNAVAILABLE",
+        }
+        return f"data: {json.dumps({'error': error})}\r\n\r\n".encode()
+
+    def malformed(self, mid: str) -> bytes:
+        return b'data: {"candidates": [{"content": {"parts": [{"text": "trunc\r\n\r\n'
+
+    def retry_headers(self, seconds: float) -> dict[str, str]:
+        return {}  # Gemini's wait is in the body (RetryInfo), not a header
+
+    def http_status(self, status: int) -> int:
+        return 503 if status == 529 else status  # Gemini says overload with 503, not 529
 
 
-def overflow_error(tokens: int, maximum: int) -> dict[str, Any]:
-    return gemini_error(
-        400,
-        f"The input token count ({tokens}) exceeds the maximum number of tokens allowed "
-        f"({maximum}).",
-    )
+GEMINI = GeminiCodec()

@@ -10,7 +10,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from ._answer_faults import answer_fault
+from ._answer_faults import faulted_reply
 from ._call import Call, Hangup
 from ._conversation import Conversation, RequestError
 from ._emulate import refused_response_format
@@ -98,11 +98,7 @@ def _answer(call: Call, found: Route, conv: Conversation, body: Any, emulating: 
         error = codec.overflow_error(conv.prompt_tokens, window, rid)
         call.error(400, error, fault="context_window", **kept)
         return
-    reply = (
-        MockReply(input_tokens=conv.prompt_tokens)
-        if fault.kind == "empty"
-        else answer_fault(fault.kind, mock.responder(conv), conv)
-    )
+    reply = faulted_reply(fault.kind, mock.responder, conv)
     call.record(200, **kept)
     if not conv.stream:
         _whole(call, conv, reply)

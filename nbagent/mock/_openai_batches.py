@@ -27,6 +27,7 @@ from ._batch_timeline import Batch, ItemOutcome, Items, Provider, Snapshot, stab
 from ._call import Call, CallError
 from ._conversation import Format
 from ._fault_answers import reply
+from ._openai_wire import OPENAI
 
 MAX_REQUESTS = 50_000
 DAY_S = 86_400
@@ -44,13 +45,9 @@ def _seconds(t: float | None) -> int | None:
     return None if t is None else int(t)
 
 
-def _openai_error(message: str, param: str | None, status: int = 400) -> CallError:
-    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
-    return CallError(status, {"error": error})
-
-
 def _not_found(call: Call, batch_id: str) -> CallError:
-    return _openai_error(f"No batch found with id '{batch_id}'.", "batch_id", 404)
+    body = OPENAI.bad_request(f"No batch found with id '{batch_id}'.", "", "batch_id")
+    return CallError(404, body)
 
 
 def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
@@ -209,17 +206,17 @@ def _make_files(call: Call, batch: Batch, snap: Snapshot) -> None:
 
 
 def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
-    mock = call.mock
     fmt: Format = batch.extra["format"]
 
     def lines() -> Iterator[bytes]:
         for index in batch.ended_in_order(snap):
             outcome = batch.items.outcomes[index]
             if outcome.errored == (kind == "error"):
-                yield _line(call, batch, index, outcome, fmt, mock.responder)
+                yield _line(call, batch, index, fmt)
         if kind == "error" and snap.phase == "expired":
             for index in batch.unfinished_in_order(snap):
-                yield _expired_line(batch, index)
+                error = {"code": "batch_expired", "message": EXPIRED}
+                yield _batch_line(batch, index, None, error)
 
     file = files.StoredFile(
         files.new_file_id(),
@@ -233,32 +230,26 @@ def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot)
     return files.add_file(call, file).id
 
 
-def _line(
-    call: Call, batch: Batch, index: int, outcome: ItemOutcome, fmt: Format, responder: Any
-) -> bytes:
+def _line(call: Call, batch: Batch, index: int, fmt: Format) -> bytes:
     body = item.json_line(batch.items.line(index))["body"]
     request_id = stable_id(batch.id + "/request", index, 32)
-    if outcome.errored:
-        status, answer = item.error(call.codec, outcome, str(body.get("model", "")), request_id)
-    else:
-        prefix = "resp_" if fmt == "responses" else "chatcmpl-"
-        message_id = prefix + stable_id(batch.id, index, 29)
-        status, answer = 200, item.answer(fmt, body, None, outcome, responder, message_id)
+    prefix = "resp_" if fmt == "responses" else "chatcmpl-"
+    message_id = prefix + stable_id(batch.id, index, 29)
+    outcome = batch.items.outcomes[index]
+    model = str(body.get("model", ""))
+    status, answer = item.result(
+        call, fmt, body, outcome, message_id, model=model, request_id=request_id
+    )
+    response = {"status_code": status, "request_id": request_id, "body": answer}
+    return _batch_line(batch, index, response, None)
+
+
+def _batch_line(batch: Batch, index: int, response: Any, error: Any) -> bytes:
     line = {
         "id": "batch_req_" + stable_id(batch.id + "/line", index, 32),
         "custom_id": batch.items.ids[index],
-        "response": {"status_code": status, "request_id": request_id, "body": answer},
-        "error": None,
-    }
-    return item.compact(line) + b"\n"
-
-
-def _expired_line(batch: Batch, index: int) -> bytes:
-    line = {
-        "id": "batch_req_" + stable_id(batch.id + "/line", index, 32),
-        "custom_id": batch.items.ids[index],
-        "response": None,
-        "error": {"code": "batch_expired", "message": EXPIRED},
+        "response": response,
+        "error": error,
     }
     return item.compact(line) + b"\n"
 
@@ -269,21 +260,22 @@ def _expired_line(batch: Batch, index: int) -> bytes:
 def create(call: Call) -> None:
     body = call.json_body()
     if not isinstance(body, dict):
-        raise _openai_error("The body must be a JSON object.", None)
+        call.refuse(400, "The body must be a JSON object.", None)
     input_file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
     window, metadata = body.get("completion_window"), body.get("metadata")
     if not isinstance(input_file_id, str):
-        raise _openai_error("Missing required parameter: 'input_file_id'.", "input_file_id")
+        call.refuse(400, "Missing required parameter: 'input_file_id'.", "input_file_id")
     if not isinstance(endpoint, str):
-        raise _openai_error("Missing required parameter: 'endpoint'.", "endpoint")
+        call.refuse(400, "Missing required parameter: 'endpoint'.", "endpoint")
     if window != "24h":
-        raise _openai_error(
-            f"Invalid value: {window!r}. Supported values are: '24h'.", "completion_window"
+        call.refuse(
+            400, f"Invalid value: {window!r}. Supported values are: '24h'.", "completion_window"
         )
-    _check_metadata(metadata)
+    _check_metadata(call, metadata)
     fmt = _FORMATS.get(_bare(endpoint))
     if fmt is None:
-        raise _openai_error(
+        call.refuse(
+            400,
             f"The mock server answers batches for /v1/chat/completions and /v1/responses, "
             f"not {endpoint!r}.",
             "endpoint",
@@ -291,18 +283,14 @@ def create(call: Call) -> None:
     try:
         file = files.find(call, input_file_id)
     except CallError:
-        raise _openai_error(
-            f"Invalid 'input_file_id': '{input_file_id}'. File not found.", "input_file_id"
-        ) from None
+        message = f"Invalid 'input_file_id': '{input_file_id}'. File not found."
+        call.refuse(400, message, "input_file_id")
     data = file.data or b""
     starts, ids, bodies, errors, model = read_input(data, endpoint)
     outcomes: list[ItemOutcome] = []
     if not errors:
-        failed = call.fault.kind == "failed"
-        mock = call.mock
-        context = mock.context_window
-        outcomes = list(item.outcomes_for(bodies, fmt, None, mock.plan, context, failed=failed))
-        errors = [_token_limit(model)] if failed else []
+        outcomes = [item.outcome_of(call, fmt, body) for body in bodies]
+        errors = [_token_limit(model)] if call.fault.kind == "failed" else []
     del bodies
     items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
     batch = call.store.add(
@@ -331,14 +319,15 @@ def _token_limit(model: str | None) -> dict[str, Any]:
     return {"code": "token_limit_exceeded", "line": None, "message": message, "param": None}
 
 
-def _check_metadata(metadata: Any) -> None:
+def _check_metadata(call: Call, metadata: Any) -> None:
     if metadata is None:
         return
     if not isinstance(metadata, dict) or len(metadata) > 16:
-        raise _openai_error("metadata must be an object of at most 16 pairs.", "metadata")
+        call.refuse(400, "metadata must be an object of at most 16 pairs.", "metadata")
     for key, value in metadata.items():
         if len(key) > 64 or not isinstance(value, str) or len(value) > 512:
-            raise _openai_error(
+            call.refuse(
+                400,
                 "metadata keys are at most 64 characters and values strings of at most 512.",
                 "metadata",
             )

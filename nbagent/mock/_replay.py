@@ -52,11 +52,6 @@ class Replayer:
         with self._lock:
             return self._next
 
-    def rewind(self) -> None:
-        """Start again from the first recorded answer."""
-        with self._lock:
-            self._next = 0
-
     def scaled(self, seconds: float) -> float:
         """A recorded offset at this replay's speed."""
         return 0.0 if math.isinf(self.speed) else seconds / self.speed

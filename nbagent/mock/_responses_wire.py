@@ -7,7 +7,7 @@ When the request asks for `reasoning.encrypted_content`, each reply starts with 
 whose encrypted content the mock can verify; a request that sends one back altered is refused,
 as OpenAI refuses it (`invalid_encrypted_content`), and one sent back without its encrypted
 content is refused as OpenAI does with `store: false` (the item was never stored). Errors are
-OpenAI's (`_wire.openai_error`); mid-stream ones are an `error` event then `response.failed`.
+OpenAI's (`_openai_wire.OpenAIErrors`); mid-stream ones are an `error` event then `response.failed`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ import base64
 import hashlib
 import hmac
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._codec import Piece, fragments
 from ._conversation import (
     Block,
     Conversation,
+    Format,
     RequestError,
     Text,
     ToolResult,
@@ -35,10 +37,11 @@ from ._conversation import (
     _require_dict,
     _require_list,
 )
+from ._openai_wire import OVERLOADED, OpenAIErrors
 from ._output_request import responses_output
 from ._reply import MockReply, split_words
 
-__all__ = ["parse_responses", "responses_stream", "responses_whole"]
+__all__ = ["RESPONSES", "encrypted_for", "parse_responses"]
 
 _KEY = b"nbagent-mock-responses"
 ENCRYPTED = "reasoning.encrypted_content"
@@ -233,94 +236,99 @@ def _response(
     return response
 
 
-def responses_whole(reply: MockReply, conv: Conversation, response_id: str) -> dict[str, Any]:
-    status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-    return _response(reply, conv, response_id, status, _items(reply, conv, response_id))
+class ResponsesCodec(OpenAIErrors):
+    name: Format = "responses"
+    pattern = r".*/responses/?"
+    message_prefix = "resp_"
+
+    def parse(self, body: Any, route: Any) -> Conversation:
+        return parse_responses(body)
+
+    def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
+        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
+        return _response(reply, conv, mid, status, _items(reply, conv, mid))
+
+    def stream(
+        self, reply: MockReply, conv: Conversation, mid: str, azure: bool
+    ) -> Iterator[Piece]:
+        seq = 0
+
+        def event(kind: str, **fields: Any) -> bytes:
+            nonlocal seq
+            data = {"type": kind, "sequence_number": seq, **fields}
+            seq += 1
+            return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+        started = _response(reply, conv, mid, "in_progress", [])
+        yield "head", event("response.created", response=started)
+        yield "head", event("response.in_progress", response=started)
+        items = _items(reply, conv, mid)
+        for index, item in enumerate(items):
+            yield from _item_events(reply, item, index, event)
+            yield "body", event("response.output_item.done", output_index=index, item=item)
+        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
+        final = _response(reply, conv, mid, status, items)
+        yield "final", event(f"response.{status}", response=final)
+
+    def midstream_error(self, mid: str) -> bytes:
+        error = {
+            "type": "server_error",
+            "code": "server_error",
+            "message": OVERLOADED,
+            "param": None,
+        }
+        failed = {
+            "id": mid,
+            "object": "response",
+            "status": "failed",
+            "error": {"code": "server_error", "message": OVERLOADED},
+        }
+        return (
+            f"event: error\ndata: {json.dumps({'type': 'error', 'error': error})}\n\n"
+            f"event: response.failed\ndata: "
+            f"{json.dumps({'type': 'response.failed', 'response': failed})}\n\n"
+        ).encode()
+
+    def malformed(self, mid: str) -> bytes:
+        return (
+            b"event: response.output_text.delta\n"
+            b'data: {"type":"response.output_text.delta","delta":"tru\n\n'
+        )
 
 
-def responses_stream(
-    reply: MockReply, conv: Conversation, response_id: str
-) -> Iterator[tuple[str, bytes]]:
-    seq = 0
-
-    def event(kind: str, **fields: Any) -> bytes:
-        nonlocal seq
-        data = {"type": kind, "sequence_number": seq, **fields}
-        seq += 1
-        return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
-
-    yield (
-        "head",
-        event("response.created", response=_response(reply, conv, response_id, "in_progress", [])),
-    )
-    yield (
-        "head",
-        event(
-            "response.in_progress", response=_response(reply, conv, response_id, "in_progress", [])
-        ),
-    )
-    items = _items(reply, conv, response_id)
-    for index, item in enumerate(items):
-        kind = item["type"]
-        if kind == "message" and item["content"][0]["type"] == "refusal":
-            added = {**item, "status": "in_progress", "content": []}
-            yield "body", event("response.output_item.added", output_index=index, item=added)
+def _item_events(
+    reply: MockReply, item: dict[str, Any], index: int, event: Callable[..., bytes]
+) -> Iterator[Piece]:
+    """One output item's events, from `added` to before its `done`."""
+    kind = item["type"]
+    if kind == "message":
+        added = {**item, "status": "in_progress", "content": []}
+        yield "body", event("response.output_item.added", output_index=index, item=added)
+        ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
+        done = item["content"][0]
+        if done["type"] == "refusal":
             part: dict[str, Any] = {"type": "refusal", "refusal": ""}
-            ids: dict[str, Any] = {"item_id": item["id"], "output_index": index, "content_index": 0}
             yield "body", event("response.content_part.added", part=part, **ids)
             for piece in split_words(reply.refusal):
                 yield "text", event("response.refusal.delta", delta=piece, **ids)
             yield "body", event("response.refusal.done", refusal=reply.refusal, **ids)
-            yield "body", event("response.content_part.done", part=item["content"][0], **ids)
-        elif kind == "message":
-            added = {**item, "status": "in_progress", "content": []}
-            yield "body", event("response.output_item.added", output_index=index, item=added)
+        else:
             part = {"type": "output_text", "annotations": [], "text": ""}
-            ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
             yield "body", event("response.content_part.added", part=part, **ids)
             for piece in reply.text_deltas:
                 yield "text", event("response.output_text.delta", delta=piece, **ids)
             yield "body", event("response.output_text.done", text=reply.text, **ids)
-            yield "body", event("response.content_part.done", part=item["content"][0], **ids)
-        elif kind == "function_call":
-            added = {**item, "status": "in_progress", "arguments": ""}
-            yield "body", event("response.output_item.added", output_index=index, item=added)
-            ids = {"item_id": item["id"], "output_index": index}
-            args = item["arguments"]
-            for start in range(0, len(args), 12):
-                chunk = args[start : start + 12]
-                yield "body", event("response.function_call_arguments.delta", delta=chunk, **ids)
-            yield "body", event("response.function_call_arguments.done", arguments=args, **ids)
-        else:
-            yield "body", event("response.output_item.added", output_index=index, item=item)
-        yield "body", event("response.output_item.done", output_index=index, item=item)
-    status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-    final = _response(reply, conv, response_id, status, items)
-    yield "final", event(f"response.{status}", response=final)
+        yield "body", event("response.content_part.done", part=done, **ids)
+    elif kind == "function_call":
+        added = {**item, "status": "in_progress", "arguments": ""}
+        yield "body", event("response.output_item.added", output_index=index, item=added)
+        ids = {"item_id": item["id"], "output_index": index}
+        args = item["arguments"]
+        for chunk in fragments(args):
+            yield "body", event("response.function_call_arguments.delta", delta=chunk, **ids)
+        yield "body", event("response.function_call_arguments.done", arguments=args, **ids)
+    else:
+        yield "body", event("response.output_item.added", output_index=index, item=item)
 
 
-def responses_midstream_error(response_id: str) -> bytes:
-    error = {
-        "type": "server_error",
-        "code": "server_error",
-        "message": "The server is currently overloaded with other requests. Sorry about that!",
-        "param": None,
-    }
-    failed = {
-        "id": response_id,
-        "object": "response",
-        "status": "failed",
-        "error": {"code": "server_error", "message": error["message"]},
-    }
-    return (
-        f"event: error\ndata: {json.dumps({'type': 'error', 'error': error})}\n\n"
-        f"event: response.failed\ndata: "
-        f"{json.dumps({'type': 'response.failed', 'response': failed})}\n\n"
-    ).encode()
-
-
-def responses_malformed() -> bytes:
-    return (
-        b"event: response.output_text.delta\n"
-        b'data: {"type":"response.output_text.delta","delta":"tru\n\n'
-    )
+RESPONSES = ResponsesCodec()

@@ -13,11 +13,7 @@ from types import TracebackType
 from typing import Any, ParamSpec
 
 from ..recording import Recorder, Recording
-from ._batch_views import BatchViews
-from ._batches import (
-    DEFAULT_BATCH_DURATION_S,
-    BatchStore,
-)
+from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews
 from ._call import Call, Endpoint
 from ._emulate import Interrupts, check_emulate
 from ._faults import Fault, FaultPlan, FaultRates

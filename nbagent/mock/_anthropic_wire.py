@@ -1,0 +1,201 @@
+"""The Anthropic Messages wire format for the mock server: replies and errors (the request
+parser is `_conversation.parse_anthropic`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ._codec import Codec, Piece, fragments, sse_event
+from ._conversation import Conversation, Format, parse_anthropic
+from ._ratelimit import RateDecision, anthropic_headers
+from ._reply import MockReply, split_words
+
+_INJECTED = "Bad request (injected by the mock server's fault script)."
+_RATE = "This request would exceed your organization's rate limit. Please retry after {retry}s."
+_PERMISSION = "Your API key does not have permission to use the specified resource."
+# status -> (Anthropic's error type, its message)
+STATUS: dict[int, tuple[str, str]] = {
+    400: ("invalid_request_error", _INJECTED),
+    401: ("authentication_error", "invalid x-api-key"),
+    402: ("billing_error", "Your credit balance is too low to access the API."),
+    403: ("permission_error", _PERMISSION),
+    404: ("not_found_error", "model: {model}"),
+    408: ("timeout_error", "Request timed out."),
+    409: ("api_error", "Conflict."),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", _RATE),
+    500: ("api_error", "Internal server error"),
+    502: ("api_error", "Bad gateway"),
+    503: ("api_error", "Service unavailable"),
+    504: ("timeout_error", "Request timed out."),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+
+def _input(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments  # [demo:bad_json] in a non-streaming reply: the raw text, not an object
+
+
+def _said(reply: MockReply) -> MockReply:
+    """Anthropic says a refusal in its text, with `stop_reason: refusal`."""
+    if reply.refusal and not reply.text_deltas:
+        return MockReply(
+            text_deltas=split_words(reply.refusal),
+            stop_reason="refusal",
+            input_tokens=reply.input_tokens,
+            output_tokens=reply.output_tokens,
+        )
+    return reply
+
+
+def _delta(index: int, delta: dict[str, Any]) -> bytes:
+    return sse_event(
+        "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    )
+
+
+def _start(index: int, block: dict[str, Any]) -> bytes:
+    data = {"type": "content_block_start", "index": index, "content_block": block}
+    return sse_event("content_block_start", data)
+
+
+def _stop(index: int) -> bytes:
+    return sse_event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def _message_delta(stop_reason: str | None, reply: MockReply) -> bytes:
+    delta = {"stop_reason": stop_reason, "stop_sequence": None}
+    usage = {"output_tokens": reply.output_tokens}
+    return sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
+
+
+_MESSAGE_STOP = sse_event("message_stop", {"type": "message_stop"})
+
+
+class AnthropicCodec(Codec):
+    name: Format = "anthropic"
+    pattern = r".*/messages/?"
+    id_header = "request-id"
+    request_prefix = "req_011"
+    message_prefix = "msg_"
+    default_window = 200_000
+
+    def parse(self, body: Any, route: Any) -> Conversation:
+        return parse_anthropic(body)
+
+    def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
+        reply = _said(reply)
+        content: list[dict[str, Any]] = []
+        if reply.thinking_deltas:
+            content.append(
+                {"type": "thinking", "thinking": reply.thinking, "signature": reply.signature}
+            )
+        if reply.text_deltas:
+            content.append({"type": "text", "text": reply.text})
+        for call in reply.tool_calls:
+            block = {"type": "tool_use", "id": call.id, "name": call.name}
+            content.append({**block, "input": _input(call.arguments)})
+        return {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": conv.model,
+            "content": content,
+            "stop_reason": reply.stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
+        }
+
+    def stream(
+        self, reply: MockReply, conv: Conversation, mid: str, azure: bool
+    ) -> Iterator[Piece]:
+        reply = _said(reply)
+        start = self.whole(MockReply(input_tokens=reply.input_tokens), conv, mid)
+        start.update(
+            stop_reason=None, usage={"input_tokens": reply.input_tokens, "output_tokens": 1}
+        )
+        yield "head", sse_event("message_start", {"type": "message_start", "message": start})
+        yield "head", sse_event("ping", {"type": "ping"})
+        index = 0
+        if reply.thinking_deltas:
+            yield "body", _start(index, {"type": "thinking", "thinking": "", "signature": ""})
+            for piece in reply.thinking_deltas:
+                yield "body", _delta(index, {"type": "thinking_delta", "thinking": piece})
+            yield "body", _delta(index, {"type": "signature_delta", "signature": reply.signature})
+            yield "body", _stop(index)
+            index += 1
+        if reply.text_deltas:
+            yield "body", _start(index, {"type": "text", "text": ""})
+            for piece in reply.text_deltas:
+                yield "text", _delta(index, {"type": "text_delta", "text": piece})
+            yield "body", _stop(index)
+            index += 1
+        for call in reply.tool_calls:
+            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+            yield "body", _start(index, block)
+            for fragment in ["", *fragments(call.arguments)]:
+                yield "body", _delta(index, {"type": "input_json_delta", "partial_json": fragment})
+            yield "body", _stop(index)
+            index += 1
+        yield "final", _message_delta(reply.stop_reason, reply)
+        yield "final", _MESSAGE_STOP
+
+    def unreasoned_end(self, reply: MockReply | None) -> bytes:
+        """`message_stop` with no stop reason before it: after a `message_delta` that reports
+        the usage of `reply` (its stop reason null), or alone."""
+        return _MESSAGE_STOP if reply is None else _message_delta(None, reply) + _MESSAGE_STOP
+
+    # --- errors ---------------------------------------------------------------------------------
+
+    def error(self, err_type: str, message: str, rid: str, **details: Any) -> dict[str, Any]:
+        error: dict[str, Any] = {"type": err_type, "message": message}
+        if details:
+            error["details"] = details
+        return {"type": "error", "error": error, "request_id": rid}
+
+    def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
+        err_type, message = STATUS.get(status, STATUS[500])
+        return self.error(err_type, message.format(model=model, retry=retry), rid)
+
+    def quota_error(self, rid: str, model: str) -> dict[str, Any]:
+        return self.error(
+            "rate_limit_error",
+            "You have reached your specified API usage limits. "
+            "You will regain access on the first of next month.",
+            rid,
+            error_code="enforced_spend_limit_reached",
+        )
+
+    def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
+        message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
+        return self.error("invalid_request_error", message, rid)
+
+    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
+        return self.error("invalid_request_error", message, rid)
+
+    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
+        return self.error("api_error", message, rid)
+
+    def not_found(self, path: str, rid: str) -> dict[str, Any]:
+        return self.error("not_found_error", f"Not Found: {path}", rid)
+
+    def midstream_error(self, mid: str) -> bytes:
+        error = {"type": "overloaded_error", "message": "Overloaded"}
+        return sse_event("error", {"type": "error", "error": error})
+
+    def malformed(self, mid: str) -> bytes:
+        return (
+            b"event: content_block_delta\n"
+            b'data: {"type":"content_block_delta","index":0,"delta":{"type":"text_de\n\n'
+        )
+
+    def rate_headers(self, decision: RateDecision) -> dict[str, str]:
+        return anthropic_headers(decision)
+
+
+ANTHROPIC = AnthropicCodec()

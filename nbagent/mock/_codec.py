@@ -1,0 +1,151 @@
+"""What one wire format is to the mock server: a `Codec`, and the SSE framing they share.
+
+Each format is one subclass in its own module (`_anthropic_wire`, `_openai_wire`,
+`_responses_wire`, `_gemini_wire`), the one home of what that format says: how a request
+parses, how a reply streams (``(kind, bytes)`` pieces: ``head`` before content, ``text`` one
+text delta, ``body`` other content, ``final`` the ending events, so a fault can break it at the
+right place) or comes whole, its error bodies, its mid-stream faults, its request ids and its
+rate-limit headers. The request handler itself knows no format.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from ._faults import Fault
+from ._ratelimit import RateDecision, format_seconds, retry_after_headers
+from ._reply import MockReply
+
+if TYPE_CHECKING:
+    from ._conversation import Conversation, Format
+
+PieceKind = Literal["head", "text", "body", "final"]
+Piece = tuple[PieceKind, bytes]
+FRAGMENT_CHARS = 12
+
+
+@dataclass(frozen=True)
+class Route:
+    """Which wire format and model a request to the mock speaks, read from its path and body:
+    what the server answers in, and what a replay compares with the recording.
+
+    Attributes:
+        format: The wire format ("anthropic", "openai", "responses", "gemini").
+        model: The model named in the path (Gemini), else "".
+        stream: Whether the path asks for a stream (Gemini), else None (the body says).
+        azure: Whether the path is Azure's (`/openai/...`).
+    """
+
+    format: Format
+    model: str = ""  # Gemini names the model in the path
+    stream: bool | None = None  # Gemini says it in the path; the others in the body
+    azure: bool = False
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def sse_event(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {compact_json(data)}\n\n".encode()
+
+
+def sse_data(data: Any) -> bytes:
+    return f"data: {compact_json(data)}\n\n".encode()
+
+
+def fragments(arguments: str) -> list[str]:
+    """Split tool arguments into streamed fragments."""
+    return [arguments[i : i + FRAGMENT_CHARS] for i in range(0, len(arguments), FRAGMENT_CHARS)]
+
+
+class Codec:
+    """One wire format, as the mock server's handler uses it (a subclass per format)."""
+
+    name: Format
+    pattern: str  # its model endpoint's path (a regular expression the whole path matches)
+    id_header: str | None = "x-request-id"  # the header naming the request id (None: none)
+    request_prefix = "req_"
+    message_prefix = ""
+    default_window = 128_000
+
+    def parse(self, body: Any, route: Route) -> Conversation:
+        """A request body, as a conversation (`RequestError` when the format refuses it)."""
+        raise NotImplementedError
+
+    def stream(
+        self, reply: MockReply, conv: Conversation, mid: str, azure: bool
+    ) -> Iterable[Piece]:
+        raise NotImplementedError
+
+    def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
+        """The error body the provider sends with ``status`` (``retry``: its wait, said)."""
+        raise NotImplementedError
+
+    def quota_error(self, rid: str, model: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
+        """The real context-overflow error of the format, with the numbers in it."""
+        raise NotImplementedError
+
+    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def not_found(self, path: str, rid: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def midstream_error(self, mid: str) -> bytes:
+        raise NotImplementedError
+
+    def malformed(self, mid: str) -> bytes:
+        raise NotImplementedError
+
+    def unreasoned_end(self, reply: MockReply | None) -> bytes:
+        """The end marker with no finish reason before it: after the usage report of `reply`
+        (Snowflake Cortex), or alone (None: llama-cpp-python's cut stream); b"" for a format
+        whose ending events say how it ended, or that has no end marker."""
+        return b""
+
+    def rate_headers(self, decision: RateDecision) -> dict[str, str]:
+        return {}
+
+    def retry_headers(self, seconds: float) -> dict[str, str]:
+        """How the format says its wait (a Retry-After header, unless the body says it)."""
+        return retry_after_headers(seconds)
+
+    def http_status(self, status: int) -> int:
+        """The status a fault answers with."""
+        return status
+
+    def fault_error(
+        self, fault: Fault, model: str, rid: str, tokens: int = 0, window: int | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """The status and error body of a fault that is an HTTP error (``tokens``: the
+        prompt's estimate; ``window``: the context window, None for the format's own)."""
+        status = fault.status or (529 if fault.kind == "overloaded_midstream" else 500)
+        if fault.kind == "quota":
+            return self.http_status(429), self.quota_error(rid, model)
+        if fault.kind == "overflow":
+            maximum = window or self.default_window
+            error = self.overflow_error(max(tokens, maximum + 1 + tokens), maximum, rid)
+            error["error"]["message"] += " (simulated: an injected fault, not the prompt's size)"
+            return 400, error
+        retry = format_seconds(fault.retry_after_s or 0.0)
+        return self.http_status(status), self.status_error(status, model, rid, retry)
+
+    def new_request_id(self) -> str:
+        return self.request_prefix + uuid.uuid4().hex[:24]
+
+    def message_id(self, request_id: str) -> str:
+        return self.message_prefix + request_id.split("_")[-1][-24:]
