@@ -38,7 +38,7 @@ import asyncio
 import atexit
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from IPython.core.error import UsageError
@@ -127,24 +127,6 @@ def _parser() -> _Parser:
     return p
 
 
-@dataclass
-class _Options:
-    """The options of one `%%agent` cell: the parser's arguments of the same names."""
-
-    model: str
-    faults: list[str] | None
-    delay: float | None
-    seed: int | None
-    max_attempts: int | None
-    system: str | None
-    new: bool
-    tools: str | None
-    no_widget: bool
-    wait: bool
-    output: Any = None  # the schema named by --output, read from the namespace
-    output_mode: str = "auto"
-
-
 @magics_class
 class AgentMagics(Magics):
     """The `%%agent` cell magic and the `%agent_reset` line magic."""
@@ -217,7 +199,7 @@ class AgentMagics(Magics):
     def _ns(self) -> dict[str, Any]:
         return self.shell.user_ns if self.shell is not None else {}
 
-    def _parse(self, line: str) -> _Options | None:
+    def _parse(self, line: str) -> argparse.Namespace | None:
         try:
             argv = shlex.split(line)
         except ValueError as exc:
@@ -264,11 +246,11 @@ class AgentMagics(Magics):
                 f"%%agent: {which} scripts the offline mock server, so it works with "
                 f"--model demo only (not {args.model!r})"
             )
-        # the options are the parser's, by name; the fault script and the schema as read above
-        given = {f.name: getattr(args, f.name) for f in fields(_Options)}
-        return _Options(**{**given, "faults": faults, "output": output})
+        # the options are the parser's; the fault script and the schema as read above
+        args.faults, args.output = faults, output
+        return args
 
-    def _agent_for(self, opts: _Options) -> Agent:
+    def _agent_for(self, opts: argparse.Namespace) -> Agent:
         from ._loop._agent import Agent
 
         agent = None if opts.new else self.agents.get(opts.model)
@@ -319,7 +301,7 @@ class AgentMagics(Magics):
         if server is not None:
             server.stop()
 
-    def _prepare(self, opts: _Options) -> None:
+    def _prepare(self, opts: argparse.Namespace) -> None:
         """Set the mock server up for this cell's requests (just before its run starts)."""
         self._agent_for_output(opts)
         if opts.model != "demo":
@@ -328,7 +310,7 @@ class AgentMagics(Magics):
         server.set_faults(opts.faults or [])
         server.demo_delay_s = opts.delay or 0.0
 
-    def _start(self, agent: Agent, opts: _Options, prompt: str) -> None:
+    def _start(self, agent: Agent, opts: argparse.Namespace, prompt: str) -> None:
         """Background run on the kernel's loop, with the timeline shown under this cell now."""
         from .notebook._display import start_shown
 
@@ -349,7 +331,7 @@ class AgentMagics(Magics):
         ns["_agent_handle"] = handle
         handle.task.add_done_callback(_keep_result(ns))
 
-    def _run_now(self, agent: Agent, opts: _Options, prompt: str, show: bool) -> None:
+    def _run_now(self, agent: Agent, opts: argparse.Namespace, prompt: str, show: bool) -> None:
         running = self.handles.get(agent)
         if running is not None and not running.done():
             raise UsageError(
@@ -361,7 +343,7 @@ class AgentMagics(Magics):
         self._ns()["_agent_result"] = result
         print(result.output if opts.output is not None else result.final_text)
 
-    def _agent_for_output(self, opts: _Options) -> None:
+    def _agent_for_output(self, opts: argparse.Namespace) -> None:
         """This cell's output mode, on the conversation's agent (`--output-mode`)."""
         agent = self.agents.get(opts.model)
         if agent is not None and opts.output is not None:

@@ -129,7 +129,7 @@ def test_the_widget_and_the_png_compress_the_same_idle_stretch() -> None:
 
     widget = Axis(tuple(axis["times"]), tuple(axis["positions"]))
     for t in (0.0, 5.0, 9.6, 40.0, 70.0, 75.0):
-        drawn = float(picture.axis.forward(t))
+        drawn = picture.axis.at(t)
         assert abs(widget.at(t) - drawn) <= 0.02 * widget.width, (t, widget.at(t), drawn)
     # a short attempt after the long wait stays visible: at least 1 % of the drawn width
     second = [b for b in state.snapshot()["bars"] if b["run_id"] == "run-2"][1]

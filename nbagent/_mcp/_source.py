@@ -49,6 +49,12 @@ __all__ = ["MCPSource"]
 log = logging.getLogger("nbagent._mcp")
 
 _STOP_TIMEOUT_S = 15.0  # the SDK's own stdio shutdown is bounded at about 5 s
+_GIVE_UP = ". Do not call its tools again; answer without them or explain the failure to the user."
+
+
+def _refusal(head: str, reason: str, tail: str = _GIVE_UP) -> str:
+    """The error result of a call that cannot run, as a template with `{tool}` for its name."""
+    return "Tool `{tool}` " + head + braces(reason) + tail
 
 
 class MCPSource:
@@ -310,12 +316,8 @@ class MCPSource:
                 if self.unavailable_reason is None:
                     await self._first_start()
                 if self._specs is None:
-                    return None, (
-                        "Tool `{tool}` is unavailable: "
-                        + braces(self.unavailable_reason or "the MCP server did not start")
-                        + ". Do not call its tools again; answer without them or explain the "
-                        "failure to the user."
-                    )
+                    why = self.unavailable_reason or "the MCP server did not start"
+                    return None, _refusal("is unavailable: ", why)
                 conn = self._conn
                 if conn is not None and conn.alive:
                     return conn, ""
@@ -332,12 +334,7 @@ class MCPSource:
                         f"already been {'reconnected' if self.url else 'restarted'} "
                         f"{self.restarts} time(s) (max_restarts={self.max_restarts})"
                     )
-                    return None, (
-                        "Tool `{tool}` did not run: "
-                        + braces(self.unavailable_reason)
-                        + ". Do not call its tools again; answer without them or explain the "
-                        "failure to the user."
-                    )
+                    return None, _refusal("did not run: ", self.unavailable_reason)
                 self.restarts += 1
                 log.info(
                     "restarting MCP server `%s` (restart %d of %d)",
@@ -349,11 +346,8 @@ class MCPSource:
             if new is None:
                 self.unavailable_reason = reason
                 self._last_loss = reason
-                return None, (
-                    "Tool `{tool}` did not run: could not restart it: "
-                    + braces(reason)
-                    + ". Answer without this tool or explain the failure to the user."
-                )
+                tail = ". Answer without this tool or explain the failure to the user."
+                return None, _refusal("did not run: could not restart it: ", reason, tail)
             self.unavailable_reason = None
             self._needs_restart = False
             return new, ""

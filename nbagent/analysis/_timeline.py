@@ -13,6 +13,7 @@ attempt a run failed on is labelled beside its bar when the bar is too narrow fo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +22,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from .._axis import Axis, picture_axis
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, REASK_GLYPH, SWATCHES
 from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes
 from ._tables import frame, wait_kind
-from ._timeaxis import TimeAxis, picture_time_axis
+from ._timeaxis import apply_axis, forward
 
 __all__ = ["draw_timeline", "plot_timeline", "short_label"]
 
@@ -129,7 +131,7 @@ class _Picture:
 
     df: pd.DataFrame
     rows: _Rows
-    axis: TimeAxis
+    axis: Axis
     phase: np.ndarray[Any, Any]
     start: np.ndarray[Any, Any]
     end: np.ndarray[Any, Any]
@@ -179,7 +181,8 @@ def _picture(df: pd.DataFrame, max_groups: int, compress: bool) -> _Picture | st
     span = float(max(np.max(end), np.max(end + delay)))
     # quiet stretches are shortened only when a linear axis would shrink a typical bar to a
     # sliver: the rule (and the mapping) the widget and the HTML report use too
-    axis = picture_time_axis(list(zip(start[bars], end[bars], strict=True)), span, compress)
+    busy = [(float(s), float(e)) for s, e in zip(start[bars], end[bars], strict=True)]
+    axis = picture_axis(busy, span, compress)
     lane_y = np.array([rows.lanes[(r, p)] for r, p in zip(run, phase, strict=True)])
     bar_y, bar_h = _stack_overlaps(phase, run, start, end, lane_y + (1 - _BAR) / 2, _BAR)
     outcome = df["outcome"].astype(object).fillna("error").astype(str).to_numpy()
@@ -206,8 +209,10 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     """Lanes, bars, waits and row labels on `ax` (no title, legend or bar labels)."""
     style_axes(ax, grid="x")
     axis = pic.axis
-    axis.apply(ax)
-    at = axis.forward  # everything is drawn in the axis' positions, not in seconds
+    apply_axis(axis, ax)
+    at = functools.partial(
+        forward, axis
+    )  # everything is drawn in the axis' positions, not in seconds
     min_w = axis.width * 0.006  # instants stay visible
     for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
         sel = (pic.kinds == kind) & (pic.delay > 0)
@@ -355,7 +360,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
 
     def place(a: float, b: float, y: float, text: str, **style: Any) -> bool:
         """Text centred between seconds `a` and `b`, kept only if it fits between them."""
-        a, b = float(axis.forward(a)), float(axis.forward(b))
+        a, b = axis.at(a), axis.at(b)
         label = ax.text(
             (a + b) / 2,
             y,
@@ -378,7 +383,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
     def beside(a: float, b: float, y: float, text: str) -> None:
         """Text next to the bar between seconds `a` and `b`: after it where the axes have room,
         else before it."""
-        left, right = float(axis.forward(a)), float(axis.forward(b))
+        left, right = axis.at(a), axis.at(b)
         style = {"fontsize": LABEL_FONT_SIZE, "color": COLORS["error_dark"], "zorder": 5}
         label = ax.text(right, y, f" {text}", ha="left", va="center", **style)
         box = label.get_window_extent(renderer)

@@ -149,41 +149,6 @@ class _Staging:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-async def _run_steps(
-    agent: Agent,
-    plan: Sequence[DemoStep],
-    set_faults: object,
-    out: TextIO,
-    scripted: bool,
-    demo: DemoResult,
-) -> None:
-    """Run the plan, appending how each step ended to `demo` (kept when interrupted)."""
-    outcomes = demo.outcomes
-    try:
-        for i, step in enumerate(plan, 1):
-            # the demo model's cue ("[demo:unknown_tool]") is for the model, not the reader
-            print(f"\n▶ {i}/{len(plan)}  {_DIRECTIVE.sub('', step.prompt)}", file=out)
-            if step.teaches:
-                print(f"  ({step.teaches})", file=out)
-            if scripted and callable(set_faults):
-                set_faults(list(step.faults))
-            try:
-                result = await agent.run(step.prompt, show=False)
-            except Aborted:
-                raise  # Ctrl-C: the demo stops here, it does not go on to the next step
-            except NbAgentError as exc:
-                print(f"  ✗ {type(exc).__name__}: {exc}", file=out)
-                print("    the conversation is as it was before this step", file=out)
-                outcomes.append(type(exc).__name__)
-                demo.failed_steps.append(i)
-            else:
-                text = " ".join(result.final_text.split())
-                print(f"  ✓ {text[:300]}{'…' if len(text) > 300 else ''}", file=out)
-                outcomes.append(result.end_reason)
-    finally:
-        await agent.aclose()  # its connections belong to this event loop, which ends now
-
-
 def _planned(step: DemoStep) -> str:
     """Why a step of the built-in script fails on purpose ("" for one meant to succeed)."""
     head, _, why = step.teaches.partition(":")
@@ -385,10 +350,38 @@ def _steps(
     set_faults: object,
     out: TextIO,
     scripted: bool,
-    result: DemoResult,
+    demo: DemoResult,
 ) -> None:
-    """The steps in an event loop of their own; Ctrl-C ends them and is remembered."""
+    """Run the plan in an event loop of its own, appending how each step ended to `demo`
+    (kept when interrupted); Ctrl-C ends it and is remembered."""
+
+    async def run_steps() -> None:
+        outcomes = demo.outcomes
+        try:
+            for i, step in enumerate(plan, 1):
+                # the demo model's cue ("[demo:unknown_tool]") is for the model, not the reader
+                print(f"\n▶ {i}/{len(plan)}  {_DIRECTIVE.sub('', step.prompt)}", file=out)
+                if step.teaches:
+                    print(f"  ({step.teaches})", file=out)
+                if scripted and callable(set_faults):
+                    set_faults(list(step.faults))
+                try:
+                    result = await agent.run(step.prompt, show=False)
+                except Aborted:
+                    raise  # Ctrl-C: the demo stops here, it does not go on to the next step
+                except NbAgentError as exc:
+                    print(f"  ✗ {type(exc).__name__}: {exc}", file=out)
+                    print("    the conversation is as it was before this step", file=out)
+                    outcomes.append(type(exc).__name__)
+                    demo.failed_steps.append(i)
+                else:
+                    text = " ".join(result.final_text.split())
+                    print(f"  ✓ {text[:300]}{'…' if len(text) > 300 else ''}", file=out)
+                    outcomes.append(result.end_reason)
+        finally:
+            await agent.aclose()  # its connections belong to this event loop, which ends now
+
     try:
-        asyncio.run(_run_steps(agent, plan, set_faults, out, scripted, result))
+        asyncio.run(run_steps())
     except (KeyboardInterrupt, Aborted):
-        result.interrupted = True
+        demo.interrupted = True

@@ -13,7 +13,6 @@ state).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +22,7 @@ import traitlets
 
 from .._core._words import counted
 from .._palette import COLORS, DARK_COLORS
+from ._widget import Coalescer
 
 __all__ = ["COLOURS", "DARK_COLOURS", "BatchView", "render_text", "show_batch_view"]
 
@@ -241,47 +241,29 @@ class BatchView(anywidget.AnyWidget):
     ) -> None:
         super().__init__(state=_dress(snapshot), show_stop=on_stop is not None, **kwargs)
         self.on_stop = on_stop
-        self.min_interval = min_interval
-        self.pushes = 0
-        self._now = now
-        self._last_push = -float("inf")
-        self._pending: dict[str, Any] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._pushes = Coalescer(self._push, min_interval, now)
+        self._latest = snapshot
         self._finished = False
         self.observe(self._stop_changed, names="stop_requested")
 
+    @property
+    def pushes(self) -> int:
+        """How many times the state was sent to the browser."""
+        return self._pushes.count
+
     def update(self, snapshot: dict[str, Any], force: bool = False) -> None:
         """Show `snapshot`: now if the last push is old enough (or `force`), else shortly."""
-        elapsed = self._now() - self._last_push
-        if force or elapsed >= self.min_interval:
-            self._push(snapshot)
-            return
-        self._pending = snapshot
-        if self._timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # no loop: the next update (or the final one) shows it
-                return
-            self._timer = loop.call_later(self.min_interval - elapsed, self._on_timer)
+        self._latest = snapshot
+        self._pushes.changed(force)
 
     def finished(self) -> None:
         """The batch is over: no more Stop button, the last picture stays."""
         self._finished = True
-        self._push(dict(self.state))
+        self._latest = dict(self.state)
+        self._pushes.flush()
 
-    def _push(self, snapshot: dict[str, Any]) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._pending = None
-        self._last_push = self._now()
-        self.pushes += 1
-        self.state = _dress(snapshot, finished=self._finished)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if self._pending is not None:
-            self._push(self._pending)
+    def _push(self) -> None:
+        self.state = _dress(self._latest, finished=self._finished)
 
     def _stop_changed(self, change: dict[str, Any]) -> None:
         if change["new"] and self.on_stop is not None:

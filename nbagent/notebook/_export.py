@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._palette import COLORS, REASK_GLYPH
+from ._values import seconds
 
 __all__ = ["export_html", "render_static_html", "render_text"]
 
@@ -140,18 +141,12 @@ def export_html(
     return page
 
 
-def _seconds(value: Any) -> str:
-    if value is None:
-        return "—"
-    return f"{float(value):.1f}s"
-
-
 def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     items = [
         ("end", str(summary.get("end_reason") or "—")),
         ("attempts", str(summary.get("attempts", 0))),
         ("retries", str(summary.get("retries", 0))),
-        ("waiting", _seconds(summary.get("waiting_s"))),
+        ("waiting", seconds(summary.get("waiting_s"))),
         ("tools", f"{summary.get('tool_calls', 0)} ({summary.get('tool_errors', 0)} errors)"),
     ]
     if summary.get("reasks"):  # structured answers asked for again
@@ -162,7 +157,7 @@ def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     cost = summary.get("cost_usd")
     if cost is not None:
         items.append(("cost", f"${float(cost):.4f}"))
-    items.append(("time", _seconds(summary.get("duration_s"))))
+    items.append(("time", seconds(summary.get("duration_s"))))
     return items
 
 
@@ -181,7 +176,7 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
         )
         if session.get(key)
     ]
-    waits = _seconds(session.get("waiting_s")) + (f" ({', '.join(kinds)})" if kinds else "")
+    waits = seconds(session.get("waiting_s")) + (f" ({', '.join(kinds)})" if kinds else "")
     ended = session.get("last_error") or session.get("last_end_reason") or "running"
     tokens_in, tokens_out = session.get("input_tokens") or 0, session.get("output_tokens") or 0
     items = [
@@ -196,7 +191,7 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
             "tokens",
             f"{tokens_in:,} in, {tokens_out:,} out",
         ),
-        ("time", _seconds(session.get("duration_s"))),
+        ("time", seconds(session.get("duration_s"))),
         ("ended with", str(ended)),
     ]
     return items
@@ -271,7 +266,7 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
         outcome = str(bar.get("outcome"))
         colour = _OUTCOME_COLOURS.get(outcome, COLORS["paced_text"])
         start, end = bar.get("start"), bar.get("end")
-        took = _seconds(end - start) if start is not None and end is not None else "running"
+        took = seconds(end - start) if start is not None and end is not None else "running"
         detail = str(bar.get("detail") or "")
         if bar.get("action") == "reask":  # its own glyph, as in the widget
             outcome = f"{REASK_GLYPH} reask"
@@ -308,7 +303,7 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
             why = "server's Retry-After" if wait.get("server_wish") else "backoff"
             rows.append(
                 f"<tr><td></td><td colspan='4' style='color:{COLORS['warning']}'>waited "
-                f"{_seconds(wait.get('delay_s'))} ({why})</td></tr>"
+                f"{seconds(wait.get('delay_s'))} ({why})</td></tr>"
             )
     if rows:
         out.append("<table style='border-collapse:collapse'>" + "".join(rows) + "</table>")

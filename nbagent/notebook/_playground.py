@@ -30,6 +30,7 @@ import ipywidgets
 import pandas as pd
 
 from .._core._retry import RetryPolicy
+from .._core._words import counted
 from .._palette import COLORS, SWATCHES
 from ..recording import Recording, read_recording
 from ..simulate import ContentionJitter, simulate_contention, what_if
@@ -341,14 +342,10 @@ def _recording_label(recording: Recording) -> str:
     return f"the server of the recording {name}"
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
 def _crowd(r: PlaygroundResult) -> str:
     """Who sent the calls: "20 clients", or with a recorded server "1 client, 3 requests"."""
-    clients = _count(r.clients, "client")
-    return clients if r.requests == r.clients else f"{clients}, {_count(r.requests, 'request')}"
+    clients = counted(r.clients, "client")
+    return clients if r.requests == r.clients else f"{clients}, {counted(r.requests, 'request')}"
 
 
 def _gave_up(r: PlaygroundResult) -> str:

@@ -63,8 +63,11 @@ def as_int(value: Any) -> int | None:
     return None if number is None else int(number)
 
 
-def seconds(value: float) -> str:
-    return f"{value:.1f}s"
+def seconds(value: float | None) -> str:
+    """Seconds as the widget writes them ("1.5s"); "—" for none."""
+    if value is None:
+        return "—"
+    return f"{float(value):.1f}s"
 
 
 def usage_dict(usage: Any) -> dict[str, Any] | None:

@@ -23,9 +23,56 @@ import traitlets
 from ..events import Event, RunFinished
 from ._state import TimelineState
 
-__all__ = ["AgentView", "TimelineWidget", "make_view"]
+__all__ = ["AgentView", "Coalescer", "TimelineWidget", "make_view"]
 
 _HERE = Path(__file__).parent
+
+
+class Coalescer:
+    """Calls `push` at most once per `min_interval` seconds: a change that comes too early is
+    pushed by a trailing call scheduled on the running event loop (with no loop, by the next
+    change or `flush`), so the last change always shows. Used by every live view."""
+
+    def __init__(
+        self, push: Callable[[], None], min_interval: float, now: Callable[[], float]
+    ) -> None:
+        self.push = push
+        self.min_interval = min_interval
+        self.count = 0
+        self._now = now
+        self._last = -float("inf")
+        self._dirty = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def changed(self, force: bool = False) -> None:
+        """Something changed: push now if the last push is old enough (or `force`), else soon."""
+        elapsed = self._now() - self._last
+        if force or elapsed >= self.min_interval:
+            self.flush()
+            return
+        self._dirty = True
+        if self._timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: the next change (or the final one) pushes
+            return
+        self._timer = loop.call_later(max(self.min_interval - elapsed, 0.0), self._on_timer)
+
+    def flush(self) -> None:
+        """Push now."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._dirty = False
+        self._last = self._now()
+        self.count += 1
+        self.push()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._dirty:
+            self.flush()
 
 
 class TimelineWidget(anywidget.AnyWidget):
@@ -66,33 +113,19 @@ class TimelineWidget(anywidget.AnyWidget):
         self.timeline = TimelineState(wall=wall)
         super().__init__(state=self.timeline.snapshot(), **kwargs)
         self.on_stop = on_stop
-        self.min_interval = min_interval
-        self._now = now
-        self._last_push = -float("inf")
-        self._dirty = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._pushes = Coalescer(self._push, min_interval, now)
         self._stopped = False
         self.observe(self._stop_changed, names="stop_requested")
 
     def __call__(self, event: Event) -> None:
         self.timeline(event)
-        if isinstance(event, RunFinished):
-            self.flush()
-            return
-        elapsed = self._now() - self._last_push
-        if elapsed >= self.min_interval:
-            self.flush()
-        else:
-            self._dirty = True
-            self._schedule(self.min_interval - elapsed)
+        self._pushes.changed(force=isinstance(event, RunFinished))
 
     def flush(self) -> None:
         """Push the current state to the browser now."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._dirty = False
-        self._last_push = self._now()
+        self._pushes.flush()
+
+    def _push(self) -> None:
         snapshot = self.timeline.snapshot()
         with self.hold_sync():
             self.state = snapshot
@@ -118,20 +151,6 @@ class TimelineWidget(anywidget.AnyWidget):
         from ._export import export_html
 
         return export_html(self.timeline.snapshot(), path, title=title)
-
-    def _schedule(self, delay: float) -> None:
-        if self._timer is not None:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no loop: the next event (or RunFinished) flushes
-            return
-        self._timer = loop.call_later(max(delay, 0.0), self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if self._dirty:
-            self.flush()
 
     def _stop_changed(self, change: dict[str, Any]) -> None:
         if change["new"] and not self._stopped:

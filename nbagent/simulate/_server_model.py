@@ -53,6 +53,7 @@ from ..errors import (
 )
 from ..mock import route
 from ..providers._http_errors import error_from_payload, error_from_response
+from ..providers._sse import SSEParser
 from ..recording import RecordedExchange, Recording, read_recording
 
 __all__ = ["Answer", "Bucket", "Request", "ServerModel", "server_model"]
@@ -196,18 +197,15 @@ def _gunzipped(ex: RecordedExchange) -> bytes:
 
 
 def _stream_error(provider: str, ex: RecordedExchange, body: bytes) -> ProviderError | None:
-    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
-        for line in block.split(b"\n"):
-            if not line.startswith(b"data:"):
-                continue
-            try:
-                doc = json.loads(line[5:])
-            except (ValueError, UnicodeDecodeError, RecursionError):
-                continue
-            if isinstance(doc, dict) and (
-                doc.get("error") or doc.get("type") in ("error", "response.failed")
-            ):
-                return error_from_payload(provider, doc, ex.headers, model=ex.model)
+    for event in SSEParser().feed(body, final=True):
+        try:
+            doc = json.loads(event.data)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(doc, dict) and (
+            doc.get("error") or doc.get("type") in ("error", "response.failed")
+        ):
+            return error_from_payload(provider, doc, ex.headers, model=ex.model)
     return None
 
 
