@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 from typing import Any, cast
 
+from .._core._words import shortened
+
 __all__ = [
     "attr",
     "braces",
@@ -63,8 +65,7 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shortened(" ".join(text.split()), limit)
 
 
 def braces(text: str) -> str:

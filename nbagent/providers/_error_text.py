@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._core._words import shortened
 from ._server_wish import unprefixed
 
 __all__ = [
@@ -190,8 +191,7 @@ def is_context_overflow(message: str, codes: Iterable[str | None] = ()) -> bool:
 
 def short(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """One line (when it had several), at most `limit` characters."""
-    text = " ".join(text.split()) if "\n" in text else text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return shortened(" ".join(text.split()) if "\n" in text else text.strip(), limit)
 
 
 def text_message(text: str) -> str:
