@@ -8,11 +8,10 @@ sentence on stderr and exit code 2, never a traceback; Ctrl-C gets one line and 
 
 from __future__ import annotations
 
-import argparse
-import re
 import sys
-from collections.abc import Callable, Sequence
-from typing import NoReturn
+from collections.abc import Sequence
+
+from ._core._command_line import Parser, UsageError, number
 
 __all__ = ["main"]
 
@@ -27,42 +26,10 @@ _USAGE = (
 )
 
 
-class _UsageError(Exception):
-    """A mistake on the command line, already worded as one sentence."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a mistake as one sentence instead of usage text and an exit."""
-
-    def error(self, message: str) -> NoReturn:
-        found = re.fullmatch(r"argument ([^:]+): (.*)", message, re.S)
-        if found:  # "argument --seed: must be ..." -> "--seed must be ..."
-            option = found.group(1).split("/")[-1]
-            message = f"{option} {found.group(2)}"
-        raise _UsageError(f"{self.prog}: {message.rstrip('.')}.")
-
-
-def _number(
-    kind: type[int] | type[float], what: str, low: float | None = None, high: float | None = None
-) -> Callable[[str], float]:
-    """An argparse type whose complaint is a sentence: "--seed must be a whole number, not 'x'"."""
-
-    def convert(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
-        return value
-
-    return convert
-
-
-def _demo_parser() -> _Parser:
+def _demo_parser() -> Parser:
     from .mock._cli import FAULTS_HELP
 
-    parser = _Parser(
+    parser = Parser(
         prog="nbagent demo",
         description="Run the offline demo: every failure action, no key, no internet.",
     )
@@ -71,7 +38,7 @@ def _demo_parser() -> _Parser:
     )
     parser.add_argument(
         "--seed",
-        type=_number(int, "a whole number"),
+        type=number(int, "a whole number"),
         default=7,
         help="seed for jitter and random faults",
     )
@@ -85,7 +52,7 @@ def _demo_parser() -> _Parser:
     )
     parser.add_argument(
         "--fault-rate",
-        type=_number(float, "a share of requests between 0 and 1", 0.0, 1.0),
+        type=number(float, "a share of requests between 0 and 1", 0.0, 1.0),
         default=0.0,
         help="add random faults on this share of requests (0..1), drawn from --seed",
     )
@@ -103,7 +70,7 @@ def _demo_parser() -> _Parser:
     )
     parser.add_argument(
         "--speed",
-        type=_number(float, "a positive number"),
+        type=number(float, "a positive number"),
         default=1.0,
         help="with --replay: how fast the recorded answers come (1: as recorded)",
     )
@@ -118,7 +85,7 @@ def _demo(argv: Sequence[str]) -> int:
 
     faults = None if args.faults is None else split_faults(args.faults)
     if args.replay is not None and (faults is not None or args.model != "demo"):
-        raise _UsageError("nbagent demo: --replay cannot be combined with --faults or --model.")
+        raise UsageError("nbagent demo: --replay cannot be combined with --faults or --model.")
     try:
         run_demo(
             args.out,
@@ -130,7 +97,7 @@ def _demo(argv: Sequence[str]) -> int:
             speed=args.speed,
         )
     except ConfigError as exc:
-        raise _UsageError(f"nbagent demo: {exc}") from None
+        raise UsageError(f"nbagent demo: {exc}") from None
     except DemoInterrupted as stop:
         done = stop.result
         if done.files:
@@ -176,7 +143,7 @@ def _main(args: list[str]) -> int:
         from .classroom import main as classroom_main
 
         return classroom_main(rest)
-    raise _UsageError(f"nbagent: unknown command {command!r}; use 'demo', 'serve' or 'classroom'.")
+    raise UsageError(f"nbagent: unknown command {command!r}; use 'demo', 'serve' or 'classroom'.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -184,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(args)
-    except _UsageError as exc:
+    except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2
     except KeyboardInterrupt:

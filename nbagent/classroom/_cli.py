@@ -6,44 +6,18 @@ Every mistake is one sentence on stderr and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import threading
-from collections.abc import Callable, Sequence
-from typing import NoReturn
+from collections.abc import Sequence
 
+from .._core._command_line import Parser, UsageError, number
 from ._server import Classroom
 
 __all__ = ["main"]
 
 
-class _Mistake(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        found = re.fullmatch(r"argument ([^:]+): (.*)", message, re.S)
-        if found:  # "argument --seed: must be ..." -> "--seed must be ..."
-            message = f"{found.group(1).split('/')[-1]} {found.group(2)}"
-        raise _Mistake(f"nbagent classroom: {message.rstrip('.')}.")
-
-
-def _number(kind: type[int] | type[float], what: str, low: float) -> Callable[[str], float]:
-    def convert(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
-        if not value >= low or value != value:
-            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
-        return value
-
-    return convert
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="nbagent classroom",
         description="Open a classroom: one room server for a class of notebooks, a shared "
         "capacity, scenarios, and the teacher's live dashboard.",
@@ -56,32 +30,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--port",
-        type=_number(int, "a port number from 0 to 65535", 0),
+        type=number(int, "a port number from 0 to 65535", 0, 65535),
         default=0,
         help="port (0: a free one)",
     )
     parser.add_argument(
         "--capacity",
-        type=_number(float, "a positive number of requests per second", 0.001),
+        type=number(float, "a positive number of requests per second", 0.001),
         default=10.0,
         help="requests per second for the whole room (default %(default)s)",
     )
     parser.add_argument(
         "--max-students",
-        type=_number(int, "a whole number, 1 or more", 1),
+        type=number(int, "a whole number, 1 or more", 1),
         default=200,
         help="room size (default %(default)s)",
     )
     parser.add_argument(
         "--simulate",
-        type=_number(int, "a whole number of students", 0),
+        type=number(int, "a whole number of students", 0),
         default=0,
         metavar="N",
         help="fill the room with N seeded virtual students (rehearse alone)",
     )
     parser.add_argument(
         "--seed",
-        type=_number(int, "a whole number", -(2**62)),
+        type=number(int, "a whole number", -(2**62)),
         default=0,
         help="seed for the scenarios and the virtual students",
     )
@@ -95,10 +69,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _open(args: argparse.Namespace) -> Classroom:
-    if args.port > 65535:
-        raise _Mistake(
-            f"nbagent classroom: --port must be a port number from 0 to 65535, not {args.port}."
-        )
     try:
         room = Classroom(
             host=args.host,
@@ -110,10 +80,10 @@ def _open(args: argparse.Namespace) -> Classroom:
         )
         return room.start()
     except ValueError as bad:
-        raise _Mistake(f"nbagent classroom: {bad}") from None
+        raise UsageError(f"nbagent classroom: {bad}") from None
     except OSError as err:
         where = f"{args.host}:{args.port}"
-        raise _Mistake(
+        raise UsageError(
             f"nbagent classroom: cannot listen on {where} ({err.strerror or err}); "
             "choose another --port or --host."
         ) from None
@@ -131,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         room = _open(args)
-    except _Mistake as mistake:
+    except UsageError as mistake:
         print(mistake, file=sys.stderr)
         return 2
     except SystemExit as done:  # --help
