@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from ._core._command_line import Parser, UsageError, number
+from ._core._words import counted
 
 __all__ = ["main"]
 
@@ -103,7 +104,7 @@ def _demo(argv: Sequence[str]) -> int:
         if done.files:
             steps = len(done.outcomes)
             print(
-                f"nbagent demo: interrupted; the {steps} finished step{'s' * (steps != 1)} "
+                f"nbagent demo: interrupted; the {counted(steps, 'finished step')} "
                 f"{'are' if steps != 1 else 'is'} in {done.out_dir}",
                 file=sys.stderr,
             )

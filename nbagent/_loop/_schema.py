@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._core._words import shortened
+from .._core._words import counted, shortened
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
@@ -286,7 +286,7 @@ def _first(problems: Iterable[str]) -> list[str]:
     unique = list(dict.fromkeys(problems))
     if len(unique) > _MAX_PROBLEMS:
         rest = len(unique) - _MAX_PROBLEMS
-        unique = [*unique[:_MAX_PROBLEMS], f"and {rest} more problem{'s' * (rest > 1)}"]
+        unique = [*unique[:_MAX_PROBLEMS], f"and {counted(rest, 'more problem')}"]
     return unique
 
 
