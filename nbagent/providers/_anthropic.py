@@ -173,6 +173,7 @@ class AnthropicProvider(HTTPProvider):
     default_name = "anthropic"
     output_dialect: Dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
     stream_markers = (b"message_start", b"message_delta", b"message_stop", b"error")
+    _batch_class = AnthropicBatches
 
     @property
     def api_base(self) -> str:
@@ -243,18 +244,6 @@ class AnthropicProvider(HTTPProvider):
             The URL.
         """
         return f"{self.api_base}/{path}"
-
-    @classmethod
-    def batch_api(cls, name: str) -> type[AnthropicBatches]:
-        """The batch API: Message Batches (the demo's mock server answers them too).
-
-        Args:
-            name: The provider's name.
-
-        Returns:
-            `AnthropicBatches`.
-        """
-        return AnthropicBatches
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Messages answer, read from its events.

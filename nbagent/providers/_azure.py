@@ -97,18 +97,8 @@ class AzureChatProvider(_Azure, OpenAIProvider):
     """
 
     batch_endpoint = "/chat/completions"
-
-    @classmethod
-    def batch_api(cls, name: str) -> type[AzureBatches]:
-        """The batch API: Azure's (a Global-Batch deployment).
-
-        Args:
-            name: The provider's name.
-
-        Returns:
-            `AzureBatches`.
-        """
-        return AzureBatches
+    _batch_class = AzureBatches
+    _batch_home_only = False
 
     @property
     def url(self) -> str:
@@ -131,17 +121,7 @@ class AzureChatProvider(_Azure, OpenAIProvider):
 class AzureResponsesProvider(_Azure, ResponsesProvider):
     """The Responses API against an Azure OpenAI deployment (no batch API)."""
 
-    @classmethod
-    def batch_api(cls, name: str) -> None:
-        """The batch API: none here (batches go through `AzureChatProvider`).
-
-        Args:
-            name: The provider's name.
-
-        Returns:
-            None.
-        """
-        return None
+    _batch_class = None  # batches go through `AzureChatProvider`
 
     @property
     def url(self) -> str:

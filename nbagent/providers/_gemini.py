@@ -150,6 +150,7 @@ class GeminiProvider(HTTPProvider):
     default_name = "gemini"
     output_dialect: Dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
     stream_markers = (b"finishReason", b"usageMetadata", b'"error"')
+    _batch_class = GeminiBatches
 
     @property
     def api_base(self) -> str:
@@ -214,18 +215,6 @@ class GeminiProvider(HTTPProvider):
             The URL.
         """
         return f"{self.api_base}/{path}"
-
-    @classmethod
-    def batch_api(cls, name: str) -> type[GeminiBatches]:
-        """The batch API: Gemini's batch mode, inline requests.
-
-        Args:
-            name: The provider's name.
-
-        Returns:
-            `GeminiBatches`.
-        """
-        return GeminiBatches
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Gemini answer, read from its chunks.

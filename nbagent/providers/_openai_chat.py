@@ -272,6 +272,8 @@ class OpenAIProvider(HTTPProvider):
     default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
+    _batch_class = OpenAIBatches
+    _batch_home_only = True
     stream_markers = (
         b"[DONE]",
         b'"finish_reason":"',
@@ -343,19 +345,6 @@ class OpenAIProvider(HTTPProvider):
                 streamed["content_filter_results"] = choice["content_filter_results"]
             chunk["choices"] = [streamed]
         return [("", chunk), ("", "[DONE]")]
-
-    @classmethod
-    def batch_api(cls, name: str) -> type[OpenAIBatches] | None:
-        """The batch API: OpenAI's, at OpenAI only (OpenRouter, Ollama and local servers speak
-        the format without it).
-
-        Args:
-            name: The provider's name.
-
-        Returns:
-            `OpenAIBatches` for the provider named "openai", else None.
-        """
-        return OpenAIBatches if name == cls.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Chat Completions answer, read from its chunks.

@@ -211,6 +211,8 @@ class ResponsesProvider(HTTPProvider):
     default_name = RESPONSES
     batch_endpoint = "/v1/responses"
     stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
+    _batch_class: type[Any] | None = OpenAIBatches
+    _batch_home_only = True
 
     @property
     def url(self) -> str:
@@ -244,18 +246,6 @@ class ResponsesProvider(HTTPProvider):
         """
         kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
         return [(kind, {"type": kind, "response": response})]
-
-    @classmethod
-    def batch_api(cls, name: str) -> type[OpenAIBatches] | None:
-        """The batch API: OpenAI's, at OpenAI only.
-
-        Args:
-            name: The provider's name.
-
-        Returns:
-            `OpenAIBatches` for the provider named "openai-responses", else None.
-        """
-        return OpenAIBatches if name == cls.default_name else None
 
     async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Responses answer, read from its events.

@@ -32,6 +32,11 @@ class WireFormat(ProviderBase):
     base_url: str
     batch_endpoint = ""  # the endpoint an item of a batch API names (OpenAI's Batch API)
     stream_markers: tuple[bytes, ...] = ()  # what the events that end an answer hold (_watch)
+    # the `BatchClient` class of the format's batch API, None without one; with
+    # `_batch_home_only`, only the provider of the format's own name has it (OpenAI's batch
+    # API is OpenAI's: OpenRouter, Ollama and local servers speak the format without it)
+    _batch_class: type[Any] | None = None
+    _batch_home_only = False
 
     def api_url(self, path: str) -> str:
         """The URL of `path` under this provider's API root (a batch API's endpoints).
@@ -53,9 +58,10 @@ class WireFormat(ProviderBase):
             name: The provider's name ("openai", "openrouter").
 
         Returns:
-            None here: a format with a batch API names its class.
+            `_batch_class`, or None when the format has none or it is not this provider's.
         """
-        return None
+        home = getattr(cls, "default_name", "")
+        return None if cls._batch_home_only and name != home else cls._batch_class
 
     def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
         """The events a live stream would have carried for the whole answer `body` (a batch
