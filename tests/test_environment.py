@@ -74,7 +74,9 @@ def test_the_clash_that_broke_a_fresh_venv_is_found(tmp_path: Path) -> None:
     # what docstring-parser and docstring_parser_fork both install, beside two namespace packages
     dists = [
         _Installed(
-            tmp_path, "docstring-parser", ["docstring_parser/__init__.py", "docstring_parser/common.py"]
+            tmp_path,
+            "docstring-parser",
+            ["docstring_parser/__init__.py", "docstring_parser/common.py"],
         ),
         _Installed(tmp_path, "docstring_parser_fork", ["docstring_parser/__init__.py"]),
         _Installed(tmp_path, "protobuf", ["google/protobuf/__init__.py"]),
