@@ -36,12 +36,20 @@ BODY = {"model": "demo", "max_tokens": 20, "messages": [{"role": "user", "conten
 
 
 def _watch(url: str, token: str, frames: list[tuple[float, int]], stop: threading.Event) -> None:
-    with httpx.stream("GET", url + "/classroom/events", params={"token": token}, timeout=60) as s:
-        for line in s.iter_lines():
-            if line.startswith("data: "):
-                frames.append((time.perf_counter(), int(json.loads(line[6:])["total"])))
-            if stop.is_set():
-                return
+    """Read the dashboard's frames until stopped; the room closing the stream ends it quietly
+    once `stop` is set."""
+    try:
+        with httpx.stream(
+            "GET", url + "/classroom/events", params={"token": token}, timeout=60
+        ) as s:
+            for line in s.iter_lines():
+                if line.startswith("data: "):
+                    frames.append((time.perf_counter(), int(json.loads(line[6:])["total"])))
+                if stop.is_set():
+                    return
+    except httpx.TransportError:
+        if not stop.is_set():
+            raise
 
 
 def run(short: bool = False) -> Report:
@@ -97,6 +105,7 @@ def run(short: bool = False) -> Report:
             c.close()
         proc.stdin.close()
         proc.wait(30)
+        watcher.join(10)  # the room's stream ended with it
     answered = total1 - total0
     cpu_ms = 1000 * (cpu1 - cpu0) / max(1, answered)
     rep.table(
