@@ -48,7 +48,7 @@ from ..events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ._frame import COLUMNS, FLOAT_COLUMNS, build_frame, new_columns
+from ._frame import COLUMNS, build_frame, cell, new_columns
 
 __all__ = ["MESSAGE_LIMIT", "AttemptLog", "RowSink"]
 
@@ -158,13 +158,7 @@ class AttemptLog(Handlers):
         unknown = set(fields) - set(self.names)
         if unknown:
             raise ValueError(f"unknown attempt log columns: {', '.join(sorted(unknown))}")
-        row: list[Any] = []
-        for name in self.names:
-            v = fields.get(name)
-            if name in FLOAT_COLUMNS:
-                v = _f(v)
-            row.append(v)
-        return self._append(row)
+        return self._append([cell(name, fields.get(name)) for name in self.names])
 
     # -- rows -----------------------------------------------------------------------------
 

@@ -12,13 +12,13 @@ numpy or pandas array at once (`numpy_of`), in a given order when one is given.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["Ints", "RunIds", "Words", "numpy_of"]
+__all__ = ["Ints", "RunIds", "Words", "numpy_of", "string_array"]
 
 
 class Ints:
@@ -134,25 +134,39 @@ class RunIds:
         return (self[i] for i in range(len(self)))
 
     def array(self, order: Any = None) -> Any:
-        """A string array, made chunk by chunk (a large conversion at once reserves about
-        twice what the column holds while it grows)."""
+        """A string array (made chunk by chunk: see `string_array`)."""
         numbers = numpy_of(self.numbers, np.int64, order)
         codes = numpy_of(self.tags.codes, np.int32, order)
         table = self.tags.table
-        parts = []
-        for start in range(0, len(numbers), _CHUNK):
-            end = start + _CHUNK
-            chunk = zip(codes[start:end].tolist(), numbers[start:end].tolist(), strict=True)
-            words = [None if c < 0 else table[c] if k < 0 else f"{table[c]}-{k}" for c, k in chunk]
-            parts.append(pd.array(words, dtype="string"))
-        if not parts:
-            return pd.array([], dtype="string")
-        if len(parts) == 1:
-            return parts[0]
-        return pd.concat([pd.Series(p, copy=False) for p in parts], ignore_index=True).array
+
+        def words(rows: range) -> list[str | None]:
+            part = slice(rows.start, rows.stop)
+            chunk = zip(codes[part].tolist(), numbers[part].tolist(), strict=True)
+            return [None if c < 0 else table[c] if k < 0 else f"{table[c]}-{k}" for c, k in chunk]
+
+        return string_array(range(len(numbers)), words)
 
 
 _CHUNK = 16_384  # rows of a string column made at once
+
+
+def string_array(
+    values: Any, make: Callable[[Any], list[Any]] | None = None, *, hand_over: bool = False
+) -> Any:
+    """A string array of `values` (or of `make(chunk)` for each chunk of them), made chunk by
+    chunk: a large conversion at once reserves about twice what the column holds while it
+    grows. With `hand_over`, each value is let go of by `values` (a list) once it is in it."""
+    parts = []
+    for start in range(0, len(values), _CHUNK):
+        chunk = values[start : start + _CHUNK]
+        parts.append(pd.array(make(chunk) if make else chunk, dtype="string"))
+        if hand_over:
+            values[start : start + _CHUNK] = [None] * len(chunk)
+    if not parts:
+        return pd.array([], dtype="string")
+    if len(parts) == 1:
+        return parts[0]
+    return pd.concat([pd.Series(p, copy=False) for p in parts], ignore_index=True).array
 
 
 def numpy_of(values: Any, dtype: Any, order: Any = None) -> np.ndarray[Any, Any]:

@@ -1,9 +1,9 @@
 """The attempt log's table: its columns, their dtypes, and building frames fast.
 
 The columns are DESIGN.md's contract ("Attempt log"); `ORIGIN_COLUMNS` are added where attempts
-of several agents or processes are gathered. Frames are built column-wise from plain lists
-(`build_frame`), so 100,000 rows cost milliseconds; `coerce` brings a frame read back from a CSV
-or a database to exactly these columns and dtypes.
+of several agents or processes are gathered. Frames are built column-wise from compact columns
+(`new_columns`, then `build_frame`), so 100,000 rows cost milliseconds; `coerce` brings a frame
+read back from a CSV or a database to exactly these columns and dtypes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ __all__ = [
     "STRING_COLUMNS",
     "WORD_COLUMNS",
     "build_frame",
+    "cell",
     "coerce",
     "empty_frame",
     "frame_from_records",
@@ -134,13 +135,6 @@ DTYPES: dict[str, str] = {
 _NAN = math.nan
 
 
-def _int_array(values: list[Any]) -> pd.arrays.IntegerArray:
-    n = len(values)
-    mask = np.fromiter((v is None for v in values), dtype=bool, count=n)
-    data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=n)
-    return pd.arrays.IntegerArray(data, mask)
-
-
 def _categorical(values: list[Any], categories: tuple[str, ...]) -> Any:
     lookup: dict[Any, int] = {c: i for i, c in enumerate(categories)}
     lookup[None] = -1
@@ -174,19 +168,23 @@ def new_columns(extra: tuple[str, ...] = ()) -> list[Any]:
     return cols + [Words() for _ in extra]
 
 
-def _array(name: str, values: Any, order: Any) -> Any:
+def cell(name: str, value: Any) -> Any:
+    """`value` as column `name` keeps it: NaN for a missing number of a float column, a
+    string in a string column."""
+    if name in FLOAT_COLUMNS:
+        return _NAN if value is None else float(value)
+    if name in STRING_COLUMNS and value is not None:
+        return str(value)
+    return value
+
+
+def _array(values: Any, order: Any) -> Any:
     if isinstance(values, (Ints, RunIds, Words)):
         return values.array(order)
     if isinstance(values, array):
         return numpy_of(values, np.float64, order)
     if order is not None:
         values = [values[k] for k in order]
-    if name in INT_COLUMNS:
-        return _int_array(values)
-    if name in FLOAT_COLUMNS:
-        return np.array(values, dtype=np.float64)
-    if name in CATEGORIES:
-        return _categorical(values, CATEGORIES[name])
     return pd.array(np.array(values, dtype=object), dtype="string")
 
 
@@ -197,14 +195,14 @@ def build_frame(
     *,
     release: bool = False,
 ) -> pd.DataFrame:
-    """The frame of `columns` (lists, or the log's compact columns) named `names`, its rows
+    """The frame of `columns` (`new_columns`: the log's compact ones) named `names`, its rows
     in `order` when one is given; with `release`, each of `columns` is let go of (set to None)
     once its frame column is made, so the two are not held at once."""
     if len(columns) != len(names):
         raise ValueError(f"{len(columns)} columns for {len(names)} names")
     data: dict[str, Any] = {}
     for i, name in enumerate(names):
-        data[name] = _array(name, columns[i], order)
+        data[name] = _array(columns[i], order)
         if release:
             columns[i] = None
     df: pd.DataFrame = pd.DataFrame(data, copy=False)
@@ -213,7 +211,7 @@ def build_frame(
 
 def empty_frame() -> pd.DataFrame:
     """An attempt frame with no rows: exactly COLUMNS, with their dtypes."""
-    return build_frame([[] for _ in COLUMNS])
+    return build_frame(new_columns())
 
 
 def coerce(df: pd.DataFrame) -> pd.DataFrame:
@@ -265,13 +263,8 @@ def _missing(value: Any) -> bool:
 
 def frame_from_records(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     """An attempt frame from row dicts (missing keys are empty)."""
-    cols: list[list[Any]] = [[] for _ in COLUMNS]
+    cols = new_columns()
     for rec in records:
-        for i, name in enumerate(COLUMNS):
-            v = rec.get(name)
-            if name in FLOAT_COLUMNS:
-                v = _NAN if v is None else float(v)
-            elif name in STRING_COLUMNS and v is not None:
-                v = str(v)
-            cols[i].append(v)
+        for col, name in zip(cols, COLUMNS, strict=True):
+            col.append(cell(name, rec.get(name)))
     return build_frame(cols)

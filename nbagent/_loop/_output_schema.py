@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._core._messages import Message, TextBlock, ToolUseBlock
 from .._core._words import shortened
 from ..errors import ConfigError, OutputInvalid, OutputIssue
-from ._schema import _inline_refs
+from ._schema import _inline_refs, first_few
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -59,7 +59,7 @@ ANSWER_TOOL = "final_answer"
 WRAP_KEY = "result"
 """Where a schema whose root is not an object (`list[Review]`) goes inside the object sent."""
 
-_MAX_ISSUES = 10  # a model fixes the first few; the reask stays short
+_MAX_ISSUES = 10  # the reask stays short
 _NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*[ \t]*\n(.*?)\n?```\s*$", re.S)
 
@@ -121,11 +121,7 @@ def issues_of(error: Any, *, strip: str = "") -> list[OutputIssue]:
 
 
 def _capped(issues: Iterable[OutputIssue]) -> list[OutputIssue]:
-    unique = list(dict.fromkeys(issues))
-    if len(unique) > _MAX_ISSUES:
-        rest = len(unique) - _MAX_ISSUES
-        unique = [*unique[:_MAX_ISSUES], OutputIssue("", f"and {rest} more")]
-    return unique
+    return first_few(issues, _MAX_ISSUES, lambda rest: OutputIssue("", f"and {rest} more"))
 
 
 def _unfenced(text: str) -> str:

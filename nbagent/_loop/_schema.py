@@ -19,7 +19,7 @@ import typing
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._words import counted, shortened
 from ..errors import ConfigError
@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
     from pydantic import BaseModel
 
-__all__ = ["ArgumentCheck", "BadArguments", "ToolSignature", "signature_of"]
+__all__ = ["ArgumentCheck", "BadArguments", "ToolSignature", "first_few", "signature_of"]
 
-_MAX_PROBLEMS = 5  # a model fixes the first few; a wall of errors helps nobody
+_MAX_PROBLEMS = 5
+T = TypeVar("T")
 
 
 class BadArguments(ValueError):
@@ -281,13 +282,17 @@ class ArgumentCheck:
         return _first(_render(e) for e in errors)
 
 
-def _first(problems: Iterable[str]) -> list[str]:
-    """Distinct problems in order, at most `_MAX_PROBLEMS` and a count of the rest."""
-    unique = list(dict.fromkeys(problems))
-    if len(unique) > _MAX_PROBLEMS:
-        rest = len(unique) - _MAX_PROBLEMS
-        unique = [*unique[:_MAX_PROBLEMS], f"and {counted(rest, 'more problem')}"]
+def first_few(items: Iterable[T], limit: int, more: Callable[[int], T]) -> list[T]:
+    """The distinct `items` in order, at most `limit` of them, then `more(how many were left)`:
+    a model fixes the first few problems; a wall of them helps nobody."""
+    unique = list(dict.fromkeys(items))
+    if len(unique) > limit:
+        unique = [*unique[:limit], more(len(unique) - limit)]
     return unique
+
+
+def _first(problems: Iterable[str]) -> list[str]:
+    return first_few(problems, _MAX_PROBLEMS, lambda rest: f"and {counted(rest, 'more problem')}")
 
 
 def _path(parts: Iterable[Any]) -> str:

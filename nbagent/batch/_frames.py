@@ -38,19 +38,20 @@ __all__ = [
     "rows_or_cancelled",
 ]
 
-RESULT_COLUMNS: tuple[str, ...] = (
-    "prompt",
-    "final_text",
-    "end_reason",
-    "error",
-    "error_message",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "turns",
-    "duration_s",
-    "run_id",
-)
+_RESULT_DTYPES: dict[str, str] = {
+    "prompt": "string",
+    "final_text": "string",
+    "end_reason": "string",
+    "error": "string",
+    "error_message": "string",
+    "input_tokens": "Int64",
+    "output_tokens": "Int64",
+    "cost_usd": "float64",
+    "turns": "Int64",
+    "duration_s": "float64",
+    "run_id": "string",
+}
+RESULT_COLUMNS: tuple[str, ...] = tuple(_RESULT_DTYPES)
 """The columns of `BatchResult.results`, one row per prompt, in the order given."""
 
 
@@ -283,22 +284,9 @@ def results_frame(
     cost = data["cost_usd"]
     if not isinstance(cost, np.ndarray):
         cost = [math.nan if v is None else float(v) for v in cost]
-    dtypes = {
-        "prompt": "string",
-        "final_text": "string",
-        "end_reason": "string",
-        "error": "string",
-        "error_message": "string",
-        "input_tokens": "Int64",
-        "output_tokens": "Int64",
-        "cost_usd": "float64",
-        "turns": "Int64",
-        "duration_s": "float64",
-        "run_id": "string",
-    }
     values = {**data, "cost_usd": cost}
     df: pd.DataFrame = pd.DataFrame(
-        {c: pd.array(values[c], dtype=dtypes[c], copy=False) for c in RESULT_COLUMNS},
+        {c: pd.array(values[c], dtype=t, copy=False) for c, t in _RESULT_DTYPES.items()},
         copy=False,
     )
     if output is not None:

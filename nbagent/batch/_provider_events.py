@@ -24,7 +24,7 @@ import pandas as pd
 
 from .._core._budget import Usage
 from .._loop._attempt_log import AttemptLog
-from .._loop._columns import numpy_of
+from .._loop._columns import numpy_of, string_array
 from .._loop._output_schema import OutputSchema
 from ..errors import Aborted, OutputInvalid, OutputTruncated, ProviderError
 from ..events import (
@@ -288,8 +288,8 @@ class ItemEvents:
         n = len(self.prompts)
         turns = np.fromiter((t is not None for t in self.final_text), bool, n).astype(int)
         columns: dict[str, Any] = {
-            "prompt": _chunked(self.prompts),
-            "final_text": _chunked(self.final_text, hand_over=True),
+            "prompt": string_array(self.prompts),
+            "final_text": string_array(self.final_text, hand_over=True),
             "end_reason": [r or "cancelled" for r in self.end_reason],
             "error": [self.error.get(i) for i in range(n)],
             "error_message": [self.error_message.get(i) for i in range(n)],
@@ -298,7 +298,7 @@ class ItemEvents:
             "cost_usd": numpy_of(self.cost, np.float64),
             "turns": turns,
             "duration_s": numpy_of(self.duration, np.float64),
-            "run_id": _chunked(range(n), self.run_id),
+            "run_id": string_array(range(n), lambda ks: [self.run_id(k) for k in ks]),
             "output": self.values,
             "reasks": numpy_of(self.reasks, np.int64),
         }
@@ -317,23 +317,3 @@ class ItemEvents:
         out["worker"] = pd.array([self.worker] * len(out), dtype="string")
         out["batch_id"] = batch_ids.astype("string")
         return out
-
-
-_CHUNK = 16_384  # rows of a string column made at once
-
-
-def _chunked(values: Any, make: Any = None, *, hand_over: bool = False) -> Any:
-    """A string column of `values` (or of `make(value)`), made chunk by chunk: a large
-    conversion at once reserves about twice what the column holds while it grows; with
-    `hand_over`, each value is let go of by `values` once it is in the column."""
-    parts = []
-    for start in range(0, len(values), _CHUNK):
-        chunk = values[start : start + _CHUNK]
-        parts.append(pd.array([make(v) for v in chunk] if make else chunk, dtype="string"))
-        if hand_over:
-            values[start : start + _CHUNK] = [None] * len(chunk)
-    if len(parts) == 1:
-        return parts[0]
-    if not parts:
-        return pd.array([], dtype="string")
-    return pd.concat([pd.Series(p, copy=False) for p in parts], ignore_index=True).array

@@ -143,40 +143,30 @@ class ItemOutcomes:
         """Record the decision about an item: sent `again` (a retry, a reask) or its row's
         end (a stopped run turns a resubmission into `cancelled`)."""
         err, now = decision.error, self.clock.now()
-        plan = decision.plan
         answered = self._answered.pop(pos, None)
-        if again:
-            self.item_rows.failed(
-                pos,
-                rec.submission,
-                rec.id,
-                err,
-                action=decision.action,
-                started=started,
-                ended=now,
-                delay_s=plan.delay_s if plan else None,
-                policy_delay_s=plan.policy_delay_s if plan else None,
-                request_id=answered,
-            )
-            if decision.action == "reask" and self.item_rows.reasks[pos] == 1:
-                self.progress.reasked += 1  # the view counts the items reasked at least once
-            self.progress.mark(pos, "waiting")
-            return
-        if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
+        if not again and decision.action in ("retry", "reask") and not isinstance(err, Aborted):
             # retryable, but the run was stopped: the row says so, with what it had
             err = Aborted(f"the batch was stopped before this request was sent again ({err})")
+        wait = decision.plan if again else None  # the wait before the item is sent again
         self.item_rows.failed(
             pos,
             rec.submission,
             rec.id,
             err,
-            action="fail",
+            action=decision.action if again else "fail",
             started=started,
             ended=now,
-            why=decision.why,
+            delay_s=wait.delay_s if wait else None,
+            policy_delay_s=wait.policy_delay_s if wait else None,
+            why="" if again else decision.why,
             request_id=answered,
         )
-        self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
+        if not again:
+            self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
+            return
+        if decision.action == "reask" and self.item_rows.reasks[pos] == 1:
+            self.progress.reasked += 1  # the view counts the items reasked at least once
+        self.progress.mark(pos, "waiting")
 
     def fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
         """End every row of `rec` not yet ended with `err` (a batch that cannot be made or
