@@ -20,7 +20,6 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any
 
 from .._core._messages import (
@@ -36,7 +35,7 @@ from .._core._messages import (
 from ..errors import ContentFiltered, ContextOverflow
 from ._anthropic_batch import AnthropicBatches
 from ._anthropic_events import ANTHROPIC, MessageReading
-from ._base import Dialect, ModelRequest, StreamPart
+from ._base import Completed, Dialect, ModelRequest, StreamPart
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._output_wire import add_anthropic_output
@@ -245,61 +244,21 @@ class AnthropicProvider(HTTPProvider):
         """
         return f"{self.api_base}/{path}"
 
-    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Messages answer, read from its events.
 
         Args:
             es: The live response's SSE events, or a whole message replayed as the events it
                 would have streamed (`WholeBody`, for a batch's answers).
 
-        Yields:
+        Returns:
             Text, thinking and tool-call parts as their deltas arrive, then one `Completed`
             after `message_stop`.
         """
-        st = MessageReading()
-        blocks, buf = st.blocks, st.buf
-        handlers = st.handlers(es)
-        async with aclosing(es.batches()) as batches:
-            async for batch in batches:
-                for event in batch:
-                    if event.event == "ping":
-                        continue
-                    data = es.json(event)
-                    kind = data.get("type", event.event)
-                    if kind == "content_block_delta":  # nearly every event: a text delta
-                        delta = data.get("delta")
-                        fast = blocks.get(data.get("index"))  # type: ignore[arg-type]
-                        if (
-                            fast is not None
-                            and type(delta) is dict
-                            and delta.get("type") == "text_delta"
-                        ):
-                            text = delta.get("text")
-                            if type(text) is str and text:
-                                fast.text.append(text)
-                                buf.text(text)
-                            continue
-                    if kind == "error" or event.event == "error":
-                        for part in buf.take():  # what came before the error, for the record
-                            yield part
-                        raise self._error_event(data, es)
-                    if kind == "message_stop":
-                        st.finished = True
-                        break
-                    handler = handlers.get(kind)  # content_block_stop, unknown types: none
-                    if handler is not None:
-                        handler(event, data)
-                for part in buf.take():
-                    yield part
-                if st.finished:
-                    break
-            await es.end(
-                batches,
-                end=("message_stop", st.finished),
-                reason=("stop_reason", st.stop_reason),
-                usage=st.reported,
-            )
-            request_id, headers = es.request_id, es.headers
+        return self._read_stream(MessageReading(es), self._finish)
+
+    def _finish(self, st: MessageReading) -> Completed:
+        es, blocks = st.es, st.blocks
         stop_reason = st.stop_reason
         input_tokens, output_tokens = st.input_tokens, st.output_tokens
         cache_read, cache_write = st.cache_read, st.cache_write
@@ -309,8 +268,8 @@ class AnthropicProvider(HTTPProvider):
                 "the conversation filled the model's context window "
                 "(stop_reason: model_context_window_exceeded)",
                 code="model_context_window_exceeded",
-                request_id=request_id,
-                headers=headers,
+                request_id=es.request_id,
+                headers=es.headers,
                 tokens=input_tokens + cache_read + cache_write + output_tokens,
             )
         if stop_reason == "refusal":
@@ -320,14 +279,14 @@ class AnthropicProvider(HTTPProvider):
                 "the model refused to answer (stop_reason: refusal)"
                 + (f": {said[:500]}" if said else ""),
                 code="refusal",
-                request_id=request_id,
-                headers=headers,
+                request_id=es.request_id,
+                headers=es.headers,
             )
         out_blocks = [b for b in (blocks[i].finish() for i in st.order) if b is not None]
         note = ""
         if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed above)
             note = "the stream ended with message_stop but no stop_reason; read as end_turn"
-        yield self._completed(
+        return self._completed(
             out_blocks,
             _STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
             input_tokens=input_tokens + cache_read + cache_write,

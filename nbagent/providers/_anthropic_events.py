@@ -1,18 +1,17 @@
 """Reading a Messages stream: one handler per event type, over the answer's state so far.
 
 `MessageReading` keeps what the events of one answer have said (its blocks in order, the usage,
-the stop reason) and `handlers(es)` maps each event type to the method that reads it:
-`message_start`, `content_block_start`, `content_block_delta`, `message_delta`.
-`AnthropicProvider.read_events` drives them (the text-delta fast path, errors and the end are
-its own).
+the stop reason) and `read` hands each event to the method of its type: `message_start`,
+`content_block_start`, `content_block_delta`, `message_delta` (a text delta, nearly every event,
+on a fast path of its own). `StreamEnds._read_stream` drives it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .._core._messages import (
     Block,
@@ -23,16 +22,16 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
-from ._event_stream import Events
 from ._limits import json_int
 from ._parts import PartBuffer, decode_arguments
 from ._sse import ServerSentEvent
+from ._stream_ends import ErrorEvent, Reading
 
 __all__ = ["ANTHROPIC", "MessageReading"]
 
 ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
 
-Handler = Callable[[ServerSentEvent, dict[str, Any]], None]
+Handler = Callable[["MessageReading", ServerSentEvent, dict[str, Any]], None]
 _USAGE = (
     ("input_tokens", "input_tokens"),
     ("output_tokens", "output_tokens"),
@@ -78,8 +77,8 @@ class _BlockState:
 
 
 @dataclass
-class MessageReading:
-    """What one answer's events have said so far."""
+class MessageReading(Reading):
+    """What one answer's events have said so far (`ended`: message_stop came)."""
 
     blocks: dict[int, _BlockState] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)
@@ -91,18 +90,39 @@ class MessageReading:
     stop_reason: str | None = None
     model: str | None = None
     response_id: str | None = None
-    finished: bool = False  # message_stop came
     reported: bool = False  # message_delta reported usage
-    buf: PartBuffer = field(default_factory=PartBuffer)
+    handlers: ClassVar[dict[str, Handler]]
 
-    def handlers(self, es: Events) -> dict[str, Handler]:
-        self._es = es
-        return {
-            "message_start": self.message_start,
-            "content_block_start": self.block_start,
-            "content_block_delta": self.block_delta,
-            "message_delta": self.message_delta,
-        }
+    def read(self, event: ServerSentEvent) -> None:
+        if event.event == "ping":
+            return
+        data = self.es.json(event)
+        kind = data.get("type", event.event)
+        if kind == "content_block_delta":  # nearly every event: a text delta
+            delta = data.get("delta")
+            fast = self.blocks.get(data.get("index"))  # type: ignore[arg-type]
+            if fast is not None and type(delta) is dict and delta.get("type") == "text_delta":
+                text = delta.get("text")
+                if type(text) is str and text:
+                    fast.text.append(text)
+                    self.buf.text(text)
+                return
+        if kind == "error" or event.event == "error":
+            raise ErrorEvent(data)
+        if kind == "message_stop":
+            self.ended = True
+            return
+        handler = self.handlers.get(kind)  # content_block_stop, unknown types: none
+        if handler is not None:
+            handler(self, event, data)
+
+    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
+        await self.es.end(
+            batches,
+            end=("message_stop", self.ended),
+            reason=("stop_reason", self.stop_reason),
+            usage=self.reported,
+        )
 
     def message_start(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
         msg = data.get("message")
@@ -121,7 +141,7 @@ class MessageReading:
         index = data.get("index")
         cb = data.get("content_block")
         if not isinstance(index, int) or not isinstance(cb, dict):
-            raise self._es.bad_data(event, "content_block_start without index or block")
+            raise self.es.bad_data(event, "content_block_start without index or block")
         btype = cb.get("type")
         state = _BlockState(kind=str(btype))
         buf = self.buf
@@ -155,7 +175,7 @@ class MessageReading:
         delta = data.get("delta")
         state = self.blocks.get(index) if isinstance(index, int) else None
         if state is None or not isinstance(delta, dict):
-            raise self._es.bad_data(event, "delta for a content block that never started")
+            raise self.es.bad_data(event, "delta for a content block that never started")
         dtype = delta.get("type")
         buf = self.buf
         if dtype == "text_delta":
@@ -186,3 +206,11 @@ class MessageReading:
             if json_int(usage.get(key)) is not None:
                 setattr(self, attr, usage[key])
                 self.reported = self.reported or key == "output_tokens"
+
+
+MessageReading.handlers = {
+    "message_start": MessageReading.message_start,
+    "content_block_start": MessageReading.block_start,
+    "content_block_delta": MessageReading.block_delta,
+    "message_delta": MessageReading.message_delta,
+}

@@ -8,8 +8,7 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,14 +22,24 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..errors import ContentFiltered
-from ._base import Dialect, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import (
+    Completed,
+    Dialect,
+    ModelRequest,
+    StreamPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
 from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
-from ._parts import PartBuffer, decode_arguments
+from ._parts import decode_arguments
+from ._sse import ServerSentEvent
+from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [
@@ -198,8 +207,8 @@ class _Call:
 
 
 @dataclass
-class _ChatReading:
-    """What one answer's chunks have said so far (of its first choice)."""
+class _ChatReading(Reading):
+    """What one answer's chunks have said so far (of its first choice; `ended`: [DONE] came)."""
 
     text: list[str] = field(default_factory=list)
     thinking: list[str] = field(default_factory=list)
@@ -211,7 +220,42 @@ class _ChatReading:
     output_tokens: int = 0
     cache_read: int = 0
     reported: bool = False  # a usage report (token counts) came
-    buf: PartBuffer = field(default_factory=PartBuffer)
+    flagged: set[str] = field(default_factory=set)  # content-filter categories that filtered
+    finish: str | None = None
+
+    def read(self, event: ServerSentEvent) -> None:
+        """One chunk: an error, or the head and the first choice's delta and finish reason."""
+        if event.data.strip() == "[DONE]":
+            self.ended = True
+            return
+        if not event.data.strip():
+            return
+        data = self.es.json(event)
+        if event.event == "error" or data.get("error"):
+            raise ErrorEvent(data if "error" in data else {"error": data})
+        self.head(data)
+        self.flagged |= filtered_categories(data.get("prompt_filter_results"))
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise self.es.bad_data(event, "a choice is not an object")
+        self.flagged |= filtered_categories(choice.get("content_filter_results"))
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            self.delta(delta)
+        fr = choice.get("finish_reason")
+        if isinstance(fr, str) and fr:
+            self.finish = fr
+
+    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
+        await self.es.end(
+            batches,
+            end=("data: [DONE]", self.ended),
+            reason=("finish_reason", self.finish),
+            usage=self.reported,
+        )
 
     def head(self, data: dict[str, Any]) -> None:
         """A chunk's model, id and usage report."""
@@ -230,11 +274,7 @@ class _ChatReading:
             if isinstance(details, dict):
                 self.cache_read = json_int(details.get("cached_tokens")) or 0
 
-    def delta(
-        self,
-        delta: dict[str, Any],
-        tool_delta: Callable[[dict[str, Any], dict[int, _Call]], StreamPart | None],
-    ) -> None:
+    def delta(self, delta: dict[str, Any]) -> None:
         """The first choice's delta: reasoning, text, a refusal, tool-call fragments."""
         buf = self.buf
         for key in ("reasoning_content", "reasoning"):
@@ -253,9 +293,42 @@ class _ChatReading:
         tcs = delta.get("tool_calls")
         for tc in tcs if isinstance(tcs, list) else ():
             if isinstance(tc, dict):
-                call_part = tool_delta(tc, self.calls)
+                call_part = self.tool_delta(tc)
                 if call_part is not None:
                     buf.add(call_part)
+
+    def tool_delta(self, tc: dict[str, Any]) -> ToolCallPart | None:
+        calls = self.calls
+        index = json_int(tc.get("index"))
+        call_id = tc.get("id") if isinstance(tc.get("id"), str) else ""
+        if index is None:  # servers that leave out the index: a new id starts a new call
+            known = [c for c in calls.values() if call_id and c.id == call_id]
+            if known:
+                index = known[0].index
+            elif call_id or not calls:
+                index = len(calls)
+            else:
+                index = max(calls)
+        fn = tc.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
+        args = fn.get("arguments")
+        if isinstance(args, dict):  # a few servers send the object itself
+            args = json.dumps(args)
+        args = args if isinstance(args, str) else ""
+        call = calls.get(index)
+        new = call is None
+        if call is None:
+            call = calls[index] = _Call(index)
+        if call_id and not call.id:
+            call.id = call_id
+        if name and not call.name:
+            call.name = name
+        if args:
+            call.args.append(args)
+        if new or args:
+            return ToolCallPart(index, call_id or "", name or "", args)
+        return None
 
 
 class OpenAIProvider(HTTPProvider):
@@ -346,63 +419,23 @@ class OpenAIProvider(HTTPProvider):
             chunk["choices"] = [streamed]
         return [("", chunk), ("", "[DONE]")]
 
-    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Chat Completions answer, read from its chunks.
 
         Args:
             es: The live response's chunks, or a whole completion replayed as one chunk and
                 `[DONE]` (`WholeBody`, for a batch's answers).
 
-        Yields:
+        Returns:
             Text, reasoning and tool-call deltas of the first choice, then one `Completed` at
             `[DONE]` (a missing finish_reason after content and a usage report is read as
             "stop"; with no usage report either, the stream was cut: `StreamInterrupted`).
         """
-        st = _ChatReading()
-        text, thinking, refusal, calls, buf = st.text, st.thinking, st.refusal, st.calls, st.buf
-        flagged: set[str] = set()  # content-filter categories that filtered (Azure)
-        finish: str | None = None
-        done = False  # [DONE] came
-        async with aclosing(es.batches()) as batches:
-            async for batch in batches:
-                for event in batch:
-                    if event.data.strip() == "[DONE]":
-                        done = True
-                        break
-                    if not event.data.strip():
-                        continue
-                    data = es.json(event)
-                    if event.event == "error" or data.get("error"):
-                        payload = data if "error" in data else {"error": data}
-                        for part in buf.take():  # what came before the error, for the record
-                            yield part
-                        raise self._error_event(payload, es)
-                    st.head(data)
-                    flagged |= filtered_categories(data.get("prompt_filter_results"))
-                    choices = data.get("choices")
-                    if not isinstance(choices, list) or not choices:
-                        continue
-                    choice = choices[0]
-                    if not isinstance(choice, dict):
-                        raise es.bad_data(event, "a choice is not an object")
-                    flagged |= filtered_categories(choice.get("content_filter_results"))
-                    delta = choice.get("delta")
-                    if isinstance(delta, dict):
-                        st.delta(delta, self._tool_delta)
-                    fr = choice.get("finish_reason")
-                    if isinstance(fr, str) and fr:
-                        finish = fr
-                for part in buf.take():
-                    yield part
-                if done:
-                    break
-            await es.end(
-                batches,
-                end=("data: [DONE]", done),
-                reason=("finish_reason", finish),
-                usage=st.reported,
-            )
-            request_id, headers = es.request_id, es.headers
+        return self._read_stream(_ChatReading(es), self._finish)
+
+    def _finish(self, st: _ChatReading) -> Completed:
+        es, finish, flagged = st.es, st.finish, st.flagged
+        text, thinking, refusal, calls = st.text, st.thinking, st.refusal, st.calls
         note = ""
         if finish is None:
             if not (text or calls or refusal):
@@ -419,8 +452,8 @@ class OpenAIProvider(HTTPProvider):
                 ContentFiltered,
                 why,
                 code="content_filter" if finish == "content_filter" else "refusal",
-                request_id=request_id,
-                headers=headers,
+                request_id=es.request_id,
+                headers=es.headers,
             )
         if finish == "error":
             raise es.interrupted("the provider ended the stream with finish_reason: error")
@@ -436,7 +469,7 @@ class OpenAIProvider(HTTPProvider):
         stop_reason = _FINISH.get(finish, "end_turn")
         if calls and stop_reason == "end_turn":
             stop_reason = "tool_use"  # some servers say "stop" after tool calls
-        yield self._completed(
+        return self._completed(
             blocks,
             stop_reason,
             input_tokens=st.input_tokens,
@@ -447,36 +480,3 @@ class OpenAIProvider(HTTPProvider):
             response_id=st.response_id,
             note=note,
         )
-
-    @staticmethod
-    def _tool_delta(tc: dict[str, Any], calls: dict[int, _Call]) -> ToolCallPart | None:
-        index = json_int(tc.get("index"))
-        call_id = tc.get("id") if isinstance(tc.get("id"), str) else ""
-        if index is None:  # servers that leave out the index: a new id starts a new call
-            known = [c for c in calls.values() if call_id and c.id == call_id]
-            if known:
-                index = known[0].index
-            elif call_id or not calls:
-                index = len(calls)
-            else:
-                index = max(calls)
-        fn = tc.get("function")
-        fn = fn if isinstance(fn, dict) else {}
-        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
-        args = fn.get("arguments")
-        if isinstance(args, dict):  # a few servers send the object itself
-            args = json.dumps(args)
-        args = args if isinstance(args, str) else ""
-        call = calls.get(index)
-        new = call is None
-        if call is None:
-            call = calls[index] = _Call(index)
-        if call_id and not call.id:
-            call.id = call_id
-        if name and not call.name:
-            call.name = name
-        if args:
-            call.args.append(args)
-        if new or args:
-            return ToolCallPart(index, call_id or "", name or "", args)
-        return None

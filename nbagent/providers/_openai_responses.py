@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .._core._messages import (
     Block,
@@ -56,7 +55,9 @@ from ._http import HTTPProvider
 from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_responses_output
-from ._parts import PartBuffer, decode_arguments
+from ._parts import decode_arguments
+from ._sse import ServerSentEvent
+from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import WholeEvents
 
 __all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoning_model"]
@@ -64,7 +65,6 @@ __all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoni
 RESPONSES = "openai-responses"
 _RESERVED = frozenset({"model", "input", "instructions", "tools", "stream", "store"})
 _REASONING = re.compile(r"(^|/)(o\d|gpt-5|codex|gpt-oss|computer-use)", re.I)
-_ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 def is_reasoning_model(model: str) -> bool:
@@ -163,15 +163,93 @@ def build_responses_body(
 
 
 @dataclass
-class _State:
+class _State(Reading):
+    """What one answer's events have said so far (`ended`: one of its three ends came)."""
+
     items: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> final item
     added: dict[int, dict[str, Any]] = field(default_factory=dict)  # output_index -> first item
     text: dict[int, list[str]] = field(default_factory=dict)  # deltas, in case no item is done
     reasoning: dict[int, list[str]] = field(default_factory=dict)  # raw reasoning_text deltas
     args: dict[int, list[str]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)  # output_index -> tool call number
-    end: str | None = None
+    ending: str | None = None  # which of the three ends came
     response: dict[str, Any] = field(default_factory=dict)
+
+    def read(self, event: ServerSentEvent) -> None:
+        if not event.data.strip() or event.data.strip() == "[DONE]":
+            return
+        data = self.es.json(event)
+        kind = str(data.get("type") or event.event)
+        if kind == "response.failed":
+            response = data.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            payload: Any = {"error": error} if isinstance(error, dict) else data
+            raise ErrorEvent(payload, fallback_message="the response failed (response.failed)")
+        if kind == "error":
+            raise ErrorEvent(data, fallback_message="the provider sent an error event mid-stream")
+        handler = self.handlers.get(kind)
+        if handler is not None:
+            handler(self, data, json_int(data.get("output_index")))
+
+    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
+        if self.ending is None:
+            raise self.es.interrupted("the stream ended before response.completed")
+
+    def item_added(self, data: dict[str, Any], index: int | None) -> None:
+        item = data.get("item")
+        if index is not None and isinstance(item, dict):
+            self.added[index] = item
+            if item.get("type") == "function_call":
+                number = self.calls.setdefault(index, len(self.calls))
+                call_id, name = str(item.get("call_id") or ""), str(item.get("name") or "")
+                self.buf.add(ToolCallPart(number, call_id, name, ""))
+
+    def item_done(self, data: dict[str, Any], index: int | None) -> None:
+        item = data.get("item")
+        if index is not None and isinstance(item, dict):
+            self.items[index] = item
+
+    def text_delta(self, data: dict[str, Any], index: int | None) -> None:
+        delta = data.get("delta")
+        if index is not None and isinstance(delta, str) and delta:
+            self.text.setdefault(index, []).append(delta)
+            self.buf.add(TextPart(delta))
+
+    def summary_delta(self, data: dict[str, Any], index: int | None) -> None:
+        delta = data.get("delta")
+        if isinstance(delta, str) and delta:
+            self.buf.add(ThinkingPart(delta))
+
+    def reasoning_delta(self, data: dict[str, Any], index: int | None) -> None:
+        delta = data.get("delta")
+        if isinstance(delta, str) and delta:
+            if index is not None:
+                self.reasoning.setdefault(index, []).append(delta)
+            self.buf.add(ThinkingPart(delta))
+
+    def arguments_delta(self, data: dict[str, Any], index: int | None) -> None:
+        delta = data.get("delta")
+        if index is not None and isinstance(delta, str) and delta:
+            self.args.setdefault(index, []).append(delta)
+            number = self.calls.setdefault(index, len(self.calls))
+            self.buf.add(ToolCallPart(number, arguments=delta))
+
+    def ends(self, data: dict[str, Any], index: int | None) -> None:
+        self.ending = str(data.get("type") or "")
+        self.ended = True
+        response = data.get("response")
+        self.response = response if isinstance(response, dict) else {}
+
+    handlers: ClassVar[dict[str, Callable[[_State, dict[str, Any], int | None], None]]] = {
+        "response.output_item.added": item_added,
+        "response.output_item.done": item_done,
+        "response.output_text.delta": text_delta,
+        "response.reasoning_summary_text.delta": summary_delta,
+        "response.reasoning_text.delta": reasoning_delta,
+        "response.function_call_arguments.delta": arguments_delta,
+        "response.completed": ends,
+        "response.incomplete": ends,
+    }
 
 
 def _summary(item: dict[str, Any], key: str = "summary") -> str:
@@ -247,83 +325,18 @@ class ResponsesProvider(HTTPProvider):
         kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
         return [(kind, {"type": kind, "response": response})]
 
-    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Responses answer, read from its events.
 
         Args:
             es: The live response's SSE events, or a whole response replayed as its terminal
                 event (`WholeBody`, for a batch's answers).
 
-        Yields:
+        Returns:
             Text, reasoning-summary and tool-call parts, then one `Completed` built from
             `response.completed` (or `response.incomplete`).
         """
-        state = _State()
-        buf = PartBuffer()
-        async with aclosing(es.batches()) as batches:
-            async for batch in batches:
-                for event in batch:
-                    if not event.data.strip() or event.data.strip() == "[DONE]":
-                        continue
-                    data = es.json(event)
-                    kind = str(data.get("type") or event.event)
-                    if kind in ("error", "response.failed"):
-                        for part in buf.take():  # what came before the error, for the record
-                            yield part
-                        raise self._failure(kind, data, es)
-                    self._read(kind, data, state, buf)
-                    if kind in _ENDS:
-                        break
-                for part in buf.take():
-                    yield part
-                if state.end:
-                    break
-        if state.end is None:
-            raise es.interrupted("the stream ended before response.completed")
-        yield self._finish(state, es)
-
-    def _failure(self, kind: str, data: dict[str, Any], es: Events) -> Exception:
-        if kind == "response.failed":
-            response = data.get("response")
-            error = response.get("error") if isinstance(response, dict) else None
-            payload: Any = {"error": error} if isinstance(error, dict) else data
-            fallback = "the response failed (response.failed)"
-        else:
-            payload, fallback = data, "the provider sent an error event mid-stream"
-        return self._error_event(payload, es, fallback_message=fallback)
-
-    def _read(self, kind: str, data: dict[str, Any], state: _State, buf: PartBuffer) -> None:
-        index = json_int(data.get("output_index"))
-        item = data.get("item")
-        if kind == "response.output_item.added" and index is not None and isinstance(item, dict):
-            state.added[index] = item
-            if item.get("type") == "function_call":
-                number = state.calls.setdefault(index, len(state.calls))
-                call_id, name = str(item.get("call_id") or ""), str(item.get("name") or "")
-                buf.add(ToolCallPart(number, call_id, name, ""))
-        elif kind == "response.output_item.done" and index is not None and isinstance(item, dict):
-            state.items[index] = item
-        elif kind == "response.output_text.delta" and index is not None:
-            delta = data.get("delta")
-            if isinstance(delta, str) and delta:
-                state.text.setdefault(index, []).append(delta)
-                buf.add(TextPart(delta))
-        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
-            delta = data.get("delta")
-            if isinstance(delta, str) and delta:
-                if kind == "response.reasoning_text.delta" and index is not None:
-                    state.reasoning.setdefault(index, []).append(delta)
-                buf.add(ThinkingPart(delta))
-        elif kind == "response.function_call_arguments.delta" and index is not None:
-            delta = data.get("delta")
-            if isinstance(delta, str) and delta:
-                state.args.setdefault(index, []).append(delta)
-                number = state.calls.setdefault(index, len(state.calls))
-                buf.add(ToolCallPart(number, arguments=delta))
-        elif kind in _ENDS:
-            state.end = kind
-            response = data.get("response")
-            state.response = response if isinstance(response, dict) else {}
+        return self._read_stream(_State(es), self._finish)
 
     def _final_items(self, state: _State) -> list[dict[str, Any]]:
         """Each output item as the server finished it; the response's own list, or the deltas,
@@ -353,12 +366,13 @@ class ResponsesProvider(HTTPProvider):
             items.append(item)
         return items
 
-    def _finish(self, state: _State, es: Events) -> Completed:
+    def _finish(self, state: _State) -> Completed:
+        es = state.es
         request_id, headers = es.request_id, es.headers
         response = state.response
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
-        if state.end == "response.incomplete" and reason == "content_filter":
+        if state.ending == "response.incomplete" and reason == "content_filter":
             raise self._refusal(
                 ContentFiltered,
                 "the provider's content filter stopped the answer (response.incomplete)",
@@ -402,7 +416,7 @@ class ResponsesProvider(HTTPProvider):
                 headers=headers,
             )
         stop = "tool_use" if calls else "end_turn"
-        if state.end == "response.incomplete" and reason == "max_output_tokens":
+        if state.ending == "response.incomplete" and reason == "max_output_tokens":
             stop = "max_tokens"
         usage = response.get("usage")
         usage = usage if isinstance(usage, dict) else {}

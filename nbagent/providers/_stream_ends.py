@@ -1,20 +1,59 @@
-"""What a 200 stream ends in, for every HTTP wire format: its one `Completed`, or the error
-an answer that streamed ended in (a content filter, a full context window)."""
+"""The one loop that reads a 200 stream, for every HTTP wire format, and what the stream ends
+in: its one `Completed`, or the error an answer that streamed ended in (a content filter, a full
+context window).
+
+Each format keeps what one answer's events have said in a `Reading` of its own, whose `read`
+hands each event to the handler of its type; `StreamEnds._read_stream` drives it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._core._budget import Usage
 from .._core._messages import Block, Message
 from ..errors import ProviderError
-from ._base import Completed
+from ._base import Completed, StreamPart
 from ._event_stream import Events
 from ._http_errors import error_from_payload, kept_headers, redact
+from ._parts import PartBuffer
 from ._pricing import estimate_cost
+from ._sse import ServerSentEvent
 
-__all__ = ["StreamEnds"]
+__all__ = ["ErrorEvent", "Reading", "StreamEnds"]
+
+
+class ErrorEvent(Exception):
+    """An error event of the answer, raised by a reading's handler: the parts that came before
+    it are handed on, then its typed error is raised (`options` as `error_from_payload` takes
+    them: a `fallback_message`)."""
+
+    def __init__(self, payload: Any, **options: Any) -> None:
+        super().__init__()
+        self.payload = payload
+        self.options = options
+
+
+@dataclass
+class Reading:
+    """What one answer's events have said so far, format by format: `read` takes each event,
+    `ended` says the end marker came (nothing after it is read), `end` checks the end."""
+
+    es: Events
+    buf: PartBuffer = field(default_factory=PartBuffer)
+    ended: bool = False
+
+    def read(self, event: ServerSentEvent) -> None:
+        raise NotImplementedError
+
+    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
+        """After the events read: `StreamInterrupted` if the answer was cut."""
+
+
+R = TypeVar("R", bound=Reading)
 
 
 class StreamEnds:
@@ -27,6 +66,30 @@ class StreamEnds:
 
         @property
         def _secrets(self) -> tuple[str, ...]: ...
+
+    async def _read_stream(
+        self, reading: R, finish: Callable[[R], Completed]
+    ) -> AsyncGenerator[StreamPart, None]:
+        """The parts of an answer, read from its events by `reading`, a network read's merged
+        together, then `finish`'s `Completed` of what the reading kept."""
+        es, buf = reading.es, reading.buf
+        async with aclosing(es.batches()) as batches:
+            async for batch in batches:
+                try:
+                    for event in batch:
+                        reading.read(event)
+                        if reading.ended:
+                            break
+                except ErrorEvent as err:
+                    for part in buf.take():  # what came before the error, for the record
+                        yield part
+                    raise self._error_event(err.payload, es, **err.options) from None
+                for part in buf.take():
+                    yield part
+                if reading.ended:
+                    break
+            await reading.end(batches)
+        yield finish(reading)
 
     def _completed(
         self,
