@@ -84,6 +84,9 @@ def test_demo_shows_all_four_actions_and_writes_its_files(tmp_path: Path) -> Non
     assert all(run["summary"] for run in state["runs"])
     # without JavaScript the page says the same
     assert "session of 6 runs" in html and "ended with</small><br><b>QuotaExceeded" in html
+    # each run's line counts its nouns: run 6 made one attempt, run 2 one retry
+    assert "QuotaExceeded</b>, 1 attempt, 0 retries</li>" in html
+    assert "3 attempts, 1 retry</li>" in html and "1 attempts" not in html
 
     # The demo model's cue reaches the model (it called the unknown tool above), but no reader
     # sees it: not the terminal, the report's table, timeline or conversation.

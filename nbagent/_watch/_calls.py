@@ -33,6 +33,7 @@ from .._core._attempts import AttemptLabels
 from .._core._budget import Usage
 from .._core._decision import AttemptState, Failure, decide
 from .._core._retry import RetryPolicy
+from .._core._words import counted
 from ..errors import Aborted, ProviderError
 from ..events import (
     AttemptFailed,
@@ -405,7 +406,7 @@ class CallLog:
         if self.rules.family == "none":
             return f"{self.rules.label} does not retry"
         if a.n > self.rules.max_retries:
-            return f"{self.rules.label} gave up after {a.n} attempts"
+            return f"{self.rules.label} gave up after {counted(a.n, 'attempt')}"
         return f"{self.rules.label} does not retry this error"
 
     def _finish(self, call: _Call, t: float, end_reason: str, error: str, message: str) -> None:

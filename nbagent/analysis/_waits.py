@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .._core._retry import RetryPolicy
+from .._core._words import counted
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, SWATCHES
 from ._figures import dot, line, new_figure, nothing, style_axes
 from ._tables import frame, wait_kind
@@ -169,7 +170,8 @@ def plot_delays(df: pd.DataFrame, *, bins: int = 30) -> Figure:
     _ecdf(ax_cdf, all_d)
     total = float(all_d.sum())
     ax_cdf.set_title(
-        f"{len(all_d)} waits, {total:,.1f} s in total, median {float(np.median(all_d)):.2f} s",
+        f"{counted(len(all_d), 'wait')}, {total:,.1f} s in total, "
+        f"median {float(np.median(all_d)):.2f} s",
         fontsize=FONT_SIZE + 1,
         loc="left",
     )

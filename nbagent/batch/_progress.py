@@ -346,9 +346,10 @@ class BatchProgress:
         pace = f" · pace {rate:.1f}/s" if isinstance(rate, (int, float)) else ""
         return (
             f"{self.done}/{self.total} done ({self.failed} failed) · {c['running']} running · "
-            f"{c['waiting']} waiting · {elapsed:.1f} s · {self.retries} retries "
+            f"{c['waiting']} waiting · {elapsed:.1f} s · "
+            f"{counted(self.retries, 'retry', 'retries')} "
             f"({self.retry_wait_s:.1f} s backoff, {self.retries_per_minute():.0f}/min) · "
-            f"{self.paced} paced waits ({self.paced_wait_s:.1f} s){pace}"
+            f"{counted(self.paced, 'paced wait')} ({self.paced_wait_s:.1f} s){pace}"
             + (f" · {self.reasked} reasked" if self.reasked else "")
             + self.batches_text()
         )

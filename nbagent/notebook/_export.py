@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from .._core._words import counted
 from .._palette import COLORS, REASK_GLYPH
 from ._values import seconds
 
@@ -200,7 +201,8 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _headline(state: Mapping[str, Any]) -> tuple[str, list[tuple[str, str]]] | None:
     session, summary = state.get("session"), state.get("summary")
     if session:
-        return f"session of {session.get('runs')} runs", _session_items(session)
+        runs = counted(int(session.get("runs") or 0), "run")
+        return f"session of {runs}", _session_items(session)
     if summary:
         return "run", _summary_items(summary)
     return None
@@ -235,7 +237,8 @@ def _run_lines(state: Mapping[str, Any]) -> str:
         lines.append(
             f"<li>{i}. {html.escape(str(run.get('prompt') or ''))} — "
             f"<b style='color:{colour}'>{html.escape(str(end))}</b>, "
-            f"{summary.get('attempts', 0)} attempts, {summary.get('retries', 0)} retries</li>"
+            f"{counted(int(summary.get('attempts') or 0), 'attempt')}, "
+            f"{counted(int(summary.get('retries') or 0), 'retry', 'retries')}</li>"
         )
     return "<ul style='list-style:none;padding-left:0'>" + "".join(lines) + "</ul>"
 
