@@ -1,5 +1,6 @@
 """The events of a run's steps besides its attempts: compaction, tool calls, committed
-messages, fallback and budget warnings (`nbagent.events` re-exports them).
+messages, fallback and budget warnings (`nbagent.events` re-exports them and lists
+them in its `__all__`).
 """
 
 from __future__ import annotations
@@ -9,17 +10,6 @@ from typing import Any
 
 from ._event_types import BudgetLimit, CompactionReason, Event
 from ._messages import Message
-
-__all__ = [
-    "BudgetWarning",
-    "CompactionFinished",
-    "CompactionStarted",
-    "FallbackStarted",
-    "MessageCommitted",
-    "ToolCallFinished",
-    "ToolCallStarted",
-    "ToolSourceUnavailable",
-]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,5 +1,5 @@
-"""The events themselves: one frozen dataclass per kind (`nbagent.events` re-exports them
-and delivers them).
+"""The events themselves: one frozen dataclass per kind (`nbagent.events` re-exports and
+delivers them; its `__all__` is the one list of their names).
 """
 
 from __future__ import annotations
@@ -8,27 +8,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ._budget import Usage
-
-__all__ = [
-    "AttemptEvent",
-    "AttemptFailed",
-    "AttemptPhase",
-    "AttemptStarted",
-    "AttemptSucceeded",
-    "BudgetLimit",
-    "CompactionReason",
-    "Event",
-    "FailureAction",
-    "PacedWait",
-    "RetryScheduled",
-    "RunFinished",
-    "RunStarted",
-    "SDKRetryScheduled",
-    "Stamp",
-    "TextDelta",
-    "ThinkingDelta",
-    "ToolCallDelta",
-]
 
 AttemptPhase = Literal["request", "compaction"]
 """What an attempt asks the model for: the next message, or a summary for compaction."""
