@@ -204,13 +204,8 @@ class Summarize(_Stubbing):
         try:
             result = await self.attempt(messages, ctx)
         except ProviderError as exc:
-            if self.stubs is None:
-                return None
-            stubbed = await self.stubs.compact(messages, ctx)
-            if stubbed is None:
-                return None
-            note = f"the summary failed ({type(exc).__name__}: {exc}); stubbed tool output instead"
-            return dataclasses.replace(stubbed, note=note)
+            stubbed = None if self.stubs is None else await self.stubs.compact(messages, ctx)
+            return _instead_of_summary(exc, stubbed, "stubbed tool output instead")
         if result is None and self.stubs is not None:
             return await self.stubs.compact(messages, ctx)
         return result
@@ -279,6 +274,17 @@ class Summarize(_Stubbing):
         if after >= before:
             return None
         return CompactionResult(out, before, after, self.name, len(old))
+
+
+def _instead_of_summary(
+    exc: ProviderError, stubbed: CompactionResult | None, what: str
+) -> CompactionResult | None:
+    """The stubs that stand in for a summary that failed, noting why (None: no stubs helped)."""
+    if stubbed is None:
+        return None
+    return dataclasses.replace(
+        stubbed, note=f"the summary failed ({type(exc).__name__}: {exc}); {what}"
+    )
 
 
 # -- the default ---------------------------------------------------------------------------------
@@ -365,10 +371,7 @@ class DefaultCompaction(_Stubbing):
         try:
             summed = await self.summarizer.attempt(base, ctx)
         except ProviderError as exc:
-            if stubbed is None:
-                return None
-            note = f"the summary failed ({type(exc).__name__}: {exc}); kept the stubs"
-            return dataclasses.replace(stubbed, note=note)
+            return _instead_of_summary(exc, stubbed, "kept the stubs")
         if summed is None:
             return stubbed
         if stubbed is None:
