@@ -1,5 +1,6 @@
 """`Agent(...)`'s keyword options besides `model` and `output`, as one TypedDict, so the typed
-overloads of `Agent.__init__` (one per kind of `output=`) name them once. What each means is in
+overloads of `Agent.__init__` (one per kind of `output=`) name them once, and those of
+`nbagent.map` / `amap` (which hand them to each agent) build on them. What each means is in
 `Agent`'s docstring; the implementation's signature, with the defaults, is the one that runs."""
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from ._durable_layout import LogTarget
 from ._output_schema import OutputMode
 from ._tools import Tool, ToolSource
 
-__all__ = ["AgentOptions"]
+__all__ = ["AgentFields", "AgentOptions"]
 
 
-class AgentOptions(TypedDict, total=False):
-    """The keyword options of `Agent(...)` but `output=` (see `Agent`)."""
+class AgentFields(TypedDict, total=False):
+    """The keyword options of `Agent(...)` but `output=` and `limiter=` (which a batch on Ray
+    also takes as "process")."""
 
     tools: Iterable[Tool | ToolSource | Callable[..., Any]]
     system: str | None
@@ -47,9 +49,14 @@ class AgentOptions(TypedDict, total=False):
     api_key: str | None
     base_url: str | None
     options: dict[str, Any] | None
-    limiter: Pacer | bool
     cache: bool
     log: LogTarget | None
     record: str | os.PathLike[str] | Recorder | None
     output_mode: OutputMode
     output_retries: int
+
+
+class AgentOptions(AgentFields, total=False):
+    """The keyword options of `Agent(...)` but `output=` (see `Agent`)."""
+
+    limiter: Pacer | bool

@@ -28,6 +28,8 @@ import sys
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Literal, overload
 
+from typing_extensions import Unpack
+
 from .._core._clock import Clock
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec
@@ -38,7 +40,7 @@ from ._backends import Backend, backend_for
 from ._dry_run import dry_run_estimate
 from ._estimate import BatchEstimate
 from ._frames import RESULT_COLUMNS, BatchResult, prompts_of
-from ._options import BatchOptions, Prompts
+from ._options import BatchKeywords, BatchOptions, Prompts
 from ._output_columns import check_fields
 from ._progress import TerminalBar
 from ._provider_backend import ProviderBatch
@@ -156,18 +158,8 @@ async def amap(
     prompts: Prompts,
     model: ModelSpec | Sequence[ModelSpec] = "demo",
     *,
-    concurrency: int = 32,
-    column: str | None = None,
-    tools: Iterable[Any] = (),
-    system: str | None = None,
-    retry: RetryPolicy | None = None,
-    show: bool | None = None,
-    backend: str = "local",
-    workers: int | None = None,
-    state: str | os.PathLike[str] | None = None,
     dry_run: Literal[False] = False,
-    output: Any = None,
-    **agent_kwargs: Any,
+    **options: Unpack[BatchKeywords],
 ) -> BatchResult: ...
 
 
@@ -176,18 +168,8 @@ async def amap(
     prompts: Prompts,
     model: ModelSpec | Sequence[ModelSpec] = "demo",
     *,
-    concurrency: int = 32,
-    column: str | None = None,
-    tools: Iterable[Any] = (),
-    system: str | None = None,
-    retry: RetryPolicy | None = None,
-    show: bool | None = None,
-    backend: str = "local",
-    workers: int | None = None,
-    state: str | os.PathLike[str] | None = None,
     dry_run: Literal[True],
-    output: Any = None,
-    **agent_kwargs: Any,
+    **options: Unpack[BatchKeywords],
 ) -> BatchEstimate: ...
 
 
@@ -302,18 +284,8 @@ def map(
     prompts: Prompts,
     model: ModelSpec | Sequence[ModelSpec] = "demo",
     *,
-    concurrency: int = 32,
-    column: str | None = None,
-    tools: Iterable[Any] = (),
-    system: str | None = None,
-    retry: RetryPolicy | None = None,
-    show: bool | None = None,
-    backend: str = "local",
-    workers: int | None = None,
-    state: str | os.PathLike[str] | None = None,
     dry_run: Literal[False] = False,
-    output: Any = None,
-    **agent_kwargs: Any,
+    **options: Unpack[BatchKeywords],
 ) -> BatchResult: ...
 
 
@@ -322,18 +294,8 @@ def map(
     prompts: Prompts,
     model: ModelSpec | Sequence[ModelSpec] = "demo",
     *,
-    concurrency: int = 32,
-    column: str | None = None,
-    tools: Iterable[Any] = (),
-    system: str | None = None,
-    retry: RetryPolicy | None = None,
-    show: bool | None = None,
-    backend: str = "local",
-    workers: int | None = None,
-    state: str | os.PathLike[str] | None = None,
     dry_run: Literal[True],
-    output: Any = None,
-    **agent_kwargs: Any,
+    **options: Unpack[BatchKeywords],
 ) -> BatchEstimate: ...
 
 

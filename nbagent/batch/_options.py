@@ -4,7 +4,9 @@ The three entry points spell their signatures out (so an editor, `help()` and th
 show every option, as httpx does for `Client` and `AsyncClient`), and each hands its call to
 `BatchOptions.of(locals())` as its first statement. That is the only forwarding: an option is
 added to the three signatures and to `BatchOptions`, and checked here; `of` refuses a call
-whose names are not exactly its fields, so a signature and this class cannot drift apart.
+whose names are not exactly its fields, so a signature and this class cannot drift apart. The
+typed overloads of `map` and `amap` (one per kind of `dry_run=`) name the keywords once, as
+`BatchKeywords`.
 """
 
 from __future__ import annotations
@@ -17,18 +19,37 @@ from typing import Any, TypeAlias
 
 import pandas as pd
 
+from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
+from .._loop._agent_options import AgentFields
 from .._loop._args import ModelSpec
 from .._loop._output_step import refuse_mode_without_output
 from ..errors import ConfigError
+from ..providers._batch_wire import BatchCaps
 
-__all__ = ["BACKENDS", "BatchOptions", "Prompts", "positive_int"]
+__all__ = ["BACKENDS", "BatchKeywords", "BatchOptions", "Prompts", "positive_int"]
 
 BACKENDS = ("local", "ray", "provider")
 Prompts: TypeAlias = "Iterable[str] | pd.Series[Any] | pd.DataFrame"
 """What a batch takes as its prompts: a list (or any iterable) of strings, a pandas Series, or a
 DataFrame with the column named by `column=`. The results keep a Series' or DataFrame's index,
 so `df.join(out.results)` lines them up."""
+
+
+class BatchKeywords(AgentFields, total=False):
+    """The keyword options of `map` / `amap` / `start` but `dry_run=` (see `map`): the batch's
+    own, each `Agent`'s (`limiter=` also "process", for Ray), and `backend="provider"`'s."""
+
+    concurrency: int
+    column: str | None
+    show: bool | None
+    backend: str
+    workers: int | None
+    state: str | os.PathLike[str] | None
+    output: Any
+    limiter: Pacer | bool | str
+    poll: tuple[float, float] | None
+    batch_caps: tuple[int, int] | BatchCaps | None
 
 
 @dataclass
