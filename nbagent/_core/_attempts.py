@@ -62,6 +62,7 @@ __all__ = [
     "Reask",
     "Sent",
     "generic_table",
+    "usage_fields",
 ]
 
 T = TypeVar("T")
@@ -292,7 +293,7 @@ class AttemptLoop:
             self.emit(
                 AttemptSucceeded(
                     **self._labels(n),
-                    **_by_name(_UsageFields, sent.usage),
+                    **usage_fields(sent.usage),
                     **_by_name(_ReplyFields, sent),
                 )
             )
@@ -357,7 +358,7 @@ class AttemptLoop:
         if isinstance(decision.error, OutputInvalid):
             issues = tuple(str(e) for e in decision.error.errors)
         answered = failure.answered
-        usage = _by_name(_UsageFields, answered.usage if answered is not None else _NO_USAGE)
+        usage = usage_fields(answered.usage if answered is not None else _NO_USAGE)
         if answered is not None:  # the answer came with a 200 (and its request id)
             said["status_code"] = said["status_code"] or 200
             said["request_id"] = said["request_id"] or answered.request_id
@@ -426,6 +427,11 @@ F = TypeVar("F", _UsageFields, _ReplyFields)
 def _by_name(fields: type[F], source: object) -> F:
     """`Usage` and `Sent` name their fields as `AttemptSucceeded` does: copy them by name."""
     return cast(F, {name: getattr(source, name) for name in fields.__annotations__})
+
+
+def usage_fields(usage: object) -> _UsageFields:
+    """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
+    return _by_name(_UsageFields, usage)
 
 
 class _Discarded(TypedDict):

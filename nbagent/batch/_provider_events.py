@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._core._attempts import usage_fields
 from .._core._budget import Usage
 from .._loop._attempt_log import AttemptLog
 from .._loop._columns import numpy_of, string_array
@@ -42,13 +43,6 @@ from ._frames import results_frame
 __all__ = ["ItemEvents"]
 
 _NAN = math.nan
-_TOKEN_NAMES = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-)
 
 
 class ItemEvents:
@@ -123,7 +117,7 @@ class ItemEvents:
         self.duration[pos] = max(0.0, ended - self.first_start[pos])
         if usage is not None:
             self._add_usage(pos, usage)
-        tokens = {} if usage is None else {k: getattr(usage, k) for k in _TOKEN_NAMES}
+        tokens: dict[str, Any] = {} if usage is None else dict(usage_fields(usage))
         labels: dict[str, Any] = {
             "run_id": run_id,
             "turn": 1,
