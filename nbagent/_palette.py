@@ -38,72 +38,45 @@ __all__ = [
 # against the lane behind it and every word 4.5:1 against what it is written on (WCAG 2.1 AA).
 # tests/test_palette_access.py checks both, for the light and the dark theme.
 
-COLORS: Final[dict[str, str]] = {
-    "fg": "#1f2328",
-    "muted": "#59636e",
-    "bg": "#ffffff",
-    "panel": "#f6f8fa",
-    "border": "#d0d7de",
-    "ok": "#009e73",
-    "ok_dark": "#00805d",
-    "error": "#aa4b00",
-    "error_dark": "#a34800",
-    "cancelled": "#818992",
-    "running": "#3d94c4",
-    "backoff": "#b87f00",
-    "backoff_text": "#885e00",
-    "retry_after": "#8b5272",
-    "retry_after_text": "#8b5272",
-    "compaction": "#0072b2",
-    "compaction_text": "#0068a2",
-    "tool_ok": "#243b6b",
-    "tool_error": "#661a33",
-    "paced": "#6e7781",
-    "paced_text": "#5f666f",
-    "warning": "#885e00",
-    "ok_ink": "#000000",
-    "error_ink": "#ffffff",
-    "cancelled_ink": "#000000",
-    "running_ink": "#000000",
-    "compaction_ink": "#ffffff",
-    "tool_ok_ink": "#ffffff",
-    "tool_error_ink": "#ffffff",
+_THEMES: Final[dict[str, tuple[str, str]]] = {
+    "fg": ("#1f2328", "#e6edf3"),
+    "muted": ("#59636e", "#a0a8b1"),
+    "bg": ("#ffffff", "#111111"),
+    "panel": ("#f6f8fa", "#212121"),
+    "border": ("#d0d7de", "#4a4f55"),
+    "ok": ("#009e73", "#009e73"),
+    "ok_dark": ("#00805d", "#21ab85"),
+    "error": ("#aa4b00", "#bb5300"),
+    "error_dark": ("#a34800", "#cd8145"),
+    "cancelled": ("#818992", "#8c959f"),
+    "running": ("#3d94c4", "#56b4e9"),
+    "backoff": ("#b87f00", "#ebb233"),
+    "backoff_text": ("#885e00", "#ebb233"),
+    "retry_after": ("#8b5272", "#9b5c7f"),
+    "retry_after_text": ("#8b5272", "#b586a0"),
+    "compaction": ("#0072b2", "#0072b2"),
+    "compaction_text": ("#0068a2", "#4a9bc8"),
+    "tool_ok": ("#243b6b", "#b8a4ff"),
+    "tool_error": ("#661a33", "#ffcee7"),
+    "paced": ("#6e7781", "#8c959f"),
+    "paced_text": ("#5f666f", "#939ba5"),
+    "warning": ("#885e00", "#ebb233"),
+    "ok_ink": ("#000000", "#000000"),
+    "error_ink": ("#ffffff", "#ffffff"),
+    "cancelled_ink": ("#000000", "#000000"),
+    "running_ink": ("#000000", "#000000"),
+    "compaction_ink": ("#ffffff", "#ffffff"),
+    "tool_ok_ink": ("#ffffff", "#000000"),
+    "tool_error_ink": ("#ffffff", "#000000"),
 }
+"""Each role's hex colour: in the light theme (and the static figures), and in the dark one."""
+
+COLORS: Final[dict[str, str]] = {role: light for role, (light, _) in _THEMES.items()}
 """Hex colours by role, light theme (and the static figures). "backoff" is the widget's wait
 colour, "retry_after" its server-wish purple; the `_text` and `_dark` shades are for words
 written next to them, the `_ink` ones for words written on a bar of that colour."""
 
-DARK_COLORS: Final[dict[str, str]] = {
-    "fg": "#e6edf3",
-    "muted": "#a0a8b1",
-    "bg": "#111111",
-    "panel": "#212121",
-    "border": "#4a4f55",
-    "ok": "#009e73",
-    "ok_dark": "#21ab85",
-    "error": "#bb5300",
-    "error_dark": "#cd8145",
-    "cancelled": "#8c959f",
-    "running": "#56b4e9",
-    "backoff": "#ebb233",
-    "backoff_text": "#ebb233",
-    "retry_after": "#9b5c7f",
-    "retry_after_text": "#b586a0",
-    "compaction": "#0072b2",
-    "compaction_text": "#4a9bc8",
-    "tool_ok": "#b8a4ff",
-    "tool_error": "#ffcee7",
-    "paced": "#8c959f",
-    "paced_text": "#939ba5",
-    "warning": "#ebb233",
-    "ok_ink": "#000000",
-    "error_ink": "#ffffff",
-    "cancelled_ink": "#000000",
-    "running_ink": "#000000",
-    "compaction_ink": "#ffffff",
-    "tool_ok_ink": "#000000",
-    "tool_error_ink": "#000000",
-}
+DARK_COLORS: Final[dict[str, str]] = {role: dark for role, (_, dark) in _THEMES.items()}
 """The same roles for a dark page (JupyterLab Dark, or a browser that prefers dark)."""
 
 DISTINCT_ROLES: Final[tuple[str, ...]] = (
@@ -120,31 +93,20 @@ DISTINCT_ROLES: Final[tuple[str, ...]] = (
 the server's Retry-After, compaction, tool ok, tool error): a tool call is told from a request
 by its colour, not only by its lane."""
 
+_PAGE_ROLES = ("fg", "muted", "bg", "panel", "border")  # the page's own: no --nb-* variable
+_CSS_WORDS = (("backoff", "wait"), ("retry_after", "wish"), ("compaction", "compact"))
+
+
+def _css_variable(role: str) -> str:
+    """ "--nb-wait-text" for "backoff_text": the role's name, in the CSS's shorter words."""
+    for long, short in _CSS_WORDS:
+        if role.startswith(long):
+            role = short + role[len(long) :]
+    return "--nb-" + role.replace("_", "-")
+
+
 CSS_VARIABLES: Final[dict[str, str]] = {
-    "--nb-ok": "ok",
-    "--nb-ok-dark": "ok_dark",
-    "--nb-ok-ink": "ok_ink",
-    "--nb-error": "error",
-    "--nb-error-dark": "error_dark",
-    "--nb-error-ink": "error_ink",
-    "--nb-cancelled": "cancelled",
-    "--nb-cancelled-ink": "cancelled_ink",
-    "--nb-running": "running",
-    "--nb-running-ink": "running_ink",
-    "--nb-wait": "backoff",
-    "--nb-wait-text": "backoff_text",
-    "--nb-wish": "retry_after",
-    "--nb-wish-text": "retry_after_text",
-    "--nb-compact": "compaction",
-    "--nb-compact-text": "compaction_text",
-    "--nb-compact-ink": "compaction_ink",
-    "--nb-tool-ok": "tool_ok",
-    "--nb-tool-ok-ink": "tool_ok_ink",
-    "--nb-tool-error": "tool_error",
-    "--nb-tool-error-ink": "tool_error_ink",
-    "--nb-paced": "paced",
-    "--nb-paced-text": "paced_text",
-    "--nb-warning": "warning",
+    _css_variable(role): role for role in COLORS if role not in _PAGE_ROLES
 }
 """Which `COLORS` entry each custom property of timeline.css holds (its dark value, written on
 the same line, the `DARK_COLORS` one)."""
@@ -208,17 +170,7 @@ SWATCHES: Final[dict[str, Swatch]] = {
 }
 """Every shape the timeline draws, keyed by what it means."""
 
-LEGEND: Final[tuple[str, ...]] = (
-    "ok",
-    "failed",
-    "cancelled",
-    "running",
-    "backoff",
-    "retry_after",
-    "compaction",
-    "tool_ok",
-    "tool_error",
-)
+LEGEND: Final[tuple[str, ...]] = tuple(k for k in SWATCHES if k not in ("paced", "reask"))
 """The widget's legend, in its order ("paced" is added when a rate limiter held a request,
 "reask" when a structured answer was asked for again)."""
 

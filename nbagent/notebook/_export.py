@@ -49,11 +49,13 @@ def script_json(value: Any) -> str:
 
 
 def _module_source() -> str:
-    """timeline.js, turned from a module with a default export into inline statements."""
+    """timeline.js, turned from a module with a default export into inline statements, then
+    export_model.js: a tiny fake widget model over the saved state, which renders it."""
     source = (_HERE / "timeline.js").read_text(encoding="utf-8")
-    if source.count(_EXPORT) != 1 or "</script" in source.lower():
+    driver = (_HERE / "export_model.js").read_text(encoding="utf-8")
+    if source.count(_EXPORT) != 1 or "</script" in (source + driver).lower():
         raise RuntimeError("timeline.js must have one default export and no '</script'")
-    return source.replace(_EXPORT, "const nbTimeline =")
+    return source.replace(_EXPORT, "const nbTimeline =") + "\n" + driver
 
 
 def _css_source() -> str:
@@ -61,33 +63,6 @@ def _css_source() -> str:
     if "</style" in css.lower():
         raise RuntimeError("timeline.css must not contain '</style'")
     return css
-
-
-_FAKE_MODEL = """
-const nbData = {
-  state: JSON.parse(document.getElementById("nbagent-state").textContent),
-  stop_requested: false,
-  show_stop: false,
-};
-const nbListeners = new Map();
-const nbModel = {
-  get(key) { return nbData[key]; },
-  set(key, value) {
-    nbData[key] = value;
-    for (const fn of [...(nbListeners.get(`change:${key}`) || [])]) fn();
-  },
-  on(name, fn) {
-    if (!nbListeners.has(name)) nbListeners.set(name, new Set());
-    nbListeners.get(name).add(fn);
-  },
-  off(name, fn) { if (nbListeners.has(name)) nbListeners.get(name).delete(fn); },
-  save_changes() {},
-};
-const nbMount = document.getElementById("nbagent-root");
-nbMount.replaceChildren();
-window.nbagentModel = nbModel;
-window.nbagentCleanup = nbTimeline.render({ model: nbModel, el: nbMount });
-"""
 
 
 def export_html(
@@ -130,7 +105,6 @@ def export_html(
             "</script>",
             '<script type="module">',
             _module_source(),
-            _FAKE_MODEL,
             "</script>",
             "</body>",
             "</html>",
