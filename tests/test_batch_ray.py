@@ -21,7 +21,7 @@ from ray_support import per_second_peak, ray_session
 from nbagent import Agent, ConfigError
 from nbagent._loop._limiter import limiter_key
 from nbagent.batch import BatchHandle, BatchResult, map, start
-from nbagent.batch._ray import NAMESPACE, _pool, limiter_name
+from nbagent.batch._ray import NAMESPACE, _pool, limiter_name, session_key
 from nbagent.mock import MockServer, RateLimit, serve
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -97,7 +97,7 @@ def test_a_killed_worker_s_prompts_run_again_elsewhere_exactly_once(ray: Any) ->
     async def main(url: str) -> BatchResult:
         handle = start(_prompts(n), base_url=url, backend="ray", concurrency=8, show=False)
         await _when(handle, 3)
-        (workers,) = _pool.values()
+        workers = _pool[session_key(ray)]  # this session's, whatever ran before
         victim = ray.get(workers[0].ping.remote())
         os.kill(int(victim.rsplit(":", 1)[1]), signal.SIGKILL)
         killed.append(victim)

@@ -87,10 +87,15 @@ def _limiter_actor(ray: Any, key: tuple[str, ...]) -> tuple[str, Any]:
     return name, actor
 
 
+def session_key(ray: Any) -> str:
+    """This Ray session's key in `_pool`: the cluster's address and this driver's job."""
+    ctx = ray.get_runtime_context()
+    return f"{ctx.gcs_address}/{ctx.get_job_id()}"
+
+
 def _workers(ray: Any, n: int, cpus: float) -> list[Any]:
     """`n` live worker actors, reusing those of earlier batches in this Ray session."""
-    ctx = ray.get_runtime_context()
-    session = f"{ctx.gcs_address}/{ctx.get_job_id()}"
+    session = session_key(ray)
     pool = _pool.setdefault(session, [])
     live = []
     pings = [actor.ping.remote() for actor in pool]
