@@ -112,6 +112,8 @@ def _workers(ray: Any, n: int, cpus: float) -> list[Any]:
     )
     while len(live) < n:
         live.append(cls.remote())
+    # a process is in one Ray session at a time: earlier sessions' actors are gone with them
+    _pool.clear()
     _pool[session] = live
     return live[:n]
 
