@@ -8,13 +8,12 @@ attempts it made, and its row says `cancelled`.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import time
 from typing import Any
 
 import pandas as pd
 
+from .._loop._durable_log import default_worker
 from .._loop._frame import with_origin
 from .._loop._limiter import RateLimiter
 from ._frames import agent_row, rows_or_cancelled
@@ -43,7 +42,7 @@ async def run_local(
     limiter = first.pacer_for(first.providers[0])
     await first.aclose()
 
-    worker = f"{socket.gethostname()}:{os.getpid()}"
+    worker = default_worker()
     rows: list[dict[str, Any] | None] = [None] * len(texts)
     parts: list[tuple[int, pd.DataFrame]] = []
     gate = asyncio.Semaphore(concurrency)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ import pandas as pd
 from .._core._clock import Clock, RealClock
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec, resolve_model_spec
-from .._loop._durable_log import DurableLog
+from .._loop._durable_log import DurableLog, default_worker
 from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..providers._batch_client import BatchClient
@@ -276,7 +275,7 @@ class ProviderBatch:
 
     async def run(self) -> BatchResult:
         t0 = time.monotonic()
-        worker = f"{socket.gethostname()}:{os.getpid()}"
+        worker = default_worker()
         # the items' attempts go to the durable log as they are recorded, one agent id per
         # item (its run id), as each agent of the local backend writes its own
         durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
