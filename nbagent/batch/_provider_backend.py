@@ -97,12 +97,7 @@ class ProviderOptions:
         value = self.batch_caps
         if value is None or isinstance(value, BatchCaps):
             return value or client.default_caps
-        ok = (
-            isinstance(value, (tuple, list))
-            and len(value) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-        )
-        if not ok:
+        if not _positive_pair(value, int):
             raise ConfigError(
                 "batch_caps= takes (requests, bytes) per batch, e.g. (1000, 10_000_000), "
                 f"not {value!r}"
@@ -110,15 +105,19 @@ class ProviderOptions:
         return BatchCaps(int(value[0]), int(value[1]))
 
 
+def _positive_pair(value: Any, kind: type[int] | tuple[type[int], type[float]]) -> bool:
+    """Whether `value` is two positive numbers of `kind` (a tuple or a list; no bools)."""
+    return (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, kind) and not isinstance(v, bool) and v > 0 for v in value)
+    )
+
+
 def _poll(value: Any) -> tuple[float, float]:
     if value is None:
         return DEFAULT_POLL
-    ok = (
-        isinstance(value, (tuple, list))
-        and len(value) == 2
-        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value)
-    )
-    if not ok:
+    if not _positive_pair(value, (int, float)):
         raise ConfigError(
             f"poll= takes (first, most) seconds between polls, e.g. poll=(5, 60), not {value!r}"
         )
