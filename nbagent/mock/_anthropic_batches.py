@@ -13,32 +13,23 @@ request would have had; an item the quota fault breaks carries the invalid-reque
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from datetime import datetime, timezone
 from typing import Any
 
 from . import _batch_items as item
 from ._anthropic_wire import ANTHROPIC
-from ._batch_api import BatchAPI, Paging, list_body, rows
-from ._batch_timeline import ALNUM, Batch, Items, Snapshot, stable_id
+from ._batch_api import BatchAPI, Paging, rfc3339, rows
+from ._batch_timeline import ALNUM, Batch, Snapshot, stable_id
 from ._call import Call, CallError
-from ._fault_answers import reply, reply_stream
+from ._fault_answers import reply_stream
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-DAY_S = 86_400.0
 CREDIT = (
     "Your credit balance is too low to access the Anthropic API. "
     "Please go to Plans & Billing to upgrade or purchase credits."
 )
-
-
-def rfc3339(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+_PROCESSING = "Message batch {} is still processing; "
 
 
 def _processing(batch: Batch) -> dict[str, int]:
@@ -47,25 +38,21 @@ def _processing(batch: Batch) -> dict[str, int]:
     return {name: len(batch) if name == "processing" else 0 for name in API.counts}
 
 
-def batch_json(batch: Batch, snap: Snapshot, base_url: str) -> dict[str, Any]:
-    expires = batch.created + (batch.expire_after if batch.expire_after is not None else DAY_S)
+def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     ended = snap.ended_at is not None
+    results = f"{call.base_url()}/v1/messages/batches/{batch.id}/results"
     return {
         "id": batch.id,
         "type": "message_batch",
         "processing_status": API.status[snap.phase],
         "request_counts": API.count(batch, snap) if ended else _processing(batch),
-        "ended_at": rfc3339(snap.ended_at),
-        "created_at": rfc3339(batch.created),
-        "expires_at": rfc3339(expires),
+        "ended_at": API.time(snap.ended_at),
+        "created_at": API.time(batch.created),
+        "expires_at": API.expires(batch),
         "archived_at": None,
-        "cancel_initiated_at": rfc3339(batch.cancel_at),
-        "results_url": f"{base_url}/v1/messages/batches/{batch.id}/results" if ended else None,
+        "cancel_initiated_at": API.time(batch.cancel_at),
+        "results_url": results if ended else None,
     }
-
-
-def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
-    reply(call, batch_json(batch, snap, call.base_url()))
 
 
 def _not_found(call: Call, batch_id: str) -> CallError:
@@ -90,7 +77,10 @@ API = BatchAPI(
     id_length=22,
     id_alphabet=ALNUM,
     not_found=_not_found,
-    answer=_answer,
+    body=batch_json,
+    stamp=rfc3339,
+    deleted_type="message_batch_deleted",
+    must_end=_PROCESSING + "cancel it and wait for it to end before deleting it.",
 )
 
 
@@ -126,67 +116,42 @@ def create(call: Call) -> None:
         seen.add(custom_id)
         if not isinstance(entry.get("params"), dict):
             call.refuse(400, f"{where}.params: Field required.", f"{where}.params")
-    items = Items()
-    for r in requests:  # a batch that fails (create:failed) errs in every item: Anthropic has none
-        items.add(
-            r["custom_id"],
-            item.compact(r["params"]),
-            item.outcome_of(call, "anthropic", r["params"]),
-        )
-    del requests, body
-    batch = call.store.add(API.new_id(), "anthropic", items)
-    call.body = {"requests": len(batch)}
-    reply(call, batch_json(batch, call.store.snapshot(batch), call.base_url()))
-
-
-def list_batches(call: Call) -> None:
-    batches, more = API.page(call)
-    base = call.base_url()
-    reply(call, list_body([batch_json(b, call.store.snapshot(b), base) for b in batches], more))
-
-
-def delete(call: Call) -> None:
-    batch = API.find(call)
-    if call.store.snapshot(batch).ended_at is None:
-        call.refuse(
-            400,
-            f"Message batch {batch.id} is still processing; cancel it and wait for it to end "
-            "before deleting it.",
-        )
-    batch.deleted = True
-    reply(call, {"id": batch.id, "type": "message_batch_deleted"})
+    # a batch that fails (create:failed) errs in every item: Anthropic has no failed batch
+    entries = ((r["custom_id"], r["params"], r["params"]) for r in requests)
+    items = item.items_of(call, "anthropic", entries)
+    del requests, body, entries
+    API.add(call, items, {"requests": len(items)})
 
 
 def results(call: Call) -> None:
     batch = API.find(call)
-    snap = call.store.snapshot(batch)
-    if snap.ended_at is None:
-        call.refuse(
-            400,
-            f"Message batch {batch.id} is still processing; its results are ready once its "
-            "processing_status is ended.",
-        )
-    reply_stream(call, _lines(call, batch, snap), "application/x-jsonl", len(batch))
+    snap = API.ended(
+        call, batch, _PROCESSING + "its results are ready once its processing_status is ended."
+    )
+    rest = {"type": "canceled" if snap.phase == "canceled" else "expired"}
+    lines = batch.lines(
+        snap, lambda i: _line(batch, i, _result(call, batch, i)), lambda i: _line(batch, i, rest)
+    )
+    reply_stream(call, lines, "application/x-jsonl", len(batch))
 
 
-def _lines(call: Call, batch: Batch, snap: Snapshot) -> Iterator[bytes]:
-    items = batch.items
-    for index in batch.ended_in_order(snap):
-        outcome = items.outcomes[index]
-        params = item.json_line(items.line(index))
-        message_id = "msg_01" + stable_id(batch.id, index, 22)
-        rid = "req_011" + stable_id(batch.id, index, 22)
-        _, body = item.result(call, "anthropic", params, outcome, message_id, request_id=rid)
-        result: dict[str, Any] = {"type": "succeeded", "message": body}
-        if outcome.errored:
-            error = body["error"]
-            if outcome.kind == "fault" and outcome.fault.kind == "quota":
-                error = {"type": "invalid_request_error", "message": CREDIT}
-            result = {"type": "errored", "error": {"type": "error", "error": error}}
-        yield item.compact({"custom_id": items.ids[index], "result": result}) + b"\n"
-    rest = "canceled" if snap.phase == "canceled" else "expired"
-    for index in batch.unfinished_in_order(snap):
-        yield item.compact({"custom_id": items.ids[index], "result": {"type": rest}}) + b"\n"
+def _result(call: Call, batch: Batch, index: int) -> dict[str, Any]:
+    """An item that ended with its own outcome, as its results line says."""
+    outcome = batch.items.outcomes[index]
+    params = item.json_line(batch.items.line(index))
+    message_id = "msg_01" + stable_id(batch.id, index, 22)
+    rid = "req_011" + stable_id(batch.id, index, 22)
+    _, body = item.result(call, "anthropic", params, outcome, message_id, request_id=rid)
+    if not outcome.errored:
+        return {"type": "succeeded", "message": body}
+    error = body["error"]
+    if outcome.kind == "fault" and outcome.fault.kind == "quota":
+        error = {"type": "invalid_request_error", "message": CREDIT}
+    return {"type": "errored", "error": {"type": "error", "error": error}}
+
+
+def _line(batch: Batch, index: int, result: dict[str, Any]) -> bytes:
+    return item.compact({"custom_id": batch.items.ids[index], "result": result}) + b"\n"
 
 
 _ONE = "/(?P<id>[^/]+)"
@@ -196,11 +161,11 @@ ENDPOINTS = rows(
     "/v1/messages/batches",
     [
         ("POST", "/?", "create", create),
-        ("GET", "/?", "list", list_batches),
+        ("GET", "/?", "list", API.list_batches),
         ("GET", _ONE + "/results/?", "results", results),
         ("POST", _ONE + "/cancel/?", "cancel", API.cancel),
         ("GET", _ONE + "/?", "retrieve", API.retrieve),
-        ("DELETE", _ONE + "/?", "delete", delete),
+        ("DELETE", _ONE + "/?", "delete", API.delete),
     ],
     create=MAX_BYTES + 65536,
 )

@@ -3,23 +3,34 @@
 A `BatchAPI` says what differs between Anthropic's Message Batches, OpenAI's Batch API and
 Gemini's batch mode: the status word of each phase, the names of the counts (and what each
 sums), how a list pages, the id format, the not-found error, and how the batch object is
-written. The endpoints they share (retrieve, cancel, list) are written once here over the spec;
-a provider module adds its create, its results and its deletes, and its rows of the route table
-(`rows`).
+written, how it writes a moment, when a batch expires by default, and what a delete says. The
+endpoints they share (retrieve, cancel, list, delete) and the storing and answering of a new
+batch are written once here over the spec; a provider module adds its create (its validation),
+its results, and its rows of the route table (`rows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from ._batch_timeline import Batch, ItemStatus, Phase, Provider, Snapshot, new_id
+from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot, new_id
 from ._call import Call, CallError, Endpoint
 from ._conversation import Format
+from ._fault_answers import reply
 
 T = TypeVar("T")
 EVERY: tuple[ItemStatus, ...] = ("processing", "succeeded", "errored", "expired", "canceled")
+DAY_S = 86_400.0
+
+
+def rfc3339(seconds: float, nanos: bool = False) -> str:
+    """A moment as an RFC 3339 UTC timestamp, Z-normalized, with microseconds (``nanos``: with
+    nanoseconds, as Google writes it)."""
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="microseconds")
+    return moment.replace("+00:00", "000Z" if nanos else "Z")
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,15 @@ class BatchAPI:
         paging: How its list pages.
         id_prefix: Its batch ids: this prefix, then `id_length` characters of `id_alphabet`.
         not_found: The error for an id it holds no batch for.
-        answer: Answers a call with the batch object at a snapshot.
+        body: The batch object at a snapshot (what a retrieve answers, and a list lists).
+        answer: Answers a call with the batch at a snapshot, when that is not `body` as JSON
+            (Gemini streams its operation).
+        stamp: Writes a moment (seconds since the epoch) as the API does.
+        expires_after: After how long a batch expires when the server sets no expiry.
+        list_extra: What a list answer carries besides its page (OpenAI's ``object``).
+        deleted_type: The ``type`` of what a delete answers (with the ``id``); None: ``{}``.
+        must_end: The refusal of a delete before the batch has ended (``{}``: its id); None:
+            a batch is deleted whenever asked.
         path_id: The stored id of the id in a path (Gemini's path drops ``batches/``).
     """
 
@@ -76,11 +95,26 @@ class BatchAPI:
     id_length: int
     id_alphabet: str
     not_found: Callable[[Call, str], CallError]
-    answer: Callable[[Call, Batch, Snapshot], None]
+    body: Callable[[Call, Batch, Snapshot], dict[str, Any]] | None = None
+    answer: Callable[[Call, Batch, Snapshot], None] | None = None
+    stamp: Callable[[float], Any] = int
+    expires_after: float = DAY_S
+    list_extra: Mapping[str, Any] = field(default_factory=dict)
+    deleted_type: str | None = None
+    must_end: str | None = None
     path_id: Callable[[str], str] = str
 
     def new_id(self) -> str:
         return new_id(self.id_prefix, self.id_length, self.id_alphabet)
+
+    def time(self, seconds: float | None) -> Any:
+        """A moment as the API writes it (None, a moment yet to come, stays None)."""
+        return None if seconds is None else self.stamp(seconds)
+
+    def expires(self, batch: Batch) -> Any:
+        """When the batch expires, as written: its own expiry, else the API's default."""
+        after = batch.expire_after if batch.expire_after is not None else self.expires_after
+        return self.stamp(batch.created + after)
 
     def count(self, batch: Batch, snap: Snapshot) -> dict[str, int]:
         """The counts by their names, now."""
@@ -95,17 +129,53 @@ class BatchAPI:
             raise self.not_found(call, batch_id)
         return batch
 
+    def ended(self, call: Call, batch: Batch, refusal: str) -> Snapshot:
+        """The batch now, once it has ended; before, a 400 that says ``refusal`` (of its id)."""
+        snap = call.store.snapshot(batch)
+        if snap.ended_at is None:
+            call.refuse(400, refusal.format(batch.id))
+        return snap
+
+    def respond(self, call: Call, batch: Batch, snap: Snapshot) -> None:
+        """Answer with the batch at ``snap``."""
+        if self.answer is not None:
+            self.answer(call, batch, snap)
+        else:
+            assert self.body is not None
+            reply(call, self.body(call, batch, snap))
+
+    def add(self, call: Call, items: Items, record: Any, **extra: Any) -> None:
+        """Keep a new batch of ``items`` (the provider's ``extra`` with it) and answer with it;
+        ``record`` is what the request record keeps as the body."""
+        batch = call.store.add(self.new_id(), call.api, items, **extra)
+        call.body = record
+        self.respond(call, batch, call.store.snapshot(batch))
+
     def retrieve(self, call: Call) -> None:
         batch = self.find(call)
-        self.answer(call, batch, call.store.snapshot(batch))
+        self.respond(call, batch, call.store.snapshot(batch))
 
     def cancel(self, call: Call) -> None:
         batch = self.find(call)
-        self.answer(call, batch, call.store.cancel(batch))
+        self.respond(call, batch, call.store.cancel(batch))
+
+    def delete(self, call: Call) -> None:
+        batch = self.find(call)
+        if self.must_end is not None:
+            self.ended(call, batch, self.must_end)
+        batch.deleted = True
+        reply(call, {"id": batch.id, "type": self.deleted_type} if self.deleted_type else {})
 
     def page(self, call: Call) -> tuple[list[Batch], bool]:
         """The page of batches a list call asks for, newest first, and whether more follow."""
         return self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
+
+    def list_batches(self, call: Call) -> None:
+        """A page of batch objects, as Anthropic and OpenAI answer it."""
+        batches, more = self.page(call)
+        assert self.body is not None
+        data = [self.body(call, b, call.store.snapshot(b)) for b in batches]
+        reply(call, list_body(data, more, **self.list_extra))
 
 
 def list_body(data: list[dict[str, Any]], more: bool, **extra: Any) -> dict[str, Any]:

@@ -11,10 +11,12 @@ says what a live conversation would, and a fault script breaks items as it break
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from itertools import accumulate
 from typing import Any
 
 from ._answer_faults import faulted_reply
-from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome
+from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
 from ._call import Call
 from ._conversation import Format, RequestError
 from ._faults import Fault
@@ -61,6 +63,22 @@ def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None
         return FAILED_OUTCOME
     mock = call.mock
     return outcome_for(fmt, request, route, mock.plan.next(), mock.context_window)
+
+
+def items_of(
+    call: Call, fmt: Format, entries: Iterable[tuple[Any, Any, Any]], route: Route | None = None
+) -> Items:
+    """The items of the batch ``call`` creates, from ``(custom id, line kept, request)`` each
+    (a custom id that is not a string is None), each with its outcome (`outcome_of`)."""
+    lines: list[bytes] = []
+    ids: list[str | None] = []
+    outcomes: list[ItemOutcome] = []
+    for custom_id, kept, request in entries:
+        lines.append(compact(kept))
+        ids.append(custom_id if isinstance(custom_id, str) else None)
+        outcomes.append(outcome_of(call, fmt, request, route))
+    starts = list(accumulate(map(len, lines), initial=0))[:-1]
+    return Items(b"".join(lines), starts, ids, outcomes)
 
 
 def result(

@@ -16,7 +16,7 @@ import random
 import secrets
 import string
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -81,43 +81,27 @@ FAILED_OUTCOME = ItemOutcome("fault", Fault("500"))  # an item of a batch that f
 
 
 class Items:
-    """The items of one batch, compactly: one JSON line each in a shared buffer, an id, an
-    outcome. 100,000 items cost their request bytes plus a few dozen bytes each."""
+    """The items of one batch, compactly: one JSON line each in a shared buffer (an uploaded
+    file's own bytes, or the lines joined), one from each start to the next (the last to the
+    end), an id, an outcome. 100,000 items cost their request bytes plus a few dozen bytes each."""
 
-    def __init__(self) -> None:
-        self._blob: bytes | bytearray = bytearray()
-        self._offsets = array("Q", [0])
-        self.ids: list[str | None] = []
-        self.outcomes: list[ItemOutcome] = []
-
-    def add(self, custom_id: str | None, line: bytes, outcome: ItemOutcome) -> None:
-        assert isinstance(self._blob, bytearray)
-        self._blob += line
-        self._offsets.append(len(self._blob))
-        self.ids.append(custom_id)
-        self.outcomes.append(outcome)
+    def __init__(
+        self,
+        buffer: bytes = b"",
+        starts: Sequence[int] = (),
+        ids: Sequence[str | None] = (),
+        outcomes: Sequence[ItemOutcome] = (),
+    ) -> None:
+        self._blob = buffer
+        self._offsets = array("Q", [*starts, len(buffer)])
+        self.ids = list(ids)
+        self.outcomes = list(outcomes)
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def line(self, index: int) -> bytes:
         return bytes(self._blob[self._offsets[index] : self._offsets[index + 1]])
-
-    def freeze(self) -> None:
-        if isinstance(self._blob, bytearray):
-            self._blob = bytearray(self._blob)  # drop the over-allocation of growth
-
-    @classmethod
-    def over(
-        cls, buffer: bytes, starts: list[int], ids: list[str | None], outcomes: list[ItemOutcome]
-    ) -> Items:
-        """Items whose lines are already in ``buffer`` (an uploaded file), one from each start
-        to the next (the last to the end), so the file is not copied."""
-        items = cls()
-        items._blob = buffer
-        items._offsets = array("Q", [*starts, len(buffer)])
-        items.ids, items.outcomes = ids, outcomes
-        return items
 
 
 @dataclass(frozen=True)
@@ -260,11 +244,19 @@ class Batch:
             "canceled": rest if ended and snap.phase == "canceled" else 0,
         }
 
-    def ended_in_order(self, snap: Snapshot) -> Iterator[int]:
-        """The indexes of the items that ended with their own outcome, in the order they ended."""
+    def lines(
+        self,
+        snap: Snapshot,
+        ended: Callable[[int], bytes | None],
+        rest: Callable[[int], bytes] | None = None,
+    ) -> Iterator[bytes]:
+        """A results file: the line ``ended`` writes for each item that ended with its own
+        outcome (None: none), in the order they ended; then, with ``rest``, one for each other
+        item."""
         for rank in range(snap.finished):
-            yield int(self.order[rank])
-
-    def unfinished_in_order(self, snap: Snapshot) -> Iterator[int]:
-        for rank in range(snap.finished, len(self.order)):
-            yield int(self.order[rank])
+            line = ended(int(self.order[rank]))
+            if line is not None:
+                yield line
+        if rest is not None:
+            for rank in range(snap.finished, len(self.order)):
+                yield rest(int(self.order[rank]))

@@ -96,9 +96,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot
+
+if TYPE_CHECKING:
+    from ._files import StoredFile
 
 __all__ = ["DEFAULT_BATCH_DURATION_S", "BatchCounts", "BatchStore", "BatchViews", "MockBatch"]
 
@@ -231,7 +234,7 @@ class BatchStore:
         self.seed = seed
         self.lock = threading.RLock()
         self._batches: dict[str, Batch] = {}
-        self.files: dict[str, Any] = {}  # OpenAI's files (see `_files`)
+        self.files: dict[str, StoredFile] = {}  # OpenAI's files
         self._create_requests: Counter[str] = Counter()
 
     # --- the clock ------------------------------------------------------------------------------
@@ -258,7 +261,6 @@ class BatchStore:
             self._create_requests[provider] += 1
 
     def add(self, batch_id: str, provider: Provider, items: Items, **extra: Any) -> Batch:
-        items.freeze()
         with self.lock:
             batch = Batch(
                 batch_id,
@@ -274,19 +276,17 @@ class BatchStore:
             self._batches[batch_id] = batch
             return batch
 
-    def get(self, batch_id: str, provider: Provider | tuple[Provider, ...]) -> Batch | None:
-        wanted = (provider,) if isinstance(provider, str) else provider
+    def get(self, batch_id: str, provider: Provider) -> Batch | None:
         with self.lock:
             batch = self._batches.get(batch_id)
-        if batch is None or batch.deleted or batch.provider not in wanted:
+        if batch is None or batch.deleted or batch.provider != provider:
             return None
         return batch
 
-    def newest_first(self, provider: Provider | tuple[Provider, ...]) -> list[Batch]:
-        wanted = (provider,) if isinstance(provider, str) else provider
+    def newest_first(self, provider: Provider) -> list[Batch]:
         with self.lock:
             batches = list(self._batches.values())
-        return [b for b in reversed(batches) if b.provider in wanted and not b.deleted]
+        return [b for b in reversed(batches) if b.provider == provider and not b.deleted]
 
     def cancel(self, batch: Batch) -> Snapshot:
         """Ask ``batch`` to stop; the snapshot after the request (a batch that ended stays so)."""

@@ -12,18 +12,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from ._batch_api import Paging, list_body
 from ._batch_timeline import Provider, new_id
-from ._call import Call, CallError
+from ._call import Call
 from ._fault_answers import reply, reply_stream
 
 PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
 )
 MAX_FILE_BYTES = 200 * 1024 * 1024
-T = TypeVar("T")
 FILE_DAYS_S = 30 * 86_400
 
 
@@ -31,7 +30,6 @@ FILE_DAYS_S = 30 * 86_400
 class StoredFile:
     """One file: uploaded (``data``) or made by a batch (``lines`` writes it when read)."""
 
-    id: str
     provider: Provider
     filename: str
     purpose: str
@@ -40,6 +38,7 @@ class StoredFile:
     lines: Callable[[], Iterator[bytes]] | None = None
     count: int = 0  # how many lines ``lines`` writes
     size: int | None = field(default=None, repr=False)
+    id: str = field(default_factory=lambda: new_id("file-", 22))
 
     def content(self) -> Iterator[bytes]:
         if self.data is not None:
@@ -74,24 +73,10 @@ def add_file(call: Call, file: StoredFile) -> StoredFile:
     return file
 
 
-def new_file_id() -> str:
-    return new_id("file-", 22)
-
-
 def find(call: Call, file_id: str) -> StoredFile:
     file = call.store.files.get(file_id)
-    providers = ("openai", "azure")
-    if not isinstance(file, StoredFile) or file.provider not in providers:
-        message = f"No such File object: {file_id}"
-        body = {
-            "error": {
-                "message": message,
-                "type": "invalid_request_error",
-                "param": "id",
-                "code": None,
-            }
-        }
-        raise CallError(404, body)
+    if file is None or file.provider not in ("openai", "azure"):
+        call.refuse(404, f"No such File object: {file_id}", "id")
     return file
 
 
@@ -139,7 +124,6 @@ def upload(call: Call) -> None:
     if len(data) > MAX_FILE_BYTES:
         call.refuse(400, f"File is larger than the {MAX_FILE_BYTES} bytes allowed.", "file")
     file = StoredFile(
-        new_file_id(),
         call.api,
         filename or "upload.jsonl",
         purpose,
@@ -175,8 +159,7 @@ _PAGING = Paging("limit", 10_000, 10_000, "after")
 def list_files(call: Call) -> None:
     purpose = call.query.get("purpose")
     with call.store.lock:
-        files = [f for f in call.store.files.values() if isinstance(f, StoredFile)]
-    files = [f for f in reversed(files) if f.provider == call.api]
+        files = [f for f in reversed(call.store.files.values()) if f.provider == call.api]
     if purpose:
         files = [f for f in files if f.purpose == purpose]
     page, more = _PAGING.page(call, files, lambda f: f.id)

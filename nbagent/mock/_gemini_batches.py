@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from functools import partial
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_api import EVERY, BatchAPI, Paging, rows
-from ._batch_timeline import Batch, Items, Snapshot, stable_id
+from ._batch_api import EVERY, BatchAPI, Paging, rfc3339, rows
+from ._batch_timeline import Batch, Snapshot, stable_id
 from ._call import Call, CallError
 from ._fault_answers import reply, reply_stream
 from ._formats import Route
@@ -34,29 +34,15 @@ MAX_INLINE_BYTES = 20 * 1024 * 1024
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
 OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
 # google.rpc.Code: a Status inside an operation or an inline response carries the canonical
-# code, not the HTTP status (the HTTP error envelope carries both).
-RPC_CODES = {
-    "CANCELLED": 1,
-    "UNKNOWN": 2,
-    "INVALID_ARGUMENT": 3,
-    "DEADLINE_EXCEEDED": 4,
-    "NOT_FOUND": 5,
-    "PERMISSION_DENIED": 7,
-    "RESOURCE_EXHAUSTED": 8,
-    "FAILED_PRECONDITION": 9,
-    "ABORTED": 10,
-    "INTERNAL": 13,
-    "UNAVAILABLE": 14,
-    "UNAUTHENTICATED": 16,
-}
+# code (its place in this list), not the HTTP status (the HTTP error envelope carries both).
+_CODE_NAMES = (
+    "OK CANCELLED UNKNOWN INVALID_ARGUMENT DEADLINE_EXCEEDED NOT_FOUND ALREADY_EXISTS "
+    "PERMISSION_DENIED RESOURCE_EXHAUSTED FAILED_PRECONDITION ABORTED OUT_OF_RANGE "
+    "UNIMPLEMENTED INTERNAL UNAVAILABLE DATA_LOSS UNAUTHENTICATED"
+)
+RPC_CODES = {name: code for code, name in enumerate(_CODE_NAMES.split())}
 _HOLE = "\u0000inlined responses\u0000"
 _HOLE_JSON = json.dumps(_HOLE).encode()
-
-
-def timestamp(seconds: float) -> str:
-    """Google's RFC 3339 timestamp, Z-normalized with nanoseconds."""
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond:06d}000Z"
 
 
 def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
@@ -74,10 +60,10 @@ def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     succeeded = snap.phase == "completed"
     if succeeded:
         meta["output"] = {"inlinedResponses": {"inlinedResponses": _HOLE}}
-    meta["createTime"] = timestamp(batch.created)
-    meta["updateTime"] = timestamp(snap.now if snap.ended_at is None else snap.ended_at)
-    if snap.ended_at is not None:
-        meta["endTime"] = timestamp(snap.ended_at)
+    meta["createTime"] = API.time(batch.created)
+    meta["updateTime"] = API.time(snap.now if snap.ended_at is None else snap.ended_at)
+    if ended:
+        meta["endTime"] = API.time(snap.ended_at)
     stats = API.count(batch, snap)
     meta["batchStats"] = {k: str(v) for k, v in stats.items() if v}  # int64 as strings, no 0s
     meta["state"] = API.status[snap.phase]
@@ -163,27 +149,21 @@ def create(call: Call) -> None:
             call.refuse(400, f"batch.input_config.requests.requests[{i}].metadata is invalid.")
     model_id = call.params["model"]
     route = Route("gemini", model=model_id, stream=False)
-    items = Items()
-    for entry in requests:
-        key = (entry.get("metadata") or {}).get("key")
-        outcome = item.outcome_of(call, "gemini", entry["request"], route)
-        items.add(key if isinstance(key, str) else None, item.compact(entry), outcome)
+    entries = (((e.get("metadata") or {}).get("key"), e, e["request"]) for e in requests)
+    items = item.items_of(call, "gemini", entries, route)
     display = _field(batch_spec, "displayName", "display_name")
-    errors = [_failure(model_id)] if call.fault.kind == "failed" else []
-    batch = call.store.add(
-        API.new_id(),
-        "gemini",
+    API.add(
+        call,
         items,
+        {"displayName": display, "requests": len(items)},
         model=f"models/{model_id}",
         model_id=model_id,
         display_name=display if isinstance(display, str) else "",
         metadata={"displayName": display} if isinstance(display, str) else {},
-        errors=errors,
+        errors=[_failure(model_id)] if call.fault.kind == "failed" else [],
         keeps_partial=False,  # an expired or cancelled batch carries no responses
         request_key="request",
     )
-    call.body = {"displayName": display, "requests": len(batch)}
-    _answer(call, batch, call.store.snapshot(batch))
 
 
 def _failure(model_id: str) -> dict[str, Any]:
@@ -216,11 +196,6 @@ def cancel(call: Call) -> None:
     reply(call, {})
 
 
-def delete(call: Call) -> None:
-    API.find(call).deleted = True
-    reply(call, {})
-
-
 def _not_found(call: Call, batch_id: str) -> CallError:
     return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
 
@@ -249,6 +224,7 @@ API = BatchAPI(
     id_alphabet="abcdefghijklmnopqrstuvwxyz0123456789",
     not_found=_not_found,
     answer=_answer,
+    stamp=partial(rfc3339, nanos=True),
     path_id="batches/{}".format,
 )
 
@@ -274,7 +250,7 @@ ENDPOINTS = rows(
         ("GET", "/batches/?", "list", list_batches),
         ("POST", _ONE + ":cancel", "cancel", cancel),
         ("GET", _ONE + "/?", "retrieve", API.retrieve),
-        ("DELETE", _ONE + "/?", "delete", delete),
+        ("DELETE", _ONE + "/?", "delete", API.delete),
     ],
     when=_shared_v1,
     create=MAX_INLINE_BYTES,

@@ -17,20 +17,16 @@ the finished ones stay in the output file; a batch whose every line failed is ``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from typing import Any, get_args
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_api import EVERY, BatchAPI, Paging, Row, list_body, rows
-from ._batch_timeline import Batch, ItemOutcome, Items, Provider, Snapshot, stable_id
+from ._batch_api import EVERY, BatchAPI, Paging, Row, rows
+from ._batch_timeline import Batch, ItemOutcome, Items, Phase, Provider, Snapshot, stable_id
 from ._call import Call, CallError
 from ._conversation import Format
-from ._fault_answers import reply
-from ._openai_wire import OPENAI
 
 MAX_REQUESTS = 50_000
-DAY_S = 86_400
 _FORMATS: dict[str, Format] = {"/chat/completions": "openai", "/responses": "responses"}
 EXPIRED = "This request could not be executed before the completion window expired."
 
@@ -41,39 +37,9 @@ def _bare(url: str) -> str:
     return url.removeprefix("/openai").removeprefix("/v1") or url
 
 
-def _seconds(t: float | None) -> int | None:
-    return None if t is None else int(t)
-
-
 def _not_found(call: Call, batch_id: str) -> CallError:
-    body = OPENAI.bad_request(f"No batch found with id '{batch_id}'.", "", "batch_id")
+    body = call.codec.bad_request(f"No batch found with id '{batch_id}'.", "", "batch_id")
     return CallError(404, body)
-
-
-def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
-    reply(call, batch_json(call, batch, snap))
-
-
-API = BatchAPI(
-    format="openai",
-    status={
-        "validating": "validating",
-        "in_progress": "in_progress",
-        "finalizing": "finalizing",
-        "canceling": "cancelling",
-        "completed": "completed",
-        "expired": "expired",
-        "canceled": "cancelled",
-        "failed": "failed",
-    },
-    counts={"total": EVERY, "completed": ("succeeded",), "failed": ("errored", "expired")},
-    paging=Paging("limit", 20, 100, "after"),
-    id_prefix="batch_",
-    id_length=32,
-    id_alphabet="0123456789abcdef",
-    not_found=_not_found,
-    answer=_answer,
-)
 
 
 # --- the input file -----------------------------------------------------------------------------
@@ -164,8 +130,7 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
             if "output_file_id" not in extra:
                 _make_files(call, batch, snap)
     validating = phase == "validating" or phase == "failed"
-    expires = batch.created + (batch.expire_after if batch.expire_after is not None else DAY_S)
-    ended = _seconds(snap.ended_at)
+    ended = API.time(snap.ended_at)
     return {
         "id": batch.id,
         "object": "batch",
@@ -177,13 +142,13 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "output_file_id": extra.get("output_file_id"),
         "error_file_id": extra.get("error_file_id"),
         "created_at": int(batch.created),
-        "in_progress_at": _seconds(snap.in_progress_at),
-        "expires_at": int(expires),
-        "finalizing_at": _seconds(snap.finalizing_at),
+        "in_progress_at": API.time(snap.in_progress_at),
+        "expires_at": API.expires(batch),
+        "finalizing_at": API.time(snap.finalizing_at),
         "completed_at": ended if phase == "completed" else None,
         "failed_at": ended if phase == "failed" else None,
         "expired_at": ended if phase == "expired" else None,
-        "cancelling_at": _seconds(batch.cancel_at),
+        "cancelling_at": API.time(batch.cancel_at),
         "cancelled_at": ended if phase == "canceled" else None,
         "request_counts": {k: 0 if validating else v for k, v in API.count(batch, snap).items()},
         "metadata": extra["metadata"],
@@ -193,38 +158,36 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
 
 
 def _make_files(call: Call, batch: Batch, snap: Snapshot) -> None:
-    counts = batch.counts(snap)
-    extra = batch.extra
-    output = error = None
-    if counts["succeeded"]:
-        output = _batch_file(call, batch, "output", counts["succeeded"], snap)
-    bad = counts["errored"] + (counts["expired"] if snap.phase == "expired" else 0)
-    if bad:
-        error = _batch_file(call, batch, "error", bad, snap)
-    extra["output_file_id"] = output
-    extra["error_file_id"] = error
+    counts = batch.counts(snap)  # expired items are in the error file (canceled ones nowhere)
+    for kind, count in (
+        ("output", counts["succeeded"]),
+        ("error", counts["errored"] + counts["expired"]),
+    ):
+        batch.extra[f"{kind}_file_id"] = (
+            _batch_file(call, batch, kind, count, snap) if count else None
+        )
 
 
 def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
     fmt: Format = batch.extra["format"]
+    errors = kind == "error"
+    expired = {"code": "batch_expired", "message": EXPIRED}
 
-    def lines() -> Iterator[bytes]:
-        for index in batch.ended_in_order(snap):
-            outcome = batch.items.outcomes[index]
-            if outcome.errored == (kind == "error"):
-                yield _line(call, batch, index, fmt)
-        if kind == "error" and snap.phase == "expired":
-            for index in batch.unfinished_in_order(snap):
-                error = {"code": "batch_expired", "message": EXPIRED}
-                yield _batch_line(batch, index, None, error)
+    def line(index: int) -> bytes | None:
+        if batch.items.outcomes[index].errored != errors:
+            return None
+        return _line(call, batch, index, fmt)
 
+    def rest(index: int) -> bytes:
+        return _batch_line(batch, index, None, expired)
+
+    ends = rest if errors and snap.phase == "expired" else None
     file = files.StoredFile(
-        files.new_file_id(),
         batch.provider,
         f"{batch.id}_{kind}.jsonl",
         "batch_output",
         int(snap.ended_at or snap.now),
-        lines=lines,
+        lines=lambda: batch.lines(snap, line, ends),
         count=count,
     )
     return files.add_file(call, file).id
@@ -252,6 +215,21 @@ def _batch_line(batch: Batch, index: int, response: Any, error: Any) -> bytes:
         "error": error,
     }
     return item.compact(line) + b"\n"
+
+
+API = BatchAPI(
+    format="openai",
+    # the neutral words, but that cancelling and cancelled have two l's
+    status={**{p: p for p in get_args(Phase)}, "canceling": "cancelling", "canceled": "cancelled"},
+    counts={"total": EVERY, "completed": ("succeeded",), "failed": ("errored", "expired")},
+    paging=Paging("limit", 20, 100, "after"),
+    id_prefix="batch_",
+    id_length=32,
+    id_alphabet="0123456789abcdef",
+    not_found=_not_found,
+    body=batch_json,
+    list_extra={"object": "list"},
+)
 
 
 # --- endpoints ----------------------------------------------------------------------------------
@@ -292,11 +270,10 @@ def create(call: Call) -> None:
         outcomes = [item.outcome_of(call, fmt, body) for body in bodies]
         errors = [_token_limit(model)] if call.fault.kind == "failed" else []
     del bodies
-    items = Items.over(data, starts, ids, outcomes) if outcomes else Items()
-    batch = call.store.add(
-        API.new_id(),
-        call.api,
-        items,
+    API.add(
+        call,
+        Items(data, starts, ids, outcomes) if outcomes else Items(),
+        {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata},
         endpoint=endpoint,
         input_file_id=input_file_id,
         completion_window=window,
@@ -306,8 +283,6 @@ def create(call: Call) -> None:
         format=fmt,
         request_key="body",
     )
-    call.body = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
-    reply(call, batch_json(call, batch, call.store.snapshot(batch)))
 
 
 def _token_limit(model: str | None) -> dict[str, Any]:
@@ -333,12 +308,6 @@ def _check_metadata(call: Call, metadata: Any) -> None:
             )
 
 
-def list_batches(call: Call) -> None:
-    batches, more = API.page(call)
-    data = [batch_json(call, b, call.store.snapshot(b)) for b in batches]
-    reply(call, list_body(data, more, object="list"))
-
-
 _MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024
 _ROWS: list[Row] = [
     ("POST", "/files/?", "upload", files.upload),
@@ -347,7 +316,7 @@ _ROWS: list[Row] = [
     ("GET", "/files/(?P<id>[^/]+)/?", None, files.retrieve),
     ("DELETE", "/files/(?P<id>[^/]+)/?", "delete", files.delete),
     ("POST", "/batches/?", "create", create),
-    ("GET", "/batches/?", "list", list_batches),
+    ("GET", "/batches/?", "list", API.list_batches),
     ("POST", "/batches/(?P<id>[^/]+)/cancel/?", "cancel", API.cancel),
     ("GET", "/batches/(?P<id>[^/]+)/?", "retrieve", API.retrieve),
 ]
