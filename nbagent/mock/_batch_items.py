@@ -19,7 +19,6 @@ from ._answer_faults import faulted_reply
 from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
 from ._call import Call
 from ._conversation import Format, RequestError
-from ._faults import Fault
 from ._formats import CODECS, Route, parse_request
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
@@ -35,11 +34,13 @@ def json_line(line: bytes) -> Any:
     return json.loads(line)
 
 
-def outcome_for(
-    fmt: Format, request: Any, route: Route | None, fault: Fault, window: int | None
-) -> ItemOutcome:
-    """What an item will end as: refused by its wire format, broken by its fault, over the
-    context window, or answered."""
+def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None) -> ItemOutcome:
+    """What one item of the batch ``call`` creates will end as, with the next fault of the
+    script in turn: refused by its wire format, broken by its fault, over the context window,
+    or answered; in a batch that fails (``create:failed``) none runs, so none takes a fault."""
+    if call.fault.kind == "failed":
+        return FAILED_OUTCOME
+    fault, window = call.mock.plan.next(), call.mock.context_window
     try:
         conv = parse_request(fmt, request, route)
     except RequestError as err:
@@ -54,15 +55,6 @@ def outcome_for(
     if window is not None and conv.prompt_tokens > window:
         return ItemOutcome("overflow", fault, tokens=conv.prompt_tokens, maximum=window)
     return OK_OUTCOME if fault.is_ok else ItemOutcome("ok", fault)
-
-
-def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None) -> ItemOutcome:
-    """The outcome of one item of the batch `call` creates, with the next fault of the script
-    in turn; in a batch that fails (``create:failed``) none runs, so none takes a fault."""
-    if call.fault.kind == "failed":
-        return FAILED_OUTCOME
-    mock = call.mock
-    return outcome_for(fmt, request, route, mock.plan.next(), mock.context_window)
 
 
 def items_of(

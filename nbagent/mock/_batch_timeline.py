@@ -153,7 +153,9 @@ class Batch:
         if n > 1 and order == sorted(order):  # results are never in request order
             order[0], order[1] = order[1], order[0]
         self.order = array("I", order)  # rank -> index: the order items end in
-        self._rank: array[int] | None = None
+        self._rank = array("I", bytes(4 * n))  # index -> rank
+        for rank, index in enumerate(order):
+            self._rank[index] = rank
         errored = [rank for rank, index in enumerate(order) if items.outcomes[index].errored]
         self._errored_ranks = errored  # sorted
 
@@ -180,30 +182,30 @@ class Batch:
 
     def snapshot(self, now: float) -> Snapshot:
         n = len(self.items)
-        end_at, end_phase = self._end()
         lead_end = self.created + LEAD * self.duration
         if self.failed:  # it fails its validation
             if now >= lead_end:
                 return Snapshot("failed", 0, now, lead_end, None, None)
             return Snapshot("validating", 0, now, None, None, None)
+        end_at, end_phase = self._end()
         last_at = self.created + (LEAD + SPAN) * self.duration
-        started = lead_end if now >= lead_end else None
+        t = min(now, end_at)  # the batch's own clock stops when it ends
+        started = lead_end if t >= lead_end else None
+        final = last_at if t >= last_at else None
         if now >= end_at:
             finished = n if end_phase == "completed" else self._finished_by(end_at)
             if end_phase != "completed" and not self.keeps_partial:
                 finished = 0
-            started = lead_end if end_at >= lead_end else None
-            final = last_at if end_at >= last_at else None
             return Snapshot(end_phase, finished, now, end_at, started, final)
         finished = self._finished_by(now)
-        final = last_at if now >= last_at else None
+        phase: Phase = "in_progress"
         if self.cancel_at is not None and now >= self.cancel_at:
-            return Snapshot("canceling", finished, now, None, started, final)
-        if started is None:
-            return Snapshot("validating", finished, now, None, None, None)
-        if finished >= n:
-            return Snapshot("finalizing", finished, now, None, started, final)
-        return Snapshot("in_progress", finished, now, None, started, final)
+            phase = "canceling"
+        elif started is None:
+            phase = "validating"
+        elif finished >= n:
+            phase = "finalizing"
+        return Snapshot(phase, finished, now, None, started, final)
 
     # --- items ----------------------------------------------------------------------------------
 
@@ -211,19 +213,11 @@ class Batch:
         """How many of the first ``finished`` items to end were errored."""
         return bisect.bisect_left(self._errored_ranks, finished)
 
-    def rank(self, index: int) -> int:
-        if self._rank is None:
-            ranks = array("I", bytes(4 * len(self.order)))
-            for rank, i in enumerate(self.order):
-                ranks[i] = rank
-            self._rank = ranks
-        return int(self._rank[index])
-
     def status(self, index: int, snap: Snapshot) -> ItemStatus:
         """Item ``index``'s status at ``snap`` (every item of a batch that failed errored)."""
         if snap.phase == "failed":
             return "errored"
-        if self.rank(index) < snap.finished:
+        if self._rank[index] < snap.finished:
             return "errored" if self.items.outcomes[index].errored else "succeeded"
         if snap.ended_at is None:
             return "processing"

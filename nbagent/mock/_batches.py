@@ -96,7 +96,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot
 
@@ -106,6 +106,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_BATCH_DURATION_S", "BatchCounts", "BatchStore", "BatchViews", "MockBatch"]
 
 DEFAULT_BATCH_DURATION_S = 2.0
+T = TypeVar("T")
 
 
 class MockBatch:
@@ -169,10 +170,7 @@ class MockBatch:
             ``"#<index>"``), in submission order.
         """
         snap = self._store.snapshot(self._batch)
-        return {
-            (cid if cid is not None else f"#{i}"): self._batch.status(i, snap)
-            for i, cid in enumerate(self._batch.items.ids)
-        }
+        return self._by_id(lambda i: self._batch.status(i, snap))
 
     def requests(self) -> dict[str, Any]:
         """Each item's request body as the batch received it: Anthropic's `params`, the
@@ -182,13 +180,18 @@ class MockBatch:
             The body by custom id (a Gemini item without a key by position, as
             ``"#<index>"``), in submission order.
         """
-        items = self._batch.items
-        out: dict[str, Any] = {}
-        for i, cid in enumerate(items.ids):
+        items, key = self._batch.items, self._batch.extra.get("request_key")
+
+        def request(i: int) -> Any:  # ``key``: where a line holds its request
             doc = json.loads(items.line(i))
-            key = self._batch.extra.get("request_key")  # where a line holds its request
-            out[cid if cid is not None else f"#{i}"] = doc.get(key) if key else doc
-        return out
+            return doc.get(key) if key else doc
+
+        return self._by_id(request)
+
+    def _by_id(self, value: Callable[[int], T]) -> dict[str, T]:
+        """``value`` of each item by its custom id (a Gemini item without a key by position)."""
+        ids = self._batch.items.ids
+        return {(cid if cid is not None else f"#{i}"): value(i) for i, cid in enumerate(ids)}
 
     def __len__(self) -> int:
         return len(self._batch)
@@ -243,7 +246,7 @@ class BatchStore:
         return self._clock() + self._offset
 
     def advance(self, seconds: float) -> None:
-        if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds >= 0):
+        if not _is_seconds(seconds) or seconds < 0:
             raise ValueError(
                 f"advance_batches takes a number of seconds (0 or more), got {seconds!r}."
             )
@@ -324,17 +327,17 @@ class BatchStore:
         return seen
 
 
+def _is_seconds(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def check_duration(duration_s: float, expire_after_s: float | None) -> None:
     """Refuse a batch duration or expiry that is not a number of seconds, in one sentence."""
-    if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s)) or duration_s < 0:
+    if not _is_seconds(duration_s) or duration_s < 0:
         raise ValueError(
             f"batch_duration_s must be a number of seconds (0 or more), got {duration_s!r}."
         )
-    if expire_after_s is not None and not (
-        isinstance(expire_after_s, (int, float))
-        and math.isfinite(expire_after_s)
-        and expire_after_s > 0
-    ):
+    if expire_after_s is not None and not (_is_seconds(expire_after_s) and expire_after_s > 0):
         raise ValueError(
             f"expire_after_s must be a positive number of seconds, or None, got {expire_after_s!r}."
         )

@@ -128,7 +128,8 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     if snap.ended_at is not None:
         with call.store.lock:
             if "output_file_id" not in extra:
-                _make_files(call, batch, snap)
+                extra["output_file_id"] = _batch_file(call, batch, snap, errors=False)
+                extra["error_file_id"] = _batch_file(call, batch, snap, errors=True)
     validating = phase == "validating" or phase == "failed"
     ended = API.time(snap.ended_at)
     return {
@@ -157,20 +158,14 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def _make_files(call: Call, batch: Batch, snap: Snapshot) -> None:
-    counts = batch.counts(snap)  # expired items are in the error file (canceled ones nowhere)
-    for kind, count in (
-        ("output", counts["succeeded"]),
-        ("error", counts["errored"] + counts["expired"]),
-    ):
-        batch.extra[f"{kind}_file_id"] = (
-            _batch_file(call, batch, kind, count, snap) if count else None
-        )
-
-
-def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot) -> str:
+def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str | None:
+    """The id of its output file (``errors``: its error file, where the expired items are too,
+    the canceled ones being nowhere), None when it would be empty."""
+    counts = batch.counts(snap)
+    count = counts["errored"] + counts["expired"] if errors else counts["succeeded"]
+    if not count:
+        return None
     fmt: Format = batch.extra["format"]
-    errors = kind == "error"
     expired = {"code": "batch_expired", "message": EXPIRED}
 
     def line(index: int) -> bytes | None:
@@ -184,7 +179,7 @@ def _batch_file(call: Call, batch: Batch, kind: str, count: int, snap: Snapshot)
     ends = rest if errors and snap.phase == "expired" else None
     file = files.StoredFile(
         batch.provider,
-        f"{batch.id}_{kind}.jsonl",
+        f"{batch.id}_{'error' if errors else 'output'}.jsonl",
         "batch_output",
         int(snap.ended_at or snap.now),
         lines=lambda: batch.lines(snap, line, ends),
