@@ -233,25 +233,17 @@ class BatchStore:
         self.duration_s = float(duration_s)
         self.expire_after_s = None if expire_after_s is None else float(expire_after_s)
         self._clock = clock or time.time
-        self._offset = 0.0
+        self.offset = 0.0  # how far `MockServer.advance_batches` moved the clock
         self.seed = seed
         self.lock = threading.RLock()
-        self._batches: dict[str, Batch] = {}
+        self.batches: dict[str, Batch] = {}  # oldest first
         self.files: dict[str, StoredFile] = {}  # OpenAI's files
-        self._create_requests: Counter[str] = Counter()
+        self.create_requests: Counter[str] = Counter()
 
     # --- the clock ------------------------------------------------------------------------------
 
     def now(self) -> float:
-        return self._clock() + self._offset
-
-    def advance(self, seconds: float) -> None:
-        if not _is_seconds(seconds) or seconds < 0:
-            raise ValueError(
-                f"advance_batches takes a number of seconds (0 or more), got {seconds!r}."
-            )
-        with self.lock:
-            self._offset += float(seconds)
+        return self._clock() + self.offset
 
     def snapshot(self, batch: Batch) -> Snapshot:
         with self.lock:
@@ -261,7 +253,7 @@ class BatchStore:
 
     def count_create(self, provider: Provider) -> None:
         with self.lock:
-            self._create_requests[provider] += 1
+            self.create_requests[provider] += 1
 
     def add(self, batch_id: str, provider: Provider, items: Items, **extra: Any) -> Batch:
         with self.lock:
@@ -274,21 +266,21 @@ class BatchStore:
                 expire_after=self.expire_after_s,
                 seed=self.seed,
                 extra=extra,
-                ordinal=len(self._batches),
+                ordinal=len(self.batches),
             )
-            self._batches[batch_id] = batch
+            self.batches[batch_id] = batch
             return batch
 
     def get(self, batch_id: str, provider: Provider) -> Batch | None:
         with self.lock:
-            batch = self._batches.get(batch_id)
+            batch = self.batches.get(batch_id)
         if batch is None or batch.deleted or batch.provider != provider:
             return None
         return batch
 
     def newest_first(self, provider: Provider) -> list[Batch]:
         with self.lock:
-            batches = list(self._batches.values())
+            batches = list(self.batches.values())
         return [b for b in reversed(batches) if b.provider == provider and not b.deleted]
 
     def cancel(self, batch: Batch) -> Snapshot:
@@ -299,32 +291,6 @@ class BatchStore:
                 batch.cancel_at = snap.now
                 snap = batch.snapshot(snap.now)
             return snap
-
-    def all(self) -> list[Batch]:
-        with self.lock:
-            return list(self._batches.values())
-
-    def clear(self) -> None:
-        with self.lock:
-            self._batches.clear()
-            self.files.clear()
-            self._create_requests.clear()
-
-    def counts(self) -> BatchCounts:
-        with self.lock:
-            created: Counter[str] = Counter()
-            items: Counter[str] = Counter()
-            for batch in self._batches.values():
-                created[batch.provider] += 1
-                items[batch.provider] += len(batch)
-            return BatchCounts(dict(self._create_requests), dict(created), dict(items))
-
-    def submitted_ids(self, provider: Provider | None = None) -> Counter[str]:
-        seen: Counter[str] = Counter()
-        for batch in self.all():
-            if provider is None or batch.provider == provider:
-                seen.update(cid for cid in batch.items.ids if cid is not None)
-        return seen
 
 
 def _is_seconds(value: Any) -> bool:
@@ -377,18 +343,33 @@ class BatchViews:
         Raises:
             ValueError: ``seconds`` is negative or not a number.
         """
-        self.batch_store.advance(seconds)
+        if not _is_seconds(seconds) or seconds < 0:
+            raise ValueError(
+                f"advance_batches takes a number of seconds (0 or more), got {seconds!r}."
+            )
+        with self.batch_store.lock:
+            self.batch_store.offset += float(seconds)
+
+    def _all(self) -> list[Batch]:
+        with self.batch_store.lock:
+            return list(self.batch_store.batches.values())
 
     @property
     def batch_counts(self) -> BatchCounts:
         """Create requests received, batches created and items submitted, per provider."""
-        return self.batch_store.counts()
+        created: Counter[str] = Counter()
+        items: Counter[str] = Counter()
+        with self.batch_store.lock:
+            for batch in self.batch_store.batches.values():
+                created[batch.provider] += 1
+                items[batch.provider] += len(batch)
+            return BatchCounts(dict(self.batch_store.create_requests), dict(created), dict(items))
 
     @property
     def batches(self) -> list[MockBatch]:
         """Every batch created since the start (or `clear_batches`), oldest first, deleted
         ones included."""
-        return [MockBatch(b, self.batch_store) for b in self.batch_store.all()]
+        return [MockBatch(b, self.batch_store) for b in self._all()]
 
     def batch(self, batch_id: str) -> MockBatch:
         """The batch with this id (Gemini's as ``batches/...``).
@@ -402,10 +383,10 @@ class BatchViews:
         Raises:
             KeyError: no batch has that id.
         """
-        for found in self.batch_store.all():
-            if found.id == batch_id:
-                return MockBatch(found, self.batch_store)
-        raise KeyError(f"The mock server holds no batch {batch_id!r}.")
+        found = self.batch_store.batches.get(batch_id)
+        if found is None:
+            raise KeyError(f"The mock server holds no batch {batch_id!r}.")
+        return MockBatch(found, self.batch_store)
 
     def submitted_ids(self, provider: Provider | None = None) -> Counter[str]:
         """How many times each custom id (Gemini: ``metadata.key``) was submitted in a batch.
@@ -416,8 +397,16 @@ class BatchViews:
         Returns:
             A `collections.Counter`: an id submitted twice counts 2.
         """
-        return self.batch_store.submitted_ids(provider)
+        seen: Counter[str] = Counter()
+        for batch in self._all():
+            if provider is None or batch.provider == provider:
+                seen.update(cid for cid in batch.items.ids if cid is not None)
+        return seen
 
     def clear_batches(self) -> None:
         """Forget every batch, file and batch counter."""
-        self.batch_store.clear()
+        store = self.batch_store
+        with store.lock:
+            store.batches.clear()
+            store.files.clear()
+            store.create_requests.clear()

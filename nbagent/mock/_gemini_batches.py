@@ -51,31 +51,26 @@ def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
 
 def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     """The batch as Gemini answers it, with a hole where the inline responses go."""
-    ended = snap.ended_at is not None
+    ended, succeeded = snap.ended_at is not None, snap.phase == "completed"
+    responses = {"inlinedResponses": _HOLE}
     meta: dict[str, Any] = {
         "@type": BATCH_TYPE,
         "model": batch.extra["model"],
         "displayName": batch.extra["display_name"],
+        **({"output": {"inlinedResponses": responses}} if succeeded else {}),
+        "createTime": API.time(batch.created),
+        "updateTime": API.time(snap.ended_at if ended else snap.now),
+        **({"endTime": API.time(snap.ended_at)} if ended else {}),
+        # int64 counts as strings, the zeros left out
+        "batchStats": {k: str(v) for k, v in API.count(batch, snap).items() if v},
+        "state": API.status[snap.phase],
+        "name": batch.id,
     }
-    succeeded = snap.phase == "completed"
-    if succeeded:
-        meta["output"] = {"inlinedResponses": {"inlinedResponses": _HOLE}}
-    meta["createTime"] = API.time(batch.created)
-    meta["updateTime"] = API.time(snap.now if snap.ended_at is None else snap.ended_at)
-    if ended:
-        meta["endTime"] = API.time(snap.ended_at)
-    stats = API.count(batch, snap)
-    meta["batchStats"] = {k: str(v) for k, v in stats.items() if v}  # int64 as strings, no 0s
-    meta["state"] = API.status[snap.phase]
-    meta["name"] = batch.id
     op: dict[str, Any] = {"name": batch.id, "metadata": meta}
     if ended:
         op["done"] = True
     if succeeded:
-        op["response"] = {
-            "@type": OUTPUT_TYPE,
-            "inlinedResponses": {"inlinedResponses": _HOLE},
-        }
+        op["response"] = {"@type": OUTPUT_TYPE, "inlinedResponses": responses}
     if snap.phase == "failed":
         op["error"] = batch.failed[0]
     return op
