@@ -84,6 +84,9 @@ class BatchAPI:
         deleted_type: The ``type`` of what a delete answers (with the ``id``); None: ``{}``.
         must_end: The refusal of a delete before the batch has ended (``{}``: its id); None:
             a batch is deleted whenever asked.
+        keeps_partial: Whether an expired or canceled batch keeps the answers it has (Gemini's
+            carries none).
+        request_key: Where an item's stored line holds its request (None: it is the request).
         path_id: The stored id of the id in a path (Gemini's path drops ``batches/``).
     """
 
@@ -102,6 +105,8 @@ class BatchAPI:
     list_extra: Mapping[str, Any] = field(default_factory=dict)
     deleted_type: str | None = None
     must_end: str | None = None
+    keeps_partial: bool = True
+    request_key: str | None = None
     path_id: Callable[[str], str] = str
 
     def new_id(self) -> str:
@@ -147,7 +152,8 @@ class BatchAPI:
     def add(self, call: Call, items: Items, record: Any, **extra: Any) -> None:
         """Keep a new batch of ``items`` (the provider's ``extra`` with it) and answer with it;
         ``record`` is what the request record keeps as the body."""
-        batch = call.store.add(self.new_id(), call.api, items, **extra)
+        keep = {"keeps_partial": self.keeps_partial, "request_key": self.request_key}
+        batch = call.store.add(self.new_id(), call.api, items, **keep, **extra)
         call.body = record
         self.respond(call, batch, call.store.snapshot(batch))
 

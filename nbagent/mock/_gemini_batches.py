@@ -18,6 +18,7 @@ responses. An item error, like a failed batch's ``error``, is a ``google.rpc.Sta
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -41,8 +42,8 @@ _CODE_NAMES = (
     "UNIMPLEMENTED INTERNAL UNAVAILABLE DATA_LOSS UNAUTHENTICATED"
 )
 RPC_CODES = {name: code for code, name in enumerate(_CODE_NAMES.split())}
-_HOLE = "\u0000inlined responses\u0000"
-_HOLE_JSON = json.dumps(_HOLE).encode()
+_HOLE = "\u0000{}\u0000"  # where the inline responses of the batch it names go
+_HOLES = re.compile(rb'"\\u0000([^"\\]+)\\u0000"')
 
 
 def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
@@ -52,11 +53,11 @@ def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
 def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     """The batch as Gemini answers it, with a hole where the inline responses go."""
     ended, succeeded = snap.ended_at is not None, snap.phase == "completed"
-    responses = {"inlinedResponses": _HOLE}
+    responses = {"inlinedResponses": _HOLE.format(batch.id)}
     meta: dict[str, Any] = {
         "@type": BATCH_TYPE,
-        "model": batch.extra["model"],
-        "displayName": batch.extra["display_name"],
+        "model": "models/" + batch.extra["model_id"],
+        "displayName": batch.extra["metadata"].get("displayName", ""),
         **({"output": {"inlinedResponses": responses}} if succeeded else {}),
         "createTime": API.time(batch.created),
         "updateTime": API.time(snap.ended_at if ended else snap.now),
@@ -76,12 +77,14 @@ def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     return op
 
 
-def _pieces(call: Call, batch: Batch, op: dict[str, Any]) -> Iterator[bytes]:
-    """The operation's JSON, each inline response written where a hole is."""
-    text = json.dumps(op, ensure_ascii=False).encode()
-    parts = text.split(_HOLE_JSON)
+def _pieces(call: Call, doc: Any, batches: list[Batch]) -> Iterator[bytes]:
+    """The JSON of ``doc`` (operations of ``batches``), each inline response written where the
+    hole of its batch is."""
+    parts = _HOLES.split(json.dumps(doc, ensure_ascii=False).encode())
+    by_id = {batch.id: batch for batch in batches}
     yield parts[0]
-    for part in parts[1:]:
+    for batch_id, part in zip(parts[1::2], parts[2::2], strict=True):
+        batch = by_id[batch_id.decode()]
         yield b"["
         for index in range(len(batch)):
             yield (b"," if index else b"") + _response(call, batch, index)
@@ -111,9 +114,9 @@ def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
-    op = operation(batch, snap)
     count = 2 * len(batch) + 5 if snap.phase == "completed" else 1
-    reply_stream(call, _pieces(call, batch, op), "application/json; charset=UTF-8", count)
+    pieces = _pieces(call, operation(batch, snap), [batch])
+    reply_stream(call, pieces, "application/json; charset=UTF-8", count)
 
 
 # --- endpoints ----------------------------------------------------------------------------------
@@ -151,13 +154,9 @@ def create(call: Call) -> None:
         call,
         items,
         {"displayName": display, "requests": len(items)},
-        model=f"models/{model_id}",
         model_id=model_id,
-        display_name=display if isinstance(display, str) else "",
         metadata={"displayName": display} if isinstance(display, str) else {},
         errors=[_failure(model_id)] if call.fault.kind == "failed" else [],
-        keeps_partial=False,  # an expired or cancelled batch carries no responses
-        request_key="request",
     )
 
 
@@ -171,19 +170,10 @@ def _failure(model_id: str) -> dict[str, Any]:
 
 def list_batches(call: Call) -> None:
     page, more = API.page(call)
-
-    def pieces() -> Iterator[bytes]:
-        yield b'{"operations":['
-        for i, batch in enumerate(page):
-            if i:
-                yield b","
-            yield from _pieces(call, batch, operation(batch, call.store.snapshot(batch)))
-        yield b"]"
-        if more:
-            yield b',"nextPageToken":' + json.dumps(page[-1].id).encode()
-        yield b"}"
-
-    reply_stream(call, pieces(), "application/json; charset=UTF-8", 1)
+    listing: dict[str, Any] = {"operations": [operation(b, call.store.snapshot(b)) for b in page]}
+    if more:
+        listing["nextPageToken"] = page[-1].id
+    reply_stream(call, _pieces(call, listing, page), "application/json; charset=UTF-8", 1)
 
 
 def cancel(call: Call) -> None:
@@ -220,6 +210,8 @@ API = BatchAPI(
     not_found=_not_found,
     answer=_answer,
     stamp=partial(rfc3339, nanos=True),
+    keeps_partial=False,  # an expired or cancelled batch carries no responses
+    request_key="request",
     path_id="batches/{}".format,
 )
 

@@ -138,7 +138,7 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "endpoint": extra["endpoint"],
         "errors": {"object": "list", "data": batch.failed} if batch.failed else None,
         "input_file_id": extra["input_file_id"],
-        "completion_window": extra["completion_window"],
+        "completion_window": "24h",  # the only one there is
         "status": API.status[phase],
         "output_file_id": extra.get("output_file_id"),
         "error_file_id": extra.get("error_file_id"),
@@ -224,6 +224,7 @@ API = BatchAPI(
     not_found=_not_found,
     body=batch_json,
     list_extra={"object": "list"},
+    request_key="body",
 )
 
 
@@ -265,19 +266,9 @@ def create(call: Call) -> None:
         outcomes = [item.outcome_of(call, fmt, body) for body in bodies]
         errors = [_token_limit(model)] if call.fault.kind == "failed" else []
     del bodies
-    API.add(
-        call,
-        Items(data, starts, ids, outcomes) if outcomes else Items(),
-        {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata},
-        endpoint=endpoint,
-        input_file_id=input_file_id,
-        completion_window=window,
-        metadata=metadata,
-        model=model,
-        errors=errors,
-        format=fmt,
-        request_key="body",
-    )
+    items = Items(data, starts, ids, outcomes) if outcomes else Items()
+    record = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
+    API.add(call, items, record, **record, model=model, errors=errors, format=fmt)
 
 
 def _token_limit(model: str | None) -> dict[str, Any]:
