@@ -73,7 +73,7 @@ class BatchAPI:
         status: The status word of each phase.
         counts: Each count's name and the item statuses it sums.
         paging: How its list pages.
-        id_prefix: Its batch ids: this prefix, then `id_length` characters of `id_alphabet`.
+        id_style: Its batch ids: a prefix, then how many characters of which alphabet.
         not_found: The error for an id it holds no batch for.
         body: The batch object at a snapshot (what a retrieve answers, and a list lists).
         answer: Answers a call with the batch at a snapshot, when that is not `body` as JSON
@@ -94,9 +94,7 @@ class BatchAPI:
     status: Mapping[Phase, str]
     counts: Mapping[str, tuple[ItemStatus, ...]]
     paging: Paging
-    id_prefix: str
-    id_length: int
-    id_alphabet: str
+    id_style: tuple[str, int, str]
     not_found: Callable[[Call, str], CallError]
     body: Callable[[Call, Batch, Snapshot], dict[str, Any]] | None = None
     answer: Callable[[Call, Batch, Snapshot], None] | None = None
@@ -110,7 +108,7 @@ class BatchAPI:
     path_id: Callable[[str], str] = str
 
     def new_id(self) -> str:
-        return new_id(self.id_prefix, self.id_length, self.id_alphabet)
+        return new_id(*self.id_style)
 
     def time(self, seconds: float | None) -> Any:
         """A moment as the API writes it (None, a moment yet to come, stays None)."""

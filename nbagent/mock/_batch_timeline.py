@@ -17,7 +17,7 @@ import secrets
 import string
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Literal
 
 from ._faults import Fault
@@ -117,47 +117,43 @@ class Snapshot:
     finalizing_at: float | None  # when the last item ended, if it has
 
 
+@dataclass(eq=False)
 class Batch:
-    """One batch in the store. Provider modules keep their own fields in ``extra``."""
+    """One batch in the store. Provider modules keep their own fields in ``extra``; the store
+    gives a ``seed`` (and the batch's ``ordinal``) that makes its order the same every run."""
 
-    def __init__(
-        self,
-        batch_id: str,
-        provider: Provider,
-        items: Items,
-        *,
-        created: float,
-        duration: float,
-        expire_after: float | None,
-        seed: int | None,
-        extra: dict[str, Any],
-        ordinal: int = 0,
-    ) -> None:
-        self.id = batch_id
-        self.provider: Provider = provider
-        self.items = items
-        self.created = created
-        self.duration = duration
-        self.expire_after = expire_after if expire_after is not None and expire_after > 0 else None
-        self.cancel_at: float | None = None
-        self.deleted = False
-        self.extra = extra
-        self.failed: list[dict[str, Any]] = list(extra.get("errors") or [])
+    id: str
+    provider: Provider
+    items: Items
+    _: KW_ONLY
+    created: float
+    duration: float
+    expire_after: float | None
+    seed: InitVar[int | None]
+    extra: dict[str, Any]
+    ordinal: InitVar[int] = 0
+    cancel_at: float | None = None
+    deleted: bool = False
+
+    def __post_init__(self, seed: int | None, ordinal: int) -> None:
+        if self.expire_after is not None and self.expire_after <= 0:
+            self.expire_after = None
+        self.failed: list[dict[str, Any]] = list(self.extra.get("errors") or [])
         # whether an expired or canceled batch keeps the answers it has (Gemini's: none)
-        self.keeps_partial = bool(extra.get("keeps_partial", True))
-        n = len(items)
+        self.keeps_partial = bool(self.extra.get("keeps_partial", True))
+        n = len(self.items)
         order = list(range(n))
         # seeded, the n-th batch of a server ends its items in the same order every run (its id
         # is random, as the providers' are); unseeded, each batch differs
-        random.Random(f"{seed}/{ordinal}" if seed is not None else batch_id).shuffle(order)
+        random.Random(f"{seed}/{ordinal}" if seed is not None else self.id).shuffle(order)
         if n > 1 and order == sorted(order):  # results are never in request order
             order[0], order[1] = order[1], order[0]
         self.order = array("I", order)  # rank -> index: the order items end in
         self._rank = array("I", bytes(4 * n))  # index -> rank
         for rank, index in enumerate(order):
             self._rank[index] = rank
-        errored = [rank for rank, index in enumerate(order) if items.outcomes[index].errored]
-        self._errored_ranks = errored  # sorted
+        outcomes = self.items.outcomes
+        self._errored_ranks = [rank for rank, i in enumerate(order) if outcomes[i].errored]
 
     def __len__(self) -> int:
         return len(self.items)

@@ -80,14 +80,14 @@ def find(call: Call, file_id: str) -> StoredFile:
     return file
 
 
-def parse_multipart(body: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
-    """The fields of a ``multipart/form-data`` body: name -> (filename, content)."""
-    found = re.search(r'boundary="?([^";]+)"?', content_type)
+def parse_multipart(call: Call) -> dict[str, tuple[str | None, bytes]]:
+    """The fields of the call's ``multipart/form-data`` body: name -> (filename, content)."""
+    found = re.search(r'boundary="?([^";]+)"?', call.header("content-type"))
     if found is None:
-        raise ValueError("the multipart body names no boundary")
+        call.refuse(400, "Could not read the upload: the multipart body names no boundary.")
     delimiter = b"--" + found.group(1).encode()
     fields: dict[str, tuple[str | None, bytes]] = {}
-    for part in body.split(delimiter)[1:]:
+    for part in call.read_body().split(delimiter)[1:]:
         if part.startswith(b"--"):
             break
         head, sep, content = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
@@ -108,12 +108,7 @@ def parse_multipart(body: bytes, content_type: str) -> dict[str, tuple[str | Non
 
 
 def upload(call: Call) -> None:
-    raw = call.read_body()
-    try:
-        fields = parse_multipart(raw, call.header("content-type"))
-    except ValueError as err:
-        call.refuse(400, f"Could not read the upload: {err}.")
-    del raw
+    fields = parse_multipart(call)
     purpose = fields.get("purpose", (None, b""))[1].decode("utf-8", "replace").strip()
     if purpose not in PURPOSES:
         known = ", ".join(sorted(PURPOSES))
