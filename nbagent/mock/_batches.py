@@ -229,9 +229,8 @@ class BatchStore:
         clock: Callable[[], float] | None = None,
         seed: int | None = None,
     ) -> None:
-        check_duration(duration_s, expire_after_s)
-        self.duration_s = float(duration_s)
-        self.expire_after_s = None if expire_after_s is None else float(expire_after_s)
+        self.duration_s = _seconds(duration_s, DURATION)
+        self.expire_after_s = _expiry(expire_after_s)
         self._clock = clock or time.time
         self.offset = 0.0  # how far `MockServer.advance_batches` moved the clock
         self.seed = seed
@@ -293,20 +292,21 @@ class BatchStore:
             return snap
 
 
-def _is_seconds(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+DURATION = "batch_duration_s must be a number of seconds (0 or more)"
+EXPIRY = "expire_after_s must be a positive number of seconds, or None"
 
 
-def check_duration(duration_s: float, expire_after_s: float | None) -> None:
-    """Refuse a batch duration or expiry that is not a number of seconds, in one sentence."""
-    if not _is_seconds(duration_s) or duration_s < 0:
-        raise ValueError(
-            f"batch_duration_s must be a number of seconds (0 or more), got {duration_s!r}."
-        )
-    if expire_after_s is not None and not (_is_seconds(expire_after_s) and expire_after_s > 0):
-        raise ValueError(
-            f"expire_after_s must be a positive number of seconds, or None, got {expire_after_s!r}."
-        )
+def _seconds(value: Any, refusal: str, positive: bool = False) -> float:
+    """``value`` as a number of seconds (0 or more; ``positive``: more than 0), or a ValueError
+    that says ``refusal`` of it, in one sentence."""
+    number = isinstance(value, (int, float)) and math.isfinite(value)
+    if not number or value < 0 or (positive and value == 0):
+        raise ValueError(f"{refusal}, got {value!r}.")
+    return float(value)
+
+
+def _expiry(value: Any) -> float | None:
+    return None if value is None else _seconds(value, EXPIRY, positive=True)
 
 
 class BatchViews:
@@ -321,8 +321,7 @@ class BatchViews:
 
     @batch_duration_s.setter
     def batch_duration_s(self, seconds: float) -> None:
-        check_duration(seconds, None)
-        self.batch_store.duration_s = float(seconds)
+        self.batch_store.duration_s = _seconds(seconds, DURATION)
 
     @property
     def expire_after_s(self) -> float | None:
@@ -331,8 +330,7 @@ class BatchViews:
 
     @expire_after_s.setter
     def expire_after_s(self, seconds: float | None) -> None:
-        check_duration(0.0, seconds)
-        self.batch_store.expire_after_s = None if seconds is None else float(seconds)
+        self.batch_store.expire_after_s = _expiry(seconds)
 
     def advance_batches(self, seconds: float) -> None:
         """Move the batch clock forward, so batches progress without anyone waiting.
@@ -343,12 +341,9 @@ class BatchViews:
         Raises:
             ValueError: ``seconds`` is negative or not a number.
         """
-        if not _is_seconds(seconds) or seconds < 0:
-            raise ValueError(
-                f"advance_batches takes a number of seconds (0 or more), got {seconds!r}."
-            )
+        how_far = _seconds(seconds, "advance_batches takes a number of seconds (0 or more)")
         with self.batch_store.lock:
-            self.batch_store.offset += float(seconds)
+            self.batch_store.offset += how_far
 
     def _all(self) -> list[Batch]:
         with self.batch_store.lock:
