@@ -80,28 +80,25 @@ OK_OUTCOME = ItemOutcome("ok")
 FAILED_OUTCOME = ItemOutcome("fault", Fault("500"))  # an item of a batch that failed
 
 
+@dataclass
 class Items:
     """The items of one batch, compactly: one JSON line each in a shared buffer (an uploaded
     file's own bytes, or the lines joined), one from each start to the next (the last to the
     end), an id, an outcome. 100,000 items cost their request bytes plus a few dozen bytes each."""
 
-    def __init__(
-        self,
-        buffer: bytes = b"",
-        starts: Sequence[int] = (),
-        ids: Sequence[str | None] = (),
-        outcomes: Sequence[ItemOutcome] = (),
-    ) -> None:
-        self._blob = buffer
-        self._offsets = array("Q", [*starts, len(buffer)])
-        self.ids = list(ids)
-        self.outcomes = list(outcomes)
+    buffer: bytes = field(default=b"", repr=False)
+    starts: InitVar[Sequence[int]] = ()
+    ids: list[str | None] = field(default_factory=list)
+    outcomes: list[ItemOutcome] = field(default_factory=list)
+
+    def __post_init__(self, starts: Sequence[int]) -> None:
+        self._offsets = array("Q", [*starts, len(self.buffer)])
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def line(self, index: int) -> bytes:
-        return bytes(self._blob[self._offsets[index] : self._offsets[index + 1]])
+        return bytes(self.buffer[self._offsets[index] : self._offsets[index + 1]])
 
 
 @dataclass(frozen=True)

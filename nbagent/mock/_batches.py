@@ -132,11 +132,8 @@ class MockBatch:
         self.metadata = dict(batch.extra.get("metadata") or {})
         """OpenAI's ``metadata``, Gemini's ``displayName`` (as ``{"displayName": ...}``), or
         nothing for Anthropic (whose batches carry none)."""
-
-    @property
-    def created_at(self) -> float:
+        self.created_at = batch.created
         """The batch clock's reading when it was created (seconds since the epoch)."""
-        return self._batch.created
 
     @property
     def phase(self) -> Phase:
