@@ -104,11 +104,8 @@ def create(call: Call) -> None:
             call.refuse(400, f"{where}: Input should be an object.", where)
         custom_id = entry.get("custom_id")
         if not isinstance(custom_id, str) or not _CUSTOM_ID.match(custom_id):
-            call.refuse(
-                400,
-                f"{where}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'.",
-                f"{where}.custom_id",
-            )
+            message = f"{where}.custom_id: String should match pattern '{_CUSTOM_ID.pattern}'."
+            call.refuse(400, message, f"{where}.custom_id")
         if custom_id in seen:
             call.refuse(400, f"Duplicate custom_id in requests: {custom_id!r}.", where)
         seen.add(custom_id)
@@ -126,7 +123,7 @@ def results(call: Call) -> None:
     snap = API.ended(
         call, batch, _PROCESSING + "its results are ready once its processing_status is ended."
     )
-    rest = {"type": "canceled" if snap.phase == "canceled" else "expired"}
+    rest = {"type": batch.unfinished(snap)}
     lines = batch.lines(
         snap, lambda i: _line(batch, i, _result(call, batch, i)), lambda i: _line(batch, i, rest)
     )

@@ -22,7 +22,6 @@ from ._conversation import Format
 from ._fault_answers import reply
 
 T = TypeVar("T")
-EVERY: tuple[ItemStatus, ...] = ("processing", "succeeded", "errored", "expired", "canceled")
 DAY_S = 86_400.0
 
 

@@ -27,6 +27,7 @@ Provider = Literal["anthropic", "openai", "azure", "gemini"]
 ItemStatus = Literal["processing", "succeeded", "errored", "expired", "canceled"]
 """Where one item of a batch stands, in Anthropic's words (OpenAI and Gemini have no per-item
 status on the wire; these are what their lines and responses say)."""
+EVERY: tuple[ItemStatus, ...] = ("processing", "succeeded", "errored", "expired", "canceled")
 Phase = Literal[
     "validating",
     "in_progress",
@@ -206,30 +207,29 @@ class Batch:
         """How many of the first ``finished`` items to end were errored."""
         return bisect.bisect_left(self._errored_ranks, finished)
 
+    def unfinished(self, snap: Snapshot) -> ItemStatus:
+        """The status at ``snap`` of an item that has not ended with its own outcome."""
+        if snap.ended_at is None:
+            return "processing"
+        return "canceled" if snap.phase == "canceled" else "expired"
+
     def status(self, index: int, snap: Snapshot) -> ItemStatus:
         """Item ``index``'s status at ``snap`` (every item of a batch that failed errored)."""
         if snap.phase == "failed":
             return "errored"
         if self._rank[index] < snap.finished:
             return "errored" if self.items.outcomes[index].errored else "succeeded"
-        if snap.ended_at is None:
-            return "processing"
-        return "canceled" if snap.phase == "canceled" else "expired"
+        return self.unfinished(snap)
 
     def counts(self, snap: Snapshot) -> dict[ItemStatus, int]:
+        counts: dict[ItemStatus, int] = dict.fromkeys(EVERY, 0)
         if snap.phase == "failed":
-            n = len(self.items)
-            return {"processing": 0, "succeeded": 0, "errored": n, "expired": 0, "canceled": 0}
+            counts["errored"] = len(self.items)
+            return counts
         errored = self.errored_among(snap.finished)
-        rest = len(self.items) - snap.finished
-        ended = snap.ended_at is not None
-        return {
-            "processing": 0 if ended else rest,
-            "succeeded": snap.finished - errored,
-            "errored": errored,
-            "expired": rest if ended and snap.phase == "expired" else 0,
-            "canceled": rest if ended and snap.phase == "canceled" else 0,
-        }
+        counts["succeeded"], counts["errored"] = snap.finished - errored, errored
+        counts[self.unfinished(snap)] += len(self.items) - snap.finished
+        return counts
 
     def lines(
         self,

@@ -97,10 +97,7 @@ def parse_multipart(call: Call) -> dict[str, tuple[str | None, bytes]]:
         name = re.search(r'\bname="([^"]*)"', disposition)
         filename = re.search(r'\bfilename="([^"]*)"', disposition)
         if name is not None:
-            fields[name.group(1)] = (
-                filename.group(1) if filename else None,
-                content.removesuffix(b"\r\n"),
-            )
+            fields[name[1]] = (filename[1] if filename else None, content.removesuffix(b"\r\n"))
     return fields
 
 

@@ -24,8 +24,8 @@ from functools import partial
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_api import EVERY, BatchAPI, Paging, rfc3339, rows
-from ._batch_timeline import Batch, Snapshot, stable_id
+from ._batch_api import BatchAPI, Paging, rfc3339, rows
+from ._batch_timeline import EVERY, Batch, Snapshot, stable_id
 from ._call import Call, CallError
 from ._fault_answers import reply, reply_stream
 from ._formats import Route

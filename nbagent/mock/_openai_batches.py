@@ -21,8 +21,8 @@ from typing import Any, get_args
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_api import EVERY, BatchAPI, Paging, Row, rows
-from ._batch_timeline import Batch, ItemOutcome, Items, Phase, Provider, Snapshot, stable_id
+from ._batch_api import BatchAPI, Paging, Row, rows
+from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, stable_id
 from ._call import Call, CallError
 from ._conversation import Format
 
@@ -79,9 +79,10 @@ def _check_line(
 
 
 def read_input(
-    data: bytes, endpoint: str
-) -> tuple[list[int], list[str | None], list[Any], list[dict[str, Any]], str | None]:
-    """The input file's lines: their starts, custom ids, bodies, and the validation errors."""
+    call: Call, data: bytes, endpoint: str, fmt: Format
+) -> tuple[Items, list[dict[str, Any]], str | None]:
+    """The input file's lines as the batch's items (none when the file has errors: no line
+    runs), the validation errors, and the model the lines name."""
     starts: list[int] = []
     ids: list[str | None] = []
     bodies: list[Any] = []
@@ -116,7 +117,10 @@ def read_input(
             f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}."
         )
         errors.append(_line_error("too_many_tasks", 0, message))
-    return starts, ids, bodies, errors, model
+    if errors:
+        return Items(), errors, model
+    outcomes = [item.outcome_of(call, fmt, body) for body in bodies]
+    return Items(data, starts, ids, outcomes), errors, model
 
 
 # --- the batch object ---------------------------------------------------------------------------
@@ -257,14 +261,9 @@ def create(call: Call) -> None:
     except CallError:
         message = f"Invalid 'input_file_id': '{input_file_id}'. File not found."
         call.refuse(400, message, "input_file_id")
-    data = file.data or b""
-    starts, ids, bodies, errors, model = read_input(data, endpoint)
-    outcomes: list[ItemOutcome] = []
-    if not errors:
-        outcomes = [item.outcome_of(call, fmt, body) for body in bodies]
-        errors = [_token_limit(model)] if call.fault.kind == "failed" else []
-    del bodies
-    items = Items(data, starts, ids, outcomes) if outcomes else Items()
+    items, errors, model = read_input(call, file.data or b"", endpoint, fmt)
+    if not errors and call.fault.kind == "failed":
+        errors = [_token_limit(model)]
     record = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
     API.add(call, items, record, **record, model=model, errors=errors, format=fmt)
 
