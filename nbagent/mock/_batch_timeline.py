@@ -203,10 +203,6 @@ class Batch:
 
     # --- items ----------------------------------------------------------------------------------
 
-    def errored_among(self, finished: int) -> int:
-        """How many of the first ``finished`` items to end were errored."""
-        return bisect.bisect_left(self._errored_ranks, finished)
-
     def unfinished(self, snap: Snapshot) -> ItemStatus:
         """The status at ``snap`` of an item that has not ended with its own outcome."""
         if snap.ended_at is None:
@@ -226,7 +222,7 @@ class Batch:
         if snap.phase == "failed":
             counts["errored"] = len(self.items)
             return counts
-        errored = self.errored_among(snap.finished)
+        errored = bisect.bisect_left(self._errored_ranks, snap.finished)  # errored among them
         counts["succeeded"], counts["errored"] = snap.finished - errored, errored
         counts[self.unfinished(snap)] += len(self.items) - snap.finished
         return counts

@@ -244,17 +244,14 @@ def create(call: Call) -> None:
     if not isinstance(endpoint, str):
         call.refuse(400, "Missing required parameter: 'endpoint'.", "endpoint")
     if window != "24h":
-        call.refuse(
-            400, f"Invalid value: {window!r}. Supported values are: '24h'.", "completion_window"
-        )
+        message = f"Invalid value: {window!r}. Supported values are: '24h'."
+        call.refuse(400, message, "completion_window")
     _check_metadata(call, metadata)
     fmt = _FORMATS.get(_bare(endpoint))
     if fmt is None:
+        known = " and ".join("/v1" + path for path in _FORMATS)
         call.refuse(
-            400,
-            f"The mock server answers batches for /v1/chat/completions and /v1/responses, "
-            f"not {endpoint!r}.",
-            "endpoint",
+            400, f"The mock server answers batches for {known}, not {endpoint!r}.", "endpoint"
         )
     try:
         file = files.find(call, input_file_id)
