@@ -91,12 +91,8 @@ def create(call: Call) -> None:
     if not isinstance(requests, list) or not requests:
         call.refuse(400, "requests: Field required: a list of 1 to 100000 requests.", "requests")
     if len(requests) > MAX_REQUESTS:
-        call.refuse(
-            400,
-            f"requests: List should have at most {MAX_REQUESTS} items after validation, "
-            f"not {len(requests)}.",
-            "requests",
-        )
+        most = f"at most {MAX_REQUESTS} items after validation, not {len(requests)}"
+        call.refuse(400, f"requests: List should have {most}.", "requests")
     seen: set[str] = set()
     for i, entry in enumerate(requests):
         where = f"requests.{i}"

@@ -87,13 +87,12 @@ def result(
     """The HTTP status and body an item ended with: its error (in the batch endpoint's format),
     or the provider's non-streamed answer, the responder's with the item's answer fault
     applied (`invalid_json`, `schema_mismatch`, `refusal`, `truncated`) as a live answer has."""
-    codec = call.codec
     if outcome.kind == "invalid":
-        return 400, codec.bad_request(outcome.message, request_id, outcome.param)
+        return 400, call.codec.bad_request(outcome.message, request_id, outcome.param)
     if outcome.kind == "overflow":
-        return 400, codec.overflow_error(outcome.tokens, outcome.maximum, request_id)
+        return 400, call.codec.overflow_error(outcome.tokens, outcome.maximum, request_id)
     if outcome.errored:
-        return codec.fault_error(outcome.fault, model, request_id)
+        return call.codec.fault_error(outcome.fault, model, request_id)
     conv = parse_request(fmt, request, route)
     reply = faulted_reply(outcome.fault.kind, call.mock.responder, conv)
     return 200, CODECS[fmt].whole(reply, conv, message_id)

@@ -279,13 +279,9 @@ def _check_metadata(call: Call, metadata: Any) -> None:
         return
     if not isinstance(metadata, dict) or len(metadata) > 16:
         call.refuse(400, "metadata must be an object of at most 16 pairs.", "metadata")
-    for key, value in metadata.items():
-        if len(key) > 64 or not isinstance(value, str) or len(value) > 512:
-            call.refuse(
-                400,
-                "metadata keys are at most 64 characters and values strings of at most 512.",
-                "metadata",
-            )
+    if any(len(k) > 64 or not isinstance(v, str) or len(v) > 512 for k, v in metadata.items()):
+        message = "metadata keys are at most 64 characters and values strings of at most 512."
+        call.refuse(400, message, "metadata")
 
 
 _MULTIPART = files.MAX_FILE_BYTES + 1024 * 1024
