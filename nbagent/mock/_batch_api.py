@@ -54,13 +54,12 @@ class Paging:
         before = call.query.get(self.before) if self.before else None
         if after and after not in ids and self.strict:
             call.refuse(400, "Invalid page token.", self.after)
-        if after is not None:
-            start = ids.index(after) + 1 if after in ids else len(ids)
-            return list(objects[start : start + limit]), start + limit < len(ids)
-        if before is not None:
+        if before is not None and after is None:  # the page before ``before``
             end = ids.index(before) if before in ids else 0
             return list(objects[max(0, end - limit) : end]), end - limit > 0
-        return list(objects[:limit]), limit < len(ids)
+        # the page after ``after`` (an unknown one: after the last), or the first
+        start = ids.index(after) + 1 if after in ids else 0 if after is None else len(ids)
+        return list(objects[start : start + limit]), start + limit < len(ids)
 
 
 @dataclass(frozen=True)
@@ -138,8 +137,9 @@ class BatchAPI:
             call.refuse(400, refusal.format(batch.id))
         return snap
 
-    def respond(self, call: Call, batch: Batch, snap: Snapshot) -> None:
-        """Answer with the batch at ``snap``."""
+    def respond(self, call: Call, batch: Batch, snap: Snapshot | None = None) -> None:
+        """Answer with the batch at ``snap`` (None: now)."""
+        snap = call.store.snapshot(batch) if snap is None else snap
         if self.answer is not None:
             self.answer(call, batch, snap)
         else:
@@ -152,11 +152,10 @@ class BatchAPI:
         keep = {"keeps_partial": self.keeps_partial, "request_key": self.request_key}
         batch = call.store.add(self.new_id(), call.api, items, **keep, **extra)
         call.body = record
-        self.respond(call, batch, call.store.snapshot(batch))
+        self.respond(call, batch)
 
     def retrieve(self, call: Call) -> None:
-        batch = self.find(call)
-        self.respond(call, batch, call.store.snapshot(batch))
+        self.respond(call, self.find(call))
 
     def cancel(self, call: Call) -> None:
         batch = self.find(call)

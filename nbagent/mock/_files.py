@@ -152,7 +152,6 @@ def list_files(call: Call) -> None:
     purpose = call.query.get("purpose")
     with call.store.lock:
         files = [f for f in reversed(call.store.files.values()) if f.provider == call.api]
-    if purpose:
-        files = [f for f in files if f.purpose == purpose]
+    files = [f for f in files if f.purpose == purpose or not purpose]
     page, more = _PAGING.page(call, files, lambda f: f.id)
     reply(call, list_body([f.json() for f in page], more, object="list"))
