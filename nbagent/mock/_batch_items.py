@@ -62,13 +62,10 @@ def items_of(
 ) -> Items:
     """The items of the batch ``call`` creates, from ``(custom id, line kept, request)`` each
     (a custom id that is not a string is None), each with its outcome (`outcome_of`)."""
-    lines: list[bytes] = []
-    ids: list[str | None] = []
-    outcomes: list[ItemOutcome] = []
-    for custom_id, kept, request in entries:
-        lines.append(compact(kept))
-        ids.append(custom_id if isinstance(custom_id, str) else None)
-        outcomes.append(outcome_of(call, fmt, request, route))
+    listed = list(entries)
+    lines = [compact(kept) for _, kept, _ in listed]
+    ids = [custom_id if isinstance(custom_id, str) else None for custom_id, _, _ in listed]
+    outcomes = [outcome_of(call, fmt, request, route) for _, _, request in listed]  # in turn
     starts = list(accumulate(map(len, lines), initial=0))[:-1]
     return Items(b"".join(lines), starts, ids, outcomes)
 

@@ -342,10 +342,6 @@ class BatchViews:
         with self.batch_store.lock:
             self.batch_store.offset += how_far
 
-    def _all(self) -> list[Batch]:
-        with self.batch_store.lock:
-            return list(self.batch_store.batches.values())
-
     @property
     def batch_counts(self) -> BatchCounts:
         """Create requests received, batches created and items submitted, per provider."""
@@ -361,7 +357,8 @@ class BatchViews:
     def batches(self) -> list[MockBatch]:
         """Every batch created since the start (or `clear_batches`), oldest first, deleted
         ones included."""
-        return [MockBatch(b, self.batch_store) for b in self._all()]
+        with self.batch_store.lock:
+            return [MockBatch(b, self.batch_store) for b in self.batch_store.batches.values()]
 
     def batch(self, batch_id: str) -> MockBatch:
         """The batch with this id (Gemini's as ``batches/...``).
@@ -390,9 +387,10 @@ class BatchViews:
             A `collections.Counter`: an id submitted twice counts 2.
         """
         seen: Counter[str] = Counter()
-        for batch in self._all():
-            if provider is None or batch.provider == provider:
-                seen.update(cid for cid in batch.items.ids if cid is not None)
+        with self.batch_store.lock:
+            for batch in self.batch_store.batches.values():
+                if provider is None or batch.provider == provider:
+                    seen.update(cid for cid in batch.items.ids if cid is not None)
         return seen
 
     def clear_batches(self) -> None:

@@ -17,6 +17,7 @@ the finished ones stay in the output file; a batch whose every line failed is ``
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any, get_args
 
 from . import _batch_items as item
@@ -55,27 +56,26 @@ _SAME_MODEL = "Every request in a batch must use the same model ('{}', not '{}')
 
 def _check_line(
     line: Any, endpoint: str, seen: set[str], model: str | None
-) -> list[tuple[str, str, str | None]]:
+) -> Iterator[tuple[str, str, str | None]]:
     """What is wrong with one line, as ``(code, message, param)``."""
     if not isinstance(line, dict):
-        return [("invalid_json_line", "This line is not parseable as valid JSON.", None)]
-    wrong: list[tuple[str, str, str | None]] = []
+        yield ("invalid_json_line", "This line is not parseable as valid JSON.", None)
+        return
     custom_id, body = line.get("custom_id"), line.get("body")
     if not isinstance(custom_id, str) or not custom_id:
-        wrong.append(("missing_required_parameter", "Missing 'custom_id'.", "custom_id"))
+        yield ("missing_required_parameter", "Missing 'custom_id'.", "custom_id")
     elif custom_id in seen:
-        wrong.append(("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id"))
+        yield ("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id")
     if line.get("method") != "POST":
-        wrong.append(("invalid_method", "The method must be 'POST'.", "method"))
+        yield ("invalid_method", "The method must be 'POST'.", "method")
     if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
         message = f"The url must match the batch's endpoint '{endpoint}'."
-        wrong.append(("url_mismatch", message, "url"))
+        yield ("url_mismatch", message, "url")
     if not isinstance(body, dict):
-        wrong.append(("invalid_body", "The body must be an object.", "body"))
+        yield ("invalid_body", "The body must be an object.", "body")
     elif model is not None and body.get("model") != model:
         message = _SAME_MODEL.format(model, body.get("model"))
-        wrong.append(("model_mismatch", message, "body.model"))
-    return wrong
+        yield ("model_mismatch", message, "body.model")
 
 
 def read_input(
