@@ -36,12 +36,11 @@ _STREAM_KEYS = ("stream", "stream_options")
 
 
 class BatchClient:
-    """A provider's batch API. Subclasses set `label`, `caps` and `keeps_tag`, and implement
+    """A provider's batch API. Subclasses set `label` and `default_caps`, and implement
     the calls; an item's answer is read by the provider's own reader."""
 
     label: ClassVar[str] = ""
     default_caps: ClassVar[BatchCaps] = BatchCaps(1, 1)
-    keeps_tag: ClassVar[bool] = True  # the batch carries nbagent's tag (metadata, display name)
 
     def __init__(self, provider: HTTPProvider, *, caps: BatchCaps | None = None) -> None:
         self.provider = provider

@@ -1,6 +1,6 @@
 """A 2xx event-stream response read safely: the idle timeout, the per-event cap, typed errors.
 
-`EventStream.batches()` yields the events of each network read together; `events()` one by one.
+`EventStream.batches()` yields the events of each network read together.
 Bytes are checked against `max_event_bytes` before they are parsed, so a server cannot make the
 client buffer an unbounded event; silence longer than `idle_timeout` and a connection that dies
 after the 200 come out as `TransportError` / `StreamInterrupted`.
@@ -163,7 +163,7 @@ class _BoundedStream(httpx.AsyncByteStream):
 
 
 class EventStream(Events):
-    """A 2xx event-stream response: `events()` yields its SSE events, bounded and timed."""
+    """A 2xx event-stream response: `batches()` yields its SSE events, bounded and timed."""
 
     def __init__(
         self,
@@ -177,7 +177,6 @@ class EventStream(Events):
         self.provider = provider
         self.limits = limits
         self.secrets = secrets
-        self.at_batch_end = False
         self.trusts_end_marker = limits.trust_end_marker
 
     @property
@@ -246,12 +245,3 @@ class EventStream(Events):
         tail = parser.feed(b"", final=True)
         if tail:
             yield tail
-
-    async def events(self) -> AsyncGenerator[ServerSentEvent, None]:
-        """The events one by one; `at_batch_end` is true on the last of each network read."""
-        async with contextlib.aclosing(self.batches()) as batches:
-            async for batch in batches:
-                last = len(batch) - 1
-                for i, event in enumerate(batch):
-                    self.at_batch_end = i == last
-                    yield event
