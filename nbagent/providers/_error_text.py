@@ -119,12 +119,8 @@ def _request_id(headers: Mapping[str, str], body: Any) -> str | None:
 def should_retry_from(headers: Mapping[str, str]) -> bool | None:
     """The server's `x-should-retry: true|false` verdict, or None."""
     for key, value in headers.items():
-        if key.lower() == "x-should-retry":
-            v = value.strip().lower()
-            if v == "true":
-                return True
-            if v == "false":
-                return False
+        if key.lower() == "x-should-retry" and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
     return None
 
 
@@ -167,18 +163,13 @@ def context_numbers(message: str) -> tuple[int | None, int | None]:
         m = pattern.search(message)
         if m:
             return _int(m.group(1)), _int(m.group(2))
-    tokens = limit = None
-    for p in _TOKENS_PATTERNS:
-        m = p.search(message)
-        if m:
-            tokens = _int(m.group(1))
-            break
-    for p in _LIMIT_PATTERNS:
-        m = p.search(message)
-        if m:
-            limit = _int(m.group(1))
-            break
-    return tokens, limit
+    return _first(_TOKENS_PATTERNS, message), _first(_LIMIT_PATTERNS, message)
+
+
+def _first(patterns: tuple[re.Pattern[str], ...], message: str) -> int | None:
+    """The number the first of `patterns` that matches names, or None."""
+    found = (m for m in (p.search(message) for p in patterns) if m)
+    return next((_int(m.group(1)) for m in found), None)
 
 
 def is_context_overflow(message: str, codes: Iterable[str | None] = ()) -> bool:

@@ -16,7 +16,7 @@ class PartBuffer:
 
     Text and thinking deltas are kept as pieces and joined once, when the run of them ends or
     the buffer is taken: a read of a hundred deltas costs a hundred list appends, not a hundred
-    parts built and concatenated (`text`/`thinking` skip building a part per delta at all).
+    parts built and concatenated (`text` skips building a part per delta at all).
     """
 
     __slots__ = ("_kind", "_pieces", "parts")
@@ -28,29 +28,21 @@ class PartBuffer:
 
     def text(self, text: str) -> None:
         """One text delta (what `add(TextPart(text))` does, without the part)."""
-        if self._kind is not TextPart:
-            self._flush()
-            self._kind = TextPart
-        self._pieces.append(text)
+        self._piece(TextPart, text)
 
-    def thinking(self, text: str) -> None:
-        """One thinking delta without a signature."""
-        if self._kind is not ThinkingPart:
+    def _piece(self, kind: type[TextPart] | type[ThinkingPart], text: str) -> None:
+        """One text or thinking delta, kept as a piece of the run of its kind."""
+        if self._kind is not kind:
             self._flush()
-            self._kind = ThinkingPart
+            self._kind = kind
         self._pieces.append(text)
 
     def add(self, part: StreamPart) -> None:
         kind = type(part)
-        if kind is TextPart:
-            assert isinstance(part, TextPart)
-            self.text(part.text)
+        if kind is TextPart or (kind is ThinkingPart and not getattr(part, "signature", None)):
+            assert isinstance(part, (TextPart, ThinkingPart))
+            self._piece(kind, part.text)
             return
-        if kind is ThinkingPart:
-            assert isinstance(part, ThinkingPart)
-            if not part.signature:
-                self.thinking(part.text)
-                return
         self._flush()
         parts = self.parts
         if parts and kind is ToolCallPart:
