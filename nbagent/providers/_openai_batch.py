@@ -169,10 +169,7 @@ class OpenAIBatches(BatchClient):
 
     def failure_error(self, status: BatchStatus) -> ProviderError:
         """The error every item of a batch that failed as a whole gets."""
-        errors = status.doc.get("errors")
-        data = errors.get("data") if isinstance(errors, dict) else None
-        first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
-        code = str(first.get("code") or "batch_failed")
+        code = str(_first_error(status.doc).get("code") or "batch_failed")
         payload = {"error": {"code": code, "message": status.failure or code}}
         if code in _RATE_CODES:  # the provider's queue is full: later, it takes the batch
             return RateLimited(status.failure or code, provider=self.name, code=code)
@@ -201,14 +198,19 @@ class OpenAIBatches(BatchClient):
         return ItemResult(cid, "errored", error=self.provider.http_error(500, {"error": err_doc}))
 
 
-def _failure(doc: dict[str, Any]) -> str:
+def _first_error(doc: dict[str, Any]) -> dict[str, Any]:
+    """The first of a failed batch's `errors.data`, or {}."""
     errors = doc.get("errors")
     data = errors.get("data") if isinstance(errors, dict) else None
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        first = data[0]
-        message = str(first.get("message") or first.get("code") or "")
-        return f"{message} ({first['code']})" if first.get("code") else message
-    return "the batch failed"
+    return data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+
+
+def _failure(doc: dict[str, Any]) -> str:
+    first = _first_error(doc)
+    if not first:
+        return "the batch failed"
+    message = str(first.get("message") or first.get("code") or "")
+    return f"{message} ({first['code']})" if first.get("code") else message
 
 
 class AzureBatches(OpenAIBatches):

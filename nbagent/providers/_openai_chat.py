@@ -43,6 +43,7 @@ from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [
+    "OpenAIFormat",
     "OpenAIProvider",
     "build_openai_body",
     "filtered_categories",
@@ -331,7 +332,27 @@ class _ChatReading(Reading):
         return None
 
 
-class OpenAIProvider(HTTPProvider):
+class OpenAIFormat(HTTPProvider):
+    """What both OpenAI wire formats (Chat Completions, Responses) share: OpenAI's endpoint, its
+    batch API (OpenAI's own: OpenRouter, Ollama and local servers speak the formats without it)
+    and the output dialect.
+
+    Attributes:
+        default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
+    """
+
+    default_base_url = "https://api.openai.com/v1"
+    _batch_class: type[Any] | None = OpenAIBatches
+    _batch_home_only = True
+
+    @property
+    def output_dialect(self) -> Dialect:
+        """OpenAI's own API takes strict schemas; any other server speaking the format is asked
+        with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
+        return "openai" if at_openai(self.base_url) else "openai-compatible"
+
+
+class OpenAIProvider(OpenAIFormat):
     """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM
     (`resolve_model` makes one for "openai:...", "openrouter:...", "ollama:..." and the rest).
 
@@ -342,11 +363,8 @@ class OpenAIProvider(HTTPProvider):
         stream_markers: What the events that end its answers hold (for a watcher).
     """
 
-    default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
-    _batch_class = OpenAIBatches
-    _batch_home_only = True
     stream_markers = (
         b"[DONE]",
         b'"finish_reason":"',
@@ -360,12 +378,6 @@ class OpenAIProvider(HTTPProvider):
     def url(self) -> str:
         """The endpoint: `{base_url}/chat/completions`."""
         return self.base_url + "/chat/completions"
-
-    @property
-    def output_dialect(self) -> Dialect:
-        """OpenAI's own API takes strict schemas; any other server speaking the format is asked
-        with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
-        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).

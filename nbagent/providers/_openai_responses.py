@@ -42,18 +42,15 @@ from .._core._messages import (
 from ..errors import ContentFiltered
 from ._base import (
     Completed,
-    Dialect,
     ModelRequest,
     StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
-from ._client import at_openai
 from ._event_stream import Events
-from ._http import HTTPProvider
 from ._limits import json_int
-from ._openai_batch import OpenAIBatches
+from ._openai_chat import OpenAIFormat
 from ._output_wire import add_responses_output
 from ._parts import decode_arguments
 from ._sse import ServerSentEvent
@@ -274,7 +271,7 @@ _RESPONSE_ENDS = {
 }
 
 
-class ResponsesProvider(HTTPProvider):
+class ResponsesProvider(OpenAIFormat):
     """Streams OpenAI models through the Responses API ("openai-responses:..." model strings;
     Azure's is `AzureResponsesProvider`).
 
@@ -285,22 +282,14 @@ class ResponsesProvider(HTTPProvider):
         stream_markers: What the events that end its answers hold (for a watcher).
     """
 
-    default_base_url = "https://api.openai.com/v1"
     default_name = RESPONSES
     batch_endpoint = "/v1/responses"
     stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
-    _batch_class: type[Any] | None = OpenAIBatches
-    _batch_home_only = True
 
     @property
     def url(self) -> str:
         """The endpoint: `{base_url}/responses`."""
         return self.base_url + "/responses"
-
-    @property
-    def output_dialect(self) -> Dialect:
-        """Strict schemas for OpenAI's own API, the schema as it is elsewhere."""
-        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (the Responses API).
