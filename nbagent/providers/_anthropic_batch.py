@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from ..errors import InvalidResponse, ServerError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
+from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
 from ._error_codes import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
 from ._limits import json_int
@@ -60,16 +60,8 @@ class AnthropicBatches(BatchClient):
         return len(b'{"requests":[]}') + max(0, count - 1)
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
-        def parts() -> Any:
-            yield b'{"requests":['
-            for i, item in enumerate(items()):
-                yield b"," + item if i else item
-            yield b"]}"
-
-        length = len(b'{"requests":[]}') + size + max(0, count - 1)
-        headers = {"content-type": "application/json", "content-length": str(length)}
-        doc, _ = await self.provider.read_json(
-            "POST", self.url, content=joined(parts()), headers=headers
+        doc = await self.post_items(
+            self.url, items, head=b'{"requests":[', tail=b"]}", count=count, size=size
         )
         return self.status(doc)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._core._messages import Message, TextBlock
@@ -89,6 +89,32 @@ class BatchClient:
         return 256 + count
 
     # -- calls ----------------------------------------------------------------------------
+
+    async def post_items(
+        self,
+        url: str,
+        items: Items,
+        *,
+        head: bytes,
+        tail: bytes,
+        count: int,
+        size: int,
+        sep: bytes = b",",
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """POST `head`, the `count` items (`size` bytes) joined by `sep`, then `tail`: a create
+        payload, streamed as it is made (never held whole), its length said up front."""
+
+        async def parts() -> AsyncIterator[bytes]:
+            yield head
+            for i, item in enumerate(items()):
+                yield sep + item if i else item
+            yield tail
+
+        length = len(head) + size + len(sep) * max(0, count - 1) + len(tail)
+        headers = {"content-type": content_type, "content-length": str(length)}
+        doc, _ = await self.provider.read_json("POST", url, content=parts(), headers=headers)
+        return doc
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
         """Create a batch of `count` items (`size` bytes of items, framing not counted)

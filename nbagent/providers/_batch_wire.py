@@ -21,7 +21,6 @@ Providers know wire formats, not policy: nothing here retries, waits or decides.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,7 +35,6 @@ __all__ = [
     "ItemKind",
     "ItemResult",
     "Phase",
-    "joined",
     "rfc3339",
 ]
 
@@ -95,9 +93,3 @@ class ItemResult:
     body: Any = None
     error: ProviderError | None = None
     request_id: str | None = None
-
-
-async def joined(parts: Iterable[bytes]) -> AsyncIterator[bytes]:
-    """Bytes as an async body (httpx streams it; `content-length` says how long it is)."""
-    for part in parts:
-        yield part

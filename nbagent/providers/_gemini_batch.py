@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, joined, rfc3339
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, rfc3339
 from ._http import HTTPProvider
 
 __all__ = ["STATUS", "GeminiBatches"]
@@ -103,21 +103,10 @@ class GeminiBatches(BatchClient):
         return batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
-        head = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
-
-        def parts() -> Any:
-            yield b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":['
-            for i, item in enumerate(items()):
-                yield b"," + item if i else item
-            yield b"]}}}}"
-
-        framing = len(b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":[]}}}}')
-        length = framing + size + max(0, count - 1)
-        headers = {"content-type": "application/json", "content-length": str(length)}
+        tagged = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
+        head = b'{"batch":' + tagged + b',"inputConfig":{"requests":{"requests":['
         url = f"{self.base}/models/{self.model}:batchGenerateContent"
-        doc, _ = await self.provider.read_json(
-            "POST", url, content=joined(parts()), headers=headers
-        )
+        doc = await self.post_items(url, items, head=head, tail=b"]}}}}", count=count, size=size)
         return self.status(doc)
 
     async def retrieve(self, batch_id: str) -> BatchStatus:

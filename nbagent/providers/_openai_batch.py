@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import InvalidResponse, ProviderError, RateLimited
 from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, joined
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase
 from ._http import HTTPProvider
 from ._limits import json_int
 
@@ -84,17 +84,15 @@ class OpenAIBatches(BatchClient):
         ).encode()
         tail = f"\r\n--{boundary}--\r\n".encode()
 
-        def parts() -> Any:
-            yield head
-            yield from items()
-            yield tail
-
-        headers = {
-            "content-type": f"multipart/form-data; boundary={boundary}",
-            "content-length": str(len(head) + size + len(tail)),
-        }
-        upload, _ = await self.provider.read_json(
-            "POST", self.url("files"), content=joined(parts()), headers=headers
+        upload = await self.post_items(
+            self.url("files"),
+            items,
+            head=head,
+            tail=tail,
+            count=count,
+            size=size,
+            sep=b"",  # each line ends in its newline
+            content_type=f"multipart/form-data; boundary={boundary}",
         )
         file_id = upload.get("id")
         if not isinstance(file_id, str) or not file_id:
