@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -24,6 +23,7 @@ from ._batch_wire import BatchCaps, BatchStatus, ItemResult
 from ._http import HTTPProvider
 from ._http_errors import redact, request_id_from
 from ._limits import guarded_chunks
+from ._parts import json_or_none
 from ._pricing import estimate_cost
 from ._whole_body import read_whole
 
@@ -218,10 +218,7 @@ class BatchClient:
                 yield self._line(pending, rid)
 
     def _line(self, line: bytes, rid: str | None) -> dict[str, Any]:
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError):
-            doc = None
+        doc = json_or_none(line)
         if not isinstance(doc, dict):
             snippet = redact(line[:200].decode("utf-8", errors="replace"), self.provider._secrets)
             raise StreamInterrupted(

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, rfc3339
+from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, Ending, ItemResult, Phase, rfc3339
 from ._http import HTTPProvider
 
 __all__ = ["STATUS", "GeminiBatches"]
@@ -148,13 +148,8 @@ class GeminiBatches(BatchClient):
         total = _int(stats.get("requestCount"))
         ok, bad = _int(stats.get("successfulRequestCount")), _int(stats.get("failedRequestCount"))
         pending = _int(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
-        counts = {
-            "processing": pending,
-            "succeeded": ok,
-            "errored": bad,
-            "expired": 0,
-            "canceled": 0,
-        }
+        counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": ok, "errored": bad}
+        counts["processing"] = pending
         ending = _ENDINGS.get(wire_word) if phase == "ended" else None
         if ending is not None:
             counts[ending], counts["processing"] = pending, 0

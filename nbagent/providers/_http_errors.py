@@ -67,6 +67,7 @@ from ._error_text import (
     validation_issues,
 )
 from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
+from ._parts import json_or_none
 from ._server_wish import parse_duration, server_wish
 
 __all__ = [
@@ -203,10 +204,7 @@ def _embedded_json(text: str) -> Any:
     chunk = text[start : end + 1]
     # a Python bytes repr (b'...') escapes quotes that JSON does not
     for candidate in (chunk, chunk.replace("\\'", "'"), chunk.replace('\\"', '"')):
-        try:
-            value = json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
+        value = json_or_none(candidate)
         if isinstance(value, dict):
             return value
     return None

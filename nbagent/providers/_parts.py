@@ -7,7 +7,7 @@ from typing import Any
 
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 
-__all__ = ["PartBuffer", "decode_arguments"]
+__all__ = ["PartBuffer", "decode_arguments", "json_or_none"]
 
 
 class PartBuffer:
@@ -75,14 +75,18 @@ class PartBuffer:
         return parts
 
 
+def json_or_none(data: bytes | str) -> Any:
+    """`data` read as JSON (bytes as UTF-8, a bad byte replaced), or None when it is not JSON."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def decode_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     """Tool-call arguments as (input, raw_input): raw_input keeps text that is not a JSON object."""
     if not text.strip():
         return {}, None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}, text
-    if isinstance(value, dict):
-        return value, None
-    return {}, text
+    value = json_or_none(text)
+    return (value, None) if isinstance(value, dict) else ({}, text)
