@@ -25,6 +25,7 @@ from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, Ending, ItemResult, Phase, rfc3339
 from ._http import HTTPProvider
+from ._parts import whole_number
 
 __all__ = ["STATUS", "GeminiBatches"]
 
@@ -68,16 +69,6 @@ error is classified as the same failure answered over HTTP would be."""
 
 MAX_RESULTS_BYTES = 1024 * 1024 * 1024
 """Inline results arrive in the batch's own document: it may be read up to this size."""
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return 0
 
 
 class GeminiBatches(BatchClient):
@@ -145,9 +136,10 @@ class GeminiBatches(BatchClient):
             phase = "ended"
         stats = meta.get("batchStats") if isinstance(meta.get("batchStats"), dict) else {}
         assert isinstance(stats, dict)
-        total = _int(stats.get("requestCount"))
-        ok, bad = _int(stats.get("successfulRequestCount")), _int(stats.get("failedRequestCount"))
-        pending = _int(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
+        total = whole_number(stats.get("requestCount")) or 0
+        ok = whole_number(stats.get("successfulRequestCount")) or 0
+        bad = whole_number(stats.get("failedRequestCount")) or 0
+        pending = whole_number(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
         counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": ok, "errored": bad}
         counts["processing"] = pending
         ending = _ENDINGS.get(wire_word) if phase == "ended" else None

@@ -67,7 +67,7 @@ from ._error_text import (
     validation_issues,
 )
 from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
-from ._parts import json_or_none
+from ._parts import json_or_none, whole_number
 from ._server_wish import parse_duration, server_wish
 
 __all__ = [
@@ -109,16 +109,6 @@ class _Parsed:
     invalid: bool = False  # the request body failed the server's validation (FastAPI's)
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def _error_object(payload: dict[str, Any]) -> dict[str, Any]:
     err: Any = payload.get("error")
     if isinstance(err, str):  # Ollama's native API, some proxies
@@ -147,7 +137,7 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
     etype = err.get("type")
     if isinstance(err.get("param"), str):
         p.param = err["param"]
-    numeric = _as_int(code)
+    numeric = whole_number(code)
     if numeric is not None:
         p.numeric = numeric
     elif isinstance(code, str) and code:
@@ -179,8 +169,8 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
         if metadata.get("reasons") or metadata.get("flagged_input"):
             p.flagged = True
     # llama.cpp names both numbers in fields of its own
-    n_prompt = _as_int(err.get("n_prompt_tokens"))
-    n_ctx = _as_int(err.get("n_ctx"))
+    n_prompt = whole_number(err.get("n_prompt_tokens"))
+    n_ctx = whole_number(err.get("n_ctx"))
     if n_prompt is not None:
         p.tokens = n_prompt
     if n_ctx is not None:

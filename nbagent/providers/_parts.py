@@ -1,4 +1,5 @@
-"""Merging stream parts that arrived together; a tool call's streamed arguments decoded."""
+"""Merging stream parts that arrived together; a tool call's streamed arguments decoded; JSON
+values read leniently (a body that may not be JSON, a number that may come as text)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 
-__all__ = ["PartBuffer", "decode_arguments", "json_or_none"]
+__all__ = ["PartBuffer", "decode_arguments", "json_or_none", "whole_number"]
 
 
 class PartBuffer:
@@ -82,6 +83,18 @@ def json_or_none(data: bytes | str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
+
+
+def whole_number(value: Any) -> int | None:
+    """A JSON integer (not a bool) or a string of ASCII digits (Gemini's int64 counts, a code
+    sent as text), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return None
 
 
 def decode_arguments(text: str) -> tuple[dict[str, Any], str | None]:
