@@ -17,7 +17,6 @@ limit behind a gateway is still `QuotaExceeded` and not retried.
 from __future__ import annotations
 
 import http
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -254,16 +253,12 @@ def _wish_in_text(message: str) -> float | None:
 
 
 def _decode_body(body: bytes | str | Any) -> Any:
-    if isinstance(body, (bytes, bytearray)):
-        text = bytes(body).decode("utf-8", errors="replace")
-    elif isinstance(body, str):
-        text = body
-    else:
+    """A body as JSON, or its text (capped) when it is not JSON; a decoded one as it is."""
+    if not isinstance(body, (bytes, bytearray, str)):
         return body
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text[:MAX_TEXT_BODY_CHARS]
+    text = body if isinstance(body, str) else bytes(body).decode("utf-8", errors="replace")
+    value = json_or_none(text)
+    return text[:MAX_TEXT_BODY_CHARS] if value is None else value
 
 
 # -- classification --------------------------------------------------------------------------
