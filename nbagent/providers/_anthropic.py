@@ -263,9 +263,8 @@ class AnthropicProvider(HTTPProvider):
                 ContextOverflow,
                 "the conversation filled the model's context window "
                 "(stop_reason: model_context_window_exceeded)",
+                es,
                 code="model_context_window_exceeded",
-                request_id=es.request_id,
-                headers=es.headers,
                 tokens=input_tokens + cache_read + cache_write + output_tokens,
             )
         if stop_reason == "refusal":
@@ -274,9 +273,8 @@ class AnthropicProvider(HTTPProvider):
                 ContentFiltered,
                 "the model refused to answer (stop_reason: refusal)"
                 + (f": {said[:500]}" if said else ""),
+                es,
                 code="refusal",
-                request_id=es.request_id,
-                headers=es.headers,
             )
         out_blocks = [b for b in (blocks[i].finish() for i in st.order) if b is not None]
         note = ""

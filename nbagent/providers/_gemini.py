@@ -299,19 +299,14 @@ class GeminiProvider(HTTPProvider):
         )
 
     def _stop_reason(self, finish: str, detail: str, turn: _Turn, es: Events) -> str:
-        request_id, headers = es.request_id, es.headers
         if finish in _FILTERED:
             why = f"Gemini stopped the answer (finishReason {finish})"
-            raise self._refusal(
-                ContentFiltered, why, code=finish, request_id=request_id, headers=headers
-            )
+            raise self._refusal(ContentFiltered, why, es, code=finish)
         if finish in _ANOTHER_ATTEMPT:
             why = f"Gemini's answer was unusable (finishReason {finish})"
             if detail:
                 why += f": {detail}"
-            raise self._refusal(
-                StreamInterrupted, why, code=finish, request_id=request_id, headers=headers
-            )
+            raise self._refusal(StreamInterrupted, why, es, code=finish)
         if finish == "MAX_TOKENS":
             return "max_tokens"
         return "tool_use" if turn.calls else "end_turn"
@@ -321,9 +316,7 @@ class GeminiProvider(HTTPProvider):
         why = f"Gemini blocked the prompt (blockReason {reason})"
         if isinstance(feedback.get("blockReasonMessage"), str):
             why += f": {feedback['blockReasonMessage']}"
-        err = self._refusal(
-            ContentFiltered, why, code=reason, request_id=es.request_id, headers=es.headers
-        )
+        err = self._refusal(ContentFiltered, why, es, code=reason)
         assert isinstance(err, ContentFiltered)
         return err
 

@@ -463,9 +463,8 @@ class OpenAIProvider(OpenAIFormat):
             raise self._refusal(
                 ContentFiltered,
                 why,
+                es,
                 code="content_filter" if finish == "content_filter" else "refusal",
-                request_id=es.request_id,
-                headers=es.headers,
             )
         if finish == "error":
             raise es.interrupted("the provider ended the stream with finish_reason: error")

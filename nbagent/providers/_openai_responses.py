@@ -356,18 +356,15 @@ class ResponsesProvider(OpenAIFormat):
         return items
 
     def _finish(self, state: _State) -> Completed:
-        es = state.es
-        request_id, headers = es.request_id, es.headers
-        response = state.response
+        es, response = state.es, state.response
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
         if state.ending == "response.incomplete" and reason == "content_filter":
             raise self._refusal(
                 ContentFiltered,
                 "the provider's content filter stopped the answer (response.incomplete)",
+                es,
                 code="content_filter",
-                request_id=request_id,
-                headers=headers,
             )
         blocks: list[Block] = []
         refusal: list[str] = []
@@ -397,13 +394,7 @@ class ResponsesProvider(OpenAIFormat):
                 blocks.append(ToolUseBlock(call_id, str(item.get("name") or ""), args, raw))
                 calls += 1
         if refusal:
-            raise self._refusal(
-                ContentFiltered,
-                "".join(refusal),
-                code="refusal",
-                request_id=request_id,
-                headers=headers,
-            )
+            raise self._refusal(ContentFiltered, "".join(refusal), es, code="refusal")
         stop = "tool_use" if calls else "end_turn"
         if state.ending == "response.incomplete" and reason == "max_output_tokens":
             stop = "max_tokens"
