@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from ..errors import InvalidResponse, ServerError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
-from ._error_codes import ANTHROPIC_TYPE_STATUS
+from ._error_text import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
 from ._limits import json_int
 

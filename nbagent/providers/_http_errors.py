@@ -37,9 +37,10 @@ from ..errors import (
     ServerError,
     StreamInterrupted,
 )
-from ._error_codes import (
+from ._error_text import (
     ANTHROPIC_TYPE_STATUS,
     AUTH_CODES,
+    CONTEXT_CODES,
     FILTER_CODES,
     MAX_TEXT_BODY_CHARS,
     NOT_FOUND_CODES,
@@ -52,9 +53,6 @@ from ._error_codes import (
     RATE_CODES,
     SCHEMA_HINT,
     TEXT_CODE,
-)
-from ._error_text import (
-    CONTEXT_CODES,
     context_numbers,
     is_context_overflow,
     kept_headers,
