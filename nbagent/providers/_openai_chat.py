@@ -344,6 +344,12 @@ class OpenAIFormat(HTTPProvider):
     default_base_url = "https://api.openai.com/v1"
     _batch_class: type[Any] | None = OpenAIBatches
     _batch_home_only = True
+    _path = ""  # the format's endpoint under base_url
+
+    @property
+    def url(self) -> str:
+        """The endpoint: the format's path under `base_url` (`/chat/completions`, `/responses`)."""
+        return self.base_url + self._path
 
     @property
     def output_dialect(self) -> Dialect:
@@ -365,6 +371,7 @@ class OpenAIProvider(OpenAIFormat):
 
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
+    _path = "/chat/completions"
     stream_markers = (
         b"[DONE]",
         b'"finish_reason":"',
@@ -373,11 +380,6 @@ class OpenAIProvider(OpenAIFormat):
         b'"usage": {',
         b'"error"',
     )
-
-    @property
-    def url(self) -> str:
-        """The endpoint: `{base_url}/chat/completions`."""
-        return self.base_url + "/chat/completions"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).

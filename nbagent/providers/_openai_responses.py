@@ -284,12 +284,8 @@ class ResponsesProvider(OpenAIFormat):
 
     default_name = RESPONSES
     batch_endpoint = "/v1/responses"
+    _path = "/responses"
     stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
-
-    @property
-    def url(self) -> str:
-        """The endpoint: `{base_url}/responses`."""
-        return self.base_url + "/responses"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (the Responses API).
