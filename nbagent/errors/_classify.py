@@ -5,54 +5,18 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from ._base import (
-    Aborted,
-    Action,
-    ConfigError,
-    HostError,
-    OutputInvalid,
-)
-from ._provider import (
-    AuthFailed,
-    BadRequest,
-    ContentFiltered,
-    ContextOverflow,
-    EmptyResponse,
-    InvalidResponse,
-    ModelNotFound,
-    Overloaded,
-    ProviderError,
-    QuotaExceeded,
-    RateLimited,
-    ServerError,
-    StreamInterrupted,
-    TransportError,
-)
-
-_RETRYABLE: tuple[type[ProviderError], ...] = (
-    RateLimited,
-    Overloaded,
-    ServerError,
-    TransportError,
-    StreamInterrupted,
-    EmptyResponse,
-)
-_FINAL: tuple[type[BaseException], ...] = (
-    QuotaExceeded,
-    AuthFailed,
-    ModelNotFound,
-    BadRequest,
-    InvalidResponse,
-    ContentFiltered,
-)
+from ._base import Aborted, Action, ConfigError, HostError, OutputInvalid
+from ._provider import ProviderError, QuotaExceeded
 
 
 def classify(error: BaseException, *, phase: Literal["request", "tool"] = "request") -> Action:
     """The action for a failure: the table of [the four actions](../guide/actions.md), in code.
 
-    This is the only place the table lives; the agent's attempt loop, summaries and
-    `RetryPolicy.call` all ask it. A server's `x-should-retry` (on `ProviderError.should_retry`)
-    overrides the table, except that a quota is never retried.
+    This is the only place the table is read; the agent's attempt loop, summaries and
+    `RetryPolicy.call` all ask it. A provider error's row is its kind's own (each class in
+    `errors/_provider.py` names its action beside its description). A server's
+    `x-should-retry` (on `ProviderError.should_retry`) overrides the table, except that a quota
+    is never retried.
 
     Args:
         error: The failure: any exception, not only nbagent's.
@@ -85,10 +49,4 @@ def classify(error: BaseException, *, phase: Literal["request", "tool"] = "reque
         return Action.RETRY
     if error.should_retry is False:
         return Action.FAIL
-    if isinstance(error, _FINAL):
-        return Action.FAIL
-    if isinstance(error, ContextOverflow):
-        return Action.COMPACT
-    if isinstance(error, _RETRYABLE):
-        return Action.RETRY
-    return Action.FAIL
+    return error._action  # each kind's own row of the table (errors/_provider.py)

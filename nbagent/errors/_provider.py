@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._base import ConfigError, NbAgentError
+from ._base import Action, ConfigError, NbAgentError
 
 
 class ProviderError(NbAgentError):
@@ -42,6 +42,9 @@ class ProviderError(NbAgentError):
     """
 
     reason: str = "provider_error"
+    # `classify`'s action for this kind when the server's `x-should-retry` says nothing: each
+    # kind below names its own (a kind that names none fails, as an unknown failure does).
+    _action = Action.FAIL
 
     def __init__(
         self,
@@ -135,6 +138,7 @@ class RateLimited(ProviderError):
     """
 
     reason = "rate_limit"
+    _action = Action.RETRY
 
 
 class QuotaExceeded(RateLimited):
@@ -148,28 +152,39 @@ class QuotaExceeded(RateLimited):
     """
 
     reason = "quota"
+    _action = Action.FAIL
 
 
 class Overloaded(ProviderError):
     """529 or `overloaded_error`: the provider has no capacity right now. Retried."""
 
+    _action = Action.RETRY
+
 
 class ServerError(ProviderError):
     """500, 502, 503, 504, 408, 409, 425: a transient failure on the server's side. Retried."""
 
+    _action = Action.RETRY
+
 
 class TransportError(ProviderError):
     """No answer reached us: connect, DNS or TLS failure, reset, timeout, idle stream. Retried."""
+
+    _action = Action.RETRY
 
 
 class StreamInterrupted(ProviderError):
     """The stream broke off or went bad mid-answer; the partial message is discarded and the
     request retried."""
 
+    _action = Action.RETRY
+
 
 class EmptyResponse(ProviderError):
     """A 200 with nothing in it. Retried at most once, since a model that answers nothing twice
     will likely do it again."""
+
+    _action = Action.RETRY
 
 
 class ContextOverflow(ProviderError):
@@ -185,6 +200,8 @@ class ContextOverflow(ProviderError):
         tokens: The prompt's size in tokens, or None.
         limit: The model's context window in tokens, or None.
     """
+
+    _action = Action.COMPACT
 
     def __init__(
         self,

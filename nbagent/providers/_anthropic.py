@@ -46,14 +46,10 @@ __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body"]
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-_STOP_REASONS = {
-    "end_turn": "end_turn",
-    "tool_use": "tool_use",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-    "refusal": "refusal",
-    "pause_turn": "pause_turn",
-}
+# The stop reasons an answer ends with as they are; any other is read as end_turn.
+_STOP_REASONS = frozenset(
+    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"}
+)
 CACHE_CONTROL: dict[str, Any] = {"type": "ephemeral"}
 # Blocks that may carry a cache breakpoint (thinking blocks may not).
 _CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
@@ -267,9 +263,8 @@ class AnthropicProvider(HTTPProvider):
                 ContextOverflow,
                 "the conversation filled the model's context window "
                 "(stop_reason: model_context_window_exceeded)",
+                es,
                 code="model_context_window_exceeded",
-                request_id=es.request_id,
-                headers=es.headers,
                 tokens=input_tokens + cache_read + cache_write + output_tokens,
             )
         if stop_reason == "refusal":
@@ -278,9 +273,8 @@ class AnthropicProvider(HTTPProvider):
                 ContentFiltered,
                 "the model refused to answer (stop_reason: refusal)"
                 + (f": {said[:500]}" if said else ""),
+                es,
                 code="refusal",
-                request_id=es.request_id,
-                headers=es.headers,
             )
         out_blocks = [b for b in (blocks[i].finish() for i in st.order) if b is not None]
         note = ""
@@ -288,7 +282,7 @@ class AnthropicProvider(HTTPProvider):
             note = "the stream ended with message_stop but no stop_reason; read as end_turn"
         return self._completed(
             out_blocks,
-            _STOP_REASONS.get(stop_reason or "end_turn", "end_turn"),
+            stop_reason if stop_reason in _STOP_REASONS else "end_turn",
             input_tokens=input_tokens + cache_read + cache_write,
             output_tokens=output_tokens,
             cache_read=cache_read,

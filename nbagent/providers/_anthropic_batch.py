@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import InvalidResponse, ServerError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase, joined, rfc3339
-from ._error_codes import ANTHROPIC_TYPE_STATUS
+from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
+from ._error_text import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
 from ._limits import json_int
 
@@ -34,7 +34,6 @@ __all__ = ["STATUS", "AnthropicBatches", "expired_error"]
 STATUS: dict[str, Phase] = {"in_progress": "running", "canceling": "canceling", "ended": "ended"}
 """Anthropic's `processing_status` words, as nbagent reads them (one l in `canceling`)."""
 
-_COUNTS = ("processing", "succeeded", "errored", "expired", "canceled")
 CLOCK_SKEW_S = 120.0
 """How much earlier than our clock says a lost create's batch may have been stamped."""
 
@@ -49,7 +48,6 @@ class AnthropicBatches(BatchClient):
 
     label = "Anthropic Message Batches"
     default_caps = BatchCaps(100_000, 256 * 1024 * 1024)
-    keeps_tag: ClassVar[bool] = False
 
     def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
@@ -62,16 +60,8 @@ class AnthropicBatches(BatchClient):
         return len(b'{"requests":[]}') + max(0, count - 1)
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
-        def parts() -> Any:
-            yield b'{"requests":['
-            for i, item in enumerate(items()):
-                yield b"," + item if i else item
-            yield b"]}"
-
-        length = len(b'{"requests":[]}') + size + max(0, count - 1)
-        headers = {"content-type": "application/json", "content-length": str(length)}
-        doc, _ = await self.provider.read_json(
-            "POST", self.url, content=joined(parts()), headers=headers
+        doc = await self.post_items(
+            self.url, items, head=b'{"requests":[', tail=b"]}", count=count, size=size
         )
         return self.status(doc)
 
@@ -108,7 +98,7 @@ class AnthropicBatches(BatchClient):
             id=batch_id,
             phase=STATUS.get(word, "running"),
             status=word or "unknown",
-            counts={name: json_int(counts.get(name)) or 0 for name in _COUNTS},
+            counts={name: json_int(counts.get(name)) or 0 for name in COUNT_NAMES},
             created_at=rfc3339(doc.get("created_at")),
             retry_after=retry_after,
             doc=doc,

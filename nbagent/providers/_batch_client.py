@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._core._messages import Message, TextBlock
@@ -24,6 +23,7 @@ from ._batch_wire import BatchCaps, BatchStatus, ItemResult
 from ._http import HTTPProvider
 from ._http_errors import redact, request_id_from
 from ._limits import guarded_chunks
+from ._parts import json_or_none
 from ._pricing import estimate_cost
 from ._whole_body import read_whole
 
@@ -36,12 +36,11 @@ _STREAM_KEYS = ("stream", "stream_options")
 
 
 class BatchClient:
-    """A provider's batch API. Subclasses set `label`, `caps` and `keeps_tag`, and implement
+    """A provider's batch API. Subclasses set `label` and `default_caps`, and implement
     the calls; an item's answer is read by the provider's own reader."""
 
     label: ClassVar[str] = ""
     default_caps: ClassVar[BatchCaps] = BatchCaps(1, 1)
-    keeps_tag: ClassVar[bool] = True  # the batch carries nbagent's tag (metadata, display name)
 
     def __init__(self, provider: HTTPProvider, *, caps: BatchCaps | None = None) -> None:
         self.provider = provider
@@ -90,6 +89,32 @@ class BatchClient:
         return 256 + count
 
     # -- calls ----------------------------------------------------------------------------
+
+    async def post_items(
+        self,
+        url: str,
+        items: Items,
+        *,
+        head: bytes,
+        tail: bytes,
+        count: int,
+        size: int,
+        sep: bytes = b",",
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """POST `head`, the `count` items (`size` bytes) joined by `sep`, then `tail`: a create
+        payload, streamed as it is made (never held whole), its length said up front."""
+
+        async def parts() -> AsyncIterator[bytes]:
+            yield head
+            for i, item in enumerate(items()):
+                yield sep + item if i else item
+            yield tail
+
+        length = len(head) + size + len(sep) * max(0, count - 1) + len(tail)
+        headers = {"content-type": content_type, "content-length": str(length)}
+        doc, _ = await self.provider.read_json("POST", url, content=parts(), headers=headers)
+        return doc
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
         """Create a batch of `count` items (`size` bytes of items, framing not counted)
@@ -193,10 +218,7 @@ class BatchClient:
                 yield self._line(pending, rid)
 
     def _line(self, line: bytes, rid: str | None) -> dict[str, Any]:
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError):
-            doc = None
+        doc = json_or_none(line)
         if not isinstance(doc, dict):
             snippet = redact(line[:200].decode("utf-8", errors="replace"), self.provider._secrets)
             raise StreamInterrupted(

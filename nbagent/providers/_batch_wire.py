@@ -21,12 +21,11 @@ Providers know wire formats, not policy: nothing here retries, waits or decides.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 
 from ..errors import ProviderError
+from ._server_wish import rfc3339
 
 __all__ = [
     "COUNT_NAMES",
@@ -36,7 +35,6 @@ __all__ = [
     "ItemKind",
     "ItemResult",
     "Phase",
-    "joined",
     "rfc3339",
 ]
 
@@ -95,24 +93,3 @@ class ItemResult:
     body: Any = None
     error: ProviderError | None = None
     request_id: str | None = None
-
-
-def rfc3339(value: Any) -> float | None:
-    """Unix seconds of an RFC 3339 time (`2024-09-24T18:37:24.100435Z`), or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
-    if "." in text:  # Python before 3.11 takes a fraction of exactly 3 or 6 digits
-        head, _, rest = text.partition(".")
-        n = len(rest) - len(rest.lstrip("0123456789"))  # the fraction's digits, not the offset's
-        text = f"{head}.{rest[:n][:6].ljust(6, '0')}{rest[n:]}"
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-async def joined(parts: Iterable[bytes]) -> AsyncIterator[bytes]:
-    """Bytes as an async body (httpx streams it; `content-length` says how long it is)."""
-    for part in parts:
-        yield part

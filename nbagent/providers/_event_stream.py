@@ -1,6 +1,6 @@
 """A 2xx event-stream response read safely: the idle timeout, the per-event cap, typed errors.
 
-`EventStream.batches()` yields the events of each network read together; `events()` one by one.
+`EventStream.batches()` yields the events of each network read together.
 Bytes are checked against `max_event_bytes` before they are parsed, so a server cannot make the
 client buffer an unbounded event; silence longer than `idle_timeout` and a connection that dies
 after the 200 come out as `TransportError` / `StreamInterrupted`.
@@ -21,7 +21,7 @@ from ._http_errors import redact, request_id_from
 from ._limits import Limits, guarded_chunks
 from ._sse import ServerSentEvent, SSEParser
 
-__all__ = ["EndCheck", "EventStream", "Events"]
+__all__ = ["EventStream", "Events"]
 
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
@@ -32,7 +32,13 @@ _BOUNDARY = re.compile(rb"\n\n|\n\r|\r\r")
 class Events(Protocol):
     """What a wire format's reader reads an answer from: the events of a live stream
     (`EventStream`), or a whole non-streamed body replayed as events (`_whole_body.WholeBody`),
-    so one reader gives one reading of both."""
+    so one reader gives one reading of both; and the end check of an answer's events (`end`),
+    the same for both (they subclass it)."""
+
+    # whether an end marker with neither a finish reason nor a usage report before it ends a
+    # complete answer: a whole body's (it has no connection to cut), or a stream's when the
+    # provider was made with `trust_end_marker=True`
+    trusts_end_marker: bool = False
 
     @property
     def headers(self) -> Mapping[str, str]: ...
@@ -45,33 +51,11 @@ class Events(Protocol):
 
     def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]: ...
 
-    async def end(
-        self,
-        batches: AsyncIterator[list[ServerSentEvent]],
-        *,
-        end: tuple[str, bool],
-        reason: tuple[str, str | None],
-        usage: bool,
-    ) -> None: ...
-
     def json(self, event: ServerSentEvent) -> dict[str, Any]: ...
 
     def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted: ...
 
     def interrupted(self, message: str) -> StreamInterrupted: ...
-
-
-class EndCheck:
-    """The end check of an answer's events (`Events.end`), the same for a live stream
-    (`EventStream`) and a whole body (`_whole_body.WholeBody`)."""
-
-    # whether an end marker with neither a finish reason nor a usage report before it ends a
-    # complete answer: a whole body's (it has no connection to cut), or a stream's when the
-    # provider was made with `trust_end_marker=True`
-    trusts_end_marker = False
-
-    def interrupted(self, message: str) -> StreamInterrupted:
-        raise NotImplementedError
 
     async def end(
         self,
@@ -178,8 +162,8 @@ class _BoundedStream(httpx.AsyncByteStream):
         return None
 
 
-class EventStream(EndCheck):
-    """A 2xx event-stream response: `events()` yields its SSE events, bounded and timed."""
+class EventStream(Events):
+    """A 2xx event-stream response: `batches()` yields its SSE events, bounded and timed."""
 
     def __init__(
         self,
@@ -193,7 +177,6 @@ class EventStream(EndCheck):
         self.provider = provider
         self.limits = limits
         self.secrets = secrets
-        self.at_batch_end = False
         self.trusts_end_marker = limits.trust_end_marker
 
     @property
@@ -262,12 +245,3 @@ class EventStream(EndCheck):
         tail = parser.feed(b"", final=True)
         if tail:
             yield tail
-
-    async def events(self) -> AsyncGenerator[ServerSentEvent, None]:
-        """The events one by one; `at_batch_end` is true on the last of each network read."""
-        async with contextlib.aclosing(self.batches()) as batches:
-            async for batch in batches:
-                last = len(batch) - 1
-                for i, event in enumerate(batch):
-                    self.at_batch_end = i == last
-                    yield event

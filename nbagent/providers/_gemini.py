@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +37,15 @@ from ..errors import (
     ServerError,
     StreamInterrupted,
 )
-from ._base import Dialect, ModelRequest, StreamPart, TextPart, ThinkingPart, ToolCallPart
+from ._base import (
+    Completed,
+    Dialect,
+    ModelRequest,
+    StreamPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
 from ._event_stream import Events
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
@@ -46,6 +53,8 @@ from ._http import HTTPProvider
 from ._limits import json_int
 from ._parts import PartBuffer
 from ._pricing import context_window
+from ._sse import ServerSentEvent
+from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import WholeEvents
 
 __all__ = ["DEFAULT_WINDOW", "GeminiProvider"]
@@ -124,7 +133,11 @@ class _Turn:
 
 
 @dataclass
-class _State:
+class _State(Reading):
+    """What one answer's chunks have said so far (there is no end marker: the finishReason
+    ends it). `blocked` makes the error of a blocked prompt (the provider's)."""
+
+    blocked: Callable[[dict[str, Any], Events], ContentFiltered] | None = None
     turn: _Turn = field(default_factory=_Turn)
     finish: str | None = None
     finish_message: str = ""
@@ -132,6 +145,42 @@ class _State:
     model: str | None = None
     response_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     named: bool = False  # the response id is the server's (call ids derive from it)
+
+    def read(self, event: ServerSentEvent) -> None:
+        """One chunk of the answer: an error, or its usage so far, its parts, its finish reason."""
+        if not event.data.strip():
+            return
+        es = self.es
+        data = es.json(event)
+        if data.get("error"):
+            raise ErrorEvent(data)
+        if isinstance(data.get("usageMetadata"), dict):
+            self.usage = data["usageMetadata"]  # cumulative: the latest counts
+        if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
+            self.model = data["modelVersion"]
+        if isinstance(data.get("responseId"), str) and not self.named:
+            self.response_id, self.named = data["responseId"], True
+        feedback = data.get("promptFeedback")
+        if isinstance(feedback, dict) and feedback.get("blockReason") and self.blocked:
+            raise self.blocked(feedback, es)
+        candidates = data.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            return
+        candidate = candidates[0]
+        if not isinstance(candidate, dict):
+            raise es.interrupted("bad server-sent event (a candidate is not an object)")
+        content = candidate.get("content")
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else ():
+            if isinstance(part, dict):
+                self.turn.add(part, f"call_{self.response_id}_{self.turn.calls}", self.buf)
+        if isinstance(candidate.get("finishReason"), str):
+            self.finish = candidate["finishReason"]
+            self.finish_message = str(candidate.get("finishMessage") or "")
+
+    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
+        if self.finish is None:
+            raise self.es.interrupted("the stream ended before a finishReason")
 
 
 class GeminiProvider(HTTPProvider):
@@ -216,45 +265,29 @@ class GeminiProvider(HTTPProvider):
         """
         return f"{self.api_base}/{path}"
 
-    async def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Gemini answer, read from its chunks.
 
         Args:
             es: The live response's chunks, or a whole `GenerateContentResponse` as the one
                 chunk that is the whole answer (`WholeBody`, for a batch's answers).
 
-        Yields:
+        Returns:
             Text, thought and function-call parts, then one `Completed` once a finishReason
             came (its output tokens count the thoughts too).
         """
-        state = _State()
-        buf = PartBuffer()
-        async with aclosing(es.batches()) as batches:
-            async for batch in batches:
-                for event in batch:
-                    if not event.data.strip():
-                        continue
-                    data = es.json(event)
-                    if data.get("error"):
-                        for part in buf.take():  # what came before the error, for the record
-                            yield part
-                        raise self._error_event(data, es)
-                    self._read(data, state, buf, es)
-                for part in buf.take():
-                    yield part
-            request_id = es.request_id
-            headers = es.headers
-        if state.finish is None:
-            raise es.interrupted("the stream ended before a finishReason")
-        turn = state.turn
+        return self._read_stream(_State(es, blocked=self._blocked), self._finish)
+
+    def _finish(self, state: _State) -> Completed:
+        es, turn = state.es, state.turn
         turn.close_run()
-        stop = self._stop_reason(state.finish, state.finish_message, turn, request_id, headers)
+        stop = self._stop_reason(state.finish or "", state.finish_message, turn, es)
         usage = state.usage
         prompt = json_int(usage.get("promptTokenCount")) or 0
         tool_prompt = json_int(usage.get("toolUsePromptTokenCount")) or 0
         output = json_int(usage.get("candidatesTokenCount")) or 0
         thoughts = json_int(usage.get("thoughtsTokenCount")) or 0
-        yield self._completed(
+        return self._completed(
             turn.blocks,
             stop,
             input_tokens=prompt + tool_prompt,
@@ -265,66 +298,25 @@ class GeminiProvider(HTTPProvider):
             response_id=state.response_id if state.named else None,
         )
 
-    def _read(self, data: dict[str, Any], state: _State, buf: PartBuffer, es: Events) -> None:
-        """One chunk of the answer: its usage so far, its parts, its finish reason."""
-        if isinstance(data.get("usageMetadata"), dict):
-            state.usage = data["usageMetadata"]  # cumulative: the latest counts
-        if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
-            state.model = data["modelVersion"]
-        if isinstance(data.get("responseId"), str) and not state.named:
-            state.response_id, state.named = data["responseId"], True
-        feedback = data.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason"):
-            raise self._blocked(feedback, es.request_id, es.headers)
-        candidates = data.get("candidates")
-        if not isinstance(candidates, list) or not candidates:
-            return
-        candidate = candidates[0]
-        if not isinstance(candidate, dict):
-            raise es.interrupted("bad server-sent event (a candidate is not an object)")
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
-        for part in parts if isinstance(parts, list) else ():
-            if isinstance(part, dict):
-                state.turn.add(part, f"call_{state.response_id}_{state.turn.calls}", buf)
-        if isinstance(candidate.get("finishReason"), str):
-            state.finish = candidate["finishReason"]
-            state.finish_message = str(candidate.get("finishMessage") or "")
-
-    def _stop_reason(
-        self,
-        finish: str,
-        detail: str,
-        turn: _Turn,
-        request_id: str | None,
-        headers: Mapping[str, str],
-    ) -> str:
+    def _stop_reason(self, finish: str, detail: str, turn: _Turn, es: Events) -> str:
         if finish in _FILTERED:
             why = f"Gemini stopped the answer (finishReason {finish})"
-            raise self._refusal(
-                ContentFiltered, why, code=finish, request_id=request_id, headers=headers
-            )
+            raise self._refusal(ContentFiltered, why, es, code=finish)
         if finish in _ANOTHER_ATTEMPT:
             why = f"Gemini's answer was unusable (finishReason {finish})"
             if detail:
                 why += f": {detail}"
-            raise self._refusal(
-                StreamInterrupted, why, code=finish, request_id=request_id, headers=headers
-            )
+            raise self._refusal(StreamInterrupted, why, es, code=finish)
         if finish == "MAX_TOKENS":
             return "max_tokens"
         return "tool_use" if turn.calls else "end_turn"
 
-    def _blocked(
-        self, feedback: dict[str, Any], request_id: str | None, headers: Mapping[str, str]
-    ) -> ContentFiltered:
+    def _blocked(self, feedback: dict[str, Any], es: Events) -> ContentFiltered:
         reason = str(feedback.get("blockReason"))
         why = f"Gemini blocked the prompt (blockReason {reason})"
         if isinstance(feedback.get("blockReasonMessage"), str):
             why += f": {feedback['blockReasonMessage']}"
-        err = self._refusal(
-            ContentFiltered, why, code=reason, request_id=request_id, headers=headers
-        )
+        err = self._refusal(ContentFiltered, why, es, code=reason)
         assert isinstance(err, ContentFiltered)
         return err
 

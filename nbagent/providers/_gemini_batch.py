@@ -23,8 +23,9 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, joined, rfc3339
+from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, Ending, ItemResult, Phase, rfc3339
 from ._http import HTTPProvider
+from ._parts import whole_number
 
 __all__ = ["STATUS", "GeminiBatches"]
 
@@ -70,16 +71,6 @@ MAX_RESULTS_BYTES = 1024 * 1024 * 1024
 """Inline results arrive in the batch's own document: it may be read up to this size."""
 
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return 0
-
-
 class GeminiBatches(BatchClient):
     """Gemini batch mode with inline requests."""
 
@@ -103,21 +94,10 @@ class GeminiBatches(BatchClient):
         return batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
-        head = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
-
-        def parts() -> Any:
-            yield b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":['
-            for i, item in enumerate(items()):
-                yield b"," + item if i else item
-            yield b"]}}}}"
-
-        framing = len(b'{"batch":' + head + b',"inputConfig":{"requests":{"requests":[]}}}}')
-        length = framing + size + max(0, count - 1)
-        headers = {"content-type": "application/json", "content-length": str(length)}
+        tagged = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
+        head = b'{"batch":' + tagged + b',"inputConfig":{"requests":{"requests":['
         url = f"{self.base}/models/{self.model}:batchGenerateContent"
-        doc, _ = await self.provider.read_json(
-            "POST", url, content=joined(parts()), headers=headers
-        )
+        doc = await self.post_items(url, items, head=head, tail=b"]}}}}", count=count, size=size)
         return self.status(doc)
 
     async def retrieve(self, batch_id: str) -> BatchStatus:
@@ -156,16 +136,12 @@ class GeminiBatches(BatchClient):
             phase = "ended"
         stats = meta.get("batchStats") if isinstance(meta.get("batchStats"), dict) else {}
         assert isinstance(stats, dict)
-        total = _int(stats.get("requestCount"))
-        ok, bad = _int(stats.get("successfulRequestCount")), _int(stats.get("failedRequestCount"))
-        pending = _int(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
-        counts = {
-            "processing": pending,
-            "succeeded": ok,
-            "errored": bad,
-            "expired": 0,
-            "canceled": 0,
-        }
+        total = whole_number(stats.get("requestCount")) or 0
+        ok = whole_number(stats.get("successfulRequestCount")) or 0
+        bad = whole_number(stats.get("failedRequestCount")) or 0
+        pending = whole_number(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
+        counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": ok, "errored": bad}
+        counts["processing"] = pending
         ending = _ENDINGS.get(wire_word) if phase == "ended" else None
         if ending is not None:
             counts[ending], counts["processing"] = pending, 0

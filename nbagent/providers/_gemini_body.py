@@ -16,7 +16,6 @@ refuses a function-calling history whose calls lack signatures; calls made by an
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from .._core._messages import (
@@ -28,7 +27,7 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ._base import ModelRequest
-from ._output_wire import add_gemini_output
+from ._output_wire import OLD_GEMINI, add_gemini_output
 
 __all__ = [
     "GEMINI",
@@ -43,14 +42,13 @@ SIGNATURE_STANDIN = "skip_thought_signature_validator"
 # Request keys that stay at the top of the body; every other option goes to generationConfig.
 _TOP_LEVEL = frozenset({"safetySettings", "toolConfig", "cachedContent", "labels"})
 _RESERVED = frozenset({"contents", "systemInstruction", "tools", "model"})
-_OLD_MODEL = re.compile(r"(^|/)gemini-(1|2)(\.|-|$)")
 IMAGE_TOKENS = 258  # what Gemini counts for an image of up to 384 px a side
 
 
 def needs_signatures(model: str) -> bool:
     """Gemini 3 and later validate thought signatures on function calls; 1.x and 2.x do not
     (and might not take a stand-in)."""
-    return not _OLD_MODEL.search(model)
+    return not OLD_GEMINI.search(model)
 
 
 def _tool_names(messages: tuple[Message, ...]) -> dict[str, str]:

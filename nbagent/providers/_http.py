@@ -42,6 +42,7 @@ from ._limits import (
     read_body,
     transport_error,
 )
+from ._parts import json_or_none
 from ._recorded import sent
 from ._server_wish import server_wish
 from ._stream_ends import StreamEnds
@@ -326,10 +327,7 @@ class HTTPProvider(StreamEnds, WireFormat):
         )
         async with self.request(method, url, content=content, headers=extra, params=params) as r:
             raw = await self._body(r, limits=limits)
-            try:
-                doc = json.loads(raw.decode("utf-8", errors="replace")) if raw.strip() else {}
-            except (ValueError, RecursionError):
-                doc = None
+            doc = json_or_none(raw) if raw.strip() else {}
             if not isinstance(doc, dict):
                 raise self._invalid_body(r, raw, "an answer that is not a JSON object")
             if doc.get("error") and r.status_code != 204:
@@ -383,10 +381,7 @@ class HTTPProvider(StreamEnds, WireFormat):
     def _not_a_stream(self, response: httpx.Response, ctype: str, raw: bytes) -> ProviderError:
         """A 2xx that is not an event stream: an error object inside, or an invalid response."""
         if "json" in ctype:
-            try:
-                doc = json.loads(raw.decode("utf-8", errors="replace"))
-            except (ValueError, RecursionError):
-                doc = None
+            doc = json_or_none(raw)
             if isinstance(doc, dict) and doc.get("error"):
                 return self.http_error(response.status_code, doc, response.headers)
         return self._invalid_body(

@@ -17,7 +17,6 @@ limit behind a gateway is still `QuotaExceeded` and not retried.
 from __future__ import annotations
 
 import http
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,9 +37,10 @@ from ..errors import (
     ServerError,
     StreamInterrupted,
 )
-from ._error_codes import (
+from ._error_text import (
     ANTHROPIC_TYPE_STATUS,
     AUTH_CODES,
+    CONTEXT_CODES,
     FILTER_CODES,
     MAX_TEXT_BODY_CHARS,
     NOT_FOUND_CODES,
@@ -53,9 +53,6 @@ from ._error_codes import (
     RATE_CODES,
     SCHEMA_HINT,
     TEXT_CODE,
-)
-from ._error_text import (
-    CONTEXT_CODES,
     context_numbers,
     is_context_overflow,
     kept_headers,
@@ -67,6 +64,7 @@ from ._error_text import (
     validation_issues,
 )
 from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
+from ._parts import json_or_none, whole_number
 from ._server_wish import parse_duration, server_wish
 
 __all__ = [
@@ -108,16 +106,6 @@ class _Parsed:
     invalid: bool = False  # the request body failed the server's validation (FastAPI's)
 
 
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def _error_object(payload: dict[str, Any]) -> dict[str, Any]:
     err: Any = payload.get("error")
     if isinstance(err, str):  # Ollama's native API, some proxies
@@ -146,7 +134,7 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
     etype = err.get("type")
     if isinstance(err.get("param"), str):
         p.param = err["param"]
-    numeric = _as_int(code)
+    numeric = whole_number(code)
     if numeric is not None:
         p.numeric = numeric
     elif isinstance(code, str) and code:
@@ -178,8 +166,8 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
         if metadata.get("reasons") or metadata.get("flagged_input"):
             p.flagged = True
     # llama.cpp names both numbers in fields of its own
-    n_prompt = _as_int(err.get("n_prompt_tokens"))
-    n_ctx = _as_int(err.get("n_ctx"))
+    n_prompt = whole_number(err.get("n_prompt_tokens"))
+    n_ctx = whole_number(err.get("n_ctx"))
     if n_prompt is not None:
         p.tokens = n_prompt
     if n_ctx is not None:
@@ -203,10 +191,7 @@ def _embedded_json(text: str) -> Any:
     chunk = text[start : end + 1]
     # a Python bytes repr (b'...') escapes quotes that JSON does not
     for candidate in (chunk, chunk.replace("\\'", "'"), chunk.replace('\\"', '"')):
-        try:
-            value = json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
+        value = json_or_none(candidate)
         if isinstance(value, dict):
             return value
     return None
@@ -266,16 +251,12 @@ def _wish_in_text(message: str) -> float | None:
 
 
 def _decode_body(body: bytes | str | Any) -> Any:
-    if isinstance(body, (bytes, bytearray)):
-        text = bytes(body).decode("utf-8", errors="replace")
-    elif isinstance(body, str):
-        text = body
-    else:
+    """A body as JSON, or its text (capped) when it is not JSON; a decoded one as it is."""
+    if not isinstance(body, (bytes, bytearray, str)):
         return body
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return text[:MAX_TEXT_BODY_CHARS]
+    text = body if isinstance(body, str) else bytes(body).decode("utf-8", errors="replace")
+    value = json_or_none(text)
+    return text[:MAX_TEXT_BODY_CHARS] if value is None else value
 
 
 # -- classification --------------------------------------------------------------------------

@@ -116,29 +116,22 @@ def transport_error(
     detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
     if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
         return ConfigError(f"the request URL cannot be used ({detail}); check base_url.")
+    if isinstance(exc, httpx.DecodingError):
+        what = f"the response body does not decode ({detail})"
+        return InvalidResponse(what, provider=provider, request_id=request_id)
+    msg = detail
     if isinstance(exc, httpx.ConnectTimeout):
         msg = f"could not connect within {_seconds(limits.connect_timeout)} ({detail})"
-        return TransportError(msg, provider=provider, request_id=request_id)
-    if isinstance(exc, httpx.PoolTimeout):
+    elif isinstance(exc, httpx.PoolTimeout):
         msg = f"no free connection within {_seconds(limits.connect_timeout)} ({detail})"
-        return TransportError(msg, provider=provider, request_id=request_id)
-    if isinstance(exc, (httpx.ReadTimeout, TimeoutError)):
-        if after_response:
-            msg = f"stream idle: no data for {_seconds(limits.idle_timeout)} (idle timeout)"
-        else:
-            msg = f"no response within {_seconds(limits.idle_timeout)} (idle timeout)"
-        return TransportError(msg, provider=provider, request_id=request_id)
-    if isinstance(exc, httpx.DecodingError):
-        return InvalidResponse(
-            f"the response body does not decode ({detail})",
-            provider=provider,
-            request_id=request_id,
-        )
-    if after_response:
-        return StreamInterrupted(
-            f"connection lost mid-stream ({detail})", provider=provider, request_id=request_id
-        )
-    return TransportError(detail, provider=provider, request_id=request_id)
+    elif isinstance(exc, (httpx.ReadTimeout, TimeoutError)) and after_response:
+        msg = f"stream idle: no data for {_seconds(limits.idle_timeout)} (idle timeout)"
+    elif isinstance(exc, (httpx.ReadTimeout, TimeoutError)):
+        msg = f"no response within {_seconds(limits.idle_timeout)} (idle timeout)"
+    elif after_response:
+        msg = f"connection lost mid-stream ({detail})"
+        return StreamInterrupted(msg, provider=provider, request_id=request_id)
+    return TransportError(msg, provider=provider, request_id=request_id)
 
 
 async def chunks_within(

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import InvalidResponse, ProviderError, RateLimited
 from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, joined
+from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, Ending, ItemResult, Phase
 from ._http import HTTPProvider
 from ._limits import json_int
 
@@ -84,17 +84,15 @@ class OpenAIBatches(BatchClient):
         ).encode()
         tail = f"\r\n--{boundary}--\r\n".encode()
 
-        def parts() -> Any:
-            yield head
-            yield from items()
-            yield tail
-
-        headers = {
-            "content-type": f"multipart/form-data; boundary={boundary}",
-            "content-length": str(len(head) + size + len(tail)),
-        }
-        upload, _ = await self.provider.read_json(
-            "POST", self.url("files"), content=joined(parts()), headers=headers
+        upload = await self.post_items(
+            self.url("files"),
+            items,
+            head=head,
+            tail=tail,
+            count=count,
+            size=size,
+            sep=b"",  # each line ends in its newline
+            content_type=f"multipart/form-data; boundary={boundary}",
         )
         file_id = upload.get("id")
         if not isinstance(file_id, str) or not file_id:
@@ -131,13 +129,7 @@ class OpenAIBatches(BatchClient):
         done = json_int(rc.get("completed")) or 0
         failed = json_int(rc.get("failed")) or 0
         rest = max(0, total - done - failed)
-        counts = {
-            "processing": 0,
-            "succeeded": done,
-            "errored": failed,
-            "expired": 0,
-            "canceled": 0,
-        }
+        counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": done, "errored": failed}
         ending = _ENDINGS.get(word)
         if phase != "ended" or ending is not None:
             counts[ending or "processing"] = rest
@@ -169,10 +161,7 @@ class OpenAIBatches(BatchClient):
 
     def failure_error(self, status: BatchStatus) -> ProviderError:
         """The error every item of a batch that failed as a whole gets."""
-        errors = status.doc.get("errors")
-        data = errors.get("data") if isinstance(errors, dict) else None
-        first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
-        code = str(first.get("code") or "batch_failed")
+        code = str(_first_error(status.doc).get("code") or "batch_failed")
         payload = {"error": {"code": code, "message": status.failure or code}}
         if code in _RATE_CODES:  # the provider's queue is full: later, it takes the batch
             return RateLimited(status.failure or code, provider=self.name, code=code)
@@ -201,14 +190,19 @@ class OpenAIBatches(BatchClient):
         return ItemResult(cid, "errored", error=self.provider.http_error(500, {"error": err_doc}))
 
 
-def _failure(doc: dict[str, Any]) -> str:
+def _first_error(doc: dict[str, Any]) -> dict[str, Any]:
+    """The first of a failed batch's `errors.data`, or {}."""
     errors = doc.get("errors")
     data = errors.get("data") if isinstance(errors, dict) else None
-    if isinstance(data, list) and data and isinstance(data[0], dict):
-        first = data[0]
-        message = str(first.get("message") or first.get("code") or "")
-        return f"{message} ({first['code']})" if first.get("code") else message
-    return "the batch failed"
+    return data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+
+
+def _failure(doc: dict[str, Any]) -> str:
+    first = _first_error(doc)
+    if not first:
+        return "the batch failed"
+    message = str(first.get("message") or first.get("code") or "")
+    return f"{message} ({first['code']})" if first.get("code") else message
 
 
 class AzureBatches(OpenAIBatches):

@@ -43,6 +43,7 @@ from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [
+    "OpenAIFormat",
     "OpenAIProvider",
     "build_openai_body",
     "filtered_categories",
@@ -331,7 +332,33 @@ class _ChatReading(Reading):
         return None
 
 
-class OpenAIProvider(HTTPProvider):
+class OpenAIFormat(HTTPProvider):
+    """What both OpenAI wire formats (Chat Completions, Responses) share: OpenAI's endpoint, its
+    batch API (OpenAI's own: OpenRouter, Ollama and local servers speak the formats without it)
+    and the output dialect.
+
+    Attributes:
+        default_base_url: OpenAI's https://api.openai.com/v1, when no `base_url` is given.
+    """
+
+    default_base_url = "https://api.openai.com/v1"
+    _batch_class: type[Any] | None = OpenAIBatches
+    _batch_home_only = True
+    _path = ""  # the format's endpoint under base_url
+
+    @property
+    def url(self) -> str:
+        """The endpoint: the format's path under `base_url` (`/chat/completions`, `/responses`)."""
+        return self.base_url + self._path
+
+    @property
+    def output_dialect(self) -> Dialect:
+        """OpenAI's own API takes strict schemas; any other server speaking the format is asked
+        with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
+        return "openai" if at_openai(self.base_url) else "openai-compatible"
+
+
+class OpenAIProvider(OpenAIFormat):
     """Streams any Chat Completions server: OpenAI, OpenRouter, Ollama, llama.cpp, vLLM
     (`resolve_model` makes one for "openai:...", "openrouter:...", "ollama:..." and the rest).
 
@@ -342,11 +369,9 @@ class OpenAIProvider(HTTPProvider):
         stream_markers: What the events that end its answers hold (for a watcher).
     """
 
-    default_base_url = "https://api.openai.com/v1"
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
-    _batch_class = OpenAIBatches
-    _batch_home_only = True
+    _path = "/chat/completions"
     stream_markers = (
         b"[DONE]",
         b'"finish_reason":"',
@@ -355,17 +380,6 @@ class OpenAIProvider(HTTPProvider):
         b'"usage": {',
         b'"error"',
     )
-
-    @property
-    def url(self) -> str:
-        """The endpoint: `{base_url}/chat/completions`."""
-        return self.base_url + "/chat/completions"
-
-    @property
-    def output_dialect(self) -> Dialect:
-        """OpenAI's own API takes strict schemas; any other server speaking the format is asked
-        with `strict: false` and the schema as it is (llama.cpp, vLLM, Ollama, OpenRouter)."""
-        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).
@@ -451,9 +465,8 @@ class OpenAIProvider(HTTPProvider):
             raise self._refusal(
                 ContentFiltered,
                 why,
+                es,
                 code="content_filter" if finish == "content_filter" else "refusal",
-                request_id=es.request_id,
-                headers=es.headers,
             )
         if finish == "error":
             raise es.interrupted("the provider ended the stream with finish_reason: error")

@@ -42,18 +42,15 @@ from .._core._messages import (
 from ..errors import ContentFiltered
 from ._base import (
     Completed,
-    Dialect,
     ModelRequest,
     StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
-from ._client import at_openai
 from ._event_stream import Events
-from ._http import HTTPProvider
 from ._limits import json_int
-from ._openai_batch import OpenAIBatches
+from ._openai_chat import OpenAIFormat
 from ._output_wire import add_responses_output
 from ._parts import decode_arguments
 from ._sse import ServerSentEvent
@@ -274,7 +271,7 @@ _RESPONSE_ENDS = {
 }
 
 
-class ResponsesProvider(HTTPProvider):
+class ResponsesProvider(OpenAIFormat):
     """Streams OpenAI models through the Responses API ("openai-responses:..." model strings;
     Azure's is `AzureResponsesProvider`).
 
@@ -285,22 +282,10 @@ class ResponsesProvider(HTTPProvider):
         stream_markers: What the events that end its answers hold (for a watcher).
     """
 
-    default_base_url = "https://api.openai.com/v1"
     default_name = RESPONSES
     batch_endpoint = "/v1/responses"
+    _path = "/responses"
     stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
-    _batch_class: type[Any] | None = OpenAIBatches
-    _batch_home_only = True
-
-    @property
-    def url(self) -> str:
-        """The endpoint: `{base_url}/responses`."""
-        return self.base_url + "/responses"
-
-    @property
-    def output_dialect(self) -> Dialect:
-        """Strict schemas for OpenAI's own API, the schema as it is elsewhere."""
-        return "openai" if at_openai(self.base_url) else "openai-compatible"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (the Responses API).
@@ -367,18 +352,15 @@ class ResponsesProvider(HTTPProvider):
         return items
 
     def _finish(self, state: _State) -> Completed:
-        es = state.es
-        request_id, headers = es.request_id, es.headers
-        response = state.response
+        es, response = state.es, state.response
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
         if state.ending == "response.incomplete" and reason == "content_filter":
             raise self._refusal(
                 ContentFiltered,
                 "the provider's content filter stopped the answer (response.incomplete)",
+                es,
                 code="content_filter",
-                request_id=request_id,
-                headers=headers,
             )
         blocks: list[Block] = []
         refusal: list[str] = []
@@ -408,13 +390,7 @@ class ResponsesProvider(HTTPProvider):
                 blocks.append(ToolUseBlock(call_id, str(item.get("name") or ""), args, raw))
                 calls += 1
         if refusal:
-            raise self._refusal(
-                ContentFiltered,
-                "".join(refusal),
-                code="refusal",
-                request_id=request_id,
-                headers=headers,
-            )
+            raise self._refusal(ContentFiltered, "".join(refusal), es, code="refusal")
         stop = "tool_use" if calls else "end_turn"
         if state.ending == "response.incomplete" and reason == "max_output_tokens":
             stop = "max_tokens"

@@ -177,20 +177,8 @@ def openai_strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 # -- Anthropic -------------------------------------------------------------------------------
 
-_ANTHROPIC_FORMATS = frozenset(
-    {
-        "date-time",
-        "time",
-        "date",
-        "duration",
-        "email",
-        "hostname",
-        "uri",
-        "ipv4",
-        "ipv6",
-        "uuid",
-    }
-)
+# the string formats OpenAI takes, and `uri`
+_ANTHROPIC_FORMATS = _OPENAI_FORMATS | {"uri"}
 
 
 def anthropic_schema(schema: dict[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from ._base import Dialect, OutputFormat, Provider, ProviderBase
 from ._output_schemas import anthropic_schema, gemini_schema, openai_strict_schema
 
 __all__ = [
+    "OLD_GEMINI",
     "Dialect",
     "Mode",
     "add_anthropic_output",
@@ -63,7 +64,7 @@ _OPENAI_NATIVE = re.compile(
     r"gpt-oss)",
     re.I,
 )
-_GEMINI_OLD = re.compile(r"(^|/)gemini-(1|2)(\.|-|$)")
+OLD_GEMINI = re.compile(r"(^|/)gemini-(1|2)(\.|-|$)")  # 1.x and 2.x (`_gemini_body` too)
 _ALL: tuple[Mode, ...] = ("native", "tool", "prompted")
 _NO_NATIVE: tuple[Mode, ...] = ("tool", "prompted")
 
@@ -88,7 +89,7 @@ def output_modes(provider: Provider, *, tools: bool) -> tuple[Mode, ...]:
     elif dialect == "openai":
         native = bool(_OPENAI_NATIVE.search(model))
     else:  # gemini
-        native = not (tools and _GEMINI_OLD.search(model))
+        native = not (tools and OLD_GEMINI.search(model))
     return _ALL if native else ("tool", "native", "prompted")
 
 

@@ -1,4 +1,5 @@
-"""Merging stream parts that arrived together; a tool call's streamed arguments decoded."""
+"""Merging stream parts that arrived together; a tool call's streamed arguments decoded; JSON
+values read leniently (a body that may not be JSON, a number that may come as text)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 
-__all__ = ["PartBuffer", "decode_arguments"]
+__all__ = ["PartBuffer", "decode_arguments", "json_or_none", "whole_number"]
 
 
 class PartBuffer:
@@ -16,7 +17,7 @@ class PartBuffer:
 
     Text and thinking deltas are kept as pieces and joined once, when the run of them ends or
     the buffer is taken: a read of a hundred deltas costs a hundred list appends, not a hundred
-    parts built and concatenated (`text`/`thinking` skip building a part per delta at all).
+    parts built and concatenated (`text` skips building a part per delta at all).
     """
 
     __slots__ = ("_kind", "_pieces", "parts")
@@ -28,29 +29,21 @@ class PartBuffer:
 
     def text(self, text: str) -> None:
         """One text delta (what `add(TextPart(text))` does, without the part)."""
-        if self._kind is not TextPart:
-            self._flush()
-            self._kind = TextPart
-        self._pieces.append(text)
+        self._piece(TextPart, text)
 
-    def thinking(self, text: str) -> None:
-        """One thinking delta without a signature."""
-        if self._kind is not ThinkingPart:
+    def _piece(self, kind: type[TextPart] | type[ThinkingPart], text: str) -> None:
+        """One text or thinking delta, kept as a piece of the run of its kind."""
+        if self._kind is not kind:
             self._flush()
-            self._kind = ThinkingPart
+            self._kind = kind
         self._pieces.append(text)
 
     def add(self, part: StreamPart) -> None:
         kind = type(part)
-        if kind is TextPart:
-            assert isinstance(part, TextPart)
-            self.text(part.text)
+        if kind is TextPart or (kind is ThinkingPart and not getattr(part, "signature", None)):
+            assert isinstance(part, (TextPart, ThinkingPart))
+            self._piece(kind, part.text)
             return
-        if kind is ThinkingPart:
-            assert isinstance(part, ThinkingPart)
-            if not part.signature:
-                self.thinking(part.text)
-                return
         self._flush()
         parts = self.parts
         if parts and kind is ToolCallPart:
@@ -83,14 +76,30 @@ class PartBuffer:
         return parts
 
 
+def json_or_none(data: bytes | str) -> Any:
+    """`data` read as JSON (bytes as UTF-8, a bad byte replaced), or None when it is not JSON."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def whole_number(value: Any) -> int | None:
+    """A JSON integer (not a bool) or a string of ASCII digits (Gemini's int64 counts, a code
+    sent as text), or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
 def decode_arguments(text: str) -> tuple[dict[str, Any], str | None]:
     """Tool-call arguments as (input, raw_input): raw_input keeps text that is not a JSON object."""
     if not text.strip():
         return {}, None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}, text
-    if isinstance(value, dict):
-        return value, None
-    return {}, text
+    value = json_or_none(text)
+    return (value, None) if isinstance(value, dict) else ({}, text)

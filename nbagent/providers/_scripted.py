@@ -49,6 +49,7 @@ from ._base import (
     ThinkingPart,
     ToolCallPart,
 )
+from ._parts import decode_arguments
 
 __all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
 
@@ -299,16 +300,10 @@ class ScriptedModel(ProviderBase):
             raw = call.input if isinstance(call.input, str) else json.dumps(call.input)
             yield ToolCallPart(i, call_id, call.name, raw)
             if isinstance(call.input, dict):
-                blocks.append(ToolUseBlock(call_id, call.name, call.input))
-            else:
-                try:
-                    decoded = json.loads(call.input)
-                except ValueError:
-                    decoded = None
-                if isinstance(decoded, dict):
-                    blocks.append(ToolUseBlock(call_id, call.name, decoded))
-                else:
-                    blocks.append(ToolUseBlock(call_id, call.name, {}, call.input))
+                args, rest = call.input, None
+            else:  # raw JSON text, read as a provider reads streamed arguments
+                args, rest = decode_arguments(call.input)
+            blocks.append(ToolUseBlock(call_id, call.name, args, rest))
         stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
         yield Completed(
             Message("assistant", tuple(blocks)),

@@ -21,12 +21,14 @@ import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 __all__ = [
     "GATEWAY_PREFIX",
     "parse_duration",
     "parse_proto_duration",
     "parse_retry_after",
+    "rfc3339",
     "server_wish",
     "unprefixed",
 ]
@@ -105,19 +107,22 @@ def parse_retry_after(value: str, now_wall: float | None = None) -> float | None
     return max(0.0, delta) if math.isfinite(delta) else None
 
 
-def _parse_rfc3339(value: str, now_wall: float) -> float | None:
-    v = value.strip()
-    if v.endswith(("Z", "z")):
-        v = v[:-1] + "+00:00"
-    try:
-        when = datetime.fromisoformat(v)
-    except ValueError:
+def rfc3339(value: Any) -> float | None:
+    """Unix seconds of an RFC 3339 time (`2024-09-24T18:37:24.100435Z`; without an offset, UTC),
+    or None: Anthropic's rate-limit resets, batches' creation times."""
+    if not isinstance(value, str) or not value:
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+    text = value.strip().replace("Z", "+00:00").replace("z", "+00:00")
+    if "." in text:  # Python before 3.11 takes a fraction of exactly 3 or 6 digits
+        head, _, rest = text.partition(".")
+        n = len(rest) - len(rest.lstrip("0123456789"))  # the fraction's digits, not the offset's
+        text = f"{head}.{rest[:n][:6].ljust(6, '0')}{rest[n:]}"
     try:
-        return max(0.0, when.timestamp() - now_wall)
-    except (OverflowError, ValueError):
+        when = datetime.fromisoformat(text)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+    except (ValueError, OverflowError):
         return None
 
 
@@ -151,7 +156,9 @@ def server_wish(headers: Mapping[str, str], now_wall: float | None = None) -> fl
         if not m:
             continue
         if m.group(1):
-            name, secs = f"anthropic-ratelimit-{m.group(1)}", _parse_rfc3339(value, now)
+            when = rfc3339(value)
+            name = f"anthropic-ratelimit-{m.group(1)}"
+            secs = None if when is None else max(0.0, when - now)
         else:
             name, secs = f"x-ratelimit-{m.group(2)}", parse_duration(value)
         if secs is not None:

@@ -8,7 +8,7 @@ hands each event to the handler of its type; `StreamEnds._read_stream` drives it
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -129,22 +129,15 @@ class StreamEnds:
         )
 
     def _refusal(
-        self,
-        cls: type[ProviderError],
-        message: str,
-        *,
-        code: str,
-        request_id: str | None,
-        headers: Mapping[str, str],
-        **fields: Any,
+        self, cls: type[ProviderError], message: str, es: Events, *, code: str, **fields: Any
     ) -> ProviderError:
-        """An error a 200 stream ended in (a content filter, a full context window)."""
+        """An error the 200 answer `es` ended in (a content filter, a full context window)."""
         return cls(
             redact(message, self._secrets),
             provider=self.name,
             code=code,
-            request_id=request_id,
-            headers=kept_headers(headers, self._secrets),
+            request_id=es.request_id,
+            headers=kept_headers(es.headers, self._secrets),
             **fields,
         )
 

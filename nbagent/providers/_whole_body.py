@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ..errors import InvalidResponse, StreamInterrupted
 from ._base import Completed, StreamPart
-from ._event_stream import EndCheck, Events
+from ._event_stream import Events
 from ._http_errors import redact
 from ._sse import ServerSentEvent
 
@@ -43,7 +43,7 @@ class ReadsEvents(Protocol):
     def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]: ...
 
 
-class WholeBody(EndCheck):
+class WholeBody(Events):
     """The events of a whole body, as an `Events` source: each event's data is its position in
     `docs` (already decoded, so nothing is encoded and decoded again), or a literal marker such
     as `[DONE]`. It has no connection to cut: an end marker ends a complete answer.
