@@ -14,6 +14,7 @@ attempt a run failed on is labelled beside its bar when the bar is too narrow fo
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,13 +56,10 @@ class _Rows:
 
 
 def _layout(run: np.ndarray[Any, Any], phase: np.ndarray[Any, Any], max_groups: int) -> _Rows:
-    order: list[str] = []
-    used: dict[str, set[str]] = {}
+    used: dict[str, set[str]] = {}  # the phases of each run, the runs in the order they began
     for r, p in zip(run, phase, strict=True):
-        if r not in used:
-            used[r] = set()
-            order.append(r)
-        used[r].add(p)
+        used.setdefault(r, set()).add(p)
+    order = list(used)
     shown = order[: max(1, max_groups)]
     lanes: dict[tuple[str, str], float] = {}
     y = 0.0
@@ -78,9 +76,7 @@ def _row_labels(order: list[str], labels: Mapping[str, str] | None) -> dict[str,
     asked twice)."""
     known = dict(labels or {})
     out = {r: short_label(known[r]) if known.get(r) else short_label(r, 20) for r in order}
-    seen: dict[str, int] = {}
-    for text in out.values():
-        seen[text] = seen.get(text, 0) + 1
+    seen = Counter(out.values())
     for r in order:
         if seen[out[r]] > 1 and known.get(r):
             out[r] = f"{short_label(known[r], 28)} · {r[:8]}"
@@ -210,9 +206,8 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     style_axes(ax, grid="x")
     axis = pic.axis
     apply_axis(axis, ax)
-    at = functools.partial(
-        forward, axis
-    )  # everything is drawn in the axis' positions, not in seconds
+    # everything is drawn in the axis' positions, not in seconds
+    at = functools.partial(forward, axis)
     min_w = axis.width * 0.006  # instants stay visible
     for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
         sel = (pic.kinds == kind) & (pic.delay > 0)
@@ -441,16 +436,9 @@ def _boxes(
     from matplotlib.collections import PolyCollection
 
     top = bottom + height
-    verts = np.stack(
-        [
-            np.stack([left, bottom], 1),
-            np.stack([left, top], 1),
-            np.stack([right, top], 1),
-            np.stack([right, bottom], 1),
-        ],
-        axis=1,
-    )
-    ax.add_collection(PolyCollection(list(verts), **style))
+    # each row: the corners (left, bottom), (left, top), (right, top), (right, bottom)
+    verts = np.stack([left, bottom, left, top, right, top, right, bottom], axis=1)
+    ax.add_collection(PolyCollection(list(verts.reshape(-1, 4, 2)), **style))
 
 
 def _stack_overlaps(
