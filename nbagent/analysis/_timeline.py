@@ -37,6 +37,7 @@ _LANE_IN = 0.3  # inches per lane
 _ROW_GAP = 0.5  # lanes of space between runs
 _BAR = 0.78  # share of a lane a bar fills
 _WAIT_LABELS = {"backoff": "backoff", "retry_after": "Retry-After", "paced": "paced"}
+_LABEL = {"va": "center", "fontsize": LABEL_FONT_SIZE, "zorder": 5}  # words on the picture
 
 
 def short_label(text: str, limit: int = 38) -> str:
@@ -356,17 +357,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
     def place(a: float, b: float, y: float, text: str, **style: Any) -> bool:
         """Text centred between seconds `a` and `b`, kept only if it fits between them."""
         a, b = axis.at(a), axis.at(b)
-        label = ax.text(
-            (a + b) / 2,
-            y,
-            text,
-            ha="center",
-            va="center",
-            fontsize=LABEL_FONT_SIZE,
-            clip_on=True,
-            zorder=5,
-            **style,
-        )
+        label = ax.text((a + b) / 2, y, text, ha="center", clip_on=True, **_LABEL, **style)
         room = abs(ax.transData.transform((b, 0))[0] - ax.transData.transform((a, 0))[0])
         box = label.get_window_extent(renderer)
         if box.width + 4 <= room and not any(box.overlaps(other) for other in placed):
@@ -379,12 +370,12 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
         """Text next to the bar between seconds `a` and `b`: after it where the axes have room,
         else before it."""
         left, right = axis.at(a), axis.at(b)
-        style = {"fontsize": LABEL_FONT_SIZE, "color": COLORS["error_dark"], "zorder": 5}
-        label = ax.text(right, y, f" {text}", ha="left", va="center", **style)
+        style = {**_LABEL, "color": COLORS["error_dark"]}
+        label = ax.text(right, y, f" {text}", ha="left", **style)
         box = label.get_window_extent(renderer)
         if box.x1 > ax.get_window_extent(renderer).x1:
             label.remove()
-            ax.text(left, y, f"{text} ", ha="right", va="center", **style)
+            ax.text(left, y, f"{text} ", ha="right", **style)
 
     for i in range(len(df)):
         if pic.bars[i]:
