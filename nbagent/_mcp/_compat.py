@@ -1,12 +1,10 @@
-"""The SDK's error types, imported late, and the small text helpers the MCP modules share."""
+"""The SDK's error types, imported late, and the small helpers the MCP modules share."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
-
-from .._core._words import shortened
 
 if TYPE_CHECKING:
     from mcp.shared.exceptions import MCPError
@@ -15,7 +13,6 @@ __all__ = [
     "braces",
     "is_connection_closed",
     "mcp_error_class",
-    "one_line",
     "preload",
     "unwrap",
 ]
@@ -42,10 +39,6 @@ def unwrap(exc: BaseException) -> BaseException:
             return exc
         real = [e for e in inner if not isinstance(e, asyncio.CancelledError)]
         exc = real[0] if real else inner[0]
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    return shortened(" ".join(text.split()), limit)
 
 
 def braces(text: str) -> str:

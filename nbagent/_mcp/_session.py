@@ -20,8 +20,9 @@ from typing import IO, Any, Literal, cast
 
 import anyio
 
+from .._core._words import shortened
 from ..providers._error_text import redact
-from ._compat import is_connection_closed, one_line, unwrap
+from ._compat import is_connection_closed, unwrap
 
 __all__ = ["LOST", "STOP", "Connection", "Endpoint", "Request"]
 
@@ -58,7 +59,7 @@ class Endpoint:
 
     def clean(self, text: str, limit: int = 300) -> str:
         """Text for a message: secrets out first, then cut to one line."""
-        return one_line(str(redact(text, self.secrets)), limit)
+        return shortened(" ".join(str(redact(text, self.secrets)).split()), limit)
 
 
 @dataclass
