@@ -61,10 +61,7 @@ def kept_header(name: str) -> bool:
             never for cookies or auth.
     """
     low = name.lower()
-    for prefix in GATEWAY_PREFIXES:
-        if low.startswith(prefix):
-            low = low[len(prefix) :]
-            break
+    low = next((low[len(p) :] for p in GATEWAY_PREFIXES if low.startswith(p)), low)
     return low in KEPT_HEADERS or low.startswith(KEPT_FAMILIES)
 
 

@@ -163,12 +163,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def scan_last_exchange(path: Path) -> int:
     """The highest exchange number in the file (for appending)."""
-    last = 0
-    for _, doc in _lines(path):
-        number = doc.get("exchange")
-        if isinstance(number, int) and number > last:
-            last = number
-    return last
+    numbers = [doc.get("exchange") for _, doc in _lines(path)]
+    return max([0, *(n for n in numbers if isinstance(n, int))])
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -119,7 +119,7 @@ class Recorder:
                 "note": note,
             }
             self._write(_header(header))
-        self._finalizer = weakref.finalize(self, _close, self._file)
+        self._finalizer = weakref.finalize(self, self._file.close)  # (holds the file, not self)
 
     def __repr__(self) -> str:
         return f"Recorder({str(self.path)!r}, record_bodies={self.record_bodies})"
@@ -186,11 +186,6 @@ class Recorder:
         if file is not None:
             file.close()
         self._finalizer.detach()
-
-
-def _close(file: BinaryIO | None) -> None:
-    if file is not None:
-        file.close()
 
 
 class Exchange:
