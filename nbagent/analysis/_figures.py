@@ -25,6 +25,7 @@ __all__ = [
     "new_figure",
     "nothing",
     "style_axes",
+    "text_patch",
 ]
 
 
@@ -76,6 +77,11 @@ def line(color: str, style: Any, label: str) -> Line2D:
 
 def dot(color: str, marker: str, label: str) -> Line2D:
     return Line2D([], [], color=color, marker=marker, linestyle="none", label=label)
+
+
+def text_patch(face: str, shape: str, **more: Any) -> dict[str, Any]:
+    """The borderless patch under words on a figure (`ax.text(..., bbox=...)`)."""
+    return {"boxstyle": shape, "facecolor": face, "edgecolor": "none", **more}
 
 
 def style_axes(ax: Any, *, grid: str = "y") -> None:

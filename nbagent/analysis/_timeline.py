@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 
 from .._axis import Axis, picture_axis
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, REASK_GLYPH, SWATCHES
-from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes
+from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes, text_patch
 from ._tables import frame, wait_kind
 from ._timeaxis import apply_axis, forward
 
@@ -386,11 +386,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
                 swatch = SWATCHES[pic.keys[i]]
                 style: dict[str, Any] = {"color": swatch.ink}
                 if swatch.mark:  # words on a crossed-out bar sit on a patch of its plain face
-                    style["bbox"] = {
-                        "boxstyle": "round,pad=0.2",
-                        "facecolor": swatch.face,
-                        "edgecolor": "none",
-                    }
+                    style["bbox"] = text_patch(swatch.face, "round,pad=0.2")
                 fits = place(pic.start[i], pic.end[i], middle_y, text, **style)
                 if not fits and row["action"] == "fail":  # how the run ended: never unsaid
                     kind = row["error_kind"]
@@ -402,12 +398,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
             colour = {"retry_after": "retry_after_text", "backoff": "backoff_text"}.get(kind, "fg")
             wait_style = {
                 "color": COLORS[colour],
-                "bbox": {
-                    "boxstyle": "round,pad=0.15",
-                    "facecolor": "white",
-                    "alpha": 0.85,
-                    "edgecolor": "none",
-                },
+                "bbox": text_patch("white", "round,pad=0.15", alpha=0.85),
             }
             a, b, y = pic.end[i], pic.end[i] + delay, pic.lane_y[i] + 0.5
             if not place(a, b, y, f"{_WAIT_LABELS[kind]} {_seconds(delay)}", **wait_style):
