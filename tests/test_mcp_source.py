@@ -22,6 +22,7 @@ import pytest
 from nbagent._core._messages import ImageBlock, TextBlock
 from nbagent._loop._agent import Agent
 from nbagent._loop._tools import ToolCall, ToolOutcome, ToolSource
+from nbagent._mcp._convert import to_outcome
 from nbagent._mcp._source import MCPSource
 from nbagent.demo._servers import notes_server_command, notes_source
 from nbagent.errors import ConfigError
@@ -528,16 +529,16 @@ def test_content_and_listing_conversions() -> None:
         ],
         is_error=False,
     )
-    out = src._to_outcome(ToolCall("x", "t", {}), result)
+    out = to_outcome(ToolCall("x", "t", {}), result)
     texts = [b.text for b in out.content if isinstance(b, TextBlock)]
     assert "audio/wav" in texts[0]
     assert texts[1] == "[resource file:///a.txt]\nhello"
     assert texts[2] == "[resource link b: file:///b.bin]"
 
     structured = types.CallToolResult(content=[], structured_content={"n": 1}, is_error=False)
-    assert src._to_outcome(ToolCall("y", "t", {}), structured).text == '{"n": 1}'
+    assert to_outcome(ToolCall("y", "t", {}), structured).text == '{"n": 1}'
     empty_error = types.CallToolResult(content=[], is_error=True)
-    o = src._to_outcome(ToolCall("z", "t", {}), empty_error)
+    o = to_outcome(ToolCall("z", "t", {}), empty_error)
     assert o.is_error and o.error == "tool_error" and o.text
 
 

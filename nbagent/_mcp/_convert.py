@@ -11,7 +11,6 @@ from .._core._messages import ImageBlock, TextBlock
 from .._loop._tools import ToolCall, ToolOutcome
 from ..providers._base import ToolSpec
 from ..providers._error_text import redact
-from ._compat import attr
 
 __all__ = ["to_outcome", "to_specs"]
 
@@ -38,12 +37,12 @@ def to_specs(tools: list[Any], server: str) -> tuple[list[ToolSpec], dict[str, s
             skipped[name] = "the server listed it twice"
             continue
         seen.add(name)
-        schema = attr(t, "input_schema", "inputSchema", default={})
+        schema = getattr(t, "input_schema", None)
         schema = dict(schema) if isinstance(schema, dict) else {}
         schema.setdefault("type", "object")
         if schema.get("type") == "object":
             schema.setdefault("properties", {})
-        description = str(getattr(t, "description", None) or attr(t, "title") or "")
+        description = str(getattr(t, "description", None) or getattr(t, "title", None) or "")
         specs.append(ToolSpec(name, description, schema))
     return specs, skipped
 
@@ -52,12 +51,12 @@ def to_outcome(call: ToolCall, result: Any, secrets: tuple[str, ...] = ()) -> To
     """A `CallToolResult` as the model's tool result. A server that echoes the credentials it
     was sent gets them masked: they would reach the model, the events and the widget."""
     parts: list[TextBlock | ImageBlock] = []
-    for item in attr(result, "content", default=[]) or []:
+    for item in getattr(result, "content", None) or []:
         parts.extend(_content_part(item))
-    structured = attr(result, "structured_content", "structuredContent")
+    structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
         parts.append(TextBlock(json.dumps(structured, ensure_ascii=False, default=str)))
-    is_error = bool(attr(result, "is_error", "isError", default=False))
+    is_error = bool(getattr(result, "is_error", False))
     if not parts:
         parts.append(TextBlock("(the tool reported an error)" if is_error else "(no output)"))
     if secrets:
@@ -72,10 +71,10 @@ def _content_part(item: Any) -> list[TextBlock | ImageBlock]:
     if kind == "text":
         return [TextBlock(str(getattr(item, "text", "")))]
     if kind == "image":
-        mime = attr(item, "mime_type", "mimeType", default="image/png")
+        mime = getattr(item, "mime_type", None) or "image/png"
         return [ImageBlock(str(getattr(item, "data", "")), str(mime))]
     if kind == "audio":
-        mime = attr(item, "mime_type", "mimeType", default="audio")
+        mime = getattr(item, "mime_type", None) or "audio"
         size = len(str(getattr(item, "data", ""))) * 3 // 4
         return [TextBlock(f"[audio content ({mime}, about {size} bytes) not shown]")]
     if kind == "resource":
@@ -84,7 +83,7 @@ def _content_part(item: Any) -> list[TextBlock | ImageBlock]:
         text = getattr(res, "text", None)
         if text is not None:
             return [TextBlock(f"[resource {uri}]\n{text}")]
-        mime = attr(res, "mime_type", "mimeType", default="binary")
+        mime = getattr(res, "mime_type", None) or "binary"
         return [TextBlock(f"[resource {uri} ({mime}) not shown]")]
     if kind == "resource_link":
         uri = str(getattr(item, "uri", ""))

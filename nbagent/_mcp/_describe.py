@@ -57,8 +57,7 @@ def describe_failure(
         return f"{what} did not finish: the MCP source `{ep.name}` was closed during the call."
     exc = value if isinstance(value, BaseException) else None
     if exc is not None and isinstance(exc, mcp_error_class()):
-        code = getattr(exc, "code", None)
-        code = code if code is not None else getattr(getattr(exc, "error", None), "code", "")
+        code = getattr(exc, "code", "")
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         return (
             f"{what} failed: MCP server `{ep.name}` answered with a protocol error "

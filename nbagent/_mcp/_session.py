@@ -20,8 +20,9 @@ from typing import IO, Any, Literal, cast
 
 import anyio
 
+from .._core._words import shortened
 from ..providers._error_text import redact
-from ._compat import attr, is_connection_closed, one_line, unwrap
+from ._compat import is_connection_closed, unwrap
 
 __all__ = ["LOST", "STOP", "Connection", "Endpoint", "Request"]
 
@@ -58,7 +59,7 @@ class Endpoint:
 
     def clean(self, text: str, limit: int = 300) -> str:
         """Text for a message: secrets out first, then cut to one line."""
-        return one_line(str(redact(text, self.secrets)), limit)
+        return shortened(" ".join(str(redact(text, self.secrets)).split()), limit)
 
 
 @dataclass
@@ -261,10 +262,8 @@ class Connection:
                 try:
                     if req.kind == "list":
                         req.settle("ok", await _list_all(session))
-                    elif timeout is None:
-                        req.settle("ok", await session.call_tool(req.name, req.arguments))
                     else:
-                        with anyio.fail_after(timeout):
+                        with anyio.fail_after(timeout):  # None: no limit
                             result = await session.call_tool(req.name, req.arguments)
                         req.settle("ok", result)
                 except TimeoutError:
@@ -298,7 +297,7 @@ async def _list_all(session: Any) -> list[Any]:
     result = await session.list_tools()
     for _ in range(100):
         tools.extend(result.tools)
-        cursor = attr(result, "next_cursor", "nextCursor")
+        cursor = result.next_cursor
         if not cursor:
             break
         result = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
@@ -310,15 +309,8 @@ async def _http_transport(
     url: str, headers: Mapping[str, str], on_status: Callable[[int], Awaitable[None]]
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's streamable HTTP client, with the endpoint's headers on every request."""
-    try:
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's own defaults
-    except ImportError:  # pragma: no cover - mcp 1.x takes the headers itself
-        from mcp.client.streamable_http import streamablehttp_client  # type: ignore[attr-defined]
-
-        async with streamablehttp_client(url, headers=dict(headers) or None) as streams:
-            yield streams[0], streams[1]
-        return
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's own defaults
 
     async def seen(response: Any) -> None:
         await on_status(int(response.status_code))

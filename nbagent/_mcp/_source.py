@@ -431,9 +431,6 @@ class MCPSource:
         specs, self.skipped_tools = to_specs(tools, self.name)
         return specs
 
-    def _to_outcome(self, call: ToolCall, result: Any) -> ToolOutcome:
-        return to_outcome(call, result, self._endpoint.secrets)
-
 
 def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     """Headers as a plain dict of strings; a wrong kind is a one-sentence `ConfigError` that

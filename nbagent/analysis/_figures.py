@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -24,6 +25,7 @@ __all__ = [
     "new_figure",
     "nothing",
     "style_axes",
+    "text_patch",
 ]
 
 
@@ -49,16 +51,10 @@ def nothing(text: str = "no attempts") -> Figure:
     return fig
 
 
-def _rgba(color: str, alpha: float) -> tuple[float, float, float, float]:
-    from matplotlib.colors import to_rgba
-
-    return to_rgba(color, alpha)
-
-
 def bar_style(swatch: Swatch) -> dict[str, Any]:
     """Keyword arguments for `barh` that paint a shape as the widget does."""
     style: dict[str, Any] = {
-        "facecolor": _rgba(swatch.face, swatch.face_alpha),
+        "facecolor": to_rgba(swatch.face, swatch.face_alpha),
         "edgecolor": swatch.edge,
         "linewidth": 0.0,
     }
@@ -83,6 +79,11 @@ def dot(color: str, marker: str, label: str) -> Line2D:
     return Line2D([], [], color=color, marker=marker, linestyle="none", label=label)
 
 
+def text_patch(face: str, shape: str, **more: Any) -> dict[str, Any]:
+    """The borderless patch under words on a figure (`ax.text(..., bbox=...)`)."""
+    return {"boxstyle": shape, "facecolor": face, "edgecolor": "none", **more}
+
+
 def style_axes(ax: Any, *, grid: str = "y") -> None:
     """Quiet axes in the widget's greys, text no smaller than LABEL_FONT_SIZE."""
     ax.tick_params(labelsize=LABEL_FONT_SIZE, colors=COLORS["muted"], labelcolor=COLORS["fg"])
@@ -93,7 +94,5 @@ def style_axes(ax: Any, *, grid: str = "y") -> None:
     if grid:
         ax.grid(axis=grid, color="#e7eaee", linewidth=0.7)
     ax.set_axisbelow(True)
-    ax.xaxis.label.set_size(FONT_SIZE)
-    ax.yaxis.label.set_size(FONT_SIZE)
-    ax.xaxis.label.set_color(COLORS["fg"])
-    ax.yaxis.label.set_color(COLORS["fg"])
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.label.set(size=FONT_SIZE, color=COLORS["fg"])

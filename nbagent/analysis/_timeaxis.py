@@ -14,6 +14,7 @@ import numpy as np
 
 from .._axis import Axis
 from .._palette import COLORS, LABEL_FONT_SIZE
+from ._figures import text_patch
 
 __all__ = ["apply_axis", "forward"]
 
@@ -47,7 +48,7 @@ def apply_axis(axis: Axis, ax: Any) -> None:
             fontsize=LABEL_FONT_SIZE + 1,
             fontweight="bold",
             color=COLORS["muted"],
-            bbox={"boxstyle": "square,pad=0.05", "facecolor": "white", "edgecolor": "none"},
+            bbox=text_patch("white", "square,pad=0.05"),
             clip_on=False,
             zorder=6,
         )

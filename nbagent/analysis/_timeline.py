@@ -14,6 +14,7 @@ attempt a run failed on is labelled beside its bar when the bar is too narrow fo
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,7 @@ from matplotlib.figure import Figure
 
 from .._axis import Axis, picture_axis
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, REASK_GLYPH, SWATCHES
-from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes
+from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes, text_patch
 from ._tables import frame, wait_kind
 from ._timeaxis import apply_axis, forward
 
@@ -36,6 +37,7 @@ _LANE_IN = 0.3  # inches per lane
 _ROW_GAP = 0.5  # lanes of space between runs
 _BAR = 0.78  # share of a lane a bar fills
 _WAIT_LABELS = {"backoff": "backoff", "retry_after": "Retry-After", "paced": "paced"}
+_LABEL = {"va": "center", "fontsize": LABEL_FONT_SIZE, "zorder": 5}  # words on the picture
 
 
 def short_label(text: str, limit: int = 38) -> str:
@@ -55,13 +57,10 @@ class _Rows:
 
 
 def _layout(run: np.ndarray[Any, Any], phase: np.ndarray[Any, Any], max_groups: int) -> _Rows:
-    order: list[str] = []
-    used: dict[str, set[str]] = {}
+    used: dict[str, set[str]] = {}  # the phases of each run, the runs in the order they began
     for r, p in zip(run, phase, strict=True):
-        if r not in used:
-            used[r] = set()
-            order.append(r)
-        used[r].add(p)
+        used.setdefault(r, set()).add(p)
+    order = list(used)
     shown = order[: max(1, max_groups)]
     lanes: dict[tuple[str, str], float] = {}
     y = 0.0
@@ -78,9 +77,7 @@ def _row_labels(order: list[str], labels: Mapping[str, str] | None) -> dict[str,
     asked twice)."""
     known = dict(labels or {})
     out = {r: short_label(known[r]) if known.get(r) else short_label(r, 20) for r in order}
-    seen: dict[str, int] = {}
-    for text in out.values():
-        seen[text] = seen.get(text, 0) + 1
+    seen = Counter(out.values())
     for r in order:
         if seen[out[r]] > 1 and known.get(r):
             out[r] = f"{short_label(known[r], 28)} · {r[:8]}"
@@ -210,9 +207,8 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     style_axes(ax, grid="x")
     axis = pic.axis
     apply_axis(axis, ax)
-    at = functools.partial(
-        forward, axis
-    )  # everything is drawn in the axis' positions, not in seconds
+    # everything is drawn in the axis' positions, not in seconds
+    at = functools.partial(forward, axis)
     min_w = axis.width * 0.006  # instants stay visible
     for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
         sel = (pic.kinds == kind) & (pic.delay > 0)
@@ -361,17 +357,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
     def place(a: float, b: float, y: float, text: str, **style: Any) -> bool:
         """Text centred between seconds `a` and `b`, kept only if it fits between them."""
         a, b = axis.at(a), axis.at(b)
-        label = ax.text(
-            (a + b) / 2,
-            y,
-            text,
-            ha="center",
-            va="center",
-            fontsize=LABEL_FONT_SIZE,
-            clip_on=True,
-            zorder=5,
-            **style,
-        )
+        label = ax.text((a + b) / 2, y, text, ha="center", clip_on=True, **_LABEL, **style)
         room = abs(ax.transData.transform((b, 0))[0] - ax.transData.transform((a, 0))[0])
         box = label.get_window_extent(renderer)
         if box.width + 4 <= room and not any(box.overlaps(other) for other in placed):
@@ -384,12 +370,12 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
         """Text next to the bar between seconds `a` and `b`: after it where the axes have room,
         else before it."""
         left, right = axis.at(a), axis.at(b)
-        style = {"fontsize": LABEL_FONT_SIZE, "color": COLORS["error_dark"], "zorder": 5}
-        label = ax.text(right, y, f" {text}", ha="left", va="center", **style)
+        style = {**_LABEL, "color": COLORS["error_dark"]}
+        label = ax.text(right, y, f" {text}", ha="left", **style)
         box = label.get_window_extent(renderer)
         if box.x1 > ax.get_window_extent(renderer).x1:
             label.remove()
-            ax.text(left, y, f"{text} ", ha="right", va="center", **style)
+            ax.text(left, y, f"{text} ", ha="right", **style)
 
     for i in range(len(df)):
         if pic.bars[i]:
@@ -400,11 +386,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
                 swatch = SWATCHES[pic.keys[i]]
                 style: dict[str, Any] = {"color": swatch.ink}
                 if swatch.mark:  # words on a crossed-out bar sit on a patch of its plain face
-                    style["bbox"] = {
-                        "boxstyle": "round,pad=0.2",
-                        "facecolor": swatch.face,
-                        "edgecolor": "none",
-                    }
+                    style["bbox"] = text_patch(swatch.face, "round,pad=0.2")
                 fits = place(pic.start[i], pic.end[i], middle_y, text, **style)
                 if not fits and row["action"] == "fail":  # how the run ended: never unsaid
                     kind = row["error_kind"]
@@ -416,12 +398,7 @@ def _annotate(fig: Figure, ax: Any, pic: _Picture) -> None:
             colour = {"retry_after": "retry_after_text", "backoff": "backoff_text"}.get(kind, "fg")
             wait_style = {
                 "color": COLORS[colour],
-                "bbox": {
-                    "boxstyle": "round,pad=0.15",
-                    "facecolor": "white",
-                    "alpha": 0.85,
-                    "edgecolor": "none",
-                },
+                "bbox": text_patch("white", "round,pad=0.15", alpha=0.85),
             }
             a, b, y = pic.end[i], pic.end[i] + delay, pic.lane_y[i] + 0.5
             if not place(a, b, y, f"{_WAIT_LABELS[kind]} {_seconds(delay)}", **wait_style):
@@ -441,16 +418,9 @@ def _boxes(
     from matplotlib.collections import PolyCollection
 
     top = bottom + height
-    verts = np.stack(
-        [
-            np.stack([left, bottom], 1),
-            np.stack([left, top], 1),
-            np.stack([right, top], 1),
-            np.stack([right, bottom], 1),
-        ],
-        axis=1,
-    )
-    ax.add_collection(PolyCollection(list(verts), **style))
+    # each row: the corners (left, bottom), (left, top), (right, top), (right, bottom)
+    verts = np.stack([left, bottom, left, top, right, top, right, bottom], axis=1)
+    ax.add_collection(PolyCollection(list(verts.reshape(-1, 4, 2)), **style))
 
 
 def _stack_overlaps(

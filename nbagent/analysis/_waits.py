@@ -115,10 +115,9 @@ def plot_backoff(
         alpha=0.8,
         zorder=3,
     )
-    if server.any():
-        ax.scatter(xs[server & shown], d[server & shown], s=40, marker="x", color=_WISH, zorder=4)
     handles.append(dot(_BACKOFF, "o", f"realised backoff ({int((~server).sum())})"))
     if server.any():
+        ax.scatter(xs[server & shown], d[server & shown], s=40, marker="x", color=_WISH, zorder=4)
         handles.append(dot(_WISH, "x", f"server's Retry-After ({int(server.sum())})"))
     ax.legend(handles=handles, loc="upper left", fontsize=LABEL_FONT_SIZE)
     if logy:

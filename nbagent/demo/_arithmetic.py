@@ -53,14 +53,12 @@ def safe_eval(expression: str) -> int | float:
     text = expression.replace("^", "**").replace("×", "*").replace("÷", "/")
     try:
         value = _eval_node(ast.parse(text.strip(), mode="eval"))
-    except SyntaxError:
+    except (SyntaxError, TypeError):
         raise ValueError(f"not an arithmetic expression: {expression!r}") from None
     except ZeroDivisionError:
         raise ValueError("division by zero") from None
     except (OverflowError, RecursionError):
         raise ValueError("the result is too large") from None
-    except TypeError:
-        raise ValueError(f"not an arithmetic expression: {expression!r}") from None
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("the result is not a finite number")

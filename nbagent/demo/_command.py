@@ -303,14 +303,12 @@ def _replay_steps(
 ) -> tuple[Agent, list[DemoStep]]:
     """`--replay NAME`: as many prompts as the recording holds requests, answered by it; the
     agent's own waits take no time (a virtual clock), the answers come at `speed`."""
-    import math
-
     from .._core._clock import VirtualClock
     from ..recording import read_recording
     from ..simulate import server_model
     from ._replay import recording_path, replay_provider
 
-    if not (isinstance(speed, (int, float)) and speed > 0 and not math.isnan(speed)):
+    if not (isinstance(speed, (int, float)) and speed > 0):  # (NaN > 0 is False)
         raise ConfigError(f"--speed must be a positive number, not {speed!r}.")
     path = recording_path(name)
     recording = read_recording(path)

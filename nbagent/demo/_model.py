@@ -46,6 +46,7 @@ _FILLER = (
     "progress while the request is still open and every failure is recorded"
 )
 _WORDS = tuple(_FILLER.split())
+_Round = tuple[tuple[ToolUse, ...], dict[str, ToolResult]]  # a reply's tool calls, their results
 
 
 # --- intents ------------------------------------------------------------------------------------
@@ -277,9 +278,7 @@ def _result_text(call: ToolUse, result: ToolResult) -> str:
     return f"The {call.name} tool returned: {preview}"
 
 
-def _after_tools(
-    prompt: str, rounds: list[tuple[tuple[ToolUse, ...], dict[str, ToolResult]]], conv: Conversation
-) -> _Draft:
+def _after_tools(prompt: str, rounds: list[_Round], conv: Conversation) -> _Draft:
     calls, results = rounds[-1]
     failed = [(c, results[c.id]) for c in calls if c.id in results and results[c.id].is_error]
     if not failed:
@@ -316,8 +315,8 @@ def _last_prompt(turns: tuple[Turn, ...]) -> tuple[int, str]:
     return -1, ""
 
 
-def _rounds(episode: tuple[Turn, ...]) -> list[tuple[tuple[ToolUse, ...], dict[str, ToolResult]]]:
-    rounds: list[tuple[tuple[ToolUse, ...], dict[str, ToolResult]]] = []
+def _rounds(episode: tuple[Turn, ...]) -> list[_Round]:
+    rounds: list[_Round] = []
     for turn in episode:
         if turn.role == "assistant" and turn.tool_uses:
             rounds.append((turn.tool_uses, {}))
@@ -334,7 +333,8 @@ def _structured_reply(
     ask: StructuredAsk,
     prompt: str,
     markers: dict[str, int | None],
-    rounds: list[tuple[tuple[ToolUse, ...], dict[str, ToolResult]]],
+    rounds: list[_Round],
+    reasked: bool,
 ) -> MockReply:
     """The answer in the shape asked for; a marker's misbehaviour the first time only."""
     results = " ".join(
@@ -353,7 +353,6 @@ def _structured_reply(
         input_tokens=conv.prompt_tokens,
         output_tokens=max(1, estimate_tokens(len(arguments))),
     )
-    reasked = bool(conv.turns) and is_reask(conv.turns[-1])
     for kind in _MISBEHAVE:
         if kind in markers and not reasked:
             return answer_fault(kind, reply, conv)
@@ -396,7 +395,7 @@ def demo_reply(conv: Conversation) -> MockReply:
         # call; then the answer in its shape
         reasked = bool(conv.turns) and is_reask(conv.turns[-1])
         if ask.named or reasked or not [c for c in draft.calls if c.name != ask.tool]:
-            return _structured_reply(conv, ask, prompt, markers, rounds)
+            return _structured_reply(conv, ask, prompt, markers, rounds, reasked)
     deltas = draft.deltas if draft.deltas is not None else split_words(draft.text)
     thinking: tuple[str, ...] = ()
     signature = ""

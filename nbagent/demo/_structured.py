@@ -96,6 +96,14 @@ _SUMMARY_NAMES = ("summary", "title", "headline", "description", "text", "gist",
 _RESULT_NAMES = ("value", "result", "answer", "total", "sum", "amount")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _LIST_NAMES = ("keywords", "tags", "topics", "entities", "labels", "words")
+_FORMATS = {  # a string of a `format`: the same value each time
+    "date-time": "2025-01-15T09:30:00Z",
+    "date": "2025-01-15",
+    "time": "09:30:00",
+    "email": "demo@example.com",
+    "uri": "https://example.com/demo",
+    "url": "https://example.com/demo",
+}
 
 
 @dataclass(frozen=True)
@@ -326,19 +334,11 @@ class _Maker:
 
     def string(self, node: dict[str, Any], name: str) -> str:
         fmt = node.get("format")
-        if fmt == "date-time":
-            return "2025-01-15T09:30:00Z"
-        if fmt == "date":
-            return "2025-01-15"
-        if fmt == "time":
-            return "09:30:00"
-        if fmt == "email":
-            return "demo@example.com"
+        if isinstance(fmt, str) and fmt in _FORMATS:
+            return _FORMATS[fmt]
         if fmt == "uuid":
             digest = hashlib.sha256(self.prompt.encode()).hexdigest()
             return f"{digest[:8]}-{digest[8:12]}-4{digest[13:16]}-8{digest[17:20]}-{digest[20:32]}"
-        if fmt in ("uri", "url"):
-            return "https://example.com/demo"
         low = int(node.get("minLength", 1))
         high = int(node.get("maxLength", 200))
         lname = name.lower()

@@ -75,39 +75,19 @@ class Notes:
         return f"Deleted note {title!r}."
 
 
-def _server_class() -> Any:
-    try:
-        from mcp.server.mcpserver import MCPServer  # mcp >= 2
-
-        return MCPServer
-    except ImportError:  # mcp 1.x
-        import importlib
-
-        return importlib.import_module("mcp.server.fastmcp").FastMCP
-
-
-def _tool_error() -> Any:
-    import importlib
-
-    for module in ("mcp.server.mcpserver.exceptions", "mcp.server.fastmcp.exceptions"):
-        try:
-            return importlib.import_module(module).ToolError
-        except ImportError:
-            continue
-    return RuntimeError  # pragma: no cover
-
-
 def build(notes: Notes) -> Any:
     """The MCP server object for `notes`."""
-    server = _server_class()("notes", instructions="A small notebook of titled text notes.")
-    tool_error = _tool_error()
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    server = MCPServer("notes", instructions="A small notebook of titled text notes.")
 
     def run(fn: Any, *args: Any) -> str:
         try:
             return str(fn(*args))
         except (KeyError, ValueError) as exc:
             message = exc.args[0] if exc.args else str(exc)
-            raise tool_error(str(message)) from None
+            raise ToolError(str(message)) from None
 
     def add_note(title: str, text: str) -> str:
         """Save a note under a title (replacing any note with that title).

@@ -61,10 +61,7 @@ def kept_header(name: str) -> bool:
             never for cookies or auth.
     """
     low = name.lower()
-    for prefix in GATEWAY_PREFIXES:
-        if low.startswith(prefix):
-            low = low[len(prefix) :]
-            break
+    low = next((low[len(p) :] for p in GATEWAY_PREFIXES if low.startswith(p)), low)
     return low in KEPT_HEADERS or low.startswith(KEPT_FAMILIES)
 
 
@@ -108,13 +105,9 @@ def model_of(path: str, body: bytes | None) -> str | None:
     Returns:
         The model's name, or None when neither says.
     """
-    if body:
-        try:
-            doc = json.loads(body)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            doc = None
-        if isinstance(doc, dict) and isinstance(doc.get("model"), str):
-            return str(doc["model"])
+    doc = json_or_none(body) if body else None
+    if isinstance(doc, dict) and isinstance(doc.get("model"), str):
+        return str(doc["model"])
     found = _MODEL_IN_PATH.search(urlsplit(path).path)
     if found:
         return found.group(1) or found.group(2)
@@ -157,6 +150,14 @@ def _mask_edges(data: bytes, secret: bytes) -> bytes:
             return b"*" * len(tail) + data[len(tail) :]
         k = secret.find(first, k + 1)
     return data
+
+
+def json_or_none(raw: bytes) -> Any:
+    """`raw` parsed as JSON; None when it is not JSON (or not text)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
 
 
 def jsonable_body(body: bytes) -> Any:

@@ -7,14 +7,13 @@ recording's JSON is an error naming the line, as is a file from a newer nbagent.
 from __future__ import annotations
 
 import base64
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._format import FORMAT, VERSION
+from ._format import FORMAT, VERSION, json_or_none
 
 
 class RecordingError(ValueError):
@@ -124,22 +123,18 @@ class Recording:
         return max(ex.at - t0 + ex.duration_s for ex in self.exchanges)
 
 
-def _describe(path: Path) -> str:
-    return str(path)
-
-
 def _check_header(doc: Any, path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("kind") != "header" or doc.get("format") != FORMAT:
         raise error(
-            f"{_describe(path)} is not an nbagent recording (its first line is not an "
+            f"{path} is not an nbagent recording (its first line is not an "
             f"{FORMAT} header): pass a .nbrec file written by nbagent."
         )
     version = doc.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise error(f"{_describe(path)} has no valid format version in its header.")
+        raise error(f"{path} has no valid format version in its header.")
     if version > VERSION:
         raise error(
-            f"{_describe(path)} was written in recording format version {version}, newer than "
+            f"{path} was written in recording format version {version}, newer than "
             f"this nbagent reads (up to {VERSION}): upgrade nbagent to replay it."
         )
     return doc
@@ -163,21 +158,13 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
             first = f.readline()
     except OSError as exc:
         raise error(f"cannot read the recording {p} ({exc.strerror or exc}).") from None
-    try:
-        doc = json.loads(first)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        doc = None
-    return _check_header(doc, p)
+    return _check_header(json_or_none(first), p)
 
 
 def scan_last_exchange(path: Path) -> int:
     """The highest exchange number in the file (for appending)."""
-    last = 0
-    for _, doc in _lines(path):
-        number = doc.get("exchange")
-        if isinstance(number, int) and number > last:
-            last = number
-    return last
+    numbers = [doc.get("exchange") for _, doc in _lines(path)]
+    return max([0, *(n for n in numbers if isinstance(n, int))])
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -191,10 +178,7 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     for i, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            doc = None
+        doc = json_or_none(raw)
         if first:
             first = False
             _check_header(doc, path)

@@ -28,9 +28,38 @@ from ._format import (
     model_of,
     redact_bytes,
 )
-from ._reader import Recording, error, read_header, scan_last_exchange
+from ._reader import RecordedExchange, Recording, error, read_header, scan_last_exchange
 
-_enc = json.encoder.encode_basestring_ascii
+_REQUEST_FIELDS = ("at", "method", "path", "model", "body_sha256", "body_bytes")
+
+
+def _line(kind: str, number: int, **fields: Any) -> str:
+    """One line of the file: its kind, its exchange's number (0 for the header), its fields."""
+    return json.dumps({"kind": kind, "exchange": number, **fields}, ensure_ascii=True) + "\n"
+
+
+def _header(fields: Mapping[str, Any]) -> str:
+    """The header line: the format and version, then `fields` (never in their place)."""
+    own = {"format": FORMAT, "version": VERSION}
+    rest = {k: v for k, v in fields.items() if k not in ("kind", "exchange", *own)}
+    return _line("header", 0, **own, **rest)
+
+
+def _request(ex: RecordedExchange) -> str:
+    fields = {k: getattr(ex, k) for k in _REQUEST_FIELDS}
+    if ex.body is not None:
+        fields["body"] = ex.body
+    return _line("request", ex.number, **fields)
+
+
+def _chunk(number: int, after: float, data: bytes) -> str:
+    """A piece of body: text when it is UTF-8, else base64 (a character cut by the chunk's
+    edge, or binary such as gzip)."""
+    try:
+        field = {"data": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        field = {"data_b64": base64.b64encode(data).decode("ascii")}
+    return _line("chunk", number, after_s=after, **field)
 
 
 class Recorder:
@@ -84,17 +113,13 @@ class Recorder:
             ) from None
         if not size:
             header = {
-                "kind": "header",
-                "exchange": 0,
-                "format": FORMAT,
-                "version": VERSION,
                 "made_by": made_by,
                 "created_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                 "record_bodies": self.record_bodies,
                 "note": note,
             }
-            self._write(json.dumps(header, ensure_ascii=True) + "\n")
-        self._finalizer = weakref.finalize(self, _close, self._file)
+            self._write(_header(header))
+        self._finalizer = weakref.finalize(self, self._file.close)  # (holds the file, not self)
 
     def __repr__(self) -> str:
         return f"Recorder({str(self.path)!r}, record_bodies={self.record_bodies})"
@@ -132,20 +157,19 @@ class Recorder:
             number = self._next
             self._next += 1
         path = clean_path(url)
-        line: dict[str, Any] = {
-            "kind": "request",
-            "exchange": number,
-            "at": round(time.time(), 6),
-            "method": method.upper(),
-            "path": path,
-            "model": model_of(path, raw),
-            "body_sha256": digest(raw),
-            "body_bytes": len(raw),
-        }
-        if self.record_bodies:
-            line["body"] = jsonable_body(redact_bytes(raw, hidden) if hidden else raw)
+        kept = redact_bytes(raw, hidden) if hidden and self.record_bodies else raw
+        request = RecordedExchange(
+            number,
+            round(time.time(), 6),
+            method.upper(),
+            path,
+            model_of(path, raw),
+            digest(raw),
+            len(raw),
+            body=jsonable_body(kept) if self.record_bodies else None,
+        )
         ex = Exchange(self, number, hidden)
-        self._write(json.dumps(line, ensure_ascii=True) + "\n")
+        self._write(_request(request))
         return ex
 
     def _write(self, text: str) -> None:
@@ -162,11 +186,6 @@ class Recorder:
         if file is not None:
             file.close()
         self._finalizer.detach()
-
-
-def _close(file: BinaryIO | None) -> None:
-    if file is not None:
-        file.close()
 
 
 class Exchange:
@@ -198,20 +217,11 @@ class Exchange:
             status: The HTTP status.
             headers: The response headers (mapping or pairs).
         """
-        kept = kept_headers(headers)
-        if self._hidden:
-            kept = {
-                k: redact_bytes(v.encode(), self._hidden).decode("utf-8", "replace")
-                for k, v in kept.items()
-            }
-        line = {
-            "kind": "response",
-            "exchange": self.number,
-            "after_s": round(time.perf_counter() - self._t0, 6),
-            "status": int(status),
-            "headers": kept,
-        }
-        self._rec._write(json.dumps(line, ensure_ascii=True) + "\n")
+        kept = {k: self._clean(v) for k, v in kept_headers(headers).items()}
+        line = _line(
+            "response", self.number, after_s=self._after(), status=int(status), headers=kept
+        )
+        self._rec._write(line)
 
     def chunk(self, data: bytes) -> None:
         """A piece of the body, as it came off the network.
@@ -221,16 +231,10 @@ class Exchange:
         """
         if not data or self._ended:
             return
-        after = time.perf_counter() - self._t0
+        after = self._after()
         if self._hidden:
             data = redact_bytes(data, self._hidden)
-        try:
-            field = '"data":' + _enc(data.decode("utf-8"))
-        except UnicodeDecodeError:  # a character cut by the chunk's edge, or binary (gzip)
-            field = '"data_b64":"' + base64.b64encode(data).decode("ascii") + '"'
-        self._rec._write(
-            f'{{"kind":"chunk","exchange":{self.number},"after_s":{after:.6f},{field}}}\n'
-        )
+        self._rec._write(_chunk(self.number, after, data))
 
     def end(self, error: str | None = None) -> None:
         """The exchange is over: `error` names how it broke (the connection reset, no answer),
@@ -242,13 +246,11 @@ class Exchange:
         if self._ended:
             return
         self._ended = True
-        line = {
-            "kind": "end",
-            "exchange": self.number,
-            "after_s": round(time.perf_counter() - self._t0, 6),
-            "error": None if error is None else self._clean(str(error)[:200]),
-        }
-        self._rec._write(json.dumps(line, ensure_ascii=True) + "\n")
+        cleaned = None if error is None else self._clean(str(error)[:200])
+        self._rec._write(_line("end", self.number, after_s=self._after(), error=cleaned))
+
+    def _after(self) -> float:
+        return round(time.perf_counter() - self._t0, 6)
 
     def _clean(self, text: str) -> str:
         if not self._hidden:
@@ -271,46 +273,20 @@ def write_recording(path: str | os.PathLike[str], recording: Recording) -> Path:
         RecordingError: The file cannot be written.
     """
     target = Path(path)
-    header = {"kind": "header", "exchange": 0, "format": FORMAT, "version": VERSION}
-    header.update({k: v for k, v in recording.header.items() if k not in header})
-    lines = [json.dumps(header, ensure_ascii=True)]
+    lines = [_header(recording.header)]
     for ex in recording.exchanges:
         n = ex.number
-        request: dict[str, Any] = {
-            "kind": "request",
-            "exchange": n,
-            "at": ex.at,
-            "method": ex.method,
-            "path": ex.path,
-            "model": ex.model,
-            "body_sha256": ex.body_sha256,
-            "body_bytes": ex.body_bytes,
-        }
-        if ex.body is not None:
-            request["body"] = ex.body
-        lines.append(json.dumps(request, ensure_ascii=True))
+        lines.append(_request(ex))
         if ex.status is not None:
-            response = {
-                "kind": "response",
-                "exchange": n,
-                "after_s": ex.response_after_s or 0.0,
-                "status": ex.status,
-                "headers": kept_headers(ex.headers),
-            }
-            lines.append(json.dumps(response, ensure_ascii=True))
-        for after, data in ex.chunks:
-            try:
-                field: dict[str, str] = {"data": data.decode("utf-8")}
-            except UnicodeDecodeError:
-                field = {"data_b64": base64.b64encode(data).decode("ascii")}
-            chunk = {"kind": "chunk", "exchange": n, "after_s": after, **field}
-            lines.append(json.dumps(chunk, ensure_ascii=True))
+            after = ex.response_after_s or 0.0
+            headers = kept_headers(ex.headers)
+            lines.append(_line("response", n, after_s=after, status=ex.status, headers=headers))
+        lines += [_chunk(n, after, data) for after, data in ex.chunks]
         if ex.complete:
-            end = {"kind": "end", "exchange": n, "after_s": ex.end_after_s, "error": ex.error}
-            lines.append(json.dumps(end, ensure_ascii=True))
+            lines.append(_line("end", n, after_s=ex.end_after_s, error=ex.error))
     tmp = target.with_name(target.name + ".tmp")
     try:
-        tmp.write_text("\n".join(lines) + "\n", encoding="ascii")
+        tmp.write_text("".join(lines), encoding="ascii")
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
