@@ -84,6 +84,7 @@ class AnthropicCodec(Codec):
     request_prefix = "req_011"
     message_prefix = "msg_"
     default_window = 200_000
+    overflow_text = "prompt is too long: {tokens} tokens > {maximum} maximum"
 
     def parse(self, body: Any, route: Any) -> Conversation:
         return parse_anthropic(body)
@@ -158,9 +159,14 @@ class AnthropicCodec(Codec):
             error["details"] = details
         return {"type": "error", "error": error, "request_id": rid}
 
+    def error_body(
+        self, status: int, message: str, rid: str, param: str | None = None
+    ) -> dict[str, Any]:
+        return self.error(STATUS.get(status, STATUS[500])[0], message, rid)
+
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
-        err_type, message = STATUS.get(status, STATUS[500])
-        return self.error(err_type, message.format(model=model, retry=retry), rid)
+        message = STATUS.get(status, STATUS[500])[1]
+        return self.error_body(status, message.format(model=model, retry=retry), rid)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         return self.error(
@@ -170,19 +176,6 @@ class AnthropicCodec(Codec):
             rid,
             error_code="enforced_spend_limit_reached",
         )
-
-    def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
-        message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
-        return self.error("invalid_request_error", message, rid)
-
-    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        return self.error("invalid_request_error", message, rid)
-
-    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        return self.error("api_error", message, rid)
-
-    def not_found(self, path: str, rid: str) -> dict[str, Any]:
-        return self.error("not_found_error", f"Not Found: {path}", rid)
 
     def midstream_error(self, mid: str) -> bytes:
         error = {"type": "overloaded_error", "message": "Overloaded"}

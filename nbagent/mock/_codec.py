@@ -10,6 +10,8 @@ rate-limit headers. The request handler itself knows no format.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Iterable
@@ -58,6 +60,12 @@ def sse_data(data: Any) -> bytes:
     return f"data: {compact_json(data)}\n\n".encode()
 
 
+def mac(key: bytes, material: str) -> bytes:
+    """The HMAC-SHA256 of `material` under `key`: how the mock signs what a client is to send
+    back unchanged (Gemini's thought signatures, Responses' encrypted reasoning)."""
+    return hmac.new(key, material.encode(), hashlib.sha256).digest()
+
+
 def fragments(arguments: str) -> list[str]:
     """Split tool arguments into streamed fragments."""
     return [arguments[i : i + FRAGMENT_CHARS] for i in range(0, len(arguments), FRAGMENT_CHARS)]
@@ -72,6 +80,7 @@ class Codec:
     request_prefix = "req_"
     message_prefix = ""
     default_window = 128_000
+    overflow_text = ""  # its context-overflow message, with {tokens} and {maximum}
 
     def parse(self, body: Any, route: Route) -> Conversation:
         """A request body, as a conversation (`RequestError` when the format refuses it)."""
@@ -85,6 +94,13 @@ class Codec:
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    def error_body(
+        self, status: int, message: str, rid: str, param: str | None = None
+    ) -> dict[str, Any]:
+        """The format's error body for ``status``, saying ``message`` (``param``: the request
+        field at fault, where the format names one): the one home of its error shape."""
+        raise NotImplementedError
+
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
         """The error body the provider sends with ``status`` (``retry``: its wait, said)."""
         raise NotImplementedError
@@ -94,16 +110,16 @@ class Codec:
 
     def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
         """The real context-overflow error of the format, with the numbers in it."""
-        raise NotImplementedError
+        return self.error_body(400, self.overflow_text.format(tokens=tokens, maximum=maximum), rid)
 
     def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.error_body(400, message, rid, param)
 
     def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.error_body(500, message, rid)
 
     def not_found(self, path: str, rid: str) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.error_body(404, f"Not Found: {path}", rid)
 
     def midstream_error(self, mid: str) -> bytes:
         raise NotImplementedError

@@ -15,13 +15,11 @@ Retry-After header), the `quota` fault is a per-day `QuotaFailure` that still ca
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
 import json
 from collections.abc import Iterator
 from typing import Any
 
-from ._codec import Codec, Piece, Route
+from ._codec import Codec, Piece, Route, mac
 from ._conversation import (
     Block,
     Conversation,
@@ -70,6 +68,7 @@ _FINISH = {
     "max_tokens": "MAX_TOKENS",
     "refusal": "SAFETY",  # an empty candidate, as Gemini's safety stop comes
 }
+_OVERLOADED = "The model is overloaded. Please try again later."
 _BLOCKED = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
 _HELP = {
     "@type": "type.googleapis.com/google.rpc.Help",
@@ -84,12 +83,11 @@ _HELP = {
 
 def sign(name: str, args: Any) -> str:
     """The signature the mock gives a function call: the same call always gets the same one."""
-    material = json.dumps([name, args], sort_keys=True, separators=(",", ":")).encode()
-    return base64.b64encode(hmac.new(_KEY, material, hashlib.sha256).digest()).decode()
+    return _text_signature(json.dumps([name, args], sort_keys=True, separators=(",", ":")))
 
 
 def _text_signature(text: str) -> str:
-    return base64.b64encode(hmac.new(_KEY, text.encode(), hashlib.sha256).digest()).decode()
+    return base64.b64encode(mac(_KEY, text)).decode()
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -192,6 +190,11 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
 
 
 # --- replies ------------------------------------------------------------------------------------
+
+
+def _sse(chunk: dict[str, Any]) -> bytes:
+    """One event of a Gemini stream (its JSON spaced, its lines ended with CRLF)."""
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n".encode()
 
 
 def _usage(reply: MockReply, output: int) -> dict[str, Any]:
@@ -304,6 +307,9 @@ class GeminiCodec(Codec):
     id_header = None
     request_prefix = "gem_"
     default_window = 1_048_576
+    overflow_text = (
+        "The input token count ({tokens}) exceeds the maximum number of tokens allowed ({maximum})."
+    )
 
     def parse(self, body: Any, route: Route) -> Conversation:
         return parse_gemini(body, route.model, stream=bool(route.stream))
@@ -318,8 +324,7 @@ class GeminiCodec(Codec):
         step = max(1, reply.output_tokens // max(1, len(reply.text_deltas) + 1))
 
         def data(parts: list[dict[str, Any]], tokens: int, reason: str = "") -> bytes:
-            chunk = _chunk(parts, reply, tokens, conv.model, mid, reason)
-            return f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n".encode()
+            return _sse(_chunk(parts, reply, tokens, conv.model, mid, reason))
 
         for piece in reply.thinking_deltas:
             yield "body", data([{"text": piece, "thought": True}], out)
@@ -341,35 +346,19 @@ class GeminiCodec(Codec):
         if status == 429:
             return per_minute_quota(model, retry)
         if status == 529:  # Gemini has no 529: its overload is a 503
-            return gemini_error(503, "The model is overloaded. Please try again later.")
+            return gemini_error(503, _OVERLOADED)
         return gemini_error(status, _MESSAGES.get(status, _MESSAGES[500]).format(model=model))
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         return per_day_quota(model)
 
-    def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
-        return gemini_error(
-            400,
-            f"The input token count ({tokens}) exceeds the maximum number of tokens allowed "
-            f"({maximum}).",
-        )
-
-    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        return gemini_error(400, message)
-
-    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        return gemini_error(500, message)
-
-    def not_found(self, path: str, rid: str) -> dict[str, Any]:
-        return gemini_error(404, f"Not Found: {path}")
+    def error_body(
+        self, status: int, message: str, rid: str, param: str | None = None
+    ) -> dict[str, Any]:
+        return gemini_error(status, message)
 
     def midstream_error(self, mid: str) -> bytes:
-        error = {
-            "code": 503,
-            "message": "The model is overloaded. Please try again later.",
-            "status": "UNAVAILABLE",
-        }
-        return f"data: {json.dumps({'error': error})}\r\n\r\n".encode()
+        return _sse(gemini_error(503, _OVERLOADED))
 
     def malformed(self, mid: str) -> bytes:
         return b'data: {"candidates": [{"content": {"parts": [{"text": "trunc\r\n\r\n'

@@ -63,13 +63,19 @@ def error(
 class OpenAIErrors(Codec):
     """OpenAI's error bodies and rate-limit headers (Chat Completions and Responses)."""
 
+    def error_body(
+        self, status: int, message: str, rid: str, param: str | None = None
+    ) -> dict[str, Any]:
+        err_type, code, _ = STATUS.get(status, STATUS[500])
+        return error(message, err_type, code, param)
+
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
-        err_type, code, message = STATUS.get(status, STATUS[500])
-        return error(message.format(model=model, retry=retry), err_type, code)
+        message = STATUS.get(status, STATUS[500])[2]
+        return self.error_body(status, message.format(model=model, retry=retry), rid)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         message = "You exceeded your current quota, please check your plan and billing details."
-        return error(message, "insufficient_quota", "insufficient_quota")
+        return self.error_body(402, message, rid)
 
     def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
         return error(
@@ -80,12 +86,6 @@ class OpenAIErrors(Codec):
             "context_length_exceeded",
             "messages",
         )
-
-    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        return error(message, "invalid_request_error", None, param)
-
-    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        return error(message, "server_error", None)
 
     def not_found(self, path: str, rid: str) -> dict[str, Any]:
         return error(f"Invalid URL (POST {path})", "invalid_request_error", None)

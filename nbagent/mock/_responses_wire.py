@@ -13,13 +13,10 @@ OpenAI's (`_openai_wire.OpenAIErrors`); mid-stream ones are an `error` event the
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._codec import Piece, fragments
+from ._codec import Piece, fragments, mac, sse_event
 from ._conversation import (
     Block,
     Conversation,
@@ -49,8 +46,7 @@ ENCRYPTED = "reasoning.encrypted_content"
 
 def encrypted_for(item_id: str) -> str:
     """The encrypted content the mock gives a reasoning item (verifiable, opaque to clients)."""
-    digest = hmac.new(_KEY, item_id.encode(), hashlib.sha256).digest()
-    return "gAAAA" + base64.urlsafe_b64encode(digest * 3).decode()
+    return "gAAAA" + base64.urlsafe_b64encode(mac(_KEY, item_id) * 3).decode()
 
 
 # --- requests -----------------------------------------------------------------------------------
@@ -174,27 +170,13 @@ def _items(reply: MockReply, conv: Conversation, response_id: str) -> list[dict[
                 "summary": summary,
             }
         )
+    message = {"id": f"msg_{suffix}", "type": "message", "role": "assistant"}
     if reply.refusal:  # a refusal is a content part of its own kind
-        items.append(
-            {
-                "id": f"msg_{suffix}",
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "refusal", "refusal": reply.refusal}],
-            }
-        )
+        refused = [{"type": "refusal", "refusal": reply.refusal}]
+        items.append({**message, "status": "completed", "content": refused})
     if reply.text_deltas:
-        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-        items.append(
-            {
-                "id": f"msg_{suffix}",
-                "type": "message",
-                "status": status,
-                "role": "assistant",
-                "content": [{"type": "output_text", "annotations": [], "text": reply.text}],
-            }
-        )
+        text = [{"type": "output_text", "annotations": [], "text": reply.text}]
+        items.append({**message, "status": _status(reply), "content": text})
     for n, call in enumerate(reply.tool_calls):
         items.append(
             {
@@ -207,6 +189,11 @@ def _items(reply: MockReply, conv: Conversation, response_id: str) -> list[dict[
             }
         )
     return items
+
+
+def _status(reply: MockReply) -> str:
+    """How the reply ends: cut at max_output_tokens, or whole."""
+    return "incomplete" if reply.stop_reason == "max_tokens" else "completed"
 
 
 def _response(
@@ -245,8 +232,7 @@ class ResponsesCodec(OpenAIErrors):
         return parse_responses(body)
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
-        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-        return _response(reply, conv, mid, status, _items(reply, conv, mid))
+        return _response(reply, conv, mid, _status(reply), _items(reply, conv, mid))
 
     def stream(
         self, reply: MockReply, conv: Conversation, mid: str, azure: bool
@@ -257,7 +243,7 @@ class ResponsesCodec(OpenAIErrors):
             nonlocal seq
             data = {"type": kind, "sequence_number": seq, **fields}
             seq += 1
-            return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+            return sse_event(kind, data)
 
         started = _response(reply, conv, mid, "in_progress", [])
         yield "head", event("response.created", response=started)
@@ -266,28 +252,16 @@ class ResponsesCodec(OpenAIErrors):
         for index, item in enumerate(items):
             yield from _item_events(reply, item, index, event)
             yield "body", event("response.output_item.done", output_index=index, item=item)
-        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-        final = _response(reply, conv, mid, status, items)
-        yield "final", event(f"response.{status}", response=final)
+        final = _response(reply, conv, mid, _status(reply), items)
+        yield "final", event(f"response.{final['status']}", response=final)
 
     def midstream_error(self, mid: str) -> bytes:
-        error = {
-            "type": "server_error",
-            "code": "server_error",
-            "message": OVERLOADED,
-            "param": None,
-        }
-        failed = {
-            "id": mid,
-            "object": "response",
-            "status": "failed",
-            "error": {"code": "server_error", "message": OVERLOADED},
-        }
-        return (
-            f"event: error\ndata: {json.dumps({'type': 'error', 'error': error})}\n\n"
-            f"event: response.failed\ndata: "
-            f"{json.dumps({'type': 'response.failed', 'response': failed})}\n\n"
-        ).encode()
+        error = {"code": "server_error", "message": OVERLOADED}
+        failed = {"id": mid, "object": "response", "status": "failed", "error": error}
+        event = {"type": "error", "error": {"type": "server_error", **error, "param": None}}
+        return sse_event("error", event) + sse_event(
+            "response.failed", {"type": "response.failed", "response": failed}
+        )
 
     def malformed(self, mid: str) -> bytes:
         return (
