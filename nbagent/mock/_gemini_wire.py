@@ -47,20 +47,32 @@ __all__ = [
 
 SIGNATURE_STANDIN = "skip_thought_signature_validator"  # Gemini's documented stand-in
 _KEY = b"nbagent-mock-gemini"
-_STATUS_NAMES = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    402: "RESOURCE_EXHAUSTED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    408: "DEADLINE_EXCEEDED",
-    409: "ABORTED",
-    413: "INVALID_ARGUMENT",
-    429: "RESOURCE_EXHAUSTED",
-    500: "INTERNAL",
-    502: "UNKNOWN",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
+_INTERNAL = (
+    "An internal error has occurred. Please retry or report in "
+    "https://developers.generativeai.google/guide/troubleshooting"
+)
+_NO_MODEL = (
+    "models/{model} is not found for API version v1beta, or is not supported for generateContent."
+)
+_HIGH_DEMAND = (
+    "This model is currently experiencing high demand. Spikes in demand are usually "
+    "temporary. Please try again later."
+)
+# status -> (Gemini's status name, its message)
+STATUS: dict[int, tuple[str, str]] = {
+    400: ("INVALID_ARGUMENT", "Request contains an invalid argument."),
+    401: ("UNAUTHENTICATED", "Request had invalid authentication credentials."),
+    402: ("RESOURCE_EXHAUSTED", "Your prepaid credits are used up."),
+    403: ("PERMISSION_DENIED", "The caller does not have permission"),
+    404: ("NOT_FOUND", _NO_MODEL),
+    408: ("DEADLINE_EXCEEDED", "The request timed out."),
+    409: ("ABORTED", "The operation was aborted."),
+    413: ("INVALID_ARGUMENT", "Request payload size exceeds the limit."),
+    429: ("RESOURCE_EXHAUSTED", ""),  # a quota's message: `_quota`
+    500: ("INTERNAL", _INTERNAL),
+    502: ("UNKNOWN", "Bad gateway."),
+    503: ("UNAVAILABLE", _HIGH_DEMAND),
+    504: ("DEADLINE_EXCEEDED", "The request timed out. Please try again."),
 }
 _FINISH = {
     "end_turn": "STOP",
@@ -246,7 +258,7 @@ def gemini_error(status: int, message: str, *details: dict[str, Any]) -> dict[st
     error: dict[str, Any] = {
         "code": status,
         "message": message,
-        "status": _STATUS_NAMES.get(status, "UNKNOWN"),
+        "status": STATUS.get(status, ("UNKNOWN", ""))[0],
     }
     if details:
         error["details"] = list(details)
@@ -280,25 +292,6 @@ def per_day_quota(model: str) -> dict[str, Any]:
     """A daily quota's 429: it still says 'retry in 48s', which would not help."""
     metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
     return _quota(model, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", metric, "20", "48")
-
-
-_MESSAGES = {
-    400: "Request contains an invalid argument.",
-    401: "Request had invalid authentication credentials.",
-    402: "Your prepaid credits are used up.",
-    403: "The caller does not have permission",
-    404: "models/{model} is not found for API version v1beta, or is not supported for "
-    "generateContent.",
-    408: "The request timed out.",
-    409: "The operation was aborted.",
-    413: "Request payload size exceeds the limit.",
-    500: "An internal error has occurred. Please retry or report in "
-    "https://developers.generativeai.google/guide/troubleshooting",
-    502: "Bad gateway.",
-    503: "This model is currently experiencing high demand. Spikes in demand are usually "
-    "temporary. Please try again later.",
-    504: "The request timed out. Please try again.",
-}
 
 
 class GeminiCodec(Codec):
@@ -347,7 +340,7 @@ class GeminiCodec(Codec):
             return per_minute_quota(model, retry)
         if status == 529:  # Gemini has no 529: its overload is a 503
             return gemini_error(503, _OVERLOADED)
-        return gemini_error(status, _MESSAGES.get(status, _MESSAGES[500]).format(model=model))
+        return gemini_error(status, STATUS.get(status, STATUS[500])[1].format(model=model))
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         return per_day_quota(model)

@@ -279,19 +279,14 @@ def _item_events(
         added = {**item, "status": "in_progress", "content": []}
         yield "body", event("response.output_item.added", output_index=index, item=added)
         ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
-        done = item["content"][0]
-        if done["type"] == "refusal":
-            part: dict[str, Any] = {"type": "refusal", "refusal": ""}
-            yield "body", event("response.content_part.added", part=part, **ids)
-            for piece in split_words(reply.refusal):
-                yield "text", event("response.refusal.delta", delta=piece, **ids)
-            yield "body", event("response.refusal.done", refusal=reply.refusal, **ids)
-        else:
-            part = {"type": "output_text", "annotations": [], "text": ""}
-            yield "body", event("response.content_part.added", part=part, **ids)
-            for piece in reply.text_deltas:
-                yield "text", event("response.output_text.delta", delta=piece, **ids)
-            yield "body", event("response.output_text.done", text=reply.text, **ids)
+        done = item["content"][0]  # its one part: output_text, or a refusal
+        name = done["type"]
+        field = "refusal" if name == "refusal" else "text"
+        pieces = split_words(reply.refusal) if name == "refusal" else reply.text_deltas
+        yield "body", event("response.content_part.added", part={**done, field: ""}, **ids)
+        for piece in pieces:
+            yield "text", event(f"response.{name}.delta", delta=piece, **ids)
+        yield "body", event(f"response.{name}.done", **{field: done[field]}, **ids)
         yield "body", event("response.content_part.done", part=done, **ids)
     elif kind == "function_call":
         added = {**item, "status": "in_progress", "arguments": ""}
