@@ -3,11 +3,10 @@ parser is `_conversation.parse_anthropic`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
-from ._codec import Codec, Piece, PieceKind, fragments, sse_event
+from ._codec import Codec, Piece, PieceKind, fragments, json_or, sse_event
 from ._conversation import Conversation, Format, parse_anthropic
 from ._ratelimit import RateDecision, anthropic_headers
 from ._reply import MockReply, split_words
@@ -32,13 +31,6 @@ STATUS: dict[int, tuple[str, str]] = {
     504: ("timeout_error", "Request timed out."),
     529: ("overloaded_error", "Overloaded"),
 }
-
-
-def _input(arguments: str) -> Any:
-    try:
-        return json.loads(arguments)
-    except ValueError:
-        return arguments  # [demo:bad_json] in a non-streaming reply: the raw text, not an object
 
 
 def _said(reply: MockReply) -> MockReply:
@@ -77,7 +69,9 @@ def _blocks(reply: MockReply) -> list[_Block]:
         head = {"type": "tool_use", "id": call.id, "name": call.name}
         json_deltas = ["", *fragments(call.arguments)]
         deltas = [{"type": "input_json_delta", "partial_json": f} for f in json_deltas]
-        blocks.append(({**head, "input": _input(call.arguments)}, {**head, "input": {}}, deltas))
+        # [demo:bad_json] in a non-streaming reply: the raw text, not an object
+        whole = {**head, "input": json_or(call.arguments, call.arguments)}
+        blocks.append((whole, {**head, "input": {}}, deltas))
     return blocks
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._conversation import _dumps
 from ._faults import Fault
 from ._ratelimit import RateDecision, format_seconds, retry_after_headers
 from ._reply import MockReply
@@ -48,16 +49,21 @@ class Route:
     azure: bool = False
 
 
-def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def json_or(text: str, fallback: Any) -> Any:
+    """`text` parsed as JSON, or `fallback` when it is not JSON (a tool call's arguments may
+    be deliberately broken: `[demo:bad_json]`)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return fallback
 
 
 def sse_event(event: str, data: Any) -> bytes:
-    return f"event: {event}\ndata: {compact_json(data)}\n\n".encode()
+    return f"event: {event}\ndata: {_dumps(data)}\n\n".encode()
 
 
 def sse_data(data: Any) -> bytes:
-    return f"data: {compact_json(data)}\n\n".encode()
+    return f"data: {_dumps(data)}\n\n".encode()
 
 
 def mac(key: bytes, material: str) -> bytes:

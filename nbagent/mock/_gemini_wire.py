@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from ._codec import Codec, Piece, Route, mac
+from ._codec import Codec, Piece, Route, json_or, mac
 from ._conversation import (
     Block,
     Conversation,
@@ -238,10 +238,7 @@ def _chunk(
 def _calls(reply: MockReply) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     for call in reply.tool_calls:
-        try:
-            args = json.loads(call.arguments)
-        except ValueError:
-            args = None
+        args = json_or(call.arguments, {})
         if not isinstance(args, dict):
             args = {}  # Gemini sends arguments as objects; unparseable ones arrive empty
         part: dict[str, Any] = {"functionCall": {"name": call.name, "args": args}}
