@@ -1,17 +1,16 @@
 """What one wire format is to the mock server: a `Codec`, and the SSE framing they share.
 
 Each format is one subclass in its own module (`_anthropic_wire`, `_openai_wire`,
-`_responses_wire`, `_gemini_wire`), the one home of what that format says: how a request
-parses, how a reply streams (``(kind, bytes)`` pieces: ``head`` before content, ``text`` one
-text delta, ``body`` other content, ``final`` the ending events, so a fault can break it at the
-right place) or comes whole, its error bodies, its mid-stream faults, its request ids and its
-rate-limit headers. The request handler itself knows no format.
+`_responses_wire`, `_gemini_wire`), the one home of what that format says (but how its
+requests read, which `_conversation` holds for all four): how a reply streams (``(kind,
+bytes)`` pieces: ``head`` before content, ``text`` one text delta, ``body`` other content,
+``final`` the ending events, so a fault can break it at the right place) or comes whole, its
+error bodies, its mid-stream faults, its request ids and its rate-limit headers. The request
+handler itself knows no format.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import uuid
 from collections.abc import Iterable
@@ -64,12 +63,6 @@ def sse_event(event: str, data: Any) -> bytes:
 
 def sse_data(data: Any) -> bytes:
     return f"data: {_dumps(data)}\n\n".encode()
-
-
-def mac(key: bytes, material: str) -> bytes:
-    """The HMAC-SHA256 of `material` under `key`: how the mock signs what a client is to send
-    back unchanged (Gemini's thought signatures, Responses' encrypted reasoning)."""
-    return hmac.new(key, material.encode(), hashlib.sha256).digest()
 
 
 def fragments(arguments: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""The Gemini wire format for the mock server: parsing requests, encoding replies and errors.
+"""The Gemini wire format for the mock server: replies and errors (the request parser, and the
+signatures it checks, are `_conversation.parse_gemini` and `_conversation.sign`).
 
 `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (or `:generateContent`). Replies
 stream one `GenerateContentResponse` per SSE event; parallel function calls arrive whole in one
@@ -14,27 +15,12 @@ Retry-After header), the `quota` fault is a per-day `QuotaFailure` that still ca
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterator
 from typing import Any
 
-from ._codec import Codec, Piece, Route, json_or, mac
-from ._conversation import (
-    Block,
-    Conversation,
-    Format,
-    RequestError,
-    Text,
-    ToolResult,
-    ToolUse,
-    Turn,
-    _Counter,
-    _dumps,
-    _require_dict,
-    _require_list,
-)
-from ._output_request import gemini_callable, gemini_output
+from ._codec import Codec, Piece, Route, json_or
+from ._conversation import SIGNATURE_STANDIN, Conversation, Format, parse_gemini, sign, sign_text
 from ._reply import MockReply
 
 __all__ = [
@@ -45,8 +31,6 @@ __all__ = [
     "sign",
 ]
 
-SIGNATURE_STANDIN = "skip_thought_signature_validator"  # Gemini's documented stand-in
-_KEY = b"nbagent-mock-gemini"
 _INTERNAL = (
     "An internal error has occurred. Please retry or report in "
     "https://developers.generativeai.google/guide/troubleshooting"
@@ -91,114 +75,6 @@ _HELP = {
         }
     ],
 }
-
-
-def sign(name: str, args: Any) -> str:
-    """The signature the mock gives a function call: the same call always gets the same one."""
-    return _text_signature(json.dumps([name, args], sort_keys=True, separators=(",", ":")))
-
-
-def _text_signature(text: str) -> str:
-    return base64.b64encode(mac(_KEY, text)).decode()
-
-
-# --- requests -----------------------------------------------------------------------------------
-
-
-def _check_signature(part: dict[str, Any], call: dict[str, Any], where: str) -> None:
-    signature = part.get("thoughtSignature")
-    name = str(call.get("name", ""))
-    if signature is None:
-        raise RequestError(
-            "Function call is missing a thought_signature in functionCall parts. This is "
-            "required for tools to work correctly, and missing thought_signature may lead to "
-            f"degraded model performance. Additional data, function call `{name}` , "
-            f"position {where}.",
-            where,
-        )
-    if signature != SIGNATURE_STANDIN and signature != sign(name, call.get("args") or {}):
-        raise RequestError("Corrupted thought signature.", where)
-
-
-def _parts(content: Any, counter: _Counter, where: str, role: str) -> tuple[Block, ...]:
-    blocks: list[Block] = []
-    signed = False
-    for i, raw in enumerate(_require_list(content.get("parts", []), f"{where}.parts")):
-        part = _require_dict(raw, f"{where}.parts[{i}]")
-        call = part.get("functionCall")
-        response = part.get("functionResponse")
-        if isinstance(call, dict):
-            if role == "model" and not signed:
-                _check_signature(part, call, f"{where}.parts[{i}]")
-                signed = True
-            name = counter.add(str(call.get("name", "")))
-            args = counter.add(_dumps(call.get("args") or {}))
-            blocks.append(ToolUse(str(call.get("id") or name), name, args))
-        elif isinstance(response, dict):
-            body = response.get("response")
-            body = body if isinstance(body, dict) else {}
-            is_error = "error" in body and "output" not in body
-            value = body.get("error") if is_error else body.get("output", body.get("result", body))
-            text = value if isinstance(value, str) else _dumps(value)
-            call_id = str(response.get("id") or response.get("name") or "")
-            blocks.append(ToolResult(call_id, counter.add(text), is_error))
-        elif isinstance(part.get("text"), str):
-            if part.get("thought") is not True:
-                blocks.append(Text(counter.add(part["text"])))
-        elif "inlineData" in part or "fileData" in part:
-            counter.images += 1
-    return tuple(blocks)
-
-
-def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
-    """A `generateContent` request (the model comes from the path) as a neutral conversation."""
-    body = _require_dict(body, "body")
-    counter = _Counter()
-    turns: list[Turn] = []
-    for i, raw in enumerate(_require_list(body.get("contents"), "contents")):
-        content = _require_dict(raw, f"contents[{i}]")
-        role = content.get("role", "user")
-        if role not in ("user", "model"):
-            raise RequestError(
-                f"Please use a valid role: user, model (got {role!r}).", f"contents[{i}].role"
-            )
-        blocks = _parts(content, counter, f"contents[{i}]", role)
-        turns.append(Turn("assistant" if role == "model" else "user", blocks))
-    system = ""
-    instruction = body.get("systemInstruction")
-    if isinstance(instruction, dict):
-        texts = [p.get("text", "") for p in instruction.get("parts", []) if isinstance(p, dict)]
-        system = counter.add("\n".join(str(t) for t in texts))
-    tools: dict[str, dict[str, Any]] = {}
-    for group in _require_list(body.get("tools") or [], "tools"):
-        for decl in _require_dict(group, "tools").get("functionDeclarations") or []:
-            decl = _require_dict(decl, "tools.functionDeclarations")
-            # the API reads either spelling; google-genai sends this field in snake_case
-            keys = ("parametersJsonSchema", "parameters_json_schema", "parameters")
-            schema = next((decl[k] for k in keys if k in decl), None)
-            tools[str(decl.get("name", ""))] = schema if isinstance(schema, dict) else {}
-            counter.add(_dumps(decl))
-    config = body.get("generationConfig")
-    config = config if isinstance(config, dict) else {}
-    max_tokens = config.get("maxOutputTokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise RequestError(
-            "generation_config.max_output_tokens must be a positive integer.",
-            "generationConfig.maxOutputTokens",
-        )
-    thinking = config.get("thinkingConfig")
-    conversation = Conversation(
-        format="gemini",
-        model=model,
-        system=system,
-        turns=tuple(turns),
-        tools=gemini_callable(body, tools),
-        stream=stream,
-        include_usage=True,
-        thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
-        max_tokens=max_tokens,
-    )
-    return counter.counted(conversation, gemini_output(body))
 
 
 # --- replies ------------------------------------------------------------------------------------
@@ -323,7 +199,7 @@ class GeminiCodec(Codec):
             yield "text", data([{"text": piece}], out)
         last = _calls(reply)
         if not last and reply.text_deltas and reply.stop_reason == "end_turn":
-            last = [{"text": "", "thoughtSignature": _text_signature(reply.text)}]
+            last = [{"text": "", "thoughtSignature": sign_text(reply.text)}]
         yield "final", data(last, reply.output_tokens, _FINISH[reply.stop_reason])
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
