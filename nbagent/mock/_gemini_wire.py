@@ -85,14 +85,6 @@ def _sse(chunk: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(chunk, ensure_ascii=False)}\r\n\r\n".encode()
 
 
-def _usage(reply: MockReply, output: int) -> dict[str, Any]:
-    return {
-        "promptTokenCount": reply.input_tokens,
-        "candidatesTokenCount": output,
-        "totalTokenCount": reply.input_tokens + output,
-    }
-
-
 def _chunk(
     parts: list[dict[str, Any]], reply: MockReply, output: int, model: str, rid: str, finish: str
 ) -> dict[str, Any]:
@@ -105,7 +97,11 @@ def _chunk(
             candidate["finishMessage"] = "Model generated function call(s)."
     return {
         "candidates": [candidate],
-        "usageMetadata": _usage(reply, output),
+        "usageMetadata": {
+            "promptTokenCount": reply.input_tokens,
+            "candidatesTokenCount": output,
+            "totalTokenCount": reply.input_tokens + output,
+        },
         "modelVersion": model,
         "responseId": rid,
     }
@@ -138,7 +134,8 @@ def gemini_error(status: int, message: str, *details: dict[str, Any]) -> dict[st
     return {"error": error}
 
 
-def _quota(model: str, quota_id: str, metric: str, value: str, retry: str) -> dict[str, Any]:
+def _quota(model: str, quota_id: str, value: str, retry: str) -> dict[str, Any]:
+    metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
     message = (
         "You exceeded your current quota, please check your plan and billing details. For more "
         "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. "
@@ -157,14 +154,12 @@ def _quota(model: str, quota_id: str, metric: str, value: str, retry: str) -> di
 
 
 def per_minute_quota(model: str, retry: str) -> dict[str, Any]:
-    metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
-    return _quota(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", metric, "5", retry)
+    return _quota(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "5", retry)
 
 
 def per_day_quota(model: str) -> dict[str, Any]:
     """A daily quota's 429: it still says 'retry in 48s', which would not help."""
-    metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
-    return _quota(model, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", metric, "20", "48")
+    return _quota(model, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "20", "48")
 
 
 class GeminiCodec(Codec):

@@ -175,13 +175,9 @@ class MockServer(BatchViews):
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.replayer = Replayer(replay, speed) if replay is not None else None
-        self.recorder: Recorder | None = (
-            None
-            if record is None
-            else record
-            if isinstance(record, Recorder)
-            else Recorder(record, made_by="nbagent MockServer(record=...)")
-        )
+        if record is not None and not isinstance(record, Recorder):
+            record = Recorder(record, made_by="nbagent MockServer(record=...)")
+        self.recorder = record
 
     # --- lifecycle ------------------------------------------------------------------------------
 
