@@ -289,12 +289,7 @@ def parse_anthropic(body: Any) -> Conversation:
     max_tokens = _max_tokens(body, "max_tokens")
     if max_tokens is None:
         raise RequestError("max_tokens: Field required", "max_tokens")
-    system = body.get("system") or ""
-    system_text = (
-        counter.add(system)
-        if isinstance(system, str)
-        else _anthropic_text(system, counter, "system")
-    )
+    system_text = _anthropic_text(body.get("system") or "", counter, "system")
     turns: list[Turn] = []
     messages = _require_list(body.get("messages"), "messages")
     for i, raw in enumerate(messages):
