@@ -161,6 +161,13 @@ class _Counter:
     def __init__(self) -> None:
         self.chars = 0
         self.images = 0
+        self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
+
+    def offer(self, tool: dict[str, Any], name: str, schema: Any) -> None:
+        """Keep a tool the request offers, by `name`, with its `schema` ({} unless it is one);
+        its declaration's JSON is prompt."""
+        self.tools[name] = schema if isinstance(schema, dict) else {}
+        self.add(_dumps(tool))
 
     def add(self, text: str) -> str:
         self.chars += len(text)
@@ -169,14 +176,15 @@ class _Counter:
     def counted(
         self, conversation: Conversation, output: tuple[dict[str, Any] | None, str | None]
     ) -> Conversation:
-        """`conversation` with its prompt's estimated size and the structured answer it asks
-        for (`output`: the schema and the forced tool); the schema is prompt tokens, as
+        """`conversation` with its tools, its prompt's estimated size and the structured answer
+        it asks for (`output`: the schema and the forced tool); the schema is prompt tokens, as
         providers bill it."""
         schema, forced = output
         if schema is not None:
             self.add(_dumps(schema))
         return dataclasses.replace(
             conversation,
+            tools=self.tools,
             prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
             output_schema=schema,
             forced_tool=forced,
@@ -302,15 +310,12 @@ def parse_anthropic(body: Any) -> Conversation:
         turns.append(
             Turn(role, _anthropic_blocks(message.get("content", ""), counter, f"messages.{i}"))
         )
-    tools: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
         tool = _require_dict(raw, f"tools.{i}")
         name = tool.get("name")
         if not isinstance(name, str):
             raise RequestError(f"tools.{i}.name: Field required", f"tools.{i}.name")
-        schema = tool.get("input_schema")
-        tools[name] = schema if isinstance(schema, dict) else {}
-        counter.add(_dumps(tool))
+        counter.offer(tool, name, tool.get("input_schema"))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
     conversation = Conversation(
@@ -318,7 +323,6 @@ def parse_anthropic(body: Any) -> Conversation:
         model=model,
         system=system_text,
         turns=tuple(turns),
-        tools=tools,
         stream=bool(body.get("stream", False)),
         include_usage=True,
         thinking=wants_thinking,
@@ -377,16 +381,13 @@ def parse_openai(body: Any) -> Conversation:
             _append(turns, "user", [result])
         else:
             raise RequestError(f"Invalid value for '{where}.role': '{role}'.", f"{where}.role")
-    tools: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
         tool = _require_dict(raw, f"tools.[{i}]")
         function = _require_dict(tool.get("function"), f"tools.[{i}].function")
         tool_name = function.get("name")
         if not isinstance(tool_name, str):
             raise RequestError(f"Missing required parameter: 'tools[{i}].function.name'.", "tools")
-        params = function.get("parameters")
-        tools[tool_name] = params if isinstance(params, dict) else {}
-        counter.add(_dumps(tool))
+        counter.offer(tool, tool_name, function.get("parameters"))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     conversation = Conversation(
@@ -394,7 +395,6 @@ def parse_openai(body: Any) -> Conversation:
         model=model,
         system="\n".join(system_parts),
         turns=tuple(turns),
-        tools=tools,
         stream=bool(body.get("stream", False)),
         include_usage=include_usage,
         thinking=False,
@@ -470,15 +470,13 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
     if isinstance(instruction, dict):
         texts = [p.get("text", "") for p in instruction.get("parts", []) if isinstance(p, dict)]
         system = counter.add("\n".join(str(t) for t in texts))
-    tools: dict[str, dict[str, Any]] = {}
     for group in _require_list(body.get("tools") or [], "tools"):
         for decl in _require_dict(group, "tools").get("functionDeclarations") or []:
             decl = _require_dict(decl, "tools.functionDeclarations")
             # the API reads either spelling; google-genai sends this field in snake_case
             keys = ("parametersJsonSchema", "parameters_json_schema", "parameters")
             schema = next((decl[k] for k in keys if k in decl), None)
-            tools[str(decl.get("name", ""))] = schema if isinstance(schema, dict) else {}
-            counter.add(_dumps(decl))
+            counter.offer(decl, str(decl.get("name", "")), schema)
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
     max_tokens = config.get("maxOutputTokens")
@@ -488,12 +486,12 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
             "generationConfig.maxOutputTokens",
         )
     thinking = config.get("thinkingConfig")
+    counter.tools = gemini_callable(body, counter.tools)
     conversation = Conversation(
         format="gemini",
         model=model,
         system=system,
         turns=tuple(turns),
-        tools=gemini_callable(body, tools),
         stream=stream,
         include_usage=True,
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
@@ -583,20 +581,18 @@ def parse_responses(body: Any) -> Conversation:
                 )
         else:
             counter.add(_dumps(item))
-    tools: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
         tool = _require_dict(raw, f"tools[{i}]")
         if tool.get("type") == "function":
-            params = tool.get("parameters")
-            tools[str(tool.get("name", ""))] = params if isinstance(params, dict) else {}
-        counter.add(_dumps(tool))
+            counter.offer(tool, str(tool.get("name", "")), tool.get("parameters"))
+        else:  # a built-in tool (web search, ...): prompt, not a function to call
+            counter.add(_dumps(tool))
     include = body.get("include") or []
     conversation = Conversation(
         format="responses",
         model=model,
         system=system,
         turns=tuple(turns),
-        tools=tools,
         stream=bool(body.get("stream", False)),
         include_usage=True,
         thinking=isinstance(include, list) and ENCRYPTED in include,
