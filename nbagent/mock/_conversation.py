@@ -358,16 +358,13 @@ def parse_openai(body: Any) -> Conversation:
         where = f"messages.[{i}]"
         message = _require_dict(raw, where)
         role = message.get("role")
+        text = _openai_content(message.get("content"), counter, where)
         if role in ("system", "developer"):
-            system_parts.append(_openai_content(message.get("content"), counter, where))
+            system_parts.append(text)
         elif role == "user":
-            text = _openai_content(message.get("content"), counter, where)
             turns.append(Turn("user", (Text(text),)))
         elif role == "assistant":
-            blocks: list[Block] = []
-            text = _openai_content(message.get("content"), counter, where)
-            if text:
-                blocks.append(Text(text))
+            blocks: list[Block] = [Text(text)] if text else []
             for j, call in enumerate(_require_list(message.get("tool_calls") or [], where)):
                 call = _require_dict(call, f"{where}.tool_calls.[{j}]")
                 function = _require_dict(call.get("function", {}), f"{where}.tool_calls.[{j}]")
@@ -376,7 +373,6 @@ def parse_openai(body: Any) -> Conversation:
                 blocks.append(ToolUse(str(call.get("id", "")), name, arguments))
             turns.append(Turn("assistant", tuple(blocks)))
         elif role == "tool":
-            text = _openai_content(message.get("content"), counter, where)
             result = ToolResult(str(message.get("tool_call_id", "")), text, _looks_like_error(text))
             _append(turns, "user", [result])
         else:
