@@ -27,20 +27,22 @@ __all__ = ["REFUSAL_TEXT", "answer_fault", "faulted_reply", "mismatching"]
 REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
 
 
+# a value of the wrong type for each JSON Schema type (a string for those not listed)
+_WRONG: dict[str, Any] = {
+    "integer": "not a number",
+    "number": "not a number",
+    "boolean": "maybe",
+    "array": {"not": "a list"},
+    "object": ["not", "an", "object"],
+}
+
+
 def _wrong(schema: Any) -> Any:
     """A value of the wrong type for `schema`."""
     kind = schema.get("type") if isinstance(schema, dict) else None
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), None)
-    if kind in ("integer", "number"):
-        return "not a number"
-    if kind == "boolean":
-        return "maybe"
-    if kind == "array":
-        return {"not": "a list"}
-    if kind == "object":
-        return ["not", "an", "object"]
-    return 12345
+    return _WRONG.get(kind, 12345) if isinstance(kind, str) else 12345
 
 
 def mismatching(schema: dict[str, Any] | None) -> Any:

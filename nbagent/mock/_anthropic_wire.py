@@ -3,11 +3,10 @@ parser is `_conversation.parse_anthropic`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
-from ._codec import Codec, Piece, fragments, sse_event
+from ._codec import Codec, Piece, PieceKind, fragments, json_or, sse_event
 from ._conversation import Conversation, Format, parse_anthropic
 from ._ratelimit import RateDecision, anthropic_headers
 from ._reply import MockReply, split_words
@@ -34,13 +33,6 @@ STATUS: dict[int, tuple[str, str]] = {
 }
 
 
-def _input(arguments: str) -> Any:
-    try:
-        return json.loads(arguments)
-    except ValueError:
-        return arguments  # [demo:bad_json] in a non-streaming reply: the raw text, not an object
-
-
 def _said(reply: MockReply) -> MockReply:
     """Anthropic says a refusal in its text, with `stop_reason: refusal`."""
     if reply.refusal and not reply.text_deltas:
@@ -53,28 +45,42 @@ def _said(reply: MockReply) -> MockReply:
     return reply
 
 
-def _delta(index: int, delta: dict[str, Any]) -> bytes:
-    return sse_event(
-        "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
-    )
+def _event(kind: str, **fields: Any) -> bytes:
+    """One event of an Anthropic stream: its `type` is its name."""
+    return sse_event(kind, {"type": kind, **fields})
 
 
-def _start(index: int, block: dict[str, Any]) -> bytes:
-    data = {"type": "content_block_start", "index": index, "content_block": block}
-    return sse_event("content_block_start", data)
+# a content block: whole, as its stream starts it, and its stream's deltas
+_Block = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]
 
 
-def _stop(index: int) -> bytes:
-    return sse_event("content_block_stop", {"type": "content_block_stop", "index": index})
+def _blocks(reply: MockReply) -> list[_Block]:
+    """The reply's content blocks, each whole, as its stream starts it, and its deltas."""
+    blocks: list[_Block] = []
+    if reply.thinking_deltas:
+        whole = {"type": "thinking", "thinking": reply.thinking, "signature": reply.signature}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in reply.thinking_deltas]
+        deltas.append({"type": "signature_delta", "signature": reply.signature})
+        blocks.append((whole, {**whole, "thinking": "", "signature": ""}, deltas))
+    if reply.text_deltas:
+        deltas = [{"type": "text_delta", "text": p} for p in reply.text_deltas]
+        blocks.append(({"type": "text", "text": reply.text}, {"type": "text", "text": ""}, deltas))
+    for call in reply.tool_calls:
+        head = {"type": "tool_use", "id": call.id, "name": call.name}
+        json_deltas = ["", *fragments(call.arguments)]
+        deltas = [{"type": "input_json_delta", "partial_json": f} for f in json_deltas]
+        # [demo:bad_json] in a non-streaming reply: the raw text, not an object
+        whole = {**head, "input": json_or(call.arguments, call.arguments)}
+        blocks.append((whole, {**head, "input": {}}, deltas))
+    return blocks
 
 
 def _message_delta(stop_reason: str | None, reply: MockReply) -> bytes:
     delta = {"stop_reason": stop_reason, "stop_sequence": None}
-    usage = {"output_tokens": reply.output_tokens}
-    return sse_event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
+    return _event("message_delta", delta=delta, usage={"output_tokens": reply.output_tokens})
 
 
-_MESSAGE_STOP = sse_event("message_stop", {"type": "message_stop"})
+_MESSAGE_STOP = _event("message_stop")
 
 
 class AnthropicCodec(Codec):
@@ -84,28 +90,19 @@ class AnthropicCodec(Codec):
     request_prefix = "req_011"
     message_prefix = "msg_"
     default_window = 200_000
+    overflow_text = "prompt is too long: {tokens} tokens > {maximum} maximum"
 
     def parse(self, body: Any, route: Any) -> Conversation:
         return parse_anthropic(body)
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
         reply = _said(reply)
-        content: list[dict[str, Any]] = []
-        if reply.thinking_deltas:
-            content.append(
-                {"type": "thinking", "thinking": reply.thinking, "signature": reply.signature}
-            )
-        if reply.text_deltas:
-            content.append({"type": "text", "text": reply.text})
-        for call in reply.tool_calls:
-            block = {"type": "tool_use", "id": call.id, "name": call.name}
-            content.append({**block, "input": _input(call.arguments)})
         return {
             "id": mid,
             "type": "message",
             "role": "assistant",
             "model": conv.model,
-            "content": content,
+            "content": [whole for whole, _, _ in _blocks(reply)],
             "stop_reason": reply.stop_reason,
             "stop_sequence": None,
             "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens},
@@ -119,29 +116,14 @@ class AnthropicCodec(Codec):
         start.update(
             stop_reason=None, usage={"input_tokens": reply.input_tokens, "output_tokens": 1}
         )
-        yield "head", sse_event("message_start", {"type": "message_start", "message": start})
-        yield "head", sse_event("ping", {"type": "ping"})
-        index = 0
-        if reply.thinking_deltas:
-            yield "body", _start(index, {"type": "thinking", "thinking": "", "signature": ""})
-            for piece in reply.thinking_deltas:
-                yield "body", _delta(index, {"type": "thinking_delta", "thinking": piece})
-            yield "body", _delta(index, {"type": "signature_delta", "signature": reply.signature})
-            yield "body", _stop(index)
-            index += 1
-        if reply.text_deltas:
-            yield "body", _start(index, {"type": "text", "text": ""})
-            for piece in reply.text_deltas:
-                yield "text", _delta(index, {"type": "text_delta", "text": piece})
-            yield "body", _stop(index)
-            index += 1
-        for call in reply.tool_calls:
-            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
-            yield "body", _start(index, block)
-            for fragment in ["", *fragments(call.arguments)]:
-                yield "body", _delta(index, {"type": "input_json_delta", "partial_json": fragment})
-            yield "body", _stop(index)
-            index += 1
+        yield "head", _event("message_start", message=start)
+        yield "head", _event("ping")
+        for index, (_, started, deltas) in enumerate(_blocks(reply)):
+            yield "body", _event("content_block_start", index=index, content_block=started)
+            kind: PieceKind = "text" if started["type"] == "text" else "body"
+            for delta in deltas:
+                yield kind, _event("content_block_delta", index=index, delta=delta)
+            yield "body", _event("content_block_stop", index=index)
         yield "final", _message_delta(reply.stop_reason, reply)
         yield "final", _MESSAGE_STOP
 
@@ -158,9 +140,14 @@ class AnthropicCodec(Codec):
             error["details"] = details
         return {"type": "error", "error": error, "request_id": rid}
 
+    def error_body(
+        self, status: int, message: str, rid: str, param: str | None = None
+    ) -> dict[str, Any]:
+        return self.error(STATUS.get(status, STATUS[500])[0], message, rid)
+
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
-        err_type, message = STATUS.get(status, STATUS[500])
-        return self.error(err_type, message.format(model=model, retry=retry), rid)
+        message = STATUS.get(status, STATUS[500])[1]
+        return self.error_body(status, message.format(model=model, retry=retry), rid)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         return self.error(
@@ -171,22 +158,8 @@ class AnthropicCodec(Codec):
             error_code="enforced_spend_limit_reached",
         )
 
-    def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
-        message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
-        return self.error("invalid_request_error", message, rid)
-
-    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        return self.error("invalid_request_error", message, rid)
-
-    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        return self.error("api_error", message, rid)
-
-    def not_found(self, path: str, rid: str) -> dict[str, Any]:
-        return self.error("not_found_error", f"Not Found: {path}", rid)
-
     def midstream_error(self, mid: str) -> bytes:
-        error = {"type": "overloaded_error", "message": "Overloaded"}
-        return sse_event("error", {"type": "error", "error": error})
+        return _event("error", error={"type": "overloaded_error", "message": "Overloaded"})
 
     def malformed(self, mid: str) -> bytes:
         return (

@@ -1,11 +1,12 @@
 """What one wire format is to the mock server: a `Codec`, and the SSE framing they share.
 
 Each format is one subclass in its own module (`_anthropic_wire`, `_openai_wire`,
-`_responses_wire`, `_gemini_wire`), the one home of what that format says: how a request
-parses, how a reply streams (``(kind, bytes)`` pieces: ``head`` before content, ``text`` one
-text delta, ``body`` other content, ``final`` the ending events, so a fault can break it at the
-right place) or comes whole, its error bodies, its mid-stream faults, its request ids and its
-rate-limit headers. The request handler itself knows no format.
+`_responses_wire`, `_gemini_wire`), the one home of what that format says (but how its
+requests read, which `_conversation` holds for all four): how a reply streams (``(kind,
+bytes)`` pieces: ``head`` before content, ``text`` one text delta, ``body`` other content,
+``final`` the ending events, so a fault can break it at the right place) or comes whole, its
+error bodies, its mid-stream faults, its request ids and its rate-limit headers. The request
+handler itself knows no format.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._conversation import _dumps
 from ._faults import Fault
 from ._ratelimit import RateDecision, format_seconds, retry_after_headers
 from ._reply import MockReply
@@ -46,16 +48,21 @@ class Route:
     azure: bool = False
 
 
-def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+def json_or(text: str, fallback: Any) -> Any:
+    """`text` parsed as JSON, or `fallback` when it is not JSON (a tool call's arguments may
+    be deliberately broken: `[demo:bad_json]`)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return fallback
 
 
 def sse_event(event: str, data: Any) -> bytes:
-    return f"event: {event}\ndata: {compact_json(data)}\n\n".encode()
+    return f"event: {event}\ndata: {_dumps(data)}\n\n".encode()
 
 
 def sse_data(data: Any) -> bytes:
-    return f"data: {compact_json(data)}\n\n".encode()
+    return f"data: {_dumps(data)}\n\n".encode()
 
 
 def fragments(arguments: str) -> list[str]:
@@ -72,6 +79,7 @@ class Codec:
     request_prefix = "req_"
     message_prefix = ""
     default_window = 128_000
+    overflow_text = ""  # its context-overflow message, with {tokens} and {maximum}
 
     def parse(self, body: Any, route: Route) -> Conversation:
         """A request body, as a conversation (`RequestError` when the format refuses it)."""
@@ -85,6 +93,13 @@ class Codec:
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    def error_body(
+        self, status: int, message: str, rid: str, param: str | None = None
+    ) -> dict[str, Any]:
+        """The format's error body for ``status``, saying ``message`` (``param``: the request
+        field at fault, where the format names one): the one home of its error shape."""
+        raise NotImplementedError
+
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
         """The error body the provider sends with ``status`` (``retry``: its wait, said)."""
         raise NotImplementedError
@@ -94,16 +109,16 @@ class Codec:
 
     def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
         """The real context-overflow error of the format, with the numbers in it."""
-        raise NotImplementedError
+        return self.error_body(400, self.overflow_text.format(tokens=tokens, maximum=maximum), rid)
 
     def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.error_body(400, message, rid, param)
 
     def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.error_body(500, message, rid)
 
     def not_found(self, path: str, rid: str) -> dict[str, Any]:
-        raise NotImplementedError
+        return self.error_body(404, f"Not Found: {path}", rid)
 
     def midstream_error(self, mid: str) -> bytes:
         raise NotImplementedError

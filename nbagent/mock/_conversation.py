@@ -1,18 +1,34 @@
-"""A neutral view of a chat request, and its token estimate; the Anthropic and OpenAI Chat parsers
-(Gemini's and Responses' live with the rest of their formats)."""
+"""A neutral view of a chat request, and its token estimate; the request parsers of the four wire
+formats (Anthropic Messages, OpenAI Chat, Gemini, OpenAI Responses), with what the mock signs in
+a reply and checks when the next request sends it back (Gemini's thought signatures, Responses'
+encrypted reasoning). Each format's replies and errors are in its wire module (`_gemini_wire`,
+...)."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import hmac
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._output_request import anthropic_output, openai_output
+from ._output_request import (
+    anthropic_output,
+    gemini_callable,
+    gemini_output,
+    openai_output,
+    responses_output,
+)
 
 Format = Literal["anthropic", "openai", "gemini", "responses"]
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
+SIGNATURE_STANDIN = "skip_thought_signature_validator"  # Gemini's documented stand-in
+ENCRYPTED = "reasoning.encrypted_content"  # Responses' `include` that asks for it
+_GEMINI_KEY = b"nbagent-mock-gemini"
+_RESPONSES_KEY = b"nbagent-mock-responses"
 _ERROR_PREFIXES = ("error", "exception", "traceback", "tool error", "failed", "invalid")
 
 
@@ -145,6 +161,13 @@ class _Counter:
     def __init__(self) -> None:
         self.chars = 0
         self.images = 0
+        self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
+
+    def offer(self, tool: dict[str, Any], name: str, schema: Any) -> None:
+        """Keep a tool the request offers, by `name`, with its `schema` ({} unless it is one);
+        its declaration's JSON is prompt."""
+        self.tools[name] = schema if isinstance(schema, dict) else {}
+        self.add(_dumps(tool))
 
     def add(self, text: str) -> str:
         self.chars += len(text)
@@ -153,14 +176,15 @@ class _Counter:
     def counted(
         self, conversation: Conversation, output: tuple[dict[str, Any] | None, str | None]
     ) -> Conversation:
-        """`conversation` with its prompt's estimated size and the structured answer it asks
-        for (`output`: the schema and the forced tool); the schema is prompt tokens, as
+        """`conversation` with its tools, its prompt's estimated size and the structured answer
+        it asks for (`output`: the schema and the forced tool); the schema is prompt tokens, as
         providers bill it."""
         schema, forced = output
         if schema is not None:
             self.add(_dumps(schema))
         return dataclasses.replace(
             conversation,
+            tools=self.tools,
             prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
             output_schema=schema,
             forced_tool=forced,
@@ -273,12 +297,7 @@ def parse_anthropic(body: Any) -> Conversation:
     max_tokens = _max_tokens(body, "max_tokens")
     if max_tokens is None:
         raise RequestError("max_tokens: Field required", "max_tokens")
-    system = body.get("system") or ""
-    system_text = (
-        counter.add(system)
-        if isinstance(system, str)
-        else _anthropic_text(system, counter, "system")
-    )
+    system_text = _anthropic_text(body.get("system") or "", counter, "system")
     turns: list[Turn] = []
     messages = _require_list(body.get("messages"), "messages")
     for i, raw in enumerate(messages):
@@ -291,15 +310,12 @@ def parse_anthropic(body: Any) -> Conversation:
         turns.append(
             Turn(role, _anthropic_blocks(message.get("content", ""), counter, f"messages.{i}"))
         )
-    tools: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
         tool = _require_dict(raw, f"tools.{i}")
         name = tool.get("name")
         if not isinstance(name, str):
             raise RequestError(f"tools.{i}.name: Field required", f"tools.{i}.name")
-        schema = tool.get("input_schema")
-        tools[name] = schema if isinstance(schema, dict) else {}
-        counter.add(_dumps(tool))
+        counter.offer(tool, name, tool.get("input_schema"))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
     conversation = Conversation(
@@ -307,7 +323,6 @@ def parse_anthropic(body: Any) -> Conversation:
         model=model,
         system=system_text,
         turns=tuple(turns),
-        tools=tools,
         stream=bool(body.get("stream", False)),
         include_usage=True,
         thinking=wants_thinking,
@@ -343,16 +358,13 @@ def parse_openai(body: Any) -> Conversation:
         where = f"messages.[{i}]"
         message = _require_dict(raw, where)
         role = message.get("role")
+        text = _openai_content(message.get("content"), counter, where)
         if role in ("system", "developer"):
-            system_parts.append(_openai_content(message.get("content"), counter, where))
+            system_parts.append(text)
         elif role == "user":
-            text = _openai_content(message.get("content"), counter, where)
             turns.append(Turn("user", (Text(text),)))
         elif role == "assistant":
-            blocks: list[Block] = []
-            text = _openai_content(message.get("content"), counter, where)
-            if text:
-                blocks.append(Text(text))
+            blocks: list[Block] = [Text(text)] if text else []
             for j, call in enumerate(_require_list(message.get("tool_calls") or [], where)):
                 call = _require_dict(call, f"{where}.tool_calls.[{j}]")
                 function = _require_dict(call.get("function", {}), f"{where}.tool_calls.[{j}]")
@@ -361,21 +373,17 @@ def parse_openai(body: Any) -> Conversation:
                 blocks.append(ToolUse(str(call.get("id", "")), name, arguments))
             turns.append(Turn("assistant", tuple(blocks)))
         elif role == "tool":
-            text = _openai_content(message.get("content"), counter, where)
             result = ToolResult(str(message.get("tool_call_id", "")), text, _looks_like_error(text))
             _append(turns, "user", [result])
         else:
             raise RequestError(f"Invalid value for '{where}.role': '{role}'.", f"{where}.role")
-    tools: dict[str, dict[str, Any]] = {}
     for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
         tool = _require_dict(raw, f"tools.[{i}]")
         function = _require_dict(tool.get("function"), f"tools.[{i}].function")
         tool_name = function.get("name")
         if not isinstance(tool_name, str):
             raise RequestError(f"Missing required parameter: 'tools[{i}].function.name'.", "tools")
-        params = function.get("parameters")
-        tools[tool_name] = params if isinstance(params, dict) else {}
-        counter.add(_dumps(tool))
+        counter.offer(tool, tool_name, function.get("parameters"))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     conversation = Conversation(
@@ -383,10 +391,229 @@ def parse_openai(body: Any) -> Conversation:
         model=model,
         system="\n".join(system_parts),
         turns=tuple(turns),
-        tools=tools,
         stream=bool(body.get("stream", False)),
         include_usage=include_usage,
         thinking=False,
         max_tokens=max_tokens,
     )
     return counter.counted(conversation, openai_output(body))
+
+
+# --- Gemini generateContent ---------------------------------------------------------------------
+
+
+def _check_signature(part: dict[str, Any], call: dict[str, Any], where: str) -> None:
+    signature = part.get("thoughtSignature")
+    name = str(call.get("name", ""))
+    if signature is None:
+        raise RequestError(
+            "Function call is missing a thought_signature in functionCall parts. This is "
+            "required for tools to work correctly, and missing thought_signature may lead to "
+            f"degraded model performance. Additional data, function call `{name}` , "
+            f"position {where}.",
+            where,
+        )
+    if signature != SIGNATURE_STANDIN and signature != sign(name, call.get("args") or {}):
+        raise RequestError("Corrupted thought signature.", where)
+
+
+def _parts(content: Any, counter: _Counter, where: str, role: str) -> tuple[Block, ...]:
+    blocks: list[Block] = []
+    signed = False
+    for i, raw in enumerate(_require_list(content.get("parts", []), f"{where}.parts")):
+        part = _require_dict(raw, f"{where}.parts[{i}]")
+        call = part.get("functionCall")
+        response = part.get("functionResponse")
+        if isinstance(call, dict):
+            if role == "model" and not signed:
+                _check_signature(part, call, f"{where}.parts[{i}]")
+                signed = True
+            name = counter.add(str(call.get("name", "")))
+            args = counter.add(_dumps(call.get("args") or {}))
+            blocks.append(ToolUse(str(call.get("id") or name), name, args))
+        elif isinstance(response, dict):
+            body = response.get("response")
+            body = body if isinstance(body, dict) else {}
+            is_error = "error" in body and "output" not in body
+            value = body.get("error") if is_error else body.get("output", body.get("result", body))
+            text = value if isinstance(value, str) else _dumps(value)
+            call_id = str(response.get("id") or response.get("name") or "")
+            blocks.append(ToolResult(call_id, counter.add(text), is_error))
+        elif isinstance(part.get("text"), str):
+            if part.get("thought") is not True:
+                blocks.append(Text(counter.add(part["text"])))
+        elif "inlineData" in part or "fileData" in part:
+            counter.images += 1
+    return tuple(blocks)
+
+
+def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
+    """A `generateContent` request (the model comes from the path) as a neutral conversation."""
+    body = _require_dict(body, "body")
+    counter = _Counter()
+    turns: list[Turn] = []
+    for i, raw in enumerate(_require_list(body.get("contents"), "contents")):
+        content = _require_dict(raw, f"contents[{i}]")
+        role = content.get("role", "user")
+        if role not in ("user", "model"):
+            raise RequestError(
+                f"Please use a valid role: user, model (got {role!r}).", f"contents[{i}].role"
+            )
+        blocks = _parts(content, counter, f"contents[{i}]", role)
+        turns.append(Turn("assistant" if role == "model" else "user", blocks))
+    system = ""
+    instruction = body.get("systemInstruction")
+    if isinstance(instruction, dict):
+        texts = [p.get("text", "") for p in instruction.get("parts", []) if isinstance(p, dict)]
+        system = counter.add("\n".join(str(t) for t in texts))
+    for group in _require_list(body.get("tools") or [], "tools"):
+        for decl in _require_dict(group, "tools").get("functionDeclarations") or []:
+            decl = _require_dict(decl, "tools.functionDeclarations")
+            # the API reads either spelling; google-genai sends this field in snake_case
+            keys = ("parametersJsonSchema", "parameters_json_schema", "parameters")
+            schema = next((decl[k] for k in keys if k in decl), None)
+            counter.offer(decl, str(decl.get("name", "")), schema)
+    config = body.get("generationConfig")
+    config = config if isinstance(config, dict) else {}
+    max_tokens = config.get("maxOutputTokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise RequestError(
+            "generation_config.max_output_tokens must be a positive integer.",
+            "generationConfig.maxOutputTokens",
+        )
+    thinking = config.get("thinkingConfig")
+    counter.tools = gemini_callable(body, counter.tools)
+    conversation = Conversation(
+        format="gemini",
+        model=model,
+        system=system,
+        turns=tuple(turns),
+        stream=stream,
+        include_usage=True,
+        thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
+        max_tokens=max_tokens,
+    )
+    return counter.counted(conversation, gemini_output(body))
+
+
+# --- OpenAI Responses ---------------------------------------------------------------------------
+
+
+def _check_reasoning(item: dict[str, Any], where: str) -> None:
+    item_id = str(item.get("id", ""))
+    blob = item.get("encrypted_content")
+    if not isinstance(blob, str):
+        raise RequestError(
+            f"Item with id '{item_id}' not found. Items are not persisted when `store` is set "
+            "to false. Try again with `store` set to true, or remove this item from your input.",
+            where,
+        )
+    if blob != encrypted_for(item_id):
+        raise RequestError(
+            f"The encrypted content for item {item_id} could not be verified.", where
+        )
+
+
+def _content(content: Any, counter: _Counter, where: str) -> str:
+    """A message item's text: a string, or `input_text` / `output_text` parts (images counted)."""
+    if isinstance(content, str) or content is None:
+        return counter.add(content or "")
+    texts: list[str] = []
+    for i, raw in enumerate(_require_list(content, f"{where}.content")):
+        part = _require_dict(raw, f"{where}.content[{i}]")
+        if part.get("type") in ("input_text", "output_text", "text"):
+            texts.append(counter.add(str(part.get("text", ""))))
+        elif part.get("type") in ("input_image", "input_file"):
+            counter.images += 1
+        else:
+            counter.add(_dumps(part))
+    return "\n".join(texts)
+
+
+def _add(turns: list[Turn], role: str, blocks: list[Block]) -> None:
+    if turns and turns[-1].role == role:
+        turns[-1] = Turn(turns[-1].role, turns[-1].blocks + tuple(blocks))
+    else:
+        turns.append(Turn("assistant" if role == "assistant" else "user", tuple(blocks)))
+
+
+def parse_responses(body: Any) -> Conversation:
+    body = _require_dict(body, "body")
+    counter = _Counter()
+    model = _model(body)
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    turns: list[Turn] = []
+    system = counter.add(str(body.get("instructions") or ""))
+    for i, raw in enumerate(_require_list(items, "input")):
+        where = f"input[{i}]"
+        item = _require_dict(raw, where)
+        kind = item.get("type", "message")
+        if kind == "reasoning":
+            _check_reasoning(item, where)
+            counter.add(str(item.get("encrypted_content", ""))[:64])
+        elif kind == "function_call":
+            name = counter.add(str(item.get("name", "")))
+            args = counter.add(str(item.get("arguments", "")))
+            _add(turns, "assistant", [ToolUse(str(item.get("call_id", "")), name, args)])
+        elif kind == "function_call_output":
+            output = item.get("output", "")
+            text = counter.add(output if isinstance(output, str) else _dumps(output))
+            result = ToolResult(str(item.get("call_id", "")), text, _looks_like_error(text))
+            _add(turns, "user", [result])
+        elif kind == "message":
+            role = item.get("role")
+            text = _content(item.get("content"), counter, where)
+            if role in ("system", "developer"):
+                system = "\n".join(x for x in (system, text) if x)
+            elif role in ("user", "assistant"):
+                _add(turns, str(role), [Text(text)] if text else [])
+            else:
+                raise RequestError(
+                    f"Invalid value: '{role}'. Supported values are: 'user', "
+                    "'assistant', 'system' and 'developer'.",
+                    f"{where}.role",
+                )
+        else:
+            counter.add(_dumps(item))
+    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
+        tool = _require_dict(raw, f"tools[{i}]")
+        if tool.get("type") == "function":
+            counter.offer(tool, str(tool.get("name", "")), tool.get("parameters"))
+        else:  # a built-in tool (web search, ...): prompt, not a function to call
+            counter.add(_dumps(tool))
+    include = body.get("include") or []
+    conversation = Conversation(
+        format="responses",
+        model=model,
+        system=system,
+        turns=tuple(turns),
+        stream=bool(body.get("stream", False)),
+        include_usage=True,
+        thinking=isinstance(include, list) and ENCRYPTED in include,
+        max_tokens=_max_tokens(body, "max_output_tokens"),
+    )
+    return counter.counted(conversation, responses_output(body))
+
+
+# --- what the mock signs, for the client to send back unchanged ---------------------------------
+
+
+def _mac(key: bytes, material: str) -> bytes:
+    """The HMAC-SHA256 of `material` under `key`."""
+    return hmac.new(key, material.encode(), hashlib.sha256).digest()
+
+
+def sign(name: str, args: Any) -> str:
+    """The signature the mock gives a function call: the same call always gets the same one."""
+    return sign_text(json.dumps([name, args], sort_keys=True, separators=(",", ":")))
+
+
+def sign_text(text: str) -> str:
+    return base64.b64encode(_mac(_GEMINI_KEY, text)).decode()
+
+
+def encrypted_for(item_id: str) -> str:
+    """The encrypted content the mock gives a reasoning item (verifiable, opaque to clients)."""
+    return "gAAAA" + base64.urlsafe_b64encode(_mac(_RESPONSES_KEY, item_id) * 3).decode()

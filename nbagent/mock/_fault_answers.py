@@ -10,7 +10,7 @@ from typing import Any
 
 from ._call import Call
 from ._faults import Fault
-from ._ratelimit import RateDecision
+from ._ratelimit import RateDecision, format_seconds
 
 
 def reply(call: Call, body: Any, status: int = 200) -> None:
@@ -103,12 +103,26 @@ def status_fault(call: Call, given: Fault, model: str = "", tokens: int = 0, **r
     """
     if given.status is None:
         return False
-    window = call.mock.context_window
-    status, body = call.codec.fault_error(given, model, call.request_id, tokens, window)
     if given.kind == "429":
         seconds = given.retry_after_s or 0.0
-        call.extra.update(call.codec.retry_headers(seconds))
-        decision = RateDecision(False, seconds, 50, 0, seconds)
-        call.extra.update(call.codec.rate_headers(decision))
+        rate_limited(call, RateDecision(False, seconds, 50, 0, seconds), model, **record)
+        return True
+    window = call.mock.context_window
+    status, body = call.codec.fault_error(given, model, call.request_id, tokens, window)
     call.error(status, body, **record)
     return True
+
+
+def rate_limited(call: Call, decision: RateDecision, model: str, **record: Any) -> None:
+    """Answer 429 for a request the rate limit refused (or a ``429`` fault): the wait said in
+    the format's headers (or its body), with the buckets' headers.
+
+    Args:
+        call: The call to answer.
+        decision: The rate limit's refusal.
+        model: The model the request named.
+        **record: Fields for `record`.
+    """
+    codec, wait = call.codec, decision.retry_after_s
+    call.extra.update(codec.retry_headers(wait) | codec.rate_headers(decision))
+    call.error(429, codec.status_error(429, model, call.request_id, format_seconds(wait)), **record)

@@ -66,6 +66,10 @@ _BODY_KINDS: frozenset[str] = frozenset({"cut", "stall"})  # only where a long b
 _BODY_TARGETS: frozenset[str] = frozenset({"results", "retrieve"})
 _TARGETED_ONLY: frozenset[str] = frozenset({"lost", "cut", "failed"})
 _MAX_SECONDS = 3600.0
+_STATUS_OF = {
+    "quota": 429,
+    "overflow": 400,
+}  # the statuses of the HTTP error faults not named by one
 
 
 @dataclass(frozen=True)
@@ -118,11 +122,7 @@ class Fault:
         """The HTTP status this fault answers with, or None when it is not a status fault."""
         if self.kind in STATUS_KINDS:
             return int(self.kind)
-        if self.kind == "quota":
-            return 429
-        if self.kind == "overflow":
-            return 400
-        return None
+        return _STATUS_OF.get(self.kind)
 
     def __str__(self) -> str:
         head = self.kind

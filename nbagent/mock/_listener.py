@@ -35,15 +35,6 @@ class MockHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the request log is ``MockServer.requests``
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
     def _dispatch(self) -> None:
         mock = cast("_Serving", self.server).mock
         self.call = call = Call(self, mock)
@@ -62,6 +53,8 @@ class MockHandler(BaseHTTPRequestHandler):
                 hook(call, call.status)
             except Exception:
                 log.exception("nbagent mock server: on_request failed on %s", self.path)
+
+    do_GET = do_POST = do_DELETE = _dispatch  # every method goes to the route table
 
     # --- what is sent, for MockServer(record=...) ----------------------------------------------
 

@@ -14,10 +14,9 @@ from ._answer_faults import faulted_reply
 from ._call import Call, Hangup
 from ._conversation import Conversation, RequestError
 from ._emulate import refused_response_format
-from ._fault_answers import status_fault
+from ._fault_answers import rate_limited, status_fault
 from ._faults import STREAM_KINDS, Fault
 from ._formats import Route, guess_codec, parse_request, route
-from ._ratelimit import format_seconds
 from ._replay import Mismatch
 from ._reply import MockReply
 
@@ -77,10 +76,7 @@ def _answer(call: Call, found: Route, conv: Conversation, body: Any, emulating: 
         decision = mock.rate_limit.acquire(conv.prompt_tokens)
         call.extra.update(codec.rate_headers(decision))
         if not decision.allowed:
-            call.extra.update(codec.retry_headers(decision.retry_after_s))
-            retry = format_seconds(decision.retry_after_s)
-            error = codec.status_error(429, conv.model, rid, retry)
-            call.error(429, error, fault="rate_limit", **kept)
+            rate_limited(call, decision, conv.model, fault="rate_limit", **kept)
             return
     fault = call.fault = mock.plan.next()
     if fault.kind == "close":

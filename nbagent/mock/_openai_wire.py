@@ -10,7 +10,7 @@ from typing import Any
 from ._codec import Codec, Piece, fragments, sse_data
 from ._conversation import Conversation, Format, parse_openai
 from ._ratelimit import RateDecision, openai_headers
-from ._reply import MockReply, split_words
+from ._reply import MockReply, MockToolCall, split_words
 
 FINGERPRINT = "fp_nbagent_demo"
 _FINISH = {
@@ -54,6 +54,19 @@ def usage(reply: MockReply) -> dict[str, int]:
     }
 
 
+def _tool_call(call: MockToolCall, arguments: str) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    }
+
+
+def _choice(key: str, value: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    """The one choice of a completion (`key` "message") or of a chunk (`key` "delta")."""
+    return {"index": 0, key: value, "logprobs": None, "finish_reason": finish}
+
+
 def error(
     message: str, err_type: str, code: str | None, param: str | None = None
 ) -> dict[str, Any]:
@@ -63,13 +76,19 @@ def error(
 class OpenAIErrors(Codec):
     """OpenAI's error bodies and rate-limit headers (Chat Completions and Responses)."""
 
+    def error_body(
+        self, status: int, message: str, rid: str, param: str | None = None
+    ) -> dict[str, Any]:
+        err_type, code, _ = STATUS.get(status, STATUS[500])
+        return error(message, err_type, code, param)
+
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
-        err_type, code, message = STATUS.get(status, STATUS[500])
-        return error(message.format(model=model, retry=retry), err_type, code)
+        message = STATUS.get(status, STATUS[500])[2]
+        return self.error_body(status, message.format(model=model, retry=retry), rid)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         message = "You exceeded your current quota, please check your plan and billing details."
-        return error(message, "insufficient_quota", "insufficient_quota")
+        return self.error_body(402, message, rid)
 
     def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
         return error(
@@ -80,12 +99,6 @@ class OpenAIErrors(Codec):
             "context_length_exceeded",
             "messages",
         )
-
-    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        return error(message, "invalid_request_error", None, param)
-
-    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        return error(message, "server_error", None)
 
     def not_found(self, path: str, rid: str) -> dict[str, Any]:
         return error(f"Invalid URL (POST {path})", "invalid_request_error", None)
@@ -103,28 +116,15 @@ class OpenAICodec(OpenAIErrors):
         return parse_openai(body)
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
+        said = reply.text_deltas or not (reply.tool_calls or reply.refusal)
         message: dict[str, Any] = {
             "role": "assistant",
-            "content": reply.text if reply.text_deltas else None,
+            "content": reply.text if said else None,
+            "refusal": reply.refusal or None,
         }
-        if not reply.text_deltas and not reply.tool_calls:
-            message["content"] = None if reply.refusal else ""
-        message["refusal"] = reply.refusal or None
         if reply.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in reply.tool_calls
-            ]
-        choice = {
-            "index": 0,
-            "message": message,
-            "logprobs": None,
-            "finish_reason": _FINISH[reply.stop_reason],
-        }
+            message["tool_calls"] = [_tool_call(c, c.arguments) for c in reply.tool_calls]
+        choice = _choice("message", message, _FINISH[reply.stop_reason])
         return {
             **self._head(conv, mid, "chat.completion"),
             "choices": [choice],
@@ -148,12 +148,7 @@ class OpenAICodec(OpenAIErrors):
         head = self._head(conv, mid, "chat.completion.chunk")
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-            choice: dict[str, Any] = {
-                "index": 0,
-                "delta": delta,
-                "logprobs": None,
-                "finish_reason": finish,
-            }
+            choice = _choice("delta", delta, finish)
             if azure:
                 choice["content_filter_results"] = AZURE_FILTERS if delta.get("content") else {}
             body: dict[str, Any] = {**head, "choices": [choice]}
@@ -172,9 +167,7 @@ class OpenAICodec(OpenAIErrors):
         for piece in split_words(reply.refusal):
             yield "text", chunk({"refusal": piece})
         for i, call in enumerate(reply.tool_calls):
-            function = {"name": call.name, "arguments": ""}
-            opened = {"index": i, "id": call.id, "type": "function", "function": function}
-            yield "body", chunk({"tool_calls": [opened]})
+            yield "body", chunk({"tool_calls": [{"index": i, **_tool_call(call, "")}]})
             for fragment in fragments(call.arguments):
                 part = {"index": i, "function": {"arguments": fragment}}
                 yield "body", chunk({"tool_calls": [part]})

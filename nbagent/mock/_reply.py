@@ -81,12 +81,7 @@ class MockReply:
     @property
     def is_empty(self) -> bool:
         """Whether it has nothing in it (an empty answer)."""
-        return (
-            not self.text_deltas
-            and not self.tool_calls
-            and not self.thinking_deltas
-            and not self.refusal
-        )
+        return not (self.text_deltas or self.tool_calls or self.thinking_deltas or self.refusal)
 
 
 def split_words(text: str) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""The OpenAI Responses wire format for the mock server: parsing requests, encoding replies.
+"""The OpenAI Responses wire format for the mock server: replies (the request parser, and the
+encrypted reasoning it checks, are `_conversation.parse_responses` and `encrypted_for`).
 
 `POST /v1/responses` (and Azure's `/openai/v1/responses`, `/openai/responses`). Replies stream
 the documented event sequence: `response.created`, `in_progress`, each output item `added`, its
@@ -12,148 +13,15 @@ OpenAI's (`_openai_wire.OpenAIErrors`); mid-stream ones are an `error` event the
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._codec import Piece, fragments
-from ._conversation import (
-    Block,
-    Conversation,
-    Format,
-    RequestError,
-    Text,
-    ToolResult,
-    ToolUse,
-    Turn,
-    _Counter,
-    _dumps,
-    _looks_like_error,
-    _max_tokens,
-    _model,
-    _require_dict,
-    _require_list,
-)
+from ._codec import Piece, fragments, sse_event
+from ._conversation import Conversation, Format, encrypted_for, parse_responses
 from ._openai_wire import OVERLOADED, OpenAIErrors
-from ._output_request import responses_output
 from ._reply import MockReply, split_words
 
 __all__ = ["RESPONSES", "encrypted_for", "parse_responses"]
-
-_KEY = b"nbagent-mock-responses"
-ENCRYPTED = "reasoning.encrypted_content"
-
-
-def encrypted_for(item_id: str) -> str:
-    """The encrypted content the mock gives a reasoning item (verifiable, opaque to clients)."""
-    digest = hmac.new(_KEY, item_id.encode(), hashlib.sha256).digest()
-    return "gAAAA" + base64.urlsafe_b64encode(digest * 3).decode()
-
-
-# --- requests -----------------------------------------------------------------------------------
-
-
-def _check_reasoning(item: dict[str, Any], where: str) -> None:
-    item_id = str(item.get("id", ""))
-    blob = item.get("encrypted_content")
-    if not isinstance(blob, str):
-        raise RequestError(
-            f"Item with id '{item_id}' not found. Items are not persisted when `store` is set "
-            "to false. Try again with `store` set to true, or remove this item from your input.",
-            where,
-        )
-    if blob != encrypted_for(item_id):
-        raise RequestError(
-            f"The encrypted content for item {item_id} could not be verified.", where
-        )
-
-
-def _content(content: Any, counter: _Counter, where: str) -> str:
-    """A message item's text: a string, or `input_text` / `output_text` parts (images counted)."""
-    if isinstance(content, str) or content is None:
-        return counter.add(content or "")
-    texts: list[str] = []
-    for i, raw in enumerate(_require_list(content, f"{where}.content")):
-        part = _require_dict(raw, f"{where}.content[{i}]")
-        if part.get("type") in ("input_text", "output_text", "text"):
-            texts.append(counter.add(str(part.get("text", ""))))
-        elif part.get("type") in ("input_image", "input_file"):
-            counter.images += 1
-        else:
-            counter.add(_dumps(part))
-    return "\n".join(texts)
-
-
-def _add(turns: list[Turn], role: str, blocks: list[Block]) -> None:
-    if turns and turns[-1].role == role:
-        turns[-1] = Turn(turns[-1].role, turns[-1].blocks + tuple(blocks))
-    else:
-        turns.append(Turn("assistant" if role == "assistant" else "user", tuple(blocks)))
-
-
-def parse_responses(body: Any) -> Conversation:
-    body = _require_dict(body, "body")
-    counter = _Counter()
-    model = _model(body)
-    items = body.get("input")
-    if isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    turns: list[Turn] = []
-    system = counter.add(str(body.get("instructions") or ""))
-    for i, raw in enumerate(_require_list(items, "input")):
-        where = f"input[{i}]"
-        item = _require_dict(raw, where)
-        kind = item.get("type", "message")
-        if kind == "reasoning":
-            _check_reasoning(item, where)
-            counter.add(str(item.get("encrypted_content", ""))[:64])
-        elif kind == "function_call":
-            name = counter.add(str(item.get("name", "")))
-            args = counter.add(str(item.get("arguments", "")))
-            _add(turns, "assistant", [ToolUse(str(item.get("call_id", "")), name, args)])
-        elif kind == "function_call_output":
-            output = item.get("output", "")
-            text = counter.add(output if isinstance(output, str) else _dumps(output))
-            result = ToolResult(str(item.get("call_id", "")), text, _looks_like_error(text))
-            _add(turns, "user", [result])
-        elif kind == "message":
-            role = item.get("role")
-            text = _content(item.get("content"), counter, where)
-            if role in ("system", "developer"):
-                system = "\n".join(x for x in (system, text) if x)
-            elif role in ("user", "assistant"):
-                _add(turns, str(role), [Text(text)] if text else [])
-            else:
-                raise RequestError(
-                    f"Invalid value: '{role}'. Supported values are: 'user', "
-                    "'assistant', 'system' and 'developer'.",
-                    f"{where}.role",
-                )
-        else:
-            counter.add(_dumps(item))
-    tools: dict[str, dict[str, Any]] = {}
-    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
-        tool = _require_dict(raw, f"tools[{i}]")
-        if tool.get("type") == "function":
-            params = tool.get("parameters")
-            tools[str(tool.get("name", ""))] = params if isinstance(params, dict) else {}
-        counter.add(_dumps(tool))
-    include = body.get("include") or []
-    conversation = Conversation(
-        format="responses",
-        model=model,
-        system=system,
-        turns=tuple(turns),
-        tools=tools,
-        stream=bool(body.get("stream", False)),
-        include_usage=True,
-        thinking=isinstance(include, list) and ENCRYPTED in include,
-        max_tokens=_max_tokens(body, "max_output_tokens"),
-    )
-    return counter.counted(conversation, responses_output(body))
 
 
 # --- replies ------------------------------------------------------------------------------------
@@ -174,27 +42,13 @@ def _items(reply: MockReply, conv: Conversation, response_id: str) -> list[dict[
                 "summary": summary,
             }
         )
+    message = {"id": f"msg_{suffix}", "type": "message", "role": "assistant"}
     if reply.refusal:  # a refusal is a content part of its own kind
-        items.append(
-            {
-                "id": f"msg_{suffix}",
-                "type": "message",
-                "status": "completed",
-                "role": "assistant",
-                "content": [{"type": "refusal", "refusal": reply.refusal}],
-            }
-        )
+        refused = [{"type": "refusal", "refusal": reply.refusal}]
+        items.append({**message, "status": "completed", "content": refused})
     if reply.text_deltas:
-        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-        items.append(
-            {
-                "id": f"msg_{suffix}",
-                "type": "message",
-                "status": status,
-                "role": "assistant",
-                "content": [{"type": "output_text", "annotations": [], "text": reply.text}],
-            }
-        )
+        text = [{"type": "output_text", "annotations": [], "text": reply.text}]
+        items.append({**message, "status": _status(reply), "content": text})
     for n, call in enumerate(reply.tool_calls):
         items.append(
             {
@@ -207,6 +61,11 @@ def _items(reply: MockReply, conv: Conversation, response_id: str) -> list[dict[
             }
         )
     return items
+
+
+def _status(reply: MockReply) -> str:
+    """How the reply ends: cut at max_output_tokens, or whole."""
+    return "incomplete" if reply.stop_reason == "max_tokens" else "completed"
 
 
 def _response(
@@ -245,8 +104,7 @@ class ResponsesCodec(OpenAIErrors):
         return parse_responses(body)
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
-        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-        return _response(reply, conv, mid, status, _items(reply, conv, mid))
+        return _response(reply, conv, mid, _status(reply), _items(reply, conv, mid))
 
     def stream(
         self, reply: MockReply, conv: Conversation, mid: str, azure: bool
@@ -257,7 +115,7 @@ class ResponsesCodec(OpenAIErrors):
             nonlocal seq
             data = {"type": kind, "sequence_number": seq, **fields}
             seq += 1
-            return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+            return sse_event(kind, data)
 
         started = _response(reply, conv, mid, "in_progress", [])
         yield "head", event("response.created", response=started)
@@ -266,28 +124,16 @@ class ResponsesCodec(OpenAIErrors):
         for index, item in enumerate(items):
             yield from _item_events(reply, item, index, event)
             yield "body", event("response.output_item.done", output_index=index, item=item)
-        status = "incomplete" if reply.stop_reason == "max_tokens" else "completed"
-        final = _response(reply, conv, mid, status, items)
-        yield "final", event(f"response.{status}", response=final)
+        final = _response(reply, conv, mid, _status(reply), items)
+        yield "final", event(f"response.{final['status']}", response=final)
 
     def midstream_error(self, mid: str) -> bytes:
-        error = {
-            "type": "server_error",
-            "code": "server_error",
-            "message": OVERLOADED,
-            "param": None,
-        }
-        failed = {
-            "id": mid,
-            "object": "response",
-            "status": "failed",
-            "error": {"code": "server_error", "message": OVERLOADED},
-        }
-        return (
-            f"event: error\ndata: {json.dumps({'type': 'error', 'error': error})}\n\n"
-            f"event: response.failed\ndata: "
-            f"{json.dumps({'type': 'response.failed', 'response': failed})}\n\n"
-        ).encode()
+        error = {"code": "server_error", "message": OVERLOADED}
+        failed = {"id": mid, "object": "response", "status": "failed", "error": error}
+        event = {"type": "error", "error": {"type": "server_error", **error, "param": None}}
+        return sse_event("error", event) + sse_event(
+            "response.failed", {"type": "response.failed", "response": failed}
+        )
 
     def malformed(self, mid: str) -> bytes:
         return (
@@ -305,19 +151,14 @@ def _item_events(
         added = {**item, "status": "in_progress", "content": []}
         yield "body", event("response.output_item.added", output_index=index, item=added)
         ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
-        done = item["content"][0]
-        if done["type"] == "refusal":
-            part: dict[str, Any] = {"type": "refusal", "refusal": ""}
-            yield "body", event("response.content_part.added", part=part, **ids)
-            for piece in split_words(reply.refusal):
-                yield "text", event("response.refusal.delta", delta=piece, **ids)
-            yield "body", event("response.refusal.done", refusal=reply.refusal, **ids)
-        else:
-            part = {"type": "output_text", "annotations": [], "text": ""}
-            yield "body", event("response.content_part.added", part=part, **ids)
-            for piece in reply.text_deltas:
-                yield "text", event("response.output_text.delta", delta=piece, **ids)
-            yield "body", event("response.output_text.done", text=reply.text, **ids)
+        done = item["content"][0]  # its one part: output_text, or a refusal
+        name = done["type"]
+        field = "refusal" if name == "refusal" else "text"
+        pieces = split_words(reply.refusal) if name == "refusal" else reply.text_deltas
+        yield "body", event("response.content_part.added", part={**done, field: ""}, **ids)
+        for piece in pieces:
+            yield "text", event(f"response.{name}.delta", delta=piece, **ids)
+        yield "body", event(f"response.{name}.done", **{field: done[field]}, **ids)
         yield "body", event("response.content_part.done", part=done, **ids)
     elif kind == "function_call":
         added = {**item, "status": "in_progress", "arguments": ""}

@@ -175,13 +175,9 @@ class MockServer(BatchViews):
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.replayer = Replayer(replay, speed) if replay is not None else None
-        self.recorder: Recorder | None = (
-            None
-            if record is None
-            else record
-            if isinstance(record, Recorder)
-            else Recorder(record, made_by="nbagent MockServer(record=...)")
-        )
+        if record is not None and not isinstance(record, Recorder):
+            record = Recorder(record, made_by="nbagent MockServer(record=...)")
+        self.recorder = record
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -246,21 +242,21 @@ class MockServer(BatchViews):
 
     # --- addresses ------------------------------------------------------------------------------
 
-    @property
-    def port(self) -> int:
-        """The port it listens on (RuntimeError when it is not running)."""
+    def _listening(self) -> Listener:
         httpd = self._httpd
         if httpd is None:
             raise RuntimeError("The mock server is not running; call start() first.")
-        return int(httpd.server_address[1])
+        return httpd
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (RuntimeError when it is not running)."""
+        return int(self._listening().server_address[1])
 
     @property
     def host(self) -> str:
         """The address the listening socket is bound to (127.0.0.1 unless `host` said otherwise)."""
-        httpd = self._httpd
-        if httpd is None:
-            raise RuntimeError("The mock server is not running; call start() first.")
-        return str(httpd.socket.getsockname()[0])
+        return str(self._listening().socket.getsockname()[0])
 
     @property
     def url(self) -> str:
