@@ -11,12 +11,11 @@ frame's `delay_s` is always the wait measured between the attempts.
 
 from __future__ import annotations
 
-import email.utils
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import StreamInterrupted, TransportError
+from ..providers._server_wish import parse_retry_after
 
 __all__ = ["SdkRules", "Wait"]
 
@@ -42,12 +41,7 @@ def _retry_after(headers: Any) -> float | None:
     except (TypeError, ValueError):
         pass
     raw = headers.get("retry-after")
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        pass
-    parsed = email.utils.parsedate_tz(raw) if raw else None
-    return None if parsed is None else float(email.utils.mktime_tz(parsed) - time.time())
+    return None if raw is None else parse_retry_after(raw)
 
 
 @dataclass(frozen=True)
