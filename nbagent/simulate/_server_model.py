@@ -55,6 +55,7 @@ from ..mock import route
 from ..providers._http_errors import error_from_payload, error_from_response
 from ..providers._sse import SSEParser
 from ..recording import RecordedExchange, Recording, read_recording
+from ._backoff import TokenBucket
 
 __all__ = ["Answer", "Bucket", "Request", "ServerModel", "server_model"]
 
@@ -304,18 +305,9 @@ def _workload(answers: list[Answer]) -> list[Request]:
 
 def _admit(rate: float, capacity: float, sends: list[float]) -> tuple[int, list[float]]:
     """How many of `sends` a full bucket admits, and the wait it would name for each."""
-    tokens, last, admitted = capacity, sends[0], 0
-    waits: list[float] = []
-    for t in sends:
-        tokens = min(capacity, tokens + (t - last) * rate)
-        last = t
-        if tokens >= 1.0 - 1e-9:
-            tokens -= 1.0
-            admitted += 1
-            waits.append(0.0)
-        else:
-            waits.append((1.0 - tokens) / rate)
-    return admitted, waits
+    bucket = TokenBucket(capacity, rate)
+    waits = [bucket.take(t) for t in sends]
+    return waits.count(None), [w or 0.0 for w in waits]
 
 
 def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:

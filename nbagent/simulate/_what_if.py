@@ -23,7 +23,7 @@ from .._loop._attempt_log import AttemptLog
 from ..errors import ConfigError, ProviderError, RateLimited
 from ..events import AttemptStarted, AttemptSucceeded, RunStarted
 from ..recording import Recording
-from ._backoff import _log_attempt, _log_failure
+from ._backoff import TokenBucket, _log_attempt, _log_failure
 from ._server_model import Answer, ServerModel, server_model
 
 __all__ = ["WhatIf", "what_if"]
@@ -94,29 +94,12 @@ def _longest(answers: list[Answer]) -> int:
     return max(counts.values(), default=1)
 
 
-class _Bucket:
-    def __init__(self, model: ServerModel) -> None:
-        assert model.bucket is not None
-        self.b = model.bucket
-        self.tokens = model.bucket.capacity
-        self.last = 0.0
-
-    def take(self, t: float) -> float | None:
-        """None when admitted, else the seconds until the next token."""
-        b = self.b
-        self.tokens = min(b.capacity, self.tokens + max(0.0, t - self.last) * b.rate)
-        self.last = max(self.last, t)
-        if self.tokens >= 1.0 - 1e-9:
-            self.tokens -= 1.0
-            return None
-        return (1.0 - self.tokens) / b.rate
-
-
 def _simulate(
     model: ServerModel, policy: RetryPolicy, clients: int, rng: random.Random
 ) -> pd.DataFrame:
     log = AttemptLog()
-    bucket = _Bucket(model) if model.bucket is not None else None
+    fitted = model.bucket
+    bucket = TokenBucket(fitted.capacity, fitted.rate) if fitted is not None else None
     name = model.model
     width = max(2, len(str(clients)))
     # (time, client, request, attempt, previous delay)
@@ -136,15 +119,15 @@ def _simulate(
         wait = bucket.take(t) if bucket is not None and not spent else None
         if spent and quota is not None:
             error, duration = quota.answer.error, quota.answer.duration_s
-        elif wait is not None and bucket is not None:
-            wish = bucket.b.wish(wait)
+        elif wait is not None and fitted is not None:
+            wish = fitted.wish(wait)
             error = RateLimited(
                 "rate limit (the recording's bucket)",
                 provider=model.provider,
                 status_code=429,
                 retry_after=wish,
             )
-            duration = bucket.b.reject_duration_s
+            duration = fitted.reject_duration_s
         else:
             held = model.held(t)
             error = held.error if held is not None else None
