@@ -8,14 +8,15 @@ held the request back. The latest one, while it runs, drives the status line's l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import describe
 from ..events import Event, PacedWait, RetryScheduled
 from ._values import failure_text, num
 
-__all__ = ["Waits"]
+__all__ = ["Waits", "waits_after"]
 
 _CURRENT_FIELDS = ("kind", "label", "server_wish", "delay_s", "next_attempt", "max_attempts")
 
@@ -97,3 +98,25 @@ class Waits:
             "wait": dict(self.current) if self.current else None,
             "waits": [dict(w) for w in self._items],
         }
+
+
+def waits_after(
+    bars: Iterable[Mapping[str, Any]], waits: Iterable[Mapping[str, Any]]
+) -> list[Mapping[str, Any] | None]:
+    """The wait that followed each bar, in order: for a retried attempt, the next retry wait
+    of its run and lane that starts no earlier than it (each wait follows one attempt); None
+    for every other bar. What the bar's accessible name and the static page both say."""
+    queues: dict[tuple[Any, Any], deque[Mapping[str, Any]]] = {}
+    for w in waits:
+        if w.get("kind") == "retry":
+            queues.setdefault((w.get("run_id"), w.get("lane")), deque()).append(w)
+    out: list[Mapping[str, Any] | None] = []
+    for bar in bars:
+        queue = queues.get((bar.get("run_id"), bar.get("lane")))
+        if bar.get("kind") != "attempt" or bar.get("action") != "retry" or not queue:
+            out.append(None)
+            continue
+        while queue and (queue[0].get("start") or 0.0) < (bar.get("start") or 0.0):
+            queue.popleft()  # a wait before this attempt began: no later attempt's either
+        out.append(queue.popleft() if queue else None)
+    return out
