@@ -30,7 +30,6 @@ The model, and its limits:
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
 import math
 import os
@@ -43,6 +42,7 @@ import pandas as pd
 
 from .. import errors
 from .._loop._rate_headers import request_limits
+from .._watch._reading import decoded
 from ..errors import (
     ProviderError,
     QuotaExceeded,
@@ -187,16 +187,6 @@ class ServerModel:
         return self._held[max(0, i)]
 
 
-def _gunzipped(ex: RecordedExchange) -> bytes:
-    data = ex.body_data
-    if ex.headers.get("content-encoding", "").lower() == "gzip":
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError):
-            return data
-    return data
-
-
 def _stream_error(provider: str, ex: RecordedExchange, body: bytes) -> ProviderError | None:
     for event in SSEParser().feed(body, final=True):
         try:
@@ -217,7 +207,7 @@ def _error_of(ex: RecordedExchange) -> ProviderError | None:
         return TransportError(
             f"no answer ({ex.error or 'the connection closed'})", provider=provider
         )
-    body = _gunzipped(ex)
+    body = decoded(ex.body_data, ex.headers.get("content-encoding", ""))
     if not 200 <= ex.status < 300:
         return error_from_response(provider, ex.status, body, ex.headers, model=ex.model)
     failed = _stream_error(provider, ex, body)
