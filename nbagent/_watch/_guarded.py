@@ -26,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .._core._attempts import AttemptFailure, AttemptLoop, Sent
 from .._core._clock import Clock
@@ -41,6 +41,8 @@ from ._calls import CallLog, GuardSlot, _Call
 from ._reading import RequestFacts, transport_failure
 
 __all__ = ["GuardCore", "guarded_transport", "non_idempotent"]
+
+T = TypeVar("T")
 
 _NON_IDEMPOTENT_TAILS = ("/files", "/uploads", "/batches", ":batchGenerateContent")
 
@@ -120,10 +122,7 @@ class GuardCore:
             slot = GuardSlot(call, n)
             token = calls.guarded.set(slot)
             try:
-                response = await io.send(request)
-            except Exception as exc:
-                last[0] = exc
-                raise AttemptFailure(_error_of(slot, exc, facts)) from exc
+                response = await _step(io.send(request), slot, facts, last)
             finally:
                 calls.guarded.reset(token)
             return await self._read(mod, slot, response, io, last, held, facts)
@@ -158,35 +157,26 @@ class GuardCore:
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         whole = media == "application/json" or media.endswith("+json")  # not ndjson streams
         if status >= 400 or (200 <= status < 300 and whole):
-            try:
-                body = await io.read_all(response)
-            except Exception as exc:
-                last[0] = exc
-                raise AttemptFailure(_error_of(slot, exc, facts, after=True)) from exc
+            body = await _step(io.read_all(response), slot, facts, last, after=True)
             response.stream = mod.ByteStream(body)
             last[0] = response
             return self._handed_or_failed(slot, response)
         if 300 <= status < 400:
             slot.handed = True
             return response
-        try:
-            first, rest = await io.first(response)
-        except Exception as exc:
-            last[0] = exc
-            raise AttemptFailure(_error_of(slot, exc, facts, after=True)) from exc
+        first, rest = await _step(io.first(response), slot, facts, last, after=True)
         a = slot.attempt
         early = a.reader.early_error() if a is not None and a.reader is not None else None
-        if first is None or early is not None:
-            response.stream = _prepended(mod, first, rest, response.stream)
-            last[0] = response
-            if early is not None:  # a stream that failed at its start: the SDK saw nothing
-                held[0] = response
-                slot.decided = True
-                raise AttemptFailure(early)
-            return self._handed_or_failed(slot, response)
         response.stream = _prepended(mod, first, rest, response.stream)
-        slot.handed = True
-        return response
+        if first is not None and early is None:
+            slot.handed = True
+            return response
+        last[0] = response
+        if early is not None:  # a stream that failed at its start: the SDK saw nothing
+            held[0] = response
+            slot.decided = True
+            raise AttemptFailure(early)
+        return self._handed_or_failed(slot, response)
 
     @staticmethod
     def _handed_or_failed(slot: GuardSlot, response: Any) -> Any:
@@ -198,6 +188,18 @@ class GuardCore:
             return response
         slot.decided = True
         raise AttemptFailure(err, ttft_s=a.ttft if a is not None else None)
+
+
+async def _step(
+    step: Awaitable[T], slot: GuardSlot, facts: RequestFacts, last: list[Any], after: bool = False
+) -> T:
+    """One step of an attempt (sending it, reading its answer): what the step raises is kept
+    as the last answer and becomes the attempt's failure."""
+    try:
+        return await step
+    except Exception as exc:
+        last[0] = exc
+        raise AttemptFailure(_error_of(slot, exc, facts, after=after)) from exc
 
 
 def _error_of(
