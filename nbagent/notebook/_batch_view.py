@@ -18,12 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anywidget
-import traitlets
-
 from .._core._words import counted
 from .._palette import COLORS, DARK_COLORS
-from ._widget import Coalescer
+from ._widget import LiveWidget
 
 __all__ = ["COLOURS", "DARK_COLOURS", "BatchView", "render_text", "show_batch_view"]
 
@@ -67,15 +64,11 @@ for _key, _value in (
     _CSS = _CSS.replace(f"%({_key})s", _value)
 
 
-class BatchView(anywidget.AnyWidget):
+class BatchView(LiveWidget):
     """The live batch view. `update(snapshot)` with `BatchProgress.snapshot()` dicts."""
 
     _esm = _HERE / "batch_view.js"
     _css = _CSS
-
-    state = traitlets.Dict().tag(sync=True)
-    stop_requested = traitlets.Bool(False).tag(sync=True)
-    show_stop = traitlets.Bool(False).tag(sync=True)
 
     def __init__(
         self,
@@ -86,12 +79,10 @@ class BatchView(anywidget.AnyWidget):
         now: Callable[[], float] = time.monotonic,
         **kwargs: Any,
     ) -> None:
-        super().__init__(state=_dress(snapshot), show_stop=on_stop is not None, **kwargs)
-        self.on_stop = on_stop
-        self._pushes = Coalescer(self._push, min_interval, now)
+        kwargs["show_stop"] = on_stop is not None
+        super().__init__(_dress(snapshot), on_stop, min_interval, now, **kwargs)
         self._latest = snapshot
         self._finished = False
-        self.observe(self._stop_changed, names="stop_requested")
 
     @property
     def pushes(self) -> int:
@@ -112,16 +103,8 @@ class BatchView(anywidget.AnyWidget):
     def _push(self) -> None:
         self.state = _dress(self._latest, finished=self._finished)
 
-    def _stop_changed(self, change: dict[str, Any]) -> None:
-        if change["new"] and self.on_stop is not None:
-            self.on_stop()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        if isinstance(data, dict):
-            data = {**data, "text/plain": render_text(self.state)}
-        return data, metadata
+    def _fallback(self) -> dict[str, str]:
+        return {"text/plain": render_text(self.state)}
 
 
 def _dress(snapshot: dict[str, Any], finished: bool = False) -> dict[str, Any]:
