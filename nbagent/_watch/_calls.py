@@ -62,9 +62,8 @@ class _Call:
     facts: RequestFacts
     attempts: int = 0
     open: bool = True
-    failed_at: float | None = (
-        None  # the end of the last attempt, when it failed and the SDK retries
-    )
+    # the end of the last attempt, when it failed and the SDK retries
+    failed_at: float | None = None
     usage: Usage = field(default_factory=Usage)
 
 
@@ -429,19 +428,17 @@ class CallLog:
         )
 
 
+# How to make the retrying layer inside a watched client's calls the only one, by its family
+_ADVICE = {
+    "stainless": "set max_retries=0 on the client, or the outer layer's retries to 0",
+    "genai": (
+        "drop retry_options from the client's http_options, or set the outer layer's retries to 0"
+    ),
+}
+
+
 def _who(rules: SdkRules) -> Who:
     """Who retries inside a watched client's logical calls, for the amplification warning."""
-    if rules.family == "stainless":
-        advice = (
-            "set max_retries=0 on the client, or the outer layer's retries to 0, "
-            "or use nbagent.guard(client)."
-        )
-        return Who("the SDK", rules.max_attempts, advice)
-    if rules.family == "genai":
-        advice = (
-            "drop retry_options from the client's http_options, or set the outer layer's "
-            "retries to 0, or use nbagent.guard(client)."
-        )
-        return Who("the SDK", rules.max_attempts, advice)
-    advice = "set the outer layer's retries to 0, or use nbagent.guard(client)."
-    return Who("the client", rules.max_attempts, advice)
+    advice = _ADVICE.get(rules.family, "set the outer layer's retries to 0")
+    label = "the client" if rules.family == "none" else "the SDK"
+    return Who(label, rules.max_attempts, f"{advice}, or use nbagent.guard(client).")
