@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._attempts import AttemptLabels
+from .._core._attempts import AttemptLabels, usage_fields
 from .._core._budget import Usage
 from .._core._decision import AttemptState, Failure, decide
 from .._core._retry import RetryPolicy
@@ -320,11 +320,7 @@ class CallLog:
             usage = done.usage
             said = {
                 "response_id": done.response_id,
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_read_tokens": usage.cache_read_tokens,
-                "cache_write_tokens": usage.cache_write_tokens,
-                "cost_usd": usage.cost_usd,
+                **usage_fields(usage),
                 "stop_reason": done.stop_reason,
             }
         call.usage = call.usage + usage
