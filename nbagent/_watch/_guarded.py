@@ -238,17 +238,28 @@ def _refused(mod: ModuleType, request: Any, error: BaseException) -> Any:
 _CLASSES: dict[str, tuple[type, type, type, type]] = {}
 
 
+class _Ahead:
+    """A stream whose first chunk was read ahead: that chunk, then the rest of the same
+    stream (`inner`, closed with it)."""
+
+    def __init__(self, first: bytes | None, rest: Any, inner: Any) -> None:
+        self._first, self._rest, self._inner = first, rest, inner
+
+
+class _Guarding:
+    """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`)."""
+
+    def __init__(self, inner: Any, core: GuardCore) -> None:
+        self.inner = inner
+        self.core = core
+
+
 def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
     cached = _CLASSES.get(mod.__name__)
     if cached is not None:
         return cached
 
-    class SyncPrepended(mod.SyncByteStream):  # type: ignore[misc,name-defined]
-        """The first chunk, read ahead, then the rest of the same stream."""
-
-        def __init__(self, first: bytes | None, rest: Iterator[bytes], inner: Any) -> None:
-            self._first, self._rest, self._inner = first, rest, inner
-
+    class SyncPrepended(_Ahead, mod.SyncByteStream):  # type: ignore[misc,name-defined]
         def __iter__(self) -> Iterator[bytes]:
             if self._first is not None:
                 first, self._first = self._first, None
@@ -261,12 +272,7 @@ def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
                 close()
             self._inner.close()
 
-    class AsyncPrepended(mod.AsyncByteStream):  # type: ignore[misc,name-defined]
-        """The first chunk, read ahead, then the rest of the same stream."""
-
-        def __init__(self, first: bytes | None, rest: AsyncIterator[bytes], inner: Any) -> None:
-            self._first, self._rest, self._inner = first, rest, inner
-
+    class AsyncPrepended(_Ahead, mod.AsyncByteStream):  # type: ignore[misc,name-defined]
         async def __aiter__(self) -> AsyncIterator[bytes]:
             if self._first is not None:
                 first, self._first = self._first, None
@@ -280,13 +286,7 @@ def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
                 await close()
             await self._inner.aclose()
 
-    class SyncGuarded(mod.BaseTransport):  # type: ignore[misc,name-defined]
-        """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`)."""
-
-        def __init__(self, inner: Any, core: GuardCore) -> None:
-            self.inner = inner
-            self.core = core
-
+    class SyncGuarded(_Guarding, mod.BaseTransport):  # type: ignore[misc,name-defined]
         def handle_request(self, request: Any) -> Any:
             request.read()  # a body to send again: uploads are streams until read
             call, facts = self.core.open(request)
@@ -299,13 +299,7 @@ def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
         def close(self) -> None:
             self.inner.close()
 
-    class AsyncGuarded(mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
-        """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`)."""
-
-        def __init__(self, inner: Any, core: GuardCore) -> None:
-            self.inner = inner
-            self.core = core
-
+    class AsyncGuarded(_Guarding, mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         async def handle_async_request(self, request: Any) -> Any:
             await request.aread()
             call, facts = self.core.open(request)
@@ -352,7 +346,7 @@ class _SyncIO:
         for chunk in rest:
             if chunk:
                 return chunk, rest
-        return None, iter(())
+        return None, rest  # read to its end: nothing more comes
 
     async def close(self, response: Any) -> None:
         response.stream.close()
@@ -379,12 +373,7 @@ class _AsyncIO:
         async for chunk in rest:
             if chunk:
                 return chunk, rest
-        return None, _nothing()
+        return None, rest  # read to its end: nothing more comes
 
     async def close(self, response: Any) -> None:
         await response.stream.aclose()
-
-
-async def _nothing() -> AsyncIterator[bytes]:
-    return
-    yield b""  # pragma: no cover - makes this an empty async generator
