@@ -57,6 +57,7 @@ from . import _semconv as S
 __all__ = ["SpanRecorder"]
 
 _FAILED_ENDS = ("error", "cancelled", "budget")
+_WAIT_ATTRIBUTES = (S.DELAY, S.POLICY_DELAY, S.RETRY_AFTER)  # a retried attempt's, on its span
 
 
 @dataclass
@@ -290,11 +291,9 @@ class SpanRecorder(Handlers):
         if att is None or att.failed_at is None or att.attempt != e.attempt:
             run.span.add_event(S.EV_RETRY, attrs, timestamp=run.ns(e.time))
             return
+        # the failed attempt's span says the wait that follows it, and ends
         span = att.span
-        span.set_attribute(S.DELAY, float(e.delay_s))
-        span.set_attribute(S.POLICY_DELAY, float(e.policy_delay_s))
-        if e.retry_after_s is not None:
-            span.set_attribute(S.RETRY_AFTER, float(e.retry_after_s))
+        span.set_attributes({k: v for k, v in attrs.items() if k in _WAIT_ATTRIBUTES})
         span.add_event(S.EV_RETRY, attrs, timestamp=run.ns(e.time))
         del run.attempts[e.phase]
         span.end(att.failed_at)
