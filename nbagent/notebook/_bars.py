@@ -85,11 +85,8 @@ class Bars:
         bar = self._end_attempt(event)
         bar["outcome"] = "ok"
         bar["action"] = "none"
-        tokens = []
-        if event.input_tokens is not None:
-            tokens.append(f"{event.input_tokens:,} in")
-        if event.output_tokens is not None:
-            tokens.append(f"{event.output_tokens:,} out")
+        counts = ((event.input_tokens, "in"), (event.output_tokens, "out"))
+        tokens = [f"{n:,} {way}" for n, way in counts if n is not None]
         detail = f"{bar['label']} ok" + (f" · {', '.join(tokens)} tokens" if tokens else "")
         if event.stop_reason:
             detail += f" · stop: {event.stop_reason}"

@@ -12,6 +12,7 @@ import dataclasses
 import heapq
 import os
 import random
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -88,10 +89,8 @@ def _recorded_frame(model: ServerModel) -> pd.DataFrame:
 
 
 def _longest(answers: list[Answer]) -> int:
-    counts: dict[int, int] = {}
-    for a in answers:
-        counts[a.request] = counts.get(a.request, 0) + 1
-    return max(counts.values(), default=1)
+    """The most answers one request got (its attempts)."""
+    return max(Counter(a.request for a in answers).values(), default=1)
 
 
 def _simulate(
