@@ -113,10 +113,10 @@ def simulate_retries(
         log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=model))
         attempt = 1
         while True:
-            _log_attempt(log, AttemptStarted, run, t, attempt, policy, model)
+            log(AttemptStarted(**_labels(run, t, attempt, policy, model)))
             t += dur
             if fails.random() >= p_fail:
-                _log_attempt(log, AttemptSucceeded, run, t, attempt, policy, model)
+                log(AttemptSucceeded(**_labels(run, t, attempt, policy, model)))
                 break
             error: ProviderError
             if retry_after_s is not None:
@@ -222,7 +222,7 @@ def simulate_contention(
     while heap:
         t, c, attempt = heapq.heappop(heap)
         run = runs[c]
-        _log_attempt(log, AttemptStarted, run, t, attempt, pol, model)
+        log(AttemptStarted(**_labels(run, t, attempt, pol, model)))
         error: ProviderError | None = None
         if server == "single":
             if t >= busy_until:
@@ -235,7 +235,7 @@ def simulate_contention(
                 wish = wait if send_retry_after else None
                 error = RateLimited("no token", status_code=429, retry_after=wish)
         if error is None:
-            _log_attempt(log, AttemptSucceeded, run, t + service, attempt, pol, model)
+            log(AttemptSucceeded(**_labels(run, t + service, attempt, pol, model)))
             continue
         end = t + reject
         plan = decide(
@@ -336,19 +336,6 @@ def _labels(run: str, t: float, attempt: int, policy: RetryPolicy, model: str) -
         "max_attempts": policy.max_attempts,
         "model": model,
     }
-
-
-def _log_attempt(
-    log: AttemptLog,
-    kind: type[AttemptStarted] | type[AttemptSucceeded],
-    run: str,
-    t: float,
-    attempt: int,
-    policy: RetryPolicy,
-    model: str,
-) -> None:
-    """An attempt starting, or succeeding, as the agent would emit it."""
-    log(kind(**_labels(run, t, attempt, policy, model)))
 
 
 def _log_failure(

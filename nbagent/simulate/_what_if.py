@@ -24,7 +24,7 @@ from .._loop._attempt_log import AttemptLog
 from ..errors import ConfigError, ProviderError, RateLimited
 from ..events import AttemptStarted, AttemptSucceeded, RunStarted
 from ..recording import Recording
-from ._backoff import TokenBucket, _log_attempt, _log_failure
+from ._backoff import TokenBucket, _labels, _log_failure
 from ._server_model import Answer, ServerModel, server_model
 
 __all__ = ["WhatIf", "what_if"]
@@ -74,10 +74,10 @@ def _recorded_frame(model: ServerModel) -> pd.DataFrame:
         run = f"recorded-{n + 1:03d}"
         log(RunStarted(run_id=run, time=mine[0].at, turn=1, prompt="", model=name))
         for k, a in enumerate(mine, start=1):
-            _log_attempt(log, AttemptStarted, run, a.at, k, policy, name)
+            log(AttemptStarted(**_labels(run, a.at, k, policy, name)))
             end = a.at + a.duration_s
             if a.error is None:
-                _log_attempt(log, AttemptSucceeded, run, end, k, policy, name)
+                log(AttemptSucceeded(**_labels(run, end, k, policy, name)))
                 continue
             following = mine[k] if k < len(mine) else None
             plan = None
@@ -112,7 +112,7 @@ def _simulate(
         run = f"client-{c + 1:0{width}d}/{n + 1:03d}"
         if attempt == 1:
             log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=name))
-        _log_attempt(log, AttemptStarted, run, t, attempt, policy, name)
+        log(AttemptStarted(**_labels(run, t, attempt, policy, name)))
         error: ProviderError | None
         spent = quota is not None and successes >= quota.after_successes
         wait = bucket.take(t) if bucket is not None and not spent else None
@@ -136,7 +136,7 @@ def _simulate(
         end = t + duration
         if error is None:
             successes += 1
-            _log_attempt(log, AttemptSucceeded, run, end, attempt, policy, name)
+            log(AttemptSucceeded(**_labels(run, end, attempt, policy, name)))
             _next_request(heap, model, end, c, n)
             continue
         failure = Failure(error, AttemptState(attempt, previous_delay=previous))
