@@ -44,15 +44,6 @@ _HERE = Path(__file__).parent
 LANE_ROWS_UP_TO = 48
 """Up to this many agents each get a labelled row; more become a heat-strip of cells."""
 
-_STATES = {
-    "q": "queued",
-    "r": "running",
-    "w": "waiting",
-    "o": "ok",
-    "f": "failed",
-    "c": "cancelled",
-}
-
 
 _CSS = (_HERE / "batch_view.css").read_text(encoding="utf-8")
 for _key, _value in (
@@ -119,8 +110,6 @@ def _dress(snapshot: dict[str, Any], finished: bool = False) -> dict[str, Any]:
 
 def render_text(state: dict[str, Any]) -> str:
     """The view as one line of text, for front ends without widgets."""
-    lanes = str(state.get("lanes", ""))
-    counts = {name: lanes.count(code) for code, name in _STATES.items()}
     rate = (state.get("pace") or {}).get("rate")
     pace = f", pace {rate:.1f}/s" if isinstance(rate, (int, float)) else ""
     batches = state.get("batches") or []
@@ -132,7 +121,7 @@ def render_text(state: dict[str, Any]) -> str:
     )
     return (
         f"nbagent.map: {state.get('done', 0)}/{state.get('total', 0)} done, "
-        f"{counts['running']} running, {counts['waiting']} waiting, "
+        f"{state.get('running', 0)} running, {state.get('waiting', 0)} waiting, "
         f"{state.get('failed', 0)} failed, {state.get('retries_per_min', 0)} retries/min{pace}"
         + (f", {state['reasked']} reasked" if state.get("reasked") else "")
         + f"{provider}"
