@@ -48,7 +48,7 @@ from ..events import (
 )
 from ._amplification import Amplification, Who, warn
 from ._reading import Ending, ReplyReader, RequestFacts, read_request, transport_failure
-from ._sdk import SdkRules
+from ._sdk import GUARD, SdkRules
 from ._transport import StreamClosed
 
 __all__ = ["CallLog", "GuardSlot"]
@@ -149,14 +149,13 @@ class CallLog:
         name: str,
         now: Callable[[], float],
         after_wait: Callable[[tuple[str, int], float], None] | None = None,
-        who: Who | None = None,
     ) -> None:
         self.bus = bus
         self.rules = rules
         self.name = name
         self.now = now
         self.after_wait = after_wait
-        self.amplification = Amplification(who or _who(rules))
+        self.amplification = Amplification(_who(rules))
         self.guarded: contextvars.ContextVar[GuardSlot | None] = contextvars.ContextVar(
             f"nbagent_guard_{name}", default=None
         )
@@ -431,6 +430,9 @@ _ADVICE = {
 
 def _who(rules: SdkRules) -> Who:
     """Who retries inside a watched client's logical calls, for the amplification warning."""
+    if rules.label == GUARD:
+        advice = "set the outer layer's retries to 0 (nbagent.guard retries already)."
+        return Who(GUARD, rules.max_attempts, advice)
     advice = _ADVICE.get(rules.family, "set the outer layer's retries to 0")
     label = "the client" if rules.family == "none" else "the SDK"
     return Who(label, rules.max_attempts, f"{advice}, or use nbagent.guard(client).")

@@ -17,9 +17,11 @@ from typing import Any, Literal
 from ..errors import StreamInterrupted, TransportError
 from ..providers._server_wish import parse_retry_after
 
-__all__ = ["SdkRules", "Wait"]
+__all__ = ["GUARD", "SdkRules", "Wait"]
 
 Family = Literal["stainless", "genai", "none"]
+
+GUARD = "nbagent.guard"  # the label of a guarded client's rule: nbagent retries, not the SDK
 
 _STAINLESS_STATUSES = frozenset({408, 409, 429})
 _GENAI_STATUSES = frozenset({408, 429, 500, 502, 503, 504})

@@ -24,12 +24,11 @@ from .._loop._durable_log import DurableLog, LogTarget
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
-from ._amplification import Who
 from ._calls import CallLog
 from ._clients import kind_of, wrap
 from ._guarded import GuardCore, guarded_transport
 from ._record import RecordingObserver, recorder_for
-from ._sdk import SdkRules
+from ._sdk import GUARD, SdkRules
 from ._transport import ObserverFactory
 
 __all__ = ["Watcher", "watch", "watching"]
@@ -92,7 +91,6 @@ class Watcher:
         self._show = show
         self._view: LiveView | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        who = None
         if guard is None:
             watched, rules = wrap(client, self.observers, self.clock.now)
         else:
@@ -102,13 +100,7 @@ class Watcher:
                 return guarded_transport(mod, transport, core, asynchronous=asynchronous)
 
             watched, _ = wrap(client, self.observers, self.clock.now, outer)
-            attempts = guard.policy.max_attempts
-            rules = SdkRules("nbagent.guard", "none", attempts - 1)
-            who = Who(
-                "nbagent.guard",
-                attempts,
-                "set the outer layer's retries to 0 (nbagent.guard retries already).",
-            )
+            rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
         self.rules: SdkRules = rules
         self._calls = CallLog(
             self.events,
@@ -116,7 +108,6 @@ class Watcher:
             name=self.name,
             now=self.clock.now,
             after_wait=self._waited,
-            who=who,
         )
         if guard is not None:
             guard.calls = self._calls
