@@ -318,9 +318,10 @@ def _prepended(mod: ModuleType, first: bytes | None, rest: Any, inner: Any) -> A
     return cls(first, rest, inner)
 
 
-def guarded_transport(mod: ModuleType, watched: Any, core: GuardCore, *, asynchronous: bool) -> Any:
+def guarded_transport(mod: ModuleType, watched: Any, asynchronous: bool, *, core: GuardCore) -> Any:
     """A transport of `mod` (httpx or httpx2) that sends through the watched transport
-    `watched` under `core`'s policy."""
+    `watched` under `core`'s policy (with `core` given, the `Outer` a watched client's
+    transports are wrapped in)."""
     _, _, sync_cls, async_cls = _classes(mod)
     return (async_cls if asynchronous else sync_cls)(watched, core)
 

@@ -8,6 +8,7 @@ it as they subscribe to an agent. It reads and classifies; the SDK decides and r
 
 from __future__ import annotations
 
+import functools
 import uuid
 import weakref
 from collections.abc import Callable
@@ -94,11 +95,7 @@ class Watcher:
         if guard is None:
             watched, rules = wrap(client, self.observers, self.clock.now)
         else:
-            core = guard
-
-            def outer(mod: Any, transport: Any, asynchronous: bool) -> Any:
-                return guarded_transport(mod, transport, core, asynchronous=asynchronous)
-
+            outer = functools.partial(guarded_transport, core=guard)
             watched, _ = wrap(client, self.observers, self.clock.now, outer)
             rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
         self.rules: SdkRules = rules
