@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import describe
-from ..events import Event, PacedWait, RetryScheduled
+from ..events import PacedWait, RetryScheduled
 from ._values import failure_text, num
 
 __all__ = ["Waits", "waits_after"]
@@ -30,7 +30,6 @@ class Waits:
     def retry(self, event: RetryScheduled, lane: str) -> None:
         self._begin(
             event,
-            delay=num(event.delay_s) or 0.0,
             lane=lane,
             kind="retry",
             fields={
@@ -50,7 +49,6 @@ class Waits:
     def paced(self, event: PacedWait) -> None:
         self._begin(
             event,
-            delay=num(event.delay_s) or 0.0,
             lane="request",
             kind="paced",
             fields={
@@ -61,9 +59,10 @@ class Waits:
         )
 
     def _begin(
-        self, event: Event, *, delay: float, lane: str, kind: str, fields: dict[str, Any]
+        self, event: RetryScheduled | PacedWait, *, lane: str, kind: str, fields: dict[str, Any]
     ) -> None:
         t = num(event.time) or 0.0
+        delay = num(event.delay_s) or 0.0
         wait: dict[str, Any] = {
             "id": len(self._items),
             "run_id": event.run_id,
