@@ -13,7 +13,6 @@ import uuid
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -212,12 +211,7 @@ class Watcher:
             self.show()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop_showing()
         if self._durable is not None:
             self._durable.flush()
