@@ -312,14 +312,12 @@ def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:
         first = next(i for i, a in enumerate(answers) if a.rate_limited)
         capacity = float(max(1, first))
 
-    def rate_at(x: float) -> float:
-        return math.exp(x)
-
+    # the rate is searched on a log scale: `lo`, `hi`, `mid` are its logarithms
     def bound(smallest: bool) -> float:
         lo, hi = math.log(1e-7), math.log(1e5)
         for _ in range(60):
             mid = (lo + hi) / 2
-            count = _admit(rate_at(mid), capacity, sends)[0]
+            count = _admit(math.exp(mid), capacity, sends)[0]
             if (count >= target) if smallest else (count > target):
                 hi = mid
             else:
@@ -327,13 +325,13 @@ def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:
         return hi if smallest else lo
 
     lo, hi = bound(True), bound(False)
-    rate = rate_at(lo)
+    rate = math.exp(lo)
     wished = [(i, a.error.retry_after) for i, a in enumerate(answers) if a.rate_limited and a.error]
     wished_known = [(i, w) for i, w in wished if w is not None]
     if wished_known and hi > lo:
         best = math.inf
         for k in range(41):
-            candidate = rate_at(lo + (hi - lo) * k / 40)
+            candidate = math.exp(lo + (hi - lo) * k / 40)
             waits = _admit(candidate, capacity, sends)[1]
             cost = sum((waits[i] - w) ** 2 for i, w in wished_known)
             if cost < best:
