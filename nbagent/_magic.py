@@ -260,17 +260,17 @@ class AgentMagics(Magics):
                 f"%%agent: this conversation was started with --tools {self._tools[opts.model]}; "
                 f"add --new to start a new one with --tools {tools}"
             )
+        # the retry settings this cell names (a new agent's policy, or a change to the old one)
+        retry = {"max_attempts": opts.max_attempts, "seed": opts.seed}
+        changes: dict[str, Any] = {k: v for k, v in retry.items() if v is not None}
         if agent is None:
-            policy = RetryPolicy(seed=opts.seed)
-            if opts.max_attempts is not None:
-                policy = replace(policy, max_attempts=opts.max_attempts)
             base_url = self._server().url if opts.model == "demo" else None
             try:
                 agent = Agent(
                     opts.model,
                     tools=_tools(tools),
                     system=opts.system,
-                    retry=policy,
+                    retry=RetryPolicy(**changes),
                     base_url=base_url,
                 )
             except NbAgentError as exc:
@@ -280,12 +280,7 @@ class AgentMagics(Magics):
             return agent
         if opts.system is not None:
             agent.system = opts.system
-        if opts.max_attempts is not None or opts.seed is not None:
-            changes: dict[str, Any] = {}
-            if opts.max_attempts is not None:
-                changes["max_attempts"] = opts.max_attempts
-            if opts.seed is not None:
-                changes["seed"] = opts.seed
+        if changes:
             agent.retry = replace(agent.retry, **changes)  # reseeds the jitter
         return agent
 

@@ -149,11 +149,16 @@ def subscribe_everywhere(fn: Subscriber) -> Callable[[], None]:
     Returns:
         A function that stops the delivery (calling it twice is harmless).
     """
-    _everywhere.append(fn)
+    return _added(_everywhere, fn)
+
+
+def _added(subscribers: list[Subscriber], fn: Subscriber) -> Callable[[], None]:
+    """Append `fn` to `subscribers`; returns the function that takes it out again."""
+    subscribers.append(fn)
 
     def unsubscribe() -> None:
-        if fn in _everywhere:
-            _everywhere.remove(fn)
+        if fn in subscribers:
+            subscribers.remove(fn)
 
     return unsubscribe
 
@@ -186,13 +191,7 @@ class EventBus:
         Returns:
             A function that removes it (calling it twice is harmless).
         """
-        self._subs.append(fn)
-
-        def unsubscribe() -> None:
-            if fn in self._subs:
-                self._subs.remove(fn)
-
-        return unsubscribe
+        return _added(self._subs, fn)
 
     @property
     def subscribers(self) -> tuple[Subscriber, ...]:

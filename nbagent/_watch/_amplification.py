@@ -81,6 +81,18 @@ class _Intended:
         return sum(t.requests for t in self.tries)
 
 
+# The amplification frame's columns and their types (`Watcher.amplification`)
+_FRAME_TYPES = {
+    "call": "string",
+    "model": "string",
+    "logical_calls": "int64",
+    "requests": "int64",
+    "factor": "float64",
+    "allowed": "int64",
+    "outcome": "string",
+}
+
+
 class Amplification:
     """The intended calls of one watched client (see the module docstring); thread-safe."""
 
@@ -184,29 +196,7 @@ class Amplification:
                 for c in self._calls.values()
                 if c.requests
             ]
-        df = pd.DataFrame(
-            rows,
-            columns=[
-                "call",
-                "model",
-                "logical_calls",
-                "requests",
-                "factor",
-                "allowed",
-                "outcome",
-            ],
-        )
-        df = df.astype(
-            {
-                "call": "string",
-                "model": "string",
-                "logical_calls": "int64",
-                "requests": "int64",
-                "factor": "float64",
-                "allowed": "int64",
-                "outcome": "string",
-            }
-        )
+        df = pd.DataFrame(rows, columns=list(_FRAME_TYPES)).astype(_FRAME_TYPES)
         # worst first; among equals, in the order they were made
         worst: pd.DataFrame = df.sort_values("factor", ascending=False, kind="stable")
         out: pd.DataFrame = worst.reset_index(drop=True)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._attempts import AttemptLabels
+from .._core._attempts import AttemptLabels, usage_fields
 from .._core._budget import Usage
 from .._core._decision import AttemptState, Failure, decide
 from .._core._retry import RetryPolicy
@@ -48,7 +48,7 @@ from ..events import (
 )
 from ._amplification import Amplification, Who, warn
 from ._reading import Ending, ReplyReader, RequestFacts, read_request, transport_failure
-from ._sdk import SdkRules
+from ._sdk import GUARD, SdkRules
 from ._transport import StreamClosed
 
 __all__ = ["CallLog", "GuardSlot"]
@@ -62,9 +62,8 @@ class _Call:
     facts: RequestFacts
     attempts: int = 0
     open: bool = True
-    failed_at: float | None = (
-        None  # the end of the last attempt, when it failed and the SDK retries
-    )
+    # the end of the last attempt, when it failed and the SDK retries
+    failed_at: float | None = None
     usage: Usage = field(default_factory=Usage)
 
 
@@ -150,14 +149,13 @@ class CallLog:
         name: str,
         now: Callable[[], float],
         after_wait: Callable[[tuple[str, int], float], None] | None = None,
-        who: Who | None = None,
     ) -> None:
         self.bus = bus
         self.rules = rules
         self.name = name
         self.now = now
         self.after_wait = after_wait
-        self.amplification = Amplification(who or _who(rules))
+        self.amplification = Amplification(_who(rules))
         self.guarded: contextvars.ContextVar[GuardSlot | None] = contextvars.ContextVar(
             f"nbagent_guard_{name}", default=None
         )
@@ -245,11 +243,7 @@ class CallLog:
                 call.failed_at = None
                 if self.after_wait is not None:
                     self.after_wait(key, waited)
-            self._emit(
-                AttemptStarted(**self._labels(n, facts.model)),
-                call.run_id,
-                t,
-            )
+            self._emit(AttemptStarted(**self._labels(n, facts.model)), call.run_id, t)
         self._warn()
         return _Attempt(self, call, facts, n, t)
 
@@ -321,11 +315,7 @@ class CallLog:
             usage = done.usage
             said = {
                 "response_id": done.response_id,
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_read_tokens": usage.cache_read_tokens,
-                "cache_write_tokens": usage.cache_write_tokens,
-                "cost_usd": usage.cost_usd,
+                **usage_fields(usage),
                 "stop_reason": done.stop_reason,
             }
         call.usage = call.usage + usage
@@ -429,19 +419,20 @@ class CallLog:
         )
 
 
+# How to make the retrying layer inside a watched client's calls the only one, by its family
+_ADVICE = {
+    "stainless": "set max_retries=0 on the client, or the outer layer's retries to 0",
+    "genai": (
+        "drop retry_options from the client's http_options, or set the outer layer's retries to 0"
+    ),
+}
+
+
 def _who(rules: SdkRules) -> Who:
     """Who retries inside a watched client's logical calls, for the amplification warning."""
-    if rules.family == "stainless":
-        advice = (
-            "set max_retries=0 on the client, or the outer layer's retries to 0, "
-            "or use nbagent.guard(client)."
-        )
-        return Who("the SDK", rules.max_attempts, advice)
-    if rules.family == "genai":
-        advice = (
-            "drop retry_options from the client's http_options, or set the outer layer's "
-            "retries to 0, or use nbagent.guard(client)."
-        )
-        return Who("the SDK", rules.max_attempts, advice)
-    advice = "set the outer layer's retries to 0, or use nbagent.guard(client)."
-    return Who("the client", rules.max_attempts, advice)
+    if rules.label == GUARD:
+        advice = "set the outer layer's retries to 0 (nbagent.guard retries already)."
+        return Who(GUARD, rules.max_attempts, advice)
+    advice = _ADVICE.get(rules.family, "set the outer layer's retries to 0")
+    label = "the client" if rules.family == "none" else "the SDK"
+    return Who(label, rules.max_attempts, f"{advice}, or use nbagent.guard(client).")

@@ -39,10 +39,8 @@ def _http_module(obj: Any) -> ModuleType | None:
 def kind_of(client: Any) -> str:
     """anthropic, openai, genai or httpx; ConfigError for anything else."""
     top = type(client).__module__.partition(".")[0]
-    if top == "anthropic" and hasattr(client, "with_options"):
-        return "anthropic"
-    if top == "openai" and hasattr(client, "with_options"):
-        return "openai"
+    if top in ("anthropic", "openai") and hasattr(client, "with_options"):
+        return top
     if type(client).__module__.startswith("google.genai") and hasattr(client, "models"):
         return "genai"
     mod = _http_module(client)

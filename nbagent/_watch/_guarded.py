@@ -26,9 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .._core._attempts import AttemptFailure, AttemptLoop, Sent
 from .._core._clock import Clock
@@ -41,6 +41,8 @@ from ._calls import CallLog, GuardSlot, _Call
 from ._reading import RequestFacts, transport_failure
 
 __all__ = ["GuardCore", "guarded_transport", "non_idempotent"]
+
+T = TypeVar("T")
 
 _NON_IDEMPOTENT_TAILS = ("/files", "/uploads", "/batches", ":batchGenerateContent")
 
@@ -120,10 +122,7 @@ class GuardCore:
             slot = GuardSlot(call, n)
             token = calls.guarded.set(slot)
             try:
-                response = await io.send(request)
-            except Exception as exc:
-                last[0] = exc
-                raise AttemptFailure(_error_of(slot, exc, facts)) from exc
+                response = await _step(io.send(request), slot, facts, last)
             finally:
                 calls.guarded.reset(token)
             return await self._read(mod, slot, response, io, last, held, facts)
@@ -158,35 +157,26 @@ class GuardCore:
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         whole = media == "application/json" or media.endswith("+json")  # not ndjson streams
         if status >= 400 or (200 <= status < 300 and whole):
-            try:
-                body = await io.read_all(response)
-            except Exception as exc:
-                last[0] = exc
-                raise AttemptFailure(_error_of(slot, exc, facts, after=True)) from exc
+            body = await _step(io.read_all(response), slot, facts, last, after=True)
             response.stream = mod.ByteStream(body)
             last[0] = response
             return self._handed_or_failed(slot, response)
         if 300 <= status < 400:
             slot.handed = True
             return response
-        try:
-            first, rest = await io.first(response)
-        except Exception as exc:
-            last[0] = exc
-            raise AttemptFailure(_error_of(slot, exc, facts, after=True)) from exc
+        first, rest = await _step(io.first(response), slot, facts, last, after=True)
         a = slot.attempt
         early = a.reader.early_error() if a is not None and a.reader is not None else None
-        if first is None or early is not None:
-            response.stream = _prepended(mod, first, rest, response.stream)
-            last[0] = response
-            if early is not None:  # a stream that failed at its start: the SDK saw nothing
-                held[0] = response
-                slot.decided = True
-                raise AttemptFailure(early)
-            return self._handed_or_failed(slot, response)
         response.stream = _prepended(mod, first, rest, response.stream)
-        slot.handed = True
-        return response
+        if first is not None and early is None:
+            slot.handed = True
+            return response
+        last[0] = response
+        if early is not None:  # a stream that failed at its start: the SDK saw nothing
+            held[0] = response
+            slot.decided = True
+            raise AttemptFailure(early)
+        return self._handed_or_failed(slot, response)
 
     @staticmethod
     def _handed_or_failed(slot: GuardSlot, response: Any) -> Any:
@@ -198,6 +188,18 @@ class GuardCore:
             return response
         slot.decided = True
         raise AttemptFailure(err, ttft_s=a.ttft if a is not None else None)
+
+
+async def _step(
+    step: Awaitable[T], slot: GuardSlot, facts: RequestFacts, last: list[Any], after: bool = False
+) -> T:
+    """One step of an attempt (sending it, reading its answer): what the step raises is kept
+    as the last answer and becomes the attempt's failure."""
+    try:
+        return await step
+    except Exception as exc:
+        last[0] = exc
+        raise AttemptFailure(_error_of(slot, exc, facts, after=after)) from exc
 
 
 def _error_of(
@@ -236,17 +238,28 @@ def _refused(mod: ModuleType, request: Any, error: BaseException) -> Any:
 _CLASSES: dict[str, tuple[type, type, type, type]] = {}
 
 
+class _Ahead:
+    """A stream whose first chunk was read ahead: that chunk, then the rest of the same
+    stream (`inner`, closed with it)."""
+
+    def __init__(self, first: bytes | None, rest: Any, inner: Any) -> None:
+        self._first, self._rest, self._inner = first, rest, inner
+
+
+class _Guarding:
+    """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`)."""
+
+    def __init__(self, inner: Any, core: GuardCore) -> None:
+        self.inner = inner
+        self.core = core
+
+
 def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
     cached = _CLASSES.get(mod.__name__)
     if cached is not None:
         return cached
 
-    class SyncPrepended(mod.SyncByteStream):  # type: ignore[misc,name-defined]
-        """The first chunk, read ahead, then the rest of the same stream."""
-
-        def __init__(self, first: bytes | None, rest: Iterator[bytes], inner: Any) -> None:
-            self._first, self._rest, self._inner = first, rest, inner
-
+    class SyncPrepended(_Ahead, mod.SyncByteStream):  # type: ignore[misc,name-defined]
         def __iter__(self) -> Iterator[bytes]:
             if self._first is not None:
                 first, self._first = self._first, None
@@ -259,12 +272,7 @@ def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
                 close()
             self._inner.close()
 
-    class AsyncPrepended(mod.AsyncByteStream):  # type: ignore[misc,name-defined]
-        """The first chunk, read ahead, then the rest of the same stream."""
-
-        def __init__(self, first: bytes | None, rest: AsyncIterator[bytes], inner: Any) -> None:
-            self._first, self._rest, self._inner = first, rest, inner
-
+    class AsyncPrepended(_Ahead, mod.AsyncByteStream):  # type: ignore[misc,name-defined]
         async def __aiter__(self) -> AsyncIterator[bytes]:
             if self._first is not None:
                 first, self._first = self._first, None
@@ -278,13 +286,7 @@ def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
                 await close()
             await self._inner.aclose()
 
-    class SyncGuarded(mod.BaseTransport):  # type: ignore[misc,name-defined]
-        """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`)."""
-
-        def __init__(self, inner: Any, core: GuardCore) -> None:
-            self.inner = inner
-            self.core = core
-
+    class SyncGuarded(_Guarding, mod.BaseTransport):  # type: ignore[misc,name-defined]
         def handle_request(self, request: Any) -> Any:
             request.read()  # a body to send again: uploads are streams until read
             call, facts = self.core.open(request)
@@ -297,13 +299,7 @@ def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
         def close(self) -> None:
             self.inner.close()
 
-    class AsyncGuarded(mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
-        """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`)."""
-
-        def __init__(self, inner: Any, core: GuardCore) -> None:
-            self.inner = inner
-            self.core = core
-
+    class AsyncGuarded(_Guarding, mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         async def handle_async_request(self, request: Any) -> Any:
             await request.aread()
             call, facts = self.core.open(request)
@@ -322,9 +318,10 @@ def _prepended(mod: ModuleType, first: bytes | None, rest: Any, inner: Any) -> A
     return cls(first, rest, inner)
 
 
-def guarded_transport(mod: ModuleType, watched: Any, core: GuardCore, *, asynchronous: bool) -> Any:
+def guarded_transport(mod: ModuleType, watched: Any, asynchronous: bool, *, core: GuardCore) -> Any:
     """A transport of `mod` (httpx or httpx2) that sends through the watched transport
-    `watched` under `core`'s policy."""
+    `watched` under `core`'s policy (with `core` given, the `Outer` a watched client's
+    transports are wrapped in)."""
     _, _, sync_cls, async_cls = _classes(mod)
     return (async_cls if asynchronous else sync_cls)(watched, core)
 
@@ -350,7 +347,7 @@ class _SyncIO:
         for chunk in rest:
             if chunk:
                 return chunk, rest
-        return None, iter(())
+        return None, rest  # read to its end: nothing more comes
 
     async def close(self, response: Any) -> None:
         response.stream.close()
@@ -377,12 +374,7 @@ class _AsyncIO:
         async for chunk in rest:
             if chunk:
                 return chunk, rest
-        return None, _nothing()
+        return None, rest  # read to its end: nothing more comes
 
     async def close(self, response: Any) -> None:
         await response.stream.aclose()
-
-
-async def _nothing() -> AsyncIterator[bytes]:
-    return
-    yield b""  # pragma: no cover - makes this an empty async generator

@@ -41,6 +41,7 @@ __all__ = [
     "Ending",
     "ReplyReader",
     "RequestFacts",
+    "decoded",
     "read_request",
     "request_secrets",
     "transport_failure",
@@ -142,6 +143,21 @@ def read_request(request: Any) -> RequestFacts:
     )
 
 
+def decoded(raw: bytes, coding: str) -> bytes:
+    """A body as its `content-encoding` says it was sent: gzip or deflate decompressed, else
+    (or when it does not decompress) the bytes as they are."""
+    coding = coding.strip().lower()
+    if coding in ("gzip", "deflate") and raw:
+        try:
+            return zlib.decompress(raw, 47 if coding == "gzip" else 15)
+        except zlib.error:
+            try:
+                return zlib.decompress(raw, -15)  # a raw deflate stream
+            except zlib.error:
+                return raw
+    return raw
+
+
 def transport_failure(
     exc: BaseException, facts: RequestFacts, *, after_response: bool
 ) -> BaseException:
@@ -236,19 +252,9 @@ class ReplyReader:
         return None if err is None or any(err is e for e in es.made) else err
 
     def _whole_body(self) -> bytes:
-        """The body as read, decompressed when the server sent it gzip- or deflate-encoded
-        (what the transport passes on is the bytes off the wire; the client decodes them)."""
-        raw = b"".join(self._body)
-        coding = self.headers.get("content-encoding", "").strip().lower()
-        if coding in ("gzip", "deflate") and raw:
-            try:
-                return zlib.decompress(raw, 47 if coding == "gzip" else 15)
-            except zlib.error:
-                try:
-                    return zlib.decompress(raw, -15)  # a raw deflate stream
-                except zlib.error:
-                    return raw
-        return raw
+        """The body as read, decoded (what the transport passes on is the bytes off the wire;
+        the client decodes them)."""
+        return decoded(b"".join(self._body), self.headers.get("content-encoding", ""))
 
     def ending(self) -> Ending:
         """How the attempt ended, the body having been read to its end."""

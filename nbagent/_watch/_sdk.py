@@ -11,16 +11,17 @@ frame's `delay_s` is always the wait measured between the attempts.
 
 from __future__ import annotations
 
-import email.utils
-import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import StreamInterrupted, TransportError
+from ..providers._server_wish import parse_retry_after
 
-__all__ = ["SdkRules", "Wait"]
+__all__ = ["GUARD", "SdkRules", "Wait"]
 
 Family = Literal["stainless", "genai", "none"]
+
+GUARD = "nbagent.guard"  # the label of a guarded client's rule: nbagent retries, not the SDK
 
 _STAINLESS_STATUSES = frozenset({408, 409, 429})
 _GENAI_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -42,12 +43,7 @@ def _retry_after(headers: Any) -> float | None:
     except (TypeError, ValueError):
         pass
     raw = headers.get("retry-after")
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        pass
-    parsed = email.utils.parsedate_tz(raw) if raw else None
-    return None if parsed is None else float(email.utils.mktime_tz(parsed) - time.time())
+    return None if raw is None else parse_retry_after(raw)
 
 
 @dataclass(frozen=True)

@@ -137,13 +137,10 @@ class _Watching:
 
     def _watch(self, request: Any) -> _Ends | None:
         """The observers of this request's exchange, or None when none watches it."""
-        exchanges = _exchanges(self.observers, request, self._now())
+        t = self._now()
+        # a factory returns None for a request it leaves alone
+        exchanges = [e for f in self.observers if (e := f(request, t)) is not None]
         return _Ends(exchanges, self._now) if exchanges else None
-
-
-def _exchanges(observers: list[ObserverFactory], request: Any, t: float) -> list[Exchange]:
-    """The observers that watch `request` (a factory returns None for one it leaves alone)."""
-    return [e for f in observers if (e := f(request, t)) is not None]
 
 
 def _classes(mod: ModuleType) -> tuple[type, type]:

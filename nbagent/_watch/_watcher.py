@@ -8,11 +8,11 @@ it as they subscribe to an agent. It reads and classifies; the SDK decides and r
 
 from __future__ import annotations
 
+import functools
 import uuid
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 
 import pandas as pd
@@ -24,12 +24,11 @@ from .._loop._durable_log import DurableLog, LogTarget
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
-from ._amplification import Who
 from ._calls import CallLog
 from ._clients import kind_of, wrap
 from ._guarded import GuardCore, guarded_transport
 from ._record import RecordingObserver, recorder_for
-from ._sdk import SdkRules
+from ._sdk import GUARD, SdkRules
 from ._transport import ObserverFactory
 
 __all__ = ["Watcher", "watch", "watching"]
@@ -92,23 +91,12 @@ class Watcher:
         self._show = show
         self._view: LiveView | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        who = None
         if guard is None:
             watched, rules = wrap(client, self.observers, self.clock.now)
         else:
-            core = guard
-
-            def outer(mod: Any, transport: Any, asynchronous: bool) -> Any:
-                return guarded_transport(mod, transport, core, asynchronous=asynchronous)
-
+            outer = functools.partial(guarded_transport, core=guard)
             watched, _ = wrap(client, self.observers, self.clock.now, outer)
-            attempts = guard.policy.max_attempts
-            rules = SdkRules("nbagent.guard", "none", attempts - 1)
-            who = Who(
-                "nbagent.guard",
-                attempts,
-                "set the outer layer's retries to 0 (nbagent.guard retries already).",
-            )
+            rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
         self.rules: SdkRules = rules
         self._calls = CallLog(
             self.events,
@@ -116,7 +104,6 @@ class Watcher:
             name=self.name,
             now=self.clock.now,
             after_wait=self._waited,
-            who=who,
         )
         if guard is not None:
             guard.calls = self._calls
@@ -224,12 +211,7 @@ class Watcher:
             self.show()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop_showing()
         if self._durable is not None:
             self._durable.flush()

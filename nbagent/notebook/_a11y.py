@@ -32,6 +32,7 @@ from ..events import (
     ToolCallFinished,
 )
 from ._values import num
+from ._waiting import waits_after
 
 __all__ = ["Announcer", "bar_names", "spoken_seconds", "timeline_axis"]
 
@@ -116,17 +117,8 @@ def _name(bar: Mapping[str, Any], wait: Mapping[str, Any] | None) -> str:
 
 def bar_names(bars: Iterable[Mapping[str, Any]], waits: Iterable[Mapping[str, Any]]) -> list[str]:
     """Each bar's accessible name, in order; a failed attempt names the wait that followed."""
-    after: dict[tuple[str, str, float], Mapping[str, Any]] = {}
-    for w in waits:
-        if w.get("kind") == "retry":
-            after[(w["run_id"], w["lane"], round(float(w["start"]), 6))] = w
-    names = []
-    for bar in bars:
-        wait: Mapping[str, Any] | None = None
-        if bar.get("action") == "retry" and bar.get("end") is not None:
-            wait = after.get((bar["run_id"], bar["lane"], round(float(bar["end"]), 6)))
-        names.append(_name(bar, wait))
-    return names
+    bars = list(bars)
+    return [_name(bar, wait) for bar, wait in zip(bars, waits_after(bars, waits), strict=True)]
 
 
 class Announcer:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..events import (
+    AttemptEvent,
     AttemptFailed,
     AttemptStarted,
     AttemptSucceeded,
@@ -70,26 +71,16 @@ class Bars:
         reask = self._reasks.get(event.run_id, 0) if where == "request" else None
         if reask:
             label = f"reask {reask}, {label}"
-        self._attempts[(event.run_id, event.phase)] = self.open(
-            event,
-            where,
-            "attempt",
-            label=label,
-            attempt=event.attempt,
-            max_attempts=event.max_attempts,
-            model=event.model,
-            reask=reask,
+        self._attempts[(event.run_id, event.phase)] = self._open_attempt(
+            event, label=label, reask=reask
         )
 
     def attempt_succeeded(self, event: AttemptSucceeded) -> None:
         bar = self._end_attempt(event)
         bar["outcome"] = "ok"
         bar["action"] = "none"
-        tokens = []
-        if event.input_tokens is not None:
-            tokens.append(f"{event.input_tokens:,} in")
-        if event.output_tokens is not None:
-            tokens.append(f"{event.output_tokens:,} out")
+        counts = ((event.input_tokens, "in"), (event.output_tokens, "out"))
+        tokens = [f"{n:,} {way}" for n, way in counts if n is not None]
         detail = f"{bar['label']} ok" + (f" · {', '.join(tokens)} tokens" if tokens else "")
         if event.stop_reason:
             detail += f" · stop: {event.stop_reason}"
@@ -130,16 +121,21 @@ class Bars:
     def _end_attempt(self, event: AttemptSucceeded | AttemptFailed) -> dict[str, Any]:
         bar = self._attempts.pop((event.run_id, event.phase), None)
         if bar is None:  # an end without a start: draw it as an instant
-            bar = self.open(
-                event,
-                lane(event.phase),
-                "attempt",
-                attempt=event.attempt,
-                max_attempts=event.max_attempts,
-                model=event.model,
-            )
+            bar = self._open_attempt(event)
         bar["end"] = num(event.time)
         return bar
+
+    def _open_attempt(self, event: AttemptEvent, **fields: Any) -> dict[str, Any]:
+        """An attempt's bar, in its phase's lane, named by its number and model."""
+        return self.open(
+            event,
+            lane(event.phase),
+            "attempt",
+            attempt=event.attempt,
+            max_attempts=event.max_attempts,
+            model=event.model,
+            **fields,
+        )
 
     # -- tool calls and compactions -----------------------------------------------------------
 

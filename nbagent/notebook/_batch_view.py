@@ -18,12 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anywidget
-import traitlets
-
 from .._core._words import counted
 from .._palette import COLORS, DARK_COLORS
-from ._widget import Coalescer
+from ._widget import LiveWidget
 
 __all__ = ["COLOURS", "DARK_COLOURS", "BatchView", "render_text", "show_batch_view"]
 
@@ -47,15 +44,6 @@ _HERE = Path(__file__).parent
 LANE_ROWS_UP_TO = 48
 """Up to this many agents each get a labelled row; more become a heat-strip of cells."""
 
-_STATES = {
-    "q": "queued",
-    "r": "running",
-    "w": "waiting",
-    "o": "ok",
-    "f": "failed",
-    "c": "cancelled",
-}
-
 
 _CSS = (_HERE / "batch_view.css").read_text(encoding="utf-8")
 for _key, _value in (
@@ -67,15 +55,11 @@ for _key, _value in (
     _CSS = _CSS.replace(f"%({_key})s", _value)
 
 
-class BatchView(anywidget.AnyWidget):
+class BatchView(LiveWidget):
     """The live batch view. `update(snapshot)` with `BatchProgress.snapshot()` dicts."""
 
     _esm = _HERE / "batch_view.js"
     _css = _CSS
-
-    state = traitlets.Dict().tag(sync=True)
-    stop_requested = traitlets.Bool(False).tag(sync=True)
-    show_stop = traitlets.Bool(False).tag(sync=True)
 
     def __init__(
         self,
@@ -86,12 +70,10 @@ class BatchView(anywidget.AnyWidget):
         now: Callable[[], float] = time.monotonic,
         **kwargs: Any,
     ) -> None:
-        super().__init__(state=_dress(snapshot), show_stop=on_stop is not None, **kwargs)
-        self.on_stop = on_stop
-        self._pushes = Coalescer(self._push, min_interval, now)
+        kwargs["show_stop"] = on_stop is not None
+        super().__init__(_dress(snapshot), on_stop, min_interval, now, **kwargs)
         self._latest = snapshot
         self._finished = False
-        self.observe(self._stop_changed, names="stop_requested")
 
     @property
     def pushes(self) -> int:
@@ -112,16 +94,8 @@ class BatchView(anywidget.AnyWidget):
     def _push(self) -> None:
         self.state = _dress(self._latest, finished=self._finished)
 
-    def _stop_changed(self, change: dict[str, Any]) -> None:
-        if change["new"] and self.on_stop is not None:
-            self.on_stop()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        if isinstance(data, dict):
-            data = {**data, "text/plain": render_text(self.state)}
-        return data, metadata
+    def _fallback(self) -> dict[str, str]:
+        return {"text/plain": render_text(self.state)}
 
 
 def _dress(snapshot: dict[str, Any], finished: bool = False) -> dict[str, Any]:
@@ -136,8 +110,6 @@ def _dress(snapshot: dict[str, Any], finished: bool = False) -> dict[str, Any]:
 
 def render_text(state: dict[str, Any]) -> str:
     """The view as one line of text, for front ends without widgets."""
-    lanes = str(state.get("lanes", ""))
-    counts = {name: lanes.count(code) for code, name in _STATES.items()}
     rate = (state.get("pace") or {}).get("rate")
     pace = f", pace {rate:.1f}/s" if isinstance(rate, (int, float)) else ""
     batches = state.get("batches") or []
@@ -149,7 +121,7 @@ def render_text(state: dict[str, Any]) -> str:
     )
     return (
         f"nbagent.map: {state.get('done', 0)}/{state.get('total', 0)} done, "
-        f"{counts['running']} running, {counts['waiting']} waiting, "
+        f"{state.get('running', 0)} running, {state.get('waiting', 0)} waiting, "
         f"{state.get('failed', 0)} failed, {state.get('retries_per_min', 0)} retries/min{pace}"
         + (f", {state['reasked']} reasked" if state.get("reasked") else "")
         + f"{provider}"

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from .._core._words import counted
 from .._palette import COLORS, REASK_GLYPH
 from ._values import seconds
+from ._waiting import waits_after
 
 __all__ = ["export_html", "render_static_html", "render_text"]
 
@@ -162,10 +163,7 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("tool errors", f"{session.get('tool_errors', 0)} of {session.get('tool_calls', 0)}"),
         ("compactions", str(session.get("compactions", 0))),
         *([("reasks", str(session["reasks"]))] if session.get("reasks") else []),
-        (
-            "tokens",
-            f"{tokens_in:,} in, {tokens_out:,} out",
-        ),
+        ("tokens", f"{tokens_in:,} in, {tokens_out:,} out"),
         ("time", seconds(session.get("duration_s"))),
         ("ended with", str(ended)),
     ]
@@ -238,8 +236,8 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
         out.append(_run_lines(state))
     rows = []
     # Each retried attempt is followed by its wait, in the same run and lane.
-    waits = [w for w in state.get("waits") or [] if w.get("kind") == "retry"]
-    for bar in state.get("bars") or []:
+    bars = state.get("bars") or []
+    for bar, wait in zip(bars, waits_after(bars, state.get("waits") or []), strict=True):
         outcome = str(bar.get("outcome"))
         colour = _OUTCOME_COLOURS.get(outcome, COLORS["paced_text"])
         start, end = bar.get("start"), bar.get("end")
@@ -263,20 +261,7 @@ def render_static_html(state_snapshot: Mapping[str, Any] | _HasSnapshot) -> str:
                 f"<tr><td></td><td colspan='4' style='color:{COLORS['error_dark']}'>"
                 f"sent back: {listed}</td></tr>"
             )
-        if bar.get("kind") != "attempt" or bar.get("action") != "retry":
-            continue
-        wait = next(
-            (
-                w
-                for w in waits
-                if w.get("run_id") == bar.get("run_id")
-                and w.get("lane") == bar.get("lane")
-                and (w.get("start") or 0.0) >= (bar.get("start") or 0.0)
-            ),
-            None,
-        )
         if wait is not None:
-            waits.remove(wait)
             why = "server's Retry-After" if wait.get("server_wish") else "backoff"
             rows.append(
                 f"<tr><td></td><td colspan='4' style='color:{COLORS['warning']}'>waited "

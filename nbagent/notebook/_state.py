@@ -49,15 +49,7 @@ from ._a11y import Announcer, timeline_axis
 from ._bars import Bars, lane
 from ._conversation import Conversation
 from ._summary import end_status, new_run, run_summary, session_summary
-from ._values import (
-    STREAM_LIMIT,
-    as_int,
-    clip,
-    failure_text,
-    num,
-    seconds,
-    usage_dict,
-)
+from ._values import STREAM_LIMIT, as_int, clip, failure_text, num, seconds, usage_dict
 from ._waiting import Waits
 
 __all__ = ["TimelineState"]
@@ -242,10 +234,8 @@ class TimelineState(Handlers):
         delay = seconds(num(event.delay_s) or 0.0)
         label = describe(event.error)
         step = f"(attempt {event.next_attempt}/{event.max_attempts})"
-        if event.retry_after_s is not None:
-            self._set_status(f"{label}: server asked to wait {delay} {step}", "wait")
-        else:
-            self._set_status(f"{label}: retrying in {delay} {step}", "wait")
+        said = "server asked to wait" if event.retry_after_s is not None else "retrying in"
+        self._set_status(f"{label}: {said} {delay} {step}", "wait")
 
     def _on_sdk_retry_scheduled(self, event: SDKRetryScheduled) -> None:
         # A watched SDK (nbagent.watch) waits, not the agent: say whose wait it is and why.

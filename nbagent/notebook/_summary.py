@@ -88,16 +88,14 @@ def run_summary(
     retries = [w for w in waits if w["kind"] == "retry"]
     paced = [w for w in waits if w["kind"] == "paced"]
     usage = run["usage"] or {}
-    input_tokens = usage.get("input_tokens")
-    output_tokens = usage.get("output_tokens")
-    cost = usage.get("cost_usd")
-    if input_tokens is None:
-        input_tokens = sum(b.get("input_tokens") or 0 for b in attempts)
-    if output_tokens is None:
-        output_tokens = sum(b.get("output_tokens") or 0 for b in attempts)
-    if cost is None:
-        costs = [b["cost_usd"] for b in attempts if b.get("cost_usd") is not None]
-        cost = sum(costs) if costs else None
+
+    def total(key: str) -> Any:
+        """The run's own usage says it, else its attempts' bars do (None: none of them says)."""
+        if usage.get(key) is not None:
+            return usage[key]
+        said = [b[key] for b in attempts if b.get(key) is not None]
+        return sum(said) if said else None
+
     started, finished = run["started"], run["finished"]
     return {
         "run_id": run["run_id"],
@@ -117,9 +115,9 @@ def run_summary(
         "compactions": compactions,
         "fallbacks": fallbacks,
         "reasks": sum(1 for b in attempts if b.get("action") == "reask"),
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "cost_usd": cost,
+        "input_tokens": total("input_tokens") or 0,
+        "output_tokens": total("output_tokens") or 0,
+        "cost_usd": total("cost_usd"),
         "duration_s": (
             round(finished - started, 3) if finished is not None and started is not None else None
         ),

@@ -8,14 +8,15 @@ held the request back. The latest one, while it runs, drives the status line's l
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import describe
-from ..events import Event, PacedWait, RetryScheduled
+from ..events import PacedWait, RetryScheduled
 from ._values import failure_text, num
 
-__all__ = ["Waits"]
+__all__ = ["Waits", "waits_after"]
 
 _CURRENT_FIELDS = ("kind", "label", "server_wish", "delay_s", "next_attempt", "max_attempts")
 
@@ -29,7 +30,6 @@ class Waits:
     def retry(self, event: RetryScheduled, lane: str) -> None:
         self._begin(
             event,
-            delay=num(event.delay_s) or 0.0,
             lane=lane,
             kind="retry",
             fields={
@@ -49,7 +49,6 @@ class Waits:
     def paced(self, event: PacedWait) -> None:
         self._begin(
             event,
-            delay=num(event.delay_s) or 0.0,
             lane="request",
             kind="paced",
             fields={
@@ -60,9 +59,10 @@ class Waits:
         )
 
     def _begin(
-        self, event: Event, *, delay: float, lane: str, kind: str, fields: dict[str, Any]
+        self, event: RetryScheduled | PacedWait, *, lane: str, kind: str, fields: dict[str, Any]
     ) -> None:
         t = num(event.time) or 0.0
+        delay = num(event.delay_s) or 0.0
         wait: dict[str, Any] = {
             "id": len(self._items),
             "run_id": event.run_id,
@@ -97,3 +97,25 @@ class Waits:
             "wait": dict(self.current) if self.current else None,
             "waits": [dict(w) for w in self._items],
         }
+
+
+def waits_after(
+    bars: Iterable[Mapping[str, Any]], waits: Iterable[Mapping[str, Any]]
+) -> list[Mapping[str, Any] | None]:
+    """The wait that followed each bar, in order: for a retried attempt, the next retry wait
+    of its run and lane that starts no earlier than it (each wait follows one attempt); None
+    for every other bar. What the bar's accessible name and the static page both say."""
+    queues: dict[tuple[Any, Any], deque[Mapping[str, Any]]] = {}
+    for w in waits:
+        if w.get("kind") == "retry":
+            queues.setdefault((w.get("run_id"), w.get("lane")), deque()).append(w)
+    out: list[Mapping[str, Any] | None] = []
+    for bar in bars:
+        queue = queues.get((bar.get("run_id"), bar.get("lane")))
+        if bar.get("kind") != "attempt" or bar.get("action") != "retry" or not queue:
+            out.append(None)
+            continue
+        while queue and (queue[0].get("start") or 0.0) < (bar.get("start") or 0.0):
+            queue.popleft()  # a wait before this attempt began: no later attempt's either
+        out.append(queue.popleft() if queue else None)
+    return out

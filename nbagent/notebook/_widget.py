@@ -23,7 +23,7 @@ import traitlets
 from ..events import Event, RunFinished
 from ._state import TimelineState
 
-__all__ = ["AgentView", "Coalescer", "TimelineWidget", "make_view"]
+__all__ = ["AgentView", "Coalescer", "LiveWidget", "TimelineWidget", "make_view"]
 
 _HERE = Path(__file__).parent
 
@@ -75,7 +75,60 @@ class Coalescer:
             self.flush()
 
 
-class TimelineWidget(anywidget.AnyWidget):
+class LiveWidget(anywidget.AnyWidget):
+    """What every live view shares: the synced `state` the front end draws, its Stop control
+    (`on_stop` called once when it is pressed), pushes coalesced by a `Coalescer` (the
+    subclass's `_push` sends the state), and text for frontends that cannot run widgets
+    (`_fallback`).
+
+    Args:
+        state: The first state.
+        on_stop: Called once when Stop is pressed; None for no Stop control.
+        min_interval: The least seconds between two pushes.
+        now: The monotonic clock (injectable for tests).
+        **kwargs: Passed to anywidget's `AnyWidget`.
+
+    Attributes:
+        state: The synced state the front end draws.
+        stop_requested: Set by the front end when Stop is pressed.
+        show_stop: Whether the front end draws its own Stop control.
+    """
+
+    state = traitlets.Dict().tag(sync=True)
+    stop_requested = traitlets.Bool(False).tag(sync=True)
+    show_stop = traitlets.Bool(True).tag(sync=True)
+
+    def __init__(
+        self,
+        state: dict[str, Any],
+        on_stop: Callable[[], None] | None,
+        min_interval: float,
+        now: Callable[[], float],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(state=state, **kwargs)
+        self.on_stop = on_stop
+        self._pushes = Coalescer(self._push, min_interval, now)
+        self._stopped = False
+        self.observe(self._stop_changed, names="stop_requested")
+
+    def _push(self) -> None:
+        raise NotImplementedError
+
+    def _fallback(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _stop_changed(self, change: dict[str, Any]) -> None:
+        if change["new"] and not self._stopped:
+            self._stopped = True
+            if self.on_stop is not None:
+                self.on_stop()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return _with_fallback(super()._repr_mimebundle_(**kwargs), self._fallback())
+
+
+class TimelineWidget(LiveWidget):
     """Shows a run as it happens. Subscribe it to the agent's events (`bus.subscribe(widget)`).
 
     `on_stop` is called once when the user presses a Stop control (the ipywidgets button of
@@ -97,10 +150,6 @@ class TimelineWidget(anywidget.AnyWidget):
     _esm = _HERE / "timeline.js"
     _css = _HERE / "timeline.css"
 
-    state = traitlets.Dict().tag(sync=True)
-    stop_requested = traitlets.Bool(False).tag(sync=True)
-    show_stop = traitlets.Bool(True).tag(sync=True)
-
     def __init__(
         self,
         *,
@@ -111,11 +160,7 @@ class TimelineWidget(anywidget.AnyWidget):
         **kwargs: Any,
     ) -> None:
         self.timeline = TimelineState(wall=wall)
-        super().__init__(state=self.timeline.snapshot(), **kwargs)
-        self.on_stop = on_stop
-        self._pushes = Coalescer(self._push, min_interval, now)
-        self._stopped = False
-        self.observe(self._stop_changed, names="stop_requested")
+        super().__init__(self.timeline.snapshot(), on_stop, min_interval, now, **kwargs)
 
     def __call__(self, event: Event) -> None:
         self.timeline(event)
@@ -152,15 +197,8 @@ class TimelineWidget(anywidget.AnyWidget):
 
         return export_html(self.timeline.snapshot(), path, title=title)
 
-    def _stop_changed(self, change: dict[str, Any]) -> None:
-        if change["new"] and not self._stopped:
-            self._stopped = True
-            if self.on_stop is not None:
-                self.on_stop()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        return _with_fallback(bundle, self.timeline.snapshot())
+    def _fallback(self) -> dict[str, str]:
+        return _static_texts(self.timeline.snapshot())
 
 
 class AgentView(ipywidgets.VBox):  # type: ignore[misc]
@@ -202,7 +240,7 @@ class AgentView(ipywidgets.VBox):  # type: ignore[misc]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)
-        return _with_fallback(bundle, self.timeline.timeline.snapshot())
+        return _with_fallback(bundle, _static_texts(self.timeline.timeline.snapshot()))
 
 
 def make_view(
@@ -225,14 +263,16 @@ def make_view(
     return AgentView(timeline)
 
 
-def _with_fallback(bundle: Any, snapshot: dict[str, Any]) -> Any:
-    """Add text for frontends that cannot render widgets (nbconvert, GitHub, a terminal)."""
+def _static_texts(snapshot: dict[str, Any]) -> dict[str, str]:
+    """A run's text and static HTML, for frontends that cannot render widgets."""
     from ._export import render_static_html, render_text
 
+    return {"text/plain": render_text(snapshot), "text/html": render_static_html(snapshot)}
+
+
+def _with_fallback(bundle: Any, texts: dict[str, str]) -> Any:
+    """Add `texts` for frontends that cannot render widgets (nbconvert, GitHub, a terminal)."""
     data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
     if not isinstance(data, dict):
         return bundle
-    data = dict(data)
-    data["text/plain"] = render_text(snapshot)
-    data["text/html"] = render_static_html(snapshot)
-    return data, metadata
+    return {**data, **texts}, metadata

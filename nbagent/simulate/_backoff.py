@@ -31,6 +31,7 @@ from ..events import (
 
 __all__ = [
     "ContentionJitter",
+    "TokenBucket",
     "compare_jitter",
     "simulate_contention",
     "simulate_retries",
@@ -39,6 +40,27 @@ __all__ = [
 ContentionJitter = Literal["full", "equal", "decorrelated"] | float | None
 """The jitter strategies the contention experiment compares (as `RetryPolicy` takes them)."""
 Server = Literal["single", "token_bucket"]
+
+
+class TokenBucket:
+    """A bucket of `capacity` tokens, full at first, refilled at `rate` per second: the one
+    rate limit every simulated server applies (the contention experiment's, the one a
+    recording's 429s are fitted to, and the fitted one answering `what_if`)."""
+
+    def __init__(self, capacity: float, rate: float) -> None:
+        self.capacity = capacity
+        self.rate = rate
+        self.tokens = capacity
+        self.last = 0.0
+
+    def take(self, t: float) -> float | None:
+        """A request at `t`: None when it gets a token, else the seconds until the next one."""
+        self.tokens = min(self.capacity, self.tokens + max(0.0, t - self.last) * self.rate)
+        self.last = max(self.last, t)
+        if self.tokens >= 1.0 - 1e-9:
+            self.tokens -= 1.0
+            return None
+        return (1.0 - self.tokens) / self.rate
 
 
 def _fail_rng(seed: int | None) -> random.Random:
@@ -91,10 +113,10 @@ def simulate_retries(
         log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=model))
         attempt = 1
         while True:
-            _log_attempt(log, AttemptStarted, run, t, attempt, policy, model)
+            log(AttemptStarted(**_labels(run, t, attempt, policy, model)))
             t += dur
             if fails.random() >= p_fail:
-                _log_attempt(log, AttemptSucceeded, run, t, attempt, policy, model)
+                log(AttemptSucceeded(**_labels(run, t, attempt, policy, model)))
                 break
             error: ProviderError
             if retry_after_s is not None:
@@ -193,17 +215,14 @@ def simulate_contention(
         heapq.heappush(heap, (t0, c, 1))
 
     busy_until = -1.0
-    tokens = float(max(1, burst))
-    capacity = float(max(1, burst))
-    refill_rate = max(1e-9, float(rate))
-    last_refill = 0.0
+    bucket = TokenBucket(float(max(1, burst)), max(1e-9, float(rate)))
     service = max(0.0, float(service_time_s))
     reject = max(0.0, float(reject_time_s))
 
     while heap:
         t, c, attempt = heapq.heappop(heap)
         run = runs[c]
-        _log_attempt(log, AttemptStarted, run, t, attempt, pol, model)
+        log(AttemptStarted(**_labels(run, t, attempt, pol, model)))
         error: ProviderError | None = None
         if server == "single":
             if t >= busy_until:
@@ -211,15 +230,12 @@ def simulate_contention(
             else:
                 error = ServerError("server busy", status_code=503)
         else:
-            tokens = min(capacity, tokens + (t - last_refill) * refill_rate)
-            last_refill = t
-            if tokens >= 1.0:
-                tokens -= 1.0
-            else:
-                wait = (1.0 - tokens) / refill_rate if send_retry_after else None
-                error = RateLimited("no token", status_code=429, retry_after=wait)
+            wait = bucket.take(t)
+            if wait is not None:
+                wish = wait if send_retry_after else None
+                error = RateLimited("no token", status_code=429, retry_after=wish)
         if error is None:
-            _log_attempt(log, AttemptSucceeded, run, t + service, attempt, pol, model)
+            log(AttemptSucceeded(**_labels(run, t + service, attempt, pol, model)))
             continue
         end = t + reject
         plan = decide(
@@ -320,19 +336,6 @@ def _labels(run: str, t: float, attempt: int, policy: RetryPolicy, model: str) -
         "max_attempts": policy.max_attempts,
         "model": model,
     }
-
-
-def _log_attempt(
-    log: AttemptLog,
-    kind: type[AttemptStarted] | type[AttemptSucceeded],
-    run: str,
-    t: float,
-    attempt: int,
-    policy: RetryPolicy,
-    model: str,
-) -> None:
-    """An attempt starting, or succeeding, as the agent would emit it."""
-    log(kind(**_labels(run, t, attempt, policy, model)))
 
 
 def _log_failure(

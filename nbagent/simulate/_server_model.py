@@ -30,7 +30,6 @@ The model, and its limits:
 from __future__ import annotations
 
 import bisect
-import gzip
 import json
 import math
 import os
@@ -43,6 +42,7 @@ import pandas as pd
 
 from .. import errors
 from .._loop._rate_headers import request_limits
+from .._watch._reading import decoded
 from ..errors import (
     ProviderError,
     QuotaExceeded,
@@ -55,6 +55,7 @@ from ..mock import route
 from ..providers._http_errors import error_from_payload, error_from_response
 from ..providers._sse import SSEParser
 from ..recording import RecordedExchange, Recording, read_recording
+from ._backoff import TokenBucket
 
 __all__ = ["Answer", "Bucket", "Request", "ServerModel", "server_model"]
 
@@ -186,16 +187,6 @@ class ServerModel:
         return self._held[max(0, i)]
 
 
-def _gunzipped(ex: RecordedExchange) -> bytes:
-    data = ex.body_data
-    if ex.headers.get("content-encoding", "").lower() == "gzip":
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError):
-            return data
-    return data
-
-
 def _stream_error(provider: str, ex: RecordedExchange, body: bytes) -> ProviderError | None:
     for event in SSEParser().feed(body, final=True):
         try:
@@ -216,7 +207,7 @@ def _error_of(ex: RecordedExchange) -> ProviderError | None:
         return TransportError(
             f"no answer ({ex.error or 'the connection closed'})", provider=provider
         )
-    body = _gunzipped(ex)
+    body = decoded(ex.body_data, ex.headers.get("content-encoding", ""))
     if not 200 <= ex.status < 300:
         return error_from_response(provider, ex.status, body, ex.headers, model=ex.model)
     failed = _stream_error(provider, ex, body)
@@ -304,18 +295,9 @@ def _workload(answers: list[Answer]) -> list[Request]:
 
 def _admit(rate: float, capacity: float, sends: list[float]) -> tuple[int, list[float]]:
     """How many of `sends` a full bucket admits, and the wait it would name for each."""
-    tokens, last, admitted = capacity, sends[0], 0
-    waits: list[float] = []
-    for t in sends:
-        tokens = min(capacity, tokens + (t - last) * rate)
-        last = t
-        if tokens >= 1.0 - 1e-9:
-            tokens -= 1.0
-            admitted += 1
-            waits.append(0.0)
-        else:
-            waits.append((1.0 - tokens) / rate)
-    return admitted, waits
+    bucket = TokenBucket(capacity, rate)
+    waits = [bucket.take(t) for t in sends]
+    return waits.count(None), [w or 0.0 for w in waits]
 
 
 def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:
@@ -330,14 +312,12 @@ def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:
         first = next(i for i, a in enumerate(answers) if a.rate_limited)
         capacity = float(max(1, first))
 
-    def rate_at(x: float) -> float:
-        return math.exp(x)
-
+    # the rate is searched on a log scale: `lo`, `hi`, `mid` are its logarithms
     def bound(smallest: bool) -> float:
         lo, hi = math.log(1e-7), math.log(1e5)
         for _ in range(60):
             mid = (lo + hi) / 2
-            count = _admit(rate_at(mid), capacity, sends)[0]
+            count = _admit(math.exp(mid), capacity, sends)[0]
             if (count >= target) if smallest else (count > target):
                 hi = mid
             else:
@@ -345,13 +325,13 @@ def _fit_bucket(answers: list[Answer], limits: list[float]) -> Bucket | None:
         return hi if smallest else lo
 
     lo, hi = bound(True), bound(False)
-    rate = rate_at(lo)
+    rate = math.exp(lo)
     wished = [(i, a.error.retry_after) for i, a in enumerate(answers) if a.rate_limited and a.error]
     wished_known = [(i, w) for i, w in wished if w is not None]
     if wished_known and hi > lo:
         best = math.inf
         for k in range(41):
-            candidate = rate_at(lo + (hi - lo) * k / 40)
+            candidate = math.exp(lo + (hi - lo) * k / 40)
             waits = _admit(candidate, capacity, sends)[1]
             cost = sum((waits[i] - w) ** 2 for i, w in wished_known)
             if cost < best:

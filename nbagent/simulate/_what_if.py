@@ -12,6 +12,7 @@ import dataclasses
 import heapq
 import os
 import random
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from .._loop._attempt_log import AttemptLog
 from ..errors import ConfigError, ProviderError, RateLimited
 from ..events import AttemptStarted, AttemptSucceeded, RunStarted
 from ..recording import Recording
-from ._backoff import _log_attempt, _log_failure
+from ._backoff import TokenBucket, _labels, _log_failure
 from ._server_model import Answer, ServerModel, server_model
 
 __all__ = ["WhatIf", "what_if"]
@@ -73,10 +74,10 @@ def _recorded_frame(model: ServerModel) -> pd.DataFrame:
         run = f"recorded-{n + 1:03d}"
         log(RunStarted(run_id=run, time=mine[0].at, turn=1, prompt="", model=name))
         for k, a in enumerate(mine, start=1):
-            _log_attempt(log, AttemptStarted, run, a.at, k, policy, name)
+            log(AttemptStarted(**_labels(run, a.at, k, policy, name)))
             end = a.at + a.duration_s
             if a.error is None:
-                _log_attempt(log, AttemptSucceeded, run, end, k, policy, name)
+                log(AttemptSucceeded(**_labels(run, end, k, policy, name)))
                 continue
             following = mine[k] if k < len(mine) else None
             plan = None
@@ -88,35 +89,16 @@ def _recorded_frame(model: ServerModel) -> pd.DataFrame:
 
 
 def _longest(answers: list[Answer]) -> int:
-    counts: dict[int, int] = {}
-    for a in answers:
-        counts[a.request] = counts.get(a.request, 0) + 1
-    return max(counts.values(), default=1)
-
-
-class _Bucket:
-    def __init__(self, model: ServerModel) -> None:
-        assert model.bucket is not None
-        self.b = model.bucket
-        self.tokens = model.bucket.capacity
-        self.last = 0.0
-
-    def take(self, t: float) -> float | None:
-        """None when admitted, else the seconds until the next token."""
-        b = self.b
-        self.tokens = min(b.capacity, self.tokens + max(0.0, t - self.last) * b.rate)
-        self.last = max(self.last, t)
-        if self.tokens >= 1.0 - 1e-9:
-            self.tokens -= 1.0
-            return None
-        return (1.0 - self.tokens) / b.rate
+    """The most answers one request got (its attempts)."""
+    return max(Counter(a.request for a in answers).values(), default=1)
 
 
 def _simulate(
     model: ServerModel, policy: RetryPolicy, clients: int, rng: random.Random
 ) -> pd.DataFrame:
     log = AttemptLog()
-    bucket = _Bucket(model) if model.bucket is not None else None
+    fitted = model.bucket
+    bucket = TokenBucket(fitted.capacity, fitted.rate) if fitted is not None else None
     name = model.model
     width = max(2, len(str(clients)))
     # (time, client, request, attempt, previous delay)
@@ -130,21 +112,21 @@ def _simulate(
         run = f"client-{c + 1:0{width}d}/{n + 1:03d}"
         if attempt == 1:
             log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=name))
-        _log_attempt(log, AttemptStarted, run, t, attempt, policy, name)
+        log(AttemptStarted(**_labels(run, t, attempt, policy, name)))
         error: ProviderError | None
         spent = quota is not None and successes >= quota.after_successes
         wait = bucket.take(t) if bucket is not None and not spent else None
         if spent and quota is not None:
             error, duration = quota.answer.error, quota.answer.duration_s
-        elif wait is not None and bucket is not None:
-            wish = bucket.b.wish(wait)
+        elif wait is not None and fitted is not None:
+            wish = fitted.wish(wait)
             error = RateLimited(
                 "rate limit (the recording's bucket)",
                 provider=model.provider,
                 status_code=429,
                 retry_after=wish,
             )
-            duration = bucket.b.reject_duration_s
+            duration = fitted.reject_duration_s
         else:
             held = model.held(t)
             error = held.error if held is not None else None
@@ -154,7 +136,7 @@ def _simulate(
         end = t + duration
         if error is None:
             successes += 1
-            _log_attempt(log, AttemptSucceeded, run, end, attempt, policy, name)
+            log(AttemptSucceeded(**_labels(run, end, attempt, policy, name)))
             _next_request(heap, model, end, c, n)
             continue
         failure = Failure(error, AttemptState(attempt, previous_delay=previous))

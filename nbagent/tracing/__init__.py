@@ -128,8 +128,9 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
             "instrument() takes an OpenTelemetry TracerProvider (or None for the global one), "
             f"not {type(tracer_provider).__name__}"
         )
+    # the version is None in a source tree that was never installed
     tracer = trace.get_tracer(
-        "nbagent", _version(), tracer_provider=tracer_provider, schema_url=SCHEMA_URL
+        "nbagent", installed_version(), tracer_provider=tracer_provider, schema_url=SCHEMA_URL
     )
     recorder = SpanRecorder(tracer, capture_content=capture_content)
     with _lock:
@@ -140,7 +141,3 @@ def instrument(tracer_provider: Any = None, *, capture_content: bool = False) ->
     with _lock:
         _active = handle
     return handle
-
-
-def _version() -> str | None:
-    return installed_version()  # None in a source tree that was never installed

@@ -57,6 +57,7 @@ from . import _semconv as S
 __all__ = ["SpanRecorder"]
 
 _FAILED_ENDS = ("error", "cancelled", "budget")
+_WAIT_ATTRIBUTES = (S.DELAY, S.POLICY_DELAY, S.RETRY_AFTER)  # a retried attempt's, on its span
 
 
 @dataclass
@@ -94,7 +95,10 @@ class SpanRecorder(Handlers):
 
     def __call__(self, event: Event) -> None:
         with self._lock:
-            super().__call__(event)
+            # only a run that started while tracing was on is traced: every handler but
+            # `_on_run_started` finds its run in `_runs`
+            if isinstance(event, RunStarted) or event.run_id in self._runs:
+                super().__call__(event)
 
     def close(self) -> None:
         """End every span still open (tracing was turned off mid-run), at the current time."""
@@ -137,9 +141,7 @@ class SpanRecorder(Handlers):
         self._runs[e.run_id] = _Run(span, ctx, offset, e.agent_id)
 
     def _on_run_finished(self, e: RunFinished) -> None:
-        run = self._runs.pop(e.run_id, None)
-        if run is None:
-            return
+        run = self._runs.pop(e.run_id)
         end = run.ns(e.time)
         for att in run.attempts.values():
             if att.failed_at is not None:
@@ -178,9 +180,7 @@ class SpanRecorder(Handlers):
     # -- attempts ---------------------------------------------------------------------------------
 
     def _on_attempt_started(self, e: AttemptStarted) -> None:
-        run = self._runs.get(e.run_id)
-        if run is None:
-            return
+        run = self._runs[e.run_id]
         self._end_attempt(run, e.phase, e.time)
         model, attrs = _operation(S.CHAT, e.model)
         attrs.update(
@@ -204,27 +204,23 @@ class SpanRecorder(Handlers):
 
     def _on_text_delta(self, e: TextDelta) -> None:
         if self.capture_content:
-            att = self._current(e.run_id, "request")
+            att = self._runs[e.run_id].attempts.get("request")
             if att is not None:
                 att.text.append(e.text)
 
     def _on_tool_call_delta(self, e: ToolCallDelta) -> None:
         if self.capture_content:
-            att = self._current(e.run_id, "request")
+            att = self._runs[e.run_id].attempts.get("request")
             if att is not None:
                 call = att.calls.setdefault(e.index, ["", "", ""])
                 call[0] = e.call_id or call[0]
                 call[1] = e.name or call[1]
                 call[2] += e.arguments
 
-    def _current(self, run_id: str, phase: str) -> _Attempt | None:
-        run = self._runs.get(run_id)
-        return None if run is None else run.attempts.get(phase)
-
     def _on_attempt_succeeded(self, e: AttemptSucceeded) -> None:
-        run = self._runs.get(e.run_id)
-        att = None if run is None else run.attempts.pop(e.phase, None)
-        if run is None or att is None:
+        run = self._runs[e.run_id]
+        att = run.attempts.pop(e.phase, None)
+        if att is None:
             return
         span = att.span
         # The provider's request id is the id nbagent's events carry for a completion.
@@ -251,9 +247,9 @@ class SpanRecorder(Handlers):
         span.end(run.ns(e.time))
 
     def _on_attempt_failed(self, e: AttemptFailed) -> None:
-        run = self._runs.get(e.run_id)
-        att = None if run is None else run.attempts.get(e.phase)
-        if run is None or att is None:
+        run = self._runs[e.run_id]
+        att = run.attempts.get(e.phase)
+        if att is None:
             return
         span = att.span
         _fail(span, e.error, e.message)
@@ -280,9 +276,7 @@ class SpanRecorder(Handlers):
         span.end(run.ns(e.time))
 
     def _on_retry_scheduled(self, e: RetryScheduled) -> None:
-        run = self._runs.get(e.run_id)
-        if run is None:
-            return
+        run = self._runs[e.run_id]
         attrs: dict[str, Any] = {
             S.ATTEMPT: e.attempt,
             S.NEXT_ATTEMPT: e.next_attempt,
@@ -297,19 +291,15 @@ class SpanRecorder(Handlers):
         if att is None or att.failed_at is None or att.attempt != e.attempt:
             run.span.add_event(S.EV_RETRY, attrs, timestamp=run.ns(e.time))
             return
+        # the failed attempt's span says the wait that follows it, and ends
         span = att.span
-        span.set_attribute(S.DELAY, float(e.delay_s))
-        span.set_attribute(S.POLICY_DELAY, float(e.policy_delay_s))
-        if e.retry_after_s is not None:
-            span.set_attribute(S.RETRY_AFTER, float(e.retry_after_s))
+        span.set_attributes({k: v for k, v in attrs.items() if k in _WAIT_ATTRIBUTES})
         span.add_event(S.EV_RETRY, attrs, timestamp=run.ns(e.time))
         del run.attempts[e.phase]
         span.end(att.failed_at)
 
     def _on_paced_wait(self, e: PacedWait) -> None:
-        run = self._runs.get(e.run_id)
-        if run is None:
-            return
+        run = self._runs[e.run_id]
         att = run.attempts.get("request")
         target = att.span if att is not None and att.failed_at is None else run.span
         attrs: dict[str, Any] = {S.DELAY: float(e.delay_s), S.REASON: e.reason, S.ACTION: "paced"}
@@ -318,9 +308,7 @@ class SpanRecorder(Handlers):
     # -- tools ------------------------------------------------------------------------------------
 
     def _on_tool_call_started(self, e: ToolCallStarted) -> None:
-        run = self._runs.get(e.run_id)
-        if run is None:
-            return
+        run = self._runs[e.run_id]
         run.tools[e.call_id] = self._tool_span(run, e.name, e.call_id, e.source, e.time)
         if self.capture_content:
             run.tools[e.call_id].set_attribute(
@@ -339,9 +327,7 @@ class SpanRecorder(Handlers):
         return self._child(run, f"{S.EXECUTE_TOOL} {name}", SpanKind.INTERNAL, t, attrs)
 
     def _on_tool_call_finished(self, e: ToolCallFinished) -> None:
-        run = self._runs.get(e.run_id)
-        if run is None:
-            return
+        run = self._runs[e.run_id]
         span = run.tools.pop(e.call_id, None)
         if span is None:
             span = self._tool_span(run, e.name, e.call_id, e.source, e.time - e.duration_s)
@@ -357,9 +343,8 @@ class SpanRecorder(Handlers):
     # -- run span events --------------------------------------------------------------------------
 
     def _run_event(self, e: Event, name: str, attrs: dict[str, Any]) -> None:
-        run = self._runs.get(e.run_id)
-        if run is not None:
-            run.span.add_event(name, attrs, timestamp=run.ns(e.time))
+        run = self._runs[e.run_id]
+        run.span.add_event(name, attrs, timestamp=run.ns(e.time))
 
     def _on_compaction_started(self, e: CompactionStarted) -> None:
         attrs = {S.REASON: e.reason, S.STRATEGY: e.strategy, S.TOKENS_BEFORE: e.tokens_before}
