@@ -243,7 +243,11 @@ class CallLog:
                 call.failed_at = None
                 if self.after_wait is not None:
                     self.after_wait(key, waited)
-            self._emit(AttemptStarted(**self._labels(n, facts.model)), call.run_id, t)
+            self._emit(
+                AttemptStarted(**self._labels(n, facts.model)),
+                call.run_id,
+                t,
+            )
         self._warn()
         return _Attempt(self, call, facts, n, t)
 

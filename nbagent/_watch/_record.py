@@ -57,6 +57,10 @@ class RecordingObserver:
         except Exception:  # a streamed request body: nothing to read without consuming it
             body = b""
         ex = self.recorder.exchange(
-            request.method, str(request.url), None, body, secrets=request_secrets(request)
+            request.method,
+            str(request.url),
+            None,
+            body,
+            secrets=request_secrets(request),
         )
         return _Exchange(ex)

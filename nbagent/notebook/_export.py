@@ -163,7 +163,10 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("tool errors", f"{session.get('tool_errors', 0)} of {session.get('tool_calls', 0)}"),
         ("compactions", str(session.get("compactions", 0))),
         *([("reasks", str(session["reasks"]))] if session.get("reasks") else []),
-        ("tokens", f"{tokens_in:,} in, {tokens_out:,} out"),
+        (
+            "tokens",
+            f"{tokens_in:,} in, {tokens_out:,} out",
+        ),
         ("time", seconds(session.get("duration_s"))),
         ("ended with", str(ended)),
     ]

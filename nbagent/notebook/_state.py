@@ -49,7 +49,15 @@ from ._a11y import Announcer, timeline_axis
 from ._bars import Bars, lane
 from ._conversation import Conversation
 from ._summary import end_status, new_run, run_summary, session_summary
-from ._values import STREAM_LIMIT, as_int, clip, failure_text, num, seconds, usage_dict
+from ._values import (
+    STREAM_LIMIT,
+    as_int,
+    clip,
+    failure_text,
+    num,
+    seconds,
+    usage_dict,
+)
 from ._waiting import Waits
 
 __all__ = ["TimelineState"]
