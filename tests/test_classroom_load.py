@@ -54,6 +54,7 @@ def test_forty_students_with_four_agents_each_through_a_storm() -> None:
             stop.wait(0.05)
             assert watcher.is_alive()
         stop.set()
+        assert room.settle()
         frame = room.arrivals
         assert frame["requests"].sum() == sent == room.room.total
         answered = frame[["status_200", "status_429", "status_529", "broken"]].to_numpy().sum()

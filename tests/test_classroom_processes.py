@@ -51,6 +51,7 @@ def test_three_student_processes_through_a_storm_are_counted_exactly() -> None:
         room.scenario("storm")
         done = reports(students(room, 3, agents=2, runs=1), timeout=300)
         sent = {str(r["name"]): int(r["sent"]) for r in done}  # type: ignore[call-overload]
+        assert room.settle()
         frame, lanes = room.arrivals, room.students.set_index("name")
         assert sorted(sent) == ["student 0", "student 1", "student 2"]
         assert frame["requests"].sum() == sum(sent.values())

@@ -36,6 +36,7 @@ def test_join_seats_a_student_and_their_agent_answers(room: Classroom) -> None:
     agent = seat.agent(retry=RetryPolicy(jitter=None, max_attempts=3))
     result = agent.run_sync("What is 2 + 2?")
     assert "4" in result.final_text
+    assert room.settle()  # the client had its answer a moment before the room counted it
     row = room.students.iloc[0]
     assert (row["name"], row["requests"], row["attempts"], row["jitter"]) == (
         "ana",
@@ -119,6 +120,7 @@ def test_bad_bodies_get_sentences_and_the_room_goes_on(room: Classroom) -> None:
     assert huge.status_code == 413
     model = httpx.post(room.url + "/v1/messages", content=b"\xff{", headers=key)
     assert model.status_code == 400
+    assert room.settle()
     assert room.arrivals["other"].sum() == 1  # counted: a student sent it
     seat = join(room.url, code=room.code, name="after")
     assert "4" in seat.agent().run_sync("What is 2 + 2?").final_text
@@ -189,6 +191,7 @@ def test_a_herd_is_answered_with_529s_that_the_agents_retry(room: Classroom) -> 
 
     agents = asyncio.run(four())
     sent = sum(requests_sent(a) for a in agents)
+    assert room.settle()
     frame = room.arrivals
     lane = room.students.iloc[0]
     assert frame["requests"].sum() == sent == lane["requests"]
@@ -201,20 +204,21 @@ def test_official_sdk_clients_use_the_seat(room: Classroom) -> None:
     anthropic = pytest.importorskip("anthropic")
     openai = pytest.importorskip("openai")
     seat = join(room.url, code=room.code, name="sdk user")
-    a = anthropic.Anthropic(
+    with anthropic.Anthropic(
         base_url=seat.base_url, api_key=seat.api_key, default_headers=seat.headers
-    )
-    message = a.messages.create(
-        model="demo", max_tokens=50, messages=[{"role": "user", "content": "What is 2 + 2?"}]
-    )
+    ) as a:
+        message = a.messages.create(
+            model="demo", max_tokens=50, messages=[{"role": "user", "content": "What is 2 + 2?"}]
+        )
     assert "4" in message.content[0].text
-    o = openai.OpenAI(
+    with openai.OpenAI(
         base_url=seat.openai_base_url, api_key=seat.api_key, default_headers=seat.headers
-    )
-    chat = o.chat.completions.create(
-        model="demo", messages=[{"role": "user", "content": "What is 2 + 2?"}]
-    )
+    ) as o:
+        chat = o.chat.completions.create(
+            model="demo", messages=[{"role": "user", "content": "What is 2 + 2?"}]
+        )
     assert "4" in (chat.choices[0].message.content or "")
+    assert room.settle()
     lane = room.students.iloc[0]
     assert (lane["name"], lane["requests"], lane["agents"]) == ("sdk user", 2, 1)
 

@@ -84,7 +84,7 @@ class Classroom:
         self.code = self.room.code
         self.host_given = host
         self._pending: dict[int, Arrival] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._simulations: list[Simulation] = []
         self.mock = MockServer(
             host=host,
@@ -219,6 +219,22 @@ class Classroom:
         """One row per student: requests, retries, failures, waits, the policy reported."""
         return _frames.students_frame(self.room)
 
+    def settle(self, timeout: float = 10.0) -> bool:
+        """Wait until every request the room has taken is answered and counted.
+
+        A client has its answer a moment before the room has counted how it was answered, so a
+        script that reads `arrivals` or `students` right after its own requests calls this first.
+
+        Args:
+            timeout: Seconds to wait at most (a request still being answered, a stream or a
+                client that went silent, keeps the room unsettled).
+
+        Returns:
+            True once nothing is in flight; False if something still was after `timeout`.
+        """
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._pending, timeout)
+
     def snapshot(self) -> dict[str, Any]:
         """What the dashboard shows, as data.
 
@@ -248,9 +264,10 @@ class Classroom:
             self._pending[id(call)] = arrival
 
     def _answered(self, call: Call, status: int) -> None:
-        with self._lock:
+        with self._lock:  # popped and counted at once, so `settle()` never sees one half-done
             arrival = self._pending.pop(id(call), None)
-        if arrival is None:
-            return
-        broken = status == 200 and call.fault.kind in BROKEN_KINDS
-        self.room.answer(arrival, status, broken=broken)
+            if arrival is None:
+                return
+            broken = status == 200 and call.fault.kind in BROKEN_KINDS
+            self.room.answer(arrival, status, broken=broken)
+            self._lock.notify_all()
