@@ -125,11 +125,10 @@ class ItemEvents:
             "attempt": submission,
             "max_attempts": self.max_attempts,
             "model": self.model,
-            "batch_id": batch_id or "",
-            "submission": submission,
         }
-        common = {**labels, **tokens, "time": ended, "status_code": status}
-        self.bus.emit(AttemptStarted(**labels, time=started))
+        batch: dict[str, Any] = {"batch_id": batch_id or "", "submission": submission}
+        common = {**labels, **batch, **tokens, "time": ended, "status_code": status}
+        self.bus.emit(AttemptStarted(**labels, **batch, time=started))
         if failed is None:
             self.bus.emit(
                 AttemptSucceeded(
@@ -141,14 +140,9 @@ class ItemEvents:
         if delay_s is not None:
             self.bus.emit(
                 RetryScheduled(
-                    run_id=run_id,
+                    **labels,
                     time=ended,
-                    turn=1,
-                    phase="request",
-                    attempt=submission,
                     next_attempt=submission + 1,
-                    max_attempts=self.max_attempts,
-                    model=self.model,
                     delay_s=delay_s,
                     policy_delay_s=delay_s if policy_delay_s is None else policy_delay_s,
                     error=failed["error"],
