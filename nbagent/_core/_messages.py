@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SessionFileError, ToolPairingError
+from ._numbers import is_whole
 
 __all__ = [
     "SESSION_FORMAT",
@@ -445,7 +446,7 @@ def load_session(
     if not isinstance(doc, dict):
         raise SessionFileError(target, "the top level must be an object with 'messages'")
     version = doc.get("format", 0)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+    if not (is_whole(version) and version >= 0):
         raise SessionFileError(target, f"format version {version!r} is not a number")
     if version > SESSION_FORMAT:
         raise SessionFileError(

@@ -9,6 +9,7 @@ from typing import Any
 from .._core._budget import Budget
 from .._core._clock import Clock
 from .._core._messages import Message
+from .._core._numbers import is_number, is_whole
 from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
 from ..errors import ConfigError
@@ -53,11 +54,7 @@ def check_arguments(
     """Arguments of a wrong kind, caught before anything runs: one sentence each on what to
     change. (Out-of-range numbers are checked or normalised where they are used.) Returns the
     subscribers and the history as lists (either may have been a one-shot iterator)."""
-
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+    if not (is_whole(max_tokens) and max_tokens >= 1):
         raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
@@ -73,17 +70,13 @@ def check_arguments(
         ("max_length_resumes", max_length_resumes),
         ("max_compactions_per_step", max_compactions_per_step),
     ):
-        if not number(value) or value != int(value):
+        if not is_number(value) or value != int(value):
             raise ConfigError(f"{name} must be a whole number such as 2, not {value!r}")
-    if context_window is not None and (
-        isinstance(context_window, bool)
-        or not isinstance(context_window, int)
-        or context_window < 1
-    ):
+    if context_window is not None and not (is_whole(context_window) and context_window >= 1):
         raise ConfigError(
             f"context_window must be a positive number of tokens, not {context_window!r}"
         )
-    if not number(compaction_threshold) or not 0 < compaction_threshold <= 1:
+    if not is_number(compaction_threshold) or not 0 < compaction_threshold <= 1:
         raise ConfigError(
             "compaction_threshold is a share of the window in (0, 1] such as 0.85, "
             f"not {compaction_threshold!r}"
@@ -142,11 +135,7 @@ def resolve_model_spec(spec: ModelSpec, *, api_key: str | None, base_url: str | 
 
 def check_output_retries(output_retries: Any) -> None:
     """`output_retries=` is a whole number of reasks, 0 or more."""
-    if (
-        isinstance(output_retries, bool)
-        or not isinstance(output_retries, int)
-        or output_retries < 0
-    ):
+    if not (is_whole(output_retries) and output_retries >= 0):
         raise ConfigError(
             f"output_retries is how many reasks are allowed, a whole number such as 2, "
             f"not {output_retries!r}"

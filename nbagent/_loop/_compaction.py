@@ -37,6 +37,7 @@ from .._core._messages import (
     TextBlock,
     ToolResultBlock,
 )
+from .._core._numbers import is_number, is_positive
 from ..errors import ContextOverflow
 from ..events import CompactionReason
 from ..providers._base import ToolSpec
@@ -166,7 +167,7 @@ class _Estimating:
         limit·ratio / tokens.
         """
         given = ctx.extra.get("target_estimate")
-        if isinstance(given, (int, float)) and not isinstance(given, bool):
+        if is_number(given):
             return float(given)
         err, ratio = ctx.error, self.ratio
         if err is not None and err.limit:
@@ -175,7 +176,7 @@ class _Estimating:
                 return ratio * err.limit * self._est(messages, ctx) / counted
             return ratio * err.limit
         target = ctx.extra.get("target_tokens")
-        if isinstance(target, (int, float)) and not isinstance(target, bool) and target > 0:
+        if is_positive(target):
             return ratio * target
         return None
 
