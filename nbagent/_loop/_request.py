@@ -39,7 +39,7 @@ from ..errors import ContextOverflow
 from ..events import FallbackStarted, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
-from ._output_step import Checked, StructuredOutput
+from ._output_step import Checked, StructuredOutput, answer_limit
 from ._stream import Streamed, stream_once
 from ._toolbox import Toolbox
 
@@ -193,9 +193,7 @@ class Requester:
         """One model's attempt loop for this step; raises `Fallback` to hand over, `Reask` to
         ask for a structured answer again."""
         out, index = self.output, self.state.model_index
-        max_tokens = self.settings.max_tokens
-        if isinstance(self.settings.options.get("max_tokens"), int):
-            max_tokens = self.settings.options["max_tokens"]
+        max_tokens = answer_limit(self.settings.max_tokens, self.settings.options)
 
         async def attempt(n: int) -> Streamed:
             tools = tuple(await self._tools())
