@@ -366,10 +366,8 @@ class AttemptLoop:
             AttemptFailed(
                 **self._labels(n),
                 **said,
+                **_discarded(failure),
                 **usage,
-                ttft_s=failure.ttft_s,
-                discarded_text=failure.text,
-                discarded_thinking=failure.thinking,
                 action=decision.action,
                 output_errors=issues,
             )
@@ -434,6 +432,20 @@ def _by_name(fields: type[F], source: object) -> F:
 def usage_fields(usage: object) -> _UsageFields:
     """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
     return _by_name(_UsageFields, usage)
+
+
+class _Discarded(TypedDict):
+    """What a failed attempt had streamed before it failed, and when it began to."""
+
+    ttft_s: float | None
+    discarded_text: str
+    discarded_thinking: str
+
+
+def _discarded(failure: AttemptFailure) -> _Discarded:
+    return _Discarded(
+        ttft_s=failure.ttft_s, discarded_text=failure.text, discarded_thinking=failure.thinking
+    )
 
 
 class _ErrorFields(TypedDict):
