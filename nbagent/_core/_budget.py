@@ -8,7 +8,7 @@ when both trip, because money is what users set budgets to protect.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ..errors import BudgetExceeded, ConfigError
 
@@ -46,14 +46,8 @@ class Usage:
             cost = None
         else:
             cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
-            cost,
-            self.requests + other.requests,
-        )
+        counts = [f.name for f in fields(self) if f.name != "cost_usd"]
+        return Usage(**{n: getattr(self, n) + getattr(other, n) for n in counts}, cost_usd=cost)
 
     def with_cost(self, cost: float | None) -> Usage:
         """The same usage with another cost.

@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from ..errors import (
     Action,
@@ -44,6 +44,7 @@ from ..errors import (
     ServerError,
     classify,
 )
+from ._event_types import FailureAction
 
 __all__ = [
     "AttemptState",
@@ -60,7 +61,8 @@ __all__ = [
 Table = Callable[[BaseException], Action]
 """Error -> action. `classify` for model requests; `RetryPolicy.call` brings its own."""
 
-Next = Literal["retry", "compact", "reask", "fallback", "fail"]
+Next = FailureAction
+"""What happens after a failed attempt: what its `AttemptFailed` says as its `action`."""
 
 
 @dataclass(frozen=True)

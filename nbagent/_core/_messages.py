@@ -18,11 +18,12 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import SessionFileError, ToolPairingError
+from ._numbers import is_whole
 
 __all__ = [
     "SESSION_FORMAT",
@@ -269,28 +270,15 @@ class Message:
 
 
 def block_to_dict(block: Block) -> dict[str, Any]:
-    if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text}
-    if isinstance(block, ThinkingBlock):
-        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
-    if isinstance(block, RedactedThinkingBlock):
-        return {"type": "redacted_thinking", "data": block.data}
-    if isinstance(block, OpaqueBlock):
-        return {"type": "opaque", "provider": block.provider, "data": block.data}
-    if isinstance(block, ImageBlock):
-        return {"type": "image", "media_type": block.media_type, "data": block.data}
-    if isinstance(block, ToolUseBlock):
-        d: dict[str, Any] = {"type": "tool_use", "id": block.id, "name": block.name}
-        d["input"] = block.input
-        if block.raw_input is not None:
-            d["raw_input"] = block.raw_input
-        return d
-    return {
-        "type": "tool_result",
-        "tool_use_id": block.tool_use_id,
-        "content": [block_to_dict(p) for p in block.content],
-        "is_error": block.is_error,
-    }
+    """A block's JSON form: its `type`, then its fields as they are (a tool call's `raw_input`
+    only when it has one; a tool result's parts in their own JSON form)."""
+    d: dict[str, Any] = {"type": block.type}
+    d.update((f.name, getattr(block, f.name)) for f in fields(block) if f.name != "type")
+    if isinstance(block, ToolUseBlock) and block.raw_input is None:
+        del d["raw_input"]
+    if isinstance(block, ToolResultBlock):
+        d["content"] = [block_to_dict(p) for p in block.content]
+    return d
 
 
 def _str(data: dict[str, Any], key: str) -> str:
@@ -458,7 +446,7 @@ def load_session(
     if not isinstance(doc, dict):
         raise SessionFileError(target, "the top level must be an object with 'messages'")
     version = doc.get("format", 0)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+    if not (is_whole(version) and version >= 0):
         raise SessionFileError(target, f"format version {version!r} is not a number")
     if version > SESSION_FORMAT:
         raise SessionFileError(

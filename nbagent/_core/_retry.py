@@ -30,6 +30,7 @@ from . import _jitter as jitters
 from ._attempts import AttemptLoop, generic_table
 from ._clock import Clock, RealClock
 from ._decision import OnRetry, RetryPlan
+from ._numbers import is_number, is_whole
 
 __all__ = ["JitterSpec", "RetryPlan", "RetryPolicy", "format_duration"]
 
@@ -107,7 +108,7 @@ class RetryPolicy:
             "max_empty_retries",
         ):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool):
+            if not is_number(value):
                 raise ConfigError(
                     f"RetryPolicy {name} must be a number, not {value!r}, "
                     f"e.g. RetryPolicy({name}={getattr(RetryPolicy, name)!r})"
@@ -133,9 +134,7 @@ class RetryPolicy:
                 f"unknown retry_after_partial {self.retry_after_partial!r}: "
                 "use 'always', 'reasoning_only' or 'never'"
             )
-        if self.seed is not None and (
-            not isinstance(self.seed, int) or isinstance(self.seed, bool)
-        ):
+        if self.seed is not None and not is_whole(self.seed):
             raise ConfigError(f"RetryPolicy seed must be a whole number or None, not {self.seed!r}")
 
     def _normalise(self, name: str, used: object, why: str, *, depth: int = 0) -> None:
@@ -158,7 +157,7 @@ class RetryPolicy:
             if strategy is None:
                 raise ConfigError(f"unknown jitter {j!r}: {_JITTER_HINT}")
             return strategy
-        if isinstance(j, bool) or not isinstance(j, (int, float)):
+        if not is_number(j):
             if isinstance(j, jitters.Jitter):
                 return j
             raise ConfigError(f"unknown jitter {j!r}: {_JITTER_HINT}")

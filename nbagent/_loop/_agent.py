@@ -208,23 +208,7 @@ class Agent(Generic[OutputT]):
         output_retries: int = 2,
     ) -> None:
         specs = model_specs(model)
-        subscribers, history = check_arguments(
-            system=system,
-            retry=retry,
-            budget=budget,
-            clock=clock,
-            subscribers=subscribers,
-            max_tokens=max_tokens,
-            max_length_resumes=max_length_resumes,
-            max_compactions_per_step=max_compactions_per_step,
-            context_window=context_window,
-            compaction_threshold=compaction_threshold,
-            history=history,
-            options=options,
-            compaction=compaction,
-            limiter=limiter,
-            cache=cache,
-        )
+        subscribers, history = check_arguments(locals())  # before anything else is assigned
         self._providers = [resolve_model_spec(s, api_key=api_key, base_url=base_url) for s in specs]
         self.system = system
         self.retry = retry or RetryPolicy()

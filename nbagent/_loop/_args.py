@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from .._core._budget import Budget
 from .._core._clock import Clock
 from .._core._messages import Message
+from .._core._numbers import is_number, is_whole
 from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
 from ..errors import ConfigError
@@ -32,74 +34,51 @@ or "replay:storm.nbrec" (resolved by `nbagent.providers.resolve_model`), or a `P
 object (a `ScriptedModel`, a provider built with its own endpoint, key or client)."""
 
 
-def check_arguments(
-    *,
-    system: Any,
-    retry: Any,
-    budget: Any,
-    clock: Any,
-    subscribers: Any,
-    max_tokens: Any,
-    max_length_resumes: Any,
-    max_compactions_per_step: Any,
-    context_window: Any,
-    compaction_threshold: Any,
-    history: Any,
-    options: Any,
-    compaction: Any,
-    limiter: Any,
-    cache: Any,
-) -> tuple[list[Subscriber], list[Message]]:
+def check_arguments(args: Mapping[str, Any]) -> tuple[list[Subscriber], list[Message]]:
     """Arguments of a wrong kind, caught before anything runs: one sentence each on what to
-    change. (Out-of-range numbers are checked or normalised where they are used.) Returns the
-    subscribers and the history as lists (either may have been a one-shot iterator)."""
-
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ConfigError(f"max_tokens must be a positive whole number, not {max_tokens!r}")
-    if retry is not None and not isinstance(retry, RetryPolicy):
+    change. (Out-of-range numbers are checked or normalised where they are used.) `args` is
+    `Agent.__init__`'s `locals()`, taken before it assigns anything, so each argument is named
+    once, in its signature. Returns the subscribers and the history as lists (either may have been a
+    one-shot iterator)."""
+    a = SimpleNamespace(**args)
+    if not (is_whole(a.max_tokens) and a.max_tokens >= 1):
+        raise ConfigError(f"max_tokens must be a positive whole number, not {a.max_tokens!r}")
+    if a.retry is not None and not isinstance(a.retry, RetryPolicy):
         raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
-    if budget is not None and not isinstance(budget, Budget):
+    if a.budget is not None and not isinstance(a.budget, Budget):
         raise ConfigError("budget= takes a Budget(...), e.g. Budget(max_cost_usd=0.50)")
-    if not isinstance(limiter, (bool, Pacer)):
+    if not isinstance(a.limiter, (bool, Pacer)):
         raise ConfigError("limiter= takes True (shared), False (off) or a RateLimiter")
-    if not isinstance(cache, bool):
+    if not isinstance(a.cache, bool):
         raise ConfigError(
-            f"cache= takes True (use the provider's prompt cache) or False, not {cache!r}"
+            f"cache= takes True (use the provider's prompt cache) or False, not {a.cache!r}"
         )
-    for name, value in (
-        ("max_length_resumes", max_length_resumes),
-        ("max_compactions_per_step", max_compactions_per_step),
-    ):
-        if not number(value) or value != int(value):
+    for name in ("max_length_resumes", "max_compactions_per_step"):
+        value = args[name]
+        if not is_number(value) or value != int(value):
             raise ConfigError(f"{name} must be a whole number such as 2, not {value!r}")
-    if context_window is not None and (
-        isinstance(context_window, bool)
-        or not isinstance(context_window, int)
-        or context_window < 1
-    ):
-        raise ConfigError(
-            f"context_window must be a positive number of tokens, not {context_window!r}"
-        )
-    if not number(compaction_threshold) or not 0 < compaction_threshold <= 1:
+    window = a.context_window
+    if window is not None and not (is_whole(window) and window >= 1):
+        raise ConfigError(f"context_window must be a positive number of tokens, not {window!r}")
+    threshold = a.compaction_threshold
+    if not is_number(threshold) or not 0 < threshold <= 1:
         raise ConfigError(
             "compaction_threshold is a share of the window in (0, 1] such as 0.85, "
-            f"not {compaction_threshold!r}"
+            f"not {threshold!r}"
         )
-    if system is not None and not isinstance(system, str):
-        raise ConfigError(f"system= takes the system prompt as a string, not {system!r}")
-    if clock is not None and not isinstance(clock, Clock):
+    if a.system is not None and not isinstance(a.system, str):
+        raise ConfigError(f"system= takes the system prompt as a string, not {a.system!r}")
+    if a.clock is not None and not isinstance(a.clock, Clock):
         raise ConfigError(
-            f"clock= takes a clock such as VirtualClock() or RealClock(), not {clock!r}"
+            f"clock= takes a clock such as VirtualClock() or RealClock(), not {a.clock!r}"
         )
-    if callable(subscribers) or isinstance(subscribers, (str, bytes)):
+    if callable(a.subscribers) or isinstance(a.subscribers, (str, bytes)):
         raise ConfigError("subscribers= takes a list of callables, e.g. subscribers=[print]")
-    subscribers = list(subscribers)
+    subscribers = list(a.subscribers)
     for fn in subscribers:
         if not callable(fn):
             raise ConfigError(f"each subscriber must be a callable taking one event, not {fn!r}")
+    history = a.history
     if not isinstance(history, (str, bytes, Message)):
         history = list(history)
     if not isinstance(history, list) or any(not isinstance(m, Message) for m in history):
@@ -107,12 +86,12 @@ def check_arguments(
             "history= takes a list of Message objects, e.g. "
             "[Message.user('hi'), Message.assistant('hello')] (Message.from_dict reads dicts)"
         )
-    if options is not None and not isinstance(options, dict):
-        raise ConfigError(f"options= takes a dict of request fields, not {options!r}")
-    if compaction is not None and not callable(getattr(compaction, "compact", None)):
+    if a.options is not None and not isinstance(a.options, dict):
+        raise ConfigError(f"options= takes a dict of request fields, not {a.options!r}")
+    if a.compaction is not None and not callable(getattr(a.compaction, "compact", None)):
         raise ConfigError(
             "compaction= takes a strategy such as DefaultCompaction() or StubOldToolOutput(), "
-            f"not {compaction!r}"
+            f"not {a.compaction!r}"
         )
     return subscribers, history
 
@@ -142,11 +121,7 @@ def resolve_model_spec(spec: ModelSpec, *, api_key: str | None, base_url: str | 
 
 def check_output_retries(output_retries: Any) -> None:
     """`output_retries=` is a whole number of reasks, 0 or more."""
-    if (
-        isinstance(output_retries, bool)
-        or not isinstance(output_retries, int)
-        or output_retries < 0
-    ):
+    if not (is_whole(output_retries) and output_retries >= 0):
         raise ConfigError(
             f"output_retries is how many reasks are allowed, a whole number such as 2, "
             f"not {output_retries!r}"

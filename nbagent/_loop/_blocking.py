@@ -31,9 +31,15 @@ def loop_running() -> bool:
     return True
 
 
-def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run `make()` to completion and return its result; cancellation surfaces as `Aborted`."""
-    if not loop_running():
+def run_blocking(
+    make: Callable[[], Coroutine[Any, Any, T]], *, stop: Callable[[], None] | None = None
+) -> T:
+    """Run `make()` to completion and return its result; cancellation surfaces as `Aborted`.
+
+    With `stop` (a batch's own stop, which ends it with what finished), the run always goes to
+    a worker thread, and an interrupt calls `stop` instead of cancelling: what `make()` then
+    returns is the result."""
+    if stop is None and not loop_running():
         try:
             return asyncio.run(make())
         except asyncio.CancelledError:
@@ -55,6 +61,9 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         try:
             return future.result()
         except KeyboardInterrupt:
+            if stop is not None:
+                stop()
+                return future.result()
             ready.wait(5)
             loop, task = loop_box.get("loop"), loop_box.get("task")
             if loop is not None and task is not None:

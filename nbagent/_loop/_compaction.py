@@ -37,6 +37,7 @@ from .._core._messages import (
     TextBlock,
     ToolResultBlock,
 )
+from .._core._numbers import is_number, is_positive
 from ..errors import ContextOverflow
 from ..events import CompactionReason
 from ..providers._base import ToolSpec
@@ -49,7 +50,6 @@ __all__ = [
     "StubOldToolOutput",
     "Summarizer",
     "stub_text",
-    "target_estimate",
     "tool_names",
 ]
 
@@ -140,9 +140,12 @@ class Compactor(Protocol):
 
 
 class _Estimating:
-    """Shared by the built-in strategies: a calibrated estimator the agent can feed."""
+    """Shared by the built-in strategies: a calibrated estimator the agent can feed, and the
+    target (`ratio` of the limit) they compact towards."""
 
-    estimator: TokenEstimator
+    def __init__(self, ratio: float, estimator: TokenEstimator | None) -> None:
+        self.ratio = ratio
+        self.estimator = estimator or TokenEstimator()
 
     def estimate(
         self, messages: Sequence[Message], system: str | None = None, tools: Sequence[ToolSpec] = ()
@@ -155,32 +158,27 @@ class _Estimating:
     def _est(self, messages: Sequence[Message], ctx: CompactionContext) -> int:
         return self.estimator.estimate(messages, ctx.system, ctx.tools)
 
+    def _target(self, messages: Sequence[Message], ctx: CompactionContext) -> float | None:
+        """How many estimated tokens the compacted conversation may hold, or None if unknown.
 
-def target_estimate(
-    messages: Sequence[Message],
-    ctx: CompactionContext,
-    estimate: Callable[[Sequence[Message]], int],
-    ratio: float = 0.7,
-) -> float | None:
-    """How many estimated tokens the compacted conversation may hold, or None if unknown.
-
-    `ratio` × the provider's reported `limit` (else `ctx.extra["target_tokens"]`, the window).
-    When the provider also said how many tokens it counted for these very messages, the target
-    is put on the scale of our estimate: the share to keep is limit·ratio / tokens.
-    """
-    given = ctx.extra.get("target_estimate")
-    if isinstance(given, (int, float)) and not isinstance(given, bool):
-        return float(given)
-    err = ctx.error
-    if err is not None and err.limit:
-        if err.tokens:
-            counted = max(err.tokens, err.limit + 1)
-            return ratio * err.limit * estimate(messages) / counted
-        return ratio * err.limit
-    target = ctx.extra.get("target_tokens")
-    if isinstance(target, (int, float)) and not isinstance(target, bool) and target > 0:
-        return ratio * target
-    return None
+        `ratio` × the provider's reported `limit` (else `ctx.extra["target_tokens"]`, the
+        window). When the provider also said how many tokens it counted for these very
+        messages, the target is put on the scale of our estimate: the share to keep is
+        limit·ratio / tokens.
+        """
+        given = ctx.extra.get("target_estimate")
+        if is_number(given):
+            return float(given)
+        err, ratio = ctx.error, self.ratio
+        if err is not None and err.limit:
+            if err.tokens:
+                counted = max(err.tokens, err.limit + 1)
+                return ratio * err.limit * self._est(messages, ctx) / counted
+            return ratio * err.limit
+        target = ctx.extra.get("target_tokens")
+        if is_positive(target):
+            return ratio * target
+        return None
 
 
 # -- strategy 1: stubs ---------------------------------------------------------------------------
@@ -273,10 +271,9 @@ class StubOldToolOutput(_Estimating):
         min_chars: int = 200,
         estimator: TokenEstimator | None = None,
     ) -> None:
+        super().__init__(ratio, estimator)
         self.keep_last = max(0, keep_last)
-        self.ratio = ratio
         self.min_chars = max(0, min_chars)
-        self.estimator = estimator or TokenEstimator()
         self.keep: int | None = None  # the remembered cutoff: newest messages kept whole
 
     def __repr__(self) -> str:
@@ -313,7 +310,7 @@ class StubOldToolOutput(_Estimating):
         if not candidates:
             return None
         before = self._est(out, ctx)
-        target = target_estimate(out, ctx, lambda ms: self._est(ms, ctx), self.ratio)
+        target = self._target(out, ctx)
         protect = max(0, self.keep_last - max(0, ctx.round - 1))
         outside = [i for i in candidates if i < n - protect]
         fits_window = target is not None and before <= target / self.ratio

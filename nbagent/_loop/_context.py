@@ -18,19 +18,16 @@ calibration) lives in the strategy, so a keeper is cheap and testable alone.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from .._core._messages import Message
 from ..errors import ContextOverflow
 from ..events import CompactionFinished, CompactionReason, CompactionStarted, Event
 from ..providers import ModelRequest, ToolSpec
-from ._compaction import CompactionContext, CompactionResult, Compactor
+from ._compaction import CompactionContext, CompactionResult, Compactor, Summarizer
 from ._estimate import estimate_tokens
 
-__all__ = ["ContextKeeper", "Summarizer"]
-
-Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]
-"""`(messages, instruction) -> summary text`: a summary request to the current model."""
+__all__ = ["ContextKeeper"]
 
 
 class ContextKeeper:

@@ -116,9 +116,8 @@ class _Writer:
                 "log= got a sqlite3 connection that only the thread that opened it may use; "
                 "open it with sqlite3.connect(path, check_same_thread=False), or pass the path"
             )
-        except sqlite3.Error as exc:
-            self.error = self._host_error(exc)
-        except Exception as exc:  # never a thread dead before `ready`: its DurableLog would hang
+        except Exception as exc:  # sqlite3's own errors, and never a thread dead before
+            # `ready` (its DurableLog would hang)
             self.error = self._host_error(exc)
         if conn is not None and conn is not self.target:
             conn.close()

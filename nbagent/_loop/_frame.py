@@ -39,35 +39,41 @@ __all__ = [
     "with_origin",
 ]
 
-COLUMNS: tuple[str, ...] = (
-    "run_id",
-    "turn",
-    "reask",
-    "phase",
-    "attempt",
-    "max_attempts",
-    "model",
-    "started_at",
-    "ended_at",
-    "duration_s",
-    "ttft_s",
-    "outcome",
-    "error_kind",
-    "status_code",
-    "action",
-    "policy_delay_s",
-    "retry_after_s",
-    "delay_s",
-    "request_id",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-    "discarded_chars",
-    "tool_name",
-    "message",
-)
+DTYPES: dict[str, str] = {
+    "run_id": "string",
+    "turn": "Int64",
+    "reask": "Int64",
+    "phase": "category",
+    "attempt": "Int64",
+    "max_attempts": "Int64",
+    "model": "string",
+    "started_at": "float64",
+    "ended_at": "float64",
+    "duration_s": "float64",
+    "ttft_s": "float64",
+    "outcome": "category",
+    "error_kind": "string",
+    "status_code": "Int64",
+    "action": "category",
+    "policy_delay_s": "float64",
+    "retry_after_s": "float64",
+    "delay_s": "float64",
+    "request_id": "string",
+    "input_tokens": "Int64",
+    "output_tokens": "Int64",
+    "cache_read_tokens": "Int64",
+    "cache_write_tokens": "Int64",
+    "cost_usd": "float64",
+    "discarded_chars": "Int64",
+    "tool_name": "string",
+    "message": "string",
+}
+"""The columns, in order, and the dtype of each (categoricals have the fixed categories of
+`CATEGORIES`)."""
+COLUMNS: tuple[str, ...] = tuple(DTYPES)
+INT_COLUMNS: frozenset[str] = frozenset(c for c, t in DTYPES.items() if t == "Int64")
+FLOAT_COLUMNS: frozenset[str] = frozenset(c for c, t in DTYPES.items() if t == "float64")
+STRING_COLUMNS: frozenset[str] = frozenset(c for c, t in DTYPES.items() if t == "string")
 
 ORIGIN_COLUMNS: tuple[str, ...] = ("agent_id", "worker")
 """Added where attempts of several agents or processes are gathered (batches, the durable log):
@@ -87,50 +93,6 @@ ACTIONS: tuple[str, ...] = (
     "reask",
 )
 CATEGORIES: dict[str, tuple[str, ...]] = {"phase": PHASES, "outcome": OUTCOMES, "action": ACTIONS}
-
-INT_COLUMNS: frozenset[str] = frozenset(
-    {
-        "turn",
-        "reask",
-        "attempt",
-        "max_attempts",
-        "status_code",
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "discarded_chars",
-    }
-)
-FLOAT_COLUMNS: frozenset[str] = frozenset(
-    {
-        "started_at",
-        "ended_at",
-        "duration_s",
-        "ttft_s",
-        "policy_delay_s",
-        "retry_after_s",
-        "delay_s",
-        "cost_usd",
-    }
-)
-STRING_COLUMNS: frozenset[str] = frozenset(
-    c for c in COLUMNS if c not in INT_COLUMNS and c not in FLOAT_COLUMNS and c not in CATEGORIES
-)
-
-DTYPES: dict[str, str] = {
-    c: (
-        "Int64"
-        if c in INT_COLUMNS
-        else "float64"
-        if c in FLOAT_COLUMNS
-        else "category"
-        if c in CATEGORIES
-        else "string"
-    )
-    for c in COLUMNS
-}
-"""The dtype of each column (categoricals have the fixed categories of `CATEGORIES`)."""
 
 _NAN = math.nan
 

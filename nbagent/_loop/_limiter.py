@@ -163,7 +163,7 @@ class RateLimiter:
         """
         with self._lock:
             return {
-                "rate": None if not self.interval else 1.0 / self.interval,
+                "rate": self.rate,
                 "capacity": self.capacity,
                 "blocked_s": max(0.0, self.blocked_until - now),
                 "admitted": float(self.admitted),
@@ -416,14 +416,10 @@ class RateLimiter:
                     self._anchor = None
             else:
                 self._slow_down(now, due)
-            if self.interval is not None:
-                # the provider's bucket holds one request at `due`, not before; reservations
-                # made before this are void (the epoch moved on) and will be made again
-                self._t = now
-                self.tokens = 1.0 - retry_after / self.interval
-            else:
-                self.tokens = 0.0
-                self._t = now
+            # paced: the provider's bucket holds one request at `due`, not before; reservations
+            # made before this are void (the epoch moved on) and will be made again
+            self._t = now
+            self.tokens = 0.0 if self.interval is None else 1.0 - retry_after / self.interval
 
     def _start_measuring(self, now: float, due: float) -> None:
         self._anchor, self._anchor_at, self._since_anchor, self._filled = due, now, 0, False

@@ -26,7 +26,7 @@ message otherwise; never the answer repeated inside the errors.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ __all__ = [
     "Checked",
     "OutputPlan",
     "StructuredOutput",
+    "answer_limit",
     "prompted_instructions",
     "refuse_mode_without_output",
 ]
@@ -75,6 +76,13 @@ def _auto_forms(provider: Provider, tools: bool) -> list[tuple[Mode, Form]]:
 def _refusals(provider: Provider) -> set[str]:
     kept = getattr(provider, "refused_output_forms", None)
     return kept if isinstance(kept, set) else set()
+
+
+def answer_limit(max_tokens: int, options: Mapping[str, Any]) -> int:
+    """The max_tokens an answer is cut at (where a structured one is truncated, not invalid):
+    the request `options`' own, when they carry one."""
+    value = options.get("max_tokens")
+    return value if isinstance(value, int) else max_tokens
 
 
 def refuse_mode_without_output(output: Any, mode: Any) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 from .._core._attempts import AttemptLoop, Emit, Fallback, Sent
 from .._core._budget import Usage
 from .._core._clock import Clock
+from .._core._event_types import AttemptPhase
 from .._core._messages import Message
 from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
@@ -38,7 +39,7 @@ from ..errors import ContextOverflow
 from ..events import FallbackStarted, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
-from ._output_step import Checked, StructuredOutput
+from ._output_step import Checked, StructuredOutput, answer_limit
 from ._stream import Streamed, stream_once
 from ._toolbox import Toolbox
 
@@ -192,9 +193,7 @@ class Requester:
         """One model's attempt loop for this step; raises `Fallback` to hand over, `Reask` to
         ask for a structured answer again."""
         out, index = self.output, self.state.model_index
-        max_tokens = self.settings.max_tokens
-        if isinstance(self.settings.options.get("max_tokens"), int):
-            max_tokens = self.settings.options["max_tokens"]
+        max_tokens = answer_limit(self.settings.max_tokens, self.settings.options)
 
         async def attempt(n: int) -> Streamed:
             tools = tuple(await self._tools())
@@ -238,16 +237,10 @@ class Requester:
             step.working = shorter
             return True
 
-        loop = AttemptLoop(
-            self.policy,
-            clock=self.clock,
-            emit=self.emit,
-            phase="request",
-            model=model,
-            provider=provider.name,
-            rng=self.rng,
-            deadline=self.state.deadline,
-            pacer=self.pacer_for(provider),
+        loop = self._attempt_loop(
+            "request",
+            model,
+            provider,
             compactions_left=self.settings.max_compactions - step.compactions,
             can_fall_back=self.state.model_index + 1 < len(self.providers),
             reasks_left=reasks_left,
@@ -263,20 +256,28 @@ class Requester:
             system=SUMMARY_SYSTEM,
             max_tokens=min(self.settings.max_tokens, 2048),
         )
-        loop = AttemptLoop(
-            self.policy,
-            clock=self.clock,
-            emit=self.emit,
-            phase="compaction",
-            model=self.model,
-            provider=provider.name,
-            rng=self.rng,
-            deadline=self.state.deadline,
-            pacer=self.pacer_for(provider),
-        )
+        loop = self._attempt_loop("compaction", self.model, provider)
         streamed = await loop.run(
             lambda n: stream_once(provider, request, attempt=n, clock=self.clock, emit=None),
             describe=Streamed.sent,
         )
         self.state.usage = self.state.usage + streamed.completed.usage
         return streamed.completed.message.text
+
+    def _attempt_loop(
+        self, phase: AttemptPhase, model: str, provider: Provider, **limits: Any
+    ) -> AttemptLoop:
+        """The attempt loop of one request to `provider` (`limits`: its compactions, fallback
+        and reasks left), under the agent's policy, clock, pacer and deadline."""
+        return AttemptLoop(
+            self.policy,
+            clock=self.clock,
+            emit=self.emit,
+            phase=phase,
+            model=model,
+            provider=provider.name,
+            rng=self.rng,
+            deadline=self.state.deadline,
+            pacer=self.pacer_for(provider),
+            **limits,
+        )

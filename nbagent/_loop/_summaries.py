@@ -22,7 +22,6 @@ from ._compaction import (
     StubOldToolOutput,
     Summarizer,
     _Estimating,
-    target_estimate,
     tool_names,
 )
 from ._estimate import TokenEstimator
@@ -175,10 +174,9 @@ class Summarize(_Stubbing):
         fallback_to_stubs: bool = True,
         estimator: TokenEstimator | None = None,
     ) -> None:
-        self.ratio = ratio
+        super().__init__(ratio, estimator)
         self.summary_words = max(20, summary_words)
         self.instruction = instruction
-        self.estimator = estimator or TokenEstimator()
         self.stubs: StubOldToolOutput | None = (
             StubOldToolOutput(ratio=ratio, estimator=self.estimator) if fallback_to_stubs else None
         )
@@ -226,7 +224,7 @@ class Summarize(_Stubbing):
         if ctx.round > 1:
             return points[-1]
         summary_tokens = self.summary_words * 2
-        target = target_estimate(messages, ctx, lambda ms: self._est(ms, ctx), self.ratio)
+        target = self._target(messages, ctx)
         if target is None:
             target = self._est(messages, ctx) / 2
         for b in points:
@@ -257,7 +255,7 @@ class Summarize(_Stubbing):
         if cut is None:
             return None
         old, kept = messages[:cut], messages[cut:]
-        target = target_estimate(messages, ctx, lambda ms: self._est(ms, ctx), self.ratio)
+        target = self._target(messages, ctx)
         budget = None if target is None else max(2000, int(target * 2))
         transcript = render_transcript(old, max_chars=budget)
         instruction = self.instruction.format(words=self.summary_words, transcript=transcript)
@@ -323,8 +321,7 @@ class DefaultCompaction(_Stubbing):
         summary_words: int = 400,
         estimator: TokenEstimator | None = None,
     ) -> None:
-        self.ratio = ratio
-        self.estimator = estimator or TokenEstimator()
+        super().__init__(ratio, estimator)
         self.stub = StubOldToolOutput(keep_last, ratio=ratio, estimator=self.estimator)
         self.summarizer: Summarize | None = (
             Summarize(
@@ -360,7 +357,7 @@ class DefaultCompaction(_Stubbing):
             The result ("stub", "summarize" or "stub+summarize"), or None when nothing helped.
         """
         before = self._est(messages, ctx)
-        target = target_estimate(messages, ctx, lambda ms: self._est(ms, ctx), self.ratio)
+        target = self._target(messages, ctx)
         ctx = dataclasses.replace(ctx, extra={**ctx.extra, "target_estimate": target})
         stubbed = await self.stub.compact(messages, ctx)
         if stubbed is not None and (target is None or stubbed.tokens_after <= target):

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from .._core._messages import ToolResultBlock
+from .._core._numbers import is_positive
 from .._core._words import shortened
 from ..errors import Action, ConfigError, classify
 from ..events import Event, ToolCallFinished, ToolCallStarted
@@ -61,11 +62,7 @@ class Toolbox:
                 f"allowed_tools=[{allowed_tools!r}], not a single string"
             )
         self.allowed = None if allowed_tools is None else frozenset(allowed_tools)
-        if default_timeout is not None and (
-            not isinstance(default_timeout, (int, float))
-            or isinstance(default_timeout, bool)
-            or not default_timeout > 0
-        ):
+        if default_timeout is not None and not is_positive(default_timeout):
             raise ConfigError("tool_timeout must be a positive number of seconds")
         self.default_timeout = default_timeout
         self._source_specs: dict[str, tuple[ToolSource, ToolSpec]] = {}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .._core._messages import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from .._core._numbers import is_positive
 from ..errors import ConfigError
 from ..providers._base import ToolSpec
 from ._checks import PendingCheck, builder
@@ -229,9 +230,7 @@ def tool(
             raise ConfigError(
                 f"tool name {tname!r} must be letters, digits, '_' or '-'; pass name=..."
             )
-        if timeout is not None and (
-            not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0
-        ):
+        if timeout is not None and not is_positive(timeout):
             raise ConfigError(f"tool `{tname}`: timeout must be a positive number of seconds")
         sig = signature_of(f, tname)
         return Tool(tname, description or sig.description, sig.input_schema, f, timeout, sig)

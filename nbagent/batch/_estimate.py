@@ -30,13 +30,14 @@ from ._options import positive_int
 
 __all__ = ["ESTIMATE_COLUMNS", "BatchEstimate", "estimate"]
 
-ESTIMATE_COLUMNS = (
-    "prompt",
-    "input_tokens",
-    "max_output_tokens",
-    "cost_live_usd",
-    "cost_batch_usd",
-)
+_DTYPES = {
+    "prompt": "string",
+    "input_tokens": "Int64",
+    "max_output_tokens": "Int64",
+    "cost_live_usd": "float64",
+    "cost_batch_usd": "float64",
+}
+ESTIMATE_COLUMNS = tuple(_DTYPES)
 """The columns of `BatchEstimate.rows`, one row per prompt."""
 
 
@@ -146,14 +147,9 @@ def estimate(
             prices[n] = (math.nan if a is None else a, math.nan if b is None else b)
         live.append(prices[n][0])
         batch.append(prices[n][1])
+    values: tuple[Any, ...] = (texts, tokens, [max_tokens] * len(texts), live, batch)
     rows = pd.DataFrame(
-        {
-            "prompt": pd.array(texts, dtype="string"),
-            "input_tokens": pd.array(tokens, dtype="Int64"),
-            "max_output_tokens": pd.array([max_tokens] * len(texts), dtype="Int64"),
-            "cost_live_usd": pd.array(live, dtype="float64"),
-            "cost_batch_usd": pd.array(batch, dtype="float64"),
-        }
+        {c: pd.array(v, dtype=t) for (c, t), v in zip(_DTYPES.items(), values, strict=True)}
     )
     if index is not None:
         rows.index = index

@@ -160,8 +160,7 @@ def prompts_of(
             column = str(prompts.columns[0])
         if column not in prompts.columns:
             raise ConfigError(f"map(): the DataFrame has no column {column!r}")
-        series = prompts[column]
-        return _texts(series.tolist(), list(prompts.index)), prompts.index
+        prompts = prompts[column]  # its index is the frame's
     if isinstance(prompts, pd.Series):
         return _texts(prompts.tolist(), list(prompts.index)), prompts.index
     if isinstance(prompts, str):

@@ -22,10 +22,9 @@ progress; in a terminal, a one-line progress bar on stderr.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import sys
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Any, Literal, overload
 
 from typing_extensions import Unpack
@@ -33,6 +32,7 @@ from typing_extensions import Unpack
 from .._core._clock import Clock
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec
+from .._loop._blocking import run_blocking
 from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..notebook import in_notebook
@@ -44,7 +44,6 @@ from ._options import BatchKeywords, BatchOptions, Prompts
 from ._output_columns import check_fields
 from ._progress import TerminalBar
 from ._provider_backend import ProviderBatch
-from ._spec import BatchControl
 
 __all__ = ["BatchHandle", "amap", "map", "resume", "start"]
 
@@ -375,7 +374,7 @@ def map(
     if options.dry_run:
         return dry_run_estimate(options)
     batch = _Batch.of(options, stoppable=False)
-    return _run_blocking(batch.run, batch.control)
+    return _run_blocking(batch)
 
 
 def resume(
@@ -431,23 +430,15 @@ def resume(
         show=show,
         stoppable=False,
     )
-    return _run_blocking(batch.run, batch.control)
+    return _run_blocking(batch)
 
 
-def _run_blocking(make: Callable[[], Any], control: BatchControl) -> BatchResult:
+def _run_blocking(batch: _Batch) -> BatchResult:
     """Run the batch on a thread with its own loop while this thread waits; an interrupt
-    cancels the batch and the result of what finished is returned."""
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="nbagent-map") as pool:
-        future = pool.submit(lambda: asyncio.run(make()))
-        try:
-            while True:
-                try:
-                    result: BatchResult = future.result(timeout=0.1)
-                    return result
-                except concurrent.futures.TimeoutError:
-                    continue
-        except KeyboardInterrupt:
-            control.cancel()
-            print("nbagent.map: interrupted; stopping every agent", file=sys.stderr)
-            result = future.result()
-            return result
+    stops the batch, and the result of what finished is returned."""
+
+    def stop() -> None:
+        batch.control.cancel()
+        print("nbagent.map: interrupted; stopping every agent", file=sys.stderr)
+
+    return run_blocking(batch.run, stop=stop)

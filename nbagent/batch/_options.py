@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 
 import pandas as pd
 
+from .._core._numbers import is_whole
 from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
 from .._loop._agent_options import AgentFields
@@ -110,6 +111,6 @@ class BatchOptions:
 
 def positive_int(name: str, value: Any) -> int:
     """`value` when it is a positive whole number, else a `ConfigError` naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not (is_whole(value) and value >= 1):
         raise ConfigError(f"{name} must be a positive whole number, not {value!r}")
     return value

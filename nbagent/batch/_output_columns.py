@@ -27,6 +27,7 @@ OUTPUT_COLUMNS = ("output", "reasks")
 how many reasks it took."""
 
 _JSON_DTYPES = {"integer": "Int64", "number": "float64", "boolean": "boolean", "string": "string"}
+_JSON_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
 def _dtype(annotation: Any) -> str:
@@ -42,14 +43,8 @@ def _dtype(annotation: Any) -> str:
         return "Int64" if kinds <= {int} else "object"
     if origin is not None and len(args) == 1 and type(None) in typing.get_args(annotation):
         return _dtype(args[0])  # Optional[X] (X | None)
-    if annotation is bool:
-        return "boolean"
-    if annotation is int:
-        return "Int64"
-    if annotation is float:
-        return "float64"
-    if annotation is str:
-        return "string"
+    if annotation in (bool, int, float, str):  # the JSON types' own
+        return _JSON_DTYPES[_JSON_TYPE[annotation]]
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return "string" if issubclass(annotation, str) else "object"
     return "object"

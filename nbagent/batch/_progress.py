@@ -22,7 +22,9 @@ from ..events import AttemptFailed, AttemptStarted, Event, PacedWait, RetrySched
 
 __all__ = ["FINAL", "BatchProgress", "TerminalBar", "lane_state"]
 
-FINAL = frozenset({"ok", "failed", "cancelled"})
+LANES = ("queued", "running", "waiting", "ok", "failed", "cancelled")
+"""A lane's states, in the order the views count them (each shown by its first letter)."""
+FINAL = frozenset(LANES[3:])
 PROVIDER_LANES_UP_TO = 2000
 """A provider batch of more items than this shows its batches' counts, not one lane each."""
 RATE_WINDOW_S = 60.0
@@ -105,8 +107,7 @@ class BatchProgress:
         final = False
         if isinstance(event, RunFinished):
             self.done += 1
-            if event.end_reason in ("error", "cancelled", "budget"):
-                self.failed += 1
+            self.failed += lane_state(event) != "ok"
             final = self.done >= self.total
         elif not self.count(event):
             return
@@ -236,7 +237,7 @@ class BatchProgress:
         Returns:
             A count for each of "queued", "running", "waiting", "ok", "failed", "cancelled".
         """
-        out = {"queued": 0, "running": 0, "waiting": 0, "ok": 0, "failed": 0, "cancelled": 0}
+        out = dict.fromkeys(LANES, 0)
         for state in self.lanes:
             out[state] = out.get(state, 0) + 1
         return out
@@ -281,9 +282,10 @@ class BatchProgress:
         }
 
     def _lane_codes(self) -> str:
+        """One letter per lane (its state's first): hundreds of lanes stay a short string."""
         if self.backend == "provider" and self.total > PROVIDER_LANES_UP_TO:
             return ""  # tens of thousands of items: the per-batch counts say it
-        return "".join(_LANE_CODES.get(s, "?") for s in self.lanes)
+        return "".join(s[0] if s in LANES else "?" for s in self.lanes)
 
     def _provider_batches(self) -> dict[str, Any]:
         """Each provider batch: its status and the provider's counts, its age, the next poll."""
@@ -353,17 +355,6 @@ class BatchProgress:
             + (f" · {self.reasked} reasked" if self.reasked else "")
             + self.batches_text()
         )
-
-
-_LANE_CODES = {
-    "queued": "q",
-    "running": "r",
-    "waiting": "w",
-    "ok": "o",
-    "failed": "f",
-    "cancelled": "c",
-}
-"""One letter per lane in the snapshot: hundreds of lanes stay a short string."""
 
 
 class TerminalBar:

@@ -33,6 +33,7 @@ from ..events import (
     AttemptStarted,
     AttemptSucceeded,
     EventBus,
+    FailureAction,
     RetryScheduled,
     RunFinished,
     RunStarted,
@@ -87,20 +88,12 @@ class ItemEvents:
         pos: int,
         submission: int,
         batch_id: str | None,
-        *,
         started: float,
         ended: float,
-        usage: Usage | None = None,
-        status: int | None = None,
-        request_id: str | None = None,
-        message: str | None = None,
-        failed: dict[str, Any] | None = None,
-        delay_s: float | None = None,
-        policy_delay_s: float | None = None,
-        stop_reason: str | None = None,
-    ) -> None:
-        """Announce one submission of an item, as it went (`failed`: the AttemptFailed's own
-        fields, when it failed)."""
+        usage: Usage | None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Announce one submission of an item (its run first, the first time): its labels, and
+        the fields its end's event shares (the labels, the batch, the time and the tokens)."""
         run_id = self.run_id(pos)
         if math.isnan(self.first_start[pos]):
             self.first_start[pos] = started
@@ -125,39 +118,10 @@ class ItemEvents:
             "attempt": submission,
             "max_attempts": self.max_attempts,
             "model": self.model,
-            "batch_id": batch_id or "",
-            "submission": submission,
         }
-        common = {**labels, **tokens, "time": ended, "status_code": status}
-        self.bus.emit(AttemptStarted(**labels, time=started))
-        if failed is None:
-            self.bus.emit(
-                AttemptSucceeded(
-                    **common, request_id=request_id, stop_reason=stop_reason, message=message or ""
-                )
-            )
-            return
-        self.bus.emit(AttemptFailed(**common, **failed, message=message or ""))
-        if delay_s is not None:
-            self.bus.emit(
-                RetryScheduled(
-                    run_id=run_id,
-                    time=ended,
-                    turn=1,
-                    phase="request",
-                    attempt=submission,
-                    next_attempt=submission + 1,
-                    max_attempts=self.max_attempts,
-                    model=self.model,
-                    delay_s=delay_s,
-                    policy_delay_s=delay_s if policy_delay_s is None else policy_delay_s,
-                    error=failed["error"],
-                    message=message or "",
-                    status_code=status,
-                    retry_after_s=failed["retry_after_s"],
-                    request_id=failed["request_id"],
-                )
-            )
+        batch: dict[str, Any] = {"batch_id": batch_id or "", "submission": submission}
+        self.bus.emit(AttemptStarted(**labels, **batch, time=started))
+        return labels, {**labels, **batch, **tokens, "time": ended}
 
     def succeeded(
         self,
@@ -173,17 +137,15 @@ class ItemEvents:
         raw: str | None = None,
     ) -> None:
         """An item answered: its row is final (`value`, `raw`: its structured answer)."""
-        self._attempt(
-            pos,
-            submission,
-            batch_id,
-            started=started,
-            ended=ended,
-            usage=done.usage,
-            status=200,
-            request_id=done.request_id or done.response_id,
-            message=note or done.note or None,
-            stop_reason=done.stop_reason,
+        _, ending = self._attempt(pos, submission, batch_id, started, ended, done.usage)
+        self.bus.emit(
+            AttemptSucceeded(
+                **ending,
+                status_code=200,
+                request_id=done.request_id or done.response_id,
+                stop_reason=done.stop_reason,
+                message=note or done.note or "",
+            )
         )
         self.final_text[pos] = done.message.text if raw is None else raw
         self.end_reason[pos] = done.stop_reason
@@ -199,7 +161,7 @@ class ItemEvents:
         batch_id: str | None,
         err: BaseException,
         *,
-        action: str,
+        action: FailureAction,
         started: float,
         ended: float,
         delay_s: float | None = None,
@@ -215,25 +177,34 @@ class ItemEvents:
         message = str(err) or type(err).__name__
         if why:
             message += f" ({why})"
-        self._attempt(
-            pos,
-            submission,
-            batch_id,
-            started=started,
-            ended=ended,
-            usage=answered.usage if answered else None,
-            status=200 if answered else p.status_code if p else None,
-            message=message,
-            failed={
-                "error": type(err).__name__,
-                "action": action if action in ("retry", "reask") else "fail",
-                "request_id": p.request_id if p else request_id,
-                "retry_after_s": p.retry_after if p else None,
-                "cancelled": isinstance(err, Aborted),
-            },
-            delay_s=delay_s,
-            policy_delay_s=policy_delay_s,
+        usage = answered.usage if answered else None
+        labels, ending = self._attempt(pos, submission, batch_id, started, ended, usage)
+        said: dict[str, Any] = {
+            "error": type(err).__name__,
+            "message": message,
+            "status_code": 200 if answered else p.status_code if p else None,
+            "request_id": p.request_id if p else request_id,
+            "retry_after_s": p.retry_after if p else None,
+        }
+        self.bus.emit(
+            AttemptFailed(
+                **ending,
+                **said,
+                action=action if action in ("retry", "reask") else "fail",
+                cancelled=isinstance(err, Aborted),
+            )
         )
+        if delay_s is not None:
+            self.bus.emit(
+                RetryScheduled(
+                    **labels,
+                    **said,
+                    time=ended,
+                    next_attempt=submission + 1,
+                    delay_s=delay_s,
+                    policy_delay_s=delay_s if policy_delay_s is None else policy_delay_s,
+                )
+            )
         if action == "reask":
             self.reasks[pos] += 1
         elif action != "retry":

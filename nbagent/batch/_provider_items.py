@@ -17,6 +17,7 @@ from typing import Any
 from .._core._clock import Clock
 from .._core._decision import Decision, Failure, decide
 from .._core._retry import RetryPolicy
+from .._loop._output_step import answer_limit
 from .._loop._stream import empty_reply
 from ..errors import (
     Aborted,
@@ -101,7 +102,8 @@ class ItemOutcomes:
                 if empty is not None:
                     raise empty
                 if out is not None:  # as a live attempt checks its answer
-                    checked = out.check(done, self._max_tokens())
+                    limit = answer_limit(self.settings.max_tokens, self.settings.options)
+                    checked = out.check(done, limit)
             except (ProviderError, OutputInvalid, OutputTruncated) as err:
                 if not isinstance(err, ProviderError):  # an answer refused afterwards: its id
                     self._answered[pos] = done.request_id or done.response_id
@@ -131,11 +133,6 @@ class ItemOutcomes:
         if decision.action != "reask" or out is None or not isinstance(err, OutputInvalid):
             return before
         return out.tail(err).to_json()
-
-    def _max_tokens(self) -> int:
-        """The max_tokens a structured answer is cut at (`options` may carry its own)."""
-        value = self.settings.options.get("max_tokens")
-        return value if isinstance(value, int) else self.settings.max_tokens
 
     def decided(
         self, rec: BatchRecord, pos: int, decision: Decision, again: bool, started: float

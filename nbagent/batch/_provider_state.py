@@ -180,6 +180,11 @@ class BatchRecord:
         return unranges(self.items)
 
 
+_NOT_IN_HEAD = ("path", "prompts", "batches", "_prompts_json")
+"""The fields the file's head does not hold as they are: where it is, the prompts (written
+after the head, once), and the records (each as a dict)."""
+
+
 @dataclass
 class ProviderState:
     """The state of one provider batch run (see the module docstring)."""
@@ -250,21 +255,11 @@ class ProviderState:
         the new one, never part of one."""
         if self._prompts_json is None:
             self._prompts_json = json.dumps(self.prompts, ensure_ascii=False)
+        kept = [f.name for f in dataclasses.fields(self) if f.name not in _NOT_IN_HEAD]
         head = {
             "kind": KIND,
             "version": VERSION if self.output is None else OUTPUT_VERSION,
-            "tag": self.tag,
-            "model": self.model,
-            "provider": self.provider,
-            "base_url": self.base_url,
-            "request": self.request,
-            "retry": self.retry,
-            "caps": self.caps,
-            "index": self.index,
-            "output": self.output,
-            "log": self.log,
-            "cancelled": self.cancelled,
-            "started_wall": self.started_wall,
+            **{name: getattr(self, name) for name in kept},
             "batches": [asdict(b) for b in self.batches],
         }
         # written in parts: the prompts (megabytes for a large batch) are not copied per save

@@ -13,8 +13,6 @@ cluster limiter.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,6 +22,7 @@ import pandas as pd
 from .._core._clock import Clock
 from .._core._pacing import Pacer, PaceRequest
 from .._loop._attempt_log import AttemptLog
+from .._loop._durable_log import default_worker
 from .._loop._frame import with_origin
 from ..events import (
     AttemptStarted,
@@ -52,7 +51,7 @@ class BatchWorker:
     """One Ray worker process of `map(..., backend="ray")` (wrapped by `ray.remote`)."""
 
     def __init__(self) -> None:
-        self.label = f"{socket.gethostname()}:{os.getpid()}"
+        self.label = default_worker()
         self._specs: dict[str, AgentSpec] = {}
         self._pacers: dict[str, ClusterPacer] = {}
         self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
