@@ -194,8 +194,12 @@ def test_an_outer_layer_s_task_per_try_is_one_intended_call(server: MockServer) 
                     raise
         return None
 
+    async def closing(tries: int) -> Any:
+        async with client:  # closed on the loop it ran on: no socket left for a later test
+            return await outer(tries)
+
     with pytest.warns(RetryAmplification) as caught:
-        reply = asyncio.run(outer(3))
+        reply = asyncio.run(closing(3))
     assert reply.content[0].text
     assert len(server.requests) == 5 == len(w.attempts)
     assert w.attempts["call"].nunique() == 1

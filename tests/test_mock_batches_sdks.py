@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -27,15 +28,24 @@ def clock() -> BatchClock:
 
 
 @pytest.fixture
+def closing() -> Iterator[ExitStack]:
+    """Closes the SDK clients a test opens: an unclosed one's socket fails a later test."""
+    with ExitStack() as stack:
+        yield stack
+
+
+@pytest.fixture
 def server(clock: BatchClock) -> Iterator[MockServer]:
     with MockServer(batch_duration_s=10.0, batch_clock=clock) as mock:
         yield mock
 
 
 def test_anthropic_sdk_create_retrieve_list_results_cancel_delete(
-    server: MockServer, clock: BatchClock
+    server: MockServer, clock: BatchClock, closing: ExitStack
 ) -> None:
-    client = anthropic.Anthropic(base_url=server.url, api_key="sk-test", max_retries=0)
+    client = closing.enter_context(
+        anthropic.Anthropic(base_url=server.url, api_key="sk-test", max_retries=0)
+    )
     server.set_faults(["ok", "500", "ok", "invalid"])
     batch = client.messages.batches.create(requests=anthropic_requests(4))
     assert batch.processing_status == "in_progress" and batch.request_counts.processing == 4
@@ -63,9 +73,13 @@ def test_anthropic_sdk_create_retrieve_list_results_cancel_delete(
         client.messages.batches.retrieve(batch.id)
 
 
-def test_anthropic_sdk_reads_expired_results(server: MockServer, clock: BatchClock) -> None:
+def test_anthropic_sdk_reads_expired_results(
+    server: MockServer, clock: BatchClock, closing: ExitStack
+) -> None:
     server.expire_after_s = 5.0
-    client = anthropic.Anthropic(base_url=server.url, api_key="sk-test", max_retries=0)
+    client = closing.enter_context(
+        anthropic.Anthropic(base_url=server.url, api_key="sk-test", max_retries=0)
+    )
     batch = client.messages.batches.create(requests=anthropic_requests(10))
     clock.advance(6.0)
     kinds = [r.result.type for r in client.messages.batches.results(batch.id)]
@@ -73,9 +87,11 @@ def test_anthropic_sdk_reads_expired_results(server: MockServer, clock: BatchClo
 
 
 def test_anthropic_sdk_sees_a_create_429_and_a_cut_download(
-    server: MockServer, clock: BatchClock
+    server: MockServer, clock: BatchClock, closing: ExitStack
 ) -> None:
-    client = anthropic.Anthropic(base_url=server.url, api_key="sk-test", max_retries=0)
+    client = closing.enter_context(
+        anthropic.Anthropic(base_url=server.url, api_key="sk-test", max_retries=0)
+    )
     server.set_faults(["create:429:retry_after=7", "results:cut"])
     with pytest.raises(anthropic.RateLimitError) as info:
         client.messages.batches.create(requests=anthropic_requests(2))
@@ -87,8 +103,12 @@ def test_anthropic_sdk_sees_a_create_429_and_a_cut_download(
     assert len(list(client.messages.batches.results(batch.id))) == 6
 
 
-def test_openai_sdk_files_and_batches(server: MockServer, clock: BatchClock) -> None:
-    client = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
+def test_openai_sdk_files_and_batches(
+    server: MockServer, clock: BatchClock, closing: ExitStack
+) -> None:
+    client = closing.enter_context(
+        openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
+    )
     server.set_faults(["ok", "500", "ok"])
     data = openai_lines(3)
     file = client.files.create(file=("input.jsonl", io.BytesIO(data)), purpose="batch")
@@ -116,8 +136,12 @@ def test_openai_sdk_files_and_batches(server: MockServer, clock: BatchClock) -> 
     assert [b.id for b in client.batches.list(limit=10)] == [batch.id]
 
 
-def test_openai_sdk_cancel_and_every_line_failed(server: MockServer, clock: BatchClock) -> None:
-    client = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
+def test_openai_sdk_cancel_and_every_line_failed(
+    server: MockServer, clock: BatchClock, closing: ExitStack
+) -> None:
+    client = closing.enter_context(
+        openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
+    )
     file = client.files.create(file=("in.jsonl", io.BytesIO(openai_lines(4))), purpose="batch")
     first = client.batches.create(
         input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h"
@@ -135,9 +159,13 @@ def test_openai_sdk_cancel_and_every_line_failed(server: MockServer, clock: Batc
     assert done.status == "completed" and done.output_file_id is None and done.error_file_id
 
 
-def test_openai_sdk_against_azure_paths(server: MockServer, clock: BatchClock) -> None:
-    client = openai.AzureOpenAI(
-        azure_endpoint=server.url, api_key="k", api_version="2025-04-01-preview", max_retries=0
+def test_openai_sdk_against_azure_paths(
+    server: MockServer, clock: BatchClock, closing: ExitStack
+) -> None:
+    client = closing.enter_context(
+        openai.AzureOpenAI(
+            azure_endpoint=server.url, api_key="k", api_version="2025-04-01-preview", max_retries=0
+        )
     )
     lines = openai_lines(2, endpoint="/chat/completions")
     file = client.files.create(file=("in.jsonl", io.BytesIO(lines)), purpose="batch")
