@@ -17,7 +17,7 @@ from typing import Any
 
 from . import _batch_items as item
 from ._anthropic_wire import ANTHROPIC
-from ._batch_api import BatchAPI, Paging, rfc3339, rows
+from ._batch_api import BatchAPI, Paging, list_body, rfc3339, rows
 from ._batch_timeline import ALNUM, Batch, Snapshot, stable_id
 from ._call import Call, CallError
 from ._fault_answers import reply_stream
@@ -76,6 +76,7 @@ API = BatchAPI(
     id_style=("msgbatch_01", 22, ALNUM),
     not_found=_not_found,
     body=batch_json,
+    listing=list_body,
     stamp=rfc3339,
     deleted_type="message_batch_deleted",
     must_end=_PROCESSING + "cancel it and wait for it to end before deleting it.",

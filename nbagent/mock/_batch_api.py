@@ -12,7 +12,7 @@ its results, and its rows of the route table (`rows`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -74,11 +74,11 @@ class BatchAPI:
         id_style: Its batch ids: a prefix, then how many characters of which alphabet.
         not_found: The error for an id it holds no batch for.
         body: The batch object at a snapshot (what a retrieve answers, and a list lists).
-        answer: Answers a call with the batch at a snapshot, when that is not `body` as JSON
-            (Gemini streams its operation).
+        listing: A list's answer: its page of batch objects, whether more follow, the batches.
+        send: Answers a call with a document of batch objects (retrieve's, list's, and so on)
+            for the batches it holds (Gemini streams its operations); None: as JSON.
         stamp: Writes a moment (seconds since the epoch) as the API does.
         expires_after: After how long a batch expires when the server sets no expiry.
-        list_extra: What a list answer carries besides its page (OpenAI's ``object``).
         deleted_type: The ``type`` of what a delete answers (with the ``id``); None: ``{}``.
         must_end: The refusal of a delete before the batch has ended (``{}``: its id); None:
             a batch is deleted whenever asked.
@@ -94,11 +94,11 @@ class BatchAPI:
     paging: Paging
     id_style: tuple[str, int, str]
     not_found: Callable[[Call, str], CallError]
-    body: Callable[[Call, Batch, Snapshot], dict[str, Any]] | None = None
-    answer: Callable[[Call, Batch, Snapshot], None] | None = None
+    body: Callable[[Call, Batch, Snapshot], dict[str, Any]]
+    listing: Callable[[list[dict[str, Any]], bool, list[Batch]], dict[str, Any]]
+    send: Callable[[Call, dict[str, Any], list[Batch]], None] | None = None
     stamp: Callable[[float], Any] = int
     expires_after: float = DAY_S
-    list_extra: Mapping[str, Any] = field(default_factory=dict)
     deleted_type: str | None = None
     must_end: str | None = None
     keeps_partial: bool = True
@@ -140,11 +140,14 @@ class BatchAPI:
     def respond(self, call: Call, batch: Batch, snap: Snapshot | None = None) -> None:
         """Answer with the batch at ``snap`` (None: now)."""
         snap = call.store.snapshot(batch) if snap is None else snap
-        if self.answer is not None:
-            self.answer(call, batch, snap)
+        self.reply(call, self.body(call, batch, snap), [batch])
+
+    def reply(self, call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
+        """Answer with ``doc``, a document of ``batches``' objects."""
+        if self.send is not None:
+            self.send(call, doc, batches)
         else:
-            assert self.body is not None
-            reply(call, self.body(call, batch, snap))
+            reply(call, doc)
 
     def add(self, call: Call, items: Items, record: Any, **extra: Any) -> None:
         """Keep a new batch of ``items`` (the provider's ``extra`` with it) and answer with it;
@@ -168,20 +171,15 @@ class BatchAPI:
         batch.deleted = True
         reply(call, {"id": batch.id, "type": self.deleted_type} if self.deleted_type else {})
 
-    def page(self, call: Call) -> tuple[list[Batch], bool]:
-        """The page of batches a list call asks for, newest first, and whether more follow."""
-        return self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
-
     def list_batches(self, call: Call) -> None:
-        """A page of batch objects, as Anthropic and OpenAI answer it."""
-        batches, more = self.page(call)
-        assert self.body is not None
+        """The page of batch objects a list call asks for, newest first."""
+        batches, more = self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
         data = [self.body(call, b, call.store.snapshot(b)) for b in batches]
-        reply(call, list_body(data, more, **self.list_extra))
+        self.reply(call, self.listing(data, more, batches), batches)
 
 
-def list_body(data: list[dict[str, Any]], more: bool, **extra: Any) -> dict[str, Any]:
-    """A page as Anthropic and OpenAI answer it."""
+def list_body(data: list[dict[str, Any]], more: bool, *_: Any, **extra: Any) -> dict[str, Any]:
+    """A page as Anthropic and OpenAI answer it (``extra`` besides: OpenAI's ``object``)."""
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
     return {**extra, "data": data, "first_id": first, "last_id": last, "has_more": more}
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, get_args
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_api import BatchAPI, Paging, Row, rows
+from ._batch_api import BatchAPI, Paging, Row, list_body, rows
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, stable_id
 from ._call import Call, CallError
 from ._conversation import Format
@@ -225,7 +226,7 @@ API = BatchAPI(
     id_style=("batch_", 32, "0123456789abcdef"),
     not_found=_not_found,
     body=batch_json,
-    list_extra={"object": "list"},
+    listing=partial(list_body, object="list"),
     request_key="body",
 )
 
