@@ -130,9 +130,9 @@ def results(call: Call) -> None:
 def _result(call: Call, batch: Batch, index: int) -> dict[str, Any]:
     """An item that ended with its own outcome, as its results line says."""
     outcome = batch.items.outcomes[index]
-    params = item.json_line(batch.items.line(index))
     message_id = "msg_01" + stable_id(batch.id, index, 22)
     rid = "req_011" + stable_id(batch.id, index, 22)
+    params = batch.request(index)
     _, body = item.result(call, "anthropic", params, outcome, message_id, request_id=rid)
     if not outcome.errored:
         return {"type": "succeeded", "message": body}

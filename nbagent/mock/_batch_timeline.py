@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import math
 import random
 import secrets
@@ -208,6 +209,14 @@ class Batch:
         if snap.ended_at is None:
             return "processing"
         return "canceled" if snap.phase == "canceled" else "expired"
+
+    def request(self, index: int) -> Any:
+        """Item ``index``'s request as the batch received it (where its stored line holds it:
+        Anthropic's ``params`` are the line, OpenAI's is its ``body``, Gemini's its
+        ``request``)."""
+        line = json.loads(self.items.line(index))
+        key = self.extra.get("request_key")
+        return line.get(key) if key else line
 
     def status(self, index: int, snap: Snapshot) -> ItemStatus:
         """Item ``index``'s status at ``snap`` (every item of a batch that failed errored)."""

@@ -89,7 +89,6 @@ streamed out, never held.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -177,13 +176,7 @@ class MockBatch:
             The body by custom id (a Gemini item without a key by position, as
             ``"#<index>"``), in submission order.
         """
-        items, key = self._batch.items, self._batch.extra.get("request_key")
-
-        def request(i: int) -> Any:  # ``key``: where a line holds its request
-            doc = json.loads(items.line(i))
-            return doc.get(key) if key else doc
-
-        return self._by_id(request)
+        return self._by_id(self._batch.request)
 
     def _by_id(self, value: Callable[[int], T]) -> dict[str, T]:
         """``value`` of each item by its custom id (a Gemini item without a key by position)."""

@@ -97,7 +97,7 @@ def _send(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
 
 
 def _response(call: Call, batch: Batch, index: int) -> bytes:
-    entry = item.json_line(batch.items.line(index))
+    entry = json.loads(batch.items.line(index))
     outcome = batch.items.outcomes[index]
     model = batch.extra["model_id"]
     route = Route("gemini", model=model, stream=False)

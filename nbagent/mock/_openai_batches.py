@@ -194,7 +194,7 @@ def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str |
 
 
 def _line(call: Call, batch: Batch, index: int, fmt: Format) -> bytes:
-    body = item.json_line(batch.items.line(index))["body"]
+    body = batch.request(index)
     request_id = stable_id(batch.id + "/request", index, 32)
     prefix = "resp_" if fmt == "responses" else "chatcmpl-"
     message_id = prefix + stable_id(batch.id, index, 29)
