@@ -32,20 +32,17 @@ CREDIT = (
 _PROCESSING = "Message batch {} is still processing; "
 
 
-def _processing(batch: Batch) -> dict[str, int]:
-    """ "Requests start as processing and move to one of the other statuses only once
-    processing of the entire batch ends" (the API reference)."""
-    return {name: len(batch) if name == "processing" else 0 for name in API.counts}
-
-
 def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     ended = snap.ended_at is not None
     results = f"{call.base_url()}/v1/messages/batches/{batch.id}/results"
+    # "Requests start as processing and move to one of the other statuses only once
+    # processing of the entire batch ends" (the API reference).
+    processing = {**dict.fromkeys(API.counts, 0), "processing": len(batch)}
     return {
         "id": batch.id,
         "type": "message_batch",
         "processing_status": API.status[snap.phase],
-        "request_counts": API.count(batch, snap) if ended else _processing(batch),
+        "request_counts": API.count(batch, snap) if ended else processing,
         "ended_at": API.time(snap.ended_at),
         "created_at": API.time(batch.created),
         "expires_at": API.expires(batch),

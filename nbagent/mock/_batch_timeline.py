@@ -148,9 +148,7 @@ class Batch:
         if n > 1 and order == sorted(order):  # results are never in request order
             order[0], order[1] = order[1], order[0]
         self.order = array("I", order)  # rank -> index: the order items end in
-        self._rank = array("I", bytes(4 * n))  # index -> rank
-        for rank, index in enumerate(order):
-            self._rank[index] = rank
+        self._rank = array("I", sorted(range(n), key=order.__getitem__))  # index -> rank
         outcomes = self.items.outcomes
         self._errored_ranks = [rank for rank, i in enumerate(order) if outcomes[i].errored]
 

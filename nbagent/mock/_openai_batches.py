@@ -47,7 +47,9 @@ def _not_found(call: Call, batch_id: str) -> CallError:
 # --- the input file -----------------------------------------------------------------------------
 
 
-def _line_error(code: str, line: int, message: str, param: str | None = None) -> dict[str, Any]:
+def _line_error(
+    code: str, line: int | None, message: str, param: str | None = None
+) -> dict[str, Any]:
     return {"code": code, "line": line, "message": message, "param": param}
 
 
@@ -170,17 +172,9 @@ def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str |
     count = counts["errored"] + counts["expired"] if errors else counts["succeeded"]
     if not count:
         return None
-    fmt: Format = batch.extra["format"]
     expired = {"code": "batch_expired", "message": EXPIRED}
-
-    def line(index: int) -> bytes | None:
-        if batch.items.outcomes[index].errored != errors:
-            return None
-        return _line(call, batch, index, fmt)
-
-    def rest(index: int) -> bytes:
-        return _batch_line(batch, index, None, expired)
-
+    line = partial(_line, call, batch, errors=errors)
+    rest = partial(_batch_line, batch, response=None, error=expired)
     ends = rest if errors and snap.phase == "expired" else None
     file = files.StoredFile(
         batch.provider,
@@ -193,12 +187,17 @@ def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str |
     return files.add_file(call, file).id
 
 
-def _line(call: Call, batch: Batch, index: int, fmt: Format) -> bytes:
+def _line(call: Call, batch: Batch, index: int, errors: bool) -> bytes | None:
+    """Item ``index``'s line of the output file (``errors``: of the error file); None when it
+    goes in the other."""
+    outcome = batch.items.outcomes[index]
+    if outcome.errored != errors:
+        return None
+    fmt: Format = batch.extra["format"]
     body = batch.request(index)
     request_id = stable_id(batch.id + "/request", index, 32)
     prefix = "resp_" if fmt == "responses" else "chatcmpl-"
     message_id = prefix + stable_id(batch.id, index, 29)
-    outcome = batch.items.outcomes[index]
     model = str(body.get("model", ""))
     status, answer = item.result(
         call, fmt, body, outcome, message_id, model=model, request_id=request_id
@@ -272,7 +271,7 @@ def _token_limit(model: str | None) -> dict[str, Any]:
         "Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have "
         "been completed."
     )
-    return {"code": "token_limit_exceeded", "line": None, "message": message, "param": None}
+    return _line_error("token_limit_exceeded", None, message)
 
 
 def _check_metadata(call: Call, metadata: Any) -> None:
