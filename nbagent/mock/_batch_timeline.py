@@ -135,8 +135,6 @@ class Batch:
     deleted: bool = False
 
     def __post_init__(self, seed: int | None, ordinal: int) -> None:
-        if self.expire_after is not None and self.expire_after <= 0:
-            self.expire_after = None
         self.failed: list[dict[str, Any]] = list(self.extra.get("errors") or [])
         # whether an expired or canceled batch keeps the answers it has (Gemini's: none)
         self.keeps_partial = bool(self.extra.get("keeps_partial", True))

@@ -60,7 +60,8 @@ _SAME_MODEL = "Every request in a batch must use the same model ('{}', not '{}')
 def _check_line(
     line: Any, endpoint: str, seen: set[str], model: str | None
 ) -> Iterator[tuple[str, str, str | None]]:
-    """What is wrong with one line, as ``(code, message, param)``."""
+    """What is wrong with one line, as ``(code, message, param)``; its custom id is then
+    ``seen``."""
     if not isinstance(line, dict):
         yield ("invalid_json_line", "This line is not parseable as valid JSON.", None)
         return
@@ -79,6 +80,7 @@ def _check_line(
     elif model is not None and body.get("model") != model:
         message = _SAME_MODEL.format(model, body.get("model"))
         yield ("model_mismatch", message, "body.model")
+    seen.add(str(custom_id))
 
 
 def read_input(
@@ -103,8 +105,6 @@ def read_input(
             line = None
         wrong = _check_line(line, endpoint, seen, model)
         errors += [_line_error(code, number, message, param) for code, message, param in wrong]
-        if isinstance(line, dict):
-            seen.add(str(line.get("custom_id")))
         if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
             continue
         custom_id, body = line.get("custom_id"), line["body"]
