@@ -30,16 +30,14 @@ def split_faults(texts: str | Iterable[str]) -> list[str]:
     """
     entries: list[str] = []
     for text in [texts] if isinstance(texts, str) else texts:
-        for chunk in re.split(r"[\s;]+", text.strip()):
-            for raw in chunk.split(","):
-                piece = raw.strip()
-                if not piece:
-                    continue
-                key = piece.partition("=")[0].strip().lower()
-                if key in _FAULT_PARAMS and entries and ":" in entries[-1]:
-                    entries[-1] += "," + piece
-                else:
-                    entries.append(piece)
+        for piece in re.split(r"[\s;,]+", text.strip()):
+            if not piece:
+                continue
+            key = piece.partition("=")[0].lower()
+            if key in _FAULT_PARAMS and entries and ":" in entries[-1]:
+                entries[-1] += "," + piece
+            else:
+                entries.append(piece)
     return entries
 
 
