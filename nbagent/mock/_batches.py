@@ -267,10 +267,13 @@ class BatchStore:
             return None
         return batch
 
-    def newest_first(self, provider: Provider) -> list[Batch]:
+    def held(self, provider: Provider | None = None) -> list[Batch]:
+        """Its batches, oldest first, deleted ones included (``provider``: that API's only)."""
         with self.lock:
-            batches = list(self.batches.values())
-        return [b for b in reversed(batches) if b.provider == provider and not b.deleted]
+            return [b for b in self.batches.values() if provider in (None, b.provider)]
+
+    def newest_first(self, provider: Provider) -> list[Batch]:
+        return [b for b in reversed(self.held(provider)) if not b.deleted]
 
     def cancel(self, batch: Batch) -> Snapshot:
         """Ask ``batch`` to stop; the snapshot after the request (a batch that ended stays so)."""
@@ -338,20 +341,19 @@ class BatchViews:
     @property
     def batch_counts(self) -> BatchCounts:
         """Create requests received, batches created and items submitted, per provider."""
-        created: Counter[str] = Counter()
         items: Counter[str] = Counter()
         with self.batch_store.lock:
-            for batch in self.batch_store.batches.values():
-                created[batch.provider] += 1
+            batches = self.batch_store.held()
+            for batch in batches:
                 items[batch.provider] += len(batch)
+            created = Counter[str](batch.provider for batch in batches)
             return BatchCounts(dict(self.batch_store.create_requests), dict(created), dict(items))
 
     @property
     def batches(self) -> list[MockBatch]:
         """Every batch created since the start (or `clear_batches`), oldest first, deleted
         ones included."""
-        with self.batch_store.lock:
-            return [MockBatch(b, self.batch_store) for b in self.batch_store.batches.values()]
+        return [MockBatch(b, self.batch_store) for b in self.batch_store.held()]
 
     def batch(self, batch_id: str) -> MockBatch:
         """The batch with this id (Gemini's as ``batches/...``).
@@ -379,12 +381,8 @@ class BatchViews:
         Returns:
             A `collections.Counter`: an id submitted twice counts 2.
         """
-        seen: Counter[str] = Counter()
-        with self.batch_store.lock:
-            for batch in self.batch_store.batches.values():
-                if provider is None or batch.provider == provider:
-                    seen.update(cid for cid in batch.items.ids if cid is not None)
-        return seen
+        batches = self.batch_store.held(provider)
+        return Counter(cid for batch in batches for cid in batch.items.ids if cid is not None)
 
     def clear_batches(self) -> None:
         """Forget every batch, file and batch counter."""
