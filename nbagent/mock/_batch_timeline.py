@@ -184,9 +184,9 @@ class Batch:
         started = lead_end if t >= lead_end else None
         final = last_at if t >= last_at else None
         if now >= end_at:
-            finished = n if end_phase == "completed" else self._finished_by(end_at)
-            if end_phase != "completed" and not self.keeps_partial:
-                finished = 0
+            # a batch that completes has finished every item by its end
+            kept = end_phase == "completed" or self.keeps_partial
+            finished = self._finished_by(end_at) if kept else 0
             return Snapshot(end_phase, finished, now, end_at, started, final)
         finished = self._finished_by(now)
         phase: Phase = "in_progress"
