@@ -62,6 +62,11 @@ class Paging:
         return list(objects[start : start + limit]), start + limit < len(ids)
 
 
+def send_json(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
+    """Answer with a document of ``batches``' objects as JSON."""
+    reply(call, doc)
+
+
 @dataclass(frozen=True)
 class BatchAPI:
     """One provider's batch API.
@@ -76,7 +81,7 @@ class BatchAPI:
         body: The batch object at a snapshot (what a retrieve answers, and a list lists).
         listing: A list's answer: its page of batch objects, whether more follow, the batches.
         send: Answers a call with a document of batch objects (retrieve's, list's, and so on)
-            for the batches it holds (Gemini streams its operations); None: as JSON.
+            for the batches it holds (Gemini streams its operations; the others send JSON).
         stamp: Writes a moment (seconds since the epoch) as the API does.
         expires_after: After how long a batch expires when the server sets no expiry.
         deleted_type: The ``type`` of what a delete answers (with the ``id``); None: ``{}``.
@@ -96,7 +101,7 @@ class BatchAPI:
     not_found: Callable[[Call, str], CallError]
     body: Callable[[Call, Batch, Snapshot], dict[str, Any]]
     listing: Callable[[list[dict[str, Any]], bool, list[Batch]], dict[str, Any]]
-    send: Callable[[Call, dict[str, Any], list[Batch]], None] | None = None
+    send: Callable[[Call, dict[str, Any], list[Batch]], None] = send_json
     stamp: Callable[[float], Any] = int
     expires_after: float = DAY_S
     deleted_type: str | None = None
@@ -104,9 +109,6 @@ class BatchAPI:
     keeps_partial: bool = True
     request_key: str | None = None
     path_id: Callable[[str], str] = str
-
-    def new_id(self) -> str:
-        return new_id(*self.id_style)
 
     def time(self, seconds: float | None) -> Any:
         """A moment as the API writes it (None, a moment yet to come, stays None)."""
@@ -140,20 +142,13 @@ class BatchAPI:
     def respond(self, call: Call, batch: Batch, snap: Snapshot | None = None) -> None:
         """Answer with the batch at ``snap`` (None: now)."""
         snap = call.store.snapshot(batch) if snap is None else snap
-        self.reply(call, self.body(call, batch, snap), [batch])
-
-    def reply(self, call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
-        """Answer with ``doc``, a document of ``batches``' objects."""
-        if self.send is not None:
-            self.send(call, doc, batches)
-        else:
-            reply(call, doc)
+        self.send(call, self.body(call, batch, snap), [batch])
 
     def add(self, call: Call, items: Items, record: Any, **extra: Any) -> None:
         """Keep a new batch of ``items`` (the provider's ``extra`` with it) and answer with it;
         ``record`` is what the request record keeps as the body."""
         keep = {"keeps_partial": self.keeps_partial, "request_key": self.request_key}
-        batch = call.store.add(self.new_id(), call.api, items, **keep, **extra)
+        batch = call.store.add(new_id(*self.id_style), call.api, items, **keep, **extra)
         call.body = record
         self.respond(call, batch)
 
@@ -175,7 +170,7 @@ class BatchAPI:
         """The page of batch objects a list call asks for, newest first."""
         batches, more = self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
         data = [self.body(call, b, call.store.snapshot(b)) for b in batches]
-        self.reply(call, self.listing(data, more, batches), batches)
+        self.send(call, self.listing(data, more, batches), batches)
 
 
 def list_body(data: list[dict[str, Any]], more: bool, *_: Any, **extra: Any) -> dict[str, Any]:
