@@ -168,8 +168,7 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
 def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str | None:
     """The id of its output file (``errors``: its error file, where the expired items are too,
     the canceled ones being nowhere), None when it would be empty."""
-    counts = batch.counts(snap)
-    count = counts["errored"] + counts["expired"] if errors else counts["succeeded"]
+    count = API.count(batch, snap)["failed" if errors else "completed"]
     if not count:
         return None
     expired = {"code": "batch_expired", "message": EXPIRED}
