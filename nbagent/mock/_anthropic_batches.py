@@ -17,7 +17,7 @@ from typing import Any
 
 from . import _batch_items as item
 from ._anthropic_wire import ANTHROPIC
-from ._batch_api import BatchAPI, Paging, rfc3339, rows
+from ._batch_api import BatchAPI, Paging, list_body, rfc3339, rows
 from ._batch_timeline import ALNUM, Batch, Snapshot, stable_id
 from ._call import Call, CallError
 from ._fault_answers import reply_stream
@@ -32,20 +32,17 @@ CREDIT = (
 _PROCESSING = "Message batch {} is still processing; "
 
 
-def _processing(batch: Batch) -> dict[str, int]:
-    """ "Requests start as processing and move to one of the other statuses only once
-    processing of the entire batch ends" (the API reference)."""
-    return {name: len(batch) if name == "processing" else 0 for name in API.counts}
-
-
 def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     ended = snap.ended_at is not None
     results = f"{call.base_url()}/v1/messages/batches/{batch.id}/results"
+    # "Requests start as processing and move to one of the other statuses only once
+    # processing of the entire batch ends" (the API reference).
+    processing = {**dict.fromkeys(API.counts, 0), "processing": len(batch)}
     return {
         "id": batch.id,
         "type": "message_batch",
         "processing_status": API.status[snap.phase],
-        "request_counts": API.count(batch, snap) if ended else _processing(batch),
+        "request_counts": API.count(batch, snap) if ended else processing,
         "ended_at": API.time(snap.ended_at),
         "created_at": API.time(batch.created),
         "expires_at": API.expires(batch),
@@ -76,6 +73,7 @@ API = BatchAPI(
     id_style=("msgbatch_01", 22, ALNUM),
     not_found=_not_found,
     body=batch_json,
+    listing=list_body,
     stamp=rfc3339,
     deleted_type="message_batch_deleted",
     must_end=_PROCESSING + "cancel it and wait for it to end before deleting it.",
@@ -129,9 +127,9 @@ def results(call: Call) -> None:
 def _result(call: Call, batch: Batch, index: int) -> dict[str, Any]:
     """An item that ended with its own outcome, as its results line says."""
     outcome = batch.items.outcomes[index]
-    params = item.json_line(batch.items.line(index))
     message_id = "msg_01" + stable_id(batch.id, index, 22)
     rid = "req_011" + stable_id(batch.id, index, 22)
+    params = batch.request(index)
     _, body = item.result(call, "anthropic", params, outcome, message_id, request_id=rid)
     if not outcome.errored:
         return {"type": "succeeded", "message": body}

@@ -12,7 +12,7 @@ its results, and its rows of the route table (`rows`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
@@ -62,6 +62,11 @@ class Paging:
         return list(objects[start : start + limit]), start + limit < len(ids)
 
 
+def send_json(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
+    """Answer with a document of ``batches``' objects as JSON."""
+    reply(call, doc)
+
+
 @dataclass(frozen=True)
 class BatchAPI:
     """One provider's batch API.
@@ -74,11 +79,11 @@ class BatchAPI:
         id_style: Its batch ids: a prefix, then how many characters of which alphabet.
         not_found: The error for an id it holds no batch for.
         body: The batch object at a snapshot (what a retrieve answers, and a list lists).
-        answer: Answers a call with the batch at a snapshot, when that is not `body` as JSON
-            (Gemini streams its operation).
+        listing: A list's answer: its page of batch objects, whether more follow, the batches.
+        send: Answers a call with a document of batch objects (retrieve's, list's, and so on)
+            for the batches it holds (Gemini streams its operations; the others send JSON).
         stamp: Writes a moment (seconds since the epoch) as the API does.
         expires_after: After how long a batch expires when the server sets no expiry.
-        list_extra: What a list answer carries besides its page (OpenAI's ``object``).
         deleted_type: The ``type`` of what a delete answers (with the ``id``); None: ``{}``.
         must_end: The refusal of a delete before the batch has ended (``{}``: its id); None:
             a batch is deleted whenever asked.
@@ -94,19 +99,16 @@ class BatchAPI:
     paging: Paging
     id_style: tuple[str, int, str]
     not_found: Callable[[Call, str], CallError]
-    body: Callable[[Call, Batch, Snapshot], dict[str, Any]] | None = None
-    answer: Callable[[Call, Batch, Snapshot], None] | None = None
+    body: Callable[[Call, Batch, Snapshot], dict[str, Any]]
+    listing: Callable[[list[dict[str, Any]], bool, list[Batch]], dict[str, Any]]
+    send: Callable[[Call, dict[str, Any], list[Batch]], None] = send_json
     stamp: Callable[[float], Any] = int
     expires_after: float = DAY_S
-    list_extra: Mapping[str, Any] = field(default_factory=dict)
     deleted_type: str | None = None
     must_end: str | None = None
     keeps_partial: bool = True
     request_key: str | None = None
     path_id: Callable[[str], str] = str
-
-    def new_id(self) -> str:
-        return new_id(*self.id_style)
 
     def time(self, seconds: float | None) -> Any:
         """A moment as the API writes it (None, a moment yet to come, stays None)."""
@@ -140,17 +142,13 @@ class BatchAPI:
     def respond(self, call: Call, batch: Batch, snap: Snapshot | None = None) -> None:
         """Answer with the batch at ``snap`` (None: now)."""
         snap = call.store.snapshot(batch) if snap is None else snap
-        if self.answer is not None:
-            self.answer(call, batch, snap)
-        else:
-            assert self.body is not None
-            reply(call, self.body(call, batch, snap))
+        self.send(call, self.body(call, batch, snap), [batch])
 
     def add(self, call: Call, items: Items, record: Any, **extra: Any) -> None:
         """Keep a new batch of ``items`` (the provider's ``extra`` with it) and answer with it;
         ``record`` is what the request record keeps as the body."""
         keep = {"keeps_partial": self.keeps_partial, "request_key": self.request_key}
-        batch = call.store.add(self.new_id(), call.api, items, **keep, **extra)
+        batch = call.store.add(new_id(*self.id_style), call.api, items, **keep, **extra)
         call.body = record
         self.respond(call, batch)
 
@@ -168,20 +166,15 @@ class BatchAPI:
         batch.deleted = True
         reply(call, {"id": batch.id, "type": self.deleted_type} if self.deleted_type else {})
 
-    def page(self, call: Call) -> tuple[list[Batch], bool]:
-        """The page of batches a list call asks for, newest first, and whether more follow."""
-        return self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
-
     def list_batches(self, call: Call) -> None:
-        """A page of batch objects, as Anthropic and OpenAI answer it."""
-        batches, more = self.page(call)
-        assert self.body is not None
+        """The page of batch objects a list call asks for, newest first."""
+        batches, more = self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
         data = [self.body(call, b, call.store.snapshot(b)) for b in batches]
-        reply(call, list_body(data, more, **self.list_extra))
+        self.send(call, self.listing(data, more, batches), batches)
 
 
-def list_body(data: list[dict[str, Any]], more: bool, **extra: Any) -> dict[str, Any]:
-    """A page as Anthropic and OpenAI answer it."""
+def list_body(data: list[dict[str, Any]], more: bool, *_: Any, **extra: Any) -> dict[str, Any]:
+    """A page as Anthropic and OpenAI answer it (``extra`` besides: OpenAI's ``object``)."""
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
     return {**extra, "data": data, "first_id": first, "last_id": last, "has_more": more}
 

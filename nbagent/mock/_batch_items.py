@@ -29,11 +29,6 @@ def compact(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def json_line(line: bytes) -> Any:
-    """A stored item's request line, read back."""
-    return json.loads(line)
-
-
 def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None) -> ItemOutcome:
     """What one item of the batch ``call`` creates will end as, with the next fault of the
     script in turn: refused by its wire format, broken by its fault, over the context window,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import math
 import random
 import secrets
@@ -134,8 +135,6 @@ class Batch:
     deleted: bool = False
 
     def __post_init__(self, seed: int | None, ordinal: int) -> None:
-        if self.expire_after is not None and self.expire_after <= 0:
-            self.expire_after = None
         self.failed: list[dict[str, Any]] = list(self.extra.get("errors") or [])
         # whether an expired or canceled batch keeps the answers it has (Gemini's: none)
         self.keeps_partial = bool(self.extra.get("keeps_partial", True))
@@ -147,9 +146,7 @@ class Batch:
         if n > 1 and order == sorted(order):  # results are never in request order
             order[0], order[1] = order[1], order[0]
         self.order = array("I", order)  # rank -> index: the order items end in
-        self._rank = array("I", bytes(4 * n))  # index -> rank
-        for rank, index in enumerate(order):
-            self._rank[index] = rank
+        self._rank = array("I", sorted(range(n), key=order.__getitem__))  # index -> rank
         outcomes = self.items.outcomes
         self._errored_ranks = [rank for rank, i in enumerate(order) if outcomes[i].errored]
 
@@ -187,9 +184,9 @@ class Batch:
         started = lead_end if t >= lead_end else None
         final = last_at if t >= last_at else None
         if now >= end_at:
-            finished = n if end_phase == "completed" else self._finished_by(end_at)
-            if end_phase != "completed" and not self.keeps_partial:
-                finished = 0
+            # a batch that completes has finished every item by its end
+            kept = end_phase == "completed" or self.keeps_partial
+            finished = self._finished_by(end_at) if kept else 0
             return Snapshot(end_phase, finished, now, end_at, started, final)
         finished = self._finished_by(now)
         phase: Phase = "in_progress"
@@ -208,6 +205,14 @@ class Batch:
         if snap.ended_at is None:
             return "processing"
         return "canceled" if snap.phase == "canceled" else "expired"
+
+    def request(self, index: int) -> Any:
+        """Item ``index``'s request as the batch received it (where its stored line holds it:
+        Anthropic's ``params`` are the line, OpenAI's is its ``body``, Gemini's its
+        ``request``)."""
+        line = json.loads(self.items.line(index))
+        key = self.extra.get("request_key")
+        return line.get(key) if key else line
 
     def status(self, index: int, snap: Snapshot) -> ItemStatus:
         """Item ``index``'s status at ``snap`` (every item of a batch that failed errored)."""

@@ -89,7 +89,6 @@ streamed out, never held.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -177,13 +176,7 @@ class MockBatch:
             The body by custom id (a Gemini item without a key by position, as
             ``"#<index>"``), in submission order.
         """
-        items, key = self._batch.items, self._batch.extra.get("request_key")
-
-        def request(i: int) -> Any:  # ``key``: where a line holds its request
-            doc = json.loads(items.line(i))
-            return doc.get(key) if key else doc
-
-        return self._by_id(request)
+        return self._by_id(self._batch.request)
 
     def _by_id(self, value: Callable[[int], T]) -> dict[str, T]:
         """``value`` of each item by its custom id (a Gemini item without a key by position)."""
@@ -274,10 +267,13 @@ class BatchStore:
             return None
         return batch
 
-    def newest_first(self, provider: Provider) -> list[Batch]:
+    def held(self, provider: Provider | None = None) -> list[Batch]:
+        """Its batches, oldest first, deleted ones included (``provider``: that API's only)."""
         with self.lock:
-            batches = list(self.batches.values())
-        return [b for b in reversed(batches) if b.provider == provider and not b.deleted]
+            return [b for b in self.batches.values() if provider in (None, b.provider)]
+
+    def newest_first(self, provider: Provider) -> list[Batch]:
+        return [b for b in reversed(self.held(provider)) if not b.deleted]
 
     def cancel(self, batch: Batch) -> Snapshot:
         """Ask ``batch`` to stop; the snapshot after the request (a batch that ended stays so)."""
@@ -345,20 +341,19 @@ class BatchViews:
     @property
     def batch_counts(self) -> BatchCounts:
         """Create requests received, batches created and items submitted, per provider."""
-        created: Counter[str] = Counter()
         items: Counter[str] = Counter()
         with self.batch_store.lock:
-            for batch in self.batch_store.batches.values():
-                created[batch.provider] += 1
+            batches = self.batch_store.held()
+            for batch in batches:
                 items[batch.provider] += len(batch)
+            created = Counter[str](batch.provider for batch in batches)
             return BatchCounts(dict(self.batch_store.create_requests), dict(created), dict(items))
 
     @property
     def batches(self) -> list[MockBatch]:
         """Every batch created since the start (or `clear_batches`), oldest first, deleted
         ones included."""
-        with self.batch_store.lock:
-            return [MockBatch(b, self.batch_store) for b in self.batch_store.batches.values()]
+        return [MockBatch(b, self.batch_store) for b in self.batch_store.held()]
 
     def batch(self, batch_id: str) -> MockBatch:
         """The batch with this id (Gemini's as ``batches/...``).
@@ -386,12 +381,8 @@ class BatchViews:
         Returns:
             A `collections.Counter`: an id submitted twice counts 2.
         """
-        seen: Counter[str] = Counter()
-        with self.batch_store.lock:
-            for batch in self.batch_store.batches.values():
-                if provider is None or batch.provider == provider:
-                    seen.update(cid for cid in batch.items.ids if cid is not None)
-        return seen
+        batches = self.batch_store.held(provider)
+        return Counter(cid for batch in batches for cid in batch.items.ids if cid is not None)
 
     def clear_batches(self) -> None:
         """Forget every batch, file and batch counter."""

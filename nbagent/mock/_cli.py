@@ -30,34 +30,40 @@ def split_faults(texts: str | Iterable[str]) -> list[str]:
     """
     entries: list[str] = []
     for text in [texts] if isinstance(texts, str) else texts:
-        for chunk in re.split(r"[\s;]+", text.strip()):
-            for raw in chunk.split(","):
-                piece = raw.strip()
-                if not piece:
-                    continue
-                key = piece.partition("=")[0].strip().lower()
-                if key in _FAULT_PARAMS and entries and ":" in entries[-1]:
-                    entries[-1] += "," + piece
-                else:
-                    entries.append(piece)
+        for piece in re.split(r"[\s;,]+", text.strip()):
+            if not piece:
+                continue
+            key = piece.partition("=")[0].lower()
+            if key in _FAULT_PARAMS and entries and ":" in entries[-1]:
+                entries[-1] += "," + piece
+            else:
+                entries.append(piece)
     return entries
 
 
-# flag, type, default, metavar, help (the MockServer argument of each is read in `main`)
-_OPTIONS: tuple[tuple[str, Any, Any, str | None, str], ...] = (
-    ("--port", int, 0, None, "port on 127.0.0.1 (0: a free one)"),
-    ("--seed", int, None, None, "seed for random faults"),
-    ("--requests-per-s", float, None, None, "rate limit (token bucket)"),
-    ("--burst", int, 5, None, "rate limit bucket size"),
-    ("--tokens-per-min", int, None, None, "prompt tokens per minute"),
-    ("--context-window", int, None, None, "tokens before overflow"),
-    ("--delay", float, 0.0, None, "seconds between streamed deltas"),
-    ("--record", str, None, "PATH", "append every exchange to a recording"),
-    ("--replay", str, None, "PATH", "answer with a recording's answers"),
-    ("--speed", float, 1.0, None, "with --replay: 2 is twice as fast (default 1)"),
-    ("--batch-duration", float, 2.0, "S", "seconds a provider batch runs before it ends"),
+# flag, the MockServer argument it sets (None: read in `main`), type, default, metavar, help
+_OPTIONS: tuple[tuple[str, str | None, Any, Any, str | None, str], ...] = (
+    ("--port", "port", int, 0, None, "port on 127.0.0.1 (0: a free one)"),
+    ("--seed", "seed", int, None, None, "seed for random faults"),
+    ("--requests-per-s", None, float, None, None, "rate limit (token bucket)"),
+    ("--burst", None, int, 5, None, "rate limit bucket size"),
+    ("--tokens-per-min", None, int, None, None, "prompt tokens per minute"),
+    ("--context-window", "context_window", int, None, None, "tokens before overflow"),
+    ("--delay", "demo_delay_s", float, 0.0, None, "seconds between streamed deltas"),
+    ("--record", "record", str, None, "PATH", "append every exchange to a recording"),
+    ("--replay", "replay", str, None, "PATH", "answer with a recording's answers"),
+    ("--speed", "speed", float, 1.0, None, "with --replay: 2 is twice as fast (default 1)"),
+    (
+        "--batch-duration",
+        "batch_duration_s",
+        float,
+        2.0,
+        "S",
+        "seconds a provider batch runs before it ends",
+    ),
     (
         "--expire-after",
+        "expire_after_s",
         float,
         None,
         "S",
@@ -74,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Gemini and Azure wire formats)."
         ),
     )
-    for flag, kind, default, metavar, text in _OPTIONS:
+    for flag, _, kind, default, metavar, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     parser.add_argument(
         "--faults", nargs="*", action="extend", default=[], metavar="FAULT", help=FAULTS_HELP
@@ -126,20 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         limit = None
         if args.requests_per_s is not None or args.tokens_per_min is not None:
             limit = RateLimit(args.requests_per_s or 10.0, args.burst, args.tokens_per_min)
+        given = vars(args)
+        settings = {name: given[flag[2:].replace("-", "_")] for flag, name, *_ in _OPTIONS if name}
         server = MockServer(
-            faults,
-            seed=args.seed,
-            fault_rates=rates or None,
-            rate_limit=limit,
-            context_window=args.context_window,
-            demo_delay_s=args.delay,
-            port=args.port,
-            record=args.record,
-            replay=args.replay,
-            speed=args.speed,
-            batch_duration_s=args.batch_duration,
-            expire_after_s=args.expire_after,
-            emulate=args.emulate,
+            faults, fault_rates=rates or None, rate_limit=limit, emulate=args.emulate, **settings
         )
         server.start()
     except (ValueError, OSError) as err:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ._batch_api import Paging, list_body
@@ -37,7 +38,6 @@ class StoredFile:
     data: bytes | None = None
     lines: Callable[[], Iterator[bytes]] | None = None
     count: int = 0  # how many lines ``lines`` writes
-    size: int | None = field(default=None, repr=False)
     id: str = field(default_factory=lambda: new_id("file-", 22))
 
     def content(self) -> Iterator[bytes]:
@@ -46,11 +46,10 @@ class StoredFile:
         elif self.lines is not None:
             yield from self.lines()
 
-    @property
+    @cached_property
     def bytes(self) -> int:
-        if self.size is None:
-            self.size = sum(len(piece) for piece in self.content())
-        return self.size
+        """Its size (a batch's file is written once to count it)."""
+        return sum(len(piece) for piece in self.content())
 
     def json(self) -> dict[str, Any]:
         expires = self.created_at + FILE_DAYS_S if self.purpose.startswith("batch") else None
@@ -121,10 +120,9 @@ def upload(call: Call) -> None:
         purpose,
         int(call.store.now()),
         data=data,
-        size=len(data),
     )
     add_file(call, file)
-    call.body = {"purpose": purpose, "filename": file.filename, "bytes": file.size}
+    call.body = {"purpose": purpose, "filename": file.filename, "bytes": file.bytes}
     reply(call, file.json())
 
 

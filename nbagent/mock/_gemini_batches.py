@@ -50,7 +50,7 @@ def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
     return value.get(camel, value.get(snake))
 
 
-def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
+def operation(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     """The batch as Gemini answers it, with a hole where the inline responses go."""
     ended, succeeded = snap.ended_at is not None, snap.phase == "completed"
     responses = {"inlinedResponses": _HOLE.format(batch.id)}
@@ -77,22 +77,27 @@ def operation(batch: Batch, snap: Snapshot) -> dict[str, Any]:
     return op
 
 
-def _pieces(call: Call, doc: Any, batches: list[Batch]) -> Iterator[bytes]:
-    """The JSON of ``doc`` (operations of ``batches``), each inline response written where the
-    hole of its batch is."""
+def _send(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
+    """Stream the JSON of ``doc`` (operations of ``batches``), each inline response written
+    where the hole of its batch is."""
     parts = _HOLES.split(json.dumps(doc, ensure_ascii=False).encode())
     by_id = {batch.id: batch for batch in batches}
-    yield parts[0]
-    for batch_id, part in zip(parts[1::2], parts[2::2], strict=True):
-        batch = by_id[batch_id.decode()]
-        yield b"["
-        for index in range(len(batch)):
-            yield (b"," if index else b"") + _response(call, batch, index)
-        yield b"]" + part
+    holes = [by_id[batch_id.decode()] for batch_id in parts[1::2]]
+
+    def pieces() -> Iterator[bytes]:
+        yield parts[0]
+        for batch, part in zip(holes, parts[2::2], strict=True):
+            yield b"["
+            for index in range(len(batch)):
+                yield (b"," if index else b"") + _response(call, batch, index)
+            yield b"]" + part
+
+    count = 1 + sum(len(batch) + 2 for batch in holes)
+    reply_stream(call, pieces(), "application/json; charset=UTF-8", count)
 
 
 def _response(call: Call, batch: Batch, index: int) -> bytes:
-    entry = item.json_line(batch.items.line(index))
+    entry = json.loads(batch.items.line(index))
     outcome = batch.items.outcomes[index]
     model = batch.extra["model_id"]
     route = Route("gemini", model=model, stream=False)
@@ -111,12 +116,6 @@ def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
     error = body.get("error", {})
     code = RPC_CODES.get(str(error.get("status", "")), 2)
     return {"code": code, "message": str(error.get("message", ""))}
-
-
-def _answer(call: Call, batch: Batch, snap: Snapshot) -> None:
-    count = 2 * len(batch) + 5 if snap.phase == "completed" else 1
-    pieces = _pieces(call, operation(batch, snap), [batch])
-    reply_stream(call, pieces, "application/json; charset=UTF-8", count)
 
 
 # --- endpoints ----------------------------------------------------------------------------------
@@ -168,12 +167,8 @@ def _failure(model_id: str) -> dict[str, Any]:
     return {"code": RPC_CODES["RESOURCE_EXHAUSTED"], "message": message}
 
 
-def list_batches(call: Call) -> None:
-    page, more = API.page(call)
-    listing: dict[str, Any] = {"operations": [operation(b, call.store.snapshot(b)) for b in page]}
-    if more:
-        listing["nextPageToken"] = page[-1].id
-    reply_stream(call, _pieces(call, listing, page), "application/json; charset=UTF-8", 1)
+def _listing(operations: list[dict[str, Any]], more: bool, page: list[Batch]) -> dict[str, Any]:
+    return {"operations": operations, **({"nextPageToken": page[-1].id} if more else {})}
 
 
 def cancel(call: Call) -> None:
@@ -206,7 +201,9 @@ API = BatchAPI(
     paging=Paging("pageSize", 20, 1000, "pageToken", strict=True),
     id_style=("batches/", 36, "abcdefghijklmnopqrstuvwxyz0123456789"),
     not_found=_not_found,
-    answer=_answer,
+    body=operation,
+    listing=_listing,
+    send=_send,
     stamp=partial(rfc3339, nanos=True),
     keeps_partial=False,  # an expired or cancelled batch carries no responses
     request_key="request",
@@ -232,7 +229,7 @@ ENDPOINTS = rows(
     "/(?:v1beta|v1alpha|v1)",
     [
         ("POST", "/models/(?P<model>[^/:]+):batchGenerateContent", "create", create),
-        ("GET", "/batches/?", "list", list_batches),
+        ("GET", "/batches/?", "list", API.list_batches),
         ("POST", _ONE + ":cancel", "cancel", cancel),
         ("GET", _ONE + "/?", "retrieve", API.retrieve),
         ("DELETE", _ONE + "/?", "delete", API.delete),

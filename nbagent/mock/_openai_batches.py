@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, get_args
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_api import BatchAPI, Paging, Row, rows
+from ._batch_api import BatchAPI, Paging, Row, list_body, rows
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, stable_id
 from ._call import Call, CallError
 from ._conversation import Format
@@ -46,7 +47,9 @@ def _not_found(call: Call, batch_id: str) -> CallError:
 # --- the input file -----------------------------------------------------------------------------
 
 
-def _line_error(code: str, line: int, message: str, param: str | None = None) -> dict[str, Any]:
+def _line_error(
+    code: str, line: int | None, message: str, param: str | None = None
+) -> dict[str, Any]:
     return {"code": code, "line": line, "message": message, "param": param}
 
 
@@ -57,7 +60,8 @@ _SAME_MODEL = "Every request in a batch must use the same model ('{}', not '{}')
 def _check_line(
     line: Any, endpoint: str, seen: set[str], model: str | None
 ) -> Iterator[tuple[str, str, str | None]]:
-    """What is wrong with one line, as ``(code, message, param)``."""
+    """What is wrong with one line, as ``(code, message, param)``; its custom id is then
+    ``seen``."""
     if not isinstance(line, dict):
         yield ("invalid_json_line", "This line is not parseable as valid JSON.", None)
         return
@@ -76,6 +80,7 @@ def _check_line(
     elif model is not None and body.get("model") != model:
         message = _SAME_MODEL.format(model, body.get("model"))
         yield ("model_mismatch", message, "body.model")
+    seen.add(str(custom_id))
 
 
 def read_input(
@@ -100,8 +105,6 @@ def read_input(
             line = None
         wrong = _check_line(line, endpoint, seen, model)
         errors += [_line_error(code, number, message, param) for code, message, param in wrong]
-        if isinstance(line, dict):
-            seen.add(str(line.get("custom_id")))
         if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
             continue
         custom_id, body = line.get("custom_id"), line["body"]
@@ -165,21 +168,12 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
 def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str | None:
     """The id of its output file (``errors``: its error file, where the expired items are too,
     the canceled ones being nowhere), None when it would be empty."""
-    counts = batch.counts(snap)
-    count = counts["errored"] + counts["expired"] if errors else counts["succeeded"]
+    count = API.count(batch, snap)["failed" if errors else "completed"]
     if not count:
         return None
-    fmt: Format = batch.extra["format"]
     expired = {"code": "batch_expired", "message": EXPIRED}
-
-    def line(index: int) -> bytes | None:
-        if batch.items.outcomes[index].errored != errors:
-            return None
-        return _line(call, batch, index, fmt)
-
-    def rest(index: int) -> bytes:
-        return _batch_line(batch, index, None, expired)
-
+    line = partial(_line, call, batch, errors=errors)
+    rest = partial(_batch_line, batch, response=None, error=expired)
     ends = rest if errors and snap.phase == "expired" else None
     file = files.StoredFile(
         batch.provider,
@@ -192,12 +186,17 @@ def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str |
     return files.add_file(call, file).id
 
 
-def _line(call: Call, batch: Batch, index: int, fmt: Format) -> bytes:
-    body = item.json_line(batch.items.line(index))["body"]
+def _line(call: Call, batch: Batch, index: int, errors: bool) -> bytes | None:
+    """Item ``index``'s line of the output file (``errors``: of the error file); None when it
+    goes in the other."""
+    outcome = batch.items.outcomes[index]
+    if outcome.errored != errors:
+        return None
+    fmt: Format = batch.extra["format"]
+    body = batch.request(index)
     request_id = stable_id(batch.id + "/request", index, 32)
     prefix = "resp_" if fmt == "responses" else "chatcmpl-"
     message_id = prefix + stable_id(batch.id, index, 29)
-    outcome = batch.items.outcomes[index]
     model = str(body.get("model", ""))
     status, answer = item.result(
         call, fmt, body, outcome, message_id, model=model, request_id=request_id
@@ -225,7 +224,7 @@ API = BatchAPI(
     id_style=("batch_", 32, "0123456789abcdef"),
     not_found=_not_found,
     body=batch_json,
-    list_extra={"object": "list"},
+    listing=partial(list_body, object="list"),
     request_key="body",
 )
 
@@ -271,7 +270,7 @@ def _token_limit(model: str | None) -> dict[str, Any]:
         "Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have "
         "been completed."
     )
-    return {"code": "token_limit_exceeded", "line": None, "message": message, "param": None}
+    return _line_error("token_limit_exceeded", None, message)
 
 
 def _check_metadata(call: Call, metadata: Any) -> None:
