@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..mock import Fault, FaultPlan
 from ..mock._call import Call, CallError, Endpoint
+from ..mock._fault_answers import rate_limited
 from ..mock._faults import OK
 from ..mock._model_endpoint import serve_model
 from ..mock._ratelimit import format_seconds
@@ -122,14 +123,12 @@ def _student_model(room: Classroom, call: Call) -> None:
     tight = run.capacity(room.capacity.rps, room.room.now()) if run is not None else None
     decision = room.capacity.admit(tight)
     if not decision.allowed:
-        codec = call.codec
-        status = 429 if (tight is not None or room.capacity.refusal == "429") else 529
-        retry = format_seconds(decision.retry_after_s)
-        if status == 429:
-            call.extra.update(codec.rate_headers(decision))
-            call.extra.update(codec.retry_headers(decision.retry_after_s))
-        body = codec.status_error(status, "demo", call.request_id, retry)
-        call.error(codec.http_status(status), body, fault="room_capacity")
+        if tight is not None or room.capacity.refusal == "429":
+            rate_limited(call, decision, "demo", fault="room_capacity")
+            return
+        codec, retry = call.codec, format_seconds(decision.retry_after_s)
+        body = codec.status_error(529, "demo", call.request_id, retry)
+        call.error(codec.http_status(529), body, fault="room_capacity")
         return
     serve_model(call)
 
