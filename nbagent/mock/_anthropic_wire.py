@@ -1,5 +1,5 @@
 """The Anthropic Messages wire format for the mock server: replies and errors (the request
-parser is `_conversation.parse_anthropic`)."""
+parser is `_request_parsers.parse_anthropic`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._codec import Codec, Piece, PieceKind, fragments, json_or, sse_event
-from ._conversation import Conversation, Format, parse_anthropic
+from ._conversation import Conversation, Format
 from ._ratelimit import RateDecision, anthropic_headers
 from ._reply import MockReply, split_words
+from ._request_parsers import parse_anthropic
 
 _INJECTED = "Bad request (injected by the mock server's fault script)."
 _RATE = "This request would exceed your organization's rate limit. Please retry after {retry}s."

@@ -19,6 +19,7 @@ import string
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from ._faults import Fault
@@ -248,3 +249,45 @@ class Batch:
         if rest is not None:
             for rank in range(snap.finished, len(self.order)):
                 yield rest(int(self.order[rank]))
+
+
+FILE_DAYS_S = 30 * 86_400
+
+
+@dataclass
+class StoredFile:
+    """One file: uploaded (``data``) or made by a batch (``lines`` writes it when read)."""
+
+    provider: Provider
+    filename: str
+    purpose: str
+    created_at: int
+    data: bytes | None = None
+    lines: Callable[[], Iterator[bytes]] | None = None
+    count: int = 0  # how many lines ``lines`` writes
+    id: str = field(default_factory=lambda: new_id("file-", 22))
+
+    def content(self) -> Iterator[bytes]:
+        if self.data is not None:
+            yield self.data
+        elif self.lines is not None:
+            yield from self.lines()
+
+    @cached_property
+    def bytes(self) -> int:
+        """Its size (a batch's file is written once to count it)."""
+        return sum(len(piece) for piece in self.content())
+
+    def json(self) -> dict[str, Any]:
+        expires = self.created_at + FILE_DAYS_S if self.purpose.startswith("batch") else None
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": self.bytes,
+            "created_at": self.created_at,
+            "expires_at": expires,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "status_details": None,
+        }

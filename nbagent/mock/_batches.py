@@ -95,12 +95,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot
-
-if TYPE_CHECKING:
-    from ._files import StoredFile
+from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot, StoredFile
 
 __all__ = ["DEFAULT_BATCH_DURATION_S", "BatchCounts", "BatchStore", "BatchViews", "MockBatch"]
 

@@ -10,13 +10,9 @@ file of 100,000 answers is never held whole.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
 
 from ._batch_api import Paging, list_body
-from ._batch_timeline import Provider, new_id
+from ._batch_timeline import StoredFile
 from ._call import Call
 from ._fault_answers import reply, reply_stream
 
@@ -24,46 +20,6 @@ PURPOSES = frozenset(
     {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
 )
 MAX_FILE_BYTES = 200 * 1024 * 1024
-FILE_DAYS_S = 30 * 86_400
-
-
-@dataclass
-class StoredFile:
-    """One file: uploaded (``data``) or made by a batch (``lines`` writes it when read)."""
-
-    provider: Provider
-    filename: str
-    purpose: str
-    created_at: int
-    data: bytes | None = None
-    lines: Callable[[], Iterator[bytes]] | None = None
-    count: int = 0  # how many lines ``lines`` writes
-    id: str = field(default_factory=lambda: new_id("file-", 22))
-
-    def content(self) -> Iterator[bytes]:
-        if self.data is not None:
-            yield self.data
-        elif self.lines is not None:
-            yield from self.lines()
-
-    @cached_property
-    def bytes(self) -> int:
-        """Its size (a batch's file is written once to count it)."""
-        return sum(len(piece) for piece in self.content())
-
-    def json(self) -> dict[str, Any]:
-        expires = self.created_at + FILE_DAYS_S if self.purpose.startswith("batch") else None
-        return {
-            "id": self.id,
-            "object": "file",
-            "bytes": self.bytes,
-            "created_at": self.created_at,
-            "expires_at": expires,
-            "filename": self.filename,
-            "purpose": self.purpose,
-            "status": "processed",
-            "status_details": None,
-        }
 
 
 def add_file(call: Call, file: StoredFile) -> StoredFile:

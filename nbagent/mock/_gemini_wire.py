@@ -1,5 +1,5 @@
 """The Gemini wire format for the mock server: replies and errors (the request parser, and the
-signatures it checks, are `_conversation.parse_gemini` and `_conversation.sign`).
+signatures it checks, are `_request_parsers.parse_gemini` and `_conversation.sign`).
 
 `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (or `:generateContent`). Replies
 stream one `GenerateContentResponse` per SSE event; parallel function calls arrive whole in one
@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._codec import Codec, Piece, Route, json_or
-from ._conversation import SIGNATURE_STANDIN, Conversation, Format, parse_gemini, sign, sign_text
+from ._conversation import SIGNATURE_STANDIN, Conversation, Format, sign, sign_text
 from ._reply import MockReply
+from ._request_parsers import parse_gemini
 
 __all__ = [
     "GEMINI",

@@ -24,7 +24,7 @@ from typing import Any, get_args
 from . import _batch_items as item
 from . import _files as files
 from ._batch_api import BatchAPI, Paging, Row, list_body, rows
-from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, stable_id
+from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, StoredFile, stable_id
 from ._call import Call, CallError
 from ._conversation import Format
 
@@ -175,7 +175,7 @@ def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str |
     line = partial(_line, call, batch, errors=errors)
     rest = partial(_batch_line, batch, response=None, error=expired)
     ends = rest if errors and snap.phase == "expired" else None
-    file = files.StoredFile(
+    file = StoredFile(
         batch.provider,
         f"{batch.id}_{'error' if errors else 'output'}.jsonl",
         "batch_output",

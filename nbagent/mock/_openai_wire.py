@@ -1,5 +1,5 @@
 """The OpenAI Chat Completions wire format for the mock server: replies and errors (the
-request parser is `_conversation.parse_openai`; the Responses format shares the errors)."""
+request parser is `_request_parsers.parse_openai`; the Responses format shares the errors)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._codec import Codec, Piece, fragments, sse_data
-from ._conversation import Conversation, Format, parse_openai
+from ._conversation import Conversation, Format
 from ._ratelimit import RateDecision, openai_headers
 from ._reply import MockReply, MockToolCall, split_words
+from ._request_parsers import parse_openai
 
 FINGERPRINT = "fp_nbagent_demo"
 _FINISH = {

@@ -1,5 +1,5 @@
 """The OpenAI Responses wire format for the mock server: replies (the request parser, and the
-encrypted reasoning it checks, are `_conversation.parse_responses` and `encrypted_for`).
+encrypted reasoning it checks, are `_request_parsers.parse_responses` and `encrypted_for`).
 
 `POST /v1/responses` (and Azure's `/openai/v1/responses`, `/openai/responses`). Replies stream
 the documented event sequence: `response.created`, `in_progress`, each output item `added`, its
@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._codec import Piece, fragments, sse_event
-from ._conversation import Conversation, Format, encrypted_for, parse_responses
+from ._conversation import Conversation, Format, encrypted_for
 from ._openai_wire import OVERLOADED, OpenAIErrors
 from ._reply import MockReply, split_words
+from ._request_parsers import parse_responses
 
 __all__ = ["RESPONSES", "encrypted_for", "parse_responses"]
 
