@@ -273,26 +273,24 @@ _TOKENS_PATTERNS = (
 )
 
 
-def _int(text: str) -> int | None:
-    try:
-        return int(text.replace(",", ""))
-    except ValueError:
-        return None
-
-
 def context_numbers(message: str) -> tuple[int | None, int | None]:
     """(tokens, limit) named by a context-overflow message, each None when it does not say."""
     for pattern in _PAIR_PATTERNS:
         m = pattern.search(message)
         if m:
-            return _int(m.group(1)), _int(m.group(2))
+            return _number(m), _number(m, 2)
     return _first(_TOKENS_PATTERNS, message), _first(_LIMIT_PATTERNS, message)
 
 
 def _first(patterns: tuple[re.Pattern[str], ...], message: str) -> int | None:
     """The number the first of `patterns` that matches names, or None."""
     found = (m for m in (p.search(message) for p in patterns) if m)
-    return next((_int(m.group(1)) for m in found), None)
+    return next((_number(m) for m in found), None)
+
+
+def _number(match: re.Match[str], group: int = 1) -> int:
+    """The count a pattern's group holds (digits, thousands maybe separated by commas)."""
+    return int(match.group(group).replace(",", ""))
 
 
 def is_context_overflow(message: str, codes: Iterable[str | None] = ()) -> bool:
