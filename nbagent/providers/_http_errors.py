@@ -17,7 +17,6 @@ limit behind a gateway is still `QuotaExceeded` and not retried.
 from __future__ import annotations
 
 import http
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,7 +64,7 @@ from ._error_text import (
 )
 from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
 from ._parts import json_or_none, whole_number
-from ._server_wish import parse_duration, server_wish
+from ._server_wish import server_wish, wish_in_text
 
 __all__ = [
     "context_numbers",
@@ -232,24 +231,6 @@ def _status_of(p: _Parsed) -> int | None:
     return None
 
 
-_RETRY_TEXT = re.compile(
-    r"(?:retry|try again)\s+(?:after|in)\s+(\d+(?:\.\d+)?(?:\s*seconds?\b|(?:ms|h|m|s)"
-    r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))*\b))",
-    re.I,
-)
-
-
-def _wish_in_text(message: str) -> float | None:
-    """A wait a rate-limit message names ("Please try again in 3s.", "in 6m0s", "after 2
-    seconds"): behind a gateway, the upstream's only trace of its Retry-After when the gateway
-    drops the headers."""
-    m = _RETRY_TEXT.search(message)
-    if not m:
-        return None
-    text = re.sub(r"\s*seconds?$", "s", m.group(1).strip(), flags=re.I)
-    return parse_duration(text)
-
-
 def _decode_body(body: bytes | str | Any) -> Any:
     """A body as JSON, or its text (capped) when it is not JSON; a decoded one as it is."""
     if not isinstance(body, (bytes, bytearray, str)):
@@ -339,7 +320,7 @@ def _build(
     if retry_after is None:
         retry_after = p.google.retry_delay
     if retry_after is None and cls is RateLimited:
-        retry_after = _wish_in_text(p.message)
+        retry_after = wish_in_text(p.message)
     if cls is QuotaExceeded and p.google.final_quota:
         # a daily (or zero) quota: the sentence says which and when it resets; the short
         # retryDelay that came with it would only lead to a futile retry
