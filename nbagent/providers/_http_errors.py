@@ -86,6 +86,8 @@ _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
 )
 
 
+_PHRASES = {s.value: s.phrase for s in http.HTTPStatus}  # "Not Found", by status
+
 # -- body parsing ---------------------------------------------------------------------------
 
 
@@ -133,10 +135,8 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
     etype = err.get("type")
     if isinstance(err.get("param"), str):
         p.param = err["param"]
-    numeric = whole_number(code)
-    if numeric is not None:
-        p.numeric = numeric
-    elif isinstance(code, str) and code:
+    p.numeric = whole_number(code)
+    if p.numeric is None and isinstance(code, str) and code:
         p.code = code
         p.codes.add(code.lower())
     if isinstance(etype, str) and etype:
@@ -165,12 +165,8 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
         if metadata.get("reasons") or metadata.get("flagged_input"):
             p.flagged = True
     # llama.cpp names both numbers in fields of its own
-    n_prompt = whole_number(err.get("n_prompt_tokens"))
-    n_ctx = whole_number(err.get("n_ctx"))
-    if n_prompt is not None:
-        p.tokens = n_prompt
-    if n_ctx is not None:
-        p.limit = n_ctx
+    p.tokens = whole_number(err.get("n_prompt_tokens"))
+    p.limit = whole_number(err.get("n_ctx"))
     issues = validation_issues(payload, p.message)
     if issues:  # a request the server's model refused: name the fields, whatever the status
         p.invalid, p.param, p.code = True, issues[0][0], issues[0][2] or "validation_error"
@@ -207,12 +203,9 @@ def _read_flattened(p: _Parsed) -> None:
             p.google = q.google
         if q.code and (p.code is None or p.code.endswith("_error") or p.code.isdigit()):
             p.code = q.code
-        if not p.param:
-            p.param = q.param
-        if p.tokens is None:
-            p.tokens = q.tokens
-        if p.limit is None:
-            p.limit = q.limit
+        p.param = p.param or q.param
+        p.tokens = q.tokens if p.tokens is None else p.tokens
+        p.limit = q.limit if p.limit is None else p.limit
         p.upstream_status = _status_of(q)
     found = set(TEXT_CODE.findall(p.message.lower()))
     p.codes |= found
@@ -225,10 +218,8 @@ def _status_of(p: _Parsed) -> int | None:
     """The HTTP status an error object names: its numeric code, or Anthropic's type."""
     if p.numeric is not None and 400 <= p.numeric < 600:
         return p.numeric
-    for c in sorted(p.codes):
-        if c in ANTHROPIC_TYPE_STATUS:
-            return ANTHROPIC_TYPE_STATUS[c]
-    return None
+    typed = (ANTHROPIC_TYPE_STATUS[c] for c in sorted(p.codes) if c in ANTHROPIC_TYPE_STATUS)
+    return next(typed, None)
 
 
 def _decode_body(body: bytes | str | Any) -> Any:
@@ -338,12 +329,8 @@ def _build(
     }
     if cls is ContextOverflow:
         tokens, limit = context_numbers(p.message)
-        return ContextOverflow(
-            message,
-            tokens=p.tokens if p.tokens is not None else tokens,
-            limit=p.limit if p.limit is not None else limit,
-            **kwargs,
-        )
+        kwargs["tokens"] = tokens if p.tokens is None else p.tokens
+        kwargs["limit"] = limit if p.limit is None else p.limit
     return cls(message, **kwargs)
 
 
@@ -393,10 +380,7 @@ def error_from_response(
         cls = InvalidResponse
     else:
         cls = _error_class(effective, p)
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = f"HTTP {status}"
+    phrase = _PHRASES.get(status, f"HTTP {status}")
     return _build(
         cls,
         p,
