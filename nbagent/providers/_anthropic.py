@@ -229,17 +229,6 @@ class AnthropicProvider(HTTPProvider):
         out.append(("message_stop", {"type": "message_stop"}))
         return out
 
-    def api_url(self, path: str) -> str:
-        """The URL of `path` under the versioned root (`/v1`).
-
-        Args:
-            path: The path under the root ("messages/batches").
-
-        Returns:
-            The URL.
-        """
-        return f"{self.api_base}/{path}"
-
     def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Messages answer, read from its events.
 

@@ -79,10 +79,8 @@ class GeminiBatches(BatchClient):
 
     def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
-        self.base, self.model = (
-            provider.api_url("").rstrip("/"),
-            provider.model.removeprefix("models/"),
-        )
+        self.base = provider.api_base  # the versioned root (/v1beta)
+        self.model = provider.model.removeprefix("models/")
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider.encode({"request": body, "metadata": {"key": custom_id}})
