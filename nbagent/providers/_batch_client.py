@@ -121,15 +121,21 @@ class BatchClient:
         carrying `tag`."""
         raise NotImplementedError
 
-    async def retrieve(self, batch_id: str) -> BatchStatus:
+    def batch_url(self, batch_id: str) -> str:
+        """The URL of the batch `batch_id` (its retrieve; its cancel is under it)."""
         raise NotImplementedError
+
+    async def retrieve(self, batch_id: str) -> BatchStatus:
+        doc, wish = await self.provider.read_json("GET", self.batch_url(batch_id))
+        return self.status(doc, retry_after=wish)
 
     async def recent(self, since: float) -> list[BatchStatus]:
         """The batches created since `since` (Unix seconds), newest first."""
         raise NotImplementedError
 
     async def cancel(self, batch_id: str) -> BatchStatus:
-        raise NotImplementedError
+        doc, _ = await self.provider.read_json("POST", f"{self.batch_url(batch_id)}/cancel")
+        return self.status(doc)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         """A batch's document as a `BatchStatus`."""

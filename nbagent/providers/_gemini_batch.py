@@ -88,8 +88,9 @@ class GeminiBatches(BatchClient):
     def overhead(self, count: int) -> int:
         return 256 + max(0, count - 1)
 
-    def _name(self, batch_id: str) -> str:
-        return batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
+    def batch_url(self, batch_id: str) -> str:
+        name = batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
+        return f"{self.base}/{name}"
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
         tagged = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
@@ -98,12 +99,8 @@ class GeminiBatches(BatchClient):
         doc = await self.post_items(url, items, head=head, tail=b"]}}}}", count=count, size=size)
         return self.status(doc)
 
-    async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.provider.read_json("GET", f"{self.base}/{self._name(batch_id)}")
-        return self.status(doc, retry_after=wish)
-
     async def cancel(self, batch_id: str) -> BatchStatus:
-        await self.provider.read_json("POST", f"{self.base}/{self._name(batch_id)}:cancel")
+        await self.provider.read_json("POST", f"{self.batch_url(batch_id)}:cancel")
         return await self.retrieve(batch_id)
 
     async def recent(self, since: float) -> list[BatchStatus]:
@@ -182,7 +179,7 @@ class GeminiBatches(BatchClient):
             return
         doc = status.doc
         if not _output(doc):  # a status from a list: read the batch itself
-            url = f"{self.base}/{self._name(status.id)}"
+            url = self.batch_url(status.id)
             doc, _ = await self.provider.read_json("GET", url, max_bytes=MAX_RESULTS_BYTES)
         output = _output(doc)
         inline = output.get("inlinedResponses")

@@ -106,13 +106,8 @@ class OpenAIBatches(BatchClient):
         doc, _ = await self.provider.read_json("POST", self.url("batches"), json_body=body)
         return self.status(doc)
 
-    async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.provider.read_json("GET", self.url(f"batches/{batch_id}"))
-        return self.status(doc, retry_after=wish)
-
-    async def cancel(self, batch_id: str) -> BatchStatus:
-        doc, _ = await self.provider.read_json("POST", self.url(f"batches/{batch_id}/cancel"))
-        return self.status(doc)
+    def batch_url(self, batch_id: str) -> str:
+        return self.url(f"batches/{batch_id}")
 
     async def recent(self, since: float) -> list[BatchStatus]:
         return await self.listed(self.url("batches"), "after", since)
