@@ -405,11 +405,8 @@ class OpenAIProvider(OpenAIFormat):
             NotAnAnswer: The first choice is not an object.
         """
         choices = completion.get("choices")
-        chunk: dict[str, Any] = {
-            k: completion[k] for k in ("id", "model", "usage") if k in completion
-        }
-        if "prompt_filter_results" in completion:
-            chunk["prompt_filter_results"] = completion["prompt_filter_results"]
+        kept = ("id", "model", "usage", "prompt_filter_results")
+        chunk: dict[str, Any] = {k: completion[k] for k in kept if k in completion}
         chunk["choices"] = []
         if isinstance(choices, list) and choices:
             choice = choices[0]
