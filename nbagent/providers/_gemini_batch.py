@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, Ending, ItemResult, Phase, rfc3339
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of, rfc3339
 from ._http import HTTPProvider
 from ._parts import whole_number
 
@@ -135,11 +135,8 @@ class GeminiBatches(BatchClient):
         ok = whole_number(stats.get("successfulRequestCount")) or 0
         bad = whole_number(stats.get("failedRequestCount")) or 0
         pending = whole_number(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
-        counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": ok, "errored": bad}
-        counts["processing"] = pending
         ending = _ENDINGS.get(wire_word) if phase == "ended" else None
-        if ending is not None:
-            counts[ending], counts["processing"] = pending, 0
+        counts = counts_of(ok, bad, pending, ending)
         tag = meta.get("displayName")
         error = doc.get("error")
         failure = None
