@@ -104,19 +104,14 @@ class GeminiBatches(BatchClient):
         return await self.retrieve(batch_id)
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        out: list[BatchStatus] = []
-        token: str | None = None
-        for _ in range(20):
-            params = {"pageSize": 100, "pageToken": token}
-            doc, _ = await self.provider.read_json("GET", f"{self.base}/batches", params=params)
-            found = doc.get("operations") or doc.get("batches") or []
-            page = [self.status(d) for d in found if isinstance(d, dict)]
-            out += page
-            token = doc.get("nextPageToken") if isinstance(doc.get("nextPageToken"), str) else None
-            oldest = min((s.created_at for s in page if s.created_at), default=None)
-            if not page or not token or (oldest is not None and oldest < since):
-                break
-        return out
+        return await self.listed(f"{self.base}/batches", "pageToken", since, size="pageSize")
+
+    def _page(self, doc: dict[str, Any]) -> Any:
+        return doc.get("operations") or doc.get("batches") or []
+
+    def _next_page(self, doc: dict[str, Any], page: list[BatchStatus]) -> str | None:
+        token = doc.get("nextPageToken")
+        return token if isinstance(token, str) else None
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else doc
