@@ -21,21 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import (
-    AuthFailed,
-    BadRequest,
-    ContentFiltered,
-    ContextOverflow,
-    InvalidResponse,
-    ModelNotFound,
-    Overloaded,
-    ProviderError,
-    QuotaExceeded,
-    RateLimited,
-    SchemaRejected,
-    ServerError,
-    StreamInterrupted,
-)
+from .. import errors
+from ..errors import ProviderError
 from ._error_text import (
     ANTHROPIC_TYPE_STATUS,
     AUTH_CODES,
@@ -79,10 +66,10 @@ __all__ = [
 
 # What a mid-stream error keeps of its class; everything else means "the stream broke".
 _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
-    RateLimited,
-    Overloaded,
-    ContentFiltered,
-    ContextOverflow,
+    errors.RateLimited,
+    errors.Overloaded,
+    errors.ContentFiltered,
+    errors.ContextOverflow,
 )
 
 
@@ -239,11 +226,11 @@ def _google_class(status: int | None, g: GoogleDetails) -> type[ProviderError] |
     if not g.is_google:
         return None
     if g.reasons & AUTH_REASONS:
-        return AuthFailed
+        return errors.AuthFailed
     if g.status == "RESOURCE_EXHAUSTED" and status in (None, 429):
-        return QuotaExceeded if g.final_quota else RateLimited
+        return errors.QuotaExceeded if g.final_quota else errors.RateLimited
     if g.status == "UNAVAILABLE" and status in (None, 503):
-        return Overloaded
+        return errors.Overloaded
     return None
 
 
@@ -254,34 +241,34 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
     if google is not None:
         return google
     if p.invalid:  # the request itself: sending it again gets the same answer
-        return SchemaRejected if _rejects_output_schema(p) else BadRequest
+        return errors.SchemaRejected if _rejects_output_schema(p) else errors.BadRequest
     if status == 529 or codes & OVERLOADED_CODES:
-        return Overloaded
+        return errors.Overloaded
     if codes & FILTER_CODES or (status == 403 and p.flagged):
-        return ContentFiltered
+        return errors.ContentFiltered
     if status == 402 or codes & QUOTA_CODES:
-        return QuotaExceeded
+        return errors.QuotaExceeded
     if status in (400, 403, 429) and any(m in low for m in QUOTA_MARKERS):
-        return QuotaExceeded
+        return errors.QuotaExceeded
     if status == 429 or (status is None and codes & RATE_CODES):
-        return RateLimited
+        return errors.RateLimited
     if status == 404 or codes & NOT_FOUND_CODES or any(m in low for m in NOT_FOUND_MARKERS):
-        return ModelNotFound
+        return errors.ModelNotFound
     if status in (401, 403) or (status is None and codes & AUTH_CODES):
-        return AuthFailed
+        return errors.AuthFailed
     if (status is None or 400 <= status < 500) and is_context_overflow(p.message, codes):
-        return ContextOverflow
+        return errors.ContextOverflow
     if status in (400, 422) and _rejects_output_schema(p):
-        return SchemaRejected
+        return errors.SchemaRejected
     if status is None:
-        return StreamInterrupted
+        return errors.StreamInterrupted
     if status == 413:
-        return BadRequest
+        return errors.BadRequest
     if status in (408, 409, 425) or status >= 500:
-        return ServerError
+        return errors.ServerError
     if 400 <= status < 500:
-        return BadRequest
-    return InvalidResponse
+        return errors.BadRequest
+    return errors.InvalidResponse
 
 
 def _rejects_output_schema(p: _Parsed) -> bool:
@@ -305,14 +292,14 @@ def _build(
 ) -> ProviderError:
     secrets = tuple(secrets)
     message = redact(p.message or fallback_message, secrets)
-    if cls is SchemaRejected:
+    if cls is errors.SchemaRejected:
         message = message.rstrip() + SCHEMA_HINT
     retry_after = server_wish(headers)
     if retry_after is None:
         retry_after = p.google.retry_delay
-    if retry_after is None and cls is RateLimited:
+    if retry_after is None and cls is errors.RateLimited:
         retry_after = wish_in_text(p.message)
-    if cls is QuotaExceeded and p.google.final_quota:
+    if cls is errors.QuotaExceeded and p.google.final_quota:
         # a daily (or zero) quota: the sentence says which and when it resets; the short
         # retryDelay that came with it would only lead to a futile retry
         message = redact(p.google.quota_sentence(model or ""), secrets)
@@ -327,7 +314,7 @@ def _build(
         "headers": kept_headers(headers, secrets),
         "body": redact(p.body, secrets),
     }
-    if cls is ContextOverflow:
+    if cls is errors.ContextOverflow:
         tokens, limit = context_numbers(p.message)
         kwargs["tokens"] = tokens if p.tokens is None else p.tokens
         kwargs["limit"] = limit if p.limit is None else p.limit
@@ -375,9 +362,9 @@ def error_from_response(
         location = {k.lower(): v for k, v in headers.items()}.get("location", "")
         fallback = f"unexpected redirect (HTTP {status}) to {location or 'nowhere'}; check base_url"
         p.message = p.message or fallback
-        cls: type[ProviderError] = BadRequest
+        cls: type[ProviderError] = errors.BadRequest
     elif effective == 0:
-        cls = InvalidResponse
+        cls = errors.InvalidResponse
     else:
         cls = _error_class(effective, p)
     phrase = _PHRASES.get(status, f"HTTP {status}")
@@ -427,7 +414,7 @@ def error_from_payload(
         status = p.upstream_status
     cls = _error_class(status, p)
     if not issubclass(cls, _MIDSTREAM_KEEP):
-        cls = StreamInterrupted
+        cls = errors.StreamInterrupted
     return _build(
         cls,
         p,
