@@ -317,10 +317,8 @@ class _ChatReading(Reading):
         if isinstance(args, dict):  # a few servers send the object itself
             args = json.dumps(args)
         args = args if isinstance(args, str) else ""
-        call = calls.get(index)
-        new = call is None
-        if call is None:
-            call = calls[index] = _Call(index)
+        new = index not in calls
+        call = calls.setdefault(index, _Call(index))
         if call_id and not call.id:
             call.id = call_id
         if name and not call.name:
