@@ -179,7 +179,8 @@ TEXT_CODES = sorted(
 TEXT_CODE = re.compile(r"\b(" + "|".join(map(re.escape, TEXT_CODES)) + r")\b")
 
 _KEPT_PREFIXES = ("retry-after", "anthropic-ratelimit-", "x-ratelimit-")
-_KEPT_NAMES = frozenset({"x-should-retry", "request-id", "x-request-id", "apim-request-id"})
+_REQUEST_ID_HEADERS = ("request-id", "x-request-id", "apim-request-id")  # the first set counts
+_KEPT_NAMES = frozenset({"x-should-retry", *_REQUEST_ID_HEADERS})
 
 
 def redact(value: Any, secrets: Iterable[str]) -> Any:
@@ -226,7 +227,7 @@ def request_id_from(
 
 def _request_id(headers: Mapping[str, str], body: Any) -> str | None:
     h = {k.lower(): v for k, v in headers.items()}
-    for name in ("request-id", "x-request-id", "apim-request-id"):
+    for name in _REQUEST_ID_HEADERS:
         if h.get(name):
             return h[name]
     if isinstance(body, dict):
