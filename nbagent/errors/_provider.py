@@ -110,11 +110,8 @@ class ProviderError(NbAgentError):
         else:
             text = f"{who}: {describe(type(self).__name__)}"
             if self.status_code is not None:
-                text += (
-                    f" (HTTP {self.status_code}, {self.code})"
-                    if self.code
-                    else (f" (HTTP {self.status_code})")
-                )
+                code = f", {self.code}" if self.code else ""
+                text += f" (HTTP {self.status_code}{code})"
             if self.message:
                 text += f": {self.message}"
         if self.request_id:

@@ -19,7 +19,7 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 from .._core._messages import (
@@ -85,13 +85,7 @@ def _block(block: Block) -> dict[str, Any] | None:
         return _image(block)
     if isinstance(block, ToolUseBlock):
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    content: list[dict[str, Any]] = []
-    for part in block.content:
-        if isinstance(part, TextBlock):
-            if part.text:
-                content.append({"type": "text", "text": part.text})
-        else:
-            content.append(_image(part))
+    content = _content(block.content)  # a tool result's text and images, as a message's
     out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
     if content:
         out["content"] = content
@@ -100,9 +94,12 @@ def _block(block: Block) -> dict[str, Any] | None:
     return out
 
 
+def _content(blocks: Iterable[Block]) -> list[dict[str, Any]]:
+    return [d for d in (_block(b) for b in blocks) if d is not None]
+
+
 def message_to_anthropic(message: Message) -> dict[str, Any]:
-    content = [d for d in (_block(b) for b in message.blocks) if d is not None]
-    return {"role": message.role, "content": content}
+    return {"role": message.role, "content": _content(message.blocks)}
 
 
 def _mark_last_cacheable(content: list[dict[str, Any]]) -> bool:
@@ -228,17 +225,6 @@ class AnthropicProvider(HTTPProvider):
         out.append(("message_delta", {"type": "message_delta", "delta": delta}))
         out.append(("message_stop", {"type": "message_stop"}))
         return out
-
-    def api_url(self, path: str) -> str:
-        """The URL of `path` under the versioned root (`/v1`).
-
-        Args:
-            path: The path under the root ("messages/batches").
-
-        Returns:
-            The URL.
-        """
-        return f"{self.api_base}/{path}"
 
     def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Messages answer, read from its events.

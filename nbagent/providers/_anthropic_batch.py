@@ -65,13 +65,8 @@ class AnthropicBatches(BatchClient):
         )
         return self.status(doc)
 
-    async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.provider.read_json("GET", f"{self.url}/{batch_id}")
-        return self.status(doc, retry_after=wish)
-
-    async def cancel(self, batch_id: str) -> BatchStatus:
-        doc, _ = await self.provider.read_json("POST", f"{self.url}/{batch_id}/cancel")
-        return self.status(doc)
+    def batch_url(self, batch_id: str) -> str:
+        return f"{self.url}/{batch_id}"
 
     async def recent(self, since: float) -> list[BatchStatus]:
         out = await self.listed(self.url, "after_id", since)
@@ -107,7 +102,7 @@ class AnthropicBatches(BatchClient):
     async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
         url = status.doc.get("results_url")
         if not isinstance(url, str) or not url:
-            doc, _ = await self.provider.read_json("GET", f"{self.url}/{status.id}")
+            doc, _ = await self.provider.read_json("GET", self.batch_url(status.id))
             url = doc.get("results_url")
         if not isinstance(url, str) or not url:
             raise InvalidResponse(

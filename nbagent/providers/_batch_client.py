@@ -121,15 +121,21 @@ class BatchClient:
         carrying `tag`."""
         raise NotImplementedError
 
-    async def retrieve(self, batch_id: str) -> BatchStatus:
+    def batch_url(self, batch_id: str) -> str:
+        """The URL of the batch `batch_id` (its retrieve; its cancel is under it)."""
         raise NotImplementedError
+
+    async def retrieve(self, batch_id: str) -> BatchStatus:
+        doc, wish = await self.provider.read_json("GET", self.batch_url(batch_id))
+        return self.status(doc, retry_after=wish)
 
     async def recent(self, since: float) -> list[BatchStatus]:
         """The batches created since `since` (Unix seconds), newest first."""
         raise NotImplementedError
 
     async def cancel(self, batch_id: str) -> BatchStatus:
-        raise NotImplementedError
+        doc, _ = await self.provider.read_json("POST", f"{self.batch_url(batch_id)}/cancel")
+        return self.status(doc)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         """A batch's document as a `BatchStatus`."""
@@ -139,22 +145,31 @@ class BatchClient:
         """The error every item of a batch that failed as a whole (`status.failure`) gets."""
         return ServerError(status.failure or "the batch failed", provider=self.name)
 
-    async def listed(self, url: str, cursor: str, since: float) -> list[BatchStatus]:
-        """The batches of a `{data, has_more, last_id}` listing (Anthropic's and OpenAI's),
-        newest first, page by page until one older than `since` (at most 20 pages of 100)."""
+    async def listed(
+        self, url: str, cursor: str, since: float, *, size: str = "limit"
+    ) -> list[BatchStatus]:
+        """The batches of a paged listing, newest first, page by page (the `size` and `cursor`
+        parameters naming a page) until one older than `since` (at most 20 pages of 100)."""
         out: list[BatchStatus] = []
         after: str | None = None
         for _ in range(20):
-            doc, _ = await self.provider.read_json("GET", url, params={"limit": 100, cursor: after})
-            data = doc.get("data")
-            found = data if isinstance(data, list) else []
-            page = [self.status(d) for d in found if isinstance(d, dict)]
+            params = {size: 100, cursor: after}
+            doc, _ = await self.provider.read_json("GET", url, params=params)
+            page = [self.status(d) for d in self._page(doc) if isinstance(d, dict)]
             out += page
-            oldest = page[-1].created_at if page else None
-            if not page or not doc.get("has_more") or (oldest is not None and oldest < since):
+            after = self._next_page(doc, page)
+            oldest = min((s.created_at for s in page if s.created_at), default=None)
+            if not page or not after or (oldest is not None and oldest < since):
                 break
-            after = str(doc.get("last_id") or page[-1].id)
         return out
+
+    def _page(self, doc: dict[str, Any]) -> Any:
+        """The batches of one page of a listing: `data` (Anthropic's and OpenAI's)."""
+        return doc.get("data") if isinstance(doc.get("data"), list) else []
+
+    def _next_page(self, doc: dict[str, Any], page: list[BatchStatus]) -> str | None:
+        """The cursor of the next page, None after the last (`has_more`, `last_id`)."""
+        return str(doc.get("last_id") or page[-1].id) if doc.get("has_more") and page else None
 
     def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:
         """The items' results of an ended batch, as they arrive (in any order)."""

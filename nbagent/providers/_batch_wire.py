@@ -35,6 +35,7 @@ __all__ = [
     "ItemKind",
     "ItemResult",
     "Phase",
+    "counts_of",
     "rfc3339",
 ]
 
@@ -44,6 +45,14 @@ Ending = Literal["expired", "canceled"]
 """Why an ended batch left items unrun, as its provider's status word says (its table reads it)."""
 COUNT_NAMES: tuple[str, ...] = ("processing", "succeeded", "errored", "expired", "canceled")
 """The provider's counts under nbagent's names (Anthropic's own; OpenAI and Gemini mapped)."""
+
+
+def counts_of(succeeded: int, errored: int, rest: int, ending: Ending | None) -> dict[str, int]:
+    """Counts under `COUNT_NAMES` of a batch that counts what succeeded, what errored and the
+    rest: still processing, or expired or canceled as the batch's `ending` says."""
+    counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": succeeded, "errored": errored}
+    counts[ending or "processing"] = rest
+    return counts
 
 
 @dataclass(frozen=True)

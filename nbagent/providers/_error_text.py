@@ -179,7 +179,8 @@ TEXT_CODES = sorted(
 TEXT_CODE = re.compile(r"\b(" + "|".join(map(re.escape, TEXT_CODES)) + r")\b")
 
 _KEPT_PREFIXES = ("retry-after", "anthropic-ratelimit-", "x-ratelimit-")
-_KEPT_NAMES = frozenset({"x-should-retry", "request-id", "x-request-id", "apim-request-id"})
+_REQUEST_ID_HEADERS = ("request-id", "x-request-id", "apim-request-id")  # the first set counts
+_KEPT_NAMES = frozenset({"x-should-retry", *_REQUEST_ID_HEADERS})
 
 
 def redact(value: Any, secrets: Iterable[str]) -> Any:
@@ -226,7 +227,7 @@ def request_id_from(
 
 def _request_id(headers: Mapping[str, str], body: Any) -> str | None:
     h = {k.lower(): v for k, v in headers.items()}
-    for name in ("request-id", "x-request-id", "apim-request-id"):
+    for name in _REQUEST_ID_HEADERS:
         if h.get(name):
             return h[name]
     if isinstance(body, dict):
@@ -273,26 +274,24 @@ _TOKENS_PATTERNS = (
 )
 
 
-def _int(text: str) -> int | None:
-    try:
-        return int(text.replace(",", ""))
-    except ValueError:
-        return None
-
-
 def context_numbers(message: str) -> tuple[int | None, int | None]:
     """(tokens, limit) named by a context-overflow message, each None when it does not say."""
     for pattern in _PAIR_PATTERNS:
         m = pattern.search(message)
         if m:
-            return _int(m.group(1)), _int(m.group(2))
+            return _number(m), _number(m, 2)
     return _first(_TOKENS_PATTERNS, message), _first(_LIMIT_PATTERNS, message)
 
 
 def _first(patterns: tuple[re.Pattern[str], ...], message: str) -> int | None:
     """The number the first of `patterns` that matches names, or None."""
     found = (m for m in (p.search(message) for p in patterns) if m)
-    return next((_int(m.group(1)) for m in found), None)
+    return next((_number(m) for m in found), None)
+
+
+def _number(match: re.Match[str], group: int = 1) -> int:
+    """The count a pattern's group holds (digits, thousands maybe separated by commas)."""
+    return int(match.group(group).replace(",", ""))
 
 
 def is_context_overflow(message: str, codes: Iterable[str | None] = ()) -> bool:

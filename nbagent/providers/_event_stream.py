@@ -215,17 +215,15 @@ class EventStream(Events):
         try:
             # the C scanner straight away: `json.loads` adds two Python calls and two regex
             # matches per event; anything unusual (whitespace around, trailing bytes, an
-            # error) goes through `json.loads` for its exact reading and message
+            # error) goes through `json.loads` for its exact reading
             data, end = _scan(text, 0)
-            if end != len(text):
-                data = json.loads(text)
-        except StopIteration:
+        except (StopIteration, ValueError, RecursionError):
+            end = -1
+        if end != len(text):
             try:
                 data = json.loads(text)
             except (ValueError, RecursionError):
                 raise self.bad_data(event, "data is not JSON") from None
-        except (ValueError, RecursionError):
-            raise self.bad_data(event, "data is not JSON") from None
         if not isinstance(data, dict):
             raise self.bad_data(event, "data is not a JSON object")
         return data

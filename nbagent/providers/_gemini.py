@@ -254,17 +254,6 @@ class GeminiProvider(HTTPProvider):
         """
         return [("", response)]
 
-    def api_url(self, path: str) -> str:
-        """The URL of `path` under the versioned root (`/v1beta`).
-
-        Args:
-            path: The path under the root ("" for the root itself).
-
-        Returns:
-            The URL.
-        """
-        return f"{self.api_base}/{path}"
-
     def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
         """The parts of a Gemini answer, read from its chunks.
 

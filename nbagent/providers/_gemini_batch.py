@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, Ending, ItemResult, Phase, rfc3339
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of, rfc3339
 from ._http import HTTPProvider
 from ._parts import whole_number
 
@@ -79,10 +79,8 @@ class GeminiBatches(BatchClient):
 
     def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
-        self.base, self.model = (
-            provider.api_url("").rstrip("/"),
-            provider.model.removeprefix("models/"),
-        )
+        self.base = provider.api_base  # the versioned root (/v1beta)
+        self.model = provider.model.removeprefix("models/")
 
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider.encode({"request": body, "metadata": {"key": custom_id}})
@@ -90,8 +88,9 @@ class GeminiBatches(BatchClient):
     def overhead(self, count: int) -> int:
         return 256 + max(0, count - 1)
 
-    def _name(self, batch_id: str) -> str:
-        return batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
+    def batch_url(self, batch_id: str) -> str:
+        name = batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
+        return f"{self.base}/{name}"
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
         tagged = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
@@ -100,28 +99,19 @@ class GeminiBatches(BatchClient):
         doc = await self.post_items(url, items, head=head, tail=b"]}}}}", count=count, size=size)
         return self.status(doc)
 
-    async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.provider.read_json("GET", f"{self.base}/{self._name(batch_id)}")
-        return self.status(doc, retry_after=wish)
-
     async def cancel(self, batch_id: str) -> BatchStatus:
-        await self.provider.read_json("POST", f"{self.base}/{self._name(batch_id)}:cancel")
+        await self.provider.read_json("POST", f"{self.batch_url(batch_id)}:cancel")
         return await self.retrieve(batch_id)
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        out: list[BatchStatus] = []
-        token: str | None = None
-        for _ in range(20):
-            params = {"pageSize": 100, "pageToken": token}
-            doc, _ = await self.provider.read_json("GET", f"{self.base}/batches", params=params)
-            found = doc.get("operations") or doc.get("batches") or []
-            page = [self.status(d) for d in found if isinstance(d, dict)]
-            out += page
-            token = doc.get("nextPageToken") if isinstance(doc.get("nextPageToken"), str) else None
-            oldest = min((s.created_at for s in page if s.created_at), default=None)
-            if not page or not token or (oldest is not None and oldest < since):
-                break
-        return out
+        return await self.listed(f"{self.base}/batches", "pageToken", since, size="pageSize")
+
+    def _page(self, doc: dict[str, Any]) -> Any:
+        return doc.get("operations") or doc.get("batches") or []
+
+    def _next_page(self, doc: dict[str, Any], page: list[BatchStatus]) -> str | None:
+        token = doc.get("nextPageToken")
+        return token if isinstance(token, str) else None
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else doc
@@ -140,11 +130,8 @@ class GeminiBatches(BatchClient):
         ok = whole_number(stats.get("successfulRequestCount")) or 0
         bad = whole_number(stats.get("failedRequestCount")) or 0
         pending = whole_number(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
-        counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": ok, "errored": bad}
-        counts["processing"] = pending
         ending = _ENDINGS.get(wire_word) if phase == "ended" else None
-        if ending is not None:
-            counts[ending], counts["processing"] = pending, 0
+        counts = counts_of(ok, bad, pending, ending)
         tag = meta.get("displayName")
         error = doc.get("error")
         failure = None
@@ -184,7 +171,7 @@ class GeminiBatches(BatchClient):
             return
         doc = status.doc
         if not _output(doc):  # a status from a list: read the batch itself
-            url = f"{self.base}/{self._name(status.id)}"
+            url = self.batch_url(status.id)
             doc, _ = await self.provider.read_json("GET", url, max_bytes=MAX_RESULTS_BYTES)
         output = _output(doc)
         inline = output.get("inlinedResponses")

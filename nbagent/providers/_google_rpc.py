@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._retry import format_duration
-from ._server_wish import parse_proto_duration
+from ._server_wish import parse_proto_duration, wish_in_text
 
 __all__ = ["AUTH_REASONS", "GoogleDetails", "QuotaViolation", "google_details", "seconds_to_reset"]
 
@@ -32,7 +32,6 @@ AUTH_REASONS = frozenset(
     {"api_key_invalid", "api_key_expired", "api_key_service_blocked", "access_token_expired"}
 )
 _LIMIT_ZERO = re.compile(r"limit:\s*0\b")
-_RETRY_IN = re.compile(r"please retry in\s*(\d+(?:\.\d+)?)\s*s", re.I)
 _PACIFIC = "America/Los_Angeles"
 
 
@@ -141,9 +140,7 @@ def google_details(error: dict[str, Any], message: str = "") -> GoogleDetails:
                     )
                 )
     if retry is None and status == "RESOURCE_EXHAUSTED":
-        m = _RETRY_IN.search(message)  # the message says it too: "Please retry in 58.2s."
-        if m:
-            retry = float(m.group(1))
+        retry = wish_in_text(message)  # the message says it too: "Please retry in 58.2s."
     limit_zero = status == "RESOURCE_EXHAUSTED" and bool(_LIMIT_ZERO.search(message))
     codes = {status.lower()} if status else set()
     return GoogleDetails(

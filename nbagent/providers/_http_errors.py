@@ -17,26 +17,12 @@ limit behind a gateway is still `QuotaExceeded` and not retried.
 from __future__ import annotations
 
 import http
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import (
-    AuthFailed,
-    BadRequest,
-    ContentFiltered,
-    ContextOverflow,
-    InvalidResponse,
-    ModelNotFound,
-    Overloaded,
-    ProviderError,
-    QuotaExceeded,
-    RateLimited,
-    SchemaRejected,
-    ServerError,
-    StreamInterrupted,
-)
+from .. import errors
+from ..errors import ProviderError
 from ._error_text import (
     ANTHROPIC_TYPE_STATUS,
     AUTH_CODES,
@@ -65,7 +51,7 @@ from ._error_text import (
 )
 from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
 from ._parts import json_or_none, whole_number
-from ._server_wish import parse_duration, server_wish
+from ._server_wish import server_wish, wish_in_text
 
 __all__ = [
     "context_numbers",
@@ -80,12 +66,14 @@ __all__ = [
 
 # What a mid-stream error keeps of its class; everything else means "the stream broke".
 _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
-    RateLimited,
-    Overloaded,
-    ContentFiltered,
-    ContextOverflow,
+    errors.RateLimited,
+    errors.Overloaded,
+    errors.ContentFiltered,
+    errors.ContextOverflow,
 )
 
+
+_PHRASES = {s.value: s.phrase for s in http.HTTPStatus}  # "Not Found", by status
 
 # -- body parsing ---------------------------------------------------------------------------
 
@@ -134,10 +122,8 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
     etype = err.get("type")
     if isinstance(err.get("param"), str):
         p.param = err["param"]
-    numeric = whole_number(code)
-    if numeric is not None:
-        p.numeric = numeric
-    elif isinstance(code, str) and code:
+    p.numeric = whole_number(code)
+    if p.numeric is None and isinstance(code, str) and code:
         p.code = code
         p.codes.add(code.lower())
     if isinstance(etype, str) and etype:
@@ -166,12 +152,8 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
         if metadata.get("reasons") or metadata.get("flagged_input"):
             p.flagged = True
     # llama.cpp names both numbers in fields of its own
-    n_prompt = whole_number(err.get("n_prompt_tokens"))
-    n_ctx = whole_number(err.get("n_ctx"))
-    if n_prompt is not None:
-        p.tokens = n_prompt
-    if n_ctx is not None:
-        p.limit = n_ctx
+    p.tokens = whole_number(err.get("n_prompt_tokens"))
+    p.limit = whole_number(err.get("n_ctx"))
     issues = validation_issues(payload, p.message)
     if issues:  # a request the server's model refused: name the fields, whatever the status
         p.invalid, p.param, p.code = True, issues[0][0], issues[0][2] or "validation_error"
@@ -208,12 +190,9 @@ def _read_flattened(p: _Parsed) -> None:
             p.google = q.google
         if q.code and (p.code is None or p.code.endswith("_error") or p.code.isdigit()):
             p.code = q.code
-        if not p.param:
-            p.param = q.param
-        if p.tokens is None:
-            p.tokens = q.tokens
-        if p.limit is None:
-            p.limit = q.limit
+        p.param = p.param or q.param
+        p.tokens = q.tokens if p.tokens is None else p.tokens
+        p.limit = q.limit if p.limit is None else p.limit
         p.upstream_status = _status_of(q)
     found = set(TEXT_CODE.findall(p.message.lower()))
     p.codes |= found
@@ -226,28 +205,8 @@ def _status_of(p: _Parsed) -> int | None:
     """The HTTP status an error object names: its numeric code, or Anthropic's type."""
     if p.numeric is not None and 400 <= p.numeric < 600:
         return p.numeric
-    for c in sorted(p.codes):
-        if c in ANTHROPIC_TYPE_STATUS:
-            return ANTHROPIC_TYPE_STATUS[c]
-    return None
-
-
-_RETRY_TEXT = re.compile(
-    r"(?:retry|try again)\s+(?:after|in)\s+(\d+(?:\.\d+)?(?:\s*seconds?\b|(?:ms|h|m|s)"
-    r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))*\b))",
-    re.I,
-)
-
-
-def _wish_in_text(message: str) -> float | None:
-    """A wait a rate-limit message names ("Please try again in 3s.", "in 6m0s", "after 2
-    seconds"): behind a gateway, the upstream's only trace of its Retry-After when the gateway
-    drops the headers."""
-    m = _RETRY_TEXT.search(message)
-    if not m:
-        return None
-    text = re.sub(r"\s*seconds?$", "s", m.group(1).strip(), flags=re.I)
-    return parse_duration(text)
+    typed = (ANTHROPIC_TYPE_STATUS[c] for c in sorted(p.codes) if c in ANTHROPIC_TYPE_STATUS)
+    return next(typed, None)
 
 
 def _decode_body(body: bytes | str | Any) -> Any:
@@ -267,11 +226,11 @@ def _google_class(status: int | None, g: GoogleDetails) -> type[ProviderError] |
     if not g.is_google:
         return None
     if g.reasons & AUTH_REASONS:
-        return AuthFailed
+        return errors.AuthFailed
     if g.status == "RESOURCE_EXHAUSTED" and status in (None, 429):
-        return QuotaExceeded if g.final_quota else RateLimited
+        return errors.QuotaExceeded if g.final_quota else errors.RateLimited
     if g.status == "UNAVAILABLE" and status in (None, 503):
-        return Overloaded
+        return errors.Overloaded
     return None
 
 
@@ -282,34 +241,34 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
     if google is not None:
         return google
     if p.invalid:  # the request itself: sending it again gets the same answer
-        return SchemaRejected if _rejects_output_schema(p) else BadRequest
+        return errors.SchemaRejected if _rejects_output_schema(p) else errors.BadRequest
     if status == 529 or codes & OVERLOADED_CODES:
-        return Overloaded
+        return errors.Overloaded
     if codes & FILTER_CODES or (status == 403 and p.flagged):
-        return ContentFiltered
+        return errors.ContentFiltered
     if status == 402 or codes & QUOTA_CODES:
-        return QuotaExceeded
+        return errors.QuotaExceeded
     if status in (400, 403, 429) and any(m in low for m in QUOTA_MARKERS):
-        return QuotaExceeded
+        return errors.QuotaExceeded
     if status == 429 or (status is None and codes & RATE_CODES):
-        return RateLimited
+        return errors.RateLimited
     if status == 404 or codes & NOT_FOUND_CODES or any(m in low for m in NOT_FOUND_MARKERS):
-        return ModelNotFound
+        return errors.ModelNotFound
     if status in (401, 403) or (status is None and codes & AUTH_CODES):
-        return AuthFailed
+        return errors.AuthFailed
     if (status is None or 400 <= status < 500) and is_context_overflow(p.message, codes):
-        return ContextOverflow
+        return errors.ContextOverflow
     if status in (400, 422) and _rejects_output_schema(p):
-        return SchemaRejected
+        return errors.SchemaRejected
     if status is None:
-        return StreamInterrupted
+        return errors.StreamInterrupted
     if status == 413:
-        return BadRequest
+        return errors.BadRequest
     if status in (408, 409, 425) or status >= 500:
-        return ServerError
+        return errors.ServerError
     if 400 <= status < 500:
-        return BadRequest
-    return InvalidResponse
+        return errors.BadRequest
+    return errors.InvalidResponse
 
 
 def _rejects_output_schema(p: _Parsed) -> bool:
@@ -333,14 +292,14 @@ def _build(
 ) -> ProviderError:
     secrets = tuple(secrets)
     message = redact(p.message or fallback_message, secrets)
-    if cls is SchemaRejected:
+    if cls is errors.SchemaRejected:
         message = message.rstrip() + SCHEMA_HINT
     retry_after = server_wish(headers)
     if retry_after is None:
         retry_after = p.google.retry_delay
-    if retry_after is None and cls is RateLimited:
-        retry_after = _wish_in_text(p.message)
-    if cls is QuotaExceeded and p.google.final_quota:
+    if retry_after is None and cls is errors.RateLimited:
+        retry_after = wish_in_text(p.message)
+    if cls is errors.QuotaExceeded and p.google.final_quota:
         # a daily (or zero) quota: the sentence says which and when it resets; the short
         # retryDelay that came with it would only lead to a futile retry
         message = redact(p.google.quota_sentence(model or ""), secrets)
@@ -355,14 +314,10 @@ def _build(
         "headers": kept_headers(headers, secrets),
         "body": redact(p.body, secrets),
     }
-    if cls is ContextOverflow:
+    if cls is errors.ContextOverflow:
         tokens, limit = context_numbers(p.message)
-        return ContextOverflow(
-            message,
-            tokens=p.tokens if p.tokens is not None else tokens,
-            limit=p.limit if p.limit is not None else limit,
-            **kwargs,
-        )
+        kwargs["tokens"] = tokens if p.tokens is None else p.tokens
+        kwargs["limit"] = limit if p.limit is None else p.limit
     return cls(message, **kwargs)
 
 
@@ -407,15 +362,12 @@ def error_from_response(
         location = {k.lower(): v for k, v in headers.items()}.get("location", "")
         fallback = f"unexpected redirect (HTTP {status}) to {location or 'nowhere'}; check base_url"
         p.message = p.message or fallback
-        cls: type[ProviderError] = BadRequest
+        cls: type[ProviderError] = errors.BadRequest
     elif effective == 0:
-        cls = InvalidResponse
+        cls = errors.InvalidResponse
     else:
         cls = _error_class(effective, p)
-    try:
-        phrase = http.HTTPStatus(status).phrase
-    except ValueError:
-        phrase = f"HTTP {status}"
+    phrase = _PHRASES.get(status, f"HTTP {status}")
     return _build(
         cls,
         p,
@@ -462,7 +414,7 @@ def error_from_payload(
         status = p.upstream_status
     cls = _error_class(status, p)
     if not issubclass(cls, _MIDSTREAM_KEEP):
-        cls = StreamInterrupted
+        cls = errors.StreamInterrupted
     return _build(
         cls,
         p,

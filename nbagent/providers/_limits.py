@@ -26,6 +26,7 @@ from ..errors import (
     TransportError,
 )
 from ._http_errors import redact, request_id_from
+from ._parts import whole_number
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -196,9 +197,9 @@ async def read_body(
 ) -> bytes:
     """The whole body, read in bounded chunks; `InvalidResponse` past `max_body_bytes`."""
     cap = limits.max_body_bytes
-    declared = response.headers.get("content-length", "")
-    if declared.strip().isascii() and declared.strip().isdigit() and int(declared) > cap:
-        what = f"the response body ({int(declared)} bytes)"
+    declared = whole_number(response.headers.get("content-length"))
+    if declared is not None and declared > cap:
+        what = f"the response body ({declared} bytes)"
         raise _too_large(provider, response, what, cap, secrets)
     buf = bytearray()
     chunks = guarded_chunks(

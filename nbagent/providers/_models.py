@@ -233,17 +233,18 @@ def _known() -> str:
     return ", ".join(f"'{p}:'" for p in PROVIDERS)
 
 
+# how a model id without its prefix begins, by the prefix it likely lacks
+_GUESSES = {
+    "anthropic": ("claude",),
+    "openai": ("gpt-", "o1", "o3", "o4", "chatgpt"),
+    "gemini": ("gemini",),
+}
+
+
 def _guess_prefix(model: str) -> str | None:
     low = model.lower()
-    if low.startswith("claude"):
-        return "anthropic"
-    if low.startswith(("gpt-", "o1", "o3", "o4", "chatgpt")):
-        return "openai"
-    if low.startswith("gemini"):
-        return "gemini"
-    if "/" in low:
-        return "openrouter"
-    return None
+    guess = next((prefix for prefix, starts in _GUESSES.items() if low.startswith(starts)), None)
+    return guess or ("openrouter" if "/" in low else None)
 
 
 def _is_loopback(url: str) -> bool:

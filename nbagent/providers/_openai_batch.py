@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import InvalidResponse, ProviderError, RateLimited
 from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
-from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, Ending, ItemResult, Phase
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._http import HTTPProvider
 from ._limits import json_int
 
@@ -106,13 +106,8 @@ class OpenAIBatches(BatchClient):
         doc, _ = await self.provider.read_json("POST", self.url("batches"), json_body=body)
         return self.status(doc)
 
-    async def retrieve(self, batch_id: str) -> BatchStatus:
-        doc, wish = await self.provider.read_json("GET", self.url(f"batches/{batch_id}"))
-        return self.status(doc, retry_after=wish)
-
-    async def cancel(self, batch_id: str) -> BatchStatus:
-        doc, _ = await self.provider.read_json("POST", self.url(f"batches/{batch_id}/cancel"))
-        return self.status(doc)
+    def batch_url(self, batch_id: str) -> str:
+        return self.url(f"batches/{batch_id}")
 
     async def recent(self, since: float) -> list[BatchStatus]:
         return await self.listed(self.url("batches"), "after", since)
@@ -129,10 +124,9 @@ class OpenAIBatches(BatchClient):
         done = json_int(rc.get("completed")) or 0
         failed = json_int(rc.get("failed")) or 0
         rest = max(0, total - done - failed)
-        counts = {**dict.fromkeys(COUNT_NAMES, 0), "succeeded": done, "errored": failed}
         ending = _ENDINGS.get(word)
-        if phase != "ended" or ending is not None:
-            counts[ending or "processing"] = rest
+        # an ended batch with no such ending has nothing left to count
+        counts = counts_of(done, failed, rest if phase != "ended" or ending else 0, ending)
         meta = doc.get("metadata")
         tag = meta.get(TAG_KEY) if isinstance(meta, dict) else None
         created = doc.get("created_at")

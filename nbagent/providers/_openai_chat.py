@@ -317,10 +317,8 @@ class _ChatReading(Reading):
         if isinstance(args, dict):  # a few servers send the object itself
             args = json.dumps(args)
         args = args if isinstance(args, str) else ""
-        call = calls.get(index)
-        new = call is None
-        if call is None:
-            call = calls[index] = _Call(index)
+        new = index not in calls
+        call = calls.setdefault(index, _Call(index))
         if call_id and not call.id:
             call.id = call_id
         if name and not call.name:
@@ -405,11 +403,8 @@ class OpenAIProvider(OpenAIFormat):
             NotAnAnswer: The first choice is not an object.
         """
         choices = completion.get("choices")
-        chunk: dict[str, Any] = {
-            k: completion[k] for k in ("id", "model", "usage") if k in completion
-        }
-        if "prompt_filter_results" in completion:
-            chunk["prompt_filter_results"] = completion["prompt_filter_results"]
+        kept = ("id", "model", "usage", "prompt_filter_results")
+        chunk: dict[str, Any] = {k: completion[k] for k in kept if k in completion}
         chunk["choices"] = []
         if isinstance(choices, list) and choices:
             choice = choices[0]

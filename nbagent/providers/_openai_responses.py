@@ -335,10 +335,8 @@ class ResponsesProvider(OpenAIFormat):
                 item = state.items[i]
             elif i < len(listed):
                 item = listed[i]
-            elif i in state.added:
+            else:  # only its first sight (the indices come from these three)
                 item = dict(state.added[i])
-            else:  # pragma: no cover - indices come from these three
-                continue
             kind = item.get("type")
             if kind == "reasoning":
                 item = _with_reasoning_text(item, state.reasoning.get(i))

@@ -149,9 +149,18 @@ def wire_format(
 # -- the bodies --------------------------------------------------------------------------------
 
 
-def _only_tool(body: dict[str, Any], tools_key: str = "tools") -> bool:
-    tools = body.get(tools_key)
-    return isinstance(tools, list) and len(tools) == 1
+def _force_tool(body: dict[str, Any], named: Any, any_tool: Any) -> None:
+    """Force the output tool: by name when it is the only tool offered, else any tool."""
+    tools = body.get("tools")
+    body["tool_choice"] = named if isinstance(tools, list) and len(tools) == 1 else any_tool
+
+
+def _openai_spec(fmt: OutputFormat) -> dict[str, Any]:
+    """An OpenAI json_schema format's name, schema, strictness and description."""
+    spec: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
+    if fmt.description:
+        spec["description"] = fmt.description
+    return spec
 
 
 def add_anthropic_output(body: dict[str, Any], fmt: OutputFormat | None) -> None:
@@ -167,10 +176,7 @@ def add_anthropic_output(body: dict[str, Any], fmt: OutputFormat | None) -> None
         thinking = body.get("thinking")
         if isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
             return  # a forced tool call and extended thinking do not go together: auto it is
-        if _only_tool(body):
-            body["tool_choice"] = {"type": "tool", "name": fmt.name}
-        else:
-            body["tool_choice"] = {"type": "any"}
+        _force_tool(body, {"type": "tool", "name": fmt.name}, {"type": "any"})
 
 
 def add_openai_output(body: dict[str, Any], fmt: OutputFormat | None) -> None:
@@ -181,15 +187,9 @@ def add_openai_output(body: dict[str, Any], fmt: OutputFormat | None) -> None:
     if fmt.mode == "native" and fmt.form == "json_object":
         body["response_format"] = {"type": "json_object", "schema": fmt.schema}
     elif fmt.mode == "native":
-        spec: dict[str, Any] = {"name": fmt.name, "schema": fmt.schema, "strict": fmt.strict}
-        if fmt.description:
-            spec["description"] = fmt.description
-        body["response_format"] = {"type": "json_schema", "json_schema": spec}
+        body["response_format"] = {"type": "json_schema", "json_schema": _openai_spec(fmt)}
     elif fmt.mode == "tool" and "tool_choice" not in body:
-        if _only_tool(body):
-            body["tool_choice"] = {"type": "function", "function": {"name": fmt.name}}
-        else:
-            body["tool_choice"] = "required"
+        _force_tool(body, {"type": "function", "function": {"name": fmt.name}}, "required")
 
 
 def add_responses_output(body: dict[str, Any], fmt: OutputFormat | None) -> None:
@@ -197,21 +197,11 @@ def add_responses_output(body: dict[str, Any], fmt: OutputFormat | None) -> None
     if fmt is None:
         return
     if fmt.mode == "native":
-        spec: dict[str, Any] = {
-            "type": "json_schema",
-            "name": fmt.name,
-            "schema": fmt.schema,
-            "strict": fmt.strict,
-        }
-        if fmt.description:
-            spec["description"] = fmt.description
         text = body.get("text")
+        spec = {"type": "json_schema", **_openai_spec(fmt)}
         body["text"] = {**(text if isinstance(text, dict) else {}), "format": spec}
     elif fmt.mode == "tool" and "tool_choice" not in body:
-        if _only_tool(body):
-            body["tool_choice"] = {"type": "function", "name": fmt.name}
-        else:
-            body["tool_choice"] = "required"
+        _force_tool(body, {"type": "function", "name": fmt.name}, "required")
 
 
 def add_gemini_output(body: dict[str, Any], fmt: OutputFormat | None) -> None:

@@ -107,12 +107,8 @@ def _rates(provider: str, model: str, batch: bool) -> Rates | None:
 
 def _linear(rates: Rates, usage: Usage) -> float:
     fresh = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
-    return (
-        rates[0] * fresh
-        + rates[1] * usage.output_tokens
-        + rates[2] * usage.cache_read_tokens
-        + rates[3] * usage.cache_write_tokens
-    )
+    counts = (fresh, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    return sum(rate * n for rate, n in zip(rates, counts, strict=True))
 
 
 def context_window(provider: str, model: str) -> int | None:

@@ -19,26 +19,10 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import errors
 from .._core._budget import Usage
 from .._core._messages import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
-from ..errors import (
-    AuthFailed,
-    BadRequest,
-    ContentFiltered,
-    ContextOverflow,
-    EmptyResponse,
-    InvalidResponse,
-    ModelNotFound,
-    Overloaded,
-    ProviderError,
-    QuotaExceeded,
-    RateLimited,
-    ScriptExhausted,
-    ServerError,
-    StreamInterrupted,
-    TransportError,
-    set_provider_label,
-)
+from ..errors import ContextOverflow, ProviderError, ScriptExhausted, set_provider_label
 from ._base import (
     Completed,
     Dialect,
@@ -116,24 +100,24 @@ Entry = str | Reply | Partial | BaseException | Callable[[ModelRequest], Any]
 raise (a `fault(...)`), or a function of the request that returns one of those."""
 
 _FAULTS: dict[str, tuple[type[ProviderError], int | None, str]] = {
-    "429": (RateLimited, 429, "rate_limit_error"),
-    "quota": (QuotaExceeded, 429, "insufficient_quota"),
-    "529": (Overloaded, 529, "overloaded_error"),
-    "500": (ServerError, 500, "api_error"),
-    "502": (ServerError, 502, "bad_gateway"),
-    "503": (ServerError, 503, "service_unavailable"),
-    "504": (ServerError, 504, "timeout_error"),
-    "408": (ServerError, 408, "request_timeout"),
-    "401": (AuthFailed, 401, "authentication_error"),
-    "403": (AuthFailed, 403, "permission_error"),
-    "404": (ModelNotFound, 404, "not_found_error"),
-    "400": (BadRequest, 400, "invalid_request_error"),
-    "overflow": (ContextOverflow, 400, "invalid_request_error"),
-    "transport": (TransportError, None, "connect_error"),
-    "stream": (StreamInterrupted, None, "stream_interrupted"),
-    "empty": (EmptyResponse, 200, "empty"),
-    "invalid": (InvalidResponse, 200, "invalid"),
-    "filtered": (ContentFiltered, 200, "content_filter"),
+    "429": (errors.RateLimited, 429, "rate_limit_error"),
+    "quota": (errors.QuotaExceeded, 429, "insufficient_quota"),
+    "529": (errors.Overloaded, 529, "overloaded_error"),
+    "500": (errors.ServerError, 500, "api_error"),
+    "502": (errors.ServerError, 502, "bad_gateway"),
+    "503": (errors.ServerError, 503, "service_unavailable"),
+    "504": (errors.ServerError, 504, "timeout_error"),
+    "408": (errors.ServerError, 408, "request_timeout"),
+    "401": (errors.AuthFailed, 401, "authentication_error"),
+    "403": (errors.AuthFailed, 403, "permission_error"),
+    "404": (errors.ModelNotFound, 404, "not_found_error"),
+    "400": (errors.BadRequest, 400, "invalid_request_error"),
+    "overflow": (errors.ContextOverflow, 400, "invalid_request_error"),
+    "transport": (errors.TransportError, None, "connect_error"),
+    "stream": (errors.StreamInterrupted, None, "stream_interrupted"),
+    "empty": (errors.EmptyResponse, 200, "empty"),
+    "invalid": (errors.InvalidResponse, 200, "invalid"),
+    "filtered": (errors.ContentFiltered, 200, "content_filter"),
 }
 
 

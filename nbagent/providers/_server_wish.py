@@ -31,6 +31,7 @@ __all__ = [
     "rfc3339",
     "server_wish",
     "unprefixed",
+    "wish_in_text",
 ]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -79,6 +80,24 @@ def parse_duration(text: str) -> float | None:
         except ValueError:
             return None
     return total
+
+
+_RETRY_IN_TEXT = re.compile(
+    r"(?:retry|try again)\s+(?:after|in)\s+(\d+(?:\.\d+)?(?:\s*seconds?\b|(?:ms|h|m|s)"
+    r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))*\b))",
+    re.I,
+)
+
+
+def wish_in_text(message: str) -> float | None:
+    """A wait a rate-limit message names ("Please try again in 3s.", "in 6m0s", "after 2
+    seconds", Gemini's "Please retry in 58.2s."): behind a gateway, the upstream's only trace
+    of its Retry-After when the gateway drops the headers."""
+    m = _RETRY_IN_TEXT.search(message)
+    if not m:
+        return None
+    text = re.sub(r"\s*seconds?$", "s", m.group(1).strip(), flags=re.I)
+    return parse_duration(text)
 
 
 def parse_retry_after(value: str, now_wall: float | None = None) -> float | None:

@@ -38,6 +38,11 @@ class WireFormat(ProviderBase):
     _batch_class: type[Any] | None = None
     _batch_home_only = False
 
+    @property
+    def api_base(self) -> str:
+        """The API's root: `base_url`, or the versioned root a format puts under it."""
+        return self.base_url
+
     def api_url(self, path: str) -> str:
         """The URL of `path` under this provider's API root (a batch API's endpoints).
 
@@ -45,9 +50,9 @@ class WireFormat(ProviderBase):
             path: The path under the root, without a leading slash ("files", "batches").
 
         Returns:
-            `{base_url}/{path}`.
+            `{api_base}/{path}`.
         """
-        return f"{self.base_url}/{path}"
+        return f"{self.api_base}/{path}"
 
     @classmethod
     def batch_api(cls, name: str) -> type[Any] | None:
