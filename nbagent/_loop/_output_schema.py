@@ -105,14 +105,12 @@ def _wrap(schema: dict[str, Any]) -> dict[str, Any]:
     return wrapped
 
 
-def issues_of(error: Any, *, strip: str = "") -> list[OutputIssue]:
-    """A pydantic `ValidationError`'s errors as issues: `loc` joined with dots (less a leading
-    `strip` part: the wrapper's key), pydantic's message."""
+def issues_of(error: Any) -> list[OutputIssue]:
+    """A pydantic `ValidationError`'s errors as issues: `loc` joined with dots, pydantic's
+    message."""
     out: list[OutputIssue] = []
     for err in error.errors(include_url=False):
         loc = [str(p) for p in err.get("loc", ())]
-        if strip and loc[:1] == [strip]:
-            loc = loc[1:]
         message = str(err.get("msg") or "is not valid")
         if err.get("type") == "json_invalid":
             message = f"not valid JSON ({message.removeprefix('Invalid JSON: ')})"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._core._attempts import AttemptFailure, Sent
-from .._core._messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from .._core._messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ..errors import ConfigError, OutputInvalid, OutputTruncated, SchemaRejected
 from ..providers import Completed, Provider, ToolSpec
 from ..providers._base import OutputFormat
@@ -268,8 +268,15 @@ class StructuredOutput:
             raise AttemptFailure(err, text=raw, answered=sent) from None
         return Checked(value, raw)
 
-    def reask(self, error: OutputInvalid, failed: Message, index: int) -> list[Message]:
-        """The failed answer (only what the answer was) and the message asking again."""
+    def reask(
+        self, error: OutputInvalid, index: int, before: tuple[Block, ...] = ()
+    ) -> list[Message]:
+        """The failed answer (only what the answer was, after `before`: the paused part of the
+        turn it continued) and the message asking again."""
+        answer = error.answer if isinstance(error.answer, Message) else None
+        failed = answer or Message.assistant(error.raw or "(no answer)")
+        if before:
+            failed = Message("assistant", (*before, *failed.blocks))
         plan = self.plans[index]
         listed = "\n".join(f"- {e}" for e in error.errors)
         n = len(error.errors)

@@ -174,11 +174,8 @@ class Run:
             state.usage = state.usage + error.usage
         self._check_budget()
         assert self.output is not None
-        answer = error.answer if isinstance(error.answer, Message) else None
-        failed = answer or Message.assistant(error.raw or "(no answer)")
-        if paused is not None:
-            failed = Message("assistant", (*paused.blocks, *failed.blocks))
-        return self.output.reask(error, failed, self.requester.state.model_index)
+        before = paused.blocks if paused is not None else ()
+        return self.output.reask(error, self.requester.state.model_index, before)
 
     async def _tool_results(self, calls: list[ToolCall]) -> Message:
         """Run the calls; their results (and the budget's wrap-up note) as one user message."""

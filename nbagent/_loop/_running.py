@@ -12,14 +12,15 @@ knows anything of widgets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core._clock import Clock
 from .._core._messages import Message
 from .._core._pacing import Pacer
-from .._core._presenter import presenter
+from .._core._presenter import LiveView, presenter
 from ..errors import Aborted, ConfigError
 from ..events import Event, RunStarted, Stamp
 from ..providers import Provider
@@ -91,8 +92,6 @@ async def run_shown(
     agent: AgentParts, prompt: str | Message, show: bool | None, output: Any
 ) -> RunResult[Any]:
     """`agent.run`: one run, in the live view where it is shown; its Stop button cancels it."""
-    if not _showing(show):
-        return await run_once(agent, prompt, output)
     task = asyncio.current_task()
     stopped = False
 
@@ -102,19 +101,15 @@ async def run_shown(
         if task is not None:
             task.cancel()
 
-    view = presenter().open(stop)
-    detach = agent.subscribe(view)
     try:
-        return await run_once(agent, prompt, output)
+        with _watched(agent, _view(show, stop)):
+            return await run_once(agent, prompt, output)
     except asyncio.CancelledError:
         if not stopped:
             raise
         if task is not None and hasattr(task, "uncancel"):  # Python 3.11+
             task.uncancel()
         raise Aborted("the run was stopped with the Stop button") from None
-    finally:
-        detach()
-        view.close()
 
 
 def run_in_background(
@@ -122,28 +117,23 @@ def run_in_background(
 ) -> RunHandle[Any]:
     """`agent.start`: one run in a task of the running loop."""
     loop = asyncio.get_running_loop()
-    if not _showing(show):
-        return RunHandle(loop.create_task(run_once(agent, prompt, output)))
-    # The view is opened here, from the calling cell: output a task displays after the
-    # cell has finished reaches no cell. Its Stop button cancels the task.
     tasks: list[asyncio.Task[RunResult[Any]]] = []
 
     def stop() -> None:
         for t in tasks:
             t.cancel()
 
-    view = presenter().open(stop)
+    # The view is opened here, from the calling cell: output a task displays after the
+    # cell has finished reaches no cell. Its Stop button cancels the task.
+    view = _view(show, stop)
 
     async def shown() -> RunResult[Any]:
-        detach = agent.subscribe(view)
-        try:
+        with _watched(agent, view):
             return await run_once(agent, prompt, output)
-        finally:
-            detach()
-            view.close()
 
     task = loop.create_task(shown())
-    task.add_done_callback(_mark_retrieved)
+    if view is not None:
+        task.add_done_callback(_mark_retrieved)
     tasks.append(task)
     return RunHandle(task)
 
@@ -154,10 +144,6 @@ def run_synchronously(
     """`agent.run_sync`: one run on a loop of its own (a worker thread's inside a notebook)."""
     from ._blocking import run_blocking
 
-    # The view is opened from this (the cell's) thread; the run goes to a worker thread.
-    view = presenter().open() if _showing(show) else None
-    detach = agent.subscribe(view) if view is not None else None
-
     async def once() -> RunResult[Any]:
         try:
             return await run_once(agent, prompt, output)
@@ -166,12 +152,28 @@ def run_synchronously(
             # run_sync gets a new loop and a new client), or their sockets leak.
             await agent.aclose()
 
-    try:
+    # The view is opened from this (the cell's) thread; the run goes to a worker thread.
+    with _watched(agent, _view(show)):
         return run_blocking(once)
+
+
+def _view(show: bool | None, stop: Callable[[], None] | None = None) -> LiveView | None:
+    """The run's live view, opened now (None where it is not shown); `stop` is its Stop button."""
+    return presenter().open(stop) if _showing(show) else None
+
+
+@contextlib.contextmanager
+def _watched(agent: AgentParts, view: LiveView | None) -> Iterator[None]:
+    """`view` sees the agent's events until the block ends, and is closed then."""
+    if view is None:
+        yield
+        return
+    detach = agent.subscribe(view)
+    try:
+        yield
     finally:
-        if detach is not None and view is not None:
-            detach()
-            view.close()
+        detach()
+        view.close()
 
 
 async def run_once(agent: AgentParts, prompt: str | Message, output: Any = None) -> RunResult[Any]:

@@ -178,10 +178,7 @@ class Toolbox:
         t = self.tools[call.name]
         timeout = t.timeout if t.timeout is not None else self.default_timeout
         try:
-            if timeout is None:
-                value = await t(**call.input)
-            else:
-                value = await asyncio.wait_for(t(**call.input), timeout)
+            value = await asyncio.wait_for(t(**call.input), timeout)  # None: no timeout
         except asyncio.TimeoutError:
             return ToolOutcome.failed(
                 call.id,
@@ -190,13 +187,7 @@ class Toolbox:
                 "timeout",
             )
         except BaseException as exc:
-            if classify(exc, phase="tool") is Action.FAIL:
-                raise
-            return ToolOutcome.failed(
-                call.id,
-                f"Tool execution failed for `{call.name}`: {exc_text(exc)}. {ADVICE}",
-                "raised",
-            )
+            return _raised(call, exc)
         return ToolOutcome(call.id, to_parts(value))
 
     async def _run_source_batch(self, src: ToolSource, calls: list[ToolCall]) -> list[ToolOutcome]:
@@ -221,15 +212,7 @@ class Toolbox:
             if isinstance(item, ToolOutcome):
                 out.append(ToolOutcome(c.id, item.content, item.is_error, item.error))
             elif isinstance(item, BaseException):
-                if classify(item, phase="tool") is Action.FAIL:
-                    raise item
-                out.append(
-                    ToolOutcome.failed(
-                        c.id,
-                        f"Tool execution failed for `{c.name}`: {exc_text(item)}. {ADVICE}",
-                        "raised",
-                    )
-                )
+                out.append(_raised(c, item))
             else:
                 out.append(
                     ToolOutcome.failed(
@@ -311,6 +294,15 @@ class Toolbox:
 
     async def _single(self, call: ToolCall) -> list[ToolOutcome]:
         return [await self._run_function(call)]
+
+
+def _raised(call: ToolCall, exc: BaseException) -> ToolOutcome:
+    """What a tool that raised `exc` answers; a failure of the host itself is raised again."""
+    if classify(exc, phase="tool") is Action.FAIL:
+        raise exc
+    return ToolOutcome.failed(
+        call.id, f"Tool execution failed for `{call.name}`: {exc_text(exc)}. {ADVICE}", "raised"
+    )
 
 
 async def _gather_or_fail(jobs: list[Awaitable[list[ToolOutcome]]]) -> list[list[ToolOutcome]]:

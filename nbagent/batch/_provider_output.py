@@ -120,9 +120,7 @@ class BatchOutput:
     def tail(self, error: OutputInvalid) -> Tail:
         """The tail of an item reasked after `error`: the live reask's pair, replacing the one
         before (only the latest failed answer is sent)."""
-        answer = error.answer if isinstance(error.answer, Message) else None
-        failed = answer or Message.assistant(error.raw or "(no answer)")
-        return Tail(tuple(self.structured.reask(error, failed, 0)))
+        return Tail(tuple(self.structured.reask(error, 0)))
 
     # -- the state file -----------------------------------------------------------------------
 
