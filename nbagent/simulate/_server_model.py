@@ -200,9 +200,14 @@ def _stream_error(provider: str, ex: RecordedExchange, body: bytes) -> ProviderE
     return None
 
 
+def _provider_of(path: str) -> str:
+    """The provider whose wire format a recorded request's path speaks ("" for none)."""
+    found = route(path)
+    return _PROVIDER.get(found.format, "") if found else ""
+
+
 def _error_of(ex: RecordedExchange) -> ProviderError | None:
-    found = route(ex.path)
-    provider = _PROVIDER.get(found.format, "") if found else ""
+    provider = _provider_of(ex.path)
     if ex.status is None:
         return TransportError(
             f"no answer ({ex.error or 'the connection closed'})", provider=provider
@@ -236,9 +241,7 @@ def _from_recording(rec: Recording) -> tuple[list[Answer], list[float], str, str
         if limit is not None:
             limits.append(limit)
     first = rec.exchanges[0]
-    found = route(first.path)
-    provider = _PROVIDER.get(found.format, "") if found else ""
-    return answers, limits, first.model or "recorded", provider
+    return answers, limits, first.model or "recorded", _provider_of(first.path)
 
 
 def _row_error(row: Any) -> ProviderError | None:

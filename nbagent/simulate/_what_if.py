@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .._core._decision import AttemptState, Failure, decide
+from .._core._numbers import is_whole
 from .._core._retry import RetryPlan, RetryPolicy
 from .._loop._attempt_log import AttemptLog
 from ..errors import ConfigError, ProviderError, RateLimited
@@ -227,7 +228,7 @@ def what_if(
         policy = RetryPolicy()
     if not isinstance(policy, RetryPolicy):
         raise ConfigError("policy= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=6).")
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+    if not is_whole(clients) or clients < 1:
         raise ConfigError(f"clients must be a whole number of at least 1, not {clients!r}.")
     model = server_model(recording_or_attempts)
     rng = random.Random(seed) if seed is not None else policy.rng()
