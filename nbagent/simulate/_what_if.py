@@ -26,7 +26,7 @@ from ..errors import ConfigError, ProviderError, RateLimited
 from ..events import AttemptStarted, AttemptSucceeded, RunStarted
 from ..recording import Recording
 from ._backoff import TokenBucket, _labels, _log_failure
-from ._server_model import Answer, ServerModel, server_model
+from ._server_model import ServerModel, server_model
 
 __all__ = ["WhatIf", "what_if"]
 
@@ -66,7 +66,8 @@ class WhatIf:
 
 def _recorded_frame(model: ServerModel) -> pd.DataFrame:
     log = AttemptLog()
-    policy = RetryPolicy(max_attempts=max(1, _longest(model.answers)))
+    # as many attempts as the most one recorded request got
+    policy = RetryPolicy(max_attempts=max(Counter(a.request for a in model.answers).values()))
     name = model.model
     for n in range(len(model.requests)):
         mine = [a for a in model.answers if a.request == n]
@@ -87,11 +88,6 @@ def _recorded_frame(model: ServerModel) -> pd.DataFrame:
                 plan = RetryPlan(delay, delay, a.error.retry_after)
             _log_failure(log, run, end, k, policy, name, a.error, plan)
     return log.frame()
-
-
-def _longest(answers: list[Answer]) -> int:
-    """The most answers one request got (its attempts)."""
-    return max(Counter(a.request for a in answers).values(), default=1)
 
 
 def _simulate(
