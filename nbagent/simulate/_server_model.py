@@ -51,21 +51,16 @@ from ..errors import (
     StreamInterrupted,
     TransportError,
 )
-from ..mock import route
 from ..providers._http_errors import error_from_payload, error_from_response
+from ..providers._models import _READERS
 from ..providers._sse import SSEParser
 from ..recording import RecordedExchange, Recording, read_recording
+from ..recording._paths import wire_path
 from ._backoff import TokenBucket
 
 __all__ = ["Answer", "Bucket", "Request", "ServerModel", "server_model"]
 
 _TIE = 1e-6  # an attempt this close after a recorded answer meets that answer
-_PROVIDER = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "responses": "openai-responses",
-    "gemini": "gemini",
-}
 
 
 @dataclass(frozen=True)
@@ -201,9 +196,10 @@ def _stream_error(provider: str, ex: RecordedExchange, body: bytes) -> ProviderE
 
 
 def _provider_of(path: str) -> str:
-    """The provider whose wire format a recorded request's path speaks ("" for none)."""
-    found = route(path)
-    return _PROVIDER.get(found.format, "") if found else ""
+    """The provider whose wire format a recorded request's path speaks ("" for none), named
+    as the one that reads a watched SDK's answers is."""
+    found = wire_path(path)
+    return _READERS.get((found.format, found.azure), "") if found else ""
 
 
 def _error_of(ex: RecordedExchange) -> ProviderError | None:
