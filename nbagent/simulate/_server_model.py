@@ -30,7 +30,6 @@ The model, and its limits:
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
 import statistics
@@ -42,8 +41,9 @@ import pandas as pd
 
 from .. import errors
 from .._loop._rate_headers import request_limits
-from .._watch._reading import decoded
+from .._watch._reading import ReplyReader, RequestFacts, decoded
 from ..errors import (
+    InvalidResponse,
     ProviderError,
     QuotaExceeded,
     RateLimited,
@@ -51,9 +51,7 @@ from ..errors import (
     StreamInterrupted,
     TransportError,
 )
-from ..providers._http_errors import error_from_payload, error_from_response
-from ..providers._models import _READERS
-from ..providers._sse import SSEParser
+from ..providers._models import _READERS, reader_of
 from ..recording import RecordedExchange, Recording, read_recording
 from ..recording._paths import wire_path
 from ._backoff import TokenBucket
@@ -182,19 +180,6 @@ class ServerModel:
         return self._held[max(0, i)]
 
 
-def _stream_error(provider: str, ex: RecordedExchange, body: bytes) -> ProviderError | None:
-    for event in SSEParser().feed(body, final=True):
-        try:
-            doc = json.loads(event.data)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(doc, dict) and (
-            doc.get("error") or doc.get("type") in ("error", "response.failed")
-        ):
-            return error_from_payload(provider, doc, ex.headers, model=ex.model)
-    return None
-
-
 def _provider_of(path: str) -> str:
     """The provider whose wire format a recorded request's path speaks ("" for none), named
     as the one that reads a watched SDK's answers is."""
@@ -203,20 +188,25 @@ def _provider_of(path: str) -> str:
 
 
 def _error_of(ex: RecordedExchange) -> ProviderError | None:
-    provider = _provider_of(ex.path)
+    """How a recorded answer ended, read as a watched SDK's answer is (`ReplyReader`)."""
+    model = ex.model or ""
+    reader = reader_of(wire_path(ex.path), model=model, base_url="http://recorded", secrets=())
+    provider = reader.name if reader is not None else ""
     if ex.status is None:
         return TransportError(
             f"no answer ({ex.error or 'the connection closed'})", provider=provider
         )
-    body = decoded(ex.body_data, ex.headers.get("content-encoding", ""))
-    if not 200 <= ex.status < 300:
-        return error_from_response(provider, ex.status, body, ex.headers, model=ex.model)
-    failed = _stream_error(provider, ex, body)
-    if failed is not None:
-        return failed
-    if ex.error is not None or not ex.complete:
+    facts = RequestFacts(provider, model, None, ("", "", ""), "", (), reader)
+    # the body is fed decoded (a reader scans a stream's bytes as they come off the wire)
+    plain = {k: v for k, v in ex.headers.items() if k.lower() != "content-encoding"}
+    answer = ReplyReader(facts, ex.status, plain)
+    answer.feed(decoded(ex.body_data, ex.headers.get("content-encoding", "")))
+    error = answer.ending().error
+    if error is None and (ex.error is not None or not ex.complete):
         return StreamInterrupted("the answer broke off", provider=provider)
-    return None
+    if error is None or isinstance(error, ProviderError):
+        return error
+    return InvalidResponse(str(error), provider=provider)  # read, but not as an answer
 
 
 def _from_recording(rec: Recording) -> tuple[list[Answer], list[float], str, str]:
