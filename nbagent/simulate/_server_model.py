@@ -56,7 +56,7 @@ from ..recording import RecordedExchange, Recording, read_recording
 from ..recording._paths import wire_path
 from ._backoff import TokenBucket
 
-__all__ = ["Answer", "Bucket", "Request", "ServerModel", "server_model"]
+__all__ = ["Answer", "Bucket", "Request", "ServerModel", "by_request", "server_model"]
 
 _TIE = 1e-6  # an attempt this close after a recorded answer meets that answer
 
@@ -265,15 +265,20 @@ def _from_frame(df: pd.DataFrame) -> tuple[list[Answer], list[float], str, str]:
     return answers, [], model, ""
 
 
+def by_request(answers: list[Answer]) -> list[list[Answer]]:
+    """The answers of each logical request, the requests in order."""
+    groups: dict[int, list[Answer]] = {}
+    for a in answers:
+        groups.setdefault(a.request, []).append(a)
+    return list(groups.values())
+
+
 def _workload(answers: list[Answer]) -> list[Request]:
     oks = [a.duration_s for a in answers if a.error is None]
     typical = statistics.median(oks) if oks else 0.0
     requests: list[Request] = []
     end = 0.0
-    for n in range(answers[-1].request + 1):
-        mine = [a for a in answers if a.request == n]
-        if not mine:
-            continue
+    for mine in by_request(answers):
         done = [a.duration_s for a in mine if a.error is None]
         requests.append(
             Request(max(0.0, mine[0].at - end) if requests else 0.0, done[0] if done else typical)

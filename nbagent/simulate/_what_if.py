@@ -12,7 +12,6 @@ import dataclasses
 import heapq
 import os
 import random
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,7 +25,7 @@ from ..errors import ConfigError, ProviderError, RateLimited
 from ..events import AttemptStarted, AttemptSucceeded, RunStarted
 from ..recording import Recording
 from ._backoff import TokenBucket, _labels, _log_failure
-from ._server_model import ServerModel, server_model
+from ._server_model import ServerModel, by_request, server_model
 
 __all__ = ["WhatIf", "what_if"]
 
@@ -66,13 +65,11 @@ class WhatIf:
 
 def _recorded_frame(model: ServerModel) -> pd.DataFrame:
     log = AttemptLog()
+    requests = by_request(model.answers)
     # as many attempts as the most one recorded request got
-    policy = RetryPolicy(max_attempts=max(Counter(a.request for a in model.answers).values()))
+    policy = RetryPolicy(max_attempts=max(len(mine) for mine in requests))
     name = model.model
-    for n in range(len(model.requests)):
-        mine = [a for a in model.answers if a.request == n]
-        if not mine:
-            continue
+    for n, mine in enumerate(requests):
         run = f"recorded-{n + 1:03d}"
         log(RunStarted(run_id=run, time=mine[0].at, turn=1, prompt="", model=name))
         for k, a in enumerate(mine, start=1):
