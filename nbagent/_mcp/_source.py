@@ -35,6 +35,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlparse
 
+from .._core._numbers import is_positive, is_whole
 from .._loop._tools import ToolCall, ToolOutcome
 from ..errors import ConfigError
 from ..providers._base import ToolSpec
@@ -135,11 +136,11 @@ class MCPSource:
                 "(a stdio server takes its secrets through env=)"
             )
         sent = _check_headers(headers)
-        if call_timeout is not None and not call_timeout > 0:
+        if call_timeout is not None and not is_positive(call_timeout):
             raise ConfigError("MCPSource call_timeout must be a positive number of seconds or None")
-        if not start_timeout > 0:
+        if not is_positive(start_timeout):
             raise ConfigError("MCPSource start_timeout must be a positive number of seconds")
-        if not isinstance(max_restarts, int) or max_restarts < 0:
+        if not is_whole(max_restarts) or max_restarts < 0:
             raise ConfigError("MCPSource max_restarts must be a whole number >= 0")
         self.command = argv
         self.url = str(url) if url is not None else None

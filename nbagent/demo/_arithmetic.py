@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from .._core._numbers import is_number
+
 _ARITH = re.compile(r"[-(]*\d[\d\s.+\-*/()%^×÷]*")
 _HAS_OP = re.compile(r"\d[\s)]*(?:\*\*|[-+*/%^×÷])[\s(-]*\d")
 
@@ -30,9 +32,7 @@ _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 def _eval_node(node: ast.AST) -> float | int:
     if isinstance(node, ast.Expression):
         return _eval_node(node.body)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        if isinstance(node.value, bool):
-            raise ValueError("not a number")
+    if isinstance(node, ast.Constant) and is_number(node.value):  # (True is not arithmetic)
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         operand = _eval_node(node.operand)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from .._core._numbers import is_positive
 from .._core._retry import RetryPolicy
 from .._loop._agent import Agent
 from ..errors import Aborted, ConfigError, NbAgentError
@@ -308,7 +309,7 @@ def _replay_steps(
     from ..simulate import server_model
     from ._replay import recording_path, replay_provider
 
-    if not (isinstance(speed, (int, float)) and speed > 0):  # (NaN > 0 is False)
+    if not is_positive(speed):
         raise ConfigError(f"--speed must be a positive number, not {speed!r}.")
     path = recording_path(name)
     recording = read_recording(path)

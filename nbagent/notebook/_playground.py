@@ -265,7 +265,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
 
         label = policy_label(policy).replace("jitter 'full'", f"jitter {self.jitter.value!r}")
         self.envelope.show(
-            _envelope_png(policy, self.jitter.value),
+            _envelope_png(policy, self.jitter.value, label),
             f"The range each wait is drawn from, retry by retry, for {label}.",
         )
         crowd = _crowd(result)
@@ -352,12 +352,13 @@ def _png(fig: Any) -> bytes:
 
 
 @functools.lru_cache(maxsize=64)
-def _envelope_png(policy: RetryPolicy, jitter: str) -> bytes:
-    """The policy's envelope; cached, since moving the clients or server leaves it as it is."""
+def _envelope_png(policy: RetryPolicy, jitter: str, label: str) -> bytes:
+    """The policy's envelope, titled `label`; cached, since moving the clients or server leaves
+    it as it is."""
     from matplotlib.figure import Figure
 
     from ..analysis._figures import line, style_axes
-    from ..analysis._waits import draw_envelope, policy_label
+    from ..analysis._waits import draw_envelope
 
     # fixed margins: a figure that lays itself out (constrained layout) costs far more to draw
     fig = Figure(figsize=(5.6, 2.7))
@@ -375,7 +376,6 @@ def _envelope_png(policy: RetryPolicy, jitter: str) -> bytes:
         ax.plot(ns, top, color=COLORS["paced"], linestyle="-.", linewidth=1)
         handles.append(line(COLORS["paced"], "-.", "decorrelated: the highest"))
     ax.legend(handles=handles, loc="upper left", fontsize=9, frameon=False)
-    label = policy_label(policy).replace("jitter 'full'", f"jitter {jitter!r}")
     ax.set_title(label, fontsize=9, loc="left")
     return _png(fig)
 

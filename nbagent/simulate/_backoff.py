@@ -250,10 +250,6 @@ def simulate_contention(
     return log.frame()
 
 
-def _label(jitter: ContentionJitter) -> str:
-    return "none" if jitter is None else str(jitter)
-
-
 def compare_jitter(
     n_clients: int | Sequence[int] = 20,
     strategies: Iterable[ContentionJitter] = (None, "full", "equal", "decorrelated"),
@@ -311,7 +307,7 @@ def compare_jitter(
             rows.append(
                 {
                     "n_clients": n,
-                    "jitter": _label(strategy),
+                    "jitter": "none" if strategy is None else str(strategy),
                     "total_calls": len(df),
                     "failed_calls": int((df["outcome"] == "error").sum()),
                     "calls_per_client": float(per_client.mean()) if len(df) else 0.0,

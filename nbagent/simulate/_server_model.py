@@ -30,7 +30,6 @@ The model, and its limits:
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
 import statistics
@@ -42,8 +41,9 @@ import pandas as pd
 
 from .. import errors
 from .._loop._rate_headers import request_limits
-from .._watch._reading import decoded
+from .._watch._reading import ReplyReader, RequestFacts, decoded
 from ..errors import (
+    InvalidResponse,
     ProviderError,
     QuotaExceeded,
     RateLimited,
@@ -51,21 +51,14 @@ from ..errors import (
     StreamInterrupted,
     TransportError,
 )
-from ..mock import route
-from ..providers._http_errors import error_from_payload, error_from_response
-from ..providers._sse import SSEParser
+from ..providers._models import _READERS, reader_of
 from ..recording import RecordedExchange, Recording, read_recording
+from ..recording._paths import wire_path
 from ._backoff import TokenBucket
 
-__all__ = ["Answer", "Bucket", "Request", "ServerModel", "server_model"]
+__all__ = ["Answer", "Bucket", "Request", "ServerModel", "by_request", "server_model"]
 
 _TIE = 1e-6  # an attempt this close after a recorded answer meets that answer
-_PROVIDER = {
-    "anthropic": "anthropic",
-    "openai": "openai",
-    "responses": "openai-responses",
-    "gemini": "gemini",
-}
 
 
 @dataclass(frozen=True)
@@ -187,35 +180,33 @@ class ServerModel:
         return self._held[max(0, i)]
 
 
-def _stream_error(provider: str, ex: RecordedExchange, body: bytes) -> ProviderError | None:
-    for event in SSEParser().feed(body, final=True):
-        try:
-            doc = json.loads(event.data)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(doc, dict) and (
-            doc.get("error") or doc.get("type") in ("error", "response.failed")
-        ):
-            return error_from_payload(provider, doc, ex.headers, model=ex.model)
-    return None
+def _provider_of(path: str) -> str:
+    """The provider whose wire format a recorded request's path speaks ("" for none), named
+    as the one that reads a watched SDK's answers is."""
+    found = wire_path(path)
+    return _READERS.get((found.format, found.azure), "") if found else ""
 
 
 def _error_of(ex: RecordedExchange) -> ProviderError | None:
-    found = route(ex.path)
-    provider = _PROVIDER.get(found.format, "") if found else ""
+    """How a recorded answer ended, read as a watched SDK's answer is (`ReplyReader`)."""
+    model = ex.model or ""
+    reader = reader_of(wire_path(ex.path), model=model, base_url="http://recorded", secrets=())
+    provider = reader.name if reader is not None else ""
     if ex.status is None:
         return TransportError(
             f"no answer ({ex.error or 'the connection closed'})", provider=provider
         )
-    body = decoded(ex.body_data, ex.headers.get("content-encoding", ""))
-    if not 200 <= ex.status < 300:
-        return error_from_response(provider, ex.status, body, ex.headers, model=ex.model)
-    failed = _stream_error(provider, ex, body)
-    if failed is not None:
-        return failed
-    if ex.error is not None or not ex.complete:
+    facts = RequestFacts(provider, model, None, ("", "", ""), "", (), reader)
+    # the body is fed decoded (a reader scans a stream's bytes as they come off the wire)
+    plain = {k: v for k, v in ex.headers.items() if k.lower() != "content-encoding"}
+    answer = ReplyReader(facts, ex.status, plain)
+    answer.feed(decoded(ex.body_data, ex.headers.get("content-encoding", "")))
+    error = answer.ending().error
+    if error is None and (ex.error is not None or not ex.complete):
         return StreamInterrupted("the answer broke off", provider=provider)
-    return None
+    if error is None or isinstance(error, ProviderError):
+        return error
+    return InvalidResponse(str(error), provider=provider)  # read, but not as an answer
 
 
 def _from_recording(rec: Recording) -> tuple[list[Answer], list[float], str, str]:
@@ -236,9 +227,7 @@ def _from_recording(rec: Recording) -> tuple[list[Answer], list[float], str, str
         if limit is not None:
             limits.append(limit)
     first = rec.exchanges[0]
-    found = route(first.path)
-    provider = _PROVIDER.get(found.format, "") if found else ""
-    return answers, limits, first.model or "recorded", provider
+    return answers, limits, first.model or "recorded", _provider_of(first.path)
 
 
 def _row_error(row: Any) -> ProviderError | None:
@@ -276,15 +265,20 @@ def _from_frame(df: pd.DataFrame) -> tuple[list[Answer], list[float], str, str]:
     return answers, [], model, ""
 
 
+def by_request(answers: list[Answer]) -> list[list[Answer]]:
+    """The answers of each logical request, the requests in order."""
+    groups: dict[int, list[Answer]] = {}
+    for a in answers:
+        groups.setdefault(a.request, []).append(a)
+    return list(groups.values())
+
+
 def _workload(answers: list[Answer]) -> list[Request]:
     oks = [a.duration_s for a in answers if a.error is None]
     typical = statistics.median(oks) if oks else 0.0
     requests: list[Request] = []
     end = 0.0
-    for n in range(answers[-1].request + 1):
-        mine = [a for a in answers if a.request == n]
-        if not mine:
-            continue
+    for mine in by_request(answers):
         done = [a.duration_s for a in mine if a.error is None]
         requests.append(
             Request(max(0.0, mine[0].at - end) if requests else 0.0, done[0] if done else typical)

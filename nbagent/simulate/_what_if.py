@@ -12,20 +12,20 @@ import dataclasses
 import heapq
 import os
 import random
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pandas as pd
 
 from .._core._decision import AttemptState, Failure, decide
+from .._core._numbers import is_whole
 from .._core._retry import RetryPlan, RetryPolicy
 from .._loop._attempt_log import AttemptLog
 from ..errors import ConfigError, ProviderError, RateLimited
 from ..events import AttemptStarted, AttemptSucceeded, RunStarted
 from ..recording import Recording
 from ._backoff import TokenBucket, _labels, _log_failure
-from ._server_model import Answer, ServerModel, server_model
+from ._server_model import ServerModel, by_request, server_model
 
 __all__ = ["WhatIf", "what_if"]
 
@@ -65,12 +65,11 @@ class WhatIf:
 
 def _recorded_frame(model: ServerModel) -> pd.DataFrame:
     log = AttemptLog()
-    policy = RetryPolicy(max_attempts=max(1, _longest(model.answers)))
+    requests = by_request(model.answers)
+    # as many attempts as the most one recorded request got
+    policy = RetryPolicy(max_attempts=max(len(mine) for mine in requests))
     name = model.model
-    for n in range(len(model.requests)):
-        mine = [a for a in model.answers if a.request == n]
-        if not mine:
-            continue
+    for n, mine in enumerate(requests):
         run = f"recorded-{n + 1:03d}"
         log(RunStarted(run_id=run, time=mine[0].at, turn=1, prompt="", model=name))
         for k, a in enumerate(mine, start=1):
@@ -86,11 +85,6 @@ def _recorded_frame(model: ServerModel) -> pd.DataFrame:
                 plan = RetryPlan(delay, delay, a.error.retry_after)
             _log_failure(log, run, end, k, policy, name, a.error, plan)
     return log.frame()
-
-
-def _longest(answers: list[Answer]) -> int:
-    """The most answers one request got (its attempts)."""
-    return max(Counter(a.request for a in answers).values(), default=1)
 
 
 def _simulate(
@@ -227,7 +221,7 @@ def what_if(
         policy = RetryPolicy()
     if not isinstance(policy, RetryPolicy):
         raise ConfigError("policy= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=6).")
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+    if not is_whole(clients) or clients < 1:
         raise ConfigError(f"clients must be a whole number of at least 1, not {clients!r}.")
     model = server_model(recording_or_attempts)
     rng = random.Random(seed) if seed is not None else policy.rng()
