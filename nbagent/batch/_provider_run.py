@@ -44,6 +44,7 @@ from ..errors import (
     Aborted,
     NbAgentError,
     ProviderError,
+    error_class,
 )
 from ..events import Event
 from ..providers._batch_client import BatchClient
@@ -427,15 +428,11 @@ class ProviderRun:
 
 def _error_named(text: str) -> BaseException:
     """The error a record's `error` ("Kind: message") names, rebuilt for its rows."""
-    from .. import errors
-
     kind, _, message = text.partition(": ")
-    cls = getattr(errors, kind, None)
-    if isinstance(cls, type) and issubclass(cls, NbAgentError):
-        try:
+    cls = error_class(kind, NbAgentError)
+    if cls is not None:
+        with contextlib.suppress(TypeError):
             return cls(message)
-        except TypeError:
-            pass
     return NbAgentError(text)
 
 

@@ -61,6 +61,7 @@ from ._base import (
     RecordingFileError as RecordingFileError,
 )
 from ._classify import classify
+from ._classify import error_class as error_class
 from ._provider import (
     AuthFailed,
     BadRequest,

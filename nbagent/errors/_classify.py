@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Literal, TypeVar
 
-from ._base import Aborted, Action, ConfigError, HostError, OutputInvalid
+from ._base import Aborted, Action, ConfigError, HostError, NbAgentError, OutputInvalid
 from ._provider import ProviderError, QuotaExceeded
+
+E = TypeVar("E", bound=NbAgentError)
 
 
 def classify(error: BaseException, *, phase: Literal["request", "tool"] = "request") -> Action:
@@ -50,3 +52,19 @@ def classify(error: BaseException, *, phase: Literal["request", "tool"] = "reque
     if error.should_retry is False:
         return Action.FAIL
     return error._action  # each kind's own row of the table (errors/_provider.py)
+
+
+def error_class(kind: str, base: type[E]) -> type[E] | None:
+    """The class of `nbagent.errors` an error's name (an attempt log's `error_kind`) names.
+
+    Args:
+        kind: The class's name, as `type(error).__name__` gave it.
+        base: The class the answer must derive from.
+
+    Returns:
+        The named class, or None for a name that is not a subclass of `base` there.
+    """
+    from .. import errors
+
+    cls = getattr(errors, kind, None)
+    return cls if isinstance(cls, type) and issubclass(cls, base) else None

@@ -50,6 +50,7 @@ from ..errors import (
     ServerError,
     StreamInterrupted,
     TransportError,
+    error_class,
 )
 from ..providers._models import _READERS, reader_of
 from ..recording import RecordedExchange, Recording, read_recording
@@ -234,9 +235,7 @@ def _row_error(row: Any) -> ProviderError | None:
     if row.outcome == "ok":
         return None
     kind = str(row.error_kind) if isinstance(row.error_kind, str) else "ServerError"
-    cls = getattr(errors, kind, None)
-    if not (isinstance(cls, type) and issubclass(cls, ProviderError)):
-        cls = ServerError
+    cls = error_class(kind, ProviderError) or ServerError
     status = None if pd.isna(row.status_code) else int(row.status_code)
     wish = None if pd.isna(row.retry_after_s) else float(row.retry_after_s)
     message = row.message if isinstance(row.message, str) else kind
