@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, cast
 
+from ..recording._paths import wire_path
 from ._anthropic_wire import ANTHROPIC
 from ._codec import Codec, Route
 from ._conversation import Conversation, Format
@@ -34,16 +34,10 @@ def route(path: str) -> Route | None:
     Returns:
         The route, or None for a path the mock does not serve (it answers 404).
     """
-    bare, _, query = path.partition("?")
-    for codec in CODECS.values():
-        match = re.fullmatch(codec.pattern, bare)
-        if match is not None:
-            found = match.groupdict()
-            if "model" not in found:
-                return Route(codec.name, azure=bare.startswith("/openai/"))
-            streamed = found["method"] == "streamGenerateContent" and "alt=sse" in query
-            return Route(codec.name, model=found["model"], stream=streamed)
-    return None
+    found = wire_path(path)  # the one home of the paths' table, shared with the recordings
+    if found is None:
+        return None
+    return Route(cast("Format", found.format), found.model, found.stream, found.azure)
 
 
 def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conversation:
