@@ -1,12 +1,6 @@
-"""The wire formats the mock server speaks, found by path as the real APIs do, each a `Codec`.
-
-| path | format |
-|---|---|
-| `.../messages` | Anthropic Messages |
-| `.../chat/completions` (Azure's `/openai/deployments/{d}/...`, `/openai/v1/...`) | OpenAI Chat |
-| `.../responses` (also Azure's) | OpenAI Responses |
-| `/v1beta/models/{model}:streamGenerateContent` (`?alt=sse`), `:generateContent` | Gemini |
-"""
+"""The wire formats the mock server speaks, each a `Codec`, found by path as the real APIs do:
+by the recordings' one table of paths (`nbagent.recording._paths.wire_path`), which the mock's
+model endpoints and `route` read."""
 
 from __future__ import annotations
 
