@@ -5,6 +5,7 @@ and says what is wrong with a body in the format's own words (`RequestError`).""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from ._conversation import (
@@ -81,6 +82,14 @@ def _require_dict(value: Any, param: str) -> dict[str, Any]:
     return value
 
 
+def _dicts(value: Any, param: str, index: str = ".{}") -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of the list `value` (the request's `param`), each a dictionary, with its place
+    (`param` and its `index`, spelt as the format's errors spell it)."""
+    for i, raw in enumerate(_require_list(value, param)):
+        place = param + index.format(i)
+        yield place, _require_dict(raw, place)
+
+
 def _model(body: dict[str, Any]) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -115,8 +124,7 @@ def _content_text(
     if isinstance(content, str):
         return counter.add(content)
     parts: list[str] = []
-    for i, raw in enumerate(_require_list(content, param)):
-        part = _require_dict(raw, f"{param}.{i}")
+    for _, part in _dicts(content, param):
         kind = part.get("type")
         if kind == "text":
             parts.append(counter.add(str(part.get("text", ""))))
@@ -139,9 +147,7 @@ def _anthropic_blocks(content: Any, counter: _Counter, param: str) -> tuple[Bloc
     if isinstance(content, str):
         return (Text(counter.add(content)),)
     blocks: list[Block] = []
-    for i, raw in enumerate(_require_list(content, f"{param}.content")):
-        where = f"{param}.content.{i}"
-        block = _require_dict(raw, where)
+    for where, block in _dicts(content, f"{param}.content"):
         kind = block.get("type")
         if kind == "text":
             blocks.append(Text(counter.add(str(block.get("text", "")))))
@@ -173,22 +179,17 @@ def parse_anthropic(body: Any) -> Conversation:
         raise RequestError("max_tokens: Field required", "max_tokens")
     system_text = _anthropic_text(body.get("system") or "", counter, "system")
     turns: list[Turn] = []
-    messages = _require_list(body.get("messages"), "messages")
-    for i, raw in enumerate(messages):
-        message = _require_dict(raw, f"messages.{i}")
+    for where, message in _dicts(body.get("messages"), "messages"):
         role = message.get("role")
         if role not in ("user", "assistant"):
             raise RequestError(
-                f"messages.{i}.role: Input should be 'user' or 'assistant'", f"messages.{i}.role"
+                f"{where}.role: Input should be 'user' or 'assistant'", f"{where}.role"
             )
-        turns.append(
-            Turn(role, _anthropic_blocks(message.get("content", ""), counter, f"messages.{i}"))
-        )
-    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
-        tool = _require_dict(raw, f"tools.{i}")
+        turns.append(Turn(role, _anthropic_blocks(message.get("content", ""), counter, where)))
+    for where, tool in _dicts(body.get("tools") or [], "tools"):
         name = tool.get("name")
         if not isinstance(name, str):
-            raise RequestError(f"tools.{i}.name: Field required", f"tools.{i}.name")
+            raise RequestError(f"{where}.name: Field required", f"{where}.name")
         counter.offer(tool, name, tool.get("input_schema"))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
@@ -228,9 +229,7 @@ def parse_openai(body: Any) -> Conversation:
     max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
     system_parts: list[str] = []
     turns: list[Turn] = []
-    for i, raw in enumerate(_require_list(body.get("messages"), "messages")):
-        where = f"messages.[{i}]"
-        message = _require_dict(raw, where)
+    for where, message in _dicts(body.get("messages"), "messages", ".[{}]"):
         role = message.get("role")
         text = _openai_content(message.get("content"), counter, where)
         if role in ("system", "developer"):
@@ -294,13 +293,12 @@ def _check_signature(part: dict[str, Any], call: dict[str, Any], where: str) -> 
 def _parts(content: Any, counter: _Counter, where: str, role: str) -> tuple[Block, ...]:
     blocks: list[Block] = []
     signed = False
-    for i, raw in enumerate(_require_list(content.get("parts", []), f"{where}.parts")):
-        part = _require_dict(raw, f"{where}.parts[{i}]")
+    for place, part in _dicts(content.get("parts", []), f"{where}.parts", "[{}]"):
         call = part.get("functionCall")
         response = part.get("functionResponse")
         if isinstance(call, dict):
             if role == "model" and not signed:
-                _check_signature(part, call, f"{where}.parts[{i}]")
+                _check_signature(part, call, place)
                 signed = True
             name = counter.add(str(call.get("name", "")))
             args = counter.add(_dumps(call.get("args") or {}))
@@ -326,14 +324,13 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
     body = _require_dict(body, "body")
     counter = _Counter()
     turns: list[Turn] = []
-    for i, raw in enumerate(_require_list(body.get("contents"), "contents")):
-        content = _require_dict(raw, f"contents[{i}]")
+    for where, content in _dicts(body.get("contents"), "contents", "[{}]"):
         role = content.get("role", "user")
         if role not in ("user", "model"):
             raise RequestError(
-                f"Please use a valid role: user, model (got {role!r}).", f"contents[{i}].role"
+                f"Please use a valid role: user, model (got {role!r}).", f"{where}.role"
             )
-        blocks = _parts(content, counter, f"contents[{i}]", role)
+        blocks = _parts(content, counter, where, role)
         turns.append(Turn("assistant" if role == "model" else "user", blocks))
     system = ""
     instruction = body.get("systemInstruction")
@@ -393,8 +390,7 @@ def _content(content: Any, counter: _Counter, where: str) -> str:
     if isinstance(content, str) or content is None:
         return counter.add(content or "")
     texts: list[str] = []
-    for i, raw in enumerate(_require_list(content, f"{where}.content")):
-        part = _require_dict(raw, f"{where}.content[{i}]")
+    for _, part in _dicts(content, f"{where}.content", "[{}]"):
         if part.get("type") in ("input_text", "output_text", "text"):
             texts.append(counter.add(str(part.get("text", ""))))
         elif part.get("type") in ("input_image", "input_file"):
@@ -420,9 +416,7 @@ def parse_responses(body: Any) -> Conversation:
         items = [{"role": "user", "content": items}]
     turns: list[Turn] = []
     system = counter.add(str(body.get("instructions") or ""))
-    for i, raw in enumerate(_require_list(items, "input")):
-        where = f"input[{i}]"
-        item = _require_dict(raw, where)
+    for where, item in _dicts(items, "input", "[{}]"):
         kind = item.get("type", "message")
         if kind == "reasoning":
             _check_reasoning(item, where)
@@ -451,8 +445,7 @@ def parse_responses(body: Any) -> Conversation:
                 )
         else:
             counter.add(_dumps(item))
-    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
-        tool = _require_dict(raw, f"tools[{i}]")
+    for _, tool in _dicts(body.get("tools") or [], "tools", "[{}]"):
         if tool.get("type") == "function":
             counter.offer(tool, str(tool.get("name", "")), tool.get("parameters"))
         else:  # a built-in tool (web search, ...): prompt, not a function to call
