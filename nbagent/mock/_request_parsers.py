@@ -4,7 +4,6 @@ and says what is wrong with a body in the format's own words (`RequestError`).""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -53,16 +52,18 @@ class _Counter:
         return text
 
     def counted(
-        self, conversation: Conversation, output: tuple[dict[str, Any] | None, str | None]
+        self, body: dict[str, Any], output: tuple[dict[str, Any] | None, str | None], **fields: Any
     ) -> Conversation:
-        """`conversation` with its tools, its prompt's estimated size and the structured answer
-        it asks for (`output`: the schema and the forced tool); the schema is prompt tokens, as
-        providers bill it."""
+        """The `Conversation` of `fields` with its tools, its prompt's estimated size and the
+        structured answer it asks for (`output`: the schema and the forced tool; the schema is
+        prompt tokens, as providers bill it); a stream as the body's `stream` says, with its
+        usage, unless `fields` say otherwise."""
         schema, forced = output
         if schema is not None:
             self.add(_dumps(schema))
-        return dataclasses.replace(
-            conversation,
+        asked = {"stream": bool(body.get("stream", False)), "include_usage": True, **fields}
+        return Conversation(
+            **asked,
             tools=self.tools,
             prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
             output_schema=schema,
@@ -193,17 +194,16 @@ def parse_anthropic(body: Any) -> Conversation:
         counter.offer(tool, name, tool.get("input_schema"))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        anthropic_output(body),
         format="anthropic",
         model=model,
         system=system_text,
         turns=tuple(turns),
-        stream=bool(body.get("stream", False)),
-        include_usage=True,
         thinking=wants_thinking,
         max_tokens=max_tokens,
     )
-    return counter.counted(conversation, anthropic_output(body))
 
 
 # --- OpenAI Chat Completions --------------------------------------------------------------------
@@ -259,17 +259,16 @@ def parse_openai(body: Any) -> Conversation:
         counter.offer(tool, tool_name, function.get("parameters"))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        openai_output(body),
         format="openai",
         model=model,
         system="\n".join(system_parts),
         turns=tuple(turns),
-        stream=bool(body.get("stream", False)),
         include_usage=include_usage,
-        thinking=False,
         max_tokens=max_tokens,
     )
-    return counter.counted(conversation, openai_output(body))
 
 
 # --- Gemini generateContent ---------------------------------------------------------------------
@@ -354,17 +353,17 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
         )
     thinking = config.get("thinkingConfig")
     counter.tools = gemini_callable(body, counter.tools)
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        gemini_output(body),
         format="gemini",
         model=model,
         system=system,
         turns=tuple(turns),
         stream=stream,
-        include_usage=True,
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
     )
-    return counter.counted(conversation, gemini_output(body))
 
 
 # --- OpenAI Responses ---------------------------------------------------------------------------
@@ -451,14 +450,13 @@ def parse_responses(body: Any) -> Conversation:
         else:  # a built-in tool (web search, ...): prompt, not a function to call
             counter.add(_dumps(tool))
     include = body.get("include") or []
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        responses_output(body),
         format="responses",
         model=model,
         system=system,
         turns=tuple(turns),
-        stream=bool(body.get("stream", False)),
-        include_usage=True,
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
     )
-    return counter.counted(conversation, responses_output(body))
