@@ -86,7 +86,6 @@ _MESSAGE_STOP = _event("message_stop")
 
 class AnthropicCodec(Codec):
     name: Format = "anthropic"
-    pattern = r".*/messages/?"
     id_header = "request-id"
     request_prefix = "req_011"
     message_prefix = "msg_"

@@ -74,7 +74,6 @@ class Codec:
     """One wire format, as the mock server's handler uses it (a subclass per format)."""
 
     name: Format
-    pattern: str  # its model endpoint's path (a regular expression the whole path matches)
     id_header: str | None = "x-request-id"  # the header naming the request id (None: none)
     request_prefix = "req_"
     message_prefix = ""

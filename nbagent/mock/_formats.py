@@ -1,18 +1,12 @@
-"""The wire formats the mock server speaks, found by path as the real APIs do, each a `Codec`.
-
-| path | format |
-|---|---|
-| `.../messages` | Anthropic Messages |
-| `.../chat/completions` (Azure's `/openai/deployments/{d}/...`, `/openai/v1/...`) | OpenAI Chat |
-| `.../responses` (also Azure's) | OpenAI Responses |
-| `/v1beta/models/{model}:streamGenerateContent` (`?alt=sse`), `:generateContent` | Gemini |
-"""
+"""The wire formats the mock server speaks, each a `Codec`, found by path as the real APIs do:
+by the recordings' one table of paths (`nbagent.recording._paths.wire_path`), which the mock's
+model endpoints and `route` read."""
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, cast
 
+from ..recording._paths import wire_path
 from ._anthropic_wire import ANTHROPIC
 from ._codec import Codec, Route
 from ._conversation import Conversation, Format
@@ -34,16 +28,10 @@ def route(path: str) -> Route | None:
     Returns:
         The route, or None for a path the mock does not serve (it answers 404).
     """
-    bare, _, query = path.partition("?")
-    for codec in CODECS.values():
-        match = re.fullmatch(codec.pattern, bare)
-        if match is not None:
-            found = match.groupdict()
-            if "model" not in found:
-                return Route(codec.name, azure=bare.startswith("/openai/"))
-            streamed = found["method"] == "streamGenerateContent" and "alt=sse" in query
-            return Route(codec.name, model=found["model"], stream=streamed)
-    return None
+    found = wire_path(path)  # the one home of the paths' table, shared with the recordings
+    if found is None:
+        return None
+    return Route(cast("Format", found.format), found.model, found.stream, found.azure)
 
 
 def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conversation:

@@ -165,7 +165,6 @@ def per_day_quota(model: str) -> dict[str, Any]:
 
 class GeminiCodec(Codec):
     name: Format = "gemini"
-    pattern = r".*/models/(?P<model>.+):(?P<method>streamGenerateContent|generateContent)"
     id_header = None
     request_prefix = "gem_"
     default_window = 1_048_576

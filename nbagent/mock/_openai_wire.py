@@ -110,7 +110,6 @@ class OpenAIErrors(Codec):
 
 class OpenAICodec(OpenAIErrors):
     name: Format = "openai"
-    pattern = r".*/chat/completions/?"
     message_prefix = "chatcmpl-"
 
     def parse(self, body: Any, route: Any) -> Conversation:

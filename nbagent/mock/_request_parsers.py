@@ -4,7 +4,7 @@ and says what is wrong with a body in the format's own words (`RequestError`).""
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from ._conversation import (
@@ -52,16 +52,18 @@ class _Counter:
         return text
 
     def counted(
-        self, conversation: Conversation, output: tuple[dict[str, Any] | None, str | None]
+        self, body: dict[str, Any], output: tuple[dict[str, Any] | None, str | None], **fields: Any
     ) -> Conversation:
-        """`conversation` with its tools, its prompt's estimated size and the structured answer
-        it asks for (`output`: the schema and the forced tool); the schema is prompt tokens, as
-        providers bill it."""
+        """The `Conversation` of `fields` with its tools, its prompt's estimated size and the
+        structured answer it asks for (`output`: the schema and the forced tool; the schema is
+        prompt tokens, as providers bill it); a stream as the body's `stream` says, with its
+        usage, unless `fields` say otherwise."""
         schema, forced = output
         if schema is not None:
             self.add(_dumps(schema))
-        return dataclasses.replace(
-            conversation,
+        asked = {"stream": bool(body.get("stream", False)), "include_usage": True, **fields}
+        return Conversation(
+            **asked,
             tools=self.tools,
             prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
             output_schema=schema,
@@ -79,6 +81,14 @@ def _require_dict(value: Any, param: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RequestError(f"{param}: Input should be a valid dictionary", param)
     return value
+
+
+def _dicts(value: Any, param: str, index: str = ".{}") -> Iterator[tuple[str, dict[str, Any]]]:
+    """The items of the list `value` (the request's `param`), each a dictionary, with its place
+    (`param` and its `index`, spelt as the format's errors spell it)."""
+    for i, raw in enumerate(_require_list(value, param)):
+        place = param + index.format(i)
+        yield place, _require_dict(raw, place)
 
 
 def _model(body: dict[str, Any]) -> str:
@@ -115,8 +125,7 @@ def _content_text(
     if isinstance(content, str):
         return counter.add(content)
     parts: list[str] = []
-    for i, raw in enumerate(_require_list(content, param)):
-        part = _require_dict(raw, f"{param}.{i}")
+    for _, part in _dicts(content, param):
         kind = part.get("type")
         if kind == "text":
             parts.append(counter.add(str(part.get("text", ""))))
@@ -139,9 +148,7 @@ def _anthropic_blocks(content: Any, counter: _Counter, param: str) -> tuple[Bloc
     if isinstance(content, str):
         return (Text(counter.add(content)),)
     blocks: list[Block] = []
-    for i, raw in enumerate(_require_list(content, f"{param}.content")):
-        where = f"{param}.content.{i}"
-        block = _require_dict(raw, where)
+    for where, block in _dicts(content, f"{param}.content"):
         kind = block.get("type")
         if kind == "text":
             blocks.append(Text(counter.add(str(block.get("text", "")))))
@@ -173,36 +180,30 @@ def parse_anthropic(body: Any) -> Conversation:
         raise RequestError("max_tokens: Field required", "max_tokens")
     system_text = _anthropic_text(body.get("system") or "", counter, "system")
     turns: list[Turn] = []
-    messages = _require_list(body.get("messages"), "messages")
-    for i, raw in enumerate(messages):
-        message = _require_dict(raw, f"messages.{i}")
+    for where, message in _dicts(body.get("messages"), "messages"):
         role = message.get("role")
         if role not in ("user", "assistant"):
             raise RequestError(
-                f"messages.{i}.role: Input should be 'user' or 'assistant'", f"messages.{i}.role"
+                f"{where}.role: Input should be 'user' or 'assistant'", f"{where}.role"
             )
-        turns.append(
-            Turn(role, _anthropic_blocks(message.get("content", ""), counter, f"messages.{i}"))
-        )
-    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
-        tool = _require_dict(raw, f"tools.{i}")
+        turns.append(Turn(role, _anthropic_blocks(message.get("content", ""), counter, where)))
+    for where, tool in _dicts(body.get("tools") or [], "tools"):
         name = tool.get("name")
         if not isinstance(name, str):
-            raise RequestError(f"tools.{i}.name: Field required", f"tools.{i}.name")
+            raise RequestError(f"{where}.name: Field required", f"{where}.name")
         counter.offer(tool, name, tool.get("input_schema"))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        anthropic_output(body),
         format="anthropic",
         model=model,
         system=system_text,
         turns=tuple(turns),
-        stream=bool(body.get("stream", False)),
-        include_usage=True,
         thinking=wants_thinking,
         max_tokens=max_tokens,
     )
-    return counter.counted(conversation, anthropic_output(body))
 
 
 # --- OpenAI Chat Completions --------------------------------------------------------------------
@@ -228,9 +229,7 @@ def parse_openai(body: Any) -> Conversation:
     max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
     system_parts: list[str] = []
     turns: list[Turn] = []
-    for i, raw in enumerate(_require_list(body.get("messages"), "messages")):
-        where = f"messages.[{i}]"
-        message = _require_dict(raw, where)
+    for where, message in _dicts(body.get("messages"), "messages", ".[{}]"):
         role = message.get("role")
         text = _openai_content(message.get("content"), counter, where)
         if role in ("system", "developer"):
@@ -260,17 +259,16 @@ def parse_openai(body: Any) -> Conversation:
         counter.offer(tool, tool_name, function.get("parameters"))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        openai_output(body),
         format="openai",
         model=model,
         system="\n".join(system_parts),
         turns=tuple(turns),
-        stream=bool(body.get("stream", False)),
         include_usage=include_usage,
-        thinking=False,
         max_tokens=max_tokens,
     )
-    return counter.counted(conversation, openai_output(body))
 
 
 # --- Gemini generateContent ---------------------------------------------------------------------
@@ -294,13 +292,12 @@ def _check_signature(part: dict[str, Any], call: dict[str, Any], where: str) -> 
 def _parts(content: Any, counter: _Counter, where: str, role: str) -> tuple[Block, ...]:
     blocks: list[Block] = []
     signed = False
-    for i, raw in enumerate(_require_list(content.get("parts", []), f"{where}.parts")):
-        part = _require_dict(raw, f"{where}.parts[{i}]")
+    for place, part in _dicts(content.get("parts", []), f"{where}.parts", "[{}]"):
         call = part.get("functionCall")
         response = part.get("functionResponse")
         if isinstance(call, dict):
             if role == "model" and not signed:
-                _check_signature(part, call, f"{where}.parts[{i}]")
+                _check_signature(part, call, place)
                 signed = True
             name = counter.add(str(call.get("name", "")))
             args = counter.add(_dumps(call.get("args") or {}))
@@ -326,14 +323,13 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
     body = _require_dict(body, "body")
     counter = _Counter()
     turns: list[Turn] = []
-    for i, raw in enumerate(_require_list(body.get("contents"), "contents")):
-        content = _require_dict(raw, f"contents[{i}]")
+    for where, content in _dicts(body.get("contents"), "contents", "[{}]"):
         role = content.get("role", "user")
         if role not in ("user", "model"):
             raise RequestError(
-                f"Please use a valid role: user, model (got {role!r}).", f"contents[{i}].role"
+                f"Please use a valid role: user, model (got {role!r}).", f"{where}.role"
             )
-        blocks = _parts(content, counter, f"contents[{i}]", role)
+        blocks = _parts(content, counter, where, role)
         turns.append(Turn("assistant" if role == "model" else "user", blocks))
     system = ""
     instruction = body.get("systemInstruction")
@@ -357,17 +353,17 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
         )
     thinking = config.get("thinkingConfig")
     counter.tools = gemini_callable(body, counter.tools)
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        gemini_output(body),
         format="gemini",
         model=model,
         system=system,
         turns=tuple(turns),
         stream=stream,
-        include_usage=True,
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
     )
-    return counter.counted(conversation, gemini_output(body))
 
 
 # --- OpenAI Responses ---------------------------------------------------------------------------
@@ -393,8 +389,7 @@ def _content(content: Any, counter: _Counter, where: str) -> str:
     if isinstance(content, str) or content is None:
         return counter.add(content or "")
     texts: list[str] = []
-    for i, raw in enumerate(_require_list(content, f"{where}.content")):
-        part = _require_dict(raw, f"{where}.content[{i}]")
+    for _, part in _dicts(content, f"{where}.content", "[{}]"):
         if part.get("type") in ("input_text", "output_text", "text"):
             texts.append(counter.add(str(part.get("text", ""))))
         elif part.get("type") in ("input_image", "input_file"):
@@ -420,9 +415,7 @@ def parse_responses(body: Any) -> Conversation:
         items = [{"role": "user", "content": items}]
     turns: list[Turn] = []
     system = counter.add(str(body.get("instructions") or ""))
-    for i, raw in enumerate(_require_list(items, "input")):
-        where = f"input[{i}]"
-        item = _require_dict(raw, where)
+    for where, item in _dicts(items, "input", "[{}]"):
         kind = item.get("type", "message")
         if kind == "reasoning":
             _check_reasoning(item, where)
@@ -451,21 +444,19 @@ def parse_responses(body: Any) -> Conversation:
                 )
         else:
             counter.add(_dumps(item))
-    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
-        tool = _require_dict(raw, f"tools[{i}]")
+    for _, tool in _dicts(body.get("tools") or [], "tools", "[{}]"):
         if tool.get("type") == "function":
             counter.offer(tool, str(tool.get("name", "")), tool.get("parameters"))
         else:  # a built-in tool (web search, ...): prompt, not a function to call
             counter.add(_dumps(tool))
     include = body.get("include") or []
-    conversation = Conversation(
+    return counter.counted(
+        body,
+        responses_output(body),
         format="responses",
         model=model,
         system=system,
         turns=tuple(turns),
-        stream=bool(body.get("stream", False)),
-        include_usage=True,
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
     )
-    return counter.counted(conversation, responses_output(body))

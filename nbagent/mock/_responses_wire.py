@@ -98,7 +98,6 @@ def _response(
 
 class ResponsesCodec(OpenAIErrors):
     name: Format = "responses"
-    pattern = r".*/responses/?"
     message_prefix = "resp_"
 
     def parse(self, body: Any, route: Any) -> Conversation:

@@ -9,10 +9,11 @@ takes is a 404 in the wire format its headers or path suggest.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from . import _anthropic_batches, _gemini_batches, _openai_batches
 from ._call import MAX_BODY, Call, CallError, Endpoint, Hangup
+from ._conversation import Format
 from ._fault_answers import status_fault
 from ._formats import CODECS, route
 from ._model_endpoint import read_model_body, serve_model, serve_replay
@@ -32,9 +33,15 @@ def _not_found(call: Call) -> None:
     call.send_json(404, call.codec.not_found(call.path, call.request_id))
 
 
+def _speaks(fmt: Format) -> Callable[[Call], bool]:
+    """Whether a call's path is `fmt`'s model endpoint, as `route` (the recordings' one table of
+    paths) reads it."""
+    return lambda call: fmt == getattr(route(call.path), "format", None)
+
+
 MODEL_ENDPOINTS = tuple(
-    Endpoint("POST", codec.pattern, serve_model, codec.name, max_body=MAX_BODY, model=True)
-    for codec in CODECS.values()
+    Endpoint("POST", ".*", serve_model, fmt, max_body=MAX_BODY, model=True, when=_speaks(fmt))
+    for fmt in CODECS
 )
 
 
