@@ -131,7 +131,7 @@ def run(short: bool) -> Report:
         try:
             structured.check(bad_reply, 0, max_tokens=4096, sent=sent)
         except AttemptFailure as failure:
-            structured.reask(failure.error, bad_reply.message, 0)  # type: ignore[arg-type]
+            structured.reask(failure.error, 0)  # type: ignore[arg-type]
 
     for fn in (bare_ok, bare_bad, checked_ok, checked_bad):  # warm up
         fn()
