@@ -168,8 +168,9 @@ def test_the_limiter_actor_killed_mid_batch_restarts_and_workers_do_not_hammer(r
         assert after.count(429) <= 2 + correcting, f"learned: {learned}; after: {story}"
         assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING + CORRECTING
     else:
-        # the workers knew no rate to pass on: the new one learns again, a few 429s, not a storm
-        assert after.count(429) <= 2 * LEARNING, f"after the kill: {story}"
+        # the workers knew no rate to pass on: the new one learns again, a few 429s, not a storm;
+        # a rate it measured too fast (a busy machine) it corrects, as in the seeded case
+        assert after.count(429) <= 2 * LEARNING + CORRECTING, f"after the kill: {story}"
         assert per_second_peak(sent, 0.999) <= RATE + BURST + 2 * LEARNING + CORRECTING
 
 
