@@ -164,8 +164,10 @@ def test_the_limiter_actor_killed_mid_batch_restarts_and_workers_do_not_hammer(r
         # seeded by the workers with what the old one knew: it paces at once, no relearning. A
         # rate the old one measured too fast (a busy machine) it goes on correcting, as the old
         # one would have; slots that came due while a worker was busy are not sent together
+        # (on a busy machine a slot the new actor answered late can still leave with the burst
+        # after a lull: at most a learning's worth of 429s, where a storm would be dozens)
         correcting = CORRECTING if learned["rate"] > RATE else 0
-        assert after.count(429) <= 2 + correcting, f"learned: {learned}; after: {story}"
+        assert after.count(429) <= LEARNING + correcting, f"learned: {learned}; after: {story}"
         assert per_second_peak(sent, 0.999) <= RATE + BURST + LEARNING + CORRECTING
     else:
         # the workers knew no rate to pass on: the new one learns again, a few 429s, not a storm;
