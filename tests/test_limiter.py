@@ -188,6 +188,21 @@ def test_release_hands_a_cancelled_slot_back() -> None:
     assert d3 == pytest.approx(d2)
 
 
+def test_slots_handed_back_late_do_not_overfill_the_bucket() -> None:
+    # a worker that took four paced slots and, busy, handed them back a second later: the
+    # bucket filled to its capacity meanwhile, and holds no more for the slots coming back
+    lim = _paced(rate=20.0)
+    lim.capacity = lim.tokens = 2.0
+    e = lim.epoch
+    taken = [lim.reserve(0.0) for _ in range(4)]
+    assert [slot for _, slot in taken] == [True] * 4 and taken[-1][0] > 0
+    for _ in taken:
+        lim.release(1.0, e)
+    now_free = [lim.reserve(1.0)[0] for _ in range(4)]
+    assert sum(d == 0 for d in now_free) == 2  # the capacity's worth at once, then paced
+    assert now_free[2] == pytest.approx(0.05) and now_free[3] == pytest.approx(0.10)
+
+
 # --- a busy process: timers that fire late -------------------------------------------------
 
 

@@ -260,8 +260,11 @@ class RateLimiter:
             if epoch is not None and epoch != self.epoch:
                 return
             if self.interval is not None and self.tokens is not None:
+                # a slot handed back late (a busy worker's report) finds a bucket that may
+                # have filled meanwhile: it holds no more than its capacity, or a burst follows
                 self._refill(now)
-                self.tokens += 1
+                cap = self.capacity if self.capacity is not None else 1.0
+                self.tokens = min(max(cap, self.tokens), self.tokens + 1)
             elif self._probes:
                 self._probes.pop()
                 if self.tokens is not None:
