@@ -210,14 +210,7 @@ class BatchClient:
         async with p.request("GET", url, headers=headers) as r:
             rid = request_id_from(r.headers, secrets=p._secrets)
             pending = b""
-            chunks = guarded_chunks(
-                r,
-                provider=p.name,
-                limits=p.limits,
-                secrets=p._secrets,
-                request_id=rid,
-                broke_off="the results download",
-            )
+            chunks = guarded_chunks(r, p.sender, request_id=rid, broke_off="the results download")
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     *whole, pending = (pending + chunk).split(b"\n")
