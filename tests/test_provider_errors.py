@@ -30,12 +30,8 @@ from nbagent.errors import (
     classify,
 )
 from nbagent.providers import AnthropicProvider, ModelRequest, OpenAIProvider
-from nbagent.providers._http_errors import (
-    context_numbers,
-    error_from_payload,
-    error_from_response,
-    kept_headers,
-)
+from nbagent.providers._error_text import context_numbers, kept_headers
+from nbagent.providers._http_errors import error_from_payload, error_from_response
 from nbagent.providers._limits import Limits, Sender, transport_error
 
 

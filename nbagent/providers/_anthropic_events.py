@@ -24,8 +24,7 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
-from ._limits import json_int
-from ._parts import PartBuffer, decode_arguments
+from ._parts import PartBuffer, decode_arguments, json_int
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
 

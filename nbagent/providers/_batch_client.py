@@ -20,8 +20,8 @@ from .._core._messages import Message, TextBlock
 from ..errors import InvalidResponse, ProviderError, ServerError, StreamInterrupted
 from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult
+from ._error_text import redact, request_id_from
 from ._http import HTTPProvider
-from ._http_errors import redact, request_id_from
 from ._limits import guarded_chunks
 from ._parts import json_or_none
 from ._pricing import estimate_cost

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import httpx
 
 from ..errors import InvalidResponse, ProviderError, StreamInterrupted
-from ._http_errors import redact, request_id_from
+from ._error_text import redact, request_id_from
 from ._limits import Sender, guarded_chunks
 from ._sse import ServerSentEvent, SSEParser
 

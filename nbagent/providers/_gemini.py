@@ -51,8 +51,7 @@ from ._event_stream import Events
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
-from ._limits import json_int
-from ._parts import PartBuffer
+from ._parts import PartBuffer, json_int
 from ._pricing import context_window
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading

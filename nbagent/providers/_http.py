@@ -30,8 +30,9 @@ import httpx
 from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
 from ._base import ModelRequest, StreamPart
 from ._client import LoopClients, check_api_key, check_base_url, key_fingerprint
+from ._error_text import redact, request_id_from
 from ._event_stream import EventStream
-from ._http_errors import error_from_response, redact, request_id_from
+from ._http_errors import error_from_response
 from ._limits import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -51,7 +52,7 @@ from ._wire_format import WireFormat
 if TYPE_CHECKING:
     from ..recording import Recorder
 
-__all__ = ["USER_AGENT", "HTTPProvider", "check_base_url"]
+__all__ = ["USER_AGENT", "HTTPProvider"]
 
 USER_AGENT = "nbagent/0.1"
 

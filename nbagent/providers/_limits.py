@@ -26,7 +26,7 @@ from ..errors import (
     StreamInterrupted,
     TransportError,
 )
-from ._http_errors import redact, request_id_from
+from ._error_text import redact, request_id_from
 from ._parts import whole_number
 
 __all__ = [
@@ -217,8 +217,3 @@ def _too_large(sender: Sender, response: httpx.Response, what: str, cap: int) ->
         status_code=response.status_code,
         request_id=request_id_from(response.headers, secrets=sender.secrets),
     )
-
-
-def json_int(value: Any) -> int | None:
-    """A JSON integer (not a bool), or None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

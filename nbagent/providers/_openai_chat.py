@@ -34,10 +34,9 @@ from ._base import (
 from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
-from ._parts import decode_arguments
+from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import NotAnAnswer, WholeEvents

@@ -50,10 +50,9 @@ from ._base import (
     ToolCallPart,
 )
 from ._event_stream import Events
-from ._limits import json_int
 from ._openai_chat import OpenAIFormat
 from ._output_wire import add_responses_output
-from ._parts import decode_arguments
+from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import WholeEvents

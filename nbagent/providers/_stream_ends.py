@@ -17,8 +17,9 @@ from .._core._budget import Usage
 from .._core._messages import Block, Message
 from ..errors import ProviderError
 from ._base import Completed, StreamPart
+from ._error_text import kept_headers, redact
 from ._event_stream import Events
-from ._http_errors import error_from_payload, kept_headers, redact
+from ._http_errors import error_from_payload
 from ._parts import PartBuffer
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
