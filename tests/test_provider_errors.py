@@ -30,13 +30,9 @@ from nbagent.errors import (
     classify,
 )
 from nbagent.providers import AnthropicProvider, ModelRequest, OpenAIProvider
-from nbagent.providers._http_errors import (
-    context_numbers,
-    error_from_payload,
-    error_from_response,
-    kept_headers,
-)
-from nbagent.providers._limits import Limits, transport_error
+from nbagent.providers._error_text import context_numbers, kept_headers
+from nbagent.providers._http_errors import error_from_payload, error_from_response
+from nbagent.providers._limits import Limits, Sender, transport_error
 
 
 def anthropic_body(etype: str, message: str = "msg", **extra: Any) -> str:
@@ -512,9 +508,7 @@ def test_midstream_payloads(payload: dict[str, Any], cls: type[ProviderError]) -
     ],
 )
 def test_transport_errors(exc: Exception, after: bool, cls: type[Exception]) -> None:
-    err = transport_error(
-        exc, provider="openai", limits=Limits(idle_timeout=42.0), after_response=after
-    )
+    err = transport_error(exc, Sender("openai", Limits(idle_timeout=42.0)), after_response=after)
     assert type(err) is cls
     if isinstance(err, TransportError) and isinstance(exc, (httpx.ReadTimeout, TimeoutError)):
         assert "42 s" in err.message

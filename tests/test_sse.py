@@ -12,7 +12,7 @@ import pytest
 
 from nbagent.errors import InvalidResponse, StreamInterrupted, TransportError
 from nbagent.providers._event_stream import EventStream
-from nbagent.providers._limits import Limits
+from nbagent.providers._limits import Limits, Sender
 from nbagent.providers._sse import ServerSentEvent, SSEParser
 
 E = ServerSentEvent
@@ -187,7 +187,7 @@ async def collect(body: Chunks, limits: Limits) -> tuple[list[list[ServerSentEve
         request = client.build_request("POST", "http://127.0.0.1:9/v1/messages")
         response = await client.send(request, stream=True)
         try:
-            stream = EventStream(response, provider="test", limits=limits, secrets=())
+            stream = EventStream(response, Sender("test", limits))
             async for batch in stream.batches():
                 batches.append(batch)
         except (InvalidResponse, StreamInterrupted, TransportError) as exc:

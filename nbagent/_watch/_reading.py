@@ -28,9 +28,9 @@ from ..errors import (
     TransportError,
 )
 from ..providers._base import Completed
-from ..providers._error_text import request_id_from
+from ..providers._error_text import redact, request_id_from
 from ..providers._http import HTTPProvider
-from ..providers._http_errors import error_from_response, redact
+from ..providers._http_errors import error_from_response
 from ..providers._models import reader_of
 from ..providers._sse import ServerSentEvent, SSEParser
 from ..providers._whole_body import WholeBody, WholeEvents, replay, whole_body

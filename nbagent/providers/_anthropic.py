@@ -240,18 +240,16 @@ class AnthropicProvider(HTTPProvider):
         return self._read_stream(MessageReading(es), self._finish)
 
     def _finish(self, st: MessageReading) -> Completed:
-        es, blocks = st.es, st.blocks
-        stop_reason = st.stop_reason
-        input_tokens, output_tokens = st.input_tokens, st.output_tokens
-        cache_read, cache_write = st.cache_read, st.cache_write
+        es, blocks, stop_reason = st.es, st.blocks, st.stop_reason
         if stop_reason == "model_context_window_exceeded":
+            usage = st.usage()
             raise self._refusal(
                 ContextOverflow,
                 "the conversation filled the model's context window "
                 "(stop_reason: model_context_window_exceeded)",
                 es,
                 code="model_context_window_exceeded",
-                tokens=input_tokens + cache_read + cache_write + output_tokens,
+                tokens=usage.input_tokens + usage.output_tokens,
             )
         if stop_reason == "refusal":
             said = "".join("".join(b.text) for b in blocks.values() if b.kind == "text").strip()
@@ -266,15 +264,5 @@ class AnthropicProvider(HTTPProvider):
         note = ""
         if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed above)
             note = "the stream ended with message_stop but no stop_reason; read as end_turn"
-        return self._completed(
-            out_blocks,
-            stop_reason if stop_reason in _STOP_REASONS else "end_turn",
-            input_tokens=input_tokens + cache_read + cache_write,
-            output_tokens=output_tokens,
-            cache_read=cache_read,
-            cache_write=cache_write,
-            stream=es,
-            model=st.model,
-            response_id=st.response_id,
-            note=note,
-        )
+        stop = stop_reason if stop_reason in _STOP_REASONS else "end_turn"
+        return self._completed(st, out_blocks, stop, note=note)

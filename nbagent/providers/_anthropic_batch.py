@@ -24,10 +24,11 @@ from urllib.parse import urlsplit
 
 from ..errors import InvalidResponse, ServerError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase, rfc3339
+from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
-from ._limits import json_int
+from ._parts import json_int
+from ._server_wish import rfc3339
 
 __all__ = ["STATUS", "AnthropicBatches", "expired_error"]
 

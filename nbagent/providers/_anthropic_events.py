@@ -8,11 +8,13 @@ on a fast path of its own). `StreamEnds._read_stream` drives it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._core._budget import Usage
 from .._core._messages import (
     Block,
     OpaqueBlock,
@@ -22,8 +24,7 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
-from ._limits import json_int
-from ._parts import PartBuffer, decode_arguments
+from ._parts import PartBuffer, decode_arguments, json_int
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
 
@@ -78,19 +79,15 @@ class _BlockState:
 
 @dataclass
 class MessageReading(Reading):
-    """What one answer's events have said so far (`ended`: message_stop came)."""
+    """What one answer's events have said so far (`ended`: message_stop came; `reported`:
+    message_delta reported usage). Its `input_tokens` are the uncached ones, as the Messages
+    API counts them; `usage` adds the cache's reads and writes, as the other formats' totals
+    do."""
 
     blocks: dict[int, _BlockState] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)
     tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
     stop_reason: str | None = None
-    model: str | None = None
-    response_id: str | None = None
-    reported: bool = False  # message_delta reported usage
     handlers: ClassVar[dict[str, Handler]]
 
     def read(self, event: ServerSentEvent) -> None:
@@ -115,6 +112,10 @@ class MessageReading(Reading):
         handler = self.handlers.get(kind)  # content_block_stop, unknown types: none
         if handler is not None:
             handler(self, event, data)
+
+    def usage(self) -> Usage:
+        counted = self.input_tokens + self.cache_read + self.cache_write
+        return dataclasses.replace(super().usage(), input_tokens=counted)
 
     async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
         await self.es.end(

@@ -20,8 +20,8 @@ from .._core._messages import Message, TextBlock
 from ..errors import InvalidResponse, ProviderError, ServerError, StreamInterrupted
 from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult
+from ._error_text import redact, request_id_from
 from ._http import HTTPProvider
-from ._http_errors import redact, request_id_from
 from ._limits import guarded_chunks
 from ._parts import json_or_none
 from ._pricing import estimate_cost
@@ -210,14 +210,7 @@ class BatchClient:
         async with p.request("GET", url, headers=headers) as r:
             rid = request_id_from(r.headers, secrets=p._secrets)
             pending = b""
-            chunks = guarded_chunks(
-                r,
-                provider=p.name,
-                limits=p.limits,
-                secrets=p._secrets,
-                request_id=rid,
-                broke_off="the results download",
-            )
+            chunks = guarded_chunks(r, p.sender, request_id=rid, broke_off="the results download")
             async with contextlib.aclosing(chunks):
                 async for chunk in chunks:
                     *whole, pending = (pending + chunk).split(b"\n")

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ProviderError
-from ._server_wish import rfc3339
 
 __all__ = [
     "COUNT_NAMES",
@@ -36,7 +35,6 @@ __all__ = [
     "ItemResult",
     "Phase",
     "counts_of",
-    "rfc3339",
 ]
 
 Phase = Literal["running", "canceling", "ended"]

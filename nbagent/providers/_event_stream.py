@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import httpx
 
 from ..errors import InvalidResponse, ProviderError, StreamInterrupted
-from ._http_errors import redact, request_id_from
-from ._limits import Limits, guarded_chunks
+from ._error_text import redact, request_id_from
+from ._limits import Sender, guarded_chunks
 from ._sse import ServerSentEvent, SSEParser
 
 __all__ = ["EventStream", "Events"]
@@ -118,16 +118,10 @@ class _BoundedStream(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncGenerator[bytes, None]:
         s = self._s
-        cap = s.limits.max_event_bytes
+        cap = s.sender.limits.max_event_bytes
         pending = 0  # bytes of the event being received so far
         prev = b""
-        chunks = guarded_chunks(
-            s.response,
-            provider=s.provider,
-            limits=s.limits,
-            secrets=s.secrets,
-            request_id=s.request_id,
-        )
+        chunks = guarded_chunks(s.response, s.sender, request_id=s.request_id)
         async with contextlib.aclosing(chunks):
             async for chunk in chunks:
                 if not chunk:
@@ -165,19 +159,12 @@ class _BoundedStream(httpx.AsyncByteStream):
 class EventStream(Events):
     """A 2xx event-stream response: `batches()` yields its SSE events, bounded and timed."""
 
-    def __init__(
-        self,
-        response: httpx.Response,
-        *,
-        provider: str,
-        limits: Limits,
-        secrets: tuple[str, ...],
-    ) -> None:
+    def __init__(self, response: httpx.Response, sender: Sender) -> None:
         self.response = response
-        self.provider = provider
-        self.limits = limits
-        self.secrets = secrets
-        self.trusts_end_marker = limits.trust_end_marker
+        self.sender = sender
+        self.provider = sender.provider
+        self.secrets = sender.secrets
+        self.trusts_end_marker = sender.limits.trust_end_marker
 
     @property
     def headers(self) -> httpx.Headers:
@@ -194,8 +181,8 @@ class EventStream(Events):
 
     def event_too_large(self) -> InvalidResponse:
         return InvalidResponse(
-            f"one server-sent event is larger than the {self.limits.max_event_bytes}-byte cap "
-            "(max_event_bytes)",
+            f"one server-sent event is larger than the {self.sender.limits.max_event_bytes}-byte "
+            "cap (max_event_bytes)",
             provider=self.provider,
             status_code=self.response.status_code,
             request_id=self.request_id,

@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._core._budget import Usage
 from .._core._messages import Block, OpaqueBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from ..errors import (
     ContentFiltered,
@@ -50,8 +51,7 @@ from ._event_stream import Events
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
-from ._limits import json_int
-from ._parts import PartBuffer
+from ._parts import PartBuffer, json_int
 from ._pricing import context_window
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
@@ -141,10 +141,9 @@ class _State(Reading):
     turn: _Turn = field(default_factory=_Turn)
     finish: str | None = None
     finish_message: str = ""
-    usage: dict[str, Any] = field(default_factory=dict)
-    model: str | None = None
-    response_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    named: bool = False  # the response id is the server's (call ids derive from it)
+    metadata: dict[str, Any] = field(default_factory=dict)  # the latest usageMetadata
+    # what call ids derive from until the server names the response (`response_id`)
+    local_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def read(self, event: ServerSentEvent) -> None:
         """One chunk of the answer: an error, or its usage so far, its parts, its finish reason."""
@@ -155,11 +154,11 @@ class _State(Reading):
         if data.get("error"):
             raise ErrorEvent(data)
         if isinstance(data.get("usageMetadata"), dict):
-            self.usage = data["usageMetadata"]  # cumulative: the latest counts
+            self.metadata = data["usageMetadata"]  # cumulative: the latest counts
         if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
             self.model = data["modelVersion"]
-        if isinstance(data.get("responseId"), str) and not self.named:
-            self.response_id, self.named = data["responseId"], True
+        if isinstance(data.get("responseId"), str) and self.response_id is None:
+            self.response_id = data["responseId"]
         feedback = data.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason") and self.blocked:
             raise self.blocked(feedback, es)
@@ -173,10 +172,25 @@ class _State(Reading):
         parts = content.get("parts") if isinstance(content, dict) else None
         for part in parts if isinstance(parts, list) else ():
             if isinstance(part, dict):
-                self.turn.add(part, f"call_{self.response_id}_{self.turn.calls}", self.buf)
+                call_id = f"call_{self.response_id or self.local_id}_{self.turn.calls}"
+                self.turn.add(part, call_id, self.buf)
         if isinstance(candidate.get("finishReason"), str):
             self.finish = candidate["finishReason"]
             self.finish_message = str(candidate.get("finishMessage") or "")
+
+    def usage(self) -> Usage:
+        """The prompt's tokens with the tool-use prompt's; the output's with the thoughts'
+        (thinking is billed as output)."""
+
+        def count(name: str) -> int:
+            return json_int(self.metadata.get(name)) or 0
+
+        return Usage(
+            input_tokens=count("promptTokenCount") + count("toolUsePromptTokenCount"),
+            output_tokens=count("candidatesTokenCount") + count("thoughtsTokenCount"),
+            cache_read_tokens=count("cachedContentTokenCount"),
+            requests=1,
+        )
 
     async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
         if self.finish is None:
@@ -268,24 +282,10 @@ class GeminiProvider(HTTPProvider):
         return self._read_stream(_State(es, blocked=self._blocked), self._finish)
 
     def _finish(self, state: _State) -> Completed:
-        es, turn = state.es, state.turn
+        turn = state.turn
         turn.close_run()
-        stop = self._stop_reason(state.finish or "", state.finish_message, turn, es)
-        usage = state.usage
-        prompt = json_int(usage.get("promptTokenCount")) or 0
-        tool_prompt = json_int(usage.get("toolUsePromptTokenCount")) or 0
-        output = json_int(usage.get("candidatesTokenCount")) or 0
-        thoughts = json_int(usage.get("thoughtsTokenCount")) or 0
-        return self._completed(
-            turn.blocks,
-            stop,
-            input_tokens=prompt + tool_prompt,
-            output_tokens=output + thoughts,
-            cache_read=json_int(usage.get("cachedContentTokenCount")) or 0,
-            stream=es,
-            model=state.model,
-            response_id=state.response_id if state.named else None,
-        )
+        stop = self._stop_reason(state.finish or "", state.finish_message, turn, state.es)
+        return self._completed(state, turn.blocks, stop)
 
     def _stop_reason(self, finish: str, detail: str, turn: _Turn, es: Events) -> str:
         if finish in _FILTERED:

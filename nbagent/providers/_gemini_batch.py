@@ -23,9 +23,10 @@ from typing import Any
 
 from ..errors import InvalidResponse, ProviderError
 from ._batch_client import BatchClient, Items
-from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of, rfc3339
+from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._http import HTTPProvider
 from ._parts import whole_number
+from ._server_wish import rfc3339
 
 __all__ = ["STATUS", "GeminiBatches"]
 

@@ -22,7 +22,6 @@ import contextlib
 import json
 import math
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,14 +30,16 @@ import httpx
 from ..errors import ConfigError, InvalidResponse, ProviderError, ServerError
 from ._base import ModelRequest, StreamPart
 from ._client import LoopClients, check_api_key, check_base_url, key_fingerprint
+from ._error_text import redact, request_id_from
 from ._event_stream import EventStream
-from ._http_errors import error_from_response, redact, request_id_from
+from ._http_errors import error_from_response
 from ._limits import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_EVENT_BYTES,
     Limits,
+    Sender,
     read_body,
     transport_error,
 )
@@ -51,7 +52,7 @@ from ._wire_format import WireFormat
 if TYPE_CHECKING:
     from ..recording import Recorder
 
-__all__ = ["USER_AGENT", "HTTPProvider", "check_base_url"]
+__all__ = ["USER_AGENT", "HTTPProvider"]
 
 USER_AGENT = "nbagent/0.1"
 
@@ -166,6 +167,11 @@ class HTTPProvider(StreamEnds, WireFormat):
     def _secrets(self) -> tuple[str, ...]:
         return (self._api_key,) if self._api_key else ()
 
+    @property
+    def sender(self) -> Sender:
+        """What reading this provider's responses needs of it: its name, limits and secrets."""
+        return Sender(self.name, self.limits, self._secrets)
+
     def __repr__(self) -> str:
         key = "'***'" if self._api_key else "None"
         return (
@@ -270,23 +276,11 @@ class HTTPProvider(StreamEnds, WireFormat):
                         sent(client, built, self.recorder, self._secrets)
                     )
             except (httpx.HTTPError, OSError, TimeoutError) as exc:
-                err = transport_error(
-                    exc,
-                    provider=self.name,
-                    limits=limits,
-                    after_response=False,
-                    secrets=self._secrets,
-                )
-                raise err from None
+                raise transport_error(exc, self.sender, after_response=False) from None
             if not 200 <= response.status_code < 300:
-                raw = await self._body(response)
+                raw = await read_body(response, self.sender)
                 raise self.http_error(response.status_code, raw, response.headers)
             yield response
-
-    async def _body(self, response: httpx.Response, *, limits: Limits | None = None) -> bytes:
-        return await read_body(
-            response, provider=self.name, limits=limits or self.limits, secrets=self._secrets
-        )
 
     async def read_json(
         self,
@@ -322,11 +316,8 @@ class HTTPProvider(StreamEnds, WireFormat):
         if json_body is not None:
             content = self.encode(json_body)
             extra.setdefault("content-type", "application/json")
-        limits = (
-            self.limits if max_bytes is None else replace(self.limits, max_body_bytes=max_bytes)
-        )
         async with self.request(method, url, content=content, headers=extra, params=params) as r:
-            raw = await self._body(r, limits=limits)
+            raw = await read_body(r, self.sender, cap=max_bytes)
             doc = json_or_none(raw) if raw.strip() else {}
             if not isinstance(doc, dict):
                 raise self._invalid_body(r, raw, "an answer that is not a JSON object")
@@ -375,8 +366,8 @@ class HTTPProvider(StreamEnds, WireFormat):
         async with self.request("POST", url, content=content, headers=_STREAM_HEADERS) as r:
             ctype = r.headers.get("content-type", "").lower()
             if ctype and "text/event-stream" not in ctype:
-                raise self._not_a_stream(r, ctype, await self._body(r))
-            yield EventStream(r, provider=self.name, limits=self.limits, secrets=self._secrets)
+                raise self._not_a_stream(r, ctype, await read_body(r, self.sender))
+            yield EventStream(r, self.sender)
 
     def _not_a_stream(self, response: httpx.Response, ctype: str, raw: bytes) -> ProviderError:
         """A 2xx that is not an event stream: an error object inside, or an invalid response."""

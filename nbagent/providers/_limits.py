@@ -1,10 +1,11 @@
 """The limits a streaming request runs under, and what passing them turns into.
 
 `Limits` holds the connect and idle timeouts, the size caps and how a stream's end is read;
-`chunks_within` reads a response's bytes under the idle timeout, and `guarded_chunks` turns a
-failure while they are read into its typed error; `read_body` reads a whole (error) body under
-the size cap; `transport_error` names what went wrong on the connection, in one sentence, as a
-typed error.
+`Sender` is what reading a response needs of the provider that sent the request (its name, its
+limits, its secrets). `chunks_within` reads a response's bytes under the idle timeout, and
+`guarded_chunks` turns a failure while they are read into its typed error; `read_body` reads a
+whole (error) body under the size cap; `transport_error` names what went wrong on the
+connection, in one sentence, as a typed error.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..errors import (
     StreamInterrupted,
     TransportError,
 )
-from ._http_errors import redact, request_id_from
+from ._error_text import redact, request_id_from
 from ._parts import whole_number
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_EVENT_BYTES",
     "Limits",
+    "Sender",
     "chunks_within",
     "guarded_chunks",
     "read_body",
@@ -96,17 +98,25 @@ class Limits:
         )
 
 
+@dataclass(frozen=True)
+class Sender:
+    """What reading a response needs of the provider that sent the request: its name (on the
+    errors), its limits, and its secrets (kept out of every message)."""
+
+    provider: str
+    limits: Limits = Limits()
+    secrets: tuple[str, ...] = ()
+
+
 def _seconds(value: float) -> str:
     return f"{value:g} s"
 
 
 def transport_error(
     exc: BaseException,
+    sender: Sender,
     *,
-    provider: str,
-    limits: Limits,
     after_response: bool,
-    secrets: tuple[str, ...] = (),
     request_id: str | None = None,
 ) -> NbAgentError:
     """A typed error for an httpx / socket failure.
@@ -114,7 +124,8 @@ def transport_error(
     Before the response: `TransportError`. After the 200 (mid-stream): `StreamInterrupted`,
     except an idle stream, which is a `TransportError` naming the idle seconds.
     """
-    detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
+    provider, limits = sender.provider, sender.limits
+    detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), sender.secrets)
     if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
         return ConfigError(f"the request URL cannot be used ({detail}); check base_url.")
     if isinstance(exc, httpx.DecodingError):
@@ -156,11 +167,9 @@ async def chunks_within(
 
 async def guarded_chunks(
     response: httpx.Response,
+    sender: Sender,
     *,
-    provider: str,
-    limits: Limits,
     after_response: bool = True,
-    secrets: tuple[str, ...] = (),
     request_id: str | None = None,
     broke_off: str = "",
 ) -> AsyncGenerator[bytes, None]:
@@ -169,61 +178,42 @@ async def guarded_chunks(
     or, for an idle stream, `TransportError`). `broke_off` names what was being read for a
     `StreamInterrupted` of its own ("the results download" broke off (...))."""
     try:
-        async with contextlib.aclosing(chunks_within(response, limits.idle_timeout)) as chunks:
+        idle = sender.limits.idle_timeout
+        async with contextlib.aclosing(chunks_within(response, idle)) as chunks:
             async for chunk in chunks:
                 yield chunk
     except (httpx.HTTPError, OSError, TimeoutError) as exc:
-        err = transport_error(
-            exc,
-            provider=provider,
-            limits=limits,
-            after_response=after_response,
-            secrets=secrets,
-            request_id=request_id,
-        )
+        err = transport_error(exc, sender, after_response=after_response, request_id=request_id)
         if broke_off and isinstance(err, StreamInterrupted):
             err = StreamInterrupted(
-                f"{broke_off} broke off ({err.message})", provider=provider, request_id=request_id
+                f"{broke_off} broke off ({err.message})",
+                provider=sender.provider,
+                request_id=request_id,
             )
         raise err from None
 
 
-async def read_body(
-    response: httpx.Response,
-    *,
-    provider: str,
-    limits: Limits,
-    secrets: tuple[str, ...] = (),
-) -> bytes:
-    """The whole body, read in bounded chunks; `InvalidResponse` past `max_body_bytes`."""
-    cap = limits.max_body_bytes
+async def read_body(response: httpx.Response, sender: Sender, *, cap: int | None = None) -> bytes:
+    """The whole body, read in bounded chunks; `InvalidResponse` past `cap` (None: the
+    sender's `max_body_bytes`)."""
+    cap = sender.limits.max_body_bytes if cap is None else cap
     declared = whole_number(response.headers.get("content-length"))
     if declared is not None and declared > cap:
-        what = f"the response body ({declared} bytes)"
-        raise _too_large(provider, response, what, cap, secrets)
+        raise _too_large(sender, response, f"the response body ({declared} bytes)", cap)
     buf = bytearray()
-    chunks = guarded_chunks(
-        response, provider=provider, limits=limits, after_response=False, secrets=secrets
-    )
+    chunks = guarded_chunks(response, sender, after_response=False)
     async with contextlib.aclosing(chunks):
         async for chunk in chunks:
             buf += chunk
             if len(buf) > cap:
-                raise _too_large(provider, response, "the response body", cap, secrets)
+                raise _too_large(sender, response, "the response body", cap)
     return bytes(buf)
 
 
-def _too_large(
-    provider: str, response: httpx.Response, what: str, cap: int, secrets: tuple[str, ...]
-) -> InvalidResponse:
+def _too_large(sender: Sender, response: httpx.Response, what: str, cap: int) -> InvalidResponse:
     return InvalidResponse(
         f"{what} is larger than the {cap}-byte cap (max_body_bytes)",
-        provider=provider,
+        provider=sender.provider,
         status_code=response.status_code,
-        request_id=request_id_from(response.headers, secrets=secrets),
+        request_id=request_id_from(response.headers, secrets=sender.secrets),
     )
-
-
-def json_int(value: Any) -> int | None:
-    """A JSON integer (not a bool), or None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

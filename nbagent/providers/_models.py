@@ -19,8 +19,9 @@ from ..recording._paths import WirePath
 from ._anthropic import AnthropicProvider
 from ._azure import AzureChatProvider, AzureResponsesProvider
 from ._base import Provider
+from ._client import check_base_url
 from ._gemini import GeminiProvider
-from ._http import HTTPProvider, check_base_url
+from ._http import HTTPProvider
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 from ._pricing import FREE, set_price_id
@@ -77,63 +78,57 @@ def register_prefix(prefix: str, factory: Callable[..., Provider]) -> None:
 
 @dataclass(frozen=True)
 class ProviderInfo:
-    prefix: str
+    """One provider of the registry, under its prefix in `PROVIDERS`."""
+
     label: str
     wire: type[HTTPProvider]
-    base_url: str
     key_env: str | None  # None: no key needed
     base_url_env: str | None = None
     example: str = ""
+    base_url: str | None = None  # None: the wire format's own (`default_base_url`)
     alt_key_env: str | None = None  # read when key_env is not set
     version_env: str | None = None  # Azure's api-version
     price_id: str | None = None  # genai-prices' provider id; None: let it find the model
 
 
+# Azure's endpoint is the resource's own: AZURE_OPENAI_ENDPOINT or base_url (its wire has none)
 PROVIDERS: dict[str, ProviderInfo] = {
     "anthropic": ProviderInfo(
-        "anthropic",
         "Anthropic",
         AnthropicProvider,
-        "https://api.anthropic.com",
         "ANTHROPIC_API_KEY",
         "ANTHROPIC_BASE_URL",
         "anthropic:claude-sonnet-4-0",
         price_id="anthropic",
     ),
     "openai": ProviderInfo(
-        "openai",
         "OpenAI",
         OpenAIProvider,
-        "https://api.openai.com/v1",
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "openai:gpt-4o",
         price_id="openai",
     ),
     "openrouter": ProviderInfo(
-        "openrouter",
         "OpenRouter",
         OpenAIProvider,
-        "https://openrouter.ai/api/v1",
         "OPENROUTER_API_KEY",
         None,
         "openrouter:anthropic/claude-sonnet-4",
+        base_url="https://openrouter.ai/api/v1",
         price_id="openrouter",
     ),
     "ollama": ProviderInfo(
-        "ollama",
         "Ollama",
         OpenAIProvider,
-        "http://localhost:11434/v1",
         None,
         None,
         "ollama:llama3.2",
+        base_url="http://localhost:11434/v1",
     ),
     "gemini": ProviderInfo(
-        "gemini",
         "Gemini",
         GeminiProvider,
-        "https://generativelanguage.googleapis.com",
         "GEMINI_API_KEY",
         "GEMINI_BASE_URL",
         "gemini:gemini-2.5-flash",
@@ -141,20 +136,16 @@ PROVIDERS: dict[str, ProviderInfo] = {
         price_id="google",
     ),
     "openai-responses": ProviderInfo(
-        "openai-responses",
         "OpenAI",
         ResponsesProvider,
-        "https://api.openai.com/v1",
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "openai-responses:o4-mini",
         price_id="openai",
     ),
     "azure": ProviderInfo(
-        "azure",
         "Azure OpenAI",
         AzureChatProvider,
-        "",  # the resource's own endpoint: AZURE_OPENAI_ENDPOINT or base_url
         "AZURE_OPENAI_API_KEY",
         "AZURE_OPENAI_ENDPOINT",
         "azure:my-gpt-4o-deployment",
@@ -162,10 +153,8 @@ PROVIDERS: dict[str, ProviderInfo] = {
         version_env="AZURE_OPENAI_API_VERSION",
     ),
     "azure-responses": ProviderInfo(
-        "azure-responses",
         "Azure OpenAI",
         AzureResponsesProvider,
-        "",
         "AZURE_OPENAI_API_KEY",
         "AZURE_OPENAI_ENDPOINT",
         "azure-responses:my-o4-mini-deployment",
@@ -174,9 +163,9 @@ PROVIDERS: dict[str, ProviderInfo] = {
     ),
 }
 
-for _info in PROVIDERS.values():
-    set_provider_label(_info.prefix, _info.label)
-    set_price_id(_info.prefix, _info.price_id)
+for _prefix, _info in PROVIDERS.items():
+    set_provider_label(_prefix, _info.label)
+    set_price_id(_prefix, _info.price_id)
 set_price_id("ollama", FREE)  # a model on this machine costs nothing per token
 
 # The row whose provider reads a request of each wire format (by its path, `wire_path`), at
@@ -308,10 +297,11 @@ def resolve_model(
         raise ConfigError(
             f"model string {spec!r} has no provider prefix: write it as '<provider>:<model>'{hint}."
         )
-    prefixed = _PREFIXED.get(prefix.strip().lower())
+    wanted = prefix.strip().lower()
+    prefixed = _PREFIXED.get(wanted)
     if prefixed is not None:
         return prefixed(model.strip(), api_key=api_key, base_url=base_url, **kw)
-    info = PROVIDERS.get(prefix.strip().lower())
+    info = PROVIDERS.get(wanted)
     if info is None:
         raise ConfigError(
             f"unknown provider {prefix!r} in model string {spec!r}: use one of {_known()} "
@@ -324,7 +314,7 @@ def resolve_model(
     if url is None and info.base_url_env and os.environ.get(info.base_url_env, "").strip():
         url = check_base_url(os.environ[info.base_url_env], what=info.base_url_env)
     if url is None:
-        url = info.base_url
+        url = info.wire.default_base_url if info.base_url is None else info.base_url
     if not url:
         raise ConfigError(
             f"no endpoint for {info.label}: set the {info.base_url_env} environment variable "
@@ -349,5 +339,5 @@ def resolve_model(
         raise ConfigError(
             f"api_version is an option of Azure OpenAI only, not of {info.label}: leave it out."
         )
-    kw.setdefault("name", "azure" if info.prefix.startswith("azure") else info.prefix)
+    kw.setdefault("name", "azure" if wanted.startswith("azure") else wanted)
     return info.wire(model, api_key=key, base_url=url, **kw)

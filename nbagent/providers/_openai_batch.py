@@ -32,7 +32,7 @@ from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._http import HTTPProvider
-from ._limits import json_int
+from ._parts import json_int
 
 __all__ = ["STATUS", "TAG_KEY", "AzureBatches", "OpenAIBatches"]
 

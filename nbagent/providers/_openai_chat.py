@@ -34,10 +34,9 @@ from ._base import (
 from ._client import at_openai
 from ._event_stream import Events
 from ._http import HTTPProvider
-from ._limits import json_int
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
-from ._parts import decode_arguments
+from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import NotAnAnswer, WholeEvents
@@ -215,12 +214,6 @@ class _ChatReading(Reading):
     thinking: list[str] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
-    model: str | None = None
-    response_id: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read: int = 0
-    reported: bool = False  # a usage report (token counts) came
     flagged: set[str] = field(default_factory=set)  # content-filter categories that filtered
     finish: str | None = None
 
@@ -477,14 +470,4 @@ class OpenAIProvider(OpenAIFormat):
         stop_reason = _FINISH.get(finish, "end_turn")
         if calls and stop_reason == "end_turn":
             stop_reason = "tool_use"  # some servers say "stop" after tool calls
-        return self._completed(
-            blocks,
-            stop_reason,
-            input_tokens=st.input_tokens,
-            output_tokens=st.output_tokens,
-            cache_read=st.cache_read,
-            stream=es,
-            model=st.model,
-            response_id=st.response_id,
-            note=note,
-        )
+        return self._completed(st, blocks, stop_reason, note=note)

@@ -29,6 +29,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .._core._budget import Usage
 from .._core._messages import (
     Block,
     ImageBlock,
@@ -49,10 +50,9 @@ from ._base import (
     ToolCallPart,
 )
 from ._event_stream import Events
-from ._limits import json_int
 from ._openai_chat import OpenAIFormat
 from ._output_wire import add_responses_output
-from ._parts import decode_arguments
+from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import WholeEvents
@@ -236,6 +236,22 @@ class _State(Reading):
         self.ended = True
         response = data.get("response")
         self.response = response if isinstance(response, dict) else {}
+        model, response_id = self.response.get("model"), self.response.get("id")
+        self.model = model if isinstance(model, str) and model else None
+        self.response_id = response_id if isinstance(response_id, str) else None
+
+    def usage(self) -> Usage:
+        """The tokens the response's `usage` counts (its cached input among its input)."""
+        usage = self.response.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        cached = usage.get("input_tokens_details")
+        cached = cached if isinstance(cached, dict) else {}
+        return Usage(
+            input_tokens=json_int(usage.get("input_tokens")) or 0,
+            output_tokens=json_int(usage.get("output_tokens")) or 0,
+            cache_read_tokens=json_int(cached.get("cached_tokens")) or 0,
+            requests=1,
+        )
 
     handlers: ClassVar[dict[str, Callable[[_State, dict[str, Any], int | None], None]]] = {
         "response.output_item.added": item_added,
@@ -392,18 +408,4 @@ class ResponsesProvider(OpenAIFormat):
         stop = "tool_use" if calls else "end_turn"
         if state.ending == "response.incomplete" and reason == "max_output_tokens":
             stop = "max_tokens"
-        usage = response.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        cached = usage.get("input_tokens_details")
-        cached = cached if isinstance(cached, dict) else {}
-        model = response.get("model")
-        return self._completed(
-            blocks,
-            stop,
-            input_tokens=json_int(usage.get("input_tokens")) or 0,
-            output_tokens=json_int(usage.get("output_tokens")) or 0,
-            cache_read=json_int(cached.get("cached_tokens")) or 0,
-            stream=es,
-            model=model if isinstance(model, str) and model else None,
-            response_id=response.get("id") if isinstance(response.get("id"), str) else None,
-        )
+        return self._completed(state, blocks, stop)

@@ -43,7 +43,6 @@ from ._output_schemas import anthropic_schema, gemini_schema, openai_strict_sche
 
 __all__ = [
     "OLD_GEMINI",
-    "Dialect",
     "Mode",
     "add_anthropic_output",
     "add_gemini_output",

@@ -17,8 +17,9 @@ from .._core._budget import Usage
 from .._core._messages import Block, Message
 from ..errors import ProviderError
 from ._base import Completed, StreamPart
+from ._error_text import kept_headers, redact
 from ._event_stream import Events
-from ._http_errors import error_from_payload, kept_headers, redact
+from ._http_errors import error_from_payload
 from ._parts import PartBuffer
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
@@ -40,14 +41,33 @@ class ErrorEvent(Exception):
 @dataclass
 class Reading:
     """What one answer's events have said so far, format by format: `read` takes each event,
-    `ended` says the end marker came (nothing after it is read), `end` checks the end."""
+    `ended` says the end marker came (nothing after it is read), `end` checks the end. The
+    model and the reply's id the answer named, and its token counts (`usage`), are what its
+    `Completed` carries (`StreamEnds._completed`)."""
 
     es: Events
     buf: PartBuffer = field(default_factory=PartBuffer)
     ended: bool = False
+    model: str | None = None  # the model the answer says answered
+    response_id: str | None = None  # the provider's id of the reply
+    input_tokens: int = 0  # every prompt token, cached ones included
+    output_tokens: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    reported: bool = False  # a usage report (token counts) came
 
     def read(self, event: ServerSentEvent) -> None:
         raise NotImplementedError
+
+    def usage(self) -> Usage:
+        """The answer's tokens, as its format reported them."""
+        return Usage(
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cache_read_tokens=self.cache_read,
+            cache_write_tokens=self.cache_write,
+            requests=1,
+        )
 
     async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
         """After the events read: `StreamInterrupted` if the answer was cut."""
@@ -92,36 +112,20 @@ class StreamEnds:
         yield finish(reading)
 
     def _completed(
-        self,
-        blocks: list[Block],
-        stop_reason: str,
-        *,
-        input_tokens: int,
-        output_tokens: int,
-        cache_read: int = 0,
-        cache_write: int = 0,
-        stream: Events,
-        model: str | None = None,
-        response_id: str | None = None,
-        note: str = "",
+        self, reading: Reading, blocks: list[Block], stop_reason: str, *, note: str = ""
     ) -> Completed:
-        """The one `Completed` of a stream: the message, usage priced with genai-prices (input
-        counts cached tokens too, as every provider's total does), and what the answer came
-        with (`stream`'s request id, status and rate-limit headers)."""
-        usage = Usage(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=cache_read,
-            cache_write_tokens=cache_write,
-            requests=1,
-        )
-        answered = model or self.model
+        """The one `Completed` of a stream: the message, the reading's usage priced with
+        genai-prices, and what the answer came with (the model and reply id it named, its
+        stream's request id, status and rate-limit headers)."""
+        usage = reading.usage()
+        answered = reading.model or self.model
+        stream = reading.es
         return Completed(
             message=Message("assistant", tuple(blocks)),
             usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
             stop_reason=stop_reason,
             request_id=stream.request_id,
-            response_id=response_id,
+            response_id=reading.response_id,
             model=answered,
             headers=kept_headers(stream.headers, self._secrets),
             note=note,

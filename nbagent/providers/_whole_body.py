@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from ..errors import InvalidResponse, StreamInterrupted
 from ._base import Completed, StreamPart
+from ._error_text import redact
 from ._event_stream import Events
-from ._http_errors import redact
 from ._sse import ServerSentEvent
 
 __all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "read_whole", "replay"]
