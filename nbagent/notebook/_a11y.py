@@ -104,10 +104,8 @@ def _name(bar: Mapping[str, Any], wait: Mapping[str, Any] | None) -> str:
     head = f"{what} {bar.get('attempt')} of {bar.get('max_attempts')}"
     if outcome == "running":
         return f"{head}: running"
-    if outcome == "ok":
-        return f"{head}: ok{took}"
-    if outcome == "cancelled":
-        return f"{head}: cancelled{took}"
+    if outcome in ("ok", "cancelled"):
+        return f"{head}: {outcome}{took}"
     text = f"{head}: {_failure(bar)}{took}"
     if wait is not None:
         return f"{text}; {_wait_words(wait)}"

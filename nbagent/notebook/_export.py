@@ -117,6 +117,16 @@ def export_html(
     return page
 
 
+def _reasks(numbers: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The structured answers asked for again, an item only when there were some."""
+    return [("reasks", str(numbers["reasks"]))] if numbers.get("reasks") else []
+
+
+def _tokens(numbers: Mapping[str, Any]) -> tuple[str, str]:
+    tokens_in, tokens_out = numbers.get("input_tokens") or 0, numbers.get("output_tokens") or 0
+    return "tokens", f"{tokens_in:,} in, {tokens_out:,} out"
+
+
 def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     items = [
         ("end", str(summary.get("end_reason") or "—")),
@@ -124,12 +134,10 @@ def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("retries", str(summary.get("retries", 0))),
         ("waiting", seconds(summary.get("waiting_s"))),
         ("tools", f"{summary.get('tool_calls', 0)} ({summary.get('tool_errors', 0)} errors)"),
+        *_reasks(summary),
     ]
-    if summary.get("reasks"):  # structured answers asked for again
-        items.append(("reasks", str(summary["reasks"])))
-    tokens_in, tokens_out = summary.get("input_tokens"), summary.get("output_tokens")
-    if tokens_in is not None or tokens_out is not None:
-        items.append(("tokens", f"{tokens_in or 0:,} in, {tokens_out or 0:,} out"))
+    if summary.get("input_tokens") is not None or summary.get("output_tokens") is not None:
+        items.append(_tokens(summary))
     cost = summary.get("cost_usd")
     if cost is not None:
         items.append(("cost", f"${float(cost):.4f}"))
@@ -154,7 +162,6 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
     waits = seconds(session.get("waiting_s")) + (f" ({', '.join(kinds)})" if kinds else "")
     ended = session.get("last_error") or session.get("last_end_reason") or "running"
-    tokens_in, tokens_out = session.get("input_tokens") or 0, session.get("output_tokens") or 0
     items = [
         ("runs", failed(session.get("runs"), session.get("runs_failed"))),
         ("attempts", failed(session.get("attempts"), session.get("failed_attempts"))),
@@ -162,11 +169,8 @@ def _session_items(session: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("waits", waits),
         ("tool errors", f"{session.get('tool_errors', 0)} of {session.get('tool_calls', 0)}"),
         ("compactions", str(session.get("compactions", 0))),
-        *([("reasks", str(session["reasks"]))] if session.get("reasks") else []),
-        (
-            "tokens",
-            f"{tokens_in:,} in, {tokens_out:,} out",
-        ),
+        *_reasks(session),
+        _tokens(session),
         ("time", seconds(session.get("duration_s"))),
         ("ended with", str(ended)),
     ]
