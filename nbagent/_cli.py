@@ -35,7 +35,10 @@ def _demo_parser() -> Parser:
         description="Run the offline demo: every failure action, no key, no internet.",
     )
     parser.add_argument(
-        "--out", default="nbagent-demo", help="output folder (default: %(default)s)"
+        "--out",
+        dest="out_dir",
+        default="nbagent-demo",
+        help="output folder (default: %(default)s)",
     )
     parser.add_argument(
         "--seed",
@@ -84,19 +87,12 @@ def _demo(argv: Sequence[str]) -> int:
     from .errors import ConfigError
     from .mock._cli import split_faults
 
-    faults = None if args.faults is None else split_faults(args.faults)
-    if args.replay is not None and (faults is not None or args.model != "demo"):
+    if args.faults is not None:
+        args.faults = split_faults(args.faults)
+    if args.replay is not None and (args.faults is not None or args.model != "demo"):
         raise UsageError("nbagent demo: --replay cannot be combined with --faults or --model.")
     try:
-        run_demo(
-            args.out,
-            seed=args.seed,
-            faults=faults,
-            fault_rate=args.fault_rate,
-            model=args.model,
-            replay=args.replay,
-            speed=args.speed,
-        )
+        run_demo(**vars(args))  # the options are named as run_demo's arguments
     except ConfigError as exc:
         raise UsageError(f"nbagent demo: {exc}") from None
     except DemoInterrupted as stop:

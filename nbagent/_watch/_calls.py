@@ -307,8 +307,7 @@ class CallLog:
         with self._lock:
             if call.open:
                 end = "cancelled" if isinstance(error, Aborted) else "error"
-                message = str(getattr(error, "message", "") or error)
-                self._finish(call, self.now(), end, type(error).__name__, message)
+                self._finish(call, self.now(), end, type(error).__name__, _message(error))
         self._warn()
 
     def _succeeded(self, a: _Attempt, e: Ending, t: float) -> None:
@@ -346,19 +345,22 @@ class CallLog:
         # a guarded reply that broke once it was the SDK's: nbagent's own decision is final
         self.nbagent_actions[key] = decision.action if a.slot is None else "fail"
         retries = not cancelled and self.rules.will_retry(a.status, headers, err, a.n)
-        kind = type(err).__name__
-        message = str(getattr(err, "message", "") or err)
+        kind, message = type(err).__name__, _message(err)
         retry_after = err.retry_after if isinstance(err, ProviderError) else None
         why = f"{self.rules.label} retries" if retries else self._why_final(err, a, cancelled)
         self.reasons[key] = why
+        # what the failure and the SDK's wait after it both say of the answer
+        said: dict[str, Any] = {
+            "error": kind,
+            "status_code": a.status if a.status is not None and a.status >= 300 else None,
+            "request_id": e.request_id,
+        }
         self._emit(
             AttemptFailed(
                 **self._labels(a.n, f.model),
-                error=kind,
+                **said,
                 message=message if retries else f"{message} ({why})",
                 action="retry" if retries else "fail",
-                status_code=a.status if a.status is not None and a.status >= 300 else None,
-                request_id=e.request_id,
                 retry_after_s=retry_after,
                 cancelled=cancelled,
                 ttft_s=a.ttft,
@@ -366,31 +368,26 @@ class CallLog:
             call.run_id,
             t,
         )
-        if retries:
-            wait = self.rules.wait(headers, a.n)
-            call.failed_at = t
-            self._emit(
-                SDKRetryScheduled(
-                    phase="request",
-                    attempt=a.n,
-                    next_attempt=a.n + 1,
-                    max_attempts=max(self.rules.max_attempts, a.n + 1),
-                    model=f.model,
-                    delay_s=wait.seconds,
-                    policy_delay_s=0.0 if wait.server else wait.seconds,
-                    error=kind,
-                    message=message,
-                    status_code=a.status if a.status is not None and a.status >= 300 else None,
-                    retry_after_s=wait.seconds if wait.server else retry_after,
-                    request_id=e.request_id,
-                    sdk=self.rules.label,
-                ),
-                call.run_id,
-                t,
-            )
+        if not retries:
+            end = "cancelled" if cancelled else "error"
+            self._finish(call, t, end, kind, f"{message} ({why})")
             return
-        end = "cancelled" if cancelled else "error"
-        self._finish(call, t, end, kind, f"{message} ({why})")
+        wait = self.rules.wait(headers, a.n)
+        call.failed_at = t
+        self._emit(
+            SDKRetryScheduled(
+                **self._labels(a.n, f.model),
+                **said,
+                next_attempt=a.n + 1,
+                delay_s=wait.seconds,
+                policy_delay_s=0.0 if wait.server else wait.seconds,
+                message=message,
+                retry_after_s=wait.seconds if wait.server else retry_after,
+                sdk=self.rules.label,
+            ),
+            call.run_id,
+            t,
+        )
 
     def _why_final(self, err: BaseException, a: _Attempt, cancelled: bool) -> str:
         if cancelled:
@@ -421,6 +418,11 @@ class CallLog:
             call.run_id,
             t,
         )
+
+
+def _message(error: BaseException) -> str:
+    """What an error says: a typed error's message, else its text."""
+    return str(getattr(error, "message", "") or error)
 
 
 # How to make the retrying layer inside a watched client's calls the only one, by its family

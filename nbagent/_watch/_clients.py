@@ -21,9 +21,8 @@ from ..errors import ConfigError
 from ._sdk import SdkRules, rules_for
 from ._transport import ObserverFactory, watching_transport
 
-__all__ = ["Outer", "Wrapped", "base_url_of", "kind_of", "wrap"]
+__all__ = ["Outer", "base_url_of", "kind_of", "rules_of", "wrap"]
 
-Wrapped = tuple[Any, SdkRules]
 Outer = Callable[[ModuleType, Any, bool], Any]
 """Wraps a watched transport once more (`nbagent.guard`): (httpx module, transport, async)."""
 
@@ -87,7 +86,7 @@ def _rebuilt(
 
 def _genai(
     client: Any, observers: list[ObserverFactory], now: Callable[[], float], outer: Outer | None
-) -> Wrapped:
+) -> Any:
     import httpx
     from google import genai
 
@@ -106,8 +105,7 @@ def _genai(
         )
     else:
         kwargs["api_key"] = api.api_key
-    watched = genai.Client(**kwargs)
-    return watched, rules_for("genai", None, options.retry_options)
+    return genai.Client(**kwargs)
 
 
 def wrap(
@@ -115,19 +113,25 @@ def wrap(
     observers: list[ObserverFactory],
     now: Callable[[], float],
     outer: Outer | None = None,
-) -> Wrapped:
-    """The watched copy of `client` and the rule by which it retries. With `outer` (a guard),
-    every transport is wrapped in it as well and the SDK's own retries are turned off."""
+) -> Any:
+    """The watched copy of `client`. With `outer` (a guard), every transport is wrapped in it
+    as well and the SDK's own retries are turned off."""
     kind = kind_of(client)
     if kind in ("anthropic", "openai"):
         http = _rebuilt(client._client, observers, now, outer)
-        if outer is not None:
-            return client.with_options(http_client=http, max_retries=0), rules_for(kind, 0)
-        watched = client.with_options(http_client=http)
-        return watched, rules_for(kind, getattr(client, "max_retries", None))
+        retries_off = {} if outer is None else {"max_retries": 0}
+        return client.with_options(http_client=http, **retries_off)
     if kind == "genai":
         return _genai(client, observers, now, outer)
-    return _rebuilt(client, observers, now, outer), rules_for("httpx", None)
+    return _rebuilt(client, observers, now, outer)
+
+
+def rules_of(client: Any) -> SdkRules:
+    """The rule by which `client` (unguarded) retries: its SDK's, with its settings."""
+    kind = kind_of(client)
+    if kind == "genai":
+        return rules_for(kind, None, client._api_client._http_options.retry_options)
+    return rules_for(kind, getattr(client, "max_retries", None))
 
 
 def base_url_of(client: Any) -> str:

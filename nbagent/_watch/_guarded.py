@@ -39,6 +39,7 @@ from ..errors import Aborted, RateLimited
 from ..events import Event
 from ._calls import CallLog, GuardSlot, _Call
 from ._reading import RequestFacts, transport_failure
+from ._transport import Made, made_for
 
 __all__ = ["GuardCore", "guarded_transport", "non_idempotent"]
 
@@ -57,7 +58,10 @@ def non_idempotent(method: str, path: str) -> bool:
 
 
 class _IO(Protocol):
-    """The steps of one exchange, for a synchronous or an asynchronous inner transport."""
+    """The steps of one exchange, for a synchronous or an asynchronous inner transport of
+    `mod` (httpx or httpx2)."""
+
+    mod: ModuleType
 
     async def send(self, request: Any) -> Any: ...
 
@@ -65,7 +69,7 @@ class _IO(Protocol):
 
     async def first(self, response: Any) -> tuple[bytes | None, Any]: ...
 
-    async def close(self, response: Any) -> None: ...
+    async def discard(self, response: Any) -> None: ...
 
 
 class GuardCore:
@@ -91,9 +95,7 @@ class GuardCore:
         assert self.calls is not None
         return self.calls.open_guarded(request, self.clock.now())
 
-    async def send(
-        self, mod: ModuleType, request: Any, io: _IO, call: _Call, facts: RequestFacts
-    ) -> Any:
+    async def send(self, request: Any, io: _IO, call: _Call, facts: RequestFacts) -> Any:
         """Send `request` until it succeeds or nbagent's decision is final (module docstring)."""
         calls = self.calls
         assert calls is not None
@@ -117,7 +119,7 @@ class GuardCore:
 
         async def attempt(n: int) -> Any:
             if held[0] is not None:
-                await io.close(held[0])
+                await io.discard(held[0])
                 held[0] = None
             slot = GuardSlot(call, n)
             token = calls.guarded.set(slot)
@@ -125,14 +127,14 @@ class GuardCore:
                 response = await _step(io.send(request), slot, facts, last)
             finally:
                 calls.guarded.reset(token)
-            return await self._read(mod, slot, response, io, last, held, facts)
+            return await self._read(slot, response, io, last, held, facts)
 
         try:
             return await loop.run(attempt, describe=lambda r: Sent(headers=r.headers))
         except asyncio.CancelledError:
             calls.guard_gave_up(call, Aborted("the call was cancelled"))
             if held[0] is not None:
-                await io.close(held[0])
+                await io.discard(held[0])
             raise
         except Exception as final:
             calls.guard_gave_up(call, final)
@@ -140,12 +142,11 @@ class GuardCore:
             if isinstance(answer, BaseException):
                 raise answer from None
             if answer is None:
-                return _refused(mod, request, final)
+                return _refused(io.mod, request, final)
             return answer
 
     async def _read(
         self,
-        mod: ModuleType,
         slot: GuardSlot,
         response: Any,
         io: _IO,
@@ -158,7 +159,7 @@ class GuardCore:
         whole = media == "application/json" or media.endswith("+json")  # not ndjson streams
         if status >= 400 or (200 <= status < 300 and whole):
             body = await _step(io.read_all(response), slot, facts, last, after=True)
-            response.stream = mod.ByteStream(body)
+            response.stream = io.mod.ByteStream(body)
             last[0] = response
             return self._handed_or_failed(slot, response)
         if 300 <= status < 400:
@@ -167,7 +168,7 @@ class GuardCore:
         first, rest = await _step(io.first(response), slot, facts, last, after=True)
         a = slot.attempt
         early = a.reader.early_error() if a is not None and a.reader is not None else None
-        response.stream = _prepended(mod, first, rest, response.stream)
+        response.stream = _prepended(io.mod, first, rest, response.stream)
         if first is not None and early is None:
             slot.handed = True
             return response
@@ -235,10 +236,8 @@ def _refused(mod: ModuleType, request: Any, error: BaseException) -> Any:
 
 # -- the streams and transports, made for httpx or httpx2 ----------------------------------
 
-_CLASSES: dict[str, tuple[type, type, type, type]] = {}
 
-
-class _Ahead:
+class _Ahead(Made):
     """A stream whose first chunk was read ahead: that chunk, then the rest of the same
     stream (`inner`, closed with it)."""
 
@@ -246,91 +245,69 @@ class _Ahead:
         self._first, self._rest, self._inner = first, rest, inner
 
 
-class _Guarding:
-    """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`)."""
+class _SyncAhead(_Ahead):
+    BASE = "SyncByteStream"
 
-    def __init__(self, inner: Any, core: GuardCore) -> None:
+    def __iter__(self) -> Iterator[bytes]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        yield from self._rest
+
+    def close(self) -> None:
+        close = getattr(self._rest, "close", None)
+        if close is not None:
+            close()
+        self._inner.close()
+
+
+class _AsyncAhead(_Ahead):
+    BASE = "AsyncByteStream"
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._first is not None:
+            first, self._first = self._first, None
+            yield first
+        async for chunk in self._rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        close = getattr(self._rest, "aclose", None)
+        if close is not None:
+            await close()
+        await self._inner.aclose()
+
+
+def _prepended(mod: ModuleType, first: bytes | None, rest: Any, inner: Any) -> Any:
+    cls = _AsyncAhead if isinstance(inner, mod.AsyncByteStream) else _SyncAhead
+    return made_for(mod, cls)(first, rest, inner)
+
+
+class _Guarding(Made):
+    """A watched transport with nbagent's decision around it (`nbagent._watch._guarded`),
+    and the steps of one exchange through it (`_IO`)."""
+
+    def __init__(self, mod: ModuleType, inner: Any, core: GuardCore) -> None:
+        self.mod = mod
         self.inner = inner
         self.core = core
 
 
-def _classes(mod: ModuleType) -> tuple[type, type, type, type]:
-    cached = _CLASSES.get(mod.__name__)
-    if cached is not None:
-        return cached
+class _SyncGuarding(_Guarding):
+    """A synchronous transport; its steps run inside the guard's coroutine (they block it)."""
 
-    class SyncPrepended(_Ahead, mod.SyncByteStream):  # type: ignore[misc,name-defined]
-        def __iter__(self) -> Iterator[bytes]:
-            if self._first is not None:
-                first, self._first = self._first, None
-                yield first
-            yield from self._rest
+    BASE = "BaseTransport"
 
-        def close(self) -> None:
-            close = getattr(self._rest, "close", None)
-            if close is not None:
-                close()
-            self._inner.close()
+    def handle_request(self, request: Any) -> Any:
+        request.read()  # a body to send again: uploads are streams until read
+        call, facts = self.core.open(request)
+        try:
+            return run_blocking(lambda: self.core.send(request, self, call, facts))
+        except Aborted:
+            raise KeyboardInterrupt from None  # what the SDK's own sleep would have raised
 
-    class AsyncPrepended(_Ahead, mod.AsyncByteStream):  # type: ignore[misc,name-defined]
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            if self._first is not None:
-                first, self._first = self._first, None
-                yield first
-            async for chunk in self._rest:
-                yield chunk
-
-        async def aclose(self) -> None:
-            close = getattr(self._rest, "aclose", None)
-            if close is not None:
-                await close()
-            await self._inner.aclose()
-
-    class SyncGuarded(_Guarding, mod.BaseTransport):  # type: ignore[misc,name-defined]
-        def handle_request(self, request: Any) -> Any:
-            request.read()  # a body to send again: uploads are streams until read
-            call, facts = self.core.open(request)
-            io = _SyncIO(self.inner)
-            try:
-                return run_blocking(lambda: self.core.send(mod, request, io, call, facts))
-            except Aborted:
-                raise KeyboardInterrupt from None  # what the SDK's own sleep would have raised
-
-        def close(self) -> None:
-            self.inner.close()
-
-    class AsyncGuarded(_Guarding, mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
-        async def handle_async_request(self, request: Any) -> Any:
-            await request.aread()
-            call, facts = self.core.open(request)
-            return await self.core.send(mod, request, _AsyncIO(self.inner), call, facts)
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
-
-    _CLASSES[mod.__name__] = (SyncPrepended, AsyncPrepended, SyncGuarded, AsyncGuarded)
-    return _CLASSES[mod.__name__]
-
-
-def _prepended(mod: ModuleType, first: bytes | None, rest: Any, inner: Any) -> Any:
-    sync_cls, async_cls, _, _ = _classes(mod)
-    cls = async_cls if isinstance(inner, mod.AsyncByteStream) else sync_cls
-    return cls(first, rest, inner)
-
-
-def guarded_transport(mod: ModuleType, watched: Any, asynchronous: bool, *, core: GuardCore) -> Any:
-    """A transport of `mod` (httpx or httpx2) that sends through the watched transport
-    `watched` under `core`'s policy (with `core` given, the `Outer` a watched client's
-    transports are wrapped in)."""
-    _, _, sync_cls, async_cls = _classes(mod)
-    return (async_cls if asynchronous else sync_cls)(watched, core)
-
-
-class _SyncIO:
-    """A synchronous transport's steps, run inside the guard's coroutine (they block it)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    def close(self) -> None:
+        self.inner.close()
 
     async def send(self, request: Any) -> Any:
         return self.inner.handle_request(request)
@@ -349,15 +326,22 @@ class _SyncIO:
                 return chunk, rest
         return None, rest  # read to its end: nothing more comes
 
-    async def close(self, response: Any) -> None:
+    async def discard(self, response: Any) -> None:
         response.stream.close()
 
 
-class _AsyncIO:
-    """An asynchronous transport's steps."""
+class _AsyncGuarding(_Guarding):
+    """An asynchronous transport."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    BASE = "AsyncBaseTransport"
+
+    async def handle_async_request(self, request: Any) -> Any:
+        await request.aread()
+        call, facts = self.core.open(request)
+        return await self.core.send(request, self, call, facts)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
     async def send(self, request: Any) -> Any:
         return await self.inner.handle_async_request(request)
@@ -376,5 +360,12 @@ class _AsyncIO:
                 return chunk, rest
         return None, rest  # read to its end: nothing more comes
 
-    async def close(self, response: Any) -> None:
+    async def discard(self, response: Any) -> None:
         await response.stream.aclose()
+
+
+def guarded_transport(mod: ModuleType, watched: Any, asynchronous: bool, *, core: GuardCore) -> Any:
+    """A transport of `mod` (httpx or httpx2) that sends through the watched transport
+    `watched` under `core`'s policy (with `core` given, the `Outer` a watched client's
+    transports are wrapped in)."""
+    return made_for(mod, _AsyncGuarding if asynchronous else _SyncGuarding)(mod, watched, core)

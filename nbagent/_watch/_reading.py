@@ -34,7 +34,7 @@ from ..providers._http_errors import error_from_response
 from ..providers._models import reader_of
 from ..providers._sse import ServerSentEvent, SSEParser
 from ..providers._whole_body import WholeBody, WholeEvents, replay, whole_body
-from ..recording._format import digest
+from ..recording._format import digest, json_or_none
 from ..recording._paths import wire_path
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "RequestFacts",
     "decoded",
     "read_request",
+    "request_body",
     "request_secrets",
     "transport_failure",
 ]
@@ -106,6 +107,16 @@ def request_secrets(request: Any) -> tuple[str, ...]:
     return (*secrets, key) if key else secrets
 
 
+def request_body(request: Any) -> bytes:
+    """The body of an httpx/httpx2 request as sent; empty for a streamed one (it cannot be read
+    without consuming it)."""
+    try:
+        content: bytes = request.content
+    except Exception:  # httpx's RequestNotRead, httpx2's own
+        return b""
+    return content
+
+
 def read_request(request: Any) -> RequestFacts:
     """The facts of an httpx/httpx2 request (read from its bytes; nothing is changed)."""
     url = request.url
@@ -116,16 +127,8 @@ def read_request(request: Any) -> RequestFacts:
     secrets = request_secrets(request)
     raw = headers.get("x-stainless-retry-count")
     retry_count = int(raw) if raw is not None and raw.isascii() and raw.isdigit() else None
-    try:
-        content = request.content
-    except Exception:  # a streamed request body: nothing to read without consuming it
-        content = b""
-    body: Any = None
-    if content and route is not None:
-        try:
-            body = json.loads(content)
-        except ValueError:
-            body = None
+    content = request_body(request)
+    body = json_or_none(content) if content and route is not None else None
     model, prompt = "", ""
     if isinstance(body, dict):
         model = str(body.get("model") or "")

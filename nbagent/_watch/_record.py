@@ -14,7 +14,7 @@ from typing import Any
 
 from ..recording import Exchange as RecordedExchange
 from ..recording import Recorder
-from ._reading import request_secrets
+from ._reading import request_body, request_secrets
 from ._transport import StreamClosed
 
 __all__ = ["RecordingObserver", "recorder_for"]
@@ -52,15 +52,11 @@ class RecordingObserver:
         self.recorder = recorder
 
     def __call__(self, request: Any, t: float) -> _Exchange:
-        try:
-            body = request.content
-        except Exception:  # a streamed request body: nothing to read without consuming it
-            body = b""
         ex = self.recorder.exchange(
             request.method,
             str(request.url),
             None,
-            body,
+            request_body(request),
             secrets=request_secrets(request),
         )
         return _Exchange(ex)

@@ -21,9 +21,9 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-__all__ = ["Exchange", "ObserverFactory", "StreamClosed", "watching_transport"]
+__all__ = ["Exchange", "Made", "ObserverFactory", "StreamClosed", "made_for", "watching_transport"]
 
 
 class StreamClosed(Exception):
@@ -47,7 +47,7 @@ class Exchange(Protocol):
 ObserverFactory = Callable[[Any, float], "Exchange | None"]
 """Called with each request (an httpx or httpx2 `Request`) and the time it is sent."""
 
-_CLASSES: dict[str, tuple[type, type]] = {}
+_MADE: dict[tuple[str, type[Made]], type] = {}
 
 
 class _Ends:
@@ -117,7 +117,14 @@ class _Ends:
         self.end(StreamClosed("the client closed the response before the end"))
 
 
-class _Relay:
+class Made:
+    """A class made for httpx or httpx2 (`made_for`): `BASE` names the module's class it
+    extends."""
+
+    BASE: ClassVar[str]
+
+
+class _Relay(Made):
     """A watched body: the inner stream's chunks, handed on as the client reads them."""
 
     def __init__(self, inner: Any, ends: _Ends) -> None:
@@ -125,12 +132,49 @@ class _Relay:
         self._ends = ends
 
 
-class _Watching:
+class _SyncRelay(_Relay):
+    BASE = "SyncByteStream"
+
+    def __iter__(self) -> Iterator[bytes]:
+        with self._ends.reading():
+            for chunk in self._inner:
+                self._ends.chunk(chunk)
+                yield chunk
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._ends.closed()
+
+
+class _AsyncRelay(_Relay):
+    BASE = "AsyncByteStream"
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with self._ends.reading():
+            async for chunk in self._inner:
+                self._ends.chunk(chunk)
+                yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            await self._inner.aclose()
+        finally:
+            self._ends.closed()
+
+
+class _Watching(Made):
     """A watched transport: the real one, and the observers each exchange is told about."""
 
     def __init__(
-        self, inner: Any, observers: list[ObserverFactory], now: Callable[[], float]
+        self,
+        mod: ModuleType,
+        inner: Any,
+        observers: list[ObserverFactory],
+        now: Callable[[], float],
     ) -> None:
+        self.mod = mod
         self.inner = inner
         self.observers = observers
         self._now = now
@@ -142,72 +186,56 @@ class _Watching:
         exchanges = [e for f in self.observers if (e := f(request, t)) is not None]
         return _Ends(exchanges, self._now) if exchanges else None
 
+    def _watched(self, response: Any, ends: _Ends, relay: type[_Relay]) -> Any:
+        """`response`, its body relayed to the observers (unless it was all there already)."""
+        if not ends.answered(self.mod, response):
+            response.stream = made_for(self.mod, relay)(response.stream, ends)
+        return response
 
-def _classes(mod: ModuleType) -> tuple[type, type]:
-    cached = _CLASSES.get(mod.__name__)
-    if cached is not None:
-        return cached
 
-    class SyncStream(_Relay, mod.SyncByteStream):  # type: ignore[misc,name-defined]
-        def __iter__(self) -> Iterator[bytes]:
-            with self._ends.reading():
-                for chunk in self._inner:
-                    self._ends.chunk(chunk)
-                    yield chunk
+class _SyncWatching(_Watching):
+    """The real transport, watched (see `nbagent._watch._transport`)."""
 
-        def close(self) -> None:
-            try:
-                self._inner.close()
-            finally:
-                self._ends.closed()
+    BASE = "BaseTransport"
 
-    class AsyncStream(_Relay, mod.AsyncByteStream):  # type: ignore[misc,name-defined]
-        async def __aiter__(self) -> AsyncIterator[bytes]:
-            with self._ends.reading():
-                async for chunk in self._inner:
-                    self._ends.chunk(chunk)
-                    yield chunk
+    def handle_request(self, request: Any) -> Any:
+        ends = self._watch(request)
+        if ends is None:
+            return self.inner.handle_request(request)
+        with ends.failing():
+            response = self.inner.handle_request(request)
+        return self._watched(response, ends, _SyncRelay)
 
-        async def aclose(self) -> None:
-            try:
-                await self._inner.aclose()
-            finally:
-                self._ends.closed()
+    def close(self) -> None:
+        self.inner.close()
 
-    class SyncTransport(_Watching, mod.BaseTransport):  # type: ignore[misc,name-defined]
-        """The real transport, watched (see `nbagent._watch._transport`)."""
 
-        def handle_request(self, request: Any) -> Any:
-            ends = self._watch(request)
-            if ends is None:
-                return self.inner.handle_request(request)
-            with ends.failing():
-                response = self.inner.handle_request(request)
-            if not ends.answered(mod, response):
-                response.stream = SyncStream(response.stream, ends)
-            return response
+class _AsyncWatching(_Watching):
+    """The real transport, watched (see `nbagent._watch._transport`)."""
 
-        def close(self) -> None:
-            self.inner.close()
+    BASE = "AsyncBaseTransport"
 
-    class AsyncTransport(_Watching, mod.AsyncBaseTransport):  # type: ignore[misc,name-defined]
-        """The real transport, watched (see `nbagent._watch._transport`)."""
+    async def handle_async_request(self, request: Any) -> Any:
+        ends = self._watch(request)
+        if ends is None:
+            return await self.inner.handle_async_request(request)
+        with ends.failing():
+            response = await self.inner.handle_async_request(request)
+        return self._watched(response, ends, _AsyncRelay)
 
-        async def handle_async_request(self, request: Any) -> Any:
-            ends = self._watch(request)
-            if ends is None:
-                return await self.inner.handle_async_request(request)
-            with ends.failing():
-                response = await self.inner.handle_async_request(request)
-            if not ends.answered(mod, response):
-                response.stream = AsyncStream(response.stream, ends)
-            return response
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
-        async def aclose(self) -> None:
-            await self.inner.aclose()
 
-    _CLASSES[mod.__name__] = (SyncTransport, AsyncTransport)
-    return SyncTransport, AsyncTransport
+def made_for(mod: ModuleType, mixin: type[Made]) -> type:
+    """`mixin` as a subclass of `mod`'s own class `mixin.BASE` (httpx's or httpx2's
+    `SyncByteStream`, `BaseTransport`, ...: a client checks its streams' classes), made once
+    per module."""
+    key = (mod.__name__, mixin)
+    made = _MADE.get(key)
+    if made is None:
+        made = _MADE[key] = type(mixin.__name__, (mixin, getattr(mod, mixin.BASE)), {})
+    return made
 
 
 def watching_transport(
@@ -219,6 +247,5 @@ def watching_transport(
     now: Callable[[], float] = time.monotonic,
 ) -> Any:
     """A transport of `mod` (httpx or httpx2) that sends through `inner` and tells `observers`."""
-    sync_cls, async_cls = _classes(mod)
-    cls = async_cls if asynchronous else sync_cls
-    return cls(inner, observers, now)
+    cls = made_for(mod, _AsyncWatching if asynchronous else _SyncWatching)
+    return cls(mod, inner, observers, now)

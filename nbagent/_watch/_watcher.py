@@ -25,7 +25,7 @@ from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
 from ._calls import CallLog
-from ._clients import kind_of, wrap
+from ._clients import kind_of, rules_of, wrap
 from ._guarded import GuardCore, guarded_transport
 from ._record import RecordingObserver, recorder_for
 from ._sdk import GUARD, SdkRules
@@ -91,16 +91,14 @@ class Watcher:
         self._show = show
         self._view: LiveView | None = None
         self._unsubscribe: Callable[[], None] | None = None
-        if guard is None:
-            watched, rules = wrap(client, self.observers, self.clock.now)
-        else:
-            outer = functools.partial(guarded_transport, core=guard)
-            watched, _ = wrap(client, self.observers, self.clock.now, outer)
-            rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
-        self.rules: SdkRules = rules
+        outer = None if guard is None else functools.partial(guarded_transport, core=guard)
+        self.client: Any = wrap(client, self.observers, self.clock.now, outer)
+        self.rules = rules_of(client)
+        if guard is not None:  # nbagent retries, not the SDK
+            self.rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
         self._calls = CallLog(
             self.events,
-            rules,
+            self.rules,
             name=self.name,
             now=self.clock.now,
             after_wait=self._waited,
@@ -110,8 +108,7 @@ class Watcher:
         self.observers.append(self._calls)
         if self.recorder is not None:
             self.observers.append(RecordingObserver(self.recorder))
-        self.client: Any = watched
-        _remember(watched, self)
+        _remember(self.client, self)
 
     def __repr__(self) -> str:
         return f"Watcher({self.rules.label}, {len(self._log)} attempts)"

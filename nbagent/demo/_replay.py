@@ -15,13 +15,8 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..mock import MockServer, route
-from ..providers import (
-    AnthropicProvider,
-    GeminiProvider,
-    OpenAIProvider,
-    Provider,
-    ResponsesProvider,
-)
+from ..providers import Provider
+from ..providers._models import _READERS, PROVIDERS
 from ..recording import SUFFIX, Recording, read_recording
 
 __all__ = ["RECORDINGS", "recording_path", "replay_provider", "shipped_recordings"]
@@ -68,7 +63,8 @@ def recording_path(name: str | Path) -> Path:
     )
 
 
-def _wire(recording: Recording) -> tuple[type[Any], str]:
+def _wire(recording: Recording) -> tuple[str, str]:
+    """The provider registry's row that speaks the recording's wire format, and its model."""
     if not recording.exchanges:
         raise ConfigError(
             f"the recording {recording.path} holds no requests: there is nothing to replay."
@@ -80,13 +76,7 @@ def _wire(recording: Recording) -> tuple[type[Any], str]:
             f"the recording {recording.path} went to {first.path}, which Agent('replay:...') "
             "cannot aim at: serve it with MockServer(replay=...) and point your client there."
         )
-    wire = {
-        "anthropic": AnthropicProvider,
-        "openai": OpenAIProvider,
-        "responses": ResponsesProvider,
-        "gemini": GeminiProvider,
-    }[found.format]
-    return wire, first.model or found.model or "replay"
+    return _READERS[(found.format, False)], first.model or found.model or "replay"
 
 
 def replay_provider(
@@ -101,15 +91,15 @@ def replay_provider(
     server replaying it at `speed` (started here on 127.0.0.1, unless `base_url` names one
     already replaying it)."""
     recording = read_recording(recording_path(rest))
-    wire, model = _wire(recording)
+    name, model = _wire(recording)
     url = base_url
     if url is None:
         server = MockServer(replay=recording, speed=speed).start()
         with _lock:
             _servers.append(server)
-        url = server.openai_base_url if wire in (OpenAIProvider, ResponsesProvider) else server.url
-    name = {AnthropicProvider: "anthropic", GeminiProvider: "gemini"}.get(wire, "openai")
+        url = server.openai_base_url if name.startswith("openai") else server.url
     options.setdefault("name", name)
+    wire = PROVIDERS[name].wire
     provider: Provider = wire(model, api_key=api_key or REPLAY_KEY, base_url=url, **options)
     return provider
 
