@@ -1,5 +1,5 @@
-"""The Anthropic Messages wire format for the mock server: replies and errors (the request
-parser is `_request_parsers.parse_anthropic`)."""
+"""The Anthropic Messages wire format for the mock server: replies and errors (its requests
+are read in `_request_parsers`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ._codec import Codec, Piece, PieceKind, fragments, json_or, sse_event
 from ._conversation import Conversation, Format
 from ._ratelimit import RateDecision, anthropic_headers
 from ._reply import MockReply, split_words
-from ._request_parsers import parse_anthropic
 
 _INJECTED = "Bad request (injected by the mock server's fault script)."
 _RATE = "This request would exceed your organization's rate limit. Please retry after {retry}s."
@@ -91,9 +90,6 @@ class AnthropicCodec(Codec):
     message_prefix = "msg_"
     default_window = 200_000
     overflow_text = "prompt is too long: {tokens} tokens > {maximum} maximum"
-
-    def parse(self, body: Any, route: Any) -> Conversation:
-        return parse_anthropic(body)
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
         reply = _said(reply)

@@ -80,10 +80,6 @@ class Codec:
     default_window = 128_000
     overflow_text = ""  # its context-overflow message, with {tokens} and {maximum}
 
-    def parse(self, body: Any, route: Route) -> Conversation:
-        """A request body, as a conversation (`RequestError` when the format refuses it)."""
-        raise NotImplementedError
-
     def stream(
         self, reply: MockReply, conv: Conversation, mid: str, azure: bool
     ) -> Iterable[Piece]:

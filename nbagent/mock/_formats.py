@@ -12,6 +12,7 @@ from ._codec import Codec, Route
 from ._conversation import Conversation, Format
 from ._gemini_wire import GEMINI
 from ._openai_wire import OPENAI
+from ._request_parsers import PARSERS
 from ._responses_wire import RESPONSES
 
 __all__ = ["CODECS", "Codec", "Route", "parse_request", "route"]
@@ -45,7 +46,7 @@ def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conver
     Returns:
         The conversation.
     """
-    return CODECS[fmt].parse(body, route_ or Route(fmt, model=fmt, stream=True))
+    return PARSERS[fmt](body, route_ or Route(fmt, model=fmt, stream=True))
 
 
 def guess_codec(headers: dict[str, str], path: str) -> Codec:

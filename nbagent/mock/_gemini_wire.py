@@ -1,5 +1,5 @@
 """The Gemini wire format for the mock server: replies and errors (the request parser, and the
-signatures it checks, are `_request_parsers.parse_gemini` and `_conversation.sign`).
+signatures it checks, are in `_request_parsers` and `_conversation.sign`).
 
 `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (or `:generateContent`). Replies
 stream one `GenerateContentResponse` per SSE event; parallel function calls arrive whole in one
@@ -19,16 +19,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from ._codec import Codec, Piece, Route, json_or
+from ._codec import Codec, Piece, json_or
 from ._conversation import SIGNATURE_STANDIN, Conversation, Format, sign, sign_text
 from ._reply import MockReply
-from ._request_parsers import parse_gemini
 
 __all__ = [
     "GEMINI",
     "SIGNATURE_STANDIN",
     "gemini_error",
-    "parse_gemini",
     "sign",
 ]
 
@@ -171,9 +169,6 @@ class GeminiCodec(Codec):
     overflow_text = (
         "The input token count ({tokens}) exceeds the maximum number of tokens allowed ({maximum})."
     )
-
-    def parse(self, body: Any, route: Route) -> Conversation:
-        return parse_gemini(body, route.model, stream=bool(route.stream))
 
     def stream(
         self, reply: MockReply, conv: Conversation, mid: str, azure: bool

@@ -1,5 +1,5 @@
-"""The OpenAI Chat Completions wire format for the mock server: replies and errors (the
-request parser is `_request_parsers.parse_openai`; the Responses format shares the errors)."""
+"""The OpenAI Chat Completions wire format for the mock server: replies and errors (its
+requests are read in `_request_parsers`; the Responses format shares the errors)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from ._codec import Codec, Piece, fragments, sse_data
 from ._conversation import Conversation, Format
 from ._ratelimit import RateDecision, openai_headers
 from ._reply import MockReply, MockToolCall, split_words
-from ._request_parsers import parse_openai
 
 FINGERPRINT = "fp_nbagent_demo"
 _FINISH = {
@@ -111,9 +110,6 @@ class OpenAIErrors(Codec):
 class OpenAICodec(OpenAIErrors):
     name: Format = "openai"
     message_prefix = "chatcmpl-"
-
-    def parse(self, body: Any, route: Any) -> Conversation:
-        return parse_openai(body)
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
         said = reply.text_deltas or not (reply.tool_calls or reply.refusal)

@@ -27,6 +27,7 @@ from typing import Any
 __all__ = [
     "ANY_TOOL",
     "JSON_OBJECT",
+    "Output",
     "anthropic_output",
     "gemini_callable",
     "gemini_output",
@@ -36,13 +37,14 @@ __all__ = [
 
 ANY_TOOL = "*"  # a request that forces some tool call, not a named one
 JSON_OBJECT: dict[str, Any] = {"type": "object"}  # JSON mode's contract when it names no schema
+Output = tuple[dict[str, Any] | None, str | None]  # the schema asked for, and the forced tool
 
 
 def _schema(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def anthropic_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def anthropic_output(body: dict[str, Any]) -> Output:
     config = body.get("output_config")
     fmt = config.get("format") if isinstance(config, dict) else None
     if not isinstance(fmt, dict):
@@ -69,7 +71,7 @@ def _openai_choice(choice: Any) -> str | None:
     return None
 
 
-def openai_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def openai_output(body: dict[str, Any]) -> Output:
     fmt = body.get("response_format")
     schema = None
     if isinstance(fmt, dict):
@@ -81,7 +83,7 @@ def openai_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | No
     return schema, _openai_choice(body.get("tool_choice"))
 
 
-def responses_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def responses_output(body: dict[str, Any]) -> Output:
     text = body.get("text")
     fmt = text.get("format") if isinstance(text, dict) else None
     schema = _schema(fmt.get("schema")) if isinstance(fmt, dict) else None
@@ -90,7 +92,7 @@ def responses_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str |
     return schema, _openai_choice(body.get("tool_choice"))
 
 
-def gemini_output(body: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+def gemini_output(body: dict[str, Any]) -> Output:
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
     schema = _schema(config.get("responseJsonSchema") or config.get("responseSchema"))

@@ -4,14 +4,17 @@ and says what is wrong with a body in the format's own words (`RequestError`).""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
+from ._codec import Route
 from ._conversation import (
     ENCRYPTED,
     SIGNATURE_STANDIN,
     Block,
     Conversation,
+    Format,
     RequestError,
     Text,
     ToolResult,
@@ -23,6 +26,7 @@ from ._conversation import (
     sign,
 )
 from ._output_request import (
+    Output,
     anthropic_output,
     gemini_callable,
     gemini_output,
@@ -33,13 +37,40 @@ from ._output_request import (
 _ERROR_PREFIXES = ("error", "exception", "traceback", "tool error", "failed", "invalid")
 
 
-class _Counter:
-    """What a request parser has counted of the prompt: its characters and its images."""
+@dataclass(frozen=True)
+class _Parts:
+    """How a format's content field reads when it is a list of typed parts: the `texts` kinds
+    are its text (joined by newlines), the `images` kinds count as images, any other part counts
+    as its JSON when `others` (the format's token count includes it); `index` spells a part's
+    place in the format's errors."""
 
-    def __init__(self) -> None:
+    texts: tuple[str, ...]
+    images: tuple[str, ...]
+    others: bool
+    index: str = ".{}"
+
+
+_ANTHROPIC_PARTS = _Parts(("text",), ("image", "document"), others=False)
+_OPENAI_PARTS = _Parts(("text",), ("image_url", "input_image", "image"), others=True)
+_RESPONSES_PARTS = _Parts(
+    ("input_text", "output_text", "text"), ("input_image", "input_file"), others=True, index="[{}]"
+)
+
+
+class _Reading:
+    """A request body being read into a `Conversation`: the history so far, the tools it
+    offers, and what it has counted of the prompt (its characters and its images)."""
+
+    def __init__(self, body: Any) -> None:
+        self.body = _require_dict(body, "body")
+        self.turns: list[Turn] = []
+        self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
         self.chars = 0
         self.images = 0
-        self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
+
+    def add(self, text: str) -> str:
+        self.chars += len(text)
+        return text
 
     def offer(self, tool: dict[str, Any], name: str, schema: Any) -> None:
         """Keep a tool the request offers, by `name`, with its `schema` ({} unless it is one);
@@ -47,23 +78,48 @@ class _Counter:
         self.tools[name] = schema if isinstance(schema, dict) else {}
         self.add(_dumps(tool))
 
-    def add(self, text: str) -> str:
-        self.chars += len(text)
-        return text
+    def call(self, call_id: Any, name: Any, arguments: str) -> ToolUse:
+        """A tool call of the history; its name and arguments are prompt."""
+        return ToolUse(str(call_id), self.add(str(name)), self.add(arguments))
 
-    def counted(
-        self, body: dict[str, Any], output: tuple[dict[str, Any] | None, str | None], **fields: Any
+    def text(self, content: Any, param: str, parts: _Parts) -> str:
+        """The text of a content field that is None, a string, or a list of typed `parts`."""
+        if content is None or isinstance(content, str):
+            return self.add(content or "")
+        texts: list[str] = []
+        for _, part in _dicts(content, param, parts.index):
+            kind = part.get("type")
+            if kind in parts.texts:
+                texts.append(self.add(str(part.get("text", ""))))
+            elif kind in parts.images:
+                self.images += 1
+            elif parts.others:
+                self.add(_dumps(part))
+        return "\n".join(texts)
+
+    def turn(self, role: str, blocks: Iterable[Block], *, joins: bool = False) -> None:
+        """Add a turn to the history; with `joins`, add its blocks to the last turn instead
+        when that one has the same role."""
+        last = self.turns[-1] if self.turns else None
+        if joins and last is not None and last.role == role:
+            self.turns[-1] = Turn(last.role, last.blocks + tuple(blocks))
+        else:
+            self.turns.append(Turn("assistant" if role == "assistant" else "user", tuple(blocks)))
+
+    def conversation(
+        self, output: Callable[[dict[str, Any]], Output], **fields: Any
     ) -> Conversation:
-        """The `Conversation` of `fields` with its tools, its prompt's estimated size and the
-        structured answer it asks for (`output`: the schema and the forced tool; the schema is
-        prompt tokens, as providers bill it); a stream as the body's `stream` says, with its
-        usage, unless `fields` say otherwise."""
-        schema, forced = output
+        """The `Conversation` of `fields` with its history, its tools, its prompt's estimated
+        size and the structured answer the body asks for (`output` reads the schema and the
+        forced tool; the schema is prompt tokens, as providers bill it); a stream as the body's
+        `stream` says, with its usage, unless `fields` say otherwise."""
+        schema, forced = output(self.body)
         if schema is not None:
             self.add(_dumps(schema))
-        asked = {"stream": bool(body.get("stream", False)), "include_usage": True, **fields}
+        asked = {"stream": bool(self.body.get("stream", False)), "include_usage": True, **fields}
         return Conversation(
             **asked,
+            turns=tuple(self.turns),
             tools=self.tools,
             prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
             output_schema=schema,
@@ -114,93 +170,62 @@ def _looks_like_error(text: str) -> bool:
     return head.startswith((*_ERROR_PREFIXES, '{"error"')) or '"is_error": true' in head
 
 
-def _content_text(
-    content: Any, counter: _Counter, param: str, *, images: tuple[str, ...], others: bool
-) -> str:
-    """The text of a content field that is a string or a list of typed parts: text parts joined
-    by newlines, the `images` kinds counted as images, any other part counted as its JSON when
-    `others` (the format's token count includes it)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return counter.add(content)
-    parts: list[str] = []
-    for _, part in _dicts(content, param):
-        kind = part.get("type")
-        if kind == "text":
-            parts.append(counter.add(str(part.get("text", ""))))
-        elif kind in images:
-            counter.images += 1
-        elif others:
-            counter.add(_dumps(part))
-    return "\n".join(parts)
-
-
 # --- Anthropic Messages -------------------------------------------------------------------------
 
 
-def _anthropic_text(content: Any, counter: _Counter, param: str) -> str:
-    """Text of a tool_result's content (or a system prompt): a string or text/image blocks."""
-    return _content_text(content, counter, param, images=("image", "document"), others=False)
-
-
-def _anthropic_blocks(content: Any, counter: _Counter, param: str) -> tuple[Block, ...]:
+def _anthropic_blocks(content: Any, read: _Reading, param: str) -> list[Block]:
     if isinstance(content, str):
-        return (Text(counter.add(content)),)
+        return [Text(read.add(content))]
     blocks: list[Block] = []
     for where, block in _dicts(content, f"{param}.content"):
         kind = block.get("type")
         if kind == "text":
-            blocks.append(Text(counter.add(str(block.get("text", "")))))
+            blocks.append(Text(read.add(str(block.get("text", "")))))
         elif kind in ("thinking", "redacted_thinking"):
-            counter.add(str(block.get("thinking", block.get("data", ""))))
+            read.add(str(block.get("thinking", block.get("data", ""))))
         elif kind in ("tool_use", "server_tool_use"):
             arguments = _dumps(block.get("input", {}))
-            name = counter.add(str(block.get("name", "")))
-            blocks.append(ToolUse(str(block.get("id", "")), name, counter.add(arguments)))
+            blocks.append(read.call(block.get("id", ""), block.get("name", ""), arguments))
         elif kind == "tool_result":
-            text = _anthropic_text(block.get("content"), counter, f"{where}.content")
+            text = read.text(block.get("content"), f"{where}.content", _ANTHROPIC_PARTS)
             is_error = bool(block.get("is_error", False))
             blocks.append(ToolResult(str(block.get("tool_use_id", "")), text, is_error))
         elif kind in ("image", "document"):
-            counter.images += 1
+            read.images += 1
         elif kind is None:
             raise RequestError(f"{where}.type: Field required", f"{where}.type")
         else:
-            counter.add(_dumps(block))
-    return tuple(blocks)
+            read.add(_dumps(block))
+    return blocks
 
 
-def parse_anthropic(body: Any) -> Conversation:
-    body = _require_dict(body, "body")
-    counter = _Counter()
+def _anthropic(body: Any, route: Route) -> Conversation:
+    read = _Reading(body)
+    body = read.body
     model = _model(body)
     max_tokens = _max_tokens(body, "max_tokens")
     if max_tokens is None:
         raise RequestError("max_tokens: Field required", "max_tokens")
-    system_text = _anthropic_text(body.get("system") or "", counter, "system")
-    turns: list[Turn] = []
+    system_text = read.text(body.get("system") or "", "system", _ANTHROPIC_PARTS)
     for where, message in _dicts(body.get("messages"), "messages"):
         role = message.get("role")
         if role not in ("user", "assistant"):
             raise RequestError(
                 f"{where}.role: Input should be 'user' or 'assistant'", f"{where}.role"
             )
-        turns.append(Turn(role, _anthropic_blocks(message.get("content", ""), counter, where)))
+        read.turn(role, _anthropic_blocks(message.get("content", ""), read, where))
     for where, tool in _dicts(body.get("tools") or [], "tools"):
         name = tool.get("name")
         if not isinstance(name, str):
             raise RequestError(f"{where}.name: Field required", f"{where}.name")
-        counter.offer(tool, name, tool.get("input_schema"))
+        read.offer(tool, name, tool.get("input_schema"))
     thinking = body.get("thinking")
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
-    return counter.counted(
-        body,
-        anthropic_output(body),
+    return read.conversation(
+        anthropic_output,
         format="anthropic",
         model=model,
         system=system_text,
-        turns=tuple(turns),
         thinking=wants_thinking,
         max_tokens=max_tokens,
     )
@@ -209,63 +234,45 @@ def parse_anthropic(body: Any) -> Conversation:
 # --- OpenAI Chat Completions --------------------------------------------------------------------
 
 
-def _openai_content(content: Any, counter: _Counter, param: str) -> str:
-    """Text of a message's content: a string or parts (an unknown part counts as its JSON)."""
-    images = ("image_url", "input_image", "image")
-    return _content_text(content, counter, param, images=images, others=True)
-
-
-def _append(turns: list[Turn], role: Literal["user", "assistant"], blocks: list[Block]) -> None:
-    if turns and turns[-1].role == role and role == "user" and turns[-1].tool_results:
-        turns[-1] = Turn(role, turns[-1].blocks + tuple(blocks))
-    else:
-        turns.append(Turn(role, tuple(blocks)))
-
-
-def parse_openai(body: Any) -> Conversation:
-    body = _require_dict(body, "body")
-    counter = _Counter()
+def _openai(body: Any, route: Route) -> Conversation:
+    read = _Reading(body)
+    body = read.body
     model = _model(body)
     max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
     system_parts: list[str] = []
-    turns: list[Turn] = []
     for where, message in _dicts(body.get("messages"), "messages", ".[{}]"):
         role = message.get("role")
-        text = _openai_content(message.get("content"), counter, where)
+        text = read.text(message.get("content"), where, _OPENAI_PARTS)
         if role in ("system", "developer"):
             system_parts.append(text)
         elif role == "user":
-            turns.append(Turn("user", (Text(text),)))
+            read.turn("user", [Text(text)])
         elif role == "assistant":
             blocks: list[Block] = [Text(text)] if text else []
-            for j, call in enumerate(_require_list(message.get("tool_calls") or [], where)):
-                call = _require_dict(call, f"{where}.tool_calls.[{j}]")
-                function = _require_dict(call.get("function", {}), f"{where}.tool_calls.[{j}]")
-                name = counter.add(str(function.get("name", "")))
-                arguments = counter.add(str(function.get("arguments", "")))
-                blocks.append(ToolUse(str(call.get("id", "")), name, arguments))
-            turns.append(Turn("assistant", tuple(blocks)))
-        elif role == "tool":
+            for place, call in _dicts(message.get("tool_calls") or [], where, ".tool_calls.[{}]"):
+                function = _require_dict(call.get("function", {}), place)
+                arguments = str(function.get("arguments", ""))
+                blocks.append(read.call(call.get("id", ""), function.get("name", ""), arguments))
+            read.turn("assistant", blocks)
+        elif role == "tool":  # the results of one turn's calls are one user turn
             result = ToolResult(str(message.get("tool_call_id", "")), text, _looks_like_error(text))
-            _append(turns, "user", [result])
+            last = read.turns[-1] if read.turns else None
+            read.turn("user", [result], joins=last is not None and bool(last.tool_results))
         else:
             raise RequestError(f"Invalid value for '{where}.role': '{role}'.", f"{where}.role")
-    for i, raw in enumerate(_require_list(body.get("tools") or [], "tools")):
-        tool = _require_dict(raw, f"tools.[{i}]")
-        function = _require_dict(tool.get("function"), f"tools.[{i}].function")
+    for i, (where, tool) in enumerate(_dicts(body.get("tools") or [], "tools", ".[{}]")):
+        function = _require_dict(tool.get("function"), f"{where}.function")
         tool_name = function.get("name")
         if not isinstance(tool_name, str):
             raise RequestError(f"Missing required parameter: 'tools[{i}].function.name'.", "tools")
-        counter.offer(tool, tool_name, function.get("parameters"))
+        read.offer(tool, tool_name, function.get("parameters"))
     options = body.get("stream_options")
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-    return counter.counted(
-        body,
-        openai_output(body),
+    return read.conversation(
+        openai_output,
         format="openai",
         model=model,
         system="\n".join(system_parts),
-        turns=tuple(turns),
         include_usage=include_usage,
         max_tokens=max_tokens,
     )
@@ -289,7 +296,7 @@ def _check_signature(part: dict[str, Any], call: dict[str, Any], where: str) -> 
         raise RequestError("Corrupted thought signature.", where)
 
 
-def _parts(content: Any, counter: _Counter, where: str, role: str) -> tuple[Block, ...]:
+def _gemini_blocks(content: Any, read: _Reading, where: str, role: str) -> list[Block]:
     blocks: list[Block] = []
     signed = False
     for place, part in _dicts(content.get("parts", []), f"{where}.parts", "[{}]"):
@@ -299,9 +306,8 @@ def _parts(content: Any, counter: _Counter, where: str, role: str) -> tuple[Bloc
             if role == "model" and not signed:
                 _check_signature(part, call, place)
                 signed = True
-            name = counter.add(str(call.get("name", "")))
-            args = counter.add(_dumps(call.get("args") or {}))
-            blocks.append(ToolUse(str(call.get("id") or name), name, args))
+            name = call.get("name", "")
+            blocks.append(read.call(call.get("id") or name, name, _dumps(call.get("args") or {})))
         elif isinstance(response, dict):
             body = response.get("response")
             body = body if isinstance(body, dict) else {}
@@ -309,40 +315,40 @@ def _parts(content: Any, counter: _Counter, where: str, role: str) -> tuple[Bloc
             value = body.get("error") if is_error else body.get("output", body.get("result", body))
             text = value if isinstance(value, str) else _dumps(value)
             call_id = str(response.get("id") or response.get("name") or "")
-            blocks.append(ToolResult(call_id, counter.add(text), is_error))
+            blocks.append(ToolResult(call_id, read.add(text), is_error))
         elif isinstance(part.get("text"), str):
             if part.get("thought") is not True:
-                blocks.append(Text(counter.add(part["text"])))
+                blocks.append(Text(read.add(part["text"])))
         elif "inlineData" in part or "fileData" in part:
-            counter.images += 1
-    return tuple(blocks)
+            read.images += 1
+    return blocks
 
 
-def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
+def _gemini(body: Any, route: Route) -> Conversation:
     """A `generateContent` request (the model comes from the path) as a neutral conversation."""
-    body = _require_dict(body, "body")
-    counter = _Counter()
-    turns: list[Turn] = []
+    read = _Reading(body)
+    body = read.body
     for where, content in _dicts(body.get("contents"), "contents", "[{}]"):
         role = content.get("role", "user")
         if role not in ("user", "model"):
             raise RequestError(
                 f"Please use a valid role: user, model (got {role!r}).", f"{where}.role"
             )
-        blocks = _parts(content, counter, where, role)
-        turns.append(Turn("assistant" if role == "model" else "user", blocks))
+        blocks = _gemini_blocks(content, read, where, role)
+        read.turn("assistant" if role == "model" else "user", blocks)
     system = ""
     instruction = body.get("systemInstruction")
     if isinstance(instruction, dict):
         texts = [p.get("text", "") for p in instruction.get("parts", []) if isinstance(p, dict)]
-        system = counter.add("\n".join(str(t) for t in texts))
-    for group in _require_list(body.get("tools") or [], "tools"):
-        for decl in _require_dict(group, "tools").get("functionDeclarations") or []:
-            decl = _require_dict(decl, "tools.functionDeclarations")
+        system = read.add("\n".join(str(t) for t in texts))
+    for _, group in _dicts(body.get("tools") or [], "tools", ""):
+        for _, decl in _dicts(
+            group.get("functionDeclarations") or [], "tools.functionDeclarations", ""
+        ):
             # the API reads either spelling; google-genai sends this field in snake_case
             keys = ("parametersJsonSchema", "parameters_json_schema", "parameters")
             schema = next((decl[k] for k in keys if k in decl), None)
-            counter.offer(decl, str(decl.get("name", "")), schema)
+            read.offer(decl, str(decl.get("name", "")), schema)
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
     max_tokens = config.get("maxOutputTokens")
@@ -352,15 +358,13 @@ def parse_gemini(body: Any, model: str, *, stream: bool) -> Conversation:
             "generationConfig.maxOutputTokens",
         )
     thinking = config.get("thinkingConfig")
-    counter.tools = gemini_callable(body, counter.tools)
-    return counter.counted(
-        body,
-        gemini_output(body),
+    read.tools = gemini_callable(body, read.tools)
+    return read.conversation(
+        gemini_output,
         format="gemini",
-        model=model,
+        model=route.model,
         system=system,
-        turns=tuple(turns),
-        stream=stream,
+        stream=bool(route.stream),
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
     )
@@ -384,58 +388,36 @@ def _check_reasoning(item: dict[str, Any], where: str) -> None:
         )
 
 
-def _content(content: Any, counter: _Counter, where: str) -> str:
-    """A message item's text: a string, or `input_text` / `output_text` parts (images counted)."""
-    if isinstance(content, str) or content is None:
-        return counter.add(content or "")
-    texts: list[str] = []
-    for _, part in _dicts(content, f"{where}.content", "[{}]"):
-        if part.get("type") in ("input_text", "output_text", "text"):
-            texts.append(counter.add(str(part.get("text", ""))))
-        elif part.get("type") in ("input_image", "input_file"):
-            counter.images += 1
-        else:
-            counter.add(_dumps(part))
-    return "\n".join(texts)
-
-
-def _add(turns: list[Turn], role: str, blocks: list[Block]) -> None:
-    if turns and turns[-1].role == role:
-        turns[-1] = Turn(turns[-1].role, turns[-1].blocks + tuple(blocks))
-    else:
-        turns.append(Turn("assistant" if role == "assistant" else "user", tuple(blocks)))
-
-
-def parse_responses(body: Any) -> Conversation:
-    body = _require_dict(body, "body")
-    counter = _Counter()
+def _responses(body: Any, route: Route) -> Conversation:
+    read = _Reading(body)
+    body = read.body
     model = _model(body)
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    turns: list[Turn] = []
-    system = counter.add(str(body.get("instructions") or ""))
+    system = read.add(str(body.get("instructions") or ""))
     for where, item in _dicts(items, "input", "[{}]"):
         kind = item.get("type", "message")
         if kind == "reasoning":
             _check_reasoning(item, where)
-            counter.add(str(item.get("encrypted_content", ""))[:64])
+            read.add(str(item.get("encrypted_content", ""))[:64])
         elif kind == "function_call":
-            name = counter.add(str(item.get("name", "")))
-            args = counter.add(str(item.get("arguments", "")))
-            _add(turns, "assistant", [ToolUse(str(item.get("call_id", "")), name, args)])
+            call = read.call(
+                item.get("call_id", ""), item.get("name", ""), str(item.get("arguments", ""))
+            )
+            read.turn("assistant", [call], joins=True)
         elif kind == "function_call_output":
             output = item.get("output", "")
-            text = counter.add(output if isinstance(output, str) else _dumps(output))
+            text = read.add(output if isinstance(output, str) else _dumps(output))
             result = ToolResult(str(item.get("call_id", "")), text, _looks_like_error(text))
-            _add(turns, "user", [result])
+            read.turn("user", [result], joins=True)
         elif kind == "message":
             role = item.get("role")
-            text = _content(item.get("content"), counter, where)
+            text = read.text(item.get("content"), f"{where}.content", _RESPONSES_PARTS)
             if role in ("system", "developer"):
                 system = "\n".join(x for x in (system, text) if x)
             elif role in ("user", "assistant"):
-                _add(turns, str(role), [Text(text)] if text else [])
+                read.turn(str(role), [Text(text)] if text else [], joins=True)
             else:
                 raise RequestError(
                     f"Invalid value: '{role}'. Supported values are: 'user', "
@@ -443,20 +425,28 @@ def parse_responses(body: Any) -> Conversation:
                     f"{where}.role",
                 )
         else:
-            counter.add(_dumps(item))
+            read.add(_dumps(item))
     for _, tool in _dicts(body.get("tools") or [], "tools", "[{}]"):
         if tool.get("type") == "function":
-            counter.offer(tool, str(tool.get("name", "")), tool.get("parameters"))
+            read.offer(tool, str(tool.get("name", "")), tool.get("parameters"))
         else:  # a built-in tool (web search, ...): prompt, not a function to call
-            counter.add(_dumps(tool))
+            read.add(_dumps(tool))
     include = body.get("include") or []
-    return counter.counted(
-        body,
-        responses_output(body),
+    return read.conversation(
+        responses_output,
         format="responses",
         model=model,
         system=system,
-        turns=tuple(turns),
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
     )
+
+
+PARSERS: dict[Format, Callable[[Any, Route], Conversation]] = {
+    "anthropic": _anthropic,
+    "openai": _openai,
+    "gemini": _gemini,
+    "responses": _responses,
+}
+"""Each wire format's request parser: a body (and its route: Gemini names the model and the
+streaming in the path) as a `Conversation`, or the `RequestError` the format answers."""

@@ -1,5 +1,5 @@
 """The OpenAI Responses wire format for the mock server: replies (the request parser, and the
-encrypted reasoning it checks, are `_request_parsers.parse_responses` and `encrypted_for`).
+encrypted reasoning it checks, are in `_request_parsers` and `_conversation.encrypted_for`).
 
 `POST /v1/responses` (and Azure's `/openai/v1/responses`, `/openai/responses`). Replies stream
 the documented event sequence: `response.created`, `in_progress`, each output item `added`, its
@@ -20,9 +20,8 @@ from ._codec import Piece, fragments, sse_event
 from ._conversation import Conversation, Format, encrypted_for
 from ._openai_wire import OVERLOADED, OpenAIErrors
 from ._reply import MockReply, split_words
-from ._request_parsers import parse_responses
 
-__all__ = ["RESPONSES", "encrypted_for", "parse_responses"]
+__all__ = ["RESPONSES", "encrypted_for"]
 
 
 # --- replies ------------------------------------------------------------------------------------
@@ -99,9 +98,6 @@ def _response(
 class ResponsesCodec(OpenAIErrors):
     name: Format = "responses"
     message_prefix = "resp_"
-
-    def parse(self, body: Any, route: Any) -> Conversation:
-        return parse_responses(body)
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
         return _response(reply, conv, mid, _status(reply), _items(reply, conv, mid))
