@@ -49,7 +49,6 @@ class Run:
         self.state = requester.state
         self.emit = requester.emit
         self.output = requester.output
-        self.history = list(agent.history)  # as committed so far (compacted, maybe)
 
     async def __call__(self, user: Message) -> RunResult[Any]:
         state = self.state
@@ -103,7 +102,7 @@ class Run:
             sent = [*pending, *tail]
             try:
                 completed, working, checked = await self.requester.next_message(
-                    self.history + sent, reasks_left=retries - state.reasks
+                    self.agent.history + sent, reasks_left=retries - state.reasks
                 )
             except Reask as reask:
                 if paused is not None:  # the answer continued a paused turn: one message
@@ -185,7 +184,6 @@ class Run:
 
     def _commit(self, history: list[Message], new: list[Message]) -> None:
         start = self.agent._commit(history, new)
-        self.history = [*history, *new]
         for i, m in enumerate(new):
             self.emit(MessageCommitted(message=m, index=start + i))
 
