@@ -138,8 +138,8 @@ def sibling_graphs(graph: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]
 
 def test_import_graph_reads_relative_and_type_checking_imports() -> None:
     graph = import_graph()
-    # `from .._core._budget import Budget` under `if TYPE_CHECKING:`, `from ..errors import ...`
-    assert "nbagent._core._budget" in graph["nbagent._loop._running"]
+    # `from ._toolbox import Toolbox` under `if TYPE_CHECKING:`, `from ..errors import ...`
+    assert "nbagent._loop._toolbox" in graph["nbagent._loop._parts"]
     assert "nbagent.errors" in graph["nbagent._core._decision"]
     assert sibling_graphs({"p.a.x": {"p.b"}, "p.b": set()}) == {"p": {"p.a": {"p.b"}, "p.b": set()}}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}) == {

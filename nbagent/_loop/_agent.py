@@ -42,7 +42,7 @@ from ._conversation import load_conversation, save_conversation
 from ._durable_log import DurableLog, LogTarget
 from ._output_schema import OutputMode, OutputSchema, OutputValidator
 from ._output_step import refuse_mode_without_output
-from ._request import RunState
+from ._parts import RunState
 from ._results import OutputT, RunHandle, RunResult
 from ._running import (
     pacer_of,

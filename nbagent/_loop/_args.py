@@ -34,6 +34,19 @@ or "replay:storm.nbrec" (resolved by `nbagent.providers.resolve_model`), or a `P
 object (a `ScriptedModel`, a provider built with its own endpoint, key or client)."""
 
 
+_NONE = type(None)
+_TAKES: dict[str, tuple[tuple[type, ...], str]] = {
+    "retry": ((RetryPolicy, _NONE), "a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)"),
+    "budget": ((Budget, _NONE), "a Budget(...), e.g. Budget(max_cost_usd=0.50)"),
+    "limiter": ((bool, Pacer), "True (shared), False (off) or a RateLimiter"),
+    "cache": ((bool,), "True (use the provider's prompt cache) or False"),
+    "system": ((str, _NONE), "the system prompt as a string"),
+    "clock": ((Clock, _NONE), "a clock such as VirtualClock() or RealClock()"),
+    "options": ((dict, _NONE), "a dict of request fields"),
+}
+"""The arguments of one kind: what each takes (None: the default), for the sentence naming it."""
+
+
 def check_arguments(args: Mapping[str, Any]) -> tuple[list[Subscriber], list[Message]]:
     """Arguments of a wrong kind, caught before anything runs: one sentence each on what to
     change. (Out-of-range numbers are checked or normalised where they are used.) `args` is
@@ -43,16 +56,9 @@ def check_arguments(args: Mapping[str, Any]) -> tuple[list[Subscriber], list[Mes
     a = SimpleNamespace(**args)
     if not (is_whole(a.max_tokens) and a.max_tokens >= 1):
         raise ConfigError(f"max_tokens must be a positive whole number, not {a.max_tokens!r}")
-    if a.retry is not None and not isinstance(a.retry, RetryPolicy):
-        raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
-    if a.budget is not None and not isinstance(a.budget, Budget):
-        raise ConfigError("budget= takes a Budget(...), e.g. Budget(max_cost_usd=0.50)")
-    if not isinstance(a.limiter, (bool, Pacer)):
-        raise ConfigError("limiter= takes True (shared), False (off) or a RateLimiter")
-    if not isinstance(a.cache, bool):
-        raise ConfigError(
-            f"cache= takes True (use the provider's prompt cache) or False, not {a.cache!r}"
-        )
+    for name, (kinds, what) in _TAKES.items():
+        if not isinstance(args[name], kinds):
+            raise ConfigError(f"{name}= takes {what}, not {args[name]!r}")
     for name in ("max_length_resumes", "max_compactions_per_step"):
         value = args[name]
         if not is_number(value) or value != int(value):
@@ -65,12 +71,6 @@ def check_arguments(args: Mapping[str, Any]) -> tuple[list[Subscriber], list[Mes
         raise ConfigError(
             "compaction_threshold is a share of the window in (0, 1] such as 0.85, "
             f"not {threshold!r}"
-        )
-    if a.system is not None and not isinstance(a.system, str):
-        raise ConfigError(f"system= takes the system prompt as a string, not {a.system!r}")
-    if a.clock is not None and not isinstance(a.clock, Clock):
-        raise ConfigError(
-            f"clock= takes a clock such as VirtualClock() or RealClock(), not {a.clock!r}"
         )
     if callable(a.subscribers) or isinstance(a.subscribers, (str, bytes)):
         raise ConfigError("subscribers= takes a list of callables, e.g. subscribers=[print]")
@@ -86,8 +86,6 @@ def check_arguments(args: Mapping[str, Any]) -> tuple[list[Subscriber], list[Mes
             "history= takes a list of Message objects, e.g. "
             "[Message.user('hi'), Message.assistant('hello')] (Message.from_dict reads dicts)"
         )
-    if a.options is not None and not isinstance(a.options, dict):
-        raise ConfigError(f"options= takes a dict of request fields, not {a.options!r}")
     if a.compaction is not None and not callable(getattr(a.compaction, "compact", None)):
         raise ConfigError(
             "compaction= takes a strategy such as DefaultCompaction() or StubOldToolOutput(), "

@@ -147,6 +147,10 @@ def _array(values: Any, order: Any) -> Any:
         return numpy_of(values, np.float64, order)
     if order is not None:
         values = [values[k] for k in order]
+    return _strings(values)
+
+
+def _strings(values: list[str | None]) -> Any:
     return pd.array(np.array(values, dtype=object), dtype="string")
 
 
@@ -193,18 +197,12 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
             data[name] = pd.to_numeric(col, errors="coerce").astype("Int64")
         elif name in FLOAT_COLUMNS:
             data[name] = pd.to_numeric(col, errors="coerce").astype("float64")
-        elif name in CATEGORIES:
-            values = [None if _missing(v) else str(v) for v in col.tolist()]
-            data[name] = pd.Series(
-                _categorical(values, CATEGORIES[name]), index=df.index, name=name
-            )
         else:
             values = [None if _missing(v) else str(v) for v in col.tolist()]
-            data[name] = pd.Series(
-                pd.array(np.array(values, dtype=object), dtype="string"),
-                index=df.index,
-                name=name,
+            words = (
+                _categorical(values, CATEGORIES[name]) if name in CATEGORIES else _strings(values)
             )
+            data[name] = pd.Series(words, index=df.index, name=name)
     out: pd.DataFrame = pd.DataFrame(data).reset_index(drop=True)
     return out
 

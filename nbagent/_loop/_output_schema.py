@@ -280,13 +280,9 @@ class OutputSchema:
         body = _unfenced(text)
         if self._validator is not None or self.wrapped:
             return self.validate(_decoded(body, text), raw=text)
-        assert self._adapter is not None
-        try:
-            return self._adapter.validate_json(body)
-        except _pydantic_error() as exc:
-            raise OutputInvalid(issues_of(exc), text) from None
-        except (ValueError, TypeError, AssertionError) as exc:  # a model validator's own
-            raise OutputInvalid([OutputIssue("", _sentence(exc))], text) from None
+        adapter = self._adapter
+        assert adapter is not None
+        return _by_pydantic(lambda: adapter.validate_json(body), text)
 
     def validate(self, value: Any, *, raw: str = "") -> Any:
         """The validated value of an answer already decoded from JSON (a tool call's
@@ -324,13 +320,9 @@ class OutputSchema:
                 ]
                 raise OutputInvalid(_capped(issues), raw)
             return value
-        assert self._adapter is not None
-        try:
-            return self._adapter.validate_python(value)
-        except _pydantic_error() as exc:
-            raise OutputInvalid(issues_of(exc), raw) from None
-        except (ValueError, TypeError, AssertionError) as exc:
-            raise OutputInvalid([OutputIssue("", _sentence(exc))], raw) from None
+        adapter = self._adapter
+        assert adapter is not None
+        return _by_pydantic(lambda: adapter.validate_python(value), raw)
 
     def read(self, message: Message, *, mode: OutputMode = "native") -> Any:
         """The validated value of an assistant message's structured answer.
@@ -355,6 +347,17 @@ class OutputSchema:
             what = f"call the {ANSWER_TOOL} tool" if mode == "tool" else "answer with JSON"
             raise OutputInvalid([OutputIssue("", f"there was no answer: {what}")], raw)
         return self.parse(raw)
+
+
+def _by_pydantic(validate: Callable[[], Any], raw: str) -> Any:
+    """`validate()`: pydantic's check of an answer; its errors, and a model validator's own,
+    as `OutputInvalid`."""
+    try:
+        return validate()
+    except _pydantic_error() as exc:
+        raise OutputInvalid(issues_of(exc), raw) from None
+    except (ValueError, TypeError, AssertionError) as exc:  # a model validator's own
+        raise OutputInvalid([OutputIssue("", _sentence(exc))], raw) from None
 
 
 def _decoded(body: str, raw: str) -> Any:

@@ -23,42 +23,24 @@ native form in `auto` mode gets the next form at once (`StructuredOutput.reform`
 from __future__ import annotations
 
 import dataclasses
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._attempts import AttemptLoop, Emit, Fallback, Sent
-from .._core._budget import Usage
-from .._core._clock import Clock
 from .._core._event_types import AttemptPhase
 from .._core._messages import Message
-from .._core._pacing import Pacer
-from .._core._retry import RetryPolicy
 from ..errors import ContextOverflow
 from ..events import FallbackStarted, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
 from ._output_step import Checked, StructuredOutput, answer_limit
+from ._parts import AgentParts, RunState
 from ._stream import Streamed, stream_once
-from ._toolbox import Toolbox
 
-__all__ = ["Requester", "RunState"]
+__all__ = ["Requester"]
 
 SUMMARY_SYSTEM = "You summarise conversations faithfully and briefly."
-
-
-@dataclass
-class RunState:
-    """What one run knows about itself while it runs."""
-
-    run_id: str
-    started: float
-    deadline: float | None
-    turn: int = 0
-    usage: Usage = field(default_factory=Usage)
-    model_index: int = 0
-    reasks: int = 0  # structured answers asked for again, this run
 
 
 @dataclass
@@ -71,49 +53,38 @@ class _Step:
     sent: ModelRequest | None = None
 
 
-@dataclass(frozen=True)
-class RequestSettings:
-    """What every request of a run carries, taken from the agent when the run starts."""
-
-    system: str | None
-    max_tokens: int
-    options: dict[str, Any]
-    cache: bool
-    context_window: int | None
-    max_compactions: int
-
-
 @dataclass
 class Requester:
-    providers: Sequence[Provider]
-    models: Sequence[str]
+    """The run's requests, under the agent's configuration (read as it is used: `AgentParts`)."""
+
+    agent: AgentParts
     state: RunState
-    settings: RequestSettings
-    policy: RetryPolicy
-    rng: random.Random
-    clock: Clock
     emit: Emit
-    keeper: ContextKeeper
-    toolbox: Toolbox
-    pacer_for: Callable[[Provider], Pacer | None]
     output: StructuredOutput | None = None
+    keeper: ContextKeeper = field(init=False)
     _reported: set[str] = field(default_factory=set)  # tool sources announced unavailable
+
+    def __post_init__(self) -> None:
+        a = self.agent
+        self.keeper = ContextKeeper(
+            a.compaction, system=a.system, threshold=a.compaction_threshold, emit=self.emit
+        )
 
     @property
     def model(self) -> str:
-        return self.models[min(self.state.model_index, len(self.models) - 1)]
+        return self.agent.models[min(self.state.model_index, len(self.agent.models) - 1)]
 
     @property
     def provider(self) -> Provider:
-        return self.providers[self.state.model_index]
+        return self.agent._providers[self.state.model_index]
 
     def _window(self) -> int | None:
-        return self.settings.context_window or getattr(self.provider, "context_window", None)
+        return self.agent.context_window or getattr(self.provider, "context_window", None)
 
     async def _tools(self) -> tuple[ToolSpec, ...]:
         """The tools offered now; a tool source that cannot offer any is announced once a run."""
-        specs = tuple(await self.toolbox.specs())
-        for source, reason in self.toolbox.unavailable.items():
+        specs = tuple(await self.agent.toolbox.specs())
+        for source, reason in self.agent.toolbox.unavailable.items():
             if source not in self._reported:
                 self._reported.add(source)
                 self.emit(ToolSourceUnavailable(source=source, reason=reason))
@@ -133,8 +104,8 @@ class Requester:
             working, tools, self.summarize, self._window()
         )
         step = _Step(working, tools, compactions=int(compacted))
-        if self.settings.context_window:
-            await self._fit(step, self.settings.context_window)
+        if self.agent.context_window:
+            await self._fit(step, self.agent.context_window)
         while True:
             model = self.model
             try:
@@ -163,8 +134,9 @@ class Requester:
         while estimate > window:
             shorter = None
             why = "compaction has nothing more to shed"
-            if step.compactions >= self.settings.max_compactions:
-                why = f"the {self.settings.max_compactions} compactions allowed per step are spent"
+            allowed = self.agent.max_compactions_per_step
+            if step.compactions >= allowed:
+                why = f"the {allowed} compactions allowed per step are spent"
             else:
                 step.compactions += 1
                 shorter = await self.keeper.compact(
@@ -192,25 +164,23 @@ class Requester:
     ) -> Streamed:
         """One model's attempt loop for this step; raises `Fallback` to hand over, `Reask` to
         ask for a structured answer again."""
-        out, index = self.output, self.state.model_index
-        max_tokens = answer_limit(self.settings.max_tokens, self.settings.options)
+        a, out, index = self.agent, self.output, self.state.model_index
+        max_tokens = answer_limit(a.max_tokens, a.options)
 
         async def attempt(n: int) -> Streamed:
             tools = tuple(await self._tools())
             request = ModelRequest(
                 tuple(step.working),
-                system=self.settings.system
-                if out is None
-                else out.system(index, self.settings.system),
+                system=a.system if out is None else out.system(index, a.system),
                 tools=tools if out is None else out.tools(index, tools),
-                max_tokens=self.settings.max_tokens,
-                options=self.settings.options,
-                cache=self.settings.cache,
+                max_tokens=a.max_tokens,
+                options=a.options,
+                cache=a.cache,
                 output=None if out is None else out.plans[index].format,
             )
             step.sent = request
             streamed = await stream_once(
-                provider, request, attempt=n, clock=self.clock, emit=self.emit
+                provider, request, attempt=n, clock=a.clock, emit=self.emit
             )
             if out is not None:
                 streamed.checked = out.check(
@@ -241,8 +211,8 @@ class Requester:
             "request",
             model,
             provider,
-            compactions_left=self.settings.max_compactions - step.compactions,
-            can_fall_back=self.state.model_index + 1 < len(self.providers),
+            compactions_left=a.max_compactions_per_step - step.compactions,
+            can_fall_back=self.state.model_index + 1 < len(a._providers),
             reasks_left=reasks_left,
         )
         reform = None if out is None else lambda error: out.reform(index, error)
@@ -254,11 +224,11 @@ class Requester:
         request = ModelRequest(
             (*messages, Message.user(instruction)),
             system=SUMMARY_SYSTEM,
-            max_tokens=min(self.settings.max_tokens, 2048),
+            max_tokens=min(self.agent.max_tokens, 2048),
         )
         loop = self._attempt_loop("compaction", self.model, provider)
         streamed = await loop.run(
-            lambda n: stream_once(provider, request, attempt=n, clock=self.clock, emit=None),
+            lambda n: stream_once(provider, request, attempt=n, clock=self.agent.clock, emit=None),
             describe=Streamed.sent,
         )
         self.state.usage = self.state.usage + streamed.completed.usage
@@ -269,15 +239,16 @@ class Requester:
     ) -> AttemptLoop:
         """The attempt loop of one request to `provider` (`limits`: its compactions, fallback
         and reasks left), under the agent's policy, clock, pacer and deadline."""
+        a = self.agent
         return AttemptLoop(
-            self.policy,
-            clock=self.clock,
+            a.retry,
+            clock=a.clock,
             emit=self.emit,
             phase=phase,
             model=model,
             provider=provider.name,
-            rng=self.rng,
+            rng=a._rng,
             deadline=self.state.deadline,
-            pacer=self.pacer_for(provider),
+            pacer=a.pacer_for(provider),
             **limits,
         )

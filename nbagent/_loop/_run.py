@@ -20,13 +20,9 @@ turn, with its tokens, cost and time. Nothing of it is committed unless an answe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from .._core._attempts import Emit, Reask
-from .._core._budget import Budget
-from .._core._clock import Clock
+from .._core._attempts import Reask
 from .._core._messages import Block, Message, TextBlock
 from ..errors import (
     Aborted,
@@ -36,31 +32,23 @@ from ..errors import (
     OutputTruncated,
 )
 from ..events import BudgetWarning, MessageCommitted, RunFinished
-from ._output_step import StructuredOutput
-from ._request import Requester, RunState
+from ._parts import AgentParts
+from ._request import Requester
 from ._results import RunResult
-from ._toolbox import Toolbox
 from ._tools import ToolCall
 
 __all__ = ["Run"]
 
-Commit = Callable[[list[Message], list[Message]], int]
-"""`(history, new) -> index of the first new message in the transcript`: the agent's record."""
 
-
-@dataclass
 class Run:
-    state: RunState
-    requester: Requester
-    toolbox: Toolbox
-    budget: Budget
-    clock: Clock
-    emit: Emit
-    history: list[Message]
-    commit: Commit
-    max_tokens: int
-    max_length_resumes: int
-    output: StructuredOutput | None = None
+    """One run of `agent`, its requests made by `requester`."""
+
+    def __init__(self, agent: AgentParts, requester: Requester) -> None:
+        self.agent = agent
+        self.requester = requester
+        self.state = requester.state
+        self.emit = requester.emit
+        self.output = requester.output
 
     async def __call__(self, user: Message) -> RunResult[Any]:
         state = self.state
@@ -114,7 +102,7 @@ class Run:
             sent = [*pending, *tail]
             try:
                 completed, working, checked = await self.requester.next_message(
-                    self.history + sent, reasks_left=retries - state.reasks
+                    self.agent.history + sent, reasks_left=retries - state.reasks
                 )
             except Reask as reask:
                 if paused is not None:  # the answer continued a paused turn: one message
@@ -146,9 +134,9 @@ class Run:
             truncated = completed.stop_reason == "max_tokens"
             if truncated and not (assistant.text.strip() or assistant.tool_uses):
                 resumes += 1
-                if resumes > self.max_length_resumes:
+                if resumes > self.agent.max_length_resumes:
                     raise LengthResumeExhausted(
-                        f"the model stopped at max_tokens ({self.max_tokens}) without any "
+                        f"the model stopped at max_tokens ({self.agent.max_tokens}) without any "
                         f"output {resumes} times; raise max_tokens or shorten the prompt"
                     )
                 self._check_budget()
@@ -179,31 +167,31 @@ class Run:
 
     async def _tool_results(self, calls: list[ToolCall]) -> Message:
         """Run the calls; their results (and the budget's wrap-up note) as one user message."""
-        results = await self.toolbox.run_batch(calls, self.emit, self.clock.now)
+        results = await self.agent.toolbox.run_batch(calls, self.emit, self.agent.clock.now)
         blocks: tuple[Block, ...] = tuple(results)
-        note = self.budget.wrap_up_note(self.state.turn)
+        note = self.agent.budget.wrap_up_note(self.state.turn)
         if note:
             blocks += (TextBlock(note),)
             self.emit(
                 BudgetWarning(
                     limit="max_turns",
                     actual=self.state.turn,
-                    limit_value=self.budget.max_turns or 0,
+                    limit_value=self.agent.budget.max_turns or 0,
                     message=note,
                 )
             )
         return Message("user", blocks)
 
     def _commit(self, history: list[Message], new: list[Message]) -> None:
-        start = self.commit(history, new)
-        self.history = [*history, *new]
+        start = self.agent._commit(history, new)
         for i, m in enumerate(new):
             self.emit(MessageCommitted(message=m, index=start + i))
 
     def _check_budget(self) -> None:
         state = self.state
         turns = state.turn + state.reasks  # a reask is a turn for the budgets
-        self.budget.check(state.usage, turns=turns, elapsed_s=self.clock.now() - state.started)
+        elapsed = self.agent.clock.now() - state.started
+        self.agent.budget.check(state.usage, turns=turns, elapsed_s=elapsed)
 
     def _finished(
         self, end_reason: str, *, error: str = "", message: str = "", final_text: str = ""

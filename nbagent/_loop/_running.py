@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from .._core._clock import Clock
 from .._core._messages import Message
@@ -24,23 +24,13 @@ from .._core._presenter import LiveView, presenter
 from ..errors import Aborted, ConfigError
 from ..events import Event, RunStarted, Stamp
 from ..providers import Provider
-from ._context import ContextKeeper
 from ._limiter import shared_limiter
 from ._output_schema import OutputSchema
 from ._output_step import StructuredOutput
-from ._request import Requester, RequestSettings, RunState
+from ._parts import AgentParts, RunState
+from ._request import Requester
 from ._results import RunHandle, RunResult
 from ._run import Run
-
-if TYPE_CHECKING:
-    import random
-
-    from .._core._budget import Budget
-    from .._core._retry import RetryPolicy
-    from ..events import EventBus, Subscriber
-    from ._compaction import Compactor
-    from ._output_schema import OutputMode, OutputValidator
-    from ._toolbox import Toolbox
 
 __all__ = [
     "pacer_of",
@@ -50,42 +40,6 @@ __all__ = [
     "run_synchronously",
     "structured_output",
 ]
-
-
-class AgentParts(Protocol):
-    """What a run reads of its `Agent` (`_agent.py`, which imports this module, not the reverse)."""
-
-    _run: RunState | None
-    _providers: list[Provider]
-    _rng: random.Random
-    _validators: list[OutputValidator]
-    toolbox: Toolbox
-    output: OutputSchema | None
-    output_mode: OutputMode
-    output_retries: int
-    clock: Clock
-    budget: Budget
-    events: EventBus
-    agent_id: str
-    compaction: Compactor
-    system: str | None
-    compaction_threshold: float
-    max_tokens: int
-    options: dict[str, Any]
-    cache: bool
-    context_window: int | None
-    max_compactions_per_step: int
-    max_length_resumes: int
-    history: list[Message]
-
-    @property
-    def models(self) -> list[str]: ...
-    @property
-    def retry(self) -> RetryPolicy: ...
-    def pacer_for(self, provider: Provider) -> Pacer | None: ...
-    def subscribe(self, fn: Subscriber) -> Callable[[], None]: ...
-    def _commit(self, history: list[Message], new: list[Message]) -> int: ...
-    async def aclose(self) -> None: ...
 
 
 async def run_shown(
@@ -202,7 +156,7 @@ async def run_once(agent: AgentParts, prompt: str | Message, output: Any = None)
     try:
         emit = _emitter(agent, state)
         emit(RunStarted(prompt=user.text, model=agent.models[0], agent_id=agent.agent_id))
-        return await _make_run(agent, state, emit, structured)(user)
+        return await Run(agent, Requester(agent, state, emit, structured))(user)
     finally:
         agent._run = None
 
@@ -242,55 +196,6 @@ def _emitter(agent: AgentParts, state: RunState) -> Callable[[Event], None]:
         bus.emit(event, Stamp(state.run_id, clock.now(), state.turn))
 
     return emit
-
-
-def _make_run(
-    agent: AgentParts,
-    state: RunState,
-    emit: Callable[[Event], None],
-    structured: StructuredOutput | None = None,
-) -> Run:
-    keeper = ContextKeeper(
-        agent.compaction,
-        system=agent.system,
-        threshold=agent.compaction_threshold,
-        emit=emit,
-    )
-    settings = RequestSettings(
-        system=agent.system,
-        max_tokens=agent.max_tokens,
-        options=agent.options,
-        cache=agent.cache,
-        context_window=agent.context_window,
-        max_compactions=agent.max_compactions_per_step,
-    )
-    requester = Requester(
-        providers=agent._providers,
-        models=agent.models,
-        state=state,
-        settings=settings,
-        policy=agent.retry,
-        rng=agent._rng,
-        clock=agent.clock,
-        emit=emit,
-        keeper=keeper,
-        toolbox=agent.toolbox,
-        pacer_for=agent.pacer_for,
-        output=structured,
-    )
-    return Run(
-        state=state,
-        requester=requester,
-        toolbox=agent.toolbox,
-        budget=agent.budget,
-        clock=agent.clock,
-        emit=emit,
-        history=list(agent.history),
-        commit=agent._commit,
-        max_tokens=agent.max_tokens,
-        max_length_resumes=agent.max_length_resumes,
-        output=structured,
-    )
 
 
 def _showing(show: bool | None) -> bool:
