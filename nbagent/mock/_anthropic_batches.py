@@ -17,7 +17,7 @@ from typing import Any
 
 from . import _batch_items as item
 from ._anthropic_wire import ANTHROPIC
-from ._batch_api import BatchAPI, Paging, list_body, rfc3339, rows
+from ._batch_api import ONE, BatchAPI, Paging, list_body, rfc3339
 from ._batch_timeline import ALNUM, Batch, Snapshot, stable_id
 from ._call import Call, CallError
 from ._fault_answers import reply_stream
@@ -75,6 +75,7 @@ API = BatchAPI(
     body=batch_json,
     listing=list_body,
     stamp=rfc3339,
+    path="",
     deleted_type="message_batch_deleted",
     must_end=_PROCESSING + "cancel it and wait for it to end before deleting it.",
 )
@@ -143,18 +144,9 @@ def _line(batch: Batch, index: int, result: dict[str, Any]) -> bytes:
     return item.compact({"custom_id": batch.items.ids[index], "result": result}) + b"\n"
 
 
-_ONE = "/(?P<id>[^/]+)"
-ENDPOINTS = rows(
-    API,
+ENDPOINTS = API.rows(
     "anthropic",
     "/v1/messages/batches",
-    [
-        ("POST", "/?", "create", create),
-        ("GET", "/?", "list", API.list_batches),
-        ("GET", _ONE + "/results/?", "results", results),
-        ("POST", _ONE + "/cancel/?", "cancel", API.cancel),
-        ("GET", _ONE + "/?", "retrieve", API.retrieve),
-        ("DELETE", _ONE + "/?", "delete", API.delete),
-    ],
+    [("POST", "/?", "create", create), ("GET", ONE + "/results/?", "results", results)],
     create=MAX_BYTES + 65536,
 )

@@ -3,10 +3,10 @@
 A `BatchAPI` says what differs between Anthropic's Message Batches, OpenAI's Batch API and
 Gemini's batch mode: the status word of each phase, the names of the counts (and what each
 sums), how a list pages, the id format, the not-found error, and how the batch object is
-written, how it writes a moment, when a batch expires by default, and what a delete says. The
-endpoints they share (retrieve, cancel, list, delete) and the storing and answering of a new
-batch are written once here over the spec; a provider module adds its create (its validation),
-its results, and its rows of the route table (`rows`).
+written, how it writes a moment, where its paths are, and what a cancel and a delete say. The
+endpoints they share (retrieve, cancel, list, delete, and their rows of the route table) and
+the storing and answering of a new batch are written once here over the spec; a provider module
+adds its create (its validation) and its results (`BatchAPI.rows`).
 """
 
 from __future__ import annotations
@@ -67,6 +67,12 @@ def send_json(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
     reply(call, doc)
 
 
+Row = tuple[str, str, "str | None", Callable[[Call], None]]
+"""A route-table row: ``(method, path, fault target, serve)``."""
+ONE = "/(?P<id>[^/:]+)"
+"""The path of one batch, after `BatchAPI.path` (the id is a path parameter)."""
+
+
 @dataclass(frozen=True)
 class BatchAPI:
     """One provider's batch API.
@@ -83,7 +89,10 @@ class BatchAPI:
         send: Answers a call with a document of batch objects (retrieve's, list's, and so on)
             for the batches it holds (Gemini streams its operations; the others send JSON).
         stamp: Writes a moment (seconds since the epoch) as the API does.
-        expires_after: After how long a batch expires when the server sets no expiry.
+        path: The path of its batches (under a prefix of `BatchAPI.rows`); one batch is under it.
+        cancel_path: The path of a batch's cancel, after the batch's.
+        cancel_empty: Whether a cancel answers ``{}`` (Gemini's), not the batch.
+        deletes: Whether a batch can be deleted (OpenAI's cannot).
         deleted_type: The ``type`` of what a delete answers (with the ``id``); None: ``{}``.
         must_end: The refusal of a delete before the batch has ended (``{}``: its id); None:
             a batch is deleted whenever asked.
@@ -103,7 +112,10 @@ class BatchAPI:
     listing: Callable[[list[dict[str, Any]], bool, list[Batch]], dict[str, Any]]
     send: Callable[[Call, dict[str, Any], list[Batch]], None] = send_json
     stamp: Callable[[float], Any] = int
-    expires_after: float = DAY_S
+    path: str = "/batches"
+    cancel_path: str = "/cancel/?"
+    cancel_empty: bool = False
+    deletes: bool = True
     deleted_type: str | None = None
     must_end: str | None = None
     keeps_partial: bool = True
@@ -115,8 +127,9 @@ class BatchAPI:
         return None if seconds is None else self.stamp(seconds)
 
     def expires(self, batch: Batch) -> Any:
-        """When the batch expires, as written: its own expiry, else the API's default."""
-        after = batch.expire_after if batch.expire_after is not None else self.expires_after
+        """When the batch expires, as written: its own expiry, else a day after its creation
+        (Anthropic's and OpenAI's window)."""
+        after = batch.expire_after if batch.expire_after is not None else DAY_S
         return self.stamp(batch.created + after)
 
     def count(self, batch: Batch, snap: Snapshot) -> dict[str, int]:
@@ -157,7 +170,11 @@ class BatchAPI:
 
     def cancel(self, call: Call) -> None:
         batch = self.find(call)
-        self.respond(call, batch, call.store.cancel(batch))
+        snap = call.store.cancel(batch)
+        if self.cancel_empty:
+            reply(call, {})
+        else:
+            self.respond(call, batch, snap)
 
     def delete(self, call: Call) -> None:
         batch = self.find(call)
@@ -172,36 +189,42 @@ class BatchAPI:
         data = [self.body(call, b, call.store.snapshot(b)) for b in batches]
         self.send(call, self.listing(data, more, batches), batches)
 
+    def rows(
+        self,
+        provider: Provider,
+        prefix: str,
+        own: Sequence[Row],
+        when: Callable[[Call], bool] | None = None,
+        **sizes: int,
+    ) -> list[Endpoint]:
+        """Route-table rows under ``prefix``: the API's ``own`` (its create, its results), then
+        the list, cancel, retrieve and delete the spec answers; ``sizes`` gives the largest body
+        by target (else 1 MiB), ``when`` a further test of each call."""
+        one = self.path + ONE
+        table = [
+            *own,
+            ("GET", self.path + "/?", "list", self.list_batches),
+            ("POST", one + self.cancel_path, "cancel", self.cancel),
+            ("GET", one + "/?", "retrieve", self.retrieve),
+        ]
+        if self.deletes:
+            table.append(("DELETE", one + "/?", "delete", self.delete))
+        return [
+            Endpoint(
+                method,
+                prefix + path,
+                serve,
+                self.format,
+                provider,
+                target,
+                sizes.get(target or "", 1024 * 1024),
+                when=when,
+            )
+            for method, path, target, serve in table
+        ]
+
 
 def list_body(data: list[dict[str, Any]], more: bool, *_: Any, **extra: Any) -> dict[str, Any]:
     """A page as Anthropic and OpenAI answer it (``extra`` besides: OpenAI's ``object``)."""
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
     return {**extra, "data": data, "first_id": first, "last_id": last, "has_more": more}
-
-
-Row = tuple[str, str, "str | None", Callable[[Call], None]]
-
-
-def rows(
-    api: BatchAPI,
-    provider: Provider,
-    prefix: str,
-    table: Sequence[Row],
-    when: Callable[[Call], bool] | None = None,
-    **sizes: int,
-) -> list[Endpoint]:
-    """Route-table rows for ``(method, path, fault target, serve)`` under ``prefix``; ``sizes``
-    gives the largest body by target (else 1 MiB), ``when`` a further test of each call."""
-    return [
-        Endpoint(
-            method,
-            prefix + path,
-            serve,
-            api.format,
-            provider,
-            target,
-            sizes.get(target or "", 1024 * 1024),
-            when=when,
-        )
-        for method, path, target, serve in table
-    ]

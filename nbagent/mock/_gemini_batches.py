@@ -24,10 +24,10 @@ from functools import partial
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_api import BatchAPI, Paging, rfc3339, rows
+from ._batch_api import BatchAPI, Paging, rfc3339
 from ._batch_timeline import EVERY, Batch, Snapshot, stable_id
 from ._call import Call, CallError
-from ._fault_answers import reply, reply_stream
+from ._fault_answers import reply_stream
 from ._formats import Route
 from ._gemini_wire import gemini_error
 
@@ -171,11 +171,6 @@ def _listing(operations: list[dict[str, Any]], more: bool, page: list[Batch]) ->
     return {"operations": operations, **({"nextPageToken": page[-1].id} if more else {})}
 
 
-def cancel(call: Call) -> None:
-    call.store.cancel(API.find(call))
-    reply(call, {})
-
-
 def _not_found(call: Call, batch_id: str) -> CallError:
     return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
 
@@ -205,6 +200,8 @@ API = BatchAPI(
     listing=_listing,
     send=_send,
     stamp=partial(rfc3339, nanos=True),
+    cancel_path=":cancel",
+    cancel_empty=True,
     keeps_partial=False,  # an expired or cancelled batch carries no responses
     request_key="request",
     path_id="batches/{}".format,
@@ -222,18 +219,10 @@ def _shared_v1(call: Call) -> bool:
     return batch_id is not None and call.store.get("batches/" + batch_id, "gemini") is not None
 
 
-_ONE = "/batches/(?P<id>[^/:]+)"
-ENDPOINTS = rows(
-    API,
+ENDPOINTS = API.rows(
     "gemini",
     "/(?:v1beta|v1alpha|v1)",
-    [
-        ("POST", "/models/(?P<model>[^/:]+):batchGenerateContent", "create", create),
-        ("GET", "/batches/?", "list", API.list_batches),
-        ("POST", _ONE + ":cancel", "cancel", cancel),
-        ("GET", _ONE + "/?", "retrieve", API.retrieve),
-        ("DELETE", _ONE + "/?", "delete", API.delete),
-    ],
+    [("POST", "/models/(?P<model>[^/:]+):batchGenerateContent", "create", create)],
     when=_shared_v1,
     create=MAX_INLINE_BYTES,
 )

@@ -23,7 +23,7 @@ from typing import Any, get_args
 
 from . import _batch_items as item
 from . import _files as files
-from ._batch_api import BatchAPI, Paging, Row, list_body, rows
+from ._batch_api import BatchAPI, Paging, Row, list_body
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, StoredFile, stable_id
 from ._call import Call, CallError
 from ._conversation import Format
@@ -225,6 +225,7 @@ API = BatchAPI(
     not_found=_not_found,
     body=batch_json,
     listing=partial(list_body, object="list"),
+    deletes=False,
     request_key="body",
 )
 
@@ -291,14 +292,11 @@ _ROWS: list[Row] = [
     ("GET", "/files/(?P<id>[^/]+)/?", None, files.retrieve),
     ("DELETE", "/files/(?P<id>[^/]+)/?", "delete", files.delete),
     ("POST", "/batches/?", "create", create),
-    ("GET", "/batches/?", "list", API.list_batches),
-    ("POST", "/batches/(?P<id>[^/]+)/cancel/?", "cancel", API.cancel),
-    ("GET", "/batches/(?P<id>[^/]+)/?", "retrieve", API.retrieve),
 ]
 # OpenAI's paths, and Azure OpenAI's under /openai/ (its v1 API, and the older one)
 _PREFIXES: tuple[tuple[str, Provider], ...] = (("/v1", "openai"), ("/openai(?:/v1)?", "azure"))
 ENDPOINTS = [
     row
     for prefix, provider in _PREFIXES
-    for row in rows(API, provider, prefix, _ROWS, upload=_MULTIPART)
+    for row in API.rows(provider, prefix, _ROWS, upload=_MULTIPART)
 ]
