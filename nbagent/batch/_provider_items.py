@@ -168,11 +168,17 @@ class ItemOutcomes:
     def fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
         """End every row of `rec` not yet ended with `err` (a batch that cannot be made or
         read any more)."""
-        now = self.clock.now()
         for pos in rec.positions():
             if not self.item_rows.done[pos]:
-                self.item_rows.failed(
-                    pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
-                )
-                self.progress.mark(pos, "failed")
+                self.fail(pos, rec.submission, rec.id, err, why)
         self.progress.changed()
+
+    def fail(
+        self, pos: int, submission: int, batch_id: str | None, err: BaseException, why: str = ""
+    ) -> None:
+        """End the row of the item at `pos` with `err`, now (its lane: failed)."""
+        now = self.clock.now()
+        self.item_rows.failed(
+            pos, submission, batch_id, err, action="fail", started=now, ended=now, why=why
+        )
+        self.progress.mark(pos, "failed")

@@ -189,17 +189,9 @@ class ProviderRun:
         for pos in positions:
             item = self.item(pos, submission, tails.get(pos))
             if len(item) + client.overhead(1) > caps.max_bytes:
-                err = _too_large(client, len(item), caps.max_bytes)
-                self.item_rows.failed(
-                    pos,
-                    submission,
-                    None,
-                    err,
-                    action="fail",
-                    started=self.clock.now(),
-                    ended=self.clock.now(),
+                self.judge.fail(
+                    pos, submission, None, _too_large(client, len(item), caps.max_bytes)
                 )
-                self.progress.mark(pos, "failed")
                 continue
             full = len(chunk) >= caps.max_requests
             if full or size + len(item) + client.overhead(len(chunk) + 1) > caps.max_bytes:
