@@ -10,7 +10,6 @@ is then recorded: a resubmission ("retry", "reask") or the row's end.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,11 +64,11 @@ class ItemOutcomes:
         item_rows: ItemEvents,
         settings: RunSettings,
         progress: BatchProgress,
-        rng: random.Random,
     ) -> None:
         self.client, self.state, self.item_rows = client, state, item_rows
-        self.settings, self.progress, self.rng = settings, progress, rng
+        self.settings, self.progress = settings, progress
         self.clock, self.policy = settings.clock, settings.policy
+        self.rng = self.policy.rng()
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
