@@ -143,7 +143,6 @@ class ItemOutcomes:
         if not again and decision.action in ("retry", "reask") and not isinstance(err, Aborted):
             # retryable, but the run was stopped: the row says so, with what it had
             err = Aborted(f"the batch was stopped before this request was sent again ({err})")
-        wait = decision.plan if again else None  # the wait before the item is sent again
         self.item_rows.failed(
             pos,
             rec.submission,
@@ -152,8 +151,7 @@ class ItemOutcomes:
             action=decision.action if again else "fail",
             started=started,
             ended=now,
-            delay_s=wait.delay_s if wait else None,
-            policy_delay_s=wait.policy_delay_s if wait else None,
+            wait=decision.plan if again else None,  # the wait before the item is sent again
             why="" if again else decision.why,
             request_id=answered,
         )
