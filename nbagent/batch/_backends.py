@@ -12,20 +12,19 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
 
 from .._loop._output_schema import OutputSchema
-from ._frames import BatchResult, attempts_frame, rows_frame
+from ._frames import BatchResult, attempts_frame, rows_frame, rows_or_cancelled
 from ._local import run_local
 from ._options import BatchOptions
 from ._progress import BatchProgress
 from ._provider_backend import ProviderBatch, ProviderOptions
-from ._spec import AgentSpec, BatchControl
+from ._spec import AgentsOptions, BatchControl
 
-__all__ = ["AgentsBackend", "AgentsOptions", "Backend", "ProviderOptions", "backend_for"]
+__all__ = ["AgentsBackend", "Backend", "ProviderOptions", "backend_for"]
 
 
 class Backend(Protocol):
@@ -40,28 +39,6 @@ class Backend(Protocol):
     async def run(self) -> BatchResult:
         """Run every prompt to its row."""
         ...
-
-
-@dataclass
-class AgentsOptions:
-    """Local and Ray agents: how many at once, Ray's workers, and what each agent is made of."""
-
-    spec: AgentSpec
-    concurrency: int
-    workers: int | None = None
-
-    @classmethod
-    def of(cls, options: BatchOptions, *, in_process: bool) -> AgentsOptions:
-        kwargs = dict(options.agent_kwargs)
-        if options.output is not None:
-            kwargs["output"] = options.output  # as given: a pydantic model travels to Ray
-        if in_process and kwargs.get("limiter") == "process":
-            kwargs["limiter"] = True  # in one process, the shared limiter is that
-        extra = list(kwargs.pop("subscribers", ()) or ())
-        spec = AgentSpec(
-            options.model, list(options.tools), options.system, options.retry, extra, kwargs
-        )
-        return cls(spec, options.concurrency, options.workers)
 
 
 class AgentsBackend:
@@ -102,17 +79,15 @@ class AgentsBackend:
         pass
 
     async def run(self) -> BatchResult:
-        t0, o = time.monotonic(), self.options
+        t0 = time.monotonic()
         if self.ray:
-            from ._ray import run_ray
-
-            rows, parts, limiter = await run_ray(
-                self.texts, o.spec, o.concurrency, self.progress, self.control, workers=o.workers
-            )
+            from ._ray import run_ray as run_agents
         else:
-            rows, parts, limiter = await run_local(
-                self.texts, o.spec, o.concurrency, self.progress, self.control
-            )
+            run_agents = run_local
+        ran, parts, limiter = await run_agents(
+            self.texts, self.options, self.progress, self.control
+        )
+        rows = rows_or_cancelled(ran, self.texts, self.progress)
         return BatchResult(
             results=rows_frame(rows, self.index, self.output),
             attempts=attempts_frame(parts),

@@ -169,16 +169,10 @@ def prompts_of(
 
 
 def _texts(values: list[Any], labels: list[Any] | None) -> list[str]:
+    """The prompts as text: none is missing or empty (those are refused), so each is its `str`
+    (a number in an object column, say)."""
     refuse_blank_prompts(values, labels)
-    return [_text(p) for p in values]
-
-
-def _text(prompt: object) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    if prompt is None or (isinstance(prompt, float) and prompt != prompt):
-        return ""
-    return str(prompt)
+    return [str(p) for p in values]
 
 
 def _end_reason(err: BaseException) -> str:

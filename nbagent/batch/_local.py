@@ -16,9 +16,9 @@ import pandas as pd
 from .._loop._durable_log import default_worker
 from .._loop._frame import with_origin
 from .._loop._limiter import RateLimiter
-from ._frames import agent_row, rows_or_cancelled
+from ._frames import agent_row
 from ._progress import BatchProgress
-from ._spec import AgentSpec, BatchControl
+from ._spec import AgentsOptions, BatchControl
 
 __all__ = ["run_local"]
 
@@ -30,13 +30,11 @@ def _retrieve(fut: asyncio.Future[Any]) -> None:
 
 
 async def run_local(
-    texts: list[str],
-    spec: AgentSpec,
-    concurrency: int,
-    progress: BatchProgress,
-    control: BatchControl,
-) -> tuple[list[dict[str, Any]], list[tuple[int, pd.DataFrame]], str]:
-    """Rows in prompt order, attempt frames, and the limiter's description."""
+    texts: list[str], options: AgentsOptions, progress: BatchProgress, control: BatchControl
+) -> tuple[list[dict[str, Any] | None], list[tuple[int, pd.DataFrame]], str]:
+    """Rows in prompt order (None: never started), attempt frames, and the limiter's
+    description."""
+    spec = options.spec
     # a bad model string or a missing key fails here, once, before anything is sent
     first = spec.make()
     limiter = first.pacer_for(first.providers[0])
@@ -45,7 +43,7 @@ async def run_local(
     worker = default_worker()
     rows: list[dict[str, Any] | None] = [None] * len(texts)
     parts: list[tuple[int, pd.DataFrame]] = []
-    gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(options.concurrency)
 
     async def one(i: int, prompt: str) -> None:
         async with gate:
@@ -71,5 +69,4 @@ async def run_local(
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-    out = rows_or_cancelled(rows, texts, progress)
-    return out, parts, "off" if limiter is None else repr(limiter)
+    return rows, parts, "off" if limiter is None else repr(limiter)

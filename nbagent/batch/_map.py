@@ -22,10 +22,11 @@ progress; in a terminal, a one-line progress bar on stderr.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sys
-from collections.abc import Generator, Iterable, Sequence
-from typing import Any, Literal, overload
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, Literal, TypeVar, overload
 
 from typing_extensions import Unpack
 
@@ -46,6 +47,8 @@ from ._progress import TerminalBar
 from ._provider_backend import ProviderBatch
 
 __all__ = ["BatchHandle", "amap", "map", "resume", "start"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class _Batch:
@@ -153,132 +156,6 @@ class BatchHandle:
 
 
 @overload
-async def amap(
-    prompts: Prompts,
-    model: ModelSpec | Sequence[ModelSpec] = "demo",
-    *,
-    dry_run: Literal[False] = False,
-    **options: Unpack[BatchKeywords],
-) -> BatchResult: ...
-
-
-@overload
-async def amap(
-    prompts: Prompts,
-    model: ModelSpec | Sequence[ModelSpec] = "demo",
-    *,
-    dry_run: Literal[True],
-    **options: Unpack[BatchKeywords],
-) -> BatchEstimate: ...
-
-
-async def amap(
-    prompts: Prompts,
-    model: ModelSpec | Sequence[ModelSpec] = "demo",
-    *,
-    concurrency: int = 32,
-    column: str | None = None,
-    tools: Iterable[Any] = (),
-    system: str | None = None,
-    retry: RetryPolicy | None = None,
-    show: bool | None = None,
-    backend: str = "local",
-    workers: int | None = None,
-    state: str | os.PathLike[str] | None = None,
-    dry_run: bool = False,
-    output: Any = None,
-    **agent_kwargs: Any,
-) -> BatchResult | BatchEstimate:
-    """Run one agent per prompt in the running event loop, and collect the results.
-
-    The awaitable form of `map`, with the same options. Cancelling the awaiting task stops
-    every agent (and raises); use `start` for a batch you can stop and keep.
-
-    Args:
-        prompts: As for [`map`][nbagent.map].
-        model: As for [`map`][nbagent.map].
-        concurrency: As for [`map`][nbagent.map].
-        column: As for [`map`][nbagent.map].
-        tools: As for [`map`][nbagent.map].
-        system: As for [`map`][nbagent.map].
-        retry: As for [`map`][nbagent.map].
-        show: As for [`map`][nbagent.map].
-        backend: As for [`map`][nbagent.map].
-        workers: As for [`map`][nbagent.map].
-        state: As for [`map`][nbagent.map].
-        dry_run: As for [`map`][nbagent.map].
-        output: As for [`map`][nbagent.map].
-        **agent_kwargs: As for [`map`][nbagent.map].
-
-    Returns:
-        A `BatchResult` (see `map`), or with `dry_run=True` a `BatchEstimate`.
-
-    Raises:
-        ConfigError: As for [`map`][nbagent.map].
-    """
-    options = BatchOptions.of(locals())
-    if options.dry_run:
-        return dry_run_estimate(options)
-    return await _Batch.of(options, stoppable=False).run()
-
-
-def start(
-    prompts: Prompts,
-    model: ModelSpec | Sequence[ModelSpec] = "demo",
-    *,
-    concurrency: int = 32,
-    column: str | None = None,
-    tools: Iterable[Any] = (),
-    system: str | None = None,
-    retry: RetryPolicy | None = None,
-    show: bool | None = None,
-    backend: str = "local",
-    workers: int | None = None,
-    state: str | os.PathLike[str] | None = None,
-    dry_run: bool = False,
-    output: Any = None,
-    **agent_kwargs: Any,
-) -> BatchHandle:
-    """Start a batch in the background of the running event loop and return its handle.
-
-    The kernel stays free while the batch runs; the view's Stop button (or
-    `handle.cancel()`) stops it, and `await handle` gives what finished. With
-    `backend="provider"` stopping cancels the provider's batches and collects what they had
-    answered; a kernel that dies leaves them running, resumable from the state file.
-
-    Args:
-        prompts: As for [`map`][nbagent.map].
-        model: As for [`map`][nbagent.map].
-        concurrency: As for [`map`][nbagent.map].
-        column: As for [`map`][nbagent.map].
-        tools: As for [`map`][nbagent.map].
-        system: As for [`map`][nbagent.map].
-        retry: As for [`map`][nbagent.map].
-        show: As for [`map`][nbagent.map].
-        backend: As for [`map`][nbagent.map].
-        workers: As for [`map`][nbagent.map].
-        state: As for [`map`][nbagent.map].
-        dry_run: As for [`map`][nbagent.map].
-        output: As for [`map`][nbagent.map].
-        **agent_kwargs: As for [`map`][nbagent.map].
-
-    Returns:
-        The `BatchHandle` of the running batch.
-
-    Raises:
-        ConfigError: An option, the model string or the key is wrong, or `dry_run=True`
-            (use `map` for an estimate: there is nothing to run in the background).
-        RuntimeError: No event loop is running (call it from a notebook cell or a coroutine).
-    """
-    options = BatchOptions.of(locals())
-    if options.dry_run:
-        raise ConfigError("dry_run=True sends nothing: use nbagent.map(..., dry_run=True)")
-    loop = asyncio.get_running_loop()  # before any view is shown: start needs a running loop
-    batch = _Batch.of(options, stoppable=True)
-    return BatchHandle(loop.create_task(batch.run()), batch)
-
-
-@overload
 def map(
     prompts: Prompts,
     model: ModelSpec | Sequence[ModelSpec] = "demo",
@@ -375,6 +252,121 @@ def map(
         return dry_run_estimate(options)
     batch = _Batch.of(options, stoppable=False)
     return _run_blocking(batch)
+
+
+def _takes_map_options(fn: _F) -> _F:
+    """Mark an entry point that takes `map`'s options (`**options: Unpack[BatchKeywords]`,
+    bound by `_options_as_map`): `help()` and `inspect` show it with `map`'s signature."""
+    shown = inspect.signature(map).replace(
+        return_annotation=inspect.signature(fn).return_annotation
+    )
+    fn.__signature__ = shown  # type: ignore[attr-defined]
+    return fn
+
+
+def _options_as_map(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec],
+    dry_run: bool,
+    options: BatchKeywords,
+) -> BatchOptions:
+    """The options of an `amap` / `start` call, bound as a `map` call binds them (its
+    signature is the one list of the options and their defaults)."""
+    call = inspect.signature(map).bind(prompts, model, dry_run=dry_run, **options)
+    call.apply_defaults()
+    return BatchOptions.of(call.arguments)
+
+
+@overload
+async def amap(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    dry_run: Literal[False] = False,
+    **options: Unpack[BatchKeywords],
+) -> BatchResult: ...
+
+
+@overload
+async def amap(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    dry_run: Literal[True],
+    **options: Unpack[BatchKeywords],
+) -> BatchEstimate: ...
+
+
+@_takes_map_options
+async def amap(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    dry_run: bool = False,
+    **options: Unpack[BatchKeywords],
+) -> BatchResult | BatchEstimate:
+    """Run one agent per prompt in the running event loop, and collect the results.
+
+    The awaitable form of `map`, with the same options. Cancelling the awaiting task stops
+    every agent (and raises); use `start` for a batch you can stop and keep.
+
+    Args:
+        prompts: As for [`map`][nbagent.map].
+        model: As for [`map`][nbagent.map].
+        dry_run: As for [`map`][nbagent.map].
+        **options: As for [`map`][nbagent.map]: `concurrency=`, `column=`, `tools=`,
+            `system=`, `retry=`, `show=`, `backend=`, `workers=`, `state=`, `output=` and
+            every `Agent` keyword.
+
+    Returns:
+        A `BatchResult` (see `map`), or with `dry_run=True` a `BatchEstimate`.
+
+    Raises:
+        ConfigError: As for [`map`][nbagent.map].
+    """
+    batch_options = _options_as_map(prompts, model, dry_run, options)
+    if batch_options.dry_run:
+        return dry_run_estimate(batch_options)
+    return await _Batch.of(batch_options, stoppable=False).run()
+
+
+@_takes_map_options
+def start(
+    prompts: Prompts,
+    model: ModelSpec | Sequence[ModelSpec] = "demo",
+    *,
+    dry_run: bool = False,
+    **options: Unpack[BatchKeywords],
+) -> BatchHandle:
+    """Start a batch in the background of the running event loop and return its handle.
+
+    The kernel stays free while the batch runs; the view's Stop button (or
+    `handle.cancel()`) stops it, and `await handle` gives what finished. With
+    `backend="provider"` stopping cancels the provider's batches and collects what they had
+    answered; a kernel that dies leaves them running, resumable from the state file.
+
+    Args:
+        prompts: As for [`map`][nbagent.map].
+        model: As for [`map`][nbagent.map].
+        dry_run: As for [`map`][nbagent.map] (True is refused: there is nothing to run).
+        **options: As for [`map`][nbagent.map]: `concurrency=`, `column=`, `tools=`,
+            `system=`, `retry=`, `show=`, `backend=`, `workers=`, `state=`, `output=` and
+            every `Agent` keyword.
+
+    Returns:
+        The `BatchHandle` of the running batch.
+
+    Raises:
+        ConfigError: An option, the model string or the key is wrong, or `dry_run=True`
+            (use `map` for an estimate: there is nothing to run in the background).
+        RuntimeError: No event loop is running (call it from a notebook cell or a coroutine).
+    """
+    batch_options = _options_as_map(prompts, model, dry_run, options)
+    if batch_options.dry_run:
+        raise ConfigError("dry_run=True sends nothing: use nbagent.map(..., dry_run=True)")
+    loop = asyncio.get_running_loop()  # before any view is shown: start needs a running loop
+    batch = _Batch.of(batch_options, stoppable=True)
+    return BatchHandle(loop.create_task(batch.run()), batch)
 
 
 def resume(

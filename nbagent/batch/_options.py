@@ -1,12 +1,12 @@
 """What a batch was asked to do, in one place: the options of `map`, `amap` and `start`.
 
-The three entry points spell their signatures out (so an editor, `help()` and the reference
-show every option, as httpx does for `Client` and `AsyncClient`), and each hands its call to
-`BatchOptions.of(locals())` as its first statement. That is the only forwarding: an option is
-added to the three signatures and to `BatchOptions`, and checked here; `of` refuses a call
-whose names are not exactly its fields, so a signature and this class cannot drift apart. The
-typed overloads of `map` and `amap` (one per kind of `dry_run=`) name the keywords once, as
-`BatchKeywords`.
+`map` spells its signature out (so an editor, `help()` and the reference show every option, as
+httpx does for `Client`) and hands its call to `BatchOptions.of(locals())` as its first
+statement; `amap` and `start` take the same options as `**options: Unpack[BatchKeywords]`,
+bound through `map`'s signature (its defaults included) and shown with it by `help()`. An
+option is added to `map`'s signature, to `BatchKeywords` and to `BatchOptions`, and checked
+here; `of` refuses a call whose names are not exactly its fields, so the signature and this
+class cannot drift apart.
 """
 
 from __future__ import annotations

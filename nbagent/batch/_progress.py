@@ -38,12 +38,15 @@ def lane_state(event: Event) -> str | None:
     if isinstance(event, (PacedWait, RetryScheduled)):
         return "waiting"
     if isinstance(event, RunFinished):
-        return (
-            "failed"
-            if event.end_reason in ("error", "budget")
-            else ("cancelled" if event.end_reason == "cancelled" else "ok")
-        )
+        return end_lane(event.end_reason)
     return None
+
+
+def end_lane(end_reason: str | None) -> str:
+    """The lane a run ends in, from its end reason (a `RunFinished`'s, or a row's)."""
+    if end_reason in ("error", "budget"):
+        return "failed"
+    return "cancelled" if end_reason == "cancelled" else "ok"
 
 
 @dataclass
@@ -198,11 +201,7 @@ class BatchProgress:
             i: The prompt's position.
             row: Its row.
         """
-        if row.get("end_reason") == "cancelled":
-            state = "cancelled"
-        else:
-            state = "ok" if row.get("error") is None else "failed"
-        self.finish(i, state, reasked=bool(row.get("reasks")))
+        self.finish(i, end_lane(row.get("end_reason")), reasked=bool(row.get("reasks")))
 
     def mark(self, i: int, state: str) -> None:
         """Move lane `i` without telling the views (a runner with thousands of rows to move at

@@ -24,6 +24,7 @@ import pandas as pd
 
 from .._core._attempts import usage_fields
 from .._core._budget import Usage
+from .._core._decision import RetryPlan
 from .._loop._attempt_log import AttemptLog
 from .._loop._columns import numpy_of, string_array
 from .._loop._output_schema import OutputSchema
@@ -164,14 +165,13 @@ class ItemEvents:
         action: FailureAction,
         started: float,
         ended: float,
-        delay_s: float | None = None,
-        policy_delay_s: float | None = None,
+        wait: RetryPlan | None = None,
         why: str = "",
         request_id: str | None = None,
     ) -> None:
-        """An item failed in this submission: `action` "retry" or "reask" (it goes again) or
-        "fail". A structured answer refused afterwards (off its schema, cut at max_tokens)
-        carries its usage: the row has its tokens and cost."""
+        """An item failed in this submission: `action` "retry" or "reask" (it goes again, after
+        `wait`) or "fail". A structured answer refused afterwards (off its schema, cut at
+        max_tokens) carries its usage: the row has its tokens and cost."""
         p = err if isinstance(err, ProviderError) else None
         answered = err if isinstance(err, (OutputInvalid, OutputTruncated)) else None
         message = str(err) or type(err).__name__
@@ -194,15 +194,15 @@ class ItemEvents:
                 cancelled=isinstance(err, Aborted),
             )
         )
-        if delay_s is not None:
+        if wait is not None:
             self.bus.emit(
                 RetryScheduled(
                     **labels,
                     **said,
                     time=ended,
                     next_attempt=submission + 1,
-                    delay_s=delay_s,
-                    policy_delay_s=delay_s if policy_delay_s is None else policy_delay_s,
+                    delay_s=wait.delay_s,
+                    policy_delay_s=wait.policy_delay_s,
                 )
             )
         if action == "reask":

@@ -10,7 +10,6 @@ is then recorded: a resubmission ("retry", "reask") or the row's end.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,11 +64,11 @@ class ItemOutcomes:
         item_rows: ItemEvents,
         settings: RunSettings,
         progress: BatchProgress,
-        rng: random.Random,
     ) -> None:
         self.client, self.state, self.item_rows = client, state, item_rows
-        self.settings, self.progress, self.rng = settings, progress, rng
+        self.settings, self.progress = settings, progress
         self.clock, self.policy = settings.clock, settings.policy
+        self.rng = self.policy.rng()
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
@@ -144,7 +143,6 @@ class ItemOutcomes:
         if not again and decision.action in ("retry", "reask") and not isinstance(err, Aborted):
             # retryable, but the run was stopped: the row says so, with what it had
             err = Aborted(f"the batch was stopped before this request was sent again ({err})")
-        wait = decision.plan if again else None  # the wait before the item is sent again
         self.item_rows.failed(
             pos,
             rec.submission,
@@ -153,8 +151,7 @@ class ItemOutcomes:
             action=decision.action if again else "fail",
             started=started,
             ended=now,
-            delay_s=wait.delay_s if wait else None,
-            policy_delay_s=wait.policy_delay_s if wait else None,
+            wait=decision.plan if again else None,  # the wait before the item is sent again
             why="" if again else decision.why,
             request_id=answered,
         )
@@ -168,11 +165,17 @@ class ItemOutcomes:
     def fail_all(self, rec: BatchRecord, err: BaseException, why: str = "") -> None:
         """End every row of `rec` not yet ended with `err` (a batch that cannot be made or
         read any more)."""
-        now = self.clock.now()
         for pos in rec.positions():
             if not self.item_rows.done[pos]:
-                self.item_rows.failed(
-                    pos, rec.submission, rec.id, err, action="fail", started=now, ended=now, why=why
-                )
-                self.progress.mark(pos, "failed")
+                self.fail(pos, rec.submission, rec.id, err, why)
         self.progress.changed()
+
+    def fail(
+        self, pos: int, submission: int, batch_id: str | None, err: BaseException, why: str = ""
+    ) -> None:
+        """End the row of the item at `pos` with `err`, now (its lane: failed)."""
+        now = self.clock.now()
+        self.item_rows.failed(
+            pos, submission, batch_id, err, action="fail", started=now, ended=now, why=why
+        )
+        self.progress.mark(pos, "failed")

@@ -63,8 +63,9 @@ CANCEL_WAIT_S = 900.0
 """How long a stopped run waits for the provider to finish cancelling (OpenAI: up to 10 min)."""
 
 
-class ProviderRun:
-    """One run over the state's batch records (see the module docstring)."""
+class ProviderRun(ItemOutcomes):
+    """One run over the state's batch records (see the module docstring); what each item it
+    reads ends as is its `ItemOutcomes` part."""
 
     def __init__(
         self,
@@ -75,15 +76,11 @@ class ProviderRun:
         progress: BatchProgress,
         control: BatchControl,
     ) -> None:
-        self.client, self.state, self.item_rows = client, state, items
-        self.settings, self.progress, self.control = settings, progress, control
-        self.clock = settings.clock
-        self.policy = settings.policy
-        self.rng = self.policy.rng()
+        super().__init__(client, state, items, settings, progress)
+        self.control = control
         self.stopping = asyncio.Event()
         self.stopped_at: float | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.judge = ItemOutcomes(client, state, items, settings, progress, self.rng)
 
     # -- the whole run ----------------------------------------------------------------------
 
@@ -189,17 +186,7 @@ class ProviderRun:
         for pos in positions:
             item = self.item(pos, submission, tails.get(pos))
             if len(item) + client.overhead(1) > caps.max_bytes:
-                err = _too_large(client, len(item), caps.max_bytes)
-                self.item_rows.failed(
-                    pos,
-                    submission,
-                    None,
-                    err,
-                    action="fail",
-                    started=self.clock.now(),
-                    ended=self.clock.now(),
-                )
-                self.progress.mark(pos, "failed")
+                self.fail(pos, submission, None, _too_large(client, len(item), caps.max_bytes))
                 continue
             full = len(chunk) >= caps.max_requests
             if full or size + len(item) + client.overhead(len(chunk) + 1) > caps.max_bytes:
@@ -217,9 +204,7 @@ class ProviderRun:
             await self.collect(rec, await self.retrieve(rec), replay=True)
             return
         if rec.step == "failed":
-            self.judge.fail_all(
-                rec, _error_named(rec.error or "NbAgentError: it could not be created")
-            )
+            self.fail_all(rec, _error_named(rec.error or "NbAgentError: it could not be created"))
             return
         if rec.step in ("planned", "creating"):
             if not self.stopping.is_set():
@@ -268,7 +253,7 @@ class ProviderRun:
             if found is None:
                 rec.step, rec.error = "failed", f"{type(err).__name__}: {err}"
                 self.state.save()
-                self.judge.fail_all(rec, err)
+                self.fail_all(rec, err)
                 return None
             status = found
         rec.id = status.id
@@ -293,7 +278,7 @@ class ProviderRun:
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # final (a 401, a batch that is gone): the rows say so
-                self.judge.fail_all(rec, err, why="the batch can no longer be read")
+                self.fail_all(rec, err, why="the batch can no longer be read")
                 return None
             self._show(rec, status)
             if status.phase == "ended":
@@ -333,16 +318,16 @@ class ProviderRun:
 
         async def take(pos: int, item: ItemResult) -> None:
             seen.add(pos)
-            decision = await self.judge.outcome(rec, pos, item, started)
+            decision = await self.outcome(rec, pos, item, started)
             if decision is None:
                 return
             again = decision.action in ("retry", "reask") and (
                 pos in later if replay else not self.stopping.is_set()
             )
-            self.judge.decided(rec, pos, decision, again, started)
+            self.decided(rec, pos, decision, again, started)
             if again:
                 retry.append((pos, decision))
-                tail = self.judge.tail(rec, pos, decision)
+                tail = self.tail(rec, pos, decision)
                 if tail is not None:
                     tails[pos] = tail
 
@@ -368,9 +353,9 @@ class ProviderRun:
         except Exception as err:
             for pos in sorted(members - seen):
                 seen.add(pos)
-                self.judge.decided(rec, pos, Decision("fail", err), False, started)
+                self.decided(rec, pos, Decision("fail", err), False, started)
         for pos in sorted(members - seen):
-            await take(pos, self.judge.missing(status, pos, rec))
+            await take(pos, self.missing(status, pos, rec))
         if retry and not replay:
             delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
             states = {p: d.state for p, d in retry}

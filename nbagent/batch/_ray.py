@@ -35,15 +35,16 @@ from .._core._words import counted
 from .._loop._limiter import limiter_key
 from ..errors import ConfigError
 from ._cluster_limiter import AsyncLimiterCore
-from ._frames import rows_or_cancelled
 from ._progress import BatchProgress
 from ._ray_driver import Driver, gather
 from ._ray_worker import BatchWorker, LimiterChoice
-from ._spec import AgentSpec, BatchControl
+from ._spec import AgentsOptions, AgentSpec, BatchControl
 
 __all__ = ["ensure_ray", "run_ray"]
 
 NAMESPACE = "nbagent"
+CPUS_PER_WORKER = 1.0
+"""What each worker actor asks Ray for: one worker per CPU of the cluster by default."""
 
 _pool: dict[str, list[Any]] = {}
 
@@ -146,15 +147,13 @@ def limiter_choice(ray: Any, spec: AgentSpec, key: tuple[str, ...]) -> tuple[Lim
 
 async def run_ray(
     texts: list[str],
-    spec: AgentSpec,
-    concurrency: int,
+    options: AgentsOptions,
     progress: BatchProgress,
     control: BatchControl,
-    *,
-    workers: int | None = None,
-    cpus_per_worker: float = 1.0,
-) -> tuple[list[dict[str, Any]], list[tuple[int, pd.DataFrame]], str]:
-    """Rows in prompt order, attempt frames, and the limiter's description."""
+) -> tuple[list[dict[str, Any] | None], list[tuple[int, pd.DataFrame]], str]:
+    """Rows in prompt order (None: never started), attempt frames, and the limiter's
+    description."""
+    spec = options.spec
     ray = ensure_ray()
     first = spec.make(limiter=False)  # a bad model string or a missing key fails here
     key = limiter_key(first.providers[0])
@@ -167,8 +166,8 @@ async def run_ray(
             f"map(backend='ray') sends the agents' arguments to the workers, and one of them "
             f"cannot be pickled ({type(err).__name__})"
         ) from None
-    n = worker_count(ray, workers, cpus_per_worker, len(texts))
-    actors = _workers(ray, n, cpus_per_worker)
+    n = worker_count(ray, options.workers, CPUS_PER_WORKER, len(texts))
+    actors = _workers(ray, n, CPUS_PER_WORKER)
     progress.backend, progress.workers = "ray", n
     batch = uuid.uuid4().hex[:12]
 
@@ -186,13 +185,14 @@ async def run_ray(
         await _pace(limiter, progress, incarnations)
 
     try:
-        await d.drive(max(1, math.ceil(concurrency / n)), pace if limiter is not None else None)
+        await d.drive(
+            max(1, math.ceil(options.concurrency / n)), pace if limiter is not None else None
+        )
     finally:
         for a in actors:  # not awaited: the rows are in; the workers tidy up on their own
             a.finish.remote(batch)
-    out = rows_or_cancelled(d.rows, texts, progress)
     described = await _describe(limiter, choice, n, d.lost, incarnations)
-    return out, d.parts, described
+    return d.rows, d.parts, described
 
 
 async def _pace(limiter: Any, progress: BatchProgress, incarnations: set[str]) -> None:

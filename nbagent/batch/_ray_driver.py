@@ -197,9 +197,11 @@ class Driver:
         label = str(drained.get("worker") or self.labels[w])
         self.labels[w] = label
         ours = {(t.i, t.attempt): t for t in self.inflight.values() if t.w == w}
+        busy = drained.get("busy", {})
+        told = {(i, a) for i, a, _ in drained["lanes"]} | {(i, a) for i, a, _ in drained["rows"]}
+        for key in (told | busy.keys()) & ours.keys():
+            ours[key].label = label  # this process runs it
         for i, attempt, state in drained["lanes"]:
-            if (i, attempt) in ours:
-                ours[i, attempt].label = label  # this process runs it
             if attempt == self.tries[i] and state in ("running", "waiting"):
                 self.progress.set_lane(i, state)
         counts = drained["counts"]
@@ -209,13 +211,10 @@ class Driver:
             self.progress.paced += int(counts["paced"])
             self.progress.paced_wait_s += float(counts.get("paced_s", 0.0))
         for (i, attempt, idx), row in drained["rows"].items():
-            if (i, attempt) in ours:
-                ours[i, attempt].label = label
             self.streamed.setdefault((i, attempt), {})[idx] = row
-        for (i, attempt), (quiet_s, what) in drained.get("busy", {}).items():
-            if (i, attempt) in ours:
-                ours[i, attempt].label = label
-                self.busy[i, attempt] = (now - float(quiet_s), str(what))
+        for key, (quiet_s, what) in busy.items():
+            if key in ours:
+                self.busy[key] = (now - float(quiet_s), str(what))
         self.progress.changed()
 
     async def poll(self) -> None:

@@ -19,8 +19,9 @@ from .._core._retry import RetryPolicy
 from .._loop._agent import Agent
 from .._loop._args import ModelSpec
 from ..events import Event
+from ._options import BatchOptions
 
-__all__ = ["AgentSpec", "BatchControl"]
+__all__ = ["AgentSpec", "AgentsOptions", "BatchControl"]
 
 
 @dataclass
@@ -46,6 +47,28 @@ class AgentSpec:
             subscribers=(*subscribers, *self.subscribers),
             **kwargs,
         )
+
+
+@dataclass
+class AgentsOptions:
+    """Local and Ray agents: how many at once, Ray's workers, and what each agent is made of."""
+
+    spec: AgentSpec
+    concurrency: int
+    workers: int | None = None
+
+    @classmethod
+    def of(cls, options: BatchOptions, *, in_process: bool) -> AgentsOptions:
+        kwargs = dict(options.agent_kwargs)
+        if options.output is not None:
+            kwargs["output"] = options.output  # as given: a pydantic model travels to Ray
+        if in_process and kwargs.get("limiter") == "process":
+            kwargs["limiter"] = True  # in one process, the shared limiter is that
+        extra = list(kwargs.pop("subscribers", ()) or ())
+        spec = AgentSpec(
+            options.model, list(options.tools), options.system, options.retry, extra, kwargs
+        )
+        return cls(spec, options.concurrency, options.workers)
 
 
 class BatchControl:
