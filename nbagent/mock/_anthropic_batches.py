@@ -16,10 +16,9 @@ import re
 from typing import Any
 
 from . import _batch_items as item
-from ._anthropic_wire import ANTHROPIC
 from ._batch_api import ONE, BatchAPI, Paging, list_body, rfc3339
-from ._batch_timeline import ALNUM, Batch, Snapshot, stable_id
-from ._call import Call, CallError
+from ._batch_timeline import ALNUM, Batch, Snapshot
+from ._call import Call
 from ._fault_answers import reply_stream
 
 MAX_REQUESTS = 100_000
@@ -52,11 +51,6 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def _not_found(call: Call, batch_id: str) -> CallError:
-    message = f"message_batch_id: no message batch found with id {batch_id!r}."
-    return CallError(404, ANTHROPIC.error("not_found_error", message, call.request_id))
-
-
 API = BatchAPI(
     format="anthropic",
     status={
@@ -71,7 +65,7 @@ API = BatchAPI(
     counts={s: (s,) for s in ("processing", "succeeded", "errored", "canceled", "expired")},
     paging=Paging("limit", 20, 1000, "after_id", "before_id"),
     id_style=("msgbatch_01", 22, ALNUM),
-    not_found=_not_found,
+    not_found="message_batch_id: no message batch found with id '{}'.",
     body=batch_json,
     listing=list_body,
     stamp=rfc3339,
@@ -128,10 +122,7 @@ def results(call: Call) -> None:
 def _result(call: Call, batch: Batch, index: int) -> dict[str, Any]:
     """An item that ended with its own outcome, as its results line says."""
     outcome = batch.items.outcomes[index]
-    message_id = "msg_01" + stable_id(batch.id, index, 22)
-    rid = "req_011" + stable_id(batch.id, index, 22)
-    params = batch.request(index)
-    _, body = item.result(call, "anthropic", params, outcome, message_id, request_id=rid)
+    _, body = item.result(call, batch, index)
     if not outcome.errored:
         return {"type": "succeeded", "message": body}
     error = body["error"]

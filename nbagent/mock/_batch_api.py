@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot, new_id
 from ._call import Call, CallError, Endpoint
+from ._codec import Route
 from ._conversation import Format
 from ._fault_answers import reply
 
@@ -83,7 +84,10 @@ class BatchAPI:
         counts: Each count's name and the item statuses it sums.
         paging: How its list pages.
         id_style: Its batch ids: a prefix, then how many characters of which alphabet.
-        not_found: The error for an id it holds no batch for.
+        not_found: What the not-found error for an id it holds no batch for says (``{}``: the
+            id).
+        not_found_as: The status whose error body a not-found is written as (OpenAI's is its
+            invalid-request error, 400), naming ``batch_id`` where the format names a field.
         body: The batch object at a snapshot (what a retrieve answers, and a list lists).
         listing: A list's answer: its page of batch objects, whether more follow, the batches.
         send: Answers a call with a document of batch objects (retrieve's, list's, and so on)
@@ -107,10 +111,11 @@ class BatchAPI:
     counts: Mapping[str, tuple[ItemStatus, ...]]
     paging: Paging
     id_style: tuple[str, int, str]
-    not_found: Callable[[Call, str], CallError]
+    not_found: str
     body: Callable[[Call, Batch, Snapshot], dict[str, Any]]
     listing: Callable[[list[dict[str, Any]], bool, list[Batch]], dict[str, Any]]
     send: Callable[[Call, dict[str, Any], list[Batch]], None] = send_json
+    not_found_as: int = 404
     stamp: Callable[[float], Any] = int
     path: str = "/batches"
     cancel_path: str = "/cancel/?"
@@ -142,7 +147,9 @@ class BatchAPI:
         batch_id = str(self.path_id(call.params["id"]))
         batch = call.store.get(batch_id, call.api)
         if batch is None:
-            raise self.not_found(call, batch_id)
+            message = self.not_found.format(batch_id)
+            error = call.codec.error_body(self.not_found_as, message, call.request_id, "batch_id")
+            raise CallError(404, error)
         return batch
 
     def ended(self, call: Call, batch: Batch, refusal: str) -> Snapshot:
@@ -157,11 +164,15 @@ class BatchAPI:
         snap = call.store.snapshot(batch) if snap is None else snap
         self.send(call, self.body(call, batch, snap), [batch])
 
-    def add(self, call: Call, items: Items, record: Any, **extra: Any) -> None:
-        """Keep a new batch of ``items`` (the provider's ``extra`` with it) and answer with it;
-        ``record`` is what the request record keeps as the body."""
-        keep = {"keeps_partial": self.keeps_partial, "request_key": self.request_key}
-        batch = call.store.add(new_id(*self.id_style), call.api, items, **keep, **extra)
+    def add(
+        self, call: Call, items: Items, record: Any, route: Route | None = None, **fields: Any
+    ) -> None:
+        """Keep a new batch of ``items`` in ``route``'s wire format (None: the API's), with
+        ``fields`` of `Batch` (``extra``, ``failed``), and answer with it; ``record`` is what the
+        request record keeps as the body."""
+        keep = dict(keeps_partial=self.keeps_partial, request_key=self.request_key, **fields)
+        route = route or Route(self.format)
+        batch = call.store.add(new_id(*self.id_style), call.api, items, route=route, **keep)
         call.body = record
         self.respond(call, batch)
 

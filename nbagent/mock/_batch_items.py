@@ -16,7 +16,7 @@ from itertools import accumulate
 from typing import Any
 
 from ._answer_faults import faulted_reply
-from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, ItemOutcome, Items
+from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, Batch, ItemOutcome, Items, stable_id
 from ._call import Call
 from ._conversation import Format, RequestError
 from ._formats import CODECS, Route, parse_request
@@ -65,26 +65,23 @@ def items_of(
     return Items(b"".join(lines), starts, ids, outcomes)
 
 
-def result(
-    call: Call,
-    fmt: Format,
-    request: Any,
-    outcome: ItemOutcome,
-    message_id: str,
-    *,
-    route: Route | None = None,
-    model: str = "",
-    request_id: str = "",
-) -> tuple[int, Any]:
-    """The HTTP status and body an item ended with: its error (in the batch endpoint's format),
-    or the provider's non-streamed answer, the responder's with the item's answer fault
-    applied (`invalid_json`, `schema_mismatch`, `refusal`, `truncated`) as a live answer has."""
+def request_id(batch: Batch, index: int) -> str:
+    """Item ``index``'s request id, in its wire format's style, the same at each download."""
+    return CODECS[batch.route.format].request_prefix + stable_id(batch.id + "/request", index)
+
+
+def result(call: Call, batch: Batch, index: int) -> tuple[int, Any]:
+    """The HTTP status and body item ``index`` ended with, in its wire format: its error, or the
+    provider's non-streamed answer, the responder's with the item's answer fault applied
+    (`invalid_json`, `schema_mismatch`, `refusal`, `truncated`) as a live answer has."""
+    route, outcome, request = batch.route, batch.items.outcomes[index], batch.request(index)
+    codec, rid = CODECS[route.format], request_id(batch, index)
     if outcome.kind == "invalid":
-        return 400, call.codec.bad_request(outcome.message, request_id, outcome.param)
+        return 400, codec.bad_request(outcome.message, rid, outcome.param)
     if outcome.kind == "overflow":
-        return 400, call.codec.overflow_error(outcome.tokens, outcome.maximum, request_id)
+        return 400, codec.overflow_error(outcome.tokens, outcome.maximum, rid)
     if outcome.errored:
-        return call.codec.fault_error(outcome.fault, model, request_id)
-    conv = parse_request(fmt, request, route)
+        return codec.fault_error(outcome.fault, route.model or str(request.get("model", "")), rid)
+    conv = parse_request(route.format, request, route)
     reply = faulted_reply(outcome.fault.kind, call.mock.responder, conv)
-    return 200, CODECS[fmt].whole(reply, conv, message_id)
+    return 200, codec.whole(reply, conv, codec.message_id(rid))

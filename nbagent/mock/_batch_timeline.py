@@ -22,6 +22,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+from ._codec import Route
 from ._faults import Fault
 
 Provider = Literal["anthropic", "openai", "azure", "gemini"]
@@ -119,26 +120,33 @@ class Snapshot:
 
 @dataclass(eq=False)
 class Batch:
-    """One batch in the store. Provider modules keep their own fields in ``extra``; the store
-    gives a ``seed`` (and the batch's ``ordinal``) that makes its order the same every run."""
+    """One batch in the store: its items speak ``route``'s wire format (and model). Provider
+    modules keep their own fields in ``extra``; the store gives a ``seed`` (and the batch's
+    ``ordinal``) that makes its order the same every run.
+
+    ``failed``: the errors it fails its validation with (none: it runs); ``keeps_partial``:
+    whether an expired or canceled batch keeps the answers it has (Gemini's: none);
+    ``request_key``: where an item's stored line holds its request (None: it is the request).
+    """
 
     id: str
     provider: Provider
     items: Items
     _: KW_ONLY
+    route: Route
     created: float
     duration: float
     expire_after: float | None
     seed: InitVar[int | None]
-    extra: dict[str, Any]
     ordinal: InitVar[int] = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    keeps_partial: bool = True
+    request_key: str | None = None
     cancel_at: float | None = None
     deleted: bool = False
 
     def __post_init__(self, seed: int | None, ordinal: int) -> None:
-        self.failed: list[dict[str, Any]] = list(self.extra.get("errors") or [])
-        # whether an expired or canceled batch keeps the answers it has (Gemini's: none)
-        self.keeps_partial = bool(self.extra.get("keeps_partial", True))
         n = len(self.items)
         order = list(range(n))
         # seeded, the n-th batch of a server ends its items in the same order every run (its id
@@ -212,8 +220,7 @@ class Batch:
         Anthropic's ``params`` are the line, OpenAI's is its ``body``, Gemini's its
         ``request``)."""
         line = json.loads(self.items.line(index))
-        key = self.extra.get("request_key")
-        return line.get(key) if key else line
+        return line.get(self.request_key) if self.request_key else line
 
     def status(self, index: int, snap: Snapshot) -> ItemStatus:
         """Item ``index``'s status at ``snap`` (every item of a batch that failed errored)."""

@@ -241,7 +241,8 @@ class BatchStore:
         with self.lock:
             self.create_requests[provider] += 1
 
-    def add(self, batch_id: str, provider: Provider, items: Items, **extra: Any) -> Batch:
+    def add(self, batch_id: str, provider: Provider, items: Items, **fields: Any) -> Batch:
+        """Keep a new batch (``fields``: the rest of `Batch`'s)."""
         with self.lock:
             batch = Batch(
                 batch_id,
@@ -251,8 +252,8 @@ class BatchStore:
                 duration=self.duration_s,
                 expire_after=self.expire_after_s,
                 seed=self.seed,
-                extra=extra,
                 ordinal=len(self.batches),
+                **fields,
             )
             self.batches[batch_id] = batch
             return batch

@@ -25,11 +25,10 @@ from typing import Any
 
 from . import _batch_items as item
 from ._batch_api import BatchAPI, Paging, rfc3339
-from ._batch_timeline import EVERY, Batch, Snapshot, stable_id
-from ._call import Call, CallError
+from ._batch_timeline import EVERY, Batch, Snapshot
+from ._call import Call
 from ._fault_answers import reply_stream
 from ._formats import Route
-from ._gemini_wire import gemini_error
 
 MAX_INLINE_BYTES = 20 * 1024 * 1024
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
@@ -56,7 +55,7 @@ def operation(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     responses = {"inlinedResponses": _HOLE.format(batch.id)}
     meta: dict[str, Any] = {
         "@type": BATCH_TYPE,
-        "model": "models/" + batch.extra["model_id"],
+        "model": "models/" + batch.route.model,
         "displayName": batch.extra["metadata"].get("displayName", ""),
         **({"output": {"inlinedResponses": responses}} if succeeded else {}),
         "createTime": API.time(batch.created),
@@ -98,14 +97,9 @@ def _send(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
 
 def _response(call: Call, batch: Batch, index: int) -> bytes:
     entry = json.loads(batch.items.line(index))
-    outcome = batch.items.outcomes[index]
-    model = batch.extra["model_id"]
-    route = Route("gemini", model=model, stream=False)
-    message_id = stable_id(batch.id, index, 22)
-    _, body = item.result(
-        call, "gemini", entry.get("request"), outcome, message_id, route=route, model=model
-    )
-    out: dict[str, Any] = {"error": rpc_status(body)} if outcome.errored else {"response": body}
+    _, body = item.result(call, batch, index)
+    errored = batch.items.outcomes[index].errored
+    out: dict[str, Any] = {"error": rpc_status(body)} if errored else {"response": body}
     if entry.get("metadata") is not None:
         out["metadata"] = entry["metadata"]
     return item.compact(out)
@@ -153,9 +147,9 @@ def create(call: Call) -> None:
         call,
         items,
         {"displayName": display, "requests": len(items)},
-        model_id=model_id,
-        metadata={"displayName": display} if isinstance(display, str) else {},
-        errors=[_failure(model_id)] if call.fault.kind == "failed" else [],
+        route,
+        extra={"metadata": {"displayName": display} if isinstance(display, str) else {}},
+        failed=[_failure(model_id)] if call.fault.kind == "failed" else [],
     )
 
 
@@ -169,10 +163,6 @@ def _failure(model_id: str) -> dict[str, Any]:
 
 def _listing(operations: list[dict[str, Any]], more: bool, page: list[Batch]) -> dict[str, Any]:
     return {"operations": operations, **({"nextPageToken": page[-1].id} if more else {})}
-
-
-def _not_found(call: Call, batch_id: str) -> CallError:
-    return CallError(404, gemini_error(404, f"Batch {batch_id} not found."))
 
 
 API = BatchAPI(
@@ -195,7 +185,7 @@ API = BatchAPI(
     },
     paging=Paging("pageSize", 20, 1000, "pageToken", strict=True),
     id_style=("batches/", 36, "abcdefghijklmnopqrstuvwxyz0123456789"),
-    not_found=_not_found,
+    not_found="Batch {} not found.",
     body=operation,
     listing=_listing,
     send=_send,

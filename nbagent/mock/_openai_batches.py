@@ -26,6 +26,7 @@ from . import _files as files
 from ._batch_api import BatchAPI, Paging, Row, list_body
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, StoredFile, stable_id
 from ._call import Call, CallError
+from ._codec import Route
 from ._conversation import Format
 
 MAX_REQUESTS = 50_000
@@ -37,11 +38,6 @@ def _bare(url: str) -> str:
     """``/v1/chat/completions`` and Azure's ``/chat/completions`` name the same endpoint."""
     url = url.split("?", 1)[0].rstrip("/")
     return url.removeprefix("/openai").removeprefix("/v1") or url
-
-
-def _not_found(call: Call, batch_id: str) -> CallError:
-    body = call.codec.bad_request(f"No batch found with id '{batch_id}'.", "", "batch_id")
-    return CallError(404, body)
 
 
 # --- the input file -----------------------------------------------------------------------------
@@ -189,19 +185,10 @@ def _batch_file(call: Call, batch: Batch, snap: Snapshot, errors: bool) -> str |
 def _line(call: Call, batch: Batch, index: int, errors: bool) -> bytes | None:
     """Item ``index``'s line of the output file (``errors``: of the error file); None when it
     goes in the other."""
-    outcome = batch.items.outcomes[index]
-    if outcome.errored != errors:
+    if batch.items.outcomes[index].errored != errors:
         return None
-    fmt: Format = batch.extra["format"]
-    body = batch.request(index)
-    request_id = stable_id(batch.id + "/request", index, 32)
-    prefix = "resp_" if fmt == "responses" else "chatcmpl-"
-    message_id = prefix + stable_id(batch.id, index, 29)
-    model = str(body.get("model", ""))
-    status, answer = item.result(
-        call, fmt, body, outcome, message_id, model=model, request_id=request_id
-    )
-    response = {"status_code": status, "request_id": request_id, "body": answer}
+    status, answer = item.result(call, batch, index)
+    response = {"status_code": status, "request_id": item.request_id(batch, index), "body": answer}
     return _batch_line(batch, index, response, None)
 
 
@@ -222,7 +209,8 @@ API = BatchAPI(
     counts={"total": EVERY, "completed": ("succeeded",), "failed": ("errored", "expired")},
     paging=Paging("limit", 20, 100, "after"),
     id_style=("batch_", 32, "0123456789abcdef"),
-    not_found=_not_found,
+    not_found="No batch found with id '{}'.",
+    not_found_as=400,
     body=batch_json,
     listing=partial(list_body, object="list"),
     deletes=False,
@@ -262,7 +250,7 @@ def create(call: Call) -> None:
     if not errors and call.fault.kind == "failed":
         errors = [_token_limit(model)]
     record = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
-    API.add(call, items, record, **record, model=model, errors=errors, format=fmt)
+    API.add(call, items, record, Route(fmt), extra={**record, "model": model}, failed=errors)
 
 
 def _token_limit(model: str | None) -> dict[str, Any]:
