@@ -19,6 +19,7 @@ from . import _batch_items as item
 from ._batch_api import ONE, BatchAPI, Paging, list_body, rfc3339
 from ._batch_timeline import ALNUM, Batch, Snapshot
 from ._call import Call
+from ._codec import Route
 from ._fault_answers import reply_stream
 
 MAX_REQUESTS = 100_000
@@ -102,7 +103,7 @@ def create(call: Call) -> None:
             call.refuse(400, f"{where}.params: Field required.", f"{where}.params")
     # a batch that fails (create:failed) errs in every item: Anthropic has no failed batch
     entries = ((r["custom_id"], r["params"], r["params"]) for r in requests)
-    items = item.items_of(call, "anthropic", entries)
+    items = item.items_of(call, Route("anthropic"), entries)
     del requests, body, entries
     API.add(call, items, {"requests": len(items)})
 

@@ -35,15 +35,14 @@ def rfc3339(seconds: float, nanos: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Paging:
-    """How a list pages: the size parameter (its default and most), the cursor parameters,
-    and whether an unknown cursor is refused (else it gives an empty page)."""
+    """How a list pages: the size parameter (its default and most), the cursor parameters (an
+    unknown cursor gives an empty page)."""
 
     size: str
     default: int
     most: int
     after: str
     before: str | None = None
-    strict: bool = False
 
     def page(
         self, call: Call, objects: Sequence[T], id_of: Callable[[T], str]
@@ -53,8 +52,6 @@ class Paging:
         ids = [id_of(x) for x in objects]
         after = call.query.get(self.after)
         before = call.query.get(self.before) if self.before else None
-        if after and after not in ids and self.strict:
-            call.refuse(400, "Invalid page token.", self.after)
         if before is not None and after is None:  # the page before ``before``
             end = ids.index(before) if before in ids else 0
             return list(objects[max(0, end - limit) : end]), end - limit > 0

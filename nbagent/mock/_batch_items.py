@@ -18,7 +18,7 @@ from typing import Any
 from ._answer_faults import faulted_reply
 from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, Batch, ItemOutcome, Items, stable_id
 from ._call import Call
-from ._conversation import Format, RequestError
+from ._conversation import RequestError
 from ._formats import CODECS, Route, parse_request
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
@@ -29,7 +29,7 @@ def compact(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None) -> ItemOutcome:
+def outcome_of(call: Call, route: Route, request: Any) -> ItemOutcome:
     """What one item of the batch ``call`` creates will end as, with the next fault of the
     script in turn: refused by its wire format, broken by its fault, over the context window,
     or answered; in a batch that fails (``create:failed``) none runs, so none takes a fault."""
@@ -37,30 +37,23 @@ def outcome_of(call: Call, fmt: Format, request: Any, route: Route | None = None
         return FAILED_OUTCOME
     fault, window = call.mock.plan.next(), call.mock.context_window
     try:
-        conv = parse_request(fmt, request, route)
+        conv = parse_request(route.format, request, route)
     except RequestError as err:
         return ItemOutcome("invalid", fault, err.message, err.param)
-    kind = fault.kind
-    if kind == "overflow":
-        maximum = window or CODECS[fmt].default_window
-        tokens = max(conv.prompt_tokens, maximum + 1 + conv.prompt_tokens)
-        return ItemOutcome("overflow", fault, tokens=tokens, maximum=maximum)
-    if fault.status is not None or kind in _BROKEN or kind == "overloaded_midstream":
+    if fault.status is not None or fault.kind in _BROKEN or fault.kind == "overloaded_midstream":
         return ItemOutcome("fault", fault)
     if window is not None and conv.prompt_tokens > window:
         return ItemOutcome("overflow", fault, tokens=conv.prompt_tokens, maximum=window)
     return OK_OUTCOME if fault.is_ok else ItemOutcome("ok", fault)
 
 
-def items_of(
-    call: Call, fmt: Format, entries: Iterable[tuple[Any, Any, Any]], route: Route | None = None
-) -> Items:
+def items_of(call: Call, route: Route, entries: Iterable[tuple[Any, Any, Any]]) -> Items:
     """The items of the batch ``call`` creates, from ``(custom id, line kept, request)`` each
     (a custom id that is not a string is None), each with its outcome (`outcome_of`)."""
     listed = list(entries)
     lines = [compact(kept) for _, kept, _ in listed]
     ids = [custom_id if isinstance(custom_id, str) else None for custom_id, _, _ in listed]
-    outcomes = [outcome_of(call, fmt, request, route) for _, _, request in listed]  # in turn
+    outcomes = [outcome_of(call, route, request) for _, _, request in listed]  # in turn
     starts = list(accumulate(map(len, lines), initial=0))[:-1]
     return Items(b"".join(lines), starts, ids, outcomes)
 
@@ -81,7 +74,8 @@ def result(call: Call, batch: Batch, index: int) -> tuple[int, Any]:
     if outcome.kind == "overflow":
         return 400, codec.overflow_error(outcome.tokens, outcome.maximum, rid)
     if outcome.errored:
-        return codec.fault_error(outcome.fault, route.model or str(request.get("model", "")), rid)
+        model = route.model or str(request.get("model", ""))
+        return codec.fault_error(outcome.fault, model, rid, window=call.mock.context_window)
     conv = parse_request(route.format, request, route)
     reply = faulted_reply(outcome.fault.kind, call.mock.responder, conv)
     return 200, codec.whole(reply, conv, codec.message_id(rid))

@@ -16,9 +16,6 @@ from ._batch_timeline import StoredFile
 from ._call import Call
 from ._fault_answers import reply, reply_stream
 
-PURPOSES = frozenset(
-    {"assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch_output"}
-)
 MAX_FILE_BYTES = 200 * 1024 * 1024
 
 
@@ -62,14 +59,9 @@ def parse_multipart(call: Call) -> dict[str, tuple[str | None, bytes]]:
 def upload(call: Call) -> None:
     fields = parse_multipart(call)
     purpose = fields.get("purpose", (None, b""))[1].decode("utf-8", "replace").strip()
-    if purpose not in PURPOSES:
-        known = ", ".join(sorted(PURPOSES))
-        call.refuse(400, f"'{purpose}' is not one of {known} - 'purpose'.", "purpose")
     if "file" not in fields:
         call.refuse(400, "Missing required parameter: 'file'.", "file")
     filename, data = fields["file"]
-    if len(data) > MAX_FILE_BYTES:
-        call.refuse(400, f"File is larger than the {MAX_FILE_BYTES} bytes allowed.", "file")
     file = StoredFile(
         call.api,
         filename or "upload.jsonl",

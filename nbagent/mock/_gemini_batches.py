@@ -45,10 +45,6 @@ _HOLE = "\u0000{}\u0000"  # where the inline responses of the batch it names go
 _HOLES = re.compile(rb'"\\u0000([^"\\]+)\\u0000"')
 
 
-def _field(value: dict[str, Any], camel: str, snake: str) -> Any:
-    return value.get(camel, value.get(snake))
-
-
 def operation(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     """The batch as Gemini answers it, with a hole where the inline responses go."""
     ended, succeeded = snap.ended_at is not None, snap.phase == "completed"
@@ -120,10 +116,10 @@ def create(call: Call) -> None:
     batch_spec = body.get("batch") if isinstance(body, dict) else None
     if not isinstance(batch_spec, dict):
         call.refuse(400, "Invalid JSON payload: the body needs a 'batch' object.")
-    config = _field(batch_spec, "inputConfig", "input_config")
+    config = batch_spec.get("inputConfig")
     if not isinstance(config, dict):
-        call.refuse(400, "batch.input_config is required.")
-    if _field(config, "fileName", "file_name") is not None:
+        call.refuse(400, "batch.inputConfig is required.")
+    if config.get("fileName") is not None:
         call.refuse(
             400,
             "The mock server emulates batches of inline requests only, not batches from a file.",
@@ -131,18 +127,18 @@ def create(call: Call) -> None:
     holder = config.get("requests")
     requests = holder.get("requests") if isinstance(holder, dict) else None
     if not isinstance(requests, list) or not requests:
-        call.refuse(400, "batch.input_config.requests.requests must list at least one request.")
+        call.refuse(400, "batch.inputConfig.requests.requests must list at least one request.")
     for i, entry in enumerate(requests):
         if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
-            call.refuse(400, f"batch.input_config.requests.requests[{i}].request is required.")
+            call.refuse(400, f"batch.inputConfig.requests.requests[{i}].request is required.")
         metadata = entry.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
-            call.refuse(400, f"batch.input_config.requests.requests[{i}].metadata is invalid.")
+            call.refuse(400, f"batch.inputConfig.requests.requests[{i}].metadata is invalid.")
     model_id = call.params["model"]
     route = Route("gemini", model=model_id, stream=False)
     entries = (((e.get("metadata") or {}).get("key"), e, e["request"]) for e in requests)
-    items = item.items_of(call, "gemini", entries, route)
-    display = _field(batch_spec, "displayName", "display_name")
+    items = item.items_of(call, route, entries)
+    display = batch_spec.get("displayName")
     API.add(
         call,
         items,
@@ -183,7 +179,7 @@ API = BatchAPI(
         "failedRequestCount": ("errored", "expired", "canceled"),
         "pendingRequestCount": ("processing",),
     },
-    paging=Paging("pageSize", 20, 1000, "pageToken", strict=True),
+    paging=Paging("pageSize", 20, 1000, "pageToken"),
     id_style=("batches/", 36, "abcdefghijklmnopqrstuvwxyz0123456789"),
     not_found="Batch {} not found.",
     body=operation,

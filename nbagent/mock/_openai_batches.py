@@ -118,11 +118,13 @@ def read_input(
         errors.append(_line_error("too_many_tasks", 0, message))
     if errors:
         return Items(), errors, model
-    outcomes = [item.outcome_of(call, fmt, body) for body in bodies]
+    outcomes = [item.outcome_of(call, Route(fmt), body) for body in bodies]
     return Items(data, starts, ids, outcomes), errors, model
 
 
 # --- the batch object ---------------------------------------------------------------------------
+
+_ENDS: tuple[Phase, ...] = ("completed", "failed", "expired", "canceled")
 
 
 def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
@@ -149,11 +151,9 @@ def batch_json(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
         "in_progress_at": API.time(snap.in_progress_at),
         "expires_at": API.expires(batch),
         "finalizing_at": API.time(snap.finalizing_at),
-        "completed_at": ended if phase == "completed" else None,
-        "failed_at": ended if phase == "failed" else None,
-        "expired_at": ended if phase == "expired" else None,
         "cancelling_at": API.time(batch.cancel_at),
-        "cancelled_at": ended if phase == "canceled" else None,
+        # completed_at, failed_at, expired_at, cancelled_at: the moment of the end it came to
+        **{f"{API.status[end]}_at": ended if phase == end else None for end in _ENDS},
         "request_counts": {k: 0 if validating else v for k, v in API.count(batch, snap).items()},
         "metadata": extra["metadata"],
         "model": extra["model"],
