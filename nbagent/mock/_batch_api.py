@@ -60,11 +60,6 @@ class Paging:
         return list(objects[start : start + limit]), start + limit < len(ids)
 
 
-def send_json(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
-    """Answer with a document of ``batches``' objects as JSON."""
-    reply(call, doc)
-
-
 Row = tuple[str, str, "str | None", Callable[[Call], None]]
 """A route-table row: ``(method, path, fault target, serve)``."""
 ONE = "/(?P<id>[^/:]+)"
@@ -86,9 +81,9 @@ class BatchAPI:
         not_found_as: The status whose error body a not-found is written as (OpenAI's is its
             invalid-request error, 400), naming ``batch_id`` where the format names a field.
         body: The batch object at a snapshot (what a retrieve answers, and a list lists).
-        listing: A list's answer: its page of batch objects, whether more follow, the batches.
-        send: Answers a call with a document of batch objects (retrieve's, list's, and so on)
-            for the batches it holds (Gemini streams its operations; the others send JSON).
+        listing: A list's answer: its page of batch objects, and whether more follow.
+        send: Answers a call with a document of batch objects (retrieve's, list's, and so on):
+            as JSON, or as Gemini streams its operations.
         stamp: Writes a moment (seconds since the epoch) as the API does.
         path: The path of its batches (under a prefix of `BatchAPI.rows`); one batch is under it.
         cancel_path: The path of a batch's cancel, after the batch's.
@@ -110,8 +105,8 @@ class BatchAPI:
     id_style: tuple[str, int, str]
     not_found: str
     body: Callable[[Call, Batch, Snapshot], dict[str, Any]]
-    listing: Callable[[list[dict[str, Any]], bool, list[Batch]], dict[str, Any]]
-    send: Callable[[Call, dict[str, Any], list[Batch]], None] = send_json
+    listing: Callable[[list[dict[str, Any]], bool], dict[str, Any]]
+    send: Callable[[Call, dict[str, Any]], None] = reply
     not_found_as: int = 404
     stamp: Callable[[float], Any] = int
     path: str = "/batches"
@@ -159,7 +154,7 @@ class BatchAPI:
     def respond(self, call: Call, batch: Batch, snap: Snapshot | None = None) -> None:
         """Answer with the batch at ``snap`` (None: now)."""
         snap = call.store.snapshot(batch) if snap is None else snap
-        self.send(call, self.body(call, batch, snap), [batch])
+        self.send(call, self.body(call, batch, snap))
 
     def add(
         self, call: Call, items: Items, record: Any, route: Route | None = None, **fields: Any
@@ -193,9 +188,10 @@ class BatchAPI:
 
     def list_batches(self, call: Call) -> None:
         """The page of batch objects a list call asks for, newest first."""
-        batches, more = self.paging.page(call, call.store.newest_first(call.api), lambda b: b.id)
+        held = [b for b in reversed(call.store.held(call.api)) if not b.deleted]
+        batches, more = self.paging.page(call, held, lambda b: b.id)
         data = [self.body(call, b, call.store.snapshot(b)) for b in batches]
-        self.send(call, self.listing(data, more, batches), batches)
+        self.send(call, self.listing(data, more))
 
     def rows(
         self,
@@ -232,7 +228,7 @@ class BatchAPI:
         ]
 
 
-def list_body(data: list[dict[str, Any]], more: bool, *_: Any, **extra: Any) -> dict[str, Any]:
+def list_body(data: list[dict[str, Any]], more: bool, **extra: Any) -> dict[str, Any]:
     """A page as Anthropic and OpenAI answer it (``extra`` besides: OpenAI's ``object``)."""
     first, last = (data[0]["id"], data[-1]["id"]) if data else (None, None)
     return {**extra, "data": data, "first_id": first, "last_id": last, "has_more": more}

@@ -270,9 +270,6 @@ class BatchStore:
         with self.lock:
             return [b for b in self.batches.values() if provider in (None, b.provider)]
 
-    def newest_first(self, provider: Provider) -> list[Batch]:
-        return [b for b in reversed(self.held(provider)) if not b.deleted]
-
     def cancel(self, batch: Batch) -> Snapshot:
         """Ask ``batch`` to stop; the snapshot after the request (a batch that ended stays so)."""
         with self.lock:

@@ -72,12 +72,11 @@ def operation(call: Call, batch: Batch, snap: Snapshot) -> dict[str, Any]:
     return op
 
 
-def _send(call: Call, doc: dict[str, Any], batches: list[Batch]) -> None:
-    """Stream the JSON of ``doc`` (operations of ``batches``), each inline response written
-    where the hole of its batch is."""
+def _send(call: Call, doc: dict[str, Any]) -> None:
+    """Stream the JSON of ``doc`` (operations), each inline response written where the hole of
+    its batch is."""
     parts = _HOLES.split(json.dumps(doc, ensure_ascii=False).encode())
-    by_id = {batch.id: batch for batch in batches}
-    holes = [by_id[batch_id.decode()] for batch_id in parts[1::2]]
+    holes = [call.store.batches[batch_id.decode()] for batch_id in parts[1::2]]
 
     def pieces() -> Iterator[bytes]:
         yield parts[0]
@@ -157,8 +156,8 @@ def _failure(model_id: str) -> dict[str, Any]:
     return {"code": RPC_CODES["RESOURCE_EXHAUSTED"], "message": message}
 
 
-def _listing(operations: list[dict[str, Any]], more: bool, page: list[Batch]) -> dict[str, Any]:
-    return {"operations": operations, **({"nextPageToken": page[-1].id} if more else {})}
+def _listing(operations: list[dict[str, Any]], more: bool) -> dict[str, Any]:
+    return {"operations": operations, **({"nextPageToken": operations[-1]["name"]} if more else {})}
 
 
 API = BatchAPI(
