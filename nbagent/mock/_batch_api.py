@@ -173,7 +173,11 @@ class BatchAPI:
 
     def cancel(self, call: Call) -> None:
         batch = self.find(call)
-        snap = call.store.cancel(batch)
+        with call.store.lock:  # a batch that ended, or was asked already, stays as it is
+            snap = call.store.snapshot(batch)
+            if snap.ended_at is None and batch.cancel_at is None:
+                batch.cancel_at = snap.now
+                snap = batch.snapshot(snap.now)
         if self.cancel_empty:
             reply(call, {})
         else:

@@ -270,15 +270,6 @@ class BatchStore:
         with self.lock:
             return [b for b in self.batches.values() if provider in (None, b.provider)]
 
-    def cancel(self, batch: Batch) -> Snapshot:
-        """Ask ``batch`` to stop; the snapshot after the request (a batch that ended stays so)."""
-        with self.lock:
-            snap = batch.snapshot(self.now())
-            if snap.ended_at is None and batch.cancel_at is None:
-                batch.cancel_at = snap.now
-                snap = batch.snapshot(snap.now)
-            return snap
-
 
 DURATION = "batch_duration_s must be a number of seconds (0 or more)"
 EXPIRY = "expire_after_s must be a positive number of seconds, or None"

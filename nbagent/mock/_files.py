@@ -27,7 +27,7 @@ def add_file(call: Call, file: StoredFile) -> StoredFile:
 
 def find(call: Call, file_id: str) -> StoredFile:
     file = call.store.files.get(file_id)
-    if file is None or file.provider not in ("openai", "azure"):
+    if file is None:
         call.refuse(404, f"No such File object: {file_id}", "id")
     return file
 
