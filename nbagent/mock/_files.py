@@ -9,7 +9,9 @@ file of 100,000 answers is never held whole.
 
 from __future__ import annotations
 
-import re
+from email.parser import BytesParser
+from email.policy import HTTP
+from typing import cast
 
 from ._batch_api import Paging, list_body
 from ._batch_timeline import StoredFile
@@ -34,23 +36,15 @@ def find(call: Call, file_id: str) -> StoredFile:
 
 def parse_multipart(call: Call) -> dict[str, tuple[str | None, bytes]]:
     """The fields of the call's ``multipart/form-data`` body: name -> (filename, content)."""
-    found = re.search(r'boundary="?([^";]+)"?', call.header("content-type"))
-    if found is None:
-        call.refuse(400, "Could not read the upload: the multipart body names no boundary.")
-    delimiter = b"--" + found.group(1).encode()
-    fields: dict[str, tuple[str | None, bytes]] = {}
-    for part in call.read_body().split(delimiter)[1:]:
-        if part.startswith(b"--"):
-            break
-        head, sep, content = part.removeprefix(b"\r\n").partition(b"\r\n\r\n")
-        if not sep:
-            continue
-        disposition = head.decode("utf-8", "replace")
-        name = re.search(r'\bname="([^"]*)"', disposition)
-        filename = re.search(r'\bfilename="([^"]*)"', disposition)
-        if name is not None:
-            fields[name[1]] = (filename[1] if filename else None, content.removesuffix(b"\r\n"))
-    return fields
+    head = f"Content-Type: {call.header('content-type')}\r\n\r\n".encode()
+    message = BytesParser(policy=HTTP).parsebytes(head + call.read_body())
+    return {
+        str(part.get_param("name", header="content-disposition")): (
+            part.get_filename(),
+            cast(bytes, part.get_payload(decode=True)),
+        )
+        for part in message.iter_parts()
+    }
 
 
 # --- endpoints ----------------------------------------------------------------------------------
