@@ -92,9 +92,8 @@ def _send(call: Call, doc: dict[str, Any]) -> None:
 
 def _response(call: Call, batch: Batch, index: int) -> bytes:
     entry = json.loads(batch.items.line(index))
-    _, body = item.result(call, batch, index)
-    errored = batch.items.outcomes[index].errored
-    out: dict[str, Any] = {"error": rpc_status(body)} if errored else {"response": body}
+    status, body = item.result(call, batch, index)
+    out: dict[str, Any] = {"response": body} if status == 200 else {"error": rpc_status(body)}
     if entry.get("metadata") is not None:
         out["metadata"] = entry["metadata"]
     return item.compact(out)
