@@ -31,12 +31,12 @@ from ..mock import (
     estimate_tokens,
     split_words,
 )
+from ..mock._answer_faults import mismatching
 from ._arithmetic import evaluate, find_expression
-from ._structured import StructuredAsk, is_reask, sample, structured_ask
+from ._structured import MARKER, StructuredAsk, is_reask, sample, structured_ask
 
 MAX_TOOL_ROUNDS = 2
 MAX_DELTAS = 1_000_000
-_MARKER = re.compile(r"\[demo:([a-z_]+)(?:=(\d+))?\]", re.IGNORECASE)
 _PATH = re.compile(r"[\w.~/-]*[\w~/]")
 _FILE_WORDS = re.compile(r"\b(read|open|show|cat|contents?|look at|summari[sz]e|what does)\b", re.I)
 _DIR_WORDS = re.compile(r"\b(list|ls|files|director(y|ies)|folder|entries)\b", re.I)
@@ -87,17 +87,6 @@ def _intent(prompt: str, offered: dict[str, dict[str, Any]]) -> _Intent | None:
     return None
 
 
-def _bad_args(schema: dict[str, Any]) -> dict[str, Any]:
-    """Arguments that break ``schema``: every property with the wrong type, plus an extra one."""
-    wrong: dict[str, Any] = {}
-    props = schema.get("properties")
-    for name, prop in (props if isinstance(props, dict) else {}).items():
-        kind = prop.get("type") if isinstance(prop, dict) else None
-        wrong[name] = "not a number" if kind in ("number", "integer") else 12345
-    wrong["unexpected_argument"] = True
-    return wrong
-
-
 # --- replies ------------------------------------------------------------------------------------
 
 
@@ -129,7 +118,7 @@ def _call(conv: Conversation, name: str, arguments: str, preamble: str) -> _Draf
 
 
 def _topic(prompt: str) -> str:
-    clean = " ".join(_MARKER.sub(" ", prompt).split()).rstrip("?.! ")
+    clean = " ".join(MARKER.sub(" ", prompt).split()).rstrip("?.! ")
     return clean if len(clean) <= 70 else clean[:67].rstrip() + "..."
 
 
@@ -225,7 +214,8 @@ def _first_move(prompt: str, markers: dict[str, int | None], conv: Conversation)
         if "bad_json" in markers:
             arguments = json.dumps(intent.arguments if intent else {"input": prompt[:40]})
             return _call(conv, name, arguments[: max(1, len(arguments) - 2)], "Calling the tool.")
-        return _call(conv, name, json.dumps(_bad_args(offered.get(name, {}))), "Calling the tool.")
+        bad = mismatching(offered.get(name), extra="unexpected_argument")
+        return _call(conv, name, json.dumps(bad), "Calling the tool.")
     if "deltas" in markers:
         return _Draft(deltas=_exact_deltas(min(markers["deltas"] or 0, MAX_DELTAS)))
     if "long" in markers:
@@ -372,7 +362,7 @@ def demo_reply(conv: Conversation) -> MockReply:
     index, prompt = _last_prompt(conv.turns)
     markers = {
         m.group(1).lower(): (int(m.group(2)) if m.group(2) else None)
-        for m in _MARKER.finditer(prompt)
+        for m in MARKER.finditer(prompt)
     }
     if "max_tokens" in markers:
         return MockReply(stop_reason="max_tokens", input_tokens=conv.prompt_tokens)
