@@ -296,9 +296,11 @@ class AgentMagics(Magics):
         if server is not None:
             server.stop()
 
-    def _prepare(self, opts: argparse.Namespace) -> None:
-        """Set the mock server up for this cell's requests (just before its run starts)."""
-        self._agent_for_output(opts)
+    def _prepare(self, agent: Agent, opts: argparse.Namespace) -> None:
+        """Set the agent's output mode (`--output-mode`) and the mock server up for this cell's
+        requests (just before its run starts)."""
+        if opts.output is not None:
+            agent.output_mode = cast("OutputMode", opts.output_mode)
         if opts.model != "demo":
             return
         server = self._server()
@@ -317,7 +319,7 @@ class AgentMagics(Magics):
             if previous is not None:
                 # Queue behind the running cell of this conversation, whatever its outcome.
                 await asyncio.wait([previous.task])
-            self._prepare(opts)
+            self._prepare(agent, opts)
 
         handle, view = start_shown(agent, prompt, before=before, output=opts.output)
         self.handles[agent] = handle
@@ -333,16 +335,10 @@ class AgentMagics(Magics):
                 "%%agent: the previous run of this conversation is still going in the "
                 "background; wait for it (`await _agent_handle`) or press its Stop button"
             )
-        self._prepare(opts)
+        self._prepare(agent, opts)
         result = agent.run_sync(prompt, show=show, output=opts.output)
         self._ns()["_agent_result"] = result
         print(result.output if opts.output is not None else result.final_text)
-
-    def _agent_for_output(self, opts: argparse.Namespace) -> None:
-        """This cell's output mode, on the conversation's agent (`--output-mode`)."""
-        agent = self.agents.get(opts.model)
-        if agent is not None and opts.output is not None:
-            agent.output_mode = cast("OutputMode", opts.output_mode)
 
 
 def _tools(choice: str) -> list[Tool]:
