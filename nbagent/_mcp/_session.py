@@ -88,8 +88,7 @@ class Connection:
         self.alive = False  # accepting requests
         self.lost = False  # the server went away (exit, closed stream)
         self.stopping = False  # we are closing it
-        self.end: str = ""  # why it ended: stopped | lost | failed | cancelled
-        self.error: BaseException | None = None
+        self.failed = False  # the runner ended with an error of its own
         self.loss = ""  # what happened, when the server went away
         self.loss_detail = ""
         self.errlog: IO[str] | None = None
@@ -194,15 +193,12 @@ class Connection:
                             await self._serve_requests(session)
                     finally:
                         tg.cancel_scope.cancel()
-            self.end = self.end or ("lost" if self.lost else "stopped")
         except asyncio.CancelledError:
-            self.end = self.end or ("stopped" if self.stopping else "cancelled")
             if not self.ready.done():
                 self.ready.cancel()
             raise
         except Exception as exc:
-            self.error = exc
-            self.end = self.end or ("lost" if self.lost else "failed")
+            self.failed = True
             if not self.ready.done():
                 self.ready.set_exception(exc)
             elif not self.stopping:

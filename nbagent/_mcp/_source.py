@@ -320,7 +320,7 @@ class MCPSource:
                 if conn is not None and conn.alive:
                     return conn, ""
             if conn is not None:
-                if conn.lost or conn.end in ("lost", "failed"):
+                if conn.lost or conn.failed:
                     self._needs_restart = True
                 await self._stop(conn)
                 self._last_loss = conn.loss_summary or self._last_loss
