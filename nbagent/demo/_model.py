@@ -19,6 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from .._loop._summaries import SUMMARY_MARKER  # how a compaction opens its summary
 from ..mock import (
     Conversation,
     MockReply,
@@ -165,7 +166,6 @@ def _exact_deltas(n: int) -> tuple[str, ...]:
 
 _TRANSCRIPT = re.compile(r"<conversation>\n?(.*?)\n?</conversation>", re.S)
 _CALLED = re.compile(r"^Assistant called the tool (\w[\w-]*)\(", re.M)
-_EARLIER_SUMMARY = "[Summary of the earlier conversation"
 
 
 def _summary_text(conv: Conversation, prompt_index: int, prompt: str) -> str:
@@ -175,7 +175,7 @@ def _summary_text(conv: Conversation, prompt_index: int, prompt: str) -> str:
         earlier = [
             line[len("User: ") :]
             for line in body.splitlines()
-            if line.startswith("User: ") and not line[6:].startswith(_EARLIER_SUMMARY)
+            if line.startswith("User: ") and not line[6:].startswith(SUMMARY_MARKER)
         ]
         tools = _CALLED.findall(body)
     else:
@@ -183,12 +183,12 @@ def _summary_text(conv: Conversation, prompt_index: int, prompt: str) -> str:
         summaries = [
             t.text.partition("\n")[2].strip()
             for t in turns
-            if t.role == "user" and t.text.startswith(_EARLIER_SUMMARY)
+            if t.role == "user" and t.text.startswith(SUMMARY_MARKER)
         ]
         earlier = [
             t.text
             for t in turns
-            if t.role == "user" and t.text and not t.text.startswith(_EARLIER_SUMMARY)
+            if t.role == "user" and t.text and not t.text.startswith(SUMMARY_MARKER)
         ]
         tools = [u.name for t in turns for u in t.tool_uses]
         if summaries and summaries[-1]:
