@@ -107,10 +107,10 @@ def _digest(conv: Conversation, salt: str) -> str:
 
 
 def _call_id(conv: Conversation, salt: str) -> str:
-    digest = _digest(conv, salt)
+    code = base64.b32encode(bytes.fromhex(_digest(conv, salt)[:30])).decode()
     if conv.format == "openai":
-        return "call_" + base64.b32encode(bytes.fromhex(digest[:30])).decode().lower()[:24]
-    return "toolu_01" + base64.b32encode(bytes.fromhex(digest[:30])).decode()[:22]
+        return "call_" + code.lower()[:24]
+    return "toolu_01" + code[:22]
 
 
 def _call(conv: Conversation, name: str, arguments: str, preamble: str) -> _Draft:
