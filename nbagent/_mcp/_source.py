@@ -242,10 +242,7 @@ class MCPSource:
                 ToolOutcome.failed(c.id, f"Tool `{c.name}` {problem}", "unavailable") for c in calls
             ]
         conn.mark_stderr()
-        outcomes: list[ToolOutcome | BaseException] = list(
-            await asyncio.gather(*(self._call_one(conn, c) for c in calls))
-        )
-        return outcomes
+        return list(await asyncio.gather(*(self._call_one(conn, c) for c in calls)))
 
     async def aclose(self) -> None:
         """Stop the server (or end the HTTP session) and wait until everything is released."""
