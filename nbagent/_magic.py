@@ -162,8 +162,7 @@ class AgentMagics(Magics):
         if not prompt:
             raise UsageError("%%agent: the cell body is the prompt, and it is empty")
         agent = self._agent_for(opts)
-        ns = self._ns()
-        ns["_agent"] = agent
+        self._ns()["_agent"] = agent
         show = not opts.no_widget and in_notebook()
         if show and not opts.wait and loop_running():
             self._start(agent, opts, prompt)
