@@ -8,6 +8,7 @@ sentence on stderr and exit code 2, never a traceback; Ctrl-C gets one line and 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
@@ -30,44 +31,39 @@ _USAGE = (
 def _demo_parser() -> Parser:
     from .mock._cli import FAULTS_HELP
 
-    parser = Parser(
+    parser = Parser(  # an option not given is left out: run_demo's own default applies
         prog="nbagent demo",
         description="Run the offline demo: every failure action, no key, no internet.",
+        argument_default=argparse.SUPPRESS,
     )
     parser.add_argument(
         "--out",
         dest="out_dir",
-        default="nbagent-demo",
-        help="output folder (default: %(default)s)",
+        help="output folder (default: nbagent-demo)",
     )
     parser.add_argument(
         "--seed",
         type=number(int, "a whole number"),
-        default=7,
         help="seed for jitter and random faults",
     )
     parser.add_argument(
         "--faults",
         nargs="+",
         action="extend",
-        default=None,
         metavar="FAULT",
         help=FAULTS_HELP + " (default: a script that shows all four actions)",
     )
     parser.add_argument(
         "--fault-rate",
         type=number(float, "a share of requests between 0 and 1", 0.0, 1.0),
-        default=0.0,
         help="add random faults on this share of requests (0..1), drawn from --seed",
     )
     parser.add_argument(
         "--model",
-        default="demo",
         help="'demo' (default) or a real model such as anthropic:claude-sonnet-4-5 (needs its key)",
     )
     parser.add_argument(
         "--replay",
-        default=None,
         metavar="NAME",
         help="replay a recording instead: a .nbrec path, or a shipped one "
         "(gemini-free-tier, anthropic-overload-storm)",
@@ -75,24 +71,23 @@ def _demo_parser() -> Parser:
     parser.add_argument(
         "--speed",
         type=number(float, "a positive number"),
-        default=1.0,
         help="with --replay: how fast the recorded answers come (1: as recorded)",
     )
     return parser
 
 
 def _demo(argv: Sequence[str]) -> int:
-    args = _demo_parser().parse_args(list(argv))
+    given = vars(_demo_parser().parse_args(list(argv)))
     from .demo._command import DemoInterrupted, run_demo
     from .errors import ConfigError
     from .mock._cli import split_faults
 
-    if args.faults is not None:
-        args.faults = split_faults(args.faults)
-    if args.replay is not None and (args.faults is not None or args.model != "demo"):
+    if "faults" in given:
+        given["faults"] = split_faults(given["faults"])
+    if "replay" in given and ("faults" in given or given.get("model", "demo") != "demo"):
         raise UsageError("nbagent demo: --replay cannot be combined with --faults or --model.")
     try:
-        run_demo(**vars(args))  # the options are named as run_demo's arguments
+        run_demo(**given)  # the options are named as run_demo's arguments
     except ConfigError as exc:
         raise UsageError(f"nbagent demo: {exc}") from None
     except DemoInterrupted as stop:

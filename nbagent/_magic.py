@@ -63,13 +63,11 @@ __all__ = ["AgentMagics", "load_ipython_extension", "split_faults"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports mistakes as IPython `UsageError`s instead of exiting."""
+    """argparse that reports mistakes as IPython `UsageError`s instead of exiting (it has no
+    help action, the other way argparse exits: `--help` is an option the magic reads)."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"%%agent: {message}\n{self.format_usage().rstrip()}")
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        raise UsageError(f"%%agent: {message or 'bad arguments'}")
 
 
 def _parser() -> _Parser:
@@ -137,7 +135,6 @@ class AgentMagics(Magics):
         self.handles: dict[Agent, RunHandle] = {}  # the latest background run of each agent
         self.server: MockServer | None = None
         self.view: AgentView | None = None  # the timeline shown by the latest cell
-        self._tools: dict[str, str] = {}
         self._parser = _parser()
         atexit.register(self.close)
 
@@ -165,8 +162,7 @@ class AgentMagics(Magics):
         if not prompt:
             raise UsageError("%%agent: the cell body is the prompt, and it is empty")
         agent = self._agent_for(opts)
-        ns = self._ns()
-        ns["_agent"] = agent
+        self._ns()["_agent"] = agent
         show = not opts.no_widget and in_notebook()
         if show and not opts.wait and loop_running():
             self._start(agent, opts, prompt)
@@ -184,7 +180,6 @@ class AgentMagics(Magics):
             handle.cancel()
         self.handles.clear()
         self.agents.clear()
-        self._tools.clear()
         self._stop_server()
         for name in ("_agent", "_agent_handle", "_agent_result"):
             self._ns().pop(name, None)
@@ -214,16 +209,15 @@ class AgentMagics(Magics):
             raise UsageError("%%agent: --delay is seconds between deltas, from 0 to 60")
         if args.wait and args.no_widget:
             raise UsageError("%%agent: --no-widget already waits; drop --wait")
-        faults: list[str] | None = None
+        # the options as parsed, but for the fault script and the schema, read here
         if args.faults is not None:
             from .mock import parse_faults
 
-            faults = split_faults(args.faults)
+            args.faults = split_faults(args.faults)
             try:
-                parse_faults(faults)
+                parse_faults(args.faults)
             except ValueError as exc:
                 raise UsageError(f"%%agent: --faults: {exc}") from None
-        output = None
         if args.output is not None:
             ns = self._ns()
             if args.output not in ns:
@@ -234,20 +228,17 @@ class AgentMagics(Magics):
             from ._loop._output_schema import OutputSchema
 
             try:
-                output = OutputSchema.of(ns[args.output])
+                args.output = OutputSchema.of(ns[args.output])
             except NbAgentError as exc:
                 raise UsageError(f"%%agent: --output {args.output}: {exc}") from None
         elif args.output_mode != "auto":
             raise UsageError("%%agent: --output-mode goes with --output NAME")
-        is_demo = args.model == "demo"
-        if not is_demo and (faults is not None or args.delay is not None):
-            which = "--faults" if faults is not None else "--delay"
+        if args.model != "demo" and (args.faults is not None or args.delay is not None):
+            which = "--faults" if args.faults is not None else "--delay"
             raise UsageError(
                 f"%%agent: {which} scripts the offline mock server, so it works with "
                 f"--model demo only (not {args.model!r})"
             )
-        # the options are the parser's; the fault script and the schema as read above
-        args.faults, args.output = faults, output
         return args
 
     def _agent_for(self, opts: argparse.Namespace) -> Agent:
@@ -255,9 +246,10 @@ class AgentMagics(Magics):
 
         agent = None if opts.new else self.agents.get(opts.model)
         tools = opts.tools or ("demo" if opts.model == "demo" else "none")
-        if agent is not None and opts.tools is not None and self._tools[opts.model] != tools:
+        had = "demo" if agent is not None and agent.toolbox.names else "none"
+        if agent is not None and opts.tools is not None and had != tools:
             raise UsageError(
-                f"%%agent: this conversation was started with --tools {self._tools[opts.model]}; "
+                f"%%agent: this conversation was started with --tools {had}; "
                 f"add --new to start a new one with --tools {tools}"
             )
         # the retry settings this cell names (a new agent's policy, or a change to the old one)
@@ -276,7 +268,6 @@ class AgentMagics(Magics):
             except NbAgentError as exc:
                 raise UsageError(f"%%agent: {exc}") from None
             self.agents[opts.model] = agent
-            self._tools[opts.model] = tools
             return agent
         if opts.system is not None:
             agent.system = opts.system
@@ -296,9 +287,11 @@ class AgentMagics(Magics):
         if server is not None:
             server.stop()
 
-    def _prepare(self, opts: argparse.Namespace) -> None:
-        """Set the mock server up for this cell's requests (just before its run starts)."""
-        self._agent_for_output(opts)
+    def _prepare(self, agent: Agent, opts: argparse.Namespace) -> None:
+        """Set the agent's output mode (`--output-mode`) and the mock server up for this cell's
+        requests (just before its run starts)."""
+        if opts.output is not None:
+            agent.output_mode = cast("OutputMode", opts.output_mode)
         if opts.model != "demo":
             return
         server = self._server()
@@ -317,7 +310,7 @@ class AgentMagics(Magics):
             if previous is not None:
                 # Queue behind the running cell of this conversation, whatever its outcome.
                 await asyncio.wait([previous.task])
-            self._prepare(opts)
+            self._prepare(agent, opts)
 
         handle, view = start_shown(agent, prompt, before=before, output=opts.output)
         self.handles[agent] = handle
@@ -333,16 +326,10 @@ class AgentMagics(Magics):
                 "%%agent: the previous run of this conversation is still going in the "
                 "background; wait for it (`await _agent_handle`) or press its Stop button"
             )
-        self._prepare(opts)
+        self._prepare(agent, opts)
         result = agent.run_sync(prompt, show=show, output=opts.output)
         self._ns()["_agent_result"] = result
         print(result.output if opts.output is not None else result.final_text)
-
-    def _agent_for_output(self, opts: argparse.Namespace) -> None:
-        """This cell's output mode, on the conversation's agent (`--output-mode`)."""
-        agent = self.agents.get(opts.model)
-        if agent is not None and opts.output is not None:
-            agent.output_mode = cast("OutputMode", opts.output_mode)
 
 
 def _tools(choice: str) -> list[Tool]:

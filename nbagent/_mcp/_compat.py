@@ -10,7 +10,6 @@ if TYPE_CHECKING:
     from mcp.shared.exceptions import MCPError
 
 __all__ = [
-    "braces",
     "is_connection_closed",
     "mcp_error_class",
     "preload",
@@ -39,11 +38,6 @@ def unwrap(exc: BaseException) -> BaseException:
             return exc
         real = [e for e in inner if not isinstance(e, asyncio.CancelledError)]
         exc = real[0] if real else inner[0]
-
-
-def braces(text: str) -> str:
-    """Escape text for use inside a `str.format` template."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def preload() -> None:

@@ -24,7 +24,6 @@ def to_specs(tools: list[Any], server: str) -> tuple[list[ToolSpec], dict[str, s
     names; a name listed twice would make calls ambiguous)."""
     specs: list[ToolSpec] = []
     skipped: dict[str, str] = {}
-    seen: set[str] = set()
     for t in tools:
         name = str(getattr(t, "name", ""))
         if not _TOOL_NAME.match(name):
@@ -33,10 +32,9 @@ def to_specs(tools: list[Any], server: str) -> tuple[list[ToolSpec], dict[str, s
             )
             log.warning("MCP server `%s`: skipping tool %r: bad name", server, name)
             continue
-        if name in seen:
+        if any(s.name == name for s in specs):
             skipped[name] = "the server listed it twice"
             continue
-        seen.add(name)
         schema = getattr(t, "input_schema", None)
         schema = dict(schema) if isinstance(schema, dict) else {}
         schema.setdefault("type", "object")

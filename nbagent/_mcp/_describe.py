@@ -12,27 +12,14 @@ from typing import Any
 from ._compat import is_connection_closed, mcp_error_class
 from ._session import Connection, Endpoint
 
-__all__ = ["describe_failure", "describe_start_error", "failure_kind", "start_failure"]
-
-
-def failure_kind(conn: Connection, status: str, value: Any) -> str:
-    """The `ToolOutcome.error` code of a call that did not come back "ok"."""
-    if status == "error" and is_connection_closed(value):
-        return "server_exited" if conn.lost else "source_closed"
-    return {"timeout": "timeout", "lost": "server_exited", "closed": "source_closed"}.get(
-        status, "mcp_error"
-    )
+__all__ = ["describe_failure", "describe_start_error", "start_failure"]
 
 
 def describe_failure(
-    conn: Connection,
-    status: str,
-    value: Any,
-    tool: str | None,
-    *,
-    restarts_left: int,
-    max_restarts: int,
+    conn: Connection, status: str, value: Any, tool: str | None, restarts: int, max_restarts: int
 ) -> str:
+    """What the model reads when a request came back `status` (not "ok"), the server having
+    been restarted `restarts` times of `max_restarts`."""
     ep = conn.endpoint
     what = f"Tool `{tool}`" if tool else "The request"
     if status == "timeout":
@@ -41,19 +28,19 @@ def describe_failure(
             "(call_timeout) and was cancelled. Try smaller input, a different tool, or "
             "explain the failure to the user."
         )
-    closed = status == "error" and is_connection_closed(value)
-    if status == "lost" or (closed and conn.lost):
+    if status == "lost":
         if not conn.loss:
             conn.set_loss()
         note = f" ({conn.loss_detail})" if conn.loss_detail else ""
         again = "reconnected" if ep.url else "restarted"
+        left = max_restarts - restarts
         then = (
-            f"It will be {again} for the next tool call ({restarts_left} attempt(s) left)."
-            if restarts_left > 0
+            f"It will be {again} for the next tool call ({left} attempt(s) left)."
+            if left > 0
             else f"It will not be {again} again (max_restarts={max_restarts})."
         )
         return f"{what} did not finish: {conn.loss} while running this call{note}. {then}"
-    if status == "closed" or closed:
+    if status == "closed":
         return f"{what} did not finish: the MCP source `{ep.name}` was closed during the call."
     exc = value if isinstance(value, BaseException) else None
     if exc is not None and isinstance(exc, mcp_error_class()):

@@ -24,15 +24,14 @@ from .._core._words import shortened
 from ..providers._error_text import redact
 from ._compat import is_connection_closed, unwrap
 
-__all__ = ["LOST", "STOP", "Connection", "Endpoint", "Request"]
+__all__ = ["STOP", "Connection", "Endpoint", "Request"]
 
 log = logging.getLogger("nbagent._mcp")
 
 _STDERR_TAIL_BYTES = 4000
 SETTLE_AFTER_LOSS_S = 2.0  # how long in-flight calls may take to notice a lost connection
 
-STOP = "stop"
-LOST = "lost"
+STOP = "stop"  # put on the queue: the runner stops serving (we close it, or the server left)
 
 
 @dataclass(frozen=True, repr=False)
@@ -89,8 +88,7 @@ class Connection:
         self.alive = False  # accepting requests
         self.lost = False  # the server went away (exit, closed stream)
         self.stopping = False  # we are closing it
-        self.end: str = ""  # why it ended: stopped | lost | failed | cancelled
-        self.error: BaseException | None = None
+        self.failed = False  # the runner ended with an error of its own
         self.loss = ""  # what happened, when the server went away
         self.loss_detail = ""
         self.errlog: IO[str] | None = None
@@ -151,7 +149,7 @@ class Connection:
         self.lost = True
         self.alive = False
         self.set_loss(detail)
-        self.queue.put_nowait(LOST)
+        self.queue.put_nowait(STOP)
 
     # -- the runner ---------------------------------------------------------------------------
 
@@ -195,15 +193,12 @@ class Connection:
                             await self._serve_requests(session)
                     finally:
                         tg.cancel_scope.cancel()
-            self.end = self.end or ("lost" if self.lost else "stopped")
         except asyncio.CancelledError:
-            self.end = self.end or ("stopped" if self.stopping else "cancelled")
             if not self.ready.done():
                 self.ready.cancel()
             raise
         except Exception as exc:
-            self.error = exc
-            self.end = self.end or ("lost" if self.lost else "failed")
+            self.failed = True
             if not self.ready.done():
                 self.ready.set_exception(exc)
             elif not self.stopping:
@@ -269,11 +264,12 @@ class Connection:
                 except TimeoutError:
                     req.settle("timeout")
                 except Exception as exc:
-                    if is_connection_closed(exc):
+                    if not is_connection_closed(exc):
+                        req.settle("error", exc)
+                    else:  # settled below, "lost" (or "closed" when we were closing it)
                         # Over HTTP the session object outlives a dead server: a request that
                         # loses its stream is the only sign. Reconnect for the next batch.
                         self.mark_lost(str(getattr(exc, "message", "") or exc))
-                    req.settle("error", exc)
         finally:
             req.settle("lost" if self.lost else "closed")
 

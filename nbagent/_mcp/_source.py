@@ -39,9 +39,9 @@ from .._core._numbers import is_positive, is_whole
 from .._loop._tools import ToolCall, ToolOutcome
 from ..errors import ConfigError
 from ..providers._base import ToolSpec
-from ._compat import braces, preload, unwrap
+from ._compat import preload, unwrap
 from ._convert import to_outcome, to_specs
-from ._describe import describe_failure, describe_start_error, failure_kind, start_failure
+from ._describe import describe_failure, describe_start_error, start_failure
 from ._redact import guard_logs, header_secrets, redact_argv, redact_url
 from ._session import SETTLE_AFTER_LOSS_S, STOP, Connection, Endpoint, Request
 
@@ -50,12 +50,9 @@ __all__ = ["MCPSource"]
 log = logging.getLogger("nbagent._mcp")
 
 _STOP_TIMEOUT_S = 15.0  # the SDK's own stdio shutdown is bounded at about 5 s
+# the `ToolOutcome.error` code of a call that came back with this status (else "mcp_error")
+_ERROR_CODES = {"timeout": "timeout", "lost": "server_exited", "closed": "source_closed"}
 _GIVE_UP = ". Do not call its tools again; answer without them or explain the failure to the user."
-
-
-def _refusal(head: str, reason: str, tail: str = _GIVE_UP) -> str:
-    """The error result of a call that cannot run, as a template with `{tool}` for its name."""
-    return "Tool `{tool}` " + head + braces(reason) + tail
 
 
 class MCPSource:
@@ -242,13 +239,10 @@ class MCPSource:
         conn, problem = await self._connection_for_batch()
         if conn is None:
             return [
-                ToolOutcome.failed(c.id, problem.format(tool=c.name), "unavailable") for c in calls
+                ToolOutcome.failed(c.id, f"Tool `{c.name}` {problem}", "unavailable") for c in calls
             ]
         conn.mark_stderr()
-        outcomes: list[ToolOutcome | BaseException] = list(
-            await asyncio.gather(*(self._call_one(conn, c) for c in calls))
-        )
-        return outcomes
+        return list(await asyncio.gather(*(self._call_one(conn, c) for c in calls)))
 
     async def aclose(self) -> None:
         """Stop the server (or end the HTTP session) and wait until everything is released."""
@@ -294,7 +288,7 @@ class MCPSource:
         if status != "ok":
             await self._stop(conn)
             self._conn = None
-            why = self._describe(conn, status, value)
+            why = describe_failure(conn, status, value, None, self.restarts, self.max_restarts)
             self.unavailable_reason = (
                 f"MCP server `{self.name}` ({self.target}) started but did not list its tools: "
                 f"{why}"
@@ -306,7 +300,7 @@ class MCPSource:
     async def _connection_for_batch(self) -> tuple[Connection | None, str]:
         """A live connection, restarting the server if it went away; else why there is none.
 
-        The reason is a template with `{tool}` for the call's tool name.
+        The reason is the error result's sentence after "Tool `name` ".
         """
         async with self._get_lock():
             self._forget_other_loop()
@@ -318,12 +312,12 @@ class MCPSource:
                     await self._first_start()
                 if self._specs is None:
                     why = self.unavailable_reason or "the MCP server did not start"
-                    return None, _refusal("is unavailable: ", why)
+                    return None, f"is unavailable: {why}{_GIVE_UP}"
                 conn = self._conn
                 if conn is not None and conn.alive:
                     return conn, ""
             if conn is not None:
-                if conn.lost or conn.end in ("lost", "failed"):
+                if conn.lost or conn.failed:
                     self._needs_restart = True
                 await self._stop(conn)
                 self._last_loss = conn.loss_summary or self._last_loss
@@ -335,7 +329,7 @@ class MCPSource:
                         f"already been {'reconnected' if self.url else 'restarted'} "
                         f"{self.restarts} time(s) (max_restarts={self.max_restarts})"
                     )
-                    return None, _refusal("did not run: ", self.unavailable_reason)
+                    return None, f"did not run: {self.unavailable_reason}{_GIVE_UP}"
                 self.restarts += 1
                 log.info(
                     "restarting MCP server `%s` (restart %d of %d)",
@@ -348,7 +342,7 @@ class MCPSource:
                 self.unavailable_reason = reason
                 self._last_loss = reason
                 tail = ". Answer without this tool or explain the failure to the user."
-                return None, _refusal("did not run: could not restart it: ", reason, tail)
+                return None, f"did not run: could not restart it: {reason}{tail}"
             self.unavailable_reason = None
             self._needs_restart = False
             return new, ""
@@ -415,18 +409,8 @@ class MCPSource:
         status, value = await conn.submit(req)
         if status == "ok":
             return to_outcome(call, value, self._endpoint.secrets)
-        text = self._describe(conn, status, value, call.name)
-        return ToolOutcome.failed(call.id, text, failure_kind(conn, status, value))
-
-    def _describe(self, conn: Connection, status: str, value: Any, tool: str | None = None) -> str:
-        return describe_failure(
-            conn,
-            status,
-            value,
-            tool,
-            restarts_left=self.max_restarts - self.restarts,
-            max_restarts=self.max_restarts,
-        )
+        text = describe_failure(conn, status, value, call.name, self.restarts, self.max_restarts)
+        return ToolOutcome.failed(call.id, text, _ERROR_CODES.get(status, "mcp_error"))
 
     def _to_specs(self, tools: list[Any]) -> list[ToolSpec]:
         specs, self.skipped_tools = to_specs(tools, self.name)

@@ -17,11 +17,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
-import re
 import secrets
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -31,6 +30,7 @@ from .._core._retry import RetryPolicy
 from .._loop._agent import Agent
 from ..errors import Aborted, ConfigError, NbAgentError
 from ._console import ConsoleReporter
+from ._structured import MARKER
 
 __all__ = ["DEMO_PLAN", "DemoInterrupted", "DemoResult", "DemoStep", "run_demo"]
 
@@ -87,8 +87,6 @@ DEMO_PLAN: tuple[DemoStep, ...] = (
     ),
 )
 """The built-in demo: one step per action, so a single run shows all four."""
-
-_DIRECTIVE = re.compile(r"\[demo:[^\]]*\]\s*")
 
 
 @dataclass
@@ -176,7 +174,7 @@ def _for_readers(
     state = copy.deepcopy(snapshot)
     runs = state.get("runs")
     for i, run in enumerate(runs if isinstance(runs, list) else []):
-        run["prompt"] = _DIRECTIVE.sub("", str(run.get("prompt") or ""))
+        run["prompt"] = MARKER.sub("", str(run.get("prompt") or ""))
         if scripted and i < len(plan) and plan[i].teaches:
             run["note"] = plan[i].teaches
     talk = state.get("conversation")
@@ -184,7 +182,7 @@ def _for_readers(
         if entry.get("kind") == "message" and entry.get("role") == "user":
             for block in entry.get("blocks") or []:
                 if block.get("type") == "text":
-                    block["text"] = _DIRECTIVE.sub("", str(block.get("text") or ""))
+                    block["text"] = MARKER.sub("", str(block.get("text") or ""))
     planned = all(_planned(plan[i - 1]) for i in result.failed_steps if i <= len(plan))
     state["status"] = _session_line(plan, result, scripted)
     state["status_kind"] = "done" if not result.failed_steps or (scripted and planned) else "error"
@@ -271,8 +269,8 @@ def run_demo(
         elif model != "demo":
             agent = Agent(model, tools=tools, retry=policy, subscribers=[reporter])
             print(f"nbagent demo with {model} (no fault injection on a real provider)", file=out)
-            plan = [DemoStep(_DIRECTIVE.sub("", s.prompt)) for s in DEMO_PLAN[:4]]
-            _steps(agent, plan, None, out, False, result)
+            plan = [DemoStep(MARKER.sub("", s.prompt)) for s in DEMO_PLAN[:4]]
+            _steps(agent, plan, out, result)
         else:
             rates = _random_faults(fault_rate)
             with serve(faults=list(faults or ()), seed=seed, fault_rates=rates) as server:
@@ -284,7 +282,7 @@ def run_demo(
                 )
                 print("no key, no internet; faults are injected by the server", file=out)
                 scripted = faults is None and rates is None
-                _steps(agent, DEMO_PLAN, server.set_faults, out, scripted, result)
+                _steps(agent, DEMO_PLAN, out, result, server.set_faults if scripted else None)
         if result.outcomes:
             print(f"\n{_session_line(plan, result, scripted)}", file=out)
             _write(staging, agent, reporter, plan, result, scripted)
@@ -331,7 +329,7 @@ def _replay_steps(
         print(f"  {note}", file=out)
     print("the agent's own waits run on a virtual clock: they take no time here", file=out)
     plan = [DemoStep(f"Request {i} of the recording.") for i in range(1, requests + 1)]
-    _steps(agent, plan, None, out, False, result)
+    _steps(agent, plan, out, result)
     return agent, plan
 
 
@@ -346,10 +344,9 @@ def _random_faults(fault_rate: float) -> dict[str, float] | None:
 def _steps(
     agent: Agent,
     plan: Sequence[DemoStep],
-    set_faults: object,
     out: TextIO,
-    scripted: bool,
     demo: DemoResult,
+    set_faults: Callable[[list[str]], None] | None = None,
 ) -> None:
     """Run the plan in an event loop of its own, appending how each step ended to `demo`
     (kept when interrupted); Ctrl-C ends it and is remembered."""
@@ -359,10 +356,10 @@ def _steps(
         try:
             for i, step in enumerate(plan, 1):
                 # the demo model's cue ("[demo:unknown_tool]") is for the model, not the reader
-                print(f"\n▶ {i}/{len(plan)}  {_DIRECTIVE.sub('', step.prompt)}", file=out)
+                print(f"\n▶ {i}/{len(plan)}  {MARKER.sub('', step.prompt)}", file=out)
                 if step.teaches:
                     print(f"  ({step.teaches})", file=out)
-                if scripted and callable(set_faults):
+                if set_faults is not None:  # the plan's own fault script
                     set_faults(list(step.faults))
                 try:
                     result = await agent.run(step.prompt, show=False)

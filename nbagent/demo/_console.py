@@ -6,7 +6,6 @@ whenever it says something new, plus a line for each tool error the model will r
 
 from __future__ import annotations
 
-import sys
 from typing import TextIO
 
 from ..events import Event, RunFinished, ToolCallFinished
@@ -29,10 +28,9 @@ _QUIET_SUFFIXES = (": retrying", ": compacting the conversation", ": falling bac
 class ConsoleReporter:
     """Prints "provider unavailable: retrying in 2.4s (attempt 2/4)" and friends as they happen."""
 
-    def __init__(self, stream: TextIO | None = None, *, indent: str = "  ") -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.state = TimelineState()
-        self.stream = stream or sys.stdout
-        self.indent = indent
+        self.stream = stream
         self._last = ""
 
     def __call__(self, event: Event) -> None:
@@ -49,4 +47,4 @@ class ConsoleReporter:
         self._last = status
 
     def _print(self, line: str) -> None:
-        print(f"{self.indent}{line}", file=self.stream, flush=True)
+        print(f"  {line}", file=self.stream, flush=True)

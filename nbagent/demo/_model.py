@@ -19,6 +19,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from .._loop._summaries import SUMMARY_MARKER  # how a compaction opens its summary
 from ..mock import (
     Conversation,
     MockReply,
@@ -31,12 +32,12 @@ from ..mock import (
     estimate_tokens,
     split_words,
 )
+from ..mock._answer_faults import mismatching
 from ._arithmetic import evaluate, find_expression
-from ._structured import StructuredAsk, is_reask, sample, structured_ask
+from ._structured import MARKER, StructuredAsk, is_reask, sample, structured_ask
 
 MAX_TOOL_ROUNDS = 2
 MAX_DELTAS = 1_000_000
-_MARKER = re.compile(r"\[demo:([a-z_]+)(?:=(\d+))?\]", re.IGNORECASE)
 _PATH = re.compile(r"[\w.~/-]*[\w~/]")
 _FILE_WORDS = re.compile(r"\b(read|open|show|cat|contents?|look at|summari[sz]e|what does)\b", re.I)
 _DIR_WORDS = re.compile(r"\b(list|ls|files|director(y|ies)|folder|entries)\b", re.I)
@@ -87,17 +88,6 @@ def _intent(prompt: str, offered: dict[str, dict[str, Any]]) -> _Intent | None:
     return None
 
 
-def _bad_args(schema: dict[str, Any]) -> dict[str, Any]:
-    """Arguments that break ``schema``: every property with the wrong type, plus an extra one."""
-    wrong: dict[str, Any] = {}
-    props = schema.get("properties")
-    for name, prop in (props if isinstance(props, dict) else {}).items():
-        kind = prop.get("type") if isinstance(prop, dict) else None
-        wrong[name] = "not a number" if kind in ("number", "integer") else 12345
-    wrong["unexpected_argument"] = True
-    return wrong
-
-
 # --- replies ------------------------------------------------------------------------------------
 
 
@@ -117,10 +107,10 @@ def _digest(conv: Conversation, salt: str) -> str:
 
 
 def _call_id(conv: Conversation, salt: str) -> str:
-    digest = _digest(conv, salt)
+    code = base64.b32encode(bytes.fromhex(_digest(conv, salt)[:30])).decode()
     if conv.format == "openai":
-        return "call_" + base64.b32encode(bytes.fromhex(digest[:30])).decode().lower()[:24]
-    return "toolu_01" + base64.b32encode(bytes.fromhex(digest[:30])).decode()[:22]
+        return "call_" + code.lower()[:24]
+    return "toolu_01" + code[:22]
 
 
 def _call(conv: Conversation, name: str, arguments: str, preamble: str) -> _Draft:
@@ -129,7 +119,7 @@ def _call(conv: Conversation, name: str, arguments: str, preamble: str) -> _Draf
 
 
 def _topic(prompt: str) -> str:
-    clean = " ".join(_MARKER.sub(" ", prompt).split()).rstrip("?.! ")
+    clean = " ".join(MARKER.sub(" ", prompt).split()).rstrip("?.! ")
     return clean if len(clean) <= 70 else clean[:67].rstrip() + "..."
 
 
@@ -176,7 +166,6 @@ def _exact_deltas(n: int) -> tuple[str, ...]:
 
 _TRANSCRIPT = re.compile(r"<conversation>\n?(.*?)\n?</conversation>", re.S)
 _CALLED = re.compile(r"^Assistant called the tool (\w[\w-]*)\(", re.M)
-_EARLIER_SUMMARY = "[Summary of the earlier conversation"
 
 
 def _summary_text(conv: Conversation, prompt_index: int, prompt: str) -> str:
@@ -186,7 +175,7 @@ def _summary_text(conv: Conversation, prompt_index: int, prompt: str) -> str:
         earlier = [
             line[len("User: ") :]
             for line in body.splitlines()
-            if line.startswith("User: ") and not line[6:].startswith(_EARLIER_SUMMARY)
+            if line.startswith("User: ") and not line[6:].startswith(SUMMARY_MARKER)
         ]
         tools = _CALLED.findall(body)
     else:
@@ -194,12 +183,12 @@ def _summary_text(conv: Conversation, prompt_index: int, prompt: str) -> str:
         summaries = [
             t.text.partition("\n")[2].strip()
             for t in turns
-            if t.role == "user" and t.text.startswith(_EARLIER_SUMMARY)
+            if t.role == "user" and t.text.startswith(SUMMARY_MARKER)
         ]
         earlier = [
             t.text
             for t in turns
-            if t.role == "user" and t.text and not t.text.startswith(_EARLIER_SUMMARY)
+            if t.role == "user" and t.text and not t.text.startswith(SUMMARY_MARKER)
         ]
         tools = [u.name for t in turns for u in t.tool_uses]
         if summaries and summaries[-1]:
@@ -225,7 +214,8 @@ def _first_move(prompt: str, markers: dict[str, int | None], conv: Conversation)
         if "bad_json" in markers:
             arguments = json.dumps(intent.arguments if intent else {"input": prompt[:40]})
             return _call(conv, name, arguments[: max(1, len(arguments) - 2)], "Calling the tool.")
-        return _call(conv, name, json.dumps(_bad_args(offered.get(name, {}))), "Calling the tool.")
+        bad = mismatching(offered.get(name), extra="unexpected_argument")
+        return _call(conv, name, json.dumps(bad), "Calling the tool.")
     if "deltas" in markers:
         return _Draft(deltas=_exact_deltas(min(markers["deltas"] or 0, MAX_DELTAS)))
     if "long" in markers:
@@ -372,7 +362,7 @@ def demo_reply(conv: Conversation) -> MockReply:
     index, prompt = _last_prompt(conv.turns)
     markers = {
         m.group(1).lower(): (int(m.group(2)) if m.group(2) else None)
-        for m in _MARKER.finditer(prompt)
+        for m in MARKER.finditer(prompt)
     }
     if "max_tokens" in markers:
         return MockReply(stop_reason="max_tokens", input_tokens=conv.prompt_tokens)

@@ -99,9 +99,7 @@ def replay_provider(
             _servers.append(server)
         url = server.openai_base_url if name.startswith("openai") else server.url
     options.setdefault("name", name)
-    wire = PROVIDERS[name].wire
-    provider: Provider = wire(model, api_key=api_key or REPLAY_KEY, base_url=url, **options)
-    return provider
+    return PROVIDERS[name].wire(model, api_key=api_key or REPLAY_KEY, base_url=url, **options)
 
 
 @atexit.register

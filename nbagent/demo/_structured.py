@@ -31,7 +31,7 @@ from ..mock import Conversation, Turn
 from ..mock._output_request import ANY_TOOL, JSON_OBJECT
 from ._arithmetic import find_expression
 
-__all__ = ["ANSWER_TOOL", "StructuredAsk", "is_reask", "sample", "structured_ask"]
+__all__ = ["ANSWER_TOOL", "MARKER", "StructuredAsk", "is_reask", "sample", "structured_ask"]
 
 ANSWER_TOOL = "final_answer"  # tool mode's output tool (nbagent's name for it)
 _OUTPUT_TOOL = "final_"  # output tools: nbagent's final_answer, pydantic-ai's final_result
@@ -43,7 +43,7 @@ _ANY_OBJECT = {"type": "object", "properties": {"answer": {"type": "string"}}}
 # nbagent's and pydantic-ai's "N validation errors:", pydantic's "N validation errors for Model"
 _REASK = re.compile(r"^\d+ validation errors?(?::| for \S+$)", re.M)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
-_MARKER = re.compile(r"\[demo:[a-z_]+(?:=\d+)?\]", re.I)
+MARKER = re.compile(r"\[demo:([a-z_]+)(?:=(\d+))?\]\s*", re.I)  # a cue, its name and number
 _CLOSE_AT = 6  # nesting past which a value closes: required fields only, the fewest items
 _GIVE_UP_AT = 40  # a schema with no finite value (a required self-reference) stops here
 _POSITIVE = frozenset(
@@ -213,7 +213,7 @@ class _Maker:
         self.found = [float(n) for n in _NUMBER.findall(found)]  # what the tools returned
         self.expression = find_expression(prompt) or ""
         self.rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest()[:12], 16))
-        clean = " ".join(_MARKER.sub(" ", _FENCE_ASK.sub(" ", prompt)).split())
+        clean = " ".join(MARKER.sub(" ", _FENCE_ASK.sub(" ", prompt)).split())
         self.prompt = clean
         self.words = [w.lower() for w in _WORD.findall(clean)]
         pos = sum(w in _POSITIVE for w in self.words)

@@ -45,14 +45,14 @@ def _wrong(schema: Any) -> Any:
     return _WRONG.get(kind, 12345) if isinstance(kind, str) else 12345
 
 
-def mismatching(schema: dict[str, Any] | None) -> Any:
+def mismatching(schema: dict[str, Any] | None, extra: str = "unexpected_field") -> Any:
     """Valid JSON that breaks `schema`: every property of the wrong type and one that is not
-    in it (or, with no schema, an object of one unexpected field)."""
+    in it, named `extra` (or, with no schema, an object of that one field)."""
     props = schema.get("properties") if isinstance(schema, dict) else None
     wrong: dict[str, Any] = {}
     for name, prop in (props if isinstance(props, dict) else {}).items():
         wrong[name] = _wrong(prop)
-    wrong["unexpected_field"] = True
+    wrong[extra] = True
     return wrong
 
 
