@@ -240,7 +240,7 @@ class AnthropicProvider(HTTPProvider):
         return self._read_stream(MessageReading(es), self._finish)
 
     def _finish(self, st: MessageReading) -> Completed:
-        es, blocks, stop_reason = st.es, st.blocks, st.stop_reason
+        es, blocks, stop_reason = st.es, st.blocks, st.finish
         if stop_reason == "model_context_window_exceeded":
             usage = st.usage()
             raise self._refusal(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -87,8 +87,8 @@ class MessageReading(Reading):
     blocks: dict[int, _BlockState] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)
     tool_calls: int = 0
-    stop_reason: str | None = None
     handlers: ClassVar[dict[str, Handler]]
+    MARKERS = ("message_stop", "stop_reason")
 
     def read(self, event: ServerSentEvent) -> None:
         if event.event == "ping":
@@ -116,14 +116,6 @@ class MessageReading(Reading):
     def usage(self) -> Usage:
         counted = self.input_tokens + self.cache_read + self.cache_write
         return dataclasses.replace(super().usage(), input_tokens=counted)
-
-    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        await self.es.end(
-            batches,
-            end=("message_stop", self.ended),
-            reason=("stop_reason", self.stop_reason),
-            usage=self.reported,
-        )
 
     def message_start(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
         msg = data.get("message")
@@ -198,7 +190,7 @@ class MessageReading(Reading):
     def message_delta(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
         delta = data.get("delta")
         if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-            self.stop_reason = delta["stop_reason"]
+            self.finish = delta["stop_reason"]
         usage = data.get("usage")
         if not isinstance(usage, dict):
             return

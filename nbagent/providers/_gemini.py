@@ -139,7 +139,6 @@ class _State(Reading):
 
     blocked: Callable[[dict[str, Any], Events], ContentFiltered] | None = None
     turn: _Turn = field(default_factory=_Turn)
-    finish: str | None = None
     finish_message: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)  # the latest usageMetadata
     # what call ids derive from until the server names the response (`response_id`)

@@ -8,7 +8,7 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -215,7 +215,7 @@ class _ChatReading(Reading):
     refusal: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
     flagged: set[str] = field(default_factory=set)  # content-filter categories that filtered
-    finish: str | None = None
+    MARKERS = ("data: [DONE]", "finish_reason")
 
     def read(self, event: ServerSentEvent) -> None:
         """One chunk: an error, or the head and the first choice's delta and finish reason."""
@@ -242,14 +242,6 @@ class _ChatReading(Reading):
         fr = choice.get("finish_reason")
         if isinstance(fr, str) and fr:
             self.finish = fr
-
-    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        await self.es.end(
-            batches,
-            end=("data: [DONE]", self.ended),
-            reason=("finish_reason", self.finish),
-            usage=self.reported,
-        )
 
     def head(self, data: dict[str, Any]) -> None:
         """A chunk's model, id and usage report."""
@@ -443,7 +435,7 @@ class OpenAIProvider(OpenAIFormat):
             if not (text or calls or refusal):
                 raise es.interrupted("the stream ended without a finish_reason")
             # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
-            # name a finish reason: read as "stop" (one with no usage either was cut: es.end)
+            # name a finish reason: read as "stop" (one with no usage either was cut: Reading.end)
             finish = "stop"
             note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
         if finish == "content_filter" or refusal:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -169,8 +169,8 @@ class _State(Reading):
     reasoning: dict[int, list[str]] = field(default_factory=dict)  # raw reasoning_text deltas
     args: dict[int, list[str]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)  # output_index -> tool call number
-    ending: str | None = None  # which of the three ends came
     response: dict[str, Any] = field(default_factory=dict)
+    MARKERS = ("response.completed", "end")  # `finish`: which of its three ends came
 
     def read(self, event: ServerSentEvent) -> None:
         if not event.data.strip() or event.data.strip() == "[DONE]":
@@ -187,10 +187,6 @@ class _State(Reading):
         handler = self.handlers.get(kind)
         if handler is not None:
             handler(self, data, json_int(data.get("output_index")))
-
-    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        if self.ending is None:
-            raise self.es.interrupted("the stream ended before response.completed")
 
     def item_added(self, data: dict[str, Any], index: int | None) -> None:
         item = data.get("item")
@@ -232,7 +228,7 @@ class _State(Reading):
             self.buf.add(ToolCallPart(number, arguments=delta))
 
     def ends(self, data: dict[str, Any], index: int | None) -> None:
-        self.ending = str(data.get("type") or "")
+        self.finish = str(data.get("type") or "")
         self.ended = True
         response = data.get("response")
         self.response = response if isinstance(response, dict) else {}
@@ -369,7 +365,7 @@ class ResponsesProvider(OpenAIFormat):
         es, response = state.es, state.response
         details = response.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None
-        if state.ending == "response.incomplete" and reason == "content_filter":
+        if state.finish == "response.incomplete" and reason == "content_filter":
             raise self._refusal(
                 ContentFiltered,
                 "the provider's content filter stopped the answer (response.incomplete)",
@@ -406,6 +402,6 @@ class ResponsesProvider(OpenAIFormat):
         if refusal:
             raise self._refusal(ContentFiltered, "".join(refusal), es, code="refusal")
         stop = "tool_use" if calls else "end_turn"
-        if state.ending == "response.incomplete" and reason == "max_output_tokens":
+        if state.finish == "response.incomplete" and reason == "max_output_tokens":
             stop = "max_tokens"
         return self._completed(state, blocks, stop)

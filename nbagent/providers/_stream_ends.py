@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from .._core._budget import Usage
 from .._core._messages import Block, Message
@@ -43,11 +43,14 @@ class Reading:
     """What one answer's events have said so far, format by format: `read` takes each event,
     `ended` says the end marker came (nothing after it is read), `end` checks the end. The
     model and the reply's id the answer named, and its token counts (`usage`), are what its
-    `Completed` carries (`StreamEnds._completed`)."""
+    `Completed` carries (`StreamEnds._completed`); `finish` is the finish reason it named (the
+    format's word), and `MARKERS` name its end marker and the field of its finish reason, for
+    the sentences of `end`."""
 
     es: Events
     buf: PartBuffer = field(default_factory=PartBuffer)
     ended: bool = False
+    finish: str | None = None  # the finish reason the answer named, None while it named none
     model: str | None = None  # the model the answer says answered
     response_id: str | None = None  # the provider's id of the reply
     input_tokens: int = 0  # every prompt token, cached ones included
@@ -55,6 +58,7 @@ class Reading:
     cache_read: int = 0
     cache_write: int = 0
     reported: bool = False  # a usage report (token counts) came
+    MARKERS: ClassVar[tuple[str, str]] = ("", "")  # the end marker, the finish reason's field
 
     def read(self, event: ServerSentEvent) -> None:
         raise NotImplementedError
@@ -70,7 +74,41 @@ class Reading:
         )
 
     async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        """After the events read: `StreamInterrupted` if the answer was cut."""
+        """Check the end of an answer read up to its end marker (`batches` is the rest).
+
+        No end marker: `StreamInterrupted` (the answer was cut before it). An end marker with
+        no finish reason before it: the rest of `batches` is read to its end, and what the
+        server reported decides. A usage report without a finish reason, then a clean end, is
+        a finished answer (Snowflake Cortex never names a finish reason). Neither, cleanly or
+        not, is a cut one: llama-cpp-python's server, whose `interrupt_requests` (on by
+        default) stops a running stream when another request arrives, sends `data: [DONE]` in
+        place of the chunk with the finish reason and ends the body (cleanly, or breaking the
+        connection off), and never sends usage. `StreamInterrupted`: the attempt fails, its
+        partial text is discarded and the request is sent again; a server that ends complete
+        answers so too needs `trust_end_marker=True`, which the sentence names. With the
+        reason seen, what follows the end marker is not read.
+        """
+        es, (marker, reason) = self.es, self.MARKERS
+        if not self.ended:
+            raise es.interrupted(f"the stream ended before {marker}")
+        if self.finish is not None:
+            return
+        try:
+            async for _ in batches:
+                pass
+        except ProviderError as err:
+            raise es.interrupted(
+                f"the connection broke after {marker} with no {reason} before it: "
+                f"the answer was cut ({err.message})"
+            ) from None
+        if self.reported or es.trusts_end_marker:
+            return
+        raise es.interrupted(
+            f"the stream ended with {marker} but with neither a {reason} nor a usage report "
+            "before it: the answer was cut, as llama-cpp-python's server cuts a stream when "
+            "another request arrives; if this server ends every complete answer so, make "
+            "the provider with trust_end_marker=True"
+        )
 
 
 R = TypeVar("R", bound=Reading)

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import InvalidResponse, StreamInterrupted
-from ._base import Completed, StreamPart
+from ._base import Completed
 from ._error_text import redact
 from ._event_stream import Events
 from ._sse import ServerSentEvent
+from ._wire_format import WireFormat
 
 __all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "read_whole", "replay"]
 
@@ -32,17 +33,6 @@ WholeEvents = list[tuple[str, dict[str, Any] | str]]
 decoded, or a literal marker such as `[DONE]`)."""
 
 
-class ReadsEvents(Protocol):
-    """A wire format's provider: its name, how a whole answer of its format is replayed as
-    events (`whole_events`), and its reader of an answer's events."""
-
-    name: str
-
-    def whole_events(self, body: dict[str, Any]) -> WholeEvents: ...
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]: ...
-
-
 class WholeBody(Events):
     """The events of a whole body, as an `Events` source: each event's data is its position in
     `docs` (already decoded, so nothing is encoded and decoded again), or a literal marker such
@@ -50,7 +40,9 @@ class WholeBody(Events):
 
     `live`: the events are what a watcher kept of a live stream (`_watch`), read as a stream
     is (an end marker alone may end a cut answer). `made` holds the errors this source itself
-    made for an answer it found cut or malformed (not the provider's own error events)."""
+    made for an answer it found cut or malformed (not the provider's own error events).
+    `status_code` is the status the item's answer came with, where the batch API says it
+    (OpenAI's `response.status_code`), else None."""
 
     def __init__(
         self,
@@ -62,28 +54,11 @@ class WholeBody(Events):
         status_code: int | None = None,
         live: bool = False,
     ) -> None:
+        super().__init__(provider, request_id, dict(headers or {}), status_code)
         self._docs = docs
-        self.provider = provider
-        self._request_id = request_id
-        self._headers: Mapping[str, str] = dict(headers or {})
-        self._status_code = status_code
         self.live = live
         self.trusts_end_marker = not live
         self.made: list[StreamInterrupted] = []
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self._headers
-
-    @property
-    def request_id(self) -> str | None:
-        return self._request_id
-
-    @property
-    def status_code(self) -> int | None:
-        """The status the item's answer came with, where the batch API says it (OpenAI's
-        `response.status_code`); None where it does not."""
-        return self._status_code
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         yield [
@@ -102,7 +77,7 @@ class WholeBody(Events):
     def interrupted(self, message: str) -> StreamInterrupted:
         if not self.live:
             message = message.replace("the stream ended", "the answer ended")
-        err = StreamInterrupted(message, provider=self.provider, request_id=self._request_id)
+        err = super().interrupted(message)
         self.made.append(err)
         return err
 
@@ -113,7 +88,7 @@ class NotAnAnswer(Exception):
 
 
 async def read_whole(
-    provider: ReadsEvents, body: Any, *, request_id: str | None = None
+    provider: WireFormat, body: Any, *, request_id: str | None = None
 ) -> Completed:
     """Read the whole answer `body` with `provider`'s stream reader (its events from the
     provider's `whole_events`).
@@ -125,7 +100,7 @@ async def read_whole(
     return replay(provider, whole_body(provider, body, request_id=request_id))
 
 
-def whole_body(provider: ReadsEvents, body: Any, **options: Any) -> WholeBody:
+def whole_body(provider: WireFormat, body: Any, **options: Any) -> WholeBody:
     """The whole answer `body` as the events its live stream would have carried (`options`
     as `WholeBody` takes them); `InvalidResponse` for a body that is not an answer."""
     try:
@@ -138,7 +113,7 @@ def whole_body(provider: ReadsEvents, body: Any, **options: Any) -> WholeBody:
     return WholeBody(events, provider=provider.name, **options)
 
 
-def replay(provider: ReadsEvents, es: WholeBody) -> Completed:
+def replay(provider: WireFormat, es: WholeBody) -> Completed:
     """The `Completed` that `provider`'s reader reads from `es`, at once: the events are all
     there, so the reader never waits, and this runs in any thread, with or without a loop."""
     reading = _completed(provider, es)
@@ -151,7 +126,7 @@ def replay(provider: ReadsEvents, es: WholeBody) -> Completed:
     raise RuntimeError("a reader of decoded events waited for more")  # pragma: no cover
 
 
-async def _completed(provider: ReadsEvents, es: WholeBody) -> Completed:
+async def _completed(provider: WireFormat, es: WholeBody) -> Completed:
     completed: Completed | None = None
     async with contextlib.aclosing(provider.read_events(es)) as parts:
         async for part in parts:

@@ -22,6 +22,7 @@ class WireFormat(ProviderBase):
     """The part of an `HTTPProvider` its wire format fills in (the module docstring).
 
     Attributes:
+        name: The provider's name.
         base_url: The endpoint.
         batch_endpoint: The endpoint an item of an OpenAI-style batch names (its `url`),
             "" for a format without one.
@@ -29,6 +30,7 @@ class WireFormat(ProviderBase):
             reason, an error, the end marker): a watcher decodes only those, for `read_events`.
     """
 
+    name: str
     base_url: str
     batch_endpoint = ""  # the endpoint an item of a batch API names (OpenAI's Batch API)
     stream_markers: tuple[bytes, ...] = ()  # what the events that end an answer hold (_watch)
