@@ -69,57 +69,6 @@ class Events:
         return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
 
 
-class _BoundedStream(httpx.AsyncByteStream):
-    """The upstream bytes with the idle timeout and the per-event size cap applied.
-
-    It ends the stream with a blank line when the server did not, so that a last event the server
-    sent whole but without its final newline (as in the Anthropic SDK's recorded fixtures) is
-    dispatched.
-    """
-
-    def __init__(self, stream: EventStream) -> None:
-        self._s = stream
-
-    async def __aiter__(self) -> AsyncGenerator[bytes, None]:
-        s = self._s
-        cap = s.sender.limits.max_event_bytes
-        pending = 0  # bytes of the event being received so far
-        prev = b""
-        chunks = guarded_chunks(s.response, s.sender, request_id=s.request_id)
-        async with contextlib.aclosing(chunks):
-            async for chunk in chunks:
-                if not chunk:
-                    continue
-                data = prev + chunk
-                start = len(prev)
-                if pending + len(chunk) <= cap:
-                    # no event in this read can pass the cap: only the bytes after its
-                    # last boundary (the event still being received) need counting
-                    end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
-                    pending = pending + len(chunk) if end < 0 else len(data) - end - 2
-                    prev = chunk[-1:]
-                    yield chunk
-                    continue
-                first = True
-                for m in _BOUNDARY.finditer(data):
-                    seg = max(0, m.start() - start)
-                    if (pending + seg if first else seg) > cap:
-                        raise s.event_too_large()
-                    first = False
-                    start = m.end()
-                seg = max(0, len(data) - start)
-                pending = pending + seg if first else seg
-                if pending > cap:
-                    raise s.event_too_large()
-                prev = chunk[-1:]
-                yield chunk
-        if pending:
-            yield b"\n\n"
-
-    async def aclose(self) -> None:
-        return None
-
-
 class EventStream(Events):
     """A 2xx event-stream response: `batches()` yields its SSE events, bounded and timed."""
 
@@ -167,11 +116,52 @@ class EventStream(Events):
             raise self.bad_data(event, "data is not a JSON object")
         return data
 
+    async def _bounded(self) -> AsyncGenerator[bytes, None]:
+        """The upstream bytes with the idle timeout and the per-event size cap applied.
+
+        It ends the stream with a blank line when the server did not, so that a last event the
+        server sent whole but without its final newline (as in the Anthropic SDK's recorded
+        fixtures) is dispatched.
+        """
+        cap = self.sender.limits.max_event_bytes
+        pending = 0  # bytes of the event being received so far
+        prev = b""
+        chunks = guarded_chunks(self.response, self.sender, request_id=self.request_id)
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                if not chunk:
+                    continue
+                data = prev + chunk
+                start = len(prev)
+                if pending + len(chunk) <= cap:
+                    # no event in this read can pass the cap: only the bytes after its
+                    # last boundary (the event still being received) need counting
+                    end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
+                    pending = pending + len(chunk) if end < 0 else len(data) - end - 2
+                    prev = chunk[-1:]
+                    yield chunk
+                    continue
+                first = True
+                for m in _BOUNDARY.finditer(data):
+                    seg = max(0, m.start() - start)
+                    if (pending + seg if first else seg) > cap:
+                        raise self.event_too_large()
+                    first = False
+                    start = m.end()
+                seg = max(0, len(data) - start)
+                pending = pending + seg if first else seg
+                if pending > cap:
+                    raise self.event_too_large()
+                prev = chunk[-1:]
+                yield chunk
+        if pending:
+            yield b"\n\n"
+
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         """The events, a list per network read: what arrived together is parsed together, so
         a provider can hand the agent one part for many small deltas."""
         parser = SSEParser()
-        async with contextlib.aclosing(_BoundedStream(self).__aiter__()) as chunks:
+        async with contextlib.aclosing(self._bounded()) as chunks:
             async for chunk in chunks:
                 batch = parser.feed(chunk)
                 if batch:

@@ -2,8 +2,8 @@
 
 `Limits` holds the connect and idle timeouts, the size caps and how a stream's end is read;
 `Sender` is what reading a response needs of the provider that sent the request (its name, its
-limits, its secrets). `chunks_within` reads a response's bytes under the idle timeout, and
-`guarded_chunks` turns a failure while they are read into its typed error; `read_body` reads a
+limits, its secrets). `guarded_chunks` reads a response's bytes under the idle timeout and turns
+a failure while they are read into its typed error; `read_body` reads a
 whole (error) body under the size cap; `transport_error` names what went wrong on the
 connection, in one sentence, as a typed error.
 """
@@ -36,7 +36,6 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "Limits",
     "Sender",
-    "chunks_within",
     "guarded_chunks",
     "read_body",
     "transport_error",
@@ -146,25 +145,6 @@ def transport_error(
     return TransportError(msg, provider=provider, request_id=request_id)
 
 
-async def chunks_within(
-    response: httpx.Response, idle_timeout: float
-) -> AsyncGenerator[bytes, None]:
-    """The response's decoded bytes; `TimeoutError` when none arrive for `idle_timeout` s."""
-    it = response.aiter_bytes().__aiter__()
-    try:
-        while True:
-            try:
-                with anyio.fail_after(idle_timeout):
-                    chunk = await it.__anext__()
-            except StopAsyncIteration:
-                return
-            yield chunk
-    finally:
-        aclose = getattr(it, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
 async def guarded_chunks(
     response: httpx.Response,
     sender: Sender,
@@ -173,15 +153,19 @@ async def guarded_chunks(
     request_id: str | None = None,
     broke_off: str = "",
 ) -> AsyncGenerator[bytes, None]:
-    """The response's bytes under the idle timeout (`chunks_within`); the connection failing
-    while they are read is its typed error (`transport_error`: mid-stream, `StreamInterrupted`
+    """The response's bytes under the idle timeout; silence past it, or the connection failing
+    while they are read, is its typed error (`transport_error`: mid-stream, `StreamInterrupted`
     or, for an idle stream, `TransportError`). `broke_off` names what was being read for a
     `StreamInterrupted` of its own ("the results download" broke off (...))."""
+    it = response.aiter_bytes().__aiter__()
     try:
-        idle = sender.limits.idle_timeout
-        async with contextlib.aclosing(chunks_within(response, idle)) as chunks:
-            async for chunk in chunks:
-                yield chunk
+        while True:
+            try:
+                with anyio.fail_after(sender.limits.idle_timeout):
+                    chunk = await it.__anext__()
+            except StopAsyncIteration:
+                return
+            yield chunk
     except (httpx.HTTPError, OSError, TimeoutError) as exc:
         err = transport_error(exc, sender, after_response=after_response, request_id=request_id)
         if broke_off and isinstance(err, StreamInterrupted):
@@ -191,6 +175,10 @@ async def guarded_chunks(
                 request_id=request_id,
             )
         raise err from None
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 async def read_body(response: httpx.Response, sender: Sender, *, cap: int | None = None) -> bytes:

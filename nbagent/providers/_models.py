@@ -8,9 +8,10 @@ sentence saying what to change, before anything is sent.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -91,6 +92,24 @@ class ProviderInfo:
     price_id: str | None = None  # genai-prices' provider id; None: let it find the model
 
 
+_OPENAI = ProviderInfo(
+    "OpenAI",
+    OpenAIProvider,
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "openai:gpt-4o",
+    price_id="openai",
+)
+_AZURE = ProviderInfo(
+    "Azure OpenAI",
+    AzureChatProvider,
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "azure:my-gpt-4o-deployment",
+    price_id="azure",
+    version_env="AZURE_OPENAI_API_VERSION",
+)
+
 # Azure's endpoint is the resource's own: AZURE_OPENAI_ENDPOINT or base_url (its wire has none)
 PROVIDERS: dict[str, ProviderInfo] = {
     "anthropic": ProviderInfo(
@@ -101,14 +120,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "anthropic:claude-sonnet-4-0",
         price_id="anthropic",
     ),
-    "openai": ProviderInfo(
-        "OpenAI",
-        OpenAIProvider,
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "openai:gpt-4o",
-        price_id="openai",
-    ),
+    "openai": _OPENAI,
     "openrouter": ProviderInfo(
         "OpenRouter",
         OpenAIProvider,
@@ -135,31 +147,12 @@ PROVIDERS: dict[str, ProviderInfo] = {
         alt_key_env="GOOGLE_API_KEY",
         price_id="google",
     ),
-    "openai-responses": ProviderInfo(
-        "OpenAI",
-        ResponsesProvider,
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "openai-responses:o4-mini",
-        price_id="openai",
+    "openai-responses": replace(
+        _OPENAI, wire=ResponsesProvider, example="openai-responses:o4-mini"
     ),
-    "azure": ProviderInfo(
-        "Azure OpenAI",
-        AzureChatProvider,
-        "AZURE_OPENAI_API_KEY",
-        "AZURE_OPENAI_ENDPOINT",
-        "azure:my-gpt-4o-deployment",
-        price_id="azure",
-        version_env="AZURE_OPENAI_API_VERSION",
-    ),
-    "azure-responses": ProviderInfo(
-        "Azure OpenAI",
-        AzureResponsesProvider,
-        "AZURE_OPENAI_API_KEY",
-        "AZURE_OPENAI_ENDPOINT",
-        "azure-responses:my-o4-mini-deployment",
-        price_id="azure",
-        version_env="AZURE_OPENAI_API_VERSION",
+    "azure": _AZURE,
+    "azure-responses": replace(
+        _AZURE, wire=AzureResponsesProvider, example="azure-responses:my-o4-mini-deployment"
     ),
 }
 
@@ -202,19 +195,13 @@ def reader_of(
     return PROVIDERS[name].wire(model or name, api_key=key, base_url=base_url, name=name)
 
 
-_OPTIONS = frozenset(
-    {
-        "client",
-        "connect_timeout",
-        "idle_timeout",
-        "max_body_bytes",
-        "max_event_bytes",
-        "extra_headers",
-        "name",
-        "api_version",
-        "trust_end_marker",
-    }
-)
+# what resolve_model passes on to a provider: HTTPProvider's options, and Azure's api_version
+_OPTIONS = frozenset(inspect.signature(HTTPProvider.__init__).parameters).union({"api_version"}) - {
+    "self",
+    "model",
+    "api_key",
+    "base_url",
+}
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
 
