@@ -25,7 +25,6 @@ from typing import Any
 from .._core._messages import (
     Block,
     ImageBlock,
-    Message,
     OpaqueBlock,
     RedactedThinkingBlock,
     TextBlock,
@@ -41,7 +40,7 @@ from ._http import HTTPProvider
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -98,10 +97,6 @@ def _content(blocks: Iterable[Block]) -> list[dict[str, Any]]:
     return [d for d in (_block(b) for b in blocks) if d is not None]
 
 
-def message_to_anthropic(message: Message) -> dict[str, Any]:
-    return {"role": message.role, "content": _content(message.blocks)}
-
-
 def _mark_last_cacheable(content: list[dict[str, Any]]) -> bool:
     for block in reversed(content):
         if block.get("type") in _CACHEABLE:
@@ -127,26 +122,6 @@ def _cache_breakpoints(body: dict[str, Any]) -> None:
             _mark_last_cacheable(messages[index]["content"])
 
 
-def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
-    """The JSON body of a streaming Messages request."""
-    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
-    body.setdefault("max_tokens", request.max_tokens)
-    body["model"] = model
-    body["messages"] = [message_to_anthropic(m) for m in request.messages]
-    if request.system:
-        body["system"] = request.system
-    if request.tools:
-        body["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in request.tools
-        ]
-    add_anthropic_output(body, request.output)
-    if request.cache:
-        _cache_breakpoints(body)
-    body["stream"] = True
-    return body
-
-
 # -- streaming parse -------------------------------------------------------------------------
 
 
@@ -167,16 +142,9 @@ class AnthropicProvider(HTTPProvider):
     stream_markers = (b"message_start", b"message_delta", b"message_stop", b"error")
     _batch_class = AnthropicBatches
 
-    @property
-    def api_base(self) -> str:
-        """The API under `base_url`: `{base_url}/v1` (`base_url` itself when it ends in /v1),
-        where the messages and the message batches are."""
-        return self.base_url if self.base_url.endswith("/v1") else self.base_url + "/v1"
-
-    @property
-    def url(self) -> str:
-        """The endpoint: `{base_url}/v1/messages` (or `/messages` when base_url ends in /v1)."""
-        return self.api_base + "/messages"
+    # the API under base_url, where the messages and the message batches are: {base_url}/v1
+    # (base_url itself when it ends in /v1); the endpoint {base_url}/v1/messages
+    _versions, _path = ("/v1",), "/messages"
 
     auth_header, auth_prefix = "x-api-key", ""
 
@@ -194,7 +162,24 @@ class AnthropicProvider(HTTPProvider):
             `system`, `tools`, the output format and prompt-cache marks where the request has
             them.
         """
-        return build_anthropic_body(self.model, request)
+        body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+        body.setdefault("max_tokens", request.max_tokens)
+        body["model"] = self.model
+        body["messages"] = [
+            {"role": m.role, "content": _content(m.blocks)} for m in request.messages
+        ]
+        if request.system:
+            body["system"] = request.system
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ]
+        add_anthropic_output(body, request.output)
+        if request.cache:
+            _cache_breakpoints(body)
+        body["stream"] = True
+        return body
 
     def whole_events(self, message: dict[str, Any]) -> WholeEvents:
         """A Messages `message` as `message_start`, a start per content block, `message_delta`

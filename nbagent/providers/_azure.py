@@ -21,10 +21,10 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import ConfigError
-from ._base import Dialect, ModelRequest
+from ._base import Dialect
 from ._http import HTTPProvider
 from ._openai_batch import AzureBatches
-from ._openai_chat import OpenAIProvider, build_openai_body
+from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 
 __all__ = ["AzureChatProvider", "AzureResponsesProvider", "azure_root"]
@@ -97,6 +97,7 @@ class AzureChatProvider(_Azure, OpenAIProvider):
     """
 
     batch_endpoint = "/chat/completions"
+    _max_tokens_key = "max_completion_tokens"  # the output cap's field, as Azure wants it
     _batch_class = AzureBatches
     _batch_home_only = False
 
@@ -105,17 +106,6 @@ class AzureChatProvider(_Azure, OpenAIProvider):
         """The deployment's Chat Completions endpoint (v1, or dated with `api_version`)."""
         deployment = quote(self.model, safe="")
         return self._azure_url(f"deployments/{deployment}/chat/completions", "chat/completions")
-
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The Chat Completions body, with `max_completion_tokens` as Azure wants it.
-
-        Args:
-            request: The conversation, system prompt, tools and settings.
-
-        Returns:
-            The body, before encoding.
-        """
-        return build_openai_body(self.model, request, max_tokens_key="max_completion_tokens")
 
 
 class AzureResponsesProvider(_Azure, ResponsesProvider):

@@ -214,14 +214,9 @@ class GeminiProvider(HTTPProvider):
     stream_markers = (b"finishReason", b"usageMetadata", b'"error"')
     _batch_class = GeminiBatches
 
-    @property
-    def api_base(self) -> str:
-        """The API under `base_url`: its version's root (`/v1beta` unless it names one), where
-        the models and the batches are."""
-        base = self.base_url
-        if not base.endswith(("/v1beta", "/v1", "/v1alpha")):
-            base += "/v1beta"
-        return base
+    # the API under base_url, where the models and the batches are: its version's root
+    # (/v1beta unless it names one)
+    _versions = ("/v1beta", "/v1", "/v1alpha")
 
     @property
     def model_id(self) -> str:

@@ -44,9 +44,7 @@ from ._whole_body import NotAnAnswer, WholeEvents
 __all__ = [
     "OpenAIFormat",
     "OpenAIProvider",
-    "build_openai_body",
     "filtered_categories",
-    "max_tokens_key",
     "messages_to_openai",
 ]
 
@@ -76,18 +74,6 @@ def filtered_categories(results: Any) -> set[str]:
                 severity = verdict.get("severity")
                 out.add(f"{name} ({severity})" if isinstance(severity, str) else str(name))
     return out
-
-
-def max_tokens_key(base_url: str) -> str:
-    """Which field carries the output cap, decided by the endpoint, not the provider's name.
-
-    OpenAI's own API (api.openai.com) requires `max_completion_tokens` for its reasoning models
-    (Azure's provider sends it too); every other server speaking this format (llama.cpp,
-    llama-cpp-python, vLLM, Ollama, LM Studio, gateways) reads `max_tokens`, and would ignore the
-    other and generate until its context is full: `Agent("openai:...", base_url=<local
-    server>)` talks to such a server, so its cap goes in `max_tokens`.
-    """
-    return "max_completion_tokens" if at_openai(base_url) else "max_tokens"
 
 
 # -- serialisation ---------------------------------------------------------------------------
@@ -162,37 +148,6 @@ def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> lis
         if rest:
             out.append({"role": "user", "content": _user_content(rest)})
     return out
-
-
-def build_openai_body(
-    model: str, request: ModelRequest, *, max_tokens_key: str = "max_tokens"
-) -> dict[str, Any]:
-    """The JSON body of a streaming Chat Completions request."""
-    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
-    if "max_tokens" not in body and "max_completion_tokens" not in body:
-        body[max_tokens_key] = request.max_tokens
-    body["model"] = model
-    body["messages"] = messages_to_openai(request.messages, request.system)
-    if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                },
-            }
-            for t in request.tools
-        ]
-    add_openai_output(body, request.output)
-    body["stream"] = True
-    options = body.get("stream_options")
-    body["stream_options"] = {
-        **(options if isinstance(options, dict) else {}),
-        "include_usage": True,
-    }
-    return body
 
 
 # -- streaming parse -------------------------------------------------------------------------
@@ -327,12 +282,6 @@ class OpenAIFormat(HTTPProvider):
     default_base_url = "https://api.openai.com/v1"
     _batch_class: type[Any] | None = OpenAIBatches
     _batch_home_only = True
-    _path = ""  # the format's endpoint under base_url
-
-    @property
-    def url(self) -> str:
-        """The endpoint: the format's path under `base_url` (`/chat/completions`, `/responses`)."""
-        return self.base_url + self._path
 
     @property
     def output_dialect(self) -> Dialect:
@@ -364,6 +313,18 @@ class OpenAIProvider(OpenAIFormat):
         b'"error"',
     )
 
+    @property
+    def _max_tokens_key(self) -> str:
+        """Which field carries the output cap, decided by the endpoint, not the provider's name.
+
+        OpenAI's own API (api.openai.com) requires `max_completion_tokens` for its reasoning
+        models (Azure's provider sends it too); every other server speaking this format
+        (llama.cpp, llama-cpp-python, vLLM, Ollama, LM Studio, gateways) reads `max_tokens`, and
+        would ignore the other and generate until its context is full: `Agent("openai:...",
+        base_url=<local server>)` talks to such a server, so its cap goes in `max_tokens`.
+        """
+        return "max_completion_tokens" if at_openai(self.base_url) else "max_tokens"
+
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).
 
@@ -373,7 +334,31 @@ class OpenAIProvider(OpenAIFormat):
         Returns:
             The body, before encoding.
         """
-        return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
+        body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+        if "max_tokens" not in body and "max_completion_tokens" not in body:
+            body[self._max_tokens_key] = request.max_tokens
+        body["model"] = self.model
+        body["messages"] = messages_to_openai(request.messages, request.system)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    },
+                }
+                for t in request.tools
+            ]
+        add_openai_output(body, request.output)
+        body["stream"] = True
+        options = body.get("stream_options")
+        body["stream_options"] = {
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
+        }
+        return body
 
     def whole_events(self, completion: dict[str, Any]) -> WholeEvents:
         """A `chat.completion` as the one chunk that carries all of it, then `[DONE]`.

@@ -57,7 +57,7 @@ from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading
 from ._whole_body import WholeEvents
 
-__all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoning_model"]
+__all__ = ["RESPONSES", "ResponsesProvider", "is_reasoning_model"]
 
 RESPONSES = "openai-responses"
 _RESERVED = frozenset({"model", "input", "instructions", "tools", "stream", "store"})
@@ -121,39 +121,6 @@ def _assistant_items(message: Message, provider: str) -> list[dict[str, Any]]:
             )
     flush()
     return items
-
-
-def build_responses_body(
-    model: str, request: ModelRequest, *, provider: str = RESPONSES
-) -> dict[str, Any]:
-    """The JSON body of a streaming, stateless Responses request. `provider` names whose
-    reasoning items go back (those this provider produced)."""
-    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
-    body.setdefault("max_output_tokens", request.max_tokens)
-    if "include" not in body and is_reasoning_model(model):
-        body["include"] = ["reasoning.encrypted_content"]
-    body["model"] = model
-    if request.system:
-        body["instructions"] = request.system
-    items: list[dict[str, Any]] = []
-    for m in request.messages:
-        items += _assistant_items(m, provider) if m.role == "assistant" else _user_items(m)
-    body["input"] = items
-    if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.input_schema,
-                "strict": False,
-            }
-            for t in request.tools
-        ]
-    add_responses_output(body, request.output)
-    body["store"] = False
-    body["stream"] = True
-    return body
 
 
 # -- streaming parse -------------------------------------------------------------------------
@@ -308,7 +275,32 @@ class ResponsesProvider(OpenAIFormat):
         Returns:
             The body, before encoding.
         """
-        return build_responses_body(self.model, request, provider=self.name)
+        body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+        body.setdefault("max_output_tokens", request.max_tokens)
+        if "include" not in body and is_reasoning_model(self.model):
+            body["include"] = ["reasoning.encrypted_content"]
+        body["model"] = self.model
+        if request.system:
+            body["instructions"] = request.system
+        items: list[dict[str, Any]] = []
+        for m in request.messages:
+            items += _assistant_items(m, self.name) if m.role == "assistant" else _user_items(m)
+        body["input"] = items
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
+        add_responses_output(body, request.output)
+        body["store"] = False
+        body["stream"] = True
+        return body
 
     def whole_events(self, response: dict[str, Any]) -> WholeEvents:
         """A Responses `response` as its terminal event (which carries the whole response).

@@ -39,11 +39,18 @@ class WireFormat(ProviderBase):
     # API is OpenAI's: OpenRouter, Ollama and local servers speak the format without it)
     _batch_class: type[Any] | None = None
     _batch_home_only = False
+    # the API versions a base URL may end in (the first is put under one that names none)
+    _versions: tuple[str, ...] = ()
+    _path = ""  # the format's endpoint under the API's root
 
     @property
     def api_base(self) -> str:
-        """The API's root: `base_url`, or the versioned root a format puts under it."""
-        return self.base_url
+        """The API's root: `base_url`, or the versioned root a format puts under it (the first
+        of its versions, unless `base_url` ends in one)."""
+        base, versions = self.base_url, self._versions
+        if versions and not base.endswith(versions):
+            base += versions[0]
+        return base
 
     def api_url(self, path: str) -> str:
         """The URL of `path` under this provider's API root (a batch API's endpoints).
@@ -87,12 +94,9 @@ class WireFormat(ProviderBase):
 
     @property
     def url(self) -> str:
-        """The endpoint a request of this format is posted to (the format's own).
-
-        Raises:
-            NotImplementedError: The subclass does not name one.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not name its endpoint (url)")
+        """The endpoint a request of this format is posted to: its path under the API's root
+        (`/messages`, `/chat/completions`, `/responses`)."""
+        return self.api_base + self._path
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body of `request` in this format, asking for a stream.
