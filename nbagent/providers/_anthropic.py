@@ -19,7 +19,7 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .._core._messages import (
@@ -31,11 +31,9 @@ from .._core._messages import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from ..errors import ContentFiltered, ContextOverflow
 from ._anthropic_batch import AnthropicBatches
 from ._anthropic_events import ANTHROPIC, MessageReading
-from ._base import Completed, Dialect, ModelRequest, StreamPart
-from ._event_stream import Events
+from ._base import Dialect, ModelRequest
 from ._http import HTTPProvider
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
@@ -45,10 +43,6 @@ __all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-# The stop reasons an answer ends with as they are; any other is read as end_turn.
-_STOP_REASONS = frozenset(
-    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"}
-)
 CACHE_CONTROL: dict[str, Any] = {"type": "ephemeral"}
 # Blocks that may carry a cache breakpoint (thinking blocks may not).
 _CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
@@ -141,6 +135,7 @@ class AnthropicProvider(HTTPProvider):
     output_dialect: Dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
     stream_markers = (b"message_start", b"message_delta", b"message_stop", b"error")
     _batch_class = AnthropicBatches
+    _reading = MessageReading
 
     # the API under base_url, where the messages and the message batches are: {base_url}/v1
     # (base_url itself when it ends in /v1); the endpoint {base_url}/v1/messages
@@ -210,44 +205,3 @@ class AnthropicProvider(HTTPProvider):
         out.append(("message_delta", {"type": "message_delta", "delta": delta}))
         out.append(("message_stop", {"type": "message_stop"}))
         return out
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Messages answer, read from its events.
-
-        Args:
-            es: The live response's SSE events, or a whole message replayed as the events it
-                would have streamed (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, thinking and tool-call parts as their deltas arrive, then one `Completed`
-            after `message_stop`.
-        """
-        return self._read_stream(MessageReading(es), self._finish)
-
-    def _finish(self, st: MessageReading) -> Completed:
-        es, blocks, stop_reason = st.es, st.blocks, st.finish
-        if stop_reason == "model_context_window_exceeded":
-            usage = st.usage()
-            raise self._refusal(
-                ContextOverflow,
-                "the conversation filled the model's context window "
-                "(stop_reason: model_context_window_exceeded)",
-                es,
-                code="model_context_window_exceeded",
-                tokens=usage.input_tokens + usage.output_tokens,
-            )
-        if stop_reason == "refusal":
-            said = "".join("".join(b.text) for b in blocks.values() if b.kind == "text").strip()
-            raise self._refusal(
-                ContentFiltered,
-                "the model refused to answer (stop_reason: refusal)"
-                + (f": {said[:500]}" if said else ""),
-                es,
-                code="refusal",
-            )
-        out_blocks = [b for b in (blocks[i].finish() for i in st.order) if b is not None]
-        note = ""
-        if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed above)
-            note = "the stream ended with message_stop but no stop_reason; read as end_turn"
-        stop = stop_reason if stop_reason in _STOP_REASONS else "end_turn"
-        return self._completed(st, out_blocks, stop, note=note)

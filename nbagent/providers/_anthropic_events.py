@@ -3,7 +3,8 @@
 `MessageReading` keeps what the events of one answer have said (its blocks in order, the usage,
 the stop reason) and `read` hands each event to the method of its type: `message_start`,
 `content_block_start`, `content_block_delta`, `message_delta` (a text delta, nearly every event,
-on a fast path of its own). `StreamEnds._read_stream` drives it.
+on a fast path of its own), and `result` is the message they made. `StreamEnds.read_events`
+drives it.
 """
 
 from __future__ import annotations
@@ -23,15 +24,20 @@ from .._core._messages import (
     ThinkingBlock,
     ToolUseBlock,
 )
+from ..errors import ContentFiltered, ContextOverflow
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._parts import PartBuffer, decode_arguments, json_int
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 
 __all__ = ["ANTHROPIC", "MessageReading"]
 
 ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
 
+# The stop reasons an answer ends with as they are; any other is read as end_turn.
+_STOP_REASONS = frozenset(
+    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"}
+)
 Handler = Callable[["MessageReading", ServerSentEvent, dict[str, Any]], None]
 _USAGE = (
     ("input_tokens", "input_tokens"),
@@ -112,6 +118,31 @@ class MessageReading(Reading):
         handler = self.handlers.get(kind)  # content_block_stop, unknown types: none
         if handler is not None:
             handler(self, event, data)
+
+    def result(self) -> tuple[list[Block], str, str]:
+        blocks, stop_reason = self.blocks, self.finish
+        if stop_reason == "model_context_window_exceeded":
+            usage = self.usage()
+            raise Refused(
+                ContextOverflow,
+                "the conversation filled the model's context window "
+                "(stop_reason: model_context_window_exceeded)",
+                code="model_context_window_exceeded",
+                tokens=usage.input_tokens + usage.output_tokens,
+            )
+        if stop_reason == "refusal":
+            said = "".join("".join(b.text) for b in blocks.values() if b.kind == "text").strip()
+            raise Refused(
+                ContentFiltered,
+                "the model refused to answer (stop_reason: refusal)"
+                + (f": {said[:500]}" if said else ""),
+                code="refusal",
+            )
+        out = [b for b in (blocks[i].finish() for i in self.order) if b is not None]
+        note = ""
+        if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed: end)
+            note = "the stream ended with message_stop but no stop_reason; read as end_turn"
+        return out, stop_reason if stop_reason in _STOP_REASONS else "end_turn", note
 
     def usage(self) -> Usage:
         counted = self.input_tokens + self.cache_read + self.cache_write

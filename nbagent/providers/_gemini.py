@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,22 +39,19 @@ from ..errors import (
     StreamInterrupted,
 )
 from ._base import (
-    Completed,
     Dialect,
     ModelRequest,
-    StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
-from ._event_stream import Events
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
 from ._parts import PartBuffer, json_int
 from ._pricing import context_window
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
 __all__ = ["DEFAULT_WINDOW", "GeminiProvider"]
@@ -135,9 +132,8 @@ class _Turn:
 @dataclass
 class _State(Reading):
     """What one answer's chunks have said so far (there is no end marker: the finishReason
-    ends it). `blocked` makes the error of a blocked prompt (the provider's)."""
+    ends it)."""
 
-    blocked: Callable[[dict[str, Any], Events], ContentFiltered] | None = None
     turn: _Turn = field(default_factory=_Turn)
     finish_message: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)  # the latest usageMetadata
@@ -159,8 +155,12 @@ class _State(Reading):
         if isinstance(data.get("responseId"), str) and self.response_id is None:
             self.response_id = data["responseId"]
         feedback = data.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason") and self.blocked:
-            raise self.blocked(feedback, es)
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
+            reason = str(feedback.get("blockReason"))
+            why = f"Gemini blocked the prompt (blockReason {reason})"
+            if isinstance(feedback.get("blockReasonMessage"), str):
+                why += f": {feedback['blockReasonMessage']}"
+            raise Refused(ContentFiltered, why, code=reason)
         candidates = data.get("candidates")
         if not isinstance(candidates, list) or not candidates:
             return
@@ -195,6 +195,21 @@ class _State(Reading):
         if self.finish is None:
             raise self.es.interrupted("the stream ended before a finishReason")
 
+    def result(self) -> tuple[list[Block], str, str]:
+        turn, finish = self.turn, self.finish or ""
+        turn.close_run()
+        if finish in _FILTERED:
+            why = f"Gemini stopped the answer (finishReason {finish})"
+            raise Refused(ContentFiltered, why, code=finish)
+        if finish in _ANOTHER_ATTEMPT:
+            why = f"Gemini's answer was unusable (finishReason {finish})"
+            if self.finish_message:
+                why += f": {self.finish_message}"
+            raise Refused(StreamInterrupted, why, code=finish)
+        if finish == "MAX_TOKENS":
+            return turn.blocks, "max_tokens", ""
+        return turn.blocks, "tool_use" if turn.calls else "end_turn", ""
+
 
 class GeminiProvider(HTTPProvider):
     """Streams Gemini models through the Generative Language API ("gemini:..." model strings).
@@ -212,6 +227,7 @@ class GeminiProvider(HTTPProvider):
     default_name = "gemini"
     output_dialect: Dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
     stream_markers = (b"finishReason", b"usageMetadata", b'"error"')
+    _reading = _State
     _batch_class = GeminiBatches
 
     # the API under base_url, where the models and the batches are: its version's root
@@ -261,47 +277,6 @@ class GeminiProvider(HTTPProvider):
             One event: `response` itself.
         """
         return [("", response)]
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Gemini answer, read from its chunks.
-
-        Args:
-            es: The live response's chunks, or a whole `GenerateContentResponse` as the one
-                chunk that is the whole answer (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, thought and function-call parts, then one `Completed` once a finishReason
-            came (its output tokens count the thoughts too).
-        """
-        return self._read_stream(_State(es, blocked=self._blocked), self._finish)
-
-    def _finish(self, state: _State) -> Completed:
-        turn = state.turn
-        turn.close_run()
-        stop = self._stop_reason(state.finish or "", state.finish_message, turn, state.es)
-        return self._completed(state, turn.blocks, stop)
-
-    def _stop_reason(self, finish: str, detail: str, turn: _Turn, es: Events) -> str:
-        if finish in _FILTERED:
-            why = f"Gemini stopped the answer (finishReason {finish})"
-            raise self._refusal(ContentFiltered, why, es, code=finish)
-        if finish in _ANOTHER_ATTEMPT:
-            why = f"Gemini's answer was unusable (finishReason {finish})"
-            if detail:
-                why += f": {detail}"
-            raise self._refusal(StreamInterrupted, why, es, code=finish)
-        if finish == "MAX_TOKENS":
-            return "max_tokens"
-        return "tool_use" if turn.calls else "end_turn"
-
-    def _blocked(self, feedback: dict[str, Any], es: Events) -> ContentFiltered:
-        reason = str(feedback.get("blockReason"))
-        why = f"Gemini blocked the prompt (blockReason {reason})"
-        if isinstance(feedback.get("blockReasonMessage"), str):
-            why += f": {feedback['blockReasonMessage']}"
-        err = self._refusal(ContentFiltered, why, es, code=reason)
-        assert isinstance(err, ContentFiltered)
-        return err
 
     def _server_error(self, err: ServerError, body: dict[str, Any]) -> ProviderError:
         """A 500 for a request larger than the model's window is the window, not the server."""

@@ -8,7 +8,6 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,22 +22,19 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered
 from ._base import (
-    Completed,
     Dialect,
     ModelRequest,
-    StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
 from ._client import at_openai
-from ._event_stream import Events
 from ._http import HTTPProvider
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
 from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [
@@ -198,6 +194,39 @@ class _ChatReading(Reading):
         if isinstance(fr, str) and fr:
             self.finish = fr
 
+    def result(self) -> tuple[list[Block], str, str]:
+        es, finish, flagged = self.es, self.finish, self.flagged
+        text, thinking, refusal, calls = self.text, self.thinking, self.refusal, self.calls
+        note = ""
+        if finish is None:
+            if not (text or calls or refusal):
+                raise es.interrupted("the stream ended without a finish_reason")
+            # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
+            # name a finish reason: read as "stop" (one with no usage either was cut: Reading.end)
+            finish = "stop"
+            note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
+        if finish == "content_filter" or refusal:
+            why = "".join(refusal) or "the provider's content filter stopped the answer"
+            if flagged:
+                why += f" (filtered: {', '.join(sorted(flagged))})"
+            code = "content_filter" if finish == "content_filter" else "refusal"
+            raise Refused(ContentFiltered, why, code=code)
+        if finish == "error":
+            raise es.interrupted("the provider ended the stream with finish_reason: error")
+        blocks: list[Block] = []
+        if thinking:
+            blocks.append(ThinkingBlock("".join(thinking)))
+        if text:
+            blocks.append(TextBlock("".join(text)))
+        for index in sorted(calls):
+            call = calls[index]
+            args, raw = decode_arguments("".join(call.args))
+            blocks.append(ToolUseBlock(call.id or f"call_{index}", call.name, args, raw))
+        stop_reason = _FINISH.get(finish, "end_turn")
+        if calls and stop_reason == "end_turn":
+            stop_reason = "tool_use"  # some servers say "stop" after tool calls
+        return blocks, stop_reason, note
+
     def head(self, data: dict[str, Any]) -> None:
         """A chunk's model, id and usage report."""
         if isinstance(data.get("model"), str) and data["model"]:
@@ -304,6 +333,7 @@ class OpenAIProvider(OpenAIFormat):
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
     _path = "/chat/completions"
+    _reading = _ChatReading
     stream_markers = (
         b"[DONE]",
         b'"finish_reason":"',
@@ -397,54 +427,3 @@ class OpenAIProvider(OpenAIFormat):
                 streamed["content_filter_results"] = choice["content_filter_results"]
             chunk["choices"] = [streamed]
         return [("", chunk), ("", "[DONE]")]
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Chat Completions answer, read from its chunks.
-
-        Args:
-            es: The live response's chunks, or a whole completion replayed as one chunk and
-                `[DONE]` (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, reasoning and tool-call deltas of the first choice, then one `Completed` at
-            `[DONE]` (a missing finish_reason after content and a usage report is read as
-            "stop"; with no usage report either, the stream was cut: `StreamInterrupted`).
-        """
-        return self._read_stream(_ChatReading(es), self._finish)
-
-    def _finish(self, st: _ChatReading) -> Completed:
-        es, finish, flagged = st.es, st.finish, st.flagged
-        text, thinking, refusal, calls = st.text, st.thinking, st.refusal, st.calls
-        note = ""
-        if finish is None:
-            if not (text or calls or refusal):
-                raise es.interrupted("the stream ended without a finish_reason")
-            # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
-            # name a finish reason: read as "stop" (one with no usage either was cut: Reading.end)
-            finish = "stop"
-            note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
-        if finish == "content_filter" or refusal:
-            why = "".join(refusal) or "the provider's content filter stopped the answer"
-            if flagged:
-                why += f" (filtered: {', '.join(sorted(flagged))})"
-            raise self._refusal(
-                ContentFiltered,
-                why,
-                es,
-                code="content_filter" if finish == "content_filter" else "refusal",
-            )
-        if finish == "error":
-            raise es.interrupted("the provider ended the stream with finish_reason: error")
-        blocks: list[Block] = []
-        if thinking:
-            blocks.append(ThinkingBlock("".join(thinking)))
-        if text:
-            blocks.append(TextBlock("".join(text)))
-        for index in sorted(calls):
-            call = calls[index]
-            args, raw = decode_arguments("".join(call.args))
-            blocks.append(ToolUseBlock(call.id or f"call_{index}", call.name, args, raw))
-        stop_reason = _FINISH.get(finish, "end_turn")
-        if calls and stop_reason == "end_turn":
-            stop_reason = "tool_use"  # some servers say "stop" after tool calls
-        return self._completed(st, blocks, stop_reason, note=note)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -42,19 +42,16 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered
 from ._base import (
-    Completed,
     ModelRequest,
-    StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
-from ._event_stream import Events
 from ._openai_chat import OpenAIFormat
 from ._output_wire import add_responses_output
 from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
 __all__ = ["RESPONSES", "ResponsesProvider", "is_reasoning_model"]
@@ -216,6 +213,76 @@ class _State(Reading):
             requests=1,
         )
 
+    def final_items(self) -> list[dict[str, Any]]:
+        """Each output item as the server finished it; the response's own list, or the deltas,
+        for any the stream did not finish (an incomplete answer)."""
+        output = self.response.get("output")
+        listed = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
+        indices = sorted(set(self.items) | set(self.added) | set(range(len(listed))))
+        items: list[dict[str, Any]] = []
+        for i in indices:
+            if i in self.items:
+                item = self.items[i]
+            elif i < len(listed):
+                item = listed[i]
+            else:  # only its first sight (the indices come from these three)
+                item = dict(self.added[i])
+            kind = item.get("type")
+            if kind == "reasoning":
+                item = _with_reasoning_text(item, self.reasoning.get(i))
+            elif i not in self.items and i >= len(listed):  # only the first sight of it
+                if kind == "message":
+                    text = "".join(self.text.get(i, []))
+                    item["content"] = [{"type": "output_text", "text": text}]
+                elif kind == "function_call":
+                    item["arguments"] = "".join(self.args.get(i, []))
+            items.append(item)
+        return items
+
+    def result(self) -> tuple[list[Block], str, str]:
+        response = self.response
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if self.finish == "response.incomplete" and reason == "content_filter":
+            raise Refused(
+                ContentFiltered,
+                "the provider's content filter stopped the answer (response.incomplete)",
+                code="content_filter",
+            )
+        blocks: list[Block] = []
+        refusal: list[str] = []
+        calls = 0
+        for item in self.final_items():
+            kind = item.get("type")
+            if kind == "reasoning":
+                # a summary (OpenAI), or the raw reasoning text itself (DeepSeek, OpenRouter)
+                reasoning = _summary(item, "content")
+                thought = _summary(item) or reasoning
+                if thought:
+                    blocks.append(ThinkingBlock(thought))
+                if item.get("encrypted_content") or reasoning:
+                    # sent back as it came: encrypted content, or the reasoning text in it
+                    blocks.append(OpaqueBlock(self.es.provider, item))
+            elif kind == "message":
+                for part in item.get("content") or ():
+                    if not isinstance(part, dict):
+                        continue
+                    if part.get("type") == "output_text" and part.get("text"):
+                        blocks.append(TextBlock(str(part["text"])))
+                    elif part.get("type") == "refusal" and part.get("refusal"):
+                        refusal.append(str(part["refusal"]))
+            elif kind == "function_call":
+                args, raw = decode_arguments(str(item.get("arguments") or ""))
+                call_id = str(item.get("call_id") or item.get("id") or f"call_{calls}")
+                blocks.append(ToolUseBlock(call_id, str(item.get("name") or ""), args, raw))
+                calls += 1
+        if refusal:
+            raise Refused(ContentFiltered, "".join(refusal), code="refusal")
+        stop = "tool_use" if calls else "end_turn"
+        if self.finish == "response.incomplete" and reason == "max_output_tokens":
+            stop = "max_tokens"
+        return blocks, stop, ""
+
     handlers: ClassVar[dict[str, Callable[[_State, dict[str, Any], int | None], None]]] = {
         "response.output_item.added": item_added,
         "response.output_item.done": item_done,
@@ -265,6 +332,7 @@ class ResponsesProvider(OpenAIFormat):
     batch_endpoint = "/v1/responses"
     _path = "/responses"
     stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
+    _reading = _State
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (the Responses API).
@@ -313,87 +381,3 @@ class ResponsesProvider(OpenAIFormat):
         """
         kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
         return [(kind, {"type": kind, "response": response})]
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Responses answer, read from its events.
-
-        Args:
-            es: The live response's SSE events, or a whole response replayed as its terminal
-                event (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, reasoning-summary and tool-call parts, then one `Completed` built from
-            `response.completed` (or `response.incomplete`).
-        """
-        return self._read_stream(_State(es), self._finish)
-
-    def _final_items(self, state: _State) -> list[dict[str, Any]]:
-        """Each output item as the server finished it; the response's own list, or the deltas,
-        for any the stream did not finish (an incomplete answer)."""
-        output = state.response.get("output")
-        listed = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
-        indices = sorted(set(state.items) | set(state.added) | set(range(len(listed))))
-        items: list[dict[str, Any]] = []
-        for i in indices:
-            if i in state.items:
-                item = state.items[i]
-            elif i < len(listed):
-                item = listed[i]
-            else:  # only its first sight (the indices come from these three)
-                item = dict(state.added[i])
-            kind = item.get("type")
-            if kind == "reasoning":
-                item = _with_reasoning_text(item, state.reasoning.get(i))
-            elif i not in state.items and i >= len(listed):  # only the first sight of it
-                if kind == "message":
-                    text = "".join(state.text.get(i, []))
-                    item["content"] = [{"type": "output_text", "text": text}]
-                elif kind == "function_call":
-                    item["arguments"] = "".join(state.args.get(i, []))
-            items.append(item)
-        return items
-
-    def _finish(self, state: _State) -> Completed:
-        es, response = state.es, state.response
-        details = response.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
-        if state.finish == "response.incomplete" and reason == "content_filter":
-            raise self._refusal(
-                ContentFiltered,
-                "the provider's content filter stopped the answer (response.incomplete)",
-                es,
-                code="content_filter",
-            )
-        blocks: list[Block] = []
-        refusal: list[str] = []
-        calls = 0
-        for item in self._final_items(state):
-            kind = item.get("type")
-            if kind == "reasoning":
-                # a summary (OpenAI), or the raw reasoning text itself (DeepSeek, OpenRouter)
-                reasoning = _summary(item, "content")
-                thought = _summary(item) or reasoning
-                if thought:
-                    blocks.append(ThinkingBlock(thought))
-                if item.get("encrypted_content") or reasoning:
-                    # sent back as it came: encrypted content, or the reasoning text in it
-                    blocks.append(OpaqueBlock(self.name, item))
-            elif kind == "message":
-                for part in item.get("content") or ():
-                    if not isinstance(part, dict):
-                        continue
-                    if part.get("type") == "output_text" and part.get("text"):
-                        blocks.append(TextBlock(str(part["text"])))
-                    elif part.get("type") == "refusal" and part.get("refusal"):
-                        refusal.append(str(part["refusal"]))
-            elif kind == "function_call":
-                args, raw = decode_arguments(str(item.get("arguments") or ""))
-                call_id = str(item.get("call_id") or item.get("id") or f"call_{calls}")
-                blocks.append(ToolUseBlock(call_id, str(item.get("name") or ""), args, raw))
-                calls += 1
-        if refusal:
-            raise self._refusal(ContentFiltered, "".join(refusal), es, code="refusal")
-        stop = "tool_use" if calls else "end_turn"
-        if state.finish == "response.incomplete" and reason == "max_output_tokens":
-            stop = "max_tokens"
-        return self._completed(state, blocks, stop)

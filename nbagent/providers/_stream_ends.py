@@ -3,15 +3,16 @@ in: its one `Completed`, or the error an answer that streamed ended in (a conten
 context window).
 
 Each format keeps what one answer's events have said in a `Reading` of its own, whose `read`
-hands each event to the handler of its type; `StreamEnds._read_stream` drives it.
+hands each event to the handler of its type and whose `result` is what the answer said;
+`StreamEnds.read_events` drives it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._core._budget import Usage
 from .._core._messages import Block, Message
@@ -24,7 +25,7 @@ from ._parts import PartBuffer
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
 
-__all__ = ["ErrorEvent", "Reading", "StreamEnds"]
+__all__ = ["ErrorEvent", "Reading", "Refused", "StreamEnds"]
 
 
 class ErrorEvent(Exception):
@@ -36,6 +37,16 @@ class ErrorEvent(Exception):
         super().__init__()
         self.payload = payload
         self.options = options
+
+
+class Refused(ErrorEvent):
+    """An answer that streamed but ended in an error of its own (a content filter, a full
+    context window, an answer that cannot be used), raised by a reading: `cls` with `message`,
+    `code` and the error's other `fields`; the provider adds its name, request id and headers."""
+
+    def __init__(self, cls: type[ProviderError], message: str, *, code: str, **fields: Any) -> None:
+        super().__init__(None)
+        self.cls, self.message, self.code, self.fields = cls, message, code, fields
 
 
 @dataclass
@@ -61,6 +72,11 @@ class Reading:
     MARKERS: ClassVar[tuple[str, str]] = ("", "")  # the end marker, the finish reason's field
 
     def read(self, event: ServerSentEvent) -> None:
+        raise NotImplementedError
+
+    def result(self) -> tuple[list[Block], str, str]:
+        """The answer's blocks, its stop reason and what reading it had to assume ("" for
+        nothing), once its events are read; `Refused` for an answer that ended in an error."""
         raise NotImplementedError
 
     def usage(self) -> Usage:
@@ -111,46 +127,73 @@ class Reading:
         )
 
 
-R = TypeVar("R", bound=Reading)
-
-
 class StreamEnds:
-    """The end of a stream, shared by `HTTPProvider`'s formats (their `read_events`)."""
+    """The end of a stream, shared by `HTTPProvider`'s formats: `read_events` reads an answer
+    with the format's `_reading`."""
 
     name: str
     model: str
+    _reading: type[Reading]  # what one answer's events have said, with a handler per event type
 
     if TYPE_CHECKING:
 
         @property
         def _secrets(self) -> tuple[str, ...]: ...
 
-    async def _read_stream(
-        self, reading: R, finish: Callable[[R], Completed]
-    ) -> AsyncGenerator[StreamPart, None]:
-        """The parts of an answer, read from its events by `reading`, a network read's merged
-        together, then `finish`'s `Completed` of what the reading kept."""
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of an answer in this format, read from its events by its `_reading`.
+
+        Args:
+            es: The live response's events, or a whole answer replayed as the events it would
+                have streamed (`WholeBody`, for a batch's answers).
+
+        Returns:
+            Text, thinking and tool-call parts as they arrive (those a network read brought
+            merged together), then one `Completed`.
+        """
+        return self._read_stream(self._reading(es))
+
+    async def _read_stream(self, reading: Reading) -> AsyncGenerator[StreamPart, None]:
         es, buf = reading.es, reading.buf
-        async with aclosing(es.batches()) as batches:
-            async for batch in batches:
-                try:
-                    for event in batch:
-                        reading.read(event)
-                        if reading.ended:
-                            break
-                except ErrorEvent as err:
-                    for part in buf.take():  # what came before the error, for the record
+        try:
+            async with aclosing(es.batches()) as batches:
+                async for batch in batches:
+                    try:
+                        for event in batch:
+                            reading.read(event)
+                            if reading.ended:
+                                break
+                    except ErrorEvent:
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise
+                    for part in buf.take():
                         yield part
-                    raise self._error_event(err.payload, es, **err.options) from None
-                for part in buf.take():
-                    yield part
-                if reading.ended:
-                    break
-            await reading.end(batches)
-        yield finish(reading)
+                    if reading.ended:
+                        break
+                await reading.end(batches)
+            yield self._completed(reading, *reading.result())
+        except Refused as err:
+            raise err.cls(
+                redact(err.message, self._secrets),
+                provider=self.name,
+                code=err.code,
+                request_id=es.request_id,
+                headers=kept_headers(es.headers, self._secrets),
+                **err.fields,
+            ) from None
+        except ErrorEvent as err:
+            raise error_from_payload(
+                self.name,
+                err.payload,
+                es.headers,
+                secrets=self._secrets,
+                model=self.model,
+                **err.options,
+            ) from None
 
     def _completed(
-        self, reading: Reading, blocks: list[Block], stop_reason: str, *, note: str = ""
+        self, reading: Reading, blocks: list[Block], stop_reason: str, note: str
     ) -> Completed:
         """The one `Completed` of a stream: the message, the reading's usage priced with
         genai-prices, and what the answer came with (the model and reply id it named, its
@@ -168,24 +211,4 @@ class StreamEnds:
             headers=kept_headers(stream.headers, self._secrets),
             note=note,
             status_code=stream.status_code,
-        )
-
-    def _refusal(
-        self, cls: type[ProviderError], message: str, es: Events, *, code: str, **fields: Any
-    ) -> ProviderError:
-        """An error the 200 answer `es` ended in (a content filter, a full context window)."""
-        return cls(
-            redact(message, self._secrets),
-            provider=self.name,
-            code=code,
-            request_id=es.request_id,
-            headers=kept_headers(es.headers, self._secrets),
-            **fields,
-        )
-
-    def _error_event(self, payload: Any, es: Events, **options: Any) -> ProviderError:
-        """The typed error of an error event of the answer (`options` as `error_from_payload`
-        takes them: a `fallback_message`)."""
-        return error_from_payload(
-            self.name, payload, es.headers, secrets=self._secrets, model=self.model, **options
         )

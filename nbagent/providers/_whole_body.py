@@ -22,8 +22,8 @@ from ..errors import InvalidResponse, StreamInterrupted
 from ._base import Completed
 from ._error_text import redact
 from ._event_stream import Events
+from ._http import HTTPProvider
 from ._sse import ServerSentEvent
-from ._wire_format import WireFormat
 
 __all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "read_whole", "replay"]
 
@@ -88,7 +88,7 @@ class NotAnAnswer(Exception):
 
 
 async def read_whole(
-    provider: WireFormat, body: Any, *, request_id: str | None = None
+    provider: HTTPProvider, body: Any, *, request_id: str | None = None
 ) -> Completed:
     """Read the whole answer `body` with `provider`'s stream reader (its events from the
     provider's `whole_events`).
@@ -100,7 +100,7 @@ async def read_whole(
     return replay(provider, whole_body(provider, body, request_id=request_id))
 
 
-def whole_body(provider: WireFormat, body: Any, **options: Any) -> WholeBody:
+def whole_body(provider: HTTPProvider, body: Any, **options: Any) -> WholeBody:
     """The whole answer `body` as the events its live stream would have carried (`options`
     as `WholeBody` takes them); `InvalidResponse` for a body that is not an answer."""
     try:
@@ -113,7 +113,7 @@ def whole_body(provider: WireFormat, body: Any, **options: Any) -> WholeBody:
     return WholeBody(events, provider=provider.name, **options)
 
 
-def replay(provider: WireFormat, es: WholeBody) -> Completed:
+def replay(provider: HTTPProvider, es: WholeBody) -> Completed:
     """The `Completed` that `provider`'s reader reads from `es`, at once: the events are all
     there, so the reader never waits, and this runs in any thread, with or without a loop."""
     reading = _completed(provider, es)
@@ -126,7 +126,7 @@ def replay(provider: WireFormat, es: WholeBody) -> Completed:
     raise RuntimeError("a reader of decoded events waited for more")  # pragma: no cover
 
 
-async def _completed(provider: WireFormat, es: WholeBody) -> Completed:
+async def _completed(provider: HTTPProvider, es: WholeBody) -> Completed:
     completed: Completed | None = None
     async with contextlib.aclosing(provider.read_events(es)) as parts:
         async for part in parts:

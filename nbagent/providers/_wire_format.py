@@ -1,19 +1,17 @@
 """What a wire format implements, beside the one request path `HTTPProvider` gives it.
 
 A format names its endpoint (`url`), builds its request's body (`build_body`), reads its
-answer's events (`read_events`), and, with a batch API, names that API's client (`batch_api`),
-the endpoint its items name (`batch_endpoint`) and how a whole answer replays as its events
-(`whole_events`). `stream_markers` let a watcher decode only the events that say how an answer
-ends.
+answer's events (its `_reading`, which `read_events` drives), and, with a batch API, names that
+API's client (`batch_api`), the endpoint its items name (`batch_endpoint`) and how a whole
+answer replays as its events (`whole_events`). `stream_markers` let a watcher decode only the
+events that say how an answer ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from typing import Any
 
-from ._base import ModelRequest, ProviderBase, StreamPart
-from ._event_stream import Events
+from ._base import ModelRequest, ProviderBase
 
 __all__ = ["WireFormat"]
 
@@ -111,18 +109,3 @@ class WireFormat(ProviderBase):
             NotImplementedError: The subclass does not build one.
         """
         raise NotImplementedError(f"{type(self).__name__} does not build a request body")
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of an answer in this format, read from its events.
-
-        Args:
-            es: The live response's events, or a whole answer replayed as the events it would
-                have streamed (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, thinking and tool-call parts as they arrive, then one `Completed`.
-
-        Raises:
-            NotImplementedError: The subclass does not read one.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not read an answer")
