@@ -335,13 +335,14 @@ class ResponsesProvider(OpenAIFormat):
     _reading = _State
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body this wire format sends for `request` (the Responses API).
+        """The JSON body of `request` as a stateless Responses request (the module docstring).
 
         Args:
             request: The conversation, system prompt, tools and settings.
 
         Returns:
-            The body, before encoding.
+            The body, before encoding: `input` items, `instructions`, `tools`, the output
+            format, `store: false` and the encrypted reasoning a reasoning model sends back.
         """
         body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
         body.setdefault("max_output_tokens", request.max_tokens)
