@@ -149,7 +149,7 @@ class HTTPProvider(StreamEnds, WireFormat):
         self.name = name
         self.base_url = check_base_url(base_url)
         self._api_key = check_api_key(api_key)
-        self.limits = Limits.checked(
+        self.limits = Limits(
             connect_timeout, idle_timeout, max_body_bytes, max_event_bytes, trust_end_marker
         )
         self._extra_headers = dict(extra_headers or {})

@@ -14,7 +14,6 @@ import contextlib
 import math
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import httpx
@@ -57,36 +56,22 @@ class Limits:
     # complete (True) or was cut (False: llama-cpp-python's interrupted streams end so)
     trust_end_marker: bool = False
 
-    @classmethod
-    def checked(
-        cls,
-        connect_timeout: Any,
-        idle_timeout: Any,
-        max_body_bytes: Any,
-        max_event_bytes: Any,
-        trust_end_marker: Any,
-    ) -> Limits:
-        """The limits a provider was given; `ConfigError` naming the first that is wrong."""
-        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+    def __post_init__(self) -> None:
+        """`ConfigError` naming the first limit that is wrong."""
+        for label in ("connect_timeout", "idle_timeout"):
+            value = getattr(self, label)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{label} must be a positive number of seconds, not {value!r}.")
-        for label, ivalue in (
-            ("max_body_bytes", max_body_bytes),
-            ("max_event_bytes", max_event_bytes),
-        ):
-            if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue <= 0:
+        for label in ("max_body_bytes", "max_event_bytes"):
+            value = getattr(self, label)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(
-                    f"{label} must be a positive whole number of bytes, not {ivalue!r}."
+                    f"{label} must be a positive whole number of bytes, not {value!r}."
                 )
-        if not isinstance(trust_end_marker, bool):
-            raise ConfigError(f"trust_end_marker must be True or False, not {trust_end_marker!r}.")
-        return cls(
-            float(connect_timeout),
-            float(idle_timeout),
-            max_body_bytes,
-            max_event_bytes,
-            trust_end_marker,
-        )
+        if not isinstance(self.trust_end_marker, bool):
+            raise ConfigError(
+                f"trust_end_marker must be True or False, not {self.trust_end_marker!r}."
+            )
 
     def httpx_timeout(self) -> httpx.Timeout:
         return httpx.Timeout(
