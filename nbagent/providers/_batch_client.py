@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._core._messages import Message, TextBlock
 from ..errors import InvalidResponse, ProviderError, ServerError, StreamInterrupted
 from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import redact, request_id_from
 from ._http import HTTPProvider
 from ._limits import guarded_chunks
@@ -41,6 +42,7 @@ class BatchClient:
 
     label: ClassVar[str] = ""
     default_caps: ClassVar[BatchCaps] = BatchCaps(1, 1)
+    words: ClassVar[Mapping[str, Phase]] = {}  # the API's status words, as nbagent reads them
 
     def __init__(self, provider: HTTPProvider, *, caps: BatchCaps | None = None) -> None:
         self.provider = provider
@@ -138,8 +140,21 @@ class BatchClient:
         return self.status(doc)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
-        """A batch's document as a `BatchStatus`."""
+        """A batch's document as a `BatchStatus` (`made` of what the format's fields say)."""
         raise NotImplementedError
+
+    def made(
+        self, doc: dict[str, Any], batch_id: Any, word: str, *, tag: Any = None, **fields: Any
+    ) -> BatchStatus:
+        """The `BatchStatus` of `doc`: its id (`InvalidResponse` without one), its status
+        `word` and the phase its `words` table reads in it (unless `fields` give one), its tag
+        where it is a string, and the other `fields` as `BatchStatus` takes them."""
+        if not isinstance(batch_id, str) or not batch_id:
+            snippet = json.dumps(doc)[:200]
+            raise InvalidResponse(f"a batch without an id: {snippet}", provider=self.name)
+        phase = fields.pop("phase", None) or self.words.get(word, "running")
+        tag = tag if isinstance(tag, str) else None
+        return BatchStatus(batch_id, phase, word or "unknown", tag=tag, doc=doc, **fields)
 
     def failure_error(self, status: BatchStatus) -> ProviderError:
         """The error every item of a batch that failed as a whole (`status.failure`) gets."""
