@@ -40,8 +40,11 @@ from ._whole_body import NotAnAnswer, WholeEvents
 __all__ = [
     "OpenAIFormat",
     "OpenAIProvider",
+    "data_url",
     "filtered_categories",
     "messages_to_openai",
+    "tool_arguments",
+    "tool_output",
 ]
 
 _FINISH = {
@@ -75,11 +78,9 @@ def filtered_categories(results: Any) -> set[str]:
 # -- serialisation ---------------------------------------------------------------------------
 
 
-def _data_url(block: ImageBlock) -> dict[str, Any]:
-    return {
-        "type": "image_url",
-        "image_url": {"url": f"data:{block.media_type};base64,{block.data}"},
-    }
+def data_url(block: ImageBlock) -> str:
+    """An image as the `data:` URL both OpenAI formats carry it in."""
+    return f"data:{block.media_type};base64,{block.data}"
 
 
 def _user_content(parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, Any]]:
@@ -91,21 +92,23 @@ def _user_content(parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, A
             if p.text:
                 out.append({"type": "text", "text": p.text})
         else:
-            out.append(_data_url(p))
+            out.append({"type": "image_url", "image_url": {"url": data_url(p)}})
     return out
 
 
-def _arguments(block: ToolUseBlock) -> str:
+def tool_arguments(block: ToolUseBlock) -> str:
+    """A tool call's arguments as both OpenAI formats carry them: JSON text (the text it came
+    as, when it was not a JSON object)."""
     if block.raw_input is not None and not block.input:
         return block.raw_input
     return json.dumps(block.input, ensure_ascii=False)
 
 
-def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
-    text = block.text
-    if block.is_error:
-        text = f"Error: {text}" if text else "Error"
-    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
+def tool_output(block: ToolResultBlock) -> str:
+    """A tool result's text as both OpenAI formats carry it (an error's marked as one)."""
+    if not block.is_error:
+        return block.text
+    return f"Error: {block.text}" if block.text else "Error"
 
 
 def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> list[dict[str, Any]]:
@@ -120,7 +123,7 @@ def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> lis
                 {
                     "id": b.id,
                     "type": "function",
-                    "function": {"name": b.name, "arguments": _arguments(b)},
+                    "function": {"name": b.name, "arguments": tool_arguments(b)},
                 }
                 for b in message.blocks
                 if isinstance(b, ToolUseBlock)
@@ -136,7 +139,9 @@ def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> lis
         rest: list[TextBlock | ImageBlock] = []
         for b in message.blocks:
             if isinstance(b, ToolResultBlock):
-                out.append(_tool_message(b))
+                out.append(
+                    {"role": "tool", "tool_call_id": b.tool_use_id, "content": tool_output(b)}
+                )
                 # tool messages carry text only: images a tool returned follow as user content
                 rest.extend(p for p in b.content if isinstance(p, ImageBlock))
             elif isinstance(b, (TextBlock, ImageBlock)):

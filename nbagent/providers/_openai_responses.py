@@ -23,7 +23,6 @@ that ends before one of the three ends broke.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from ._base import (
     ThinkingPart,
     ToolCallPart,
 )
-from ._openai_chat import OpenAIFormat
+from ._openai_chat import OpenAIFormat, data_url, tool_arguments, tool_output
 from ._output_wire import add_responses_output
 from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
@@ -69,26 +68,24 @@ def is_reasoning_model(model: str) -> bool:
 # -- serialisation ---------------------------------------------------------------------------
 
 
-def _data_url(block: ImageBlock) -> str:
-    return f"data:{block.media_type};base64,{block.data}"
-
-
 def _user_items(message: Message) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     content: list[dict[str, Any]] = []
     for b in message.blocks:
         if isinstance(b, ToolResultBlock):
-            text = f"Error: {b.text}" if b.is_error else b.text
-            items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": text})
+            output = tool_output(b)
+            items.append(
+                {"type": "function_call_output", "call_id": b.tool_use_id, "output": output}
+            )
             content.extend(
-                {"type": "input_image", "image_url": _data_url(p)}
+                {"type": "input_image", "image_url": data_url(p)}
                 for p in b.content
                 if isinstance(p, ImageBlock)
             )
         elif isinstance(b, TextBlock) and b.text:
             content.append({"type": "input_text", "text": b.text})
         elif isinstance(b, ImageBlock):
-            content.append({"type": "input_image", "image_url": _data_url(b)})
+            content.append({"type": "input_image", "image_url": data_url(b)})
     if content:
         items.append({"role": "user", "content": content})
     return items
@@ -112,7 +109,7 @@ def _assistant_items(message: Message, provider: str) -> list[dict[str, Any]]:
             items.append(b.data)  # a reasoning item, exactly as it came
         elif isinstance(b, ToolUseBlock):
             flush()
-            args = b.raw_input if b.raw_input is not None and not b.input else json.dumps(b.input)
+            args = tool_arguments(b)
             items.append(
                 {"type": "function_call", "call_id": b.id, "name": b.name, "arguments": args}
             )
