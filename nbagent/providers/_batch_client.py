@@ -5,8 +5,9 @@ runner and a wire format's batch endpoints.
 `AzureBatches`, `GeminiBatches`): how one request becomes an item of the create payload, the
 create / retrieve / list / cancel calls, and the results as `ItemResult`s. What it shares is
 here: the item's request body is the live request's (`build_body` without the stream switch),
-and a succeeded item's answer is read by the live stream's reader (`_whole_body.read_whole`) and
-priced at the batch price. `_batches.batch_client(provider)` finds the client of a provider.
+and a succeeded item's answer is read by the live stream's reader (`_whole_body.whole_body` and
+`replay`) and priced at the batch price. `_batches.batch_client(provider)` finds the client of
+a provider.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ._http import HTTPProvider
 from ._limits import guarded_chunks
 from ._parts import json_or_none
 from ._pricing import estimate_cost
-from ._whole_body import read_whole
+from ._whole_body import replay, whole_body
 
 __all__ = ["BatchClient", "Items"]
 
@@ -204,7 +205,8 @@ class BatchClient:
 
     async def read(self, result: ItemResult) -> Completed:
         """A succeeded item's answer, read as a live answer is, priced at the batch price."""
-        completed = await read_whole(self.provider, result.body, request_id=result.request_id)
+        es = whole_body(self.provider, result.body, request_id=result.request_id)
+        completed = replay(self.provider, es)
         model = completed.model or self.provider.model
         usage = completed.usage.with_cost(
             estimate_cost(self.provider.name, model, completed.usage, batch=True)

@@ -9,7 +9,7 @@ carried (the provider's `whole_events`), and the wire format's own stream reader
 reads them, so an item's `Completed` (or its typed error: a refusal is `ContentFiltered` either
 way) is the one a live request with the same answer would give.
 
-    completed = await read_whole(provider, body, request_id="req_1")
+    completed = replay(provider, whole_body(provider, body, request_id="req_1"))
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ._event_stream import Events
 from ._http import HTTPProvider
 from ._sse import ServerSentEvent
 
-__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "read_whole", "replay"]
+__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "replay", "whole_body"]
 
 
 WholeEvents = list[tuple[str, dict[str, Any] | str]]
@@ -83,26 +83,16 @@ class WholeBody(Events):
 
 
 class NotAnAnswer(Exception):
-    """The body is not an answer of its format (turned into `InvalidResponse` by `read_whole`,
+    """The body is not an answer of its format (turned into `InvalidResponse` by `whole_body`,
     which knows the provider's name)."""
-
-
-async def read_whole(
-    provider: HTTPProvider, body: Any, *, request_id: str | None = None
-) -> Completed:
-    """Read the whole answer `body` with `provider`'s stream reader (its events from the
-    provider's `whole_events`).
-
-    Returns the `Completed` a live stream with this answer ends in; raises what that stream
-    would have raised (`ContentFiltered` for a refusal, `StreamInterrupted` for an answer with
-    no end), or `InvalidResponse` for a body that is not an answer at all.
-    """
-    return replay(provider, whole_body(provider, body, request_id=request_id))
 
 
 def whole_body(provider: HTTPProvider, body: Any, **options: Any) -> WholeBody:
     """The whole answer `body` as the events its live stream would have carried (`options`
-    as `WholeBody` takes them); `InvalidResponse` for a body that is not an answer."""
+    as `WholeBody` takes them), for `replay` to read with `provider`'s stream reader: the
+    `Completed` a live stream with this answer ends in, or what that stream would have raised
+    (`ContentFiltered` for a refusal, `StreamInterrupted` for an answer with no end);
+    `InvalidResponse` here for a body that is not an answer at all."""
     try:
         if not isinstance(body, dict):
             raise NotAnAnswer("an answer that is not a JSON object")

@@ -77,7 +77,7 @@ class WireFormat(ProviderBase):
 
     def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
         """The events a live stream would have carried for the whole answer `body` (a batch
-        item's), for `read_events` to read (`_whole_body.read_whole`).
+        item's), for `read_events` to read (`_whole_body.whole_body`).
 
         Args:
             body: The whole answer, as the format's non-streaming API gives it.
