@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._budget import Usage
 from .._core._messages import Block, OpaqueBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from ..errors import (
     ContentFiltered,
@@ -136,7 +135,6 @@ class _State(Reading):
 
     turn: _Turn = field(default_factory=_Turn)
     finish_message: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)  # the latest usageMetadata
     # what call ids derive from until the server names the response (`response_id`)
     local_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -148,8 +146,12 @@ class _State(Reading):
         data = es.json(event)
         if data.get("error"):
             raise ErrorEvent(data)
-        if isinstance(data.get("usageMetadata"), dict):
-            self.metadata = data["usageMetadata"]  # cumulative: the latest counts
+        meta = data.get("usageMetadata")
+        if isinstance(meta, dict):  # cumulative: the latest counts; thinking billed as output
+            n = {k: json_int(v) or 0 for k, v in meta.items()}
+            self.input_tokens = n.get("promptTokenCount", 0) + n.get("toolUsePromptTokenCount", 0)
+            self.output_tokens = n.get("candidatesTokenCount", 0) + n.get("thoughtsTokenCount", 0)
+            self.cache_read = n.get("cachedContentTokenCount", 0)
         if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
             self.model = data["modelVersion"]
         if isinstance(data.get("responseId"), str) and self.response_id is None:
@@ -176,20 +178,6 @@ class _State(Reading):
         if isinstance(candidate.get("finishReason"), str):
             self.finish = candidate["finishReason"]
             self.finish_message = str(candidate.get("finishMessage") or "")
-
-    def usage(self) -> Usage:
-        """The prompt's tokens with the tool-use prompt's; the output's with the thoughts'
-        (thinking is billed as output)."""
-
-        def count(name: str) -> int:
-            return json_int(self.metadata.get(name)) or 0
-
-        return Usage(
-            input_tokens=count("promptTokenCount") + count("toolUsePromptTokenCount"),
-            output_tokens=count("candidatesTokenCount") + count("thoughtsTokenCount"),
-            cache_read_tokens=count("cachedContentTokenCount"),
-            requests=1,
-        )
 
     async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
         if self.finish is None:

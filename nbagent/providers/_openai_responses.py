@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._core._budget import Usage
 from .._core._messages import (
     Block,
     ImageBlock,
@@ -196,19 +195,13 @@ class _State(Reading):
         model, response_id = self.response.get("model"), self.response.get("id")
         self.model = model if isinstance(model, str) and model else None
         self.response_id = response_id if isinstance(response_id, str) else None
-
-    def usage(self) -> Usage:
-        """The tokens the response's `usage` counts (its cached input among its input)."""
-        usage = self.response.get("usage")
+        usage = self.response.get("usage")  # its input counts the cached input
         usage = usage if isinstance(usage, dict) else {}
         cached = usage.get("input_tokens_details")
-        cached = cached if isinstance(cached, dict) else {}
-        return Usage(
-            input_tokens=json_int(usage.get("input_tokens")) or 0,
-            output_tokens=json_int(usage.get("output_tokens")) or 0,
-            cache_read_tokens=json_int(cached.get("cached_tokens")) or 0,
-            requests=1,
-        )
+        self.input_tokens = json_int(usage.get("input_tokens")) or 0
+        self.output_tokens = json_int(usage.get("output_tokens")) or 0
+        if isinstance(cached, dict):
+            self.cache_read = json_int(cached.get("cached_tokens")) or 0
 
     def final_items(self) -> list[dict[str, Any]]:
         """Each output item as the server finished it; the response's own list, or the deltas,
