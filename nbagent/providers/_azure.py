@@ -61,11 +61,7 @@ class _Azure(HTTPProvider):
     default_base_url = ""
     default_name = "azure"
     auth_header, auth_prefix = "api-key", ""
-
-    @property
-    def output_dialect(self) -> Dialect:
-        """Azure OpenAI takes OpenAI's strict schemas (its deployment names the model)."""
-        return "openai"
+    output_dialect: Dialect = "openai"  # OpenAI's strict schemas (its deployment names the model)
 
     def __init__(self, model: str, *, api_version: str | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)
