@@ -89,7 +89,9 @@ class ProviderInfo:
     base_url: str | None = None  # None: the wire format's own (`default_base_url`)
     alt_key_env: str | None = None  # read when key_env is not set
     version_env: str | None = None  # Azure's api-version
-    price_id: str | None = None  # genai-prices' provider id; None: let it find the model
+    price_id: str | None = (
+        None  # genai-prices' provider id (FREE: at nothing); None: it finds the model
+    )
 
 
 _OPENAI = ProviderInfo(
@@ -137,6 +139,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         None,
         "ollama:llama3.2",
         base_url="http://localhost:11434/v1",
+        price_id=FREE,  # a model on this machine costs nothing per token
     ),
     "gemini": ProviderInfo(
         "Gemini",
@@ -159,7 +162,6 @@ PROVIDERS: dict[str, ProviderInfo] = {
 for _prefix, _info in PROVIDERS.items():
     set_provider_label(_prefix, _info.label)
     set_price_id(_prefix, _info.price_id)
-set_price_id("ollama", FREE)  # a model on this machine costs nothing per token
 
 # The row whose provider reads a request of each wire format (by its path, `wire_path`), at
 # Azure OpenAI or elsewhere.
