@@ -89,9 +89,8 @@ class ProviderInfo:
     base_url: str | None = None  # None: the wire format's own (`default_base_url`)
     alt_key_env: str | None = None  # read when key_env is not set
     version_env: str | None = None  # Azure's api-version
-    price_id: str | None = (
-        None  # genai-prices' provider id (FREE: at nothing); None: it finds the model
-    )
+    # genai-prices' provider id (FREE: priced at nothing); None: let it find the model
+    price_id: str | None = None
 
 
 _OPENAI = ProviderInfo(
