@@ -48,7 +48,6 @@ class AnthropicBatches(BatchClient):
 
     label = "Anthropic Message Batches"
     default_caps = BatchCaps(100_000, 256 * 1024 * 1024)
-    words = STATUS
 
     def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
@@ -82,12 +81,14 @@ class AnthropicBatches(BatchClient):
         return candidates[0] if candidates else None
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
+        word = str(doc.get("processing_status") or "")
         raw = doc.get("request_counts")
         counts = raw if isinstance(raw, dict) else {}
         return self.made(
             doc,
             doc.get("id"),
-            str(doc.get("processing_status") or ""),
+            word,
+            STATUS.get(word, "running"),
             counts={name: json_int(counts.get(name)) or 0 for name in COUNT_NAMES},
             created_at=rfc3339(doc.get("created_at")),
             retry_after=retry_after,

@@ -43,7 +43,6 @@ class BatchClient:
 
     label: ClassVar[str] = ""
     default_caps: ClassVar[BatchCaps] = BatchCaps(1, 1)
-    words: ClassVar[Mapping[str, Phase]] = {}  # the API's status words, as nbagent reads them
 
     def __init__(self, provider: HTTPProvider, *, caps: BatchCaps | None = None) -> None:
         self.provider = provider
@@ -145,15 +144,21 @@ class BatchClient:
         raise NotImplementedError
 
     def made(
-        self, doc: dict[str, Any], batch_id: Any, word: str, *, tag: Any = None, **fields: Any
+        self,
+        doc: dict[str, Any],
+        batch_id: Any,
+        word: str,
+        phase: Phase,
+        *,
+        tag: Any = None,
+        **fields: Any,
     ) -> BatchStatus:
         """The `BatchStatus` of `doc`: its id (`InvalidResponse` without one), its status
-        `word` and the phase its `words` table reads in it (unless `fields` give one), its tag
-        where it is a string, and the other `fields` as `BatchStatus` takes them."""
+        `word` and the `phase` the API's status-word table reads in it, its tag where it is a
+        string, and the other `fields` as `BatchStatus` takes them."""
         if not isinstance(batch_id, str) or not batch_id:
             snippet = json.dumps(doc)[:200]
             raise InvalidResponse(f"a batch without an id: {snippet}", provider=self.name)
-        phase = fields.pop("phase", None) or self.words.get(word, "running")
         tag = tag if isinstance(tag, str) else None
         return BatchStatus(batch_id, phase, word or "unknown", tag=tag, doc=doc, **fields)
 

@@ -77,7 +77,6 @@ class GeminiBatches(BatchClient):
 
     label = "Gemini batch mode"
     default_caps = BatchCaps(1_000_000, 20 * 1024 * 1024)
-    words = STATUS
 
     def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
@@ -139,7 +138,7 @@ class GeminiBatches(BatchClient):
             doc,
             doc.get("name") or meta.get("name"),
             word,
-            phase=phase,
+            phase,
             counts=counts,
             created_at=rfc3339(meta.get("createTime")),
             tag=meta.get("displayName"),

@@ -60,7 +60,6 @@ class OpenAIBatches(BatchClient):
 
     label = "OpenAI Batch API"
     default_caps = BatchCaps(50_000, 200 * 1024 * 1024)
-    words = STATUS
 
     def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
         super().__init__(provider, **kw)
@@ -131,6 +130,7 @@ class OpenAIBatches(BatchClient):
             doc,
             doc.get("id"),
             word,
+            phase,
             counts=counts,
             created_at=float(created) if isinstance(created, (int, float)) else None,
             tag=meta.get(TAG_KEY) if isinstance(meta, dict) else None,
