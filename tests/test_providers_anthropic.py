@@ -53,13 +53,17 @@ from nbagent.providers import (
     ToolCallPart,
     ToolSpec,
 )
-from nbagent.providers._anthropic import build_anthropic_body
 
 TEXT = "anthropic-sdk-python__stream-text.txt"
 TOOL = "anthropic-sdk-python__stream-tool-use.txt"
 THINKING = "pydantic-ai__anthropic-stream-thinking.txt"
 MIDSTREAM = "aibridge__anthropic-midstream-error.txt"
 TOO_LONG = "aibridge__anthropic-400-prompt-too-long.txt"
+
+
+def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
+    """The body `AnthropicProvider` sends for `request`."""
+    return AnthropicProvider(model, api_key=None).build_body(request)
 
 
 def make(**kw: Any) -> Any:

@@ -38,7 +38,7 @@ from nbagent.errors import (
     classify,
 )
 from nbagent.providers import ModelRequest, TextPart, ThinkingPart, ToolCallPart, ToolSpec
-from nbagent.providers._openai_responses import ResponsesProvider, build_responses_body
+from nbagent.providers._openai_responses import ResponsesProvider
 
 TEXT = "aibridge__openai-responses-stream-text.txt"
 PARALLEL = "fantasy__openai-responses-stream-parallel-function-calls.txt"
@@ -46,6 +46,13 @@ REASONING = "ai__openai-responses-stream-reasoning.txt"
 FAILED = "ai__openai-responses-stream-error-failed.txt"
 INCOMPLETE = "mirascope__openai-responses-stream-incomplete.txt"
 HTTP_400 = "pydantic-ai__openai-responses-400.txt"
+
+
+def build_responses_body(
+    model: str, request: ModelRequest, *, provider: str = "openai-responses"
+) -> dict[str, Any]:
+    """The body `ResponsesProvider` (named `provider`) sends for `request`."""
+    return ResponsesProvider(model, api_key=None, name=provider).build_body(request)
 
 
 def make(model: str = "gpt-5.1-codex-max", **kw: Any) -> Any:

@@ -53,12 +53,18 @@ from nbagent.providers import (
     StreamPart,
 )
 from nbagent.providers._http_errors import error_from_response
-from nbagent.providers._openai_responses import build_responses_body
 
 CORTEX = "assembled__snowflake-cortex-chat-stream-no-finish-reason.txt"
 NOT_FOUND = "assembled__model-not-found-bodies.jsonl"
 REASONING = "assembled__deepseek-responses-stream-reasoning-text.txt"
 LLAMA = "assembled__llamacpp-server.txt"
+
+
+def build_responses_body(
+    model: str, request: ModelRequest, *, provider: str = "openai-responses"
+) -> dict[str, Any]:
+    """The body `ResponsesProvider` (named `provider`) sends for `request`."""
+    return ResponsesProvider(model, api_key=None, name=provider).build_body(request)
 
 
 def chat(base_url: str | None = None, name: str = "openai") -> Any:

@@ -19,37 +19,30 @@ own (so a turn that adds many blocks still reads the cache). Four at most, as th
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .._core._messages import (
     Block,
     ImageBlock,
-    Message,
     OpaqueBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
 )
-from ..errors import ContentFiltered, ContextOverflow
 from ._anthropic_batch import AnthropicBatches
 from ._anthropic_events import ANTHROPIC, MessageReading
-from ._base import Completed, Dialect, ModelRequest, StreamPart
-from ._event_stream import Events
+from ._base import Dialect, ModelRequest
 from ._http import HTTPProvider
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider", "build_anthropic_body"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-# The stop reasons an answer ends with as they are; any other is read as end_turn.
-_STOP_REASONS = frozenset(
-    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"}
-)
 CACHE_CONTROL: dict[str, Any] = {"type": "ephemeral"}
 # Blocks that may carry a cache breakpoint (thinking blocks may not).
 _CACHEABLE = frozenset({"text", "image", "tool_use", "tool_result"})
@@ -98,10 +91,6 @@ def _content(blocks: Iterable[Block]) -> list[dict[str, Any]]:
     return [d for d in (_block(b) for b in blocks) if d is not None]
 
 
-def message_to_anthropic(message: Message) -> dict[str, Any]:
-    return {"role": message.role, "content": _content(message.blocks)}
-
-
 def _mark_last_cacheable(content: list[dict[str, Any]]) -> bool:
     for block in reversed(content):
         if block.get("type") in _CACHEABLE:
@@ -127,26 +116,6 @@ def _cache_breakpoints(body: dict[str, Any]) -> None:
             _mark_last_cacheable(messages[index]["content"])
 
 
-def build_anthropic_body(model: str, request: ModelRequest) -> dict[str, Any]:
-    """The JSON body of a streaming Messages request."""
-    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
-    body.setdefault("max_tokens", request.max_tokens)
-    body["model"] = model
-    body["messages"] = [message_to_anthropic(m) for m in request.messages]
-    if request.system:
-        body["system"] = request.system
-    if request.tools:
-        body["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in request.tools
-        ]
-    add_anthropic_output(body, request.output)
-    if request.cache:
-        _cache_breakpoints(body)
-    body["stream"] = True
-    return body
-
-
 # -- streaming parse -------------------------------------------------------------------------
 
 
@@ -166,17 +135,11 @@ class AnthropicProvider(HTTPProvider):
     output_dialect: Dialect = "anthropic"  # structured outputs: output_config.format (_output_wire)
     stream_markers = (b"message_start", b"message_delta", b"message_stop", b"error")
     _batch_class = AnthropicBatches
+    _reading = MessageReading
 
-    @property
-    def api_base(self) -> str:
-        """The API under `base_url`: `{base_url}/v1` (`base_url` itself when it ends in /v1),
-        where the messages and the message batches are."""
-        return self.base_url if self.base_url.endswith("/v1") else self.base_url + "/v1"
-
-    @property
-    def url(self) -> str:
-        """The endpoint: `{base_url}/v1/messages` (or `/messages` when base_url ends in /v1)."""
-        return self.api_base + "/messages"
+    # the API under base_url, where the messages and the message batches are: {base_url}/v1
+    # (base_url itself when it ends in /v1); the endpoint {base_url}/v1/messages
+    _versions, _path = ("/v1",), "/messages"
 
     auth_header, auth_prefix = "x-api-key", ""
 
@@ -194,7 +157,24 @@ class AnthropicProvider(HTTPProvider):
             `system`, `tools`, the output format and prompt-cache marks where the request has
             them.
         """
-        return build_anthropic_body(self.model, request)
+        body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+        body.setdefault("max_tokens", request.max_tokens)
+        body["model"] = self.model
+        body["messages"] = [
+            {"role": m.role, "content": _content(m.blocks)} for m in request.messages
+        ]
+        if request.system:
+            body["system"] = request.system
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ]
+        add_anthropic_output(body, request.output)
+        if request.cache:
+            _cache_breakpoints(body)
+        body["stream"] = True
+        return body
 
     def whole_events(self, message: dict[str, Any]) -> WholeEvents:
         """A Messages `message` as `message_start`, a start per content block, `message_delta`
@@ -225,44 +205,3 @@ class AnthropicProvider(HTTPProvider):
         out.append(("message_delta", {"type": "message_delta", "delta": delta}))
         out.append(("message_stop", {"type": "message_stop"}))
         return out
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Messages answer, read from its events.
-
-        Args:
-            es: The live response's SSE events, or a whole message replayed as the events it
-                would have streamed (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, thinking and tool-call parts as their deltas arrive, then one `Completed`
-            after `message_stop`.
-        """
-        return self._read_stream(MessageReading(es), self._finish)
-
-    def _finish(self, st: MessageReading) -> Completed:
-        es, blocks, stop_reason = st.es, st.blocks, st.stop_reason
-        if stop_reason == "model_context_window_exceeded":
-            usage = st.usage()
-            raise self._refusal(
-                ContextOverflow,
-                "the conversation filled the model's context window "
-                "(stop_reason: model_context_window_exceeded)",
-                es,
-                code="model_context_window_exceeded",
-                tokens=usage.input_tokens + usage.output_tokens,
-            )
-        if stop_reason == "refusal":
-            said = "".join("".join(b.text) for b in blocks.values() if b.kind == "text").strip()
-            raise self._refusal(
-                ContentFiltered,
-                "the model refused to answer (stop_reason: refusal)"
-                + (f": {said[:500]}" if said else ""),
-                es,
-                code="refusal",
-            )
-        out_blocks = [b for b in (blocks[i].finish() for i in st.order) if b is not None]
-        note = ""
-        if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed above)
-            note = "the stream ended with message_stop but no stop_reason; read as end_turn"
-        stop = stop_reason if stop_reason in _STOP_REASONS else "end_turn"
-        return self._completed(st, out_blocks, stop, note=note)

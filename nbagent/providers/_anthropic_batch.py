@@ -17,7 +17,6 @@ requests, and not one of the batches nbagent already holds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator
 from typing import Any
 from urllib.parse import urlsplit
@@ -82,22 +81,17 @@ class AnthropicBatches(BatchClient):
         return candidates[0] if candidates else None
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
-        batch_id = doc.get("id")
-        if not isinstance(batch_id, str) or not batch_id:
-            raise InvalidResponse(
-                f"a message batch without an id: {json.dumps(doc)[:200]}", provider=self.name
-            )
         word = str(doc.get("processing_status") or "")
         raw = doc.get("request_counts")
         counts = raw if isinstance(raw, dict) else {}
-        return BatchStatus(
-            id=batch_id,
-            phase=STATUS.get(word, "running"),
-            status=word or "unknown",
+        return self.made(
+            doc,
+            doc.get("id"),
+            word,
+            STATUS.get(word, "running"),
             counts={name: json_int(counts.get(name)) or 0 for name in COUNT_NAMES},
             created_at=rfc3339(doc.get("created_at")),
             retry_after=retry_after,
-            doc=doc,
         )
 
     async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:

@@ -3,14 +3,15 @@
 `MessageReading` keeps what the events of one answer have said (its blocks in order, the usage,
 the stop reason) and `read` hands each event to the method of its type: `message_start`,
 `content_block_start`, `content_block_delta`, `message_delta` (a text delta, nearly every event,
-on a fast path of its own). `StreamEnds._read_stream` drives it.
+on a fast path of its own), and `result` is the message they made. `StreamEnds.read_events`
+drives it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,15 +24,20 @@ from .._core._messages import (
     ThinkingBlock,
     ToolUseBlock,
 )
+from ..errors import ContentFiltered, ContextOverflow
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 from ._parts import PartBuffer, decode_arguments, json_int
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 
 __all__ = ["ANTHROPIC", "MessageReading"]
 
 ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
 
+# The stop reasons an answer ends with as they are; any other is read as end_turn.
+_STOP_REASONS = frozenset(
+    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"}
+)
 Handler = Callable[["MessageReading", ServerSentEvent, dict[str, Any]], None]
 _USAGE = (
     ("input_tokens", "input_tokens"),
@@ -87,8 +93,8 @@ class MessageReading(Reading):
     blocks: dict[int, _BlockState] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)
     tool_calls: int = 0
-    stop_reason: str | None = None
     handlers: ClassVar[dict[str, Handler]]
+    MARKERS = ("message_stop", "stop_reason")
 
     def read(self, event: ServerSentEvent) -> None:
         if event.event == "ping":
@@ -113,17 +119,34 @@ class MessageReading(Reading):
         if handler is not None:
             handler(self, event, data)
 
+    def result(self) -> tuple[list[Block], str, str]:
+        blocks, stop_reason = self.blocks, self.finish
+        if stop_reason == "model_context_window_exceeded":
+            usage = self.usage()
+            raise Refused(
+                ContextOverflow,
+                "the conversation filled the model's context window "
+                "(stop_reason: model_context_window_exceeded)",
+                code="model_context_window_exceeded",
+                tokens=usage.input_tokens + usage.output_tokens,
+            )
+        if stop_reason == "refusal":
+            said = "".join("".join(b.text) for b in blocks.values() if b.kind == "text").strip()
+            raise Refused(
+                ContentFiltered,
+                "the model refused to answer (stop_reason: refusal)"
+                + (f": {said[:500]}" if said else ""),
+                code="refusal",
+            )
+        out = [b for b in (blocks[i].finish() for i in self.order) if b is not None]
+        note = ""
+        if stop_reason is None:  # usage, message_stop and a clean end (a cut one failed: end)
+            note = "the stream ended with message_stop but no stop_reason; read as end_turn"
+        return out, stop_reason if stop_reason in _STOP_REASONS else "end_turn", note
+
     def usage(self) -> Usage:
         counted = self.input_tokens + self.cache_read + self.cache_write
         return dataclasses.replace(super().usage(), input_tokens=counted)
-
-    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        await self.es.end(
-            batches,
-            end=("message_stop", self.ended),
-            reason=("stop_reason", self.stop_reason),
-            usage=self.reported,
-        )
 
     def message_start(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
         msg = data.get("message")
@@ -198,7 +221,7 @@ class MessageReading(Reading):
     def message_delta(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
         delta = data.get("delta")
         if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-            self.stop_reason = delta["stop_reason"]
+            self.finish = delta["stop_reason"]
         usage = data.get("usage")
         if not isinstance(usage, dict):
             return

@@ -21,10 +21,10 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import ConfigError
-from ._base import Dialect, ModelRequest
+from ._base import Dialect
 from ._http import HTTPProvider
 from ._openai_batch import AzureBatches
-from ._openai_chat import OpenAIProvider, build_openai_body
+from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 
 __all__ = ["AzureChatProvider", "AzureResponsesProvider", "azure_root"]
@@ -61,11 +61,7 @@ class _Azure(HTTPProvider):
     default_base_url = ""
     default_name = "azure"
     auth_header, auth_prefix = "api-key", ""
-
-    @property
-    def output_dialect(self) -> Dialect:
-        """Azure OpenAI takes OpenAI's strict schemas (its deployment names the model)."""
-        return "openai"
+    output_dialect: Dialect = "openai"  # OpenAI's strict schemas (its deployment names the model)
 
     def __init__(self, model: str, *, api_version: str | None = None, **kw: Any) -> None:
         super().__init__(model, **kw)
@@ -97,6 +93,7 @@ class AzureChatProvider(_Azure, OpenAIProvider):
     """
 
     batch_endpoint = "/chat/completions"
+    _max_tokens_key = "max_completion_tokens"  # the output cap's field, as Azure wants it
     _batch_class = AzureBatches
     _batch_home_only = False
 
@@ -105,17 +102,6 @@ class AzureChatProvider(_Azure, OpenAIProvider):
         """The deployment's Chat Completions endpoint (v1, or dated with `api_version`)."""
         deployment = quote(self.model, safe="")
         return self._azure_url(f"deployments/{deployment}/chat/completions", "chat/completions")
-
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The Chat Completions body, with `max_completion_tokens` as Azure wants it.
-
-        Args:
-            request: The conversation, system prompt, tools and settings.
-
-        Returns:
-            The body, before encoding.
-        """
-        return build_openai_body(self.model, request, max_tokens_key="max_completion_tokens")
 
 
 class AzureResponsesProvider(_Azure, ResponsesProvider):

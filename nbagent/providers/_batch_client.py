@@ -5,27 +5,29 @@ runner and a wire format's batch endpoints.
 `AzureBatches`, `GeminiBatches`): how one request becomes an item of the create payload, the
 create / retrieve / list / cancel calls, and the results as `ItemResult`s. What it shares is
 here: the item's request body is the live request's (`build_body` without the stream switch),
-and a succeeded item's answer is read by the live stream's reader (`_whole_body.read_whole`) and
-priced at the batch price. `_batches.batch_client(provider)` finds the client of a provider.
+and a succeeded item's answer is read by the live stream's reader (`_whole_body.whole_body` and
+`replay`) and priced at the batch price. `_batches.batch_client(provider)` finds the client of
+a provider.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .._core._messages import Message, TextBlock
 from ..errors import InvalidResponse, ProviderError, ServerError, StreamInterrupted
 from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
-from ._batch_wire import BatchCaps, BatchStatus, ItemResult
+from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import redact, request_id_from
 from ._http import HTTPProvider
 from ._limits import guarded_chunks
 from ._parts import json_or_none
 from ._pricing import estimate_cost
-from ._whole_body import read_whole
+from ._whole_body import replay, whole_body
 
 __all__ = ["BatchClient", "Items"]
 
@@ -138,8 +140,27 @@ class BatchClient:
         return self.status(doc)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
-        """A batch's document as a `BatchStatus`."""
+        """A batch's document as a `BatchStatus` (`made` of what the format's fields say)."""
         raise NotImplementedError
+
+    def made(
+        self,
+        doc: dict[str, Any],
+        batch_id: Any,
+        word: str,
+        phase: Phase,
+        *,
+        tag: Any = None,
+        **fields: Any,
+    ) -> BatchStatus:
+        """The `BatchStatus` of `doc`: its id (`InvalidResponse` without one), its status
+        `word` and the `phase` the API's status-word table reads in it, its tag where it is a
+        string, and the other `fields` as `BatchStatus` takes them."""
+        if not isinstance(batch_id, str) or not batch_id:
+            snippet = json.dumps(doc)[:200]
+            raise InvalidResponse(f"a batch without an id: {snippet}", provider=self.name)
+        tag = tag if isinstance(tag, str) else None
+        return BatchStatus(batch_id, phase, word or "unknown", tag=tag, doc=doc, **fields)
 
     def failure_error(self, status: BatchStatus) -> ProviderError:
         """The error every item of a batch that failed as a whole (`status.failure`) gets."""
@@ -189,7 +210,8 @@ class BatchClient:
 
     async def read(self, result: ItemResult) -> Completed:
         """A succeeded item's answer, read as a live answer is, priced at the batch price."""
-        completed = await read_whole(self.provider, result.body, request_id=result.request_id)
+        es = whole_body(self.provider, result.body, request_id=result.request_id)
+        completed = replay(self.provider, es)
         model = completed.model or self.provider.model
         usage = completed.usage.with_cost(
             estimate_cost(self.provider.name, model, completed.usage, batch=True)

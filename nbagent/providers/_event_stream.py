@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any
 
 import httpx
 
-from ..errors import InvalidResponse, ProviderError, StreamInterrupted
+from ..errors import InvalidResponse, StreamInterrupted
 from ._error_text import redact, request_id_from
 from ._limits import Sender, guarded_chunks
 from ._sse import ServerSentEvent, SSEParser
@@ -29,155 +29,56 @@ _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # t
 _BOUNDARY = re.compile(rb"\n\n|\n\r|\r\r")
 
 
-class Events(Protocol):
+class Events:
     """What a wire format's reader reads an answer from: the events of a live stream
     (`EventStream`), or a whole non-streamed body replayed as events (`_whole_body.WholeBody`),
-    so one reader gives one reading of both; and the end check of an answer's events (`end`),
-    the same for both (they subclass it)."""
+    so one reader gives one reading of both. What the answer came with (its provider's name,
+    request id, headers and status) are attributes; `trusts_end_marker` says whether an end
+    marker with neither a finish reason nor a usage report before it ends a complete answer: a
+    whole body's (it has no connection to cut), or a stream's when the provider was made with
+    `trust_end_marker=True` (`Reading.end`)."""
 
-    # whether an end marker with neither a finish reason nor a usage report before it ends a
-    # complete answer: a whole body's (it has no connection to cut), or a stream's when the
-    # provider was made with `trust_end_marker=True`
     trusts_end_marker: bool = False
 
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-
-    @property
-    def request_id(self) -> str | None: ...
-
-    @property
-    def status_code(self) -> int | None: ...
-
-    def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]: ...
-
-    def json(self, event: ServerSentEvent) -> dict[str, Any]: ...
-
-    def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted: ...
-
-    def interrupted(self, message: str) -> StreamInterrupted: ...
-
-    async def end(
+    def __init__(
         self,
-        batches: AsyncIterator[list[ServerSentEvent]],
-        *,
-        end: tuple[str, bool],
-        reason: tuple[str, str | None],
-        usage: bool,
+        provider: str,
+        request_id: str | None,
+        headers: Mapping[str, str],
+        status_code: int | None,
     ) -> None:
-        """Check the end of an answer read up to its end marker: `end` is its name and
-        whether it came, `reason` the finish reason's field and its value (None: never sent),
-        `usage` whether a usage report came.
+        self.provider = provider
+        self.request_id = request_id
+        self.headers = headers
+        self.status_code = status_code
 
-        No end marker: `StreamInterrupted` (the answer was cut before it). An end marker with
-        no finish reason before it: the rest of `batches` is read to its end, and what the
-        server reported decides. A usage report without a finish reason, then a clean end, is
-        a finished answer (Snowflake Cortex never names a finish reason). Neither, cleanly or
-        not, is a cut one: llama-cpp-python's server, whose `interrupt_requests` (on by
-        default) stops a running stream when another request arrives, sends `data: [DONE]` in
-        place of the chunk with the finish reason and ends the body (cleanly, or breaking the
-        connection off), and never sends usage. `StreamInterrupted`: the attempt fails, its
-        partial text is discarded and the request is sent again; a server that ends complete
-        answers so too needs `trust_end_marker=True`, which the sentence names. With the
-        reason seen, what follows the end marker is not read.
-        """
-        marker, seen = end
-        field, value = reason
-        if not seen:
-            raise self.interrupted(f"the stream ended before {marker}")
-        if value is not None:
-            return
-        try:
-            async for _ in batches:
-                pass
-        except ProviderError as err:
-            raise self.interrupted(
-                f"the connection broke after {marker} with no {field} before it: "
-                f"the answer was cut ({err.message})"
-            ) from None
-        if usage or self.trusts_end_marker:
-            return
-        raise self.interrupted(
-            f"the stream ended with {marker} but with neither a {field} nor a usage report "
-            "before it: the answer was cut, as llama-cpp-python's server cuts a stream when "
-            "another request arrives; if this server ends every complete answer so, make "
-            "the provider with trust_end_marker=True"
-        )
+    def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
+        """The events, a list of those that arrived together at a time."""
+        raise NotImplementedError
 
+    def json(self, event: ServerSentEvent) -> dict[str, Any]:
+        """An event's data as a JSON object, or `StreamInterrupted` (bad data)."""
+        raise NotImplementedError
 
-class _BoundedStream(httpx.AsyncByteStream):
-    """The upstream bytes with the idle timeout and the per-event size cap applied.
+    def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
+        """The error of an event whose data is not what its format says (`why`)."""
+        raise NotImplementedError
 
-    It ends the stream with a blank line when the server did not, so that a last event the server
-    sent whole but without its final newline (as in the Anthropic SDK's recorded fixtures) is
-    dispatched.
-    """
-
-    def __init__(self, stream: EventStream) -> None:
-        self._s = stream
-
-    async def __aiter__(self) -> AsyncGenerator[bytes, None]:
-        s = self._s
-        cap = s.sender.limits.max_event_bytes
-        pending = 0  # bytes of the event being received so far
-        prev = b""
-        chunks = guarded_chunks(s.response, s.sender, request_id=s.request_id)
-        async with contextlib.aclosing(chunks):
-            async for chunk in chunks:
-                if not chunk:
-                    continue
-                data = prev + chunk
-                start = len(prev)
-                if pending + len(chunk) <= cap:
-                    # no event in this read can pass the cap: only the bytes after its
-                    # last boundary (the event still being received) need counting
-                    end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
-                    pending = pending + len(chunk) if end < 0 else len(data) - end - 2
-                    prev = chunk[-1:]
-                    yield chunk
-                    continue
-                first = True
-                for m in _BOUNDARY.finditer(data):
-                    seg = max(0, m.start() - start)
-                    if (pending + seg if first else seg) > cap:
-                        raise s.event_too_large()
-                    first = False
-                    start = m.end()
-                seg = max(0, len(data) - start)
-                pending = pending + seg if first else seg
-                if pending > cap:
-                    raise s.event_too_large()
-                prev = chunk[-1:]
-                yield chunk
-        if pending:
-            yield b"\n\n"
-
-    async def aclose(self) -> None:
-        return None
+    def interrupted(self, message: str) -> StreamInterrupted:
+        """The error of an answer that was cut, in `message`'s words."""
+        return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
 
 
 class EventStream(Events):
     """A 2xx event-stream response: `batches()` yields its SSE events, bounded and timed."""
 
     def __init__(self, response: httpx.Response, sender: Sender) -> None:
+        rid = request_id_from(response.headers, secrets=sender.secrets)
+        super().__init__(sender.provider, rid, response.headers, response.status_code)
         self.response = response
         self.sender = sender
-        self.provider = sender.provider
         self.secrets = sender.secrets
         self.trusts_end_marker = sender.limits.trust_end_marker
-
-    @property
-    def headers(self) -> httpx.Headers:
-        return self.response.headers
-
-    @property
-    def status_code(self) -> int:
-        """The HTTP status of the answer (a 2xx), for the attempt log."""
-        return self.response.status_code
-
-    @property
-    def request_id(self) -> str | None:
-        return request_id_from(self.response.headers, secrets=self.secrets)
 
     def event_too_large(self) -> InvalidResponse:
         return InvalidResponse(
@@ -215,14 +116,52 @@ class EventStream(Events):
             raise self.bad_data(event, "data is not a JSON object")
         return data
 
-    def interrupted(self, message: str) -> StreamInterrupted:
-        return StreamInterrupted(message, provider=self.provider, request_id=self.request_id)
+    async def _bounded(self) -> AsyncGenerator[bytes, None]:
+        """The upstream bytes with the idle timeout and the per-event size cap applied.
+
+        It ends the stream with a blank line when the server did not, so that a last event the
+        server sent whole but without its final newline (as in the Anthropic SDK's recorded
+        fixtures) is dispatched.
+        """
+        cap = self.sender.limits.max_event_bytes
+        pending = 0  # bytes of the event being received so far
+        prev = b""
+        chunks = guarded_chunks(self.response, self.sender, request_id=self.request_id)
+        async with contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                if not chunk:
+                    continue
+                data = prev + chunk
+                start = len(prev)
+                if pending + len(chunk) <= cap:
+                    # no event in this read can pass the cap: only the bytes after its
+                    # last boundary (the event still being received) need counting
+                    end = max(data.rfind(b"\n\n"), data.rfind(b"\n\r"), data.rfind(b"\r\r"))
+                    pending = pending + len(chunk) if end < 0 else len(data) - end - 2
+                    prev = chunk[-1:]
+                    yield chunk
+                    continue
+                first = True
+                for m in _BOUNDARY.finditer(data):
+                    seg = max(0, m.start() - start)
+                    if (pending + seg if first else seg) > cap:
+                        raise self.event_too_large()
+                    first = False
+                    start = m.end()
+                seg = max(0, len(data) - start)
+                pending = pending + seg if first else seg
+                if pending > cap:
+                    raise self.event_too_large()
+                prev = chunk[-1:]
+                yield chunk
+        if pending:
+            yield b"\n\n"
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         """The events, a list per network read: what arrived together is parsed together, so
         a provider can hand the agent one part for many small deltas."""
         parser = SSEParser()
-        async with contextlib.aclosing(_BoundedStream(self).__aiter__()) as chunks:
+        async with contextlib.aclosing(self._bounded()) as chunks:
             async for chunk in chunks:
                 batch = parser.feed(chunk)
                 if batch:

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._budget import Usage
 from .._core._messages import Block, OpaqueBlock, TextBlock, ThinkingBlock, ToolUseBlock
 from ..errors import (
     ContentFiltered,
@@ -39,22 +38,19 @@ from ..errors import (
     StreamInterrupted,
 )
 from ._base import (
-    Completed,
     Dialect,
     ModelRequest,
-    StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
-from ._event_stream import Events
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
 from ._parts import PartBuffer, json_int
 from ._pricing import context_window
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
 __all__ = ["DEFAULT_WINDOW", "GeminiProvider"]
@@ -135,13 +131,10 @@ class _Turn:
 @dataclass
 class _State(Reading):
     """What one answer's chunks have said so far (there is no end marker: the finishReason
-    ends it). `blocked` makes the error of a blocked prompt (the provider's)."""
+    ends it)."""
 
-    blocked: Callable[[dict[str, Any], Events], ContentFiltered] | None = None
     turn: _Turn = field(default_factory=_Turn)
-    finish: str | None = None
     finish_message: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)  # the latest usageMetadata
     # what call ids derive from until the server names the response (`response_id`)
     local_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
@@ -153,15 +146,23 @@ class _State(Reading):
         data = es.json(event)
         if data.get("error"):
             raise ErrorEvent(data)
-        if isinstance(data.get("usageMetadata"), dict):
-            self.metadata = data["usageMetadata"]  # cumulative: the latest counts
+        meta = data.get("usageMetadata")
+        if isinstance(meta, dict):  # cumulative: the latest counts; thinking billed as output
+            n = {k: json_int(v) or 0 for k, v in meta.items()}
+            self.input_tokens = n.get("promptTokenCount", 0) + n.get("toolUsePromptTokenCount", 0)
+            self.output_tokens = n.get("candidatesTokenCount", 0) + n.get("thoughtsTokenCount", 0)
+            self.cache_read = n.get("cachedContentTokenCount", 0)
         if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
             self.model = data["modelVersion"]
         if isinstance(data.get("responseId"), str) and self.response_id is None:
             self.response_id = data["responseId"]
         feedback = data.get("promptFeedback")
-        if isinstance(feedback, dict) and feedback.get("blockReason") and self.blocked:
-            raise self.blocked(feedback, es)
+        if isinstance(feedback, dict) and feedback.get("blockReason"):
+            reason = str(feedback.get("blockReason"))
+            why = f"Gemini blocked the prompt (blockReason {reason})"
+            if isinstance(feedback.get("blockReasonMessage"), str):
+                why += f": {feedback['blockReasonMessage']}"
+            raise Refused(ContentFiltered, why, code=reason)
         candidates = data.get("candidates")
         if not isinstance(candidates, list) or not candidates:
             return
@@ -178,23 +179,24 @@ class _State(Reading):
             self.finish = candidate["finishReason"]
             self.finish_message = str(candidate.get("finishMessage") or "")
 
-    def usage(self) -> Usage:
-        """The prompt's tokens with the tool-use prompt's; the output's with the thoughts'
-        (thinking is billed as output)."""
-
-        def count(name: str) -> int:
-            return json_int(self.metadata.get(name)) or 0
-
-        return Usage(
-            input_tokens=count("promptTokenCount") + count("toolUsePromptTokenCount"),
-            output_tokens=count("candidatesTokenCount") + count("thoughtsTokenCount"),
-            cache_read_tokens=count("cachedContentTokenCount"),
-            requests=1,
-        )
-
     async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
         if self.finish is None:
             raise self.es.interrupted("the stream ended before a finishReason")
+
+    def result(self) -> tuple[list[Block], str, str]:
+        turn, finish = self.turn, self.finish or ""
+        turn.close_run()
+        if finish in _FILTERED:
+            why = f"Gemini stopped the answer (finishReason {finish})"
+            raise Refused(ContentFiltered, why, code=finish)
+        if finish in _ANOTHER_ATTEMPT:
+            why = f"Gemini's answer was unusable (finishReason {finish})"
+            if self.finish_message:
+                why += f": {self.finish_message}"
+            raise Refused(StreamInterrupted, why, code=finish)
+        if finish == "MAX_TOKENS":
+            return turn.blocks, "max_tokens", ""
+        return turn.blocks, "tool_use" if turn.calls else "end_turn", ""
 
 
 class GeminiProvider(HTTPProvider):
@@ -213,16 +215,12 @@ class GeminiProvider(HTTPProvider):
     default_name = "gemini"
     output_dialect: Dialect = "gemini"  # structured outputs: responseJsonSchema (_output_wire)
     stream_markers = (b"finishReason", b"usageMetadata", b'"error"')
+    _reading = _State
     _batch_class = GeminiBatches
 
-    @property
-    def api_base(self) -> str:
-        """The API under `base_url`: its version's root (`/v1beta` unless it names one), where
-        the models and the batches are."""
-        base = self.base_url
-        if not base.endswith(("/v1beta", "/v1", "/v1alpha")):
-            base += "/v1beta"
-        return base
+    # the API under base_url, where the models and the batches are: its version's root
+    # (/v1beta unless it names one)
+    _versions = ("/v1beta", "/v1", "/v1alpha")
 
     @property
     def model_id(self) -> str:
@@ -267,47 +265,6 @@ class GeminiProvider(HTTPProvider):
             One event: `response` itself.
         """
         return [("", response)]
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Gemini answer, read from its chunks.
-
-        Args:
-            es: The live response's chunks, or a whole `GenerateContentResponse` as the one
-                chunk that is the whole answer (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, thought and function-call parts, then one `Completed` once a finishReason
-            came (its output tokens count the thoughts too).
-        """
-        return self._read_stream(_State(es, blocked=self._blocked), self._finish)
-
-    def _finish(self, state: _State) -> Completed:
-        turn = state.turn
-        turn.close_run()
-        stop = self._stop_reason(state.finish or "", state.finish_message, turn, state.es)
-        return self._completed(state, turn.blocks, stop)
-
-    def _stop_reason(self, finish: str, detail: str, turn: _Turn, es: Events) -> str:
-        if finish in _FILTERED:
-            why = f"Gemini stopped the answer (finishReason {finish})"
-            raise self._refusal(ContentFiltered, why, es, code=finish)
-        if finish in _ANOTHER_ATTEMPT:
-            why = f"Gemini's answer was unusable (finishReason {finish})"
-            if detail:
-                why += f": {detail}"
-            raise self._refusal(StreamInterrupted, why, es, code=finish)
-        if finish == "MAX_TOKENS":
-            return "max_tokens"
-        return "tool_use" if turn.calls else "end_turn"
-
-    def _blocked(self, feedback: dict[str, Any], es: Events) -> ContentFiltered:
-        reason = str(feedback.get("blockReason"))
-        why = f"Gemini blocked the prompt (blockReason {reason})"
-        if isinstance(feedback.get("blockReasonMessage"), str):
-            why += f": {feedback['blockReasonMessage']}"
-        err = self._refusal(ContentFiltered, why, es, code=reason)
-        assert isinstance(err, ContentFiltered)
-        return err
 
     def _server_error(self, err: ServerError, body: dict[str, Any]) -> ProviderError:
         """A 500 for a request larger than the model's window is the window, not the server."""

@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from ..errors import InvalidResponse, ProviderError
+from ..errors import ProviderError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._http import HTTPProvider
@@ -117,9 +117,6 @@ class GeminiBatches(BatchClient):
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else doc
         assert isinstance(meta, dict)
-        name = doc.get("name") or meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise InvalidResponse("a batch without a name", provider=self.name)
         word = str(meta.get("state") or "BATCH_STATE_UNSPECIFIED")
         wire_word = word.replace("JOB_STATE_", "BATCH_STATE_")
         phase: Phase = STATUS.get(wire_word, "running")
@@ -133,22 +130,21 @@ class GeminiBatches(BatchClient):
         pending = whole_number(stats.get("pendingRequestCount")) or max(0, total - ok - bad)
         ending = _ENDINGS.get(wire_word) if phase == "ended" else None
         counts = counts_of(ok, bad, pending, ending)
-        tag = meta.get("displayName")
         error = doc.get("error")
         failure = None
         if wire_word == "BATCH_STATE_FAILED":
             failure = str(error.get("message")) if isinstance(error, dict) else "the batch failed"
-        return BatchStatus(
-            id=name,
-            phase=phase,
-            status=word,
+        return self.made(
+            doc,
+            doc.get("name") or meta.get("name"),
+            word,
+            phase,
             counts=counts,
             created_at=rfc3339(meta.get("createTime")),
-            tag=tag if isinstance(tag, str) else None,
+            tag=meta.get("displayName"),
             failure=failure,
             ending=ending,
             retry_after=retry_after,
-            doc=doc,
         )
 
     def failure_error(self, status: BatchStatus) -> ProviderError:

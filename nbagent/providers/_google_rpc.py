@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._retry import format_duration
-from ._server_wish import parse_proto_duration, wish_in_text
+from ._server_wish import parse_duration, wish_in_text
 
 __all__ = ["AUTH_REASONS", "GoogleDetails", "QuotaViolation", "google_details", "seconds_to_reset"]
 
@@ -124,7 +124,8 @@ def google_details(error: dict[str, Any], message: str = "") -> GoogleDetails:
         if kind == "ErrorInfo" and isinstance(detail.get("reason"), str):
             reasons.add(detail["reason"].lower())
         elif kind == "RetryInfo":
-            retry = parse_proto_duration(detail.get("retryDelay"))
+            delay = detail.get("retryDelay")  # a protobuf duration: "48s", "48.180526505s"
+            retry = parse_duration(delay) if isinstance(delay, str) else None
         elif kind == "QuotaFailure":
             for v in detail.get("violations") or ():
                 if not isinstance(v, dict):

@@ -65,9 +65,10 @@ _STREAM_HEADERS = {
 
 class HTTPProvider(StreamEnds, WireFormat):
     """What every HTTP wire format shares. A subclass names its public endpoint and provider
-    in `default_base_url` and `default_name`, its request's endpoint in a `url` property, and
-    implements `build_body(request)` (the JSON body) and `read_events(es)` (the answer's
-    parts, read from its events); `stream` sends the one and reads with the other.
+    in `default_base_url` and `default_name`, its request's endpoint (`url`, or its `_path`),
+    implements `build_body(request)` (the JSON body) and names its `_reading` (a `Reading`: what
+    an answer's events say, one handler per event type), which `read_events(es)` reads the
+    answer's parts with; `stream` sends the one and reads with the other.
 
     The built-in formats' providers (`AnthropicProvider`, `OpenAIProvider`, ...) are made by
     `resolve_model` from a model string; build one yourself for a server of your own
@@ -148,7 +149,7 @@ class HTTPProvider(StreamEnds, WireFormat):
         self.name = name
         self.base_url = check_base_url(base_url)
         self._api_key = check_api_key(api_key)
-        self.limits = Limits.checked(
+        self.limits = Limits(
             connect_timeout, idle_timeout, max_body_bytes, max_event_bytes, trust_end_marker
         )
         self._extra_headers = dict(extra_headers or {})

@@ -278,11 +278,11 @@ def _build(
     status: int | None,
     headers: Mapping[str, str],
     secrets: Iterable[str],
-    fallback_message: str,
     model: str | None = None,
 ) -> ProviderError:
+    """The `cls` error of what `p` read (its message already the fallback when it had none)."""
     secrets = tuple(secrets)
-    message = redact(p.message or fallback_message, secrets)
+    message = redact(p.message, secrets)
     if cls is errors.SchemaRejected:
         message = message.rstrip() + SCHEMA_HINT
     retry_after = server_wish(headers)
@@ -358,16 +358,9 @@ def error_from_response(
         cls = errors.InvalidResponse
     else:
         cls = _error_class(effective, p)
-    phrase = _PHRASES.get(status, f"HTTP {status}")
+    p.message = p.message or _PHRASES.get(status, f"HTTP {status}")
     return _build(
-        cls,
-        p,
-        provider=provider,
-        status=status,
-        headers=headers,
-        secrets=secrets,
-        fallback_message=phrase,
-        model=model,
+        cls, p, provider=provider, status=status, headers=headers, secrets=secrets, model=model
     )
 
 
@@ -406,13 +399,8 @@ def error_from_payload(
     cls = _error_class(status, p)
     if not issubclass(cls, _MIDSTREAM_KEEP):
         cls = errors.StreamInterrupted
+    p.message = p.message or fallback_message
+    status = p.numeric if p.numeric is not None and 100 <= p.numeric < 600 else None
     return _build(
-        cls,
-        p,
-        provider=provider,
-        status=p.numeric if p.numeric is not None and 100 <= p.numeric < 600 else None,
-        headers=headers,
-        secrets=secrets,
-        fallback_message=fallback_message,
-        model=model,
+        cls, p, provider=provider, status=status, headers=headers, secrets=secrets, model=model
     )

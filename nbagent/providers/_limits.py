@@ -2,8 +2,8 @@
 
 `Limits` holds the connect and idle timeouts, the size caps and how a stream's end is read;
 `Sender` is what reading a response needs of the provider that sent the request (its name, its
-limits, its secrets). `chunks_within` reads a response's bytes under the idle timeout, and
-`guarded_chunks` turns a failure while they are read into its typed error; `read_body` reads a
+limits, its secrets). `guarded_chunks` reads a response's bytes under the idle timeout and turns
+a failure while they are read into its typed error; `read_body` reads a
 whole (error) body under the size cap; `transport_error` names what went wrong on the
 connection, in one sentence, as a typed error.
 """
@@ -14,7 +14,6 @@ import contextlib
 import math
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 import httpx
@@ -36,7 +35,6 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "Limits",
     "Sender",
-    "chunks_within",
     "guarded_chunks",
     "read_body",
     "transport_error",
@@ -58,36 +56,22 @@ class Limits:
     # complete (True) or was cut (False: llama-cpp-python's interrupted streams end so)
     trust_end_marker: bool = False
 
-    @classmethod
-    def checked(
-        cls,
-        connect_timeout: Any,
-        idle_timeout: Any,
-        max_body_bytes: Any,
-        max_event_bytes: Any,
-        trust_end_marker: Any,
-    ) -> Limits:
-        """The limits a provider was given; `ConfigError` naming the first that is wrong."""
-        for label, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout)):
+    def __post_init__(self) -> None:
+        """`ConfigError` naming the first limit that is wrong."""
+        for label in ("connect_timeout", "idle_timeout"):
+            value = getattr(self, label)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise ConfigError(f"{label} must be a positive number of seconds, not {value!r}.")
-        for label, ivalue in (
-            ("max_body_bytes", max_body_bytes),
-            ("max_event_bytes", max_event_bytes),
-        ):
-            if not isinstance(ivalue, int) or isinstance(ivalue, bool) or ivalue <= 0:
+        for label in ("max_body_bytes", "max_event_bytes"):
+            value = getattr(self, label)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ConfigError(
-                    f"{label} must be a positive whole number of bytes, not {ivalue!r}."
+                    f"{label} must be a positive whole number of bytes, not {value!r}."
                 )
-        if not isinstance(trust_end_marker, bool):
-            raise ConfigError(f"trust_end_marker must be True or False, not {trust_end_marker!r}.")
-        return cls(
-            float(connect_timeout),
-            float(idle_timeout),
-            max_body_bytes,
-            max_event_bytes,
-            trust_end_marker,
-        )
+        if not isinstance(self.trust_end_marker, bool):
+            raise ConfigError(
+                f"trust_end_marker must be True or False, not {self.trust_end_marker!r}."
+            )
 
     def httpx_timeout(self) -> httpx.Timeout:
         return httpx.Timeout(
@@ -146,25 +130,6 @@ def transport_error(
     return TransportError(msg, provider=provider, request_id=request_id)
 
 
-async def chunks_within(
-    response: httpx.Response, idle_timeout: float
-) -> AsyncGenerator[bytes, None]:
-    """The response's decoded bytes; `TimeoutError` when none arrive for `idle_timeout` s."""
-    it = response.aiter_bytes().__aiter__()
-    try:
-        while True:
-            try:
-                with anyio.fail_after(idle_timeout):
-                    chunk = await it.__anext__()
-            except StopAsyncIteration:
-                return
-            yield chunk
-    finally:
-        aclose = getattr(it, "aclose", None)
-        if aclose is not None:
-            await aclose()
-
-
 async def guarded_chunks(
     response: httpx.Response,
     sender: Sender,
@@ -173,15 +138,19 @@ async def guarded_chunks(
     request_id: str | None = None,
     broke_off: str = "",
 ) -> AsyncGenerator[bytes, None]:
-    """The response's bytes under the idle timeout (`chunks_within`); the connection failing
-    while they are read is its typed error (`transport_error`: mid-stream, `StreamInterrupted`
+    """The response's bytes under the idle timeout; silence past it, or the connection failing
+    while they are read, is its typed error (`transport_error`: mid-stream, `StreamInterrupted`
     or, for an idle stream, `TransportError`). `broke_off` names what was being read for a
     `StreamInterrupted` of its own ("the results download" broke off (...))."""
+    it = response.aiter_bytes().__aiter__()
     try:
-        idle = sender.limits.idle_timeout
-        async with contextlib.aclosing(chunks_within(response, idle)) as chunks:
-            async for chunk in chunks:
-                yield chunk
+        while True:
+            try:
+                with anyio.fail_after(sender.limits.idle_timeout):
+                    chunk = await it.__anext__()
+            except StopAsyncIteration:
+                return
+            yield chunk
     except (httpx.HTTPError, OSError, TimeoutError) as exc:
         err = transport_error(exc, sender, after_response=after_response, request_id=request_id)
         if broke_off and isinstance(err, StreamInterrupted):
@@ -191,6 +160,10 @@ async def guarded_chunks(
                 request_id=request_id,
             )
         raise err from None
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 async def read_body(response: httpx.Response, sender: Sender, *, cap: int | None = None) -> bytes:

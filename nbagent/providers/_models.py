@@ -8,9 +8,10 @@ sentence saying what to change, before anything is sent.
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -88,8 +89,27 @@ class ProviderInfo:
     base_url: str | None = None  # None: the wire format's own (`default_base_url`)
     alt_key_env: str | None = None  # read when key_env is not set
     version_env: str | None = None  # Azure's api-version
-    price_id: str | None = None  # genai-prices' provider id; None: let it find the model
+    # genai-prices' provider id (FREE: priced at nothing); None: let it find the model
+    price_id: str | None = None
 
+
+_OPENAI = ProviderInfo(
+    "OpenAI",
+    OpenAIProvider,
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "openai:gpt-4o",
+    price_id="openai",
+)
+_AZURE = ProviderInfo(
+    "Azure OpenAI",
+    AzureChatProvider,
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "azure:my-gpt-4o-deployment",
+    price_id="azure",
+    version_env="AZURE_OPENAI_API_VERSION",
+)
 
 # Azure's endpoint is the resource's own: AZURE_OPENAI_ENDPOINT or base_url (its wire has none)
 PROVIDERS: dict[str, ProviderInfo] = {
@@ -101,14 +121,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         "anthropic:claude-sonnet-4-0",
         price_id="anthropic",
     ),
-    "openai": ProviderInfo(
-        "OpenAI",
-        OpenAIProvider,
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "openai:gpt-4o",
-        price_id="openai",
-    ),
+    "openai": _OPENAI,
     "openrouter": ProviderInfo(
         "OpenRouter",
         OpenAIProvider,
@@ -125,6 +138,7 @@ PROVIDERS: dict[str, ProviderInfo] = {
         None,
         "ollama:llama3.2",
         base_url="http://localhost:11434/v1",
+        price_id=FREE,  # a model on this machine costs nothing per token
     ),
     "gemini": ProviderInfo(
         "Gemini",
@@ -135,38 +149,18 @@ PROVIDERS: dict[str, ProviderInfo] = {
         alt_key_env="GOOGLE_API_KEY",
         price_id="google",
     ),
-    "openai-responses": ProviderInfo(
-        "OpenAI",
-        ResponsesProvider,
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "openai-responses:o4-mini",
-        price_id="openai",
+    "openai-responses": replace(
+        _OPENAI, wire=ResponsesProvider, example="openai-responses:o4-mini"
     ),
-    "azure": ProviderInfo(
-        "Azure OpenAI",
-        AzureChatProvider,
-        "AZURE_OPENAI_API_KEY",
-        "AZURE_OPENAI_ENDPOINT",
-        "azure:my-gpt-4o-deployment",
-        price_id="azure",
-        version_env="AZURE_OPENAI_API_VERSION",
-    ),
-    "azure-responses": ProviderInfo(
-        "Azure OpenAI",
-        AzureResponsesProvider,
-        "AZURE_OPENAI_API_KEY",
-        "AZURE_OPENAI_ENDPOINT",
-        "azure-responses:my-o4-mini-deployment",
-        price_id="azure",
-        version_env="AZURE_OPENAI_API_VERSION",
+    "azure": _AZURE,
+    "azure-responses": replace(
+        _AZURE, wire=AzureResponsesProvider, example="azure-responses:my-o4-mini-deployment"
     ),
 }
 
 for _prefix, _info in PROVIDERS.items():
     set_provider_label(_prefix, _info.label)
     set_price_id(_prefix, _info.price_id)
-set_price_id("ollama", FREE)  # a model on this machine costs nothing per token
 
 # The row whose provider reads a request of each wire format (by its path, `wire_path`), at
 # Azure OpenAI or elsewhere.
@@ -202,19 +196,13 @@ def reader_of(
     return PROVIDERS[name].wire(model or name, api_key=key, base_url=base_url, name=name)
 
 
-_OPTIONS = frozenset(
-    {
-        "client",
-        "connect_timeout",
-        "idle_timeout",
-        "max_body_bytes",
-        "max_event_bytes",
-        "extra_headers",
-        "name",
-        "api_version",
-        "trust_end_marker",
-    }
-)
+# what resolve_model passes on to a provider: HTTPProvider's options, and Azure's api_version
+_OPTIONS = frozenset(inspect.signature(HTTPProvider.__init__).parameters).union({"api_version"}) - {
+    "self",
+    "model",
+    "api_key",
+    "base_url",
+}
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 
 

@@ -113,9 +113,6 @@ class OpenAIBatches(BatchClient):
         return await self.listed(self.url("batches"), "after", since)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
-        batch_id = doc.get("id")
-        if not isinstance(batch_id, str) or not batch_id:
-            raise InvalidResponse("a batch without an id", provider=self.name)
         word = str(doc.get("status") or "")
         phase = STATUS.get(word, "running")
         raw = doc.get("request_counts")
@@ -128,19 +125,18 @@ class OpenAIBatches(BatchClient):
         # an ended batch with no such ending has nothing left to count
         counts = counts_of(done, failed, rest if phase != "ended" or ending else 0, ending)
         meta = doc.get("metadata")
-        tag = meta.get(TAG_KEY) if isinstance(meta, dict) else None
         created = doc.get("created_at")
-        return BatchStatus(
-            id=batch_id,
-            phase=phase,
-            status=word or "unknown",
+        return self.made(
+            doc,
+            doc.get("id"),
+            word,
+            phase,
             counts=counts,
             created_at=float(created) if isinstance(created, (int, float)) else None,
-            tag=tag if isinstance(tag, str) else None,
+            tag=meta.get(TAG_KEY) if isinstance(meta, dict) else None,
             failure=_failure(doc) if word == "failed" else None,
             ending=ending,
             retry_after=retry_after,
-            doc=doc,
         )
 
     async def results(self, status: BatchStatus) -> AsyncGenerator[ItemResult, None]:

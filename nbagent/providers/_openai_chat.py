@@ -8,7 +8,6 @@ only the base URL, the key and `name` differ. Reasoning text that these servers 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,31 +22,29 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered
 from ._base import (
-    Completed,
     Dialect,
     ModelRequest,
-    StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
 from ._client import at_openai
-from ._event_stream import Events
 from ._http import HTTPProvider
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
 from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import NotAnAnswer, WholeEvents
 
 __all__ = [
     "OpenAIFormat",
     "OpenAIProvider",
-    "build_openai_body",
+    "data_url",
     "filtered_categories",
-    "max_tokens_key",
     "messages_to_openai",
+    "tool_arguments",
+    "tool_output",
 ]
 
 _FINISH = {
@@ -78,26 +75,12 @@ def filtered_categories(results: Any) -> set[str]:
     return out
 
 
-def max_tokens_key(base_url: str) -> str:
-    """Which field carries the output cap, decided by the endpoint, not the provider's name.
-
-    OpenAI's own API (api.openai.com) requires `max_completion_tokens` for its reasoning models
-    (Azure's provider sends it too); every other server speaking this format (llama.cpp,
-    llama-cpp-python, vLLM, Ollama, LM Studio, gateways) reads `max_tokens`, and would ignore the
-    other and generate until its context is full: `Agent("openai:...", base_url=<local
-    server>)` talks to such a server, so its cap goes in `max_tokens`.
-    """
-    return "max_completion_tokens" if at_openai(base_url) else "max_tokens"
-
-
 # -- serialisation ---------------------------------------------------------------------------
 
 
-def _data_url(block: ImageBlock) -> dict[str, Any]:
-    return {
-        "type": "image_url",
-        "image_url": {"url": f"data:{block.media_type};base64,{block.data}"},
-    }
+def data_url(block: ImageBlock) -> str:
+    """An image as the `data:` URL both OpenAI formats carry it in."""
+    return f"data:{block.media_type};base64,{block.data}"
 
 
 def _user_content(parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, Any]]:
@@ -109,21 +92,23 @@ def _user_content(parts: list[TextBlock | ImageBlock]) -> str | list[dict[str, A
             if p.text:
                 out.append({"type": "text", "text": p.text})
         else:
-            out.append(_data_url(p))
+            out.append({"type": "image_url", "image_url": {"url": data_url(p)}})
     return out
 
 
-def _arguments(block: ToolUseBlock) -> str:
+def tool_arguments(block: ToolUseBlock) -> str:
+    """A tool call's arguments as both OpenAI formats carry them: JSON text (the text it came
+    as, when it was not a JSON object)."""
     if block.raw_input is not None and not block.input:
         return block.raw_input
     return json.dumps(block.input, ensure_ascii=False)
 
 
-def _tool_message(block: ToolResultBlock) -> dict[str, Any]:
-    text = block.text
-    if block.is_error:
-        text = f"Error: {text}" if text else "Error"
-    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
+def tool_output(block: ToolResultBlock) -> str:
+    """A tool result's text as both OpenAI formats carry it (an error's marked as one)."""
+    if not block.is_error:
+        return block.text
+    return f"Error: {block.text}" if block.text else "Error"
 
 
 def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> list[dict[str, Any]]:
@@ -138,7 +123,7 @@ def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> lis
                 {
                     "id": b.id,
                     "type": "function",
-                    "function": {"name": b.name, "arguments": _arguments(b)},
+                    "function": {"name": b.name, "arguments": tool_arguments(b)},
                 }
                 for b in message.blocks
                 if isinstance(b, ToolUseBlock)
@@ -154,7 +139,9 @@ def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> lis
         rest: list[TextBlock | ImageBlock] = []
         for b in message.blocks:
             if isinstance(b, ToolResultBlock):
-                out.append(_tool_message(b))
+                out.append(
+                    {"role": "tool", "tool_call_id": b.tool_use_id, "content": tool_output(b)}
+                )
                 # tool messages carry text only: images a tool returned follow as user content
                 rest.extend(p for p in b.content if isinstance(p, ImageBlock))
             elif isinstance(b, (TextBlock, ImageBlock)):
@@ -162,37 +149,6 @@ def messages_to_openai(messages: tuple[Message, ...], system: str | None) -> lis
         if rest:
             out.append({"role": "user", "content": _user_content(rest)})
     return out
-
-
-def build_openai_body(
-    model: str, request: ModelRequest, *, max_tokens_key: str = "max_tokens"
-) -> dict[str, Any]:
-    """The JSON body of a streaming Chat Completions request."""
-    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
-    if "max_tokens" not in body and "max_completion_tokens" not in body:
-        body[max_tokens_key] = request.max_tokens
-    body["model"] = model
-    body["messages"] = messages_to_openai(request.messages, request.system)
-    if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.input_schema,
-                },
-            }
-            for t in request.tools
-        ]
-    add_openai_output(body, request.output)
-    body["stream"] = True
-    options = body.get("stream_options")
-    body["stream_options"] = {
-        **(options if isinstance(options, dict) else {}),
-        "include_usage": True,
-    }
-    return body
 
 
 # -- streaming parse -------------------------------------------------------------------------
@@ -215,7 +171,7 @@ class _ChatReading(Reading):
     refusal: list[str] = field(default_factory=list)
     calls: dict[int, _Call] = field(default_factory=dict)
     flagged: set[str] = field(default_factory=set)  # content-filter categories that filtered
-    finish: str | None = None
+    MARKERS = ("data: [DONE]", "finish_reason")
 
     def read(self, event: ServerSentEvent) -> None:
         """One chunk: an error, or the head and the first choice's delta and finish reason."""
@@ -243,13 +199,38 @@ class _ChatReading(Reading):
         if isinstance(fr, str) and fr:
             self.finish = fr
 
-    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        await self.es.end(
-            batches,
-            end=("data: [DONE]", self.ended),
-            reason=("finish_reason", self.finish),
-            usage=self.reported,
-        )
+    def result(self) -> tuple[list[Block], str, str]:
+        es, finish, flagged = self.es, self.finish, self.flagged
+        text, thinking, refusal, calls = self.text, self.thinking, self.refusal, self.calls
+        note = ""
+        if finish is None:
+            if not (text or calls or refusal):
+                raise es.interrupted("the stream ended without a finish_reason")
+            # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
+            # name a finish reason: read as "stop" (one with no usage either was cut: Reading.end)
+            finish = "stop"
+            note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
+        if finish == "content_filter" or refusal:
+            why = "".join(refusal) or "the provider's content filter stopped the answer"
+            if flagged:
+                why += f" (filtered: {', '.join(sorted(flagged))})"
+            code = "content_filter" if finish == "content_filter" else "refusal"
+            raise Refused(ContentFiltered, why, code=code)
+        if finish == "error":
+            raise es.interrupted("the provider ended the stream with finish_reason: error")
+        blocks: list[Block] = []
+        if thinking:
+            blocks.append(ThinkingBlock("".join(thinking)))
+        if text:
+            blocks.append(TextBlock("".join(text)))
+        for index in sorted(calls):
+            call = calls[index]
+            args, raw = decode_arguments("".join(call.args))
+            blocks.append(ToolUseBlock(call.id or f"call_{index}", call.name, args, raw))
+        stop_reason = _FINISH.get(finish, "end_turn")
+        if calls and stop_reason == "end_turn":
+            stop_reason = "tool_use"  # some servers say "stop" after tool calls
+        return blocks, stop_reason, note
 
     def head(self, data: dict[str, Any]) -> None:
         """A chunk's model, id and usage report."""
@@ -335,12 +316,6 @@ class OpenAIFormat(HTTPProvider):
     default_base_url = "https://api.openai.com/v1"
     _batch_class: type[Any] | None = OpenAIBatches
     _batch_home_only = True
-    _path = ""  # the format's endpoint under base_url
-
-    @property
-    def url(self) -> str:
-        """The endpoint: the format's path under `base_url` (`/chat/completions`, `/responses`)."""
-        return self.base_url + self._path
 
     @property
     def output_dialect(self) -> Dialect:
@@ -363,6 +338,7 @@ class OpenAIProvider(OpenAIFormat):
     default_name = "openai"
     batch_endpoint = "/v1/chat/completions"
     _path = "/chat/completions"
+    _reading = _ChatReading
     stream_markers = (
         b"[DONE]",
         b'"finish_reason":"',
@@ -371,6 +347,18 @@ class OpenAIProvider(OpenAIFormat):
         b'"usage": {',
         b'"error"',
     )
+
+    @property
+    def _max_tokens_key(self) -> str:
+        """Which field carries the output cap, decided by the endpoint, not the provider's name.
+
+        OpenAI's own API (api.openai.com) requires `max_completion_tokens` for its reasoning
+        models (Azure's provider sends it too); every other server speaking this format
+        (llama.cpp, llama-cpp-python, vLLM, Ollama, LM Studio, gateways) reads `max_tokens`, and
+        would ignore the other and generate until its context is full: `Agent("openai:...",
+        base_url=<local server>)` talks to such a server, so its cap goes in `max_tokens`.
+        """
+        return "max_completion_tokens" if at_openai(self.base_url) else "max_tokens"
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body this wire format sends for `request` (Chat Completions).
@@ -381,7 +369,31 @@ class OpenAIProvider(OpenAIFormat):
         Returns:
             The body, before encoding.
         """
-        return build_openai_body(self.model, request, max_tokens_key=max_tokens_key(self.base_url))
+        body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+        if "max_tokens" not in body and "max_completion_tokens" not in body:
+            body[self._max_tokens_key] = request.max_tokens
+        body["model"] = self.model
+        body["messages"] = messages_to_openai(request.messages, request.system)
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    },
+                }
+                for t in request.tools
+            ]
+        add_openai_output(body, request.output)
+        body["stream"] = True
+        options = body.get("stream_options")
+        body["stream_options"] = {
+            **(options if isinstance(options, dict) else {}),
+            "include_usage": True,
+        }
+        return body
 
     def whole_events(self, completion: dict[str, Any]) -> WholeEvents:
         """A `chat.completion` as the one chunk that carries all of it, then `[DONE]`.
@@ -420,54 +432,3 @@ class OpenAIProvider(OpenAIFormat):
                 streamed["content_filter_results"] = choice["content_filter_results"]
             chunk["choices"] = [streamed]
         return [("", chunk), ("", "[DONE]")]
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Chat Completions answer, read from its chunks.
-
-        Args:
-            es: The live response's chunks, or a whole completion replayed as one chunk and
-                `[DONE]` (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, reasoning and tool-call deltas of the first choice, then one `Completed` at
-            `[DONE]` (a missing finish_reason after content and a usage report is read as
-            "stop"; with no usage report either, the stream was cut: `StreamInterrupted`).
-        """
-        return self._read_stream(_ChatReading(es), self._finish)
-
-    def _finish(self, st: _ChatReading) -> Completed:
-        es, finish, flagged = st.es, st.finish, st.flagged
-        text, thinking, refusal, calls = st.text, st.thinking, st.refusal, st.calls
-        note = ""
-        if finish is None:
-            if not (text or calls or refusal):
-                raise es.interrupted("the stream ended without a finish_reason")
-            # Some servers (Snowflake Cortex) end a whole answer with usage and [DONE] but never
-            # name a finish reason: read as "stop" (one with no usage either was cut: es.end)
-            finish = "stop"
-            note = "the stream ended with data: [DONE] but no finish_reason; read as stop"
-        if finish == "content_filter" or refusal:
-            why = "".join(refusal) or "the provider's content filter stopped the answer"
-            if flagged:
-                why += f" (filtered: {', '.join(sorted(flagged))})"
-            raise self._refusal(
-                ContentFiltered,
-                why,
-                es,
-                code="content_filter" if finish == "content_filter" else "refusal",
-            )
-        if finish == "error":
-            raise es.interrupted("the provider ended the stream with finish_reason: error")
-        blocks: list[Block] = []
-        if thinking:
-            blocks.append(ThinkingBlock("".join(thinking)))
-        if text:
-            blocks.append(TextBlock("".join(text)))
-        for index in sorted(calls):
-            call = calls[index]
-            args, raw = decode_arguments("".join(call.args))
-            blocks.append(ToolUseBlock(call.id or f"call_{index}", call.name, args, raw))
-        stop_reason = _FINISH.get(finish, "end_turn")
-        if calls and stop_reason == "end_turn":
-            stop_reason = "tool_use"  # some servers say "stop" after tool calls
-        return self._completed(st, blocks, stop_reason, note=note)

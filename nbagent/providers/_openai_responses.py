@@ -23,13 +23,11 @@ that ends before one of the three ends broke.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .._core._budget import Usage
 from .._core._messages import (
     Block,
     ImageBlock,
@@ -42,22 +40,19 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered
 from ._base import (
-    Completed,
     ModelRequest,
-    StreamPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
 )
-from ._event_stream import Events
-from ._openai_chat import OpenAIFormat
+from ._openai_chat import OpenAIFormat, data_url, tool_arguments, tool_output
 from ._output_wire import add_responses_output
 from ._parts import decode_arguments, json_int
 from ._sse import ServerSentEvent
-from ._stream_ends import ErrorEvent, Reading
+from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
-__all__ = ["RESPONSES", "ResponsesProvider", "build_responses_body", "is_reasoning_model"]
+__all__ = ["RESPONSES", "ResponsesProvider", "is_reasoning_model"]
 
 RESPONSES = "openai-responses"
 _RESERVED = frozenset({"model", "input", "instructions", "tools", "stream", "store"})
@@ -72,26 +67,24 @@ def is_reasoning_model(model: str) -> bool:
 # -- serialisation ---------------------------------------------------------------------------
 
 
-def _data_url(block: ImageBlock) -> str:
-    return f"data:{block.media_type};base64,{block.data}"
-
-
 def _user_items(message: Message) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     content: list[dict[str, Any]] = []
     for b in message.blocks:
         if isinstance(b, ToolResultBlock):
-            text = f"Error: {b.text}" if b.is_error else b.text
-            items.append({"type": "function_call_output", "call_id": b.tool_use_id, "output": text})
+            output = tool_output(b)
+            items.append(
+                {"type": "function_call_output", "call_id": b.tool_use_id, "output": output}
+            )
             content.extend(
-                {"type": "input_image", "image_url": _data_url(p)}
+                {"type": "input_image", "image_url": data_url(p)}
                 for p in b.content
                 if isinstance(p, ImageBlock)
             )
         elif isinstance(b, TextBlock) and b.text:
             content.append({"type": "input_text", "text": b.text})
         elif isinstance(b, ImageBlock):
-            content.append({"type": "input_image", "image_url": _data_url(b)})
+            content.append({"type": "input_image", "image_url": data_url(b)})
     if content:
         items.append({"role": "user", "content": content})
     return items
@@ -115,45 +108,12 @@ def _assistant_items(message: Message, provider: str) -> list[dict[str, Any]]:
             items.append(b.data)  # a reasoning item, exactly as it came
         elif isinstance(b, ToolUseBlock):
             flush()
-            args = b.raw_input if b.raw_input is not None and not b.input else json.dumps(b.input)
+            args = tool_arguments(b)
             items.append(
                 {"type": "function_call", "call_id": b.id, "name": b.name, "arguments": args}
             )
     flush()
     return items
-
-
-def build_responses_body(
-    model: str, request: ModelRequest, *, provider: str = RESPONSES
-) -> dict[str, Any]:
-    """The JSON body of a streaming, stateless Responses request. `provider` names whose
-    reasoning items go back (those this provider produced)."""
-    body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
-    body.setdefault("max_output_tokens", request.max_tokens)
-    if "include" not in body and is_reasoning_model(model):
-        body["include"] = ["reasoning.encrypted_content"]
-    body["model"] = model
-    if request.system:
-        body["instructions"] = request.system
-    items: list[dict[str, Any]] = []
-    for m in request.messages:
-        items += _assistant_items(m, provider) if m.role == "assistant" else _user_items(m)
-    body["input"] = items
-    if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.input_schema,
-                "strict": False,
-            }
-            for t in request.tools
-        ]
-    add_responses_output(body, request.output)
-    body["store"] = False
-    body["stream"] = True
-    return body
 
 
 # -- streaming parse -------------------------------------------------------------------------
@@ -169,8 +129,8 @@ class _State(Reading):
     reasoning: dict[int, list[str]] = field(default_factory=dict)  # raw reasoning_text deltas
     args: dict[int, list[str]] = field(default_factory=dict)
     calls: dict[int, int] = field(default_factory=dict)  # output_index -> tool call number
-    ending: str | None = None  # which of the three ends came
     response: dict[str, Any] = field(default_factory=dict)
+    MARKERS = ("response.completed", "end")  # `finish`: which of its three ends came
 
     def read(self, event: ServerSentEvent) -> None:
         if not event.data.strip() or event.data.strip() == "[DONE]":
@@ -187,10 +147,6 @@ class _State(Reading):
         handler = self.handlers.get(kind)
         if handler is not None:
             handler(self, data, json_int(data.get("output_index")))
-
-    async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        if self.ending is None:
-            raise self.es.interrupted("the stream ended before response.completed")
 
     def item_added(self, data: dict[str, Any], index: int | None) -> None:
         item = data.get("item")
@@ -232,26 +188,90 @@ class _State(Reading):
             self.buf.add(ToolCallPart(number, arguments=delta))
 
     def ends(self, data: dict[str, Any], index: int | None) -> None:
-        self.ending = str(data.get("type") or "")
+        self.finish = str(data.get("type") or "")
         self.ended = True
         response = data.get("response")
         self.response = response if isinstance(response, dict) else {}
         model, response_id = self.response.get("model"), self.response.get("id")
         self.model = model if isinstance(model, str) and model else None
         self.response_id = response_id if isinstance(response_id, str) else None
-
-    def usage(self) -> Usage:
-        """The tokens the response's `usage` counts (its cached input among its input)."""
-        usage = self.response.get("usage")
+        usage = self.response.get("usage")  # its input counts the cached input
         usage = usage if isinstance(usage, dict) else {}
         cached = usage.get("input_tokens_details")
-        cached = cached if isinstance(cached, dict) else {}
-        return Usage(
-            input_tokens=json_int(usage.get("input_tokens")) or 0,
-            output_tokens=json_int(usage.get("output_tokens")) or 0,
-            cache_read_tokens=json_int(cached.get("cached_tokens")) or 0,
-            requests=1,
-        )
+        self.input_tokens = json_int(usage.get("input_tokens")) or 0
+        self.output_tokens = json_int(usage.get("output_tokens")) or 0
+        if isinstance(cached, dict):
+            self.cache_read = json_int(cached.get("cached_tokens")) or 0
+
+    def final_items(self) -> list[dict[str, Any]]:
+        """Each output item as the server finished it; the response's own list, or the deltas,
+        for any the stream did not finish (an incomplete answer)."""
+        output = self.response.get("output")
+        listed = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
+        indices = sorted(set(self.items) | set(self.added) | set(range(len(listed))))
+        items: list[dict[str, Any]] = []
+        for i in indices:
+            if i in self.items:
+                item = self.items[i]
+            elif i < len(listed):
+                item = listed[i]
+            else:  # only its first sight (the indices come from these three)
+                item = dict(self.added[i])
+            kind = item.get("type")
+            if kind == "reasoning":
+                item = _with_reasoning_text(item, self.reasoning.get(i))
+            elif i not in self.items and i >= len(listed):  # only the first sight of it
+                if kind == "message":
+                    text = "".join(self.text.get(i, []))
+                    item["content"] = [{"type": "output_text", "text": text}]
+                elif kind == "function_call":
+                    item["arguments"] = "".join(self.args.get(i, []))
+            items.append(item)
+        return items
+
+    def result(self) -> tuple[list[Block], str, str]:
+        response = self.response
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if self.finish == "response.incomplete" and reason == "content_filter":
+            raise Refused(
+                ContentFiltered,
+                "the provider's content filter stopped the answer (response.incomplete)",
+                code="content_filter",
+            )
+        blocks: list[Block] = []
+        refusal: list[str] = []
+        calls = 0
+        for item in self.final_items():
+            kind = item.get("type")
+            if kind == "reasoning":
+                # a summary (OpenAI), or the raw reasoning text itself (DeepSeek, OpenRouter)
+                reasoning = _summary(item, "content")
+                thought = _summary(item) or reasoning
+                if thought:
+                    blocks.append(ThinkingBlock(thought))
+                if item.get("encrypted_content") or reasoning:
+                    # sent back as it came: encrypted content, or the reasoning text in it
+                    blocks.append(OpaqueBlock(self.es.provider, item))
+            elif kind == "message":
+                for part in item.get("content") or ():
+                    if not isinstance(part, dict):
+                        continue
+                    if part.get("type") == "output_text" and part.get("text"):
+                        blocks.append(TextBlock(str(part["text"])))
+                    elif part.get("type") == "refusal" and part.get("refusal"):
+                        refusal.append(str(part["refusal"]))
+            elif kind == "function_call":
+                args, raw = decode_arguments(str(item.get("arguments") or ""))
+                call_id = str(item.get("call_id") or item.get("id") or f"call_{calls}")
+                blocks.append(ToolUseBlock(call_id, str(item.get("name") or ""), args, raw))
+                calls += 1
+        if refusal:
+            raise Refused(ContentFiltered, "".join(refusal), code="refusal")
+        stop = "tool_use" if calls else "end_turn"
+        if self.finish == "response.incomplete" and reason == "max_output_tokens":
+            stop = "max_tokens"
+        return blocks, stop, ""
 
     handlers: ClassVar[dict[str, Callable[[_State, dict[str, Any], int | None], None]]] = {
         "response.output_item.added": item_added,
@@ -302,17 +322,44 @@ class ResponsesProvider(OpenAIFormat):
     batch_endpoint = "/v1/responses"
     _path = "/responses"
     stream_markers = (b"response.completed", b"response.failed", b"response.incomplete", b"error")
+    _reading = _State
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body this wire format sends for `request` (the Responses API).
+        """The JSON body of `request` as a stateless Responses request (the module docstring).
 
         Args:
             request: The conversation, system prompt, tools and settings.
 
         Returns:
-            The body, before encoding.
+            The body, before encoding: `input` items, `instructions`, `tools`, the output
+            format, `store: false` and the encrypted reasoning a reasoning model sends back.
         """
-        return build_responses_body(self.model, request, provider=self.name)
+        body: dict[str, Any] = {k: v for k, v in request.options.items() if k not in _RESERVED}
+        body.setdefault("max_output_tokens", request.max_tokens)
+        if "include" not in body and is_reasoning_model(self.model):
+            body["include"] = ["reasoning.encrypted_content"]
+        body["model"] = self.model
+        if request.system:
+            body["instructions"] = request.system
+        items: list[dict[str, Any]] = []
+        for m in request.messages:
+            items += _assistant_items(m, self.name) if m.role == "assistant" else _user_items(m)
+        body["input"] = items
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.input_schema,
+                    "strict": False,
+                }
+                for t in request.tools
+            ]
+        add_responses_output(body, request.output)
+        body["store"] = False
+        body["stream"] = True
+        return body
 
     def whole_events(self, response: dict[str, Any]) -> WholeEvents:
         """A Responses `response` as its terminal event (which carries the whole response).
@@ -325,87 +372,3 @@ class ResponsesProvider(OpenAIFormat):
         """
         kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
         return [(kind, {"type": kind, "response": response})]
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of a Responses answer, read from its events.
-
-        Args:
-            es: The live response's SSE events, or a whole response replayed as its terminal
-                event (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, reasoning-summary and tool-call parts, then one `Completed` built from
-            `response.completed` (or `response.incomplete`).
-        """
-        return self._read_stream(_State(es), self._finish)
-
-    def _final_items(self, state: _State) -> list[dict[str, Any]]:
-        """Each output item as the server finished it; the response's own list, or the deltas,
-        for any the stream did not finish (an incomplete answer)."""
-        output = state.response.get("output")
-        listed = [i for i in output if isinstance(i, dict)] if isinstance(output, list) else []
-        indices = sorted(set(state.items) | set(state.added) | set(range(len(listed))))
-        items: list[dict[str, Any]] = []
-        for i in indices:
-            if i in state.items:
-                item = state.items[i]
-            elif i < len(listed):
-                item = listed[i]
-            else:  # only its first sight (the indices come from these three)
-                item = dict(state.added[i])
-            kind = item.get("type")
-            if kind == "reasoning":
-                item = _with_reasoning_text(item, state.reasoning.get(i))
-            elif i not in state.items and i >= len(listed):  # only the first sight of it
-                if kind == "message":
-                    text = "".join(state.text.get(i, []))
-                    item["content"] = [{"type": "output_text", "text": text}]
-                elif kind == "function_call":
-                    item["arguments"] = "".join(state.args.get(i, []))
-            items.append(item)
-        return items
-
-    def _finish(self, state: _State) -> Completed:
-        es, response = state.es, state.response
-        details = response.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
-        if state.ending == "response.incomplete" and reason == "content_filter":
-            raise self._refusal(
-                ContentFiltered,
-                "the provider's content filter stopped the answer (response.incomplete)",
-                es,
-                code="content_filter",
-            )
-        blocks: list[Block] = []
-        refusal: list[str] = []
-        calls = 0
-        for item in self._final_items(state):
-            kind = item.get("type")
-            if kind == "reasoning":
-                # a summary (OpenAI), or the raw reasoning text itself (DeepSeek, OpenRouter)
-                reasoning = _summary(item, "content")
-                thought = _summary(item) or reasoning
-                if thought:
-                    blocks.append(ThinkingBlock(thought))
-                if item.get("encrypted_content") or reasoning:
-                    # sent back as it came: encrypted content, or the reasoning text in it
-                    blocks.append(OpaqueBlock(self.name, item))
-            elif kind == "message":
-                for part in item.get("content") or ():
-                    if not isinstance(part, dict):
-                        continue
-                    if part.get("type") == "output_text" and part.get("text"):
-                        blocks.append(TextBlock(str(part["text"])))
-                    elif part.get("type") == "refusal" and part.get("refusal"):
-                        refusal.append(str(part["refusal"]))
-            elif kind == "function_call":
-                args, raw = decode_arguments(str(item.get("arguments") or ""))
-                call_id = str(item.get("call_id") or item.get("id") or f"call_{calls}")
-                blocks.append(ToolUseBlock(call_id, str(item.get("name") or ""), args, raw))
-                calls += 1
-        if refusal:
-            raise self._refusal(ContentFiltered, "".join(refusal), es, code="refusal")
-        stop = "tool_use" if calls else "end_turn"
-        if state.ending == "response.incomplete" and reason == "max_output_tokens":
-            stop = "max_tokens"
-        return self._completed(state, blocks, stop)

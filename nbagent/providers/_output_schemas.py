@@ -69,7 +69,7 @@ _OPENAI_FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
 # Keywords whose values are schemas, lists of schemas, maps of schemas.
-_SUB = ("items", "not", "contains", "propertyNames")
+_SUB = ("items", "not", "contains", "propertyNames", "additionalProperties")
 _LISTS = ("prefixItems", "anyOf", "oneOf", "allOf")
 _MAPS = ("properties", "patternProperties", "$defs")
 
@@ -100,6 +100,27 @@ def _moved(node: dict[str, Any], extra: dict[str, Any]) -> None:
     notes = "{" + ", ".join(f"{k}: {v}" for k, v in extra.items()) + "}"
     described = node.get("description")
     node["description"] = f"{described}\n\n{notes}" if described else notes
+
+
+def _kept(
+    node: dict[str, Any], path: tuple[str, ...], walk: Any, keep: frozenset[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The keywords of `node` its dialect takes (`keep`), the schemas among their values
+    `walk`ed, and the rest, for the description (`_moved`)."""
+    out: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in node.items():
+        if key not in keep:
+            extra[key] = value
+        elif key in _MAPS and isinstance(value, dict):
+            out[key] = {k: walk(v, (*path, key, k)) for k, v in value.items()}
+        elif key in _LISTS and isinstance(value, list):
+            out[key] = [walk(v, (*path, key, str(i))) for i, v in enumerate(value)]
+        elif key in _SUB and isinstance(value, dict):
+            out[key] = walk(value, (*path, key))
+        else:
+            out[key] = value
+    return out, extra
 
 
 def _resolve(root: dict[str, Any], ref: str) -> dict[str, Any]:
@@ -133,29 +154,12 @@ def openai_strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(ref, str) and len(node) > 1:
             resolved = {**_resolve(root, ref), **{k: v for k, v in node.items() if k != "$ref"}}
             return walk(resolved, path)
-        out: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in node.items():
-            if key in _DROP:
-                continue
-            if key == "oneOf":
-                key = "anyOf"
-            if key in _MAPS and isinstance(value, dict):
-                out[key] = {k: walk(v, (*path, key, k)) for k, v in value.items()}
-            elif key in _LISTS and isinstance(value, list):
-                out[key] = [walk(v, (*path, key, str(i))) for i, v in enumerate(value)]
-            elif key in _SUB and isinstance(value, dict):
-                out[key] = walk(value, (*path, key))
-            elif key == "format" and value not in _OPENAI_FORMATS:
-                extra[key] = value
-            elif key in _OPENAI_KEEP:
-                out[key] = value
-            else:
-                extra[key] = value
+        node = {("anyOf" if k == "oneOf" else k): v for k, v in node.items() if k not in _DROP}
+        known = node.get("format", "date") in _OPENAI_FORMATS  # another format: described
+        out, extra = _kept(node, path, walk, _OPENAI_KEEP if known else _OPENAI_KEEP - {"format"})
         all_of = out.get("allOf")
         if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
-            merged = {**all_of[0], **{k: v for k, v in out.items() if k != "allOf"}}
-            out = merged
+            out = {**all_of[0], **{k: v for k, v in out.items() if k != "allOf"}}
         if out.get("type") == "object" or "properties" in out:
             more = out.get("additionalProperties", False)
             if more not in (False, None):
@@ -299,28 +303,16 @@ _GEMINI_KEEP = frozenset(
 def gemini_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` as Gemini's `responseJsonSchema` takes it (see the module docstring)."""
 
-    def walk(node: Any) -> Any:
+    def walk(node: Any, path: tuple[str, ...]) -> Any:
         if not isinstance(node, dict):
             return node
-        out: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in node.items():
-            if key == "$schema" or (key == "default" and value is None):
-                continue
-            if key == "const" and isinstance(value, (str, int, float)) and "enum" not in node:
-                out["enum"] = [value]
-            elif key in ("properties", "$defs") and isinstance(value, dict):
-                out[key] = {k: walk(v) for k, v in value.items()}
-            elif key in ("anyOf", "oneOf", "prefixItems") and isinstance(value, list):
-                out[key] = [walk(v) for v in value]
-            elif key in ("items", "additionalProperties") and isinstance(value, dict):
-                out[key] = walk(value)
-            elif key in _GEMINI_KEEP:
-                out[key] = value
-            else:
-                extra[key] = value
+        node = {k: v for k, v in node.items() if k != "$schema" and (k, v) != ("default", None)}
+        const = node.get("const")
+        if isinstance(const, (str, int, float)) and "enum" not in node:
+            node["enum"] = [node.pop("const")]
+        out, extra = _kept(node, path, walk, _GEMINI_KEEP)
         _moved(out, extra)
         return out
 
-    result: dict[str, Any] = walk(schema)
+    result: dict[str, Any] = walk(schema, ())
     return result

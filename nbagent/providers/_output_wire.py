@@ -64,6 +64,8 @@ _OPENAI_NATIVE = re.compile(
     re.I,
 )
 OLD_GEMINI = re.compile(r"(^|/)gemini-(1|2)(\.|-|$)")  # 1.x and 2.x (`_gemini_body` too)
+# the dialects whose schema is converted, and how (OpenAI's strict mode: strict=True)
+_SCHEMAS = {"openai": openai_strict_schema, "anthropic": anthropic_schema, "gemini": gemini_schema}
 _ALL: tuple[Mode, ...] = ("native", "tool", "prompted")
 _NO_NATIVE: tuple[Mode, ...] = ("tool", "prompted")
 
@@ -136,13 +138,10 @@ def wire_format(
             f"output_mode='native': the provider {provider.name!r} has no native structured "
             "output; use output_mode='tool' or 'prompted' (or 'auto')"
         )
-    if dialect == "openai":
-        return OutputFormat(mode, name, openai_strict_schema(schema), description, strict=True)
-    if dialect == "anthropic":
-        return OutputFormat(mode, name, anthropic_schema(schema), description)
-    if dialect == "gemini":
-        return OutputFormat(mode, name, gemini_schema(schema), description)
-    return OutputFormat(mode, name, schema, description, form=form)
+    convert = _SCHEMAS.get(dialect)
+    if convert is None:  # the schema as it is, in the form asked for
+        return OutputFormat(mode, name, schema, description, form=form)
+    return OutputFormat(mode, name, convert(schema), description, strict=dialect == "openai")
 
 
 # -- the bodies --------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ error's `retry_after`: it replaces the computed backoff and is never jittered.
 Behind a gateway (the LiteLLM proxy) the upstream's headers arrive prefixed `llm_provider-`
 (`llm_provider-retry-after`, `llm_provider-retry-after-ms`, ...): they count as the upstream's
 own when the gateway sent no header of that name itself. Gemini puts its wish in the error body
-(`google.rpc.RetryInfo.retryDelay`, a protobuf duration such as `"48.18s"`): `parse_proto_duration`.
+(`google.rpc.RetryInfo.retryDelay`, a protobuf duration such as `"48.18s"`, which
+`parse_duration` reads).
 
 A negative wish is ignored, as the official SDKs do (the policy's delay applies); zero means now.
 """
@@ -26,7 +27,6 @@ from typing import Any
 __all__ = [
     "GATEWAY_PREFIX",
     "parse_duration",
-    "parse_proto_duration",
     "parse_retry_after",
     "rfc3339",
     "server_wish",
@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_PROTO_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)s\s*")
 GATEWAY_PREFIX = "llm_provider-"
 
 
@@ -47,18 +46,6 @@ def unprefixed(headers: Mapping[str, str]) -> dict[str, str]:
         if key.startswith(GATEWAY_PREFIX):
             h.setdefault(key[len(GATEWAY_PREFIX) :], value)
     return h
-
-
-def parse_proto_duration(text: object) -> float | None:
-    """A protobuf JSON duration (`"48s"`, `"48.180526505s"`), as Gemini's `RetryInfo` carries
-    it; None when it is not one or is negative."""
-    if not isinstance(text, str):
-        return None
-    m = _PROTO_DURATION.fullmatch(text)
-    if not m:
-        return None
-    value = float(m.group(1))
-    return value if math.isfinite(value) else None
 
 
 def parse_duration(text: str) -> float | None:

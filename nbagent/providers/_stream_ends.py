@@ -3,15 +3,16 @@ in: its one `Completed`, or the error an answer that streamed ended in (a conten
 context window).
 
 Each format keeps what one answer's events have said in a `Reading` of its own, whose `read`
-hands each event to the handler of its type; `StreamEnds._read_stream` drives it.
+hands each event to the handler of its type and whose `result` is what the answer said;
+`StreamEnds.read_events` drives it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._core._budget import Usage
 from .._core._messages import Block, Message
@@ -24,7 +25,7 @@ from ._parts import PartBuffer
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
 
-__all__ = ["ErrorEvent", "Reading", "StreamEnds"]
+__all__ = ["ErrorEvent", "Reading", "Refused", "StreamEnds"]
 
 
 class ErrorEvent(Exception):
@@ -38,16 +39,29 @@ class ErrorEvent(Exception):
         self.options = options
 
 
+class Refused(ErrorEvent):
+    """An answer that streamed but ended in an error of its own (a content filter, a full
+    context window, an answer that cannot be used), raised by a reading: `cls` with `message`,
+    `code` and the error's other `fields`; the provider adds its name, request id and headers."""
+
+    def __init__(self, cls: type[ProviderError], message: str, *, code: str, **fields: Any) -> None:
+        super().__init__(None)
+        self.cls, self.message, self.code, self.fields = cls, message, code, fields
+
+
 @dataclass
 class Reading:
     """What one answer's events have said so far, format by format: `read` takes each event,
     `ended` says the end marker came (nothing after it is read), `end` checks the end. The
     model and the reply's id the answer named, and its token counts (`usage`), are what its
-    `Completed` carries (`StreamEnds._completed`)."""
+    `Completed` carries (`StreamEnds._completed`); `finish` is the finish reason it named (the
+    format's word), and `MARKERS` name its end marker and the field of its finish reason, for
+    the sentences of `end`."""
 
     es: Events
     buf: PartBuffer = field(default_factory=PartBuffer)
     ended: bool = False
+    finish: str | None = None  # the finish reason the answer named, None while it named none
     model: str | None = None  # the model the answer says answered
     response_id: str | None = None  # the provider's id of the reply
     input_tokens: int = 0  # every prompt token, cached ones included
@@ -55,8 +69,14 @@ class Reading:
     cache_read: int = 0
     cache_write: int = 0
     reported: bool = False  # a usage report (token counts) came
+    MARKERS: ClassVar[tuple[str, str]] = ("", "")  # the end marker, the finish reason's field
 
     def read(self, event: ServerSentEvent) -> None:
+        raise NotImplementedError
+
+    def result(self) -> tuple[list[Block], str, str]:
+        """The answer's blocks, its stop reason and what reading it had to assume ("" for
+        nothing), once its events are read; `Refused` for an answer that ended in an error."""
         raise NotImplementedError
 
     def usage(self) -> Usage:
@@ -70,49 +90,110 @@ class Reading:
         )
 
     async def end(self, batches: AsyncIterator[list[ServerSentEvent]]) -> None:
-        """After the events read: `StreamInterrupted` if the answer was cut."""
+        """Check the end of an answer read up to its end marker (`batches` is the rest).
 
-
-R = TypeVar("R", bound=Reading)
+        No end marker: `StreamInterrupted` (the answer was cut before it). An end marker with
+        no finish reason before it: the rest of `batches` is read to its end, and what the
+        server reported decides. A usage report without a finish reason, then a clean end, is
+        a finished answer (Snowflake Cortex never names a finish reason). Neither, cleanly or
+        not, is a cut one: llama-cpp-python's server, whose `interrupt_requests` (on by
+        default) stops a running stream when another request arrives, sends `data: [DONE]` in
+        place of the chunk with the finish reason and ends the body (cleanly, or breaking the
+        connection off), and never sends usage. `StreamInterrupted`: the attempt fails, its
+        partial text is discarded and the request is sent again; a server that ends complete
+        answers so too needs `trust_end_marker=True`, which the sentence names. With the
+        reason seen, what follows the end marker is not read.
+        """
+        es, (marker, reason) = self.es, self.MARKERS
+        if not self.ended:
+            raise es.interrupted(f"the stream ended before {marker}")
+        if self.finish is not None:
+            return
+        try:
+            async for _ in batches:
+                pass
+        except ProviderError as err:
+            raise es.interrupted(
+                f"the connection broke after {marker} with no {reason} before it: "
+                f"the answer was cut ({err.message})"
+            ) from None
+        if self.reported or es.trusts_end_marker:
+            return
+        raise es.interrupted(
+            f"the stream ended with {marker} but with neither a {reason} nor a usage report "
+            "before it: the answer was cut, as llama-cpp-python's server cuts a stream when "
+            "another request arrives; if this server ends every complete answer so, make "
+            "the provider with trust_end_marker=True"
+        )
 
 
 class StreamEnds:
-    """The end of a stream, shared by `HTTPProvider`'s formats (their `read_events`)."""
+    """The end of a stream, shared by `HTTPProvider`'s formats: `read_events` reads an answer
+    with the format's `_reading`."""
 
     name: str
     model: str
+    _reading: type[Reading]  # what one answer's events have said, with a handler per event type
 
     if TYPE_CHECKING:
 
         @property
         def _secrets(self) -> tuple[str, ...]: ...
 
-    async def _read_stream(
-        self, reading: R, finish: Callable[[R], Completed]
-    ) -> AsyncGenerator[StreamPart, None]:
-        """The parts of an answer, read from its events by `reading`, a network read's merged
-        together, then `finish`'s `Completed` of what the reading kept."""
+    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
+        """The parts of an answer in this format, read from its events by its `_reading`.
+
+        Args:
+            es: The live response's events, or a whole answer replayed as the events it would
+                have streamed (`WholeBody`, for a batch's answers).
+
+        Returns:
+            Text, thinking and tool-call parts as they arrive (those a network read brought
+            merged together), then one `Completed`.
+        """
+        return self._read_stream(self._reading(es))
+
+    async def _read_stream(self, reading: Reading) -> AsyncGenerator[StreamPart, None]:
         es, buf = reading.es, reading.buf
-        async with aclosing(es.batches()) as batches:
-            async for batch in batches:
-                try:
-                    for event in batch:
-                        reading.read(event)
-                        if reading.ended:
-                            break
-                except ErrorEvent as err:
-                    for part in buf.take():  # what came before the error, for the record
+        try:
+            async with aclosing(es.batches()) as batches:
+                async for batch in batches:
+                    try:
+                        for event in batch:
+                            reading.read(event)
+                            if reading.ended:
+                                break
+                    except ErrorEvent:
+                        for part in buf.take():  # what came before the error, for the record
+                            yield part
+                        raise
+                    for part in buf.take():
                         yield part
-                    raise self._error_event(err.payload, es, **err.options) from None
-                for part in buf.take():
-                    yield part
-                if reading.ended:
-                    break
-            await reading.end(batches)
-        yield finish(reading)
+                    if reading.ended:
+                        break
+                await reading.end(batches)
+            yield self._completed(reading, *reading.result())
+        except Refused as err:
+            raise err.cls(
+                redact(err.message, self._secrets),
+                provider=self.name,
+                code=err.code,
+                request_id=es.request_id,
+                headers=kept_headers(es.headers, self._secrets),
+                **err.fields,
+            ) from None
+        except ErrorEvent as err:
+            raise error_from_payload(
+                self.name,
+                err.payload,
+                es.headers,
+                secrets=self._secrets,
+                model=self.model,
+                **err.options,
+            ) from None
 
     def _completed(
-        self, reading: Reading, blocks: list[Block], stop_reason: str, *, note: str = ""
+        self, reading: Reading, blocks: list[Block], stop_reason: str, note: str
     ) -> Completed:
         """The one `Completed` of a stream: the message, the reading's usage priced with
         genai-prices, and what the answer came with (the model and reply id it named, its
@@ -130,24 +211,4 @@ class StreamEnds:
             headers=kept_headers(stream.headers, self._secrets),
             note=note,
             status_code=stream.status_code,
-        )
-
-    def _refusal(
-        self, cls: type[ProviderError], message: str, es: Events, *, code: str, **fields: Any
-    ) -> ProviderError:
-        """An error the 200 answer `es` ended in (a content filter, a full context window)."""
-        return cls(
-            redact(message, self._secrets),
-            provider=self.name,
-            code=code,
-            request_id=es.request_id,
-            headers=kept_headers(es.headers, self._secrets),
-            **fields,
-        )
-
-    def _error_event(self, payload: Any, es: Events, **options: Any) -> ProviderError:
-        """The typed error of an error event of the answer (`options` as `error_from_payload`
-        takes them: a `fallback_message`)."""
-        return error_from_payload(
-            self.name, payload, es.headers, secrets=self._secrets, model=self.model, **options
         )

@@ -9,38 +9,28 @@ carried (the provider's `whole_events`), and the wire format's own stream reader
 reads them, so an item's `Completed` (or its typed error: a refusal is `ContentFiltered` either
 way) is the one a live request with the same answer would give.
 
-    completed = await read_whole(provider, body, request_id="req_1")
+    completed = replay(provider, whole_body(provider, body, request_id="req_1"))
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import InvalidResponse, StreamInterrupted
-from ._base import Completed, StreamPart
+from ._base import Completed
 from ._error_text import redact
 from ._event_stream import Events
+from ._http import HTTPProvider
 from ._sse import ServerSentEvent
 
-__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "read_whole", "replay"]
+__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "replay", "whole_body"]
 
 
 WholeEvents = list[tuple[str, dict[str, Any] | str]]
 """The events a live stream would have carried for a whole answer: (event name, its data
 decoded, or a literal marker such as `[DONE]`)."""
-
-
-class ReadsEvents(Protocol):
-    """A wire format's provider: its name, how a whole answer of its format is replayed as
-    events (`whole_events`), and its reader of an answer's events."""
-
-    name: str
-
-    def whole_events(self, body: dict[str, Any]) -> WholeEvents: ...
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]: ...
 
 
 class WholeBody(Events):
@@ -50,7 +40,9 @@ class WholeBody(Events):
 
     `live`: the events are what a watcher kept of a live stream (`_watch`), read as a stream
     is (an end marker alone may end a cut answer). `made` holds the errors this source itself
-    made for an answer it found cut or malformed (not the provider's own error events)."""
+    made for an answer it found cut or malformed (not the provider's own error events).
+    `status_code` is the status the item's answer came with, where the batch API says it
+    (OpenAI's `response.status_code`), else None."""
 
     def __init__(
         self,
@@ -62,28 +54,11 @@ class WholeBody(Events):
         status_code: int | None = None,
         live: bool = False,
     ) -> None:
+        super().__init__(provider, request_id, dict(headers or {}), status_code)
         self._docs = docs
-        self.provider = provider
-        self._request_id = request_id
-        self._headers: Mapping[str, str] = dict(headers or {})
-        self._status_code = status_code
         self.live = live
         self.trusts_end_marker = not live
         self.made: list[StreamInterrupted] = []
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        return self._headers
-
-    @property
-    def request_id(self) -> str | None:
-        return self._request_id
-
-    @property
-    def status_code(self) -> int | None:
-        """The status the item's answer came with, where the batch API says it (OpenAI's
-        `response.status_code`); None where it does not."""
-        return self._status_code
 
     async def batches(self) -> AsyncGenerator[list[ServerSentEvent], None]:
         yield [
@@ -102,32 +77,22 @@ class WholeBody(Events):
     def interrupted(self, message: str) -> StreamInterrupted:
         if not self.live:
             message = message.replace("the stream ended", "the answer ended")
-        err = StreamInterrupted(message, provider=self.provider, request_id=self._request_id)
+        err = super().interrupted(message)
         self.made.append(err)
         return err
 
 
 class NotAnAnswer(Exception):
-    """The body is not an answer of its format (turned into `InvalidResponse` by `read_whole`,
+    """The body is not an answer of its format (turned into `InvalidResponse` by `whole_body`,
     which knows the provider's name)."""
 
 
-async def read_whole(
-    provider: ReadsEvents, body: Any, *, request_id: str | None = None
-) -> Completed:
-    """Read the whole answer `body` with `provider`'s stream reader (its events from the
-    provider's `whole_events`).
-
-    Returns the `Completed` a live stream with this answer ends in; raises what that stream
-    would have raised (`ContentFiltered` for a refusal, `StreamInterrupted` for an answer with
-    no end), or `InvalidResponse` for a body that is not an answer at all.
-    """
-    return replay(provider, whole_body(provider, body, request_id=request_id))
-
-
-def whole_body(provider: ReadsEvents, body: Any, **options: Any) -> WholeBody:
+def whole_body(provider: HTTPProvider, body: Any, **options: Any) -> WholeBody:
     """The whole answer `body` as the events its live stream would have carried (`options`
-    as `WholeBody` takes them); `InvalidResponse` for a body that is not an answer."""
+    as `WholeBody` takes them), for `replay` to read with `provider`'s stream reader: the
+    `Completed` a live stream with this answer ends in, or what that stream would have raised
+    (`ContentFiltered` for a refusal, `StreamInterrupted` for an answer with no end);
+    `InvalidResponse` here for a body that is not an answer at all."""
     try:
         if not isinstance(body, dict):
             raise NotAnAnswer("an answer that is not a JSON object")
@@ -138,7 +103,7 @@ def whole_body(provider: ReadsEvents, body: Any, **options: Any) -> WholeBody:
     return WholeBody(events, provider=provider.name, **options)
 
 
-def replay(provider: ReadsEvents, es: WholeBody) -> Completed:
+def replay(provider: HTTPProvider, es: WholeBody) -> Completed:
     """The `Completed` that `provider`'s reader reads from `es`, at once: the events are all
     there, so the reader never waits, and this runs in any thread, with or without a loop."""
     reading = _completed(provider, es)
@@ -151,7 +116,7 @@ def replay(provider: ReadsEvents, es: WholeBody) -> Completed:
     raise RuntimeError("a reader of decoded events waited for more")  # pragma: no cover
 
 
-async def _completed(provider: ReadsEvents, es: WholeBody) -> Completed:
+async def _completed(provider: HTTPProvider, es: WholeBody) -> Completed:
     completed: Completed | None = None
     async with contextlib.aclosing(provider.read_events(es)) as parts:
         async for part in parts:

@@ -1,19 +1,17 @@
 """What a wire format implements, beside the one request path `HTTPProvider` gives it.
 
 A format names its endpoint (`url`), builds its request's body (`build_body`), reads its
-answer's events (`read_events`), and, with a batch API, names that API's client (`batch_api`),
-the endpoint its items name (`batch_endpoint`) and how a whole answer replays as its events
-(`whole_events`). `stream_markers` let a watcher decode only the events that say how an answer
-ends.
+answer's events (its `_reading`, which `read_events` drives), and, with a batch API, names that
+API's client (`batch_api`), the endpoint its items name (`batch_endpoint`) and how a whole
+answer replays as its events (`whole_events`). `stream_markers` let a watcher decode only the
+events that say how an answer ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from typing import Any
 
-from ._base import ModelRequest, ProviderBase, StreamPart
-from ._event_stream import Events
+from ._base import ModelRequest, ProviderBase
 
 __all__ = ["WireFormat"]
 
@@ -22,6 +20,7 @@ class WireFormat(ProviderBase):
     """The part of an `HTTPProvider` its wire format fills in (the module docstring).
 
     Attributes:
+        name: The provider's name.
         base_url: The endpoint.
         batch_endpoint: The endpoint an item of an OpenAI-style batch names (its `url`),
             "" for a format without one.
@@ -29,6 +28,7 @@ class WireFormat(ProviderBase):
             reason, an error, the end marker): a watcher decodes only those, for `read_events`.
     """
 
+    name: str
     base_url: str
     batch_endpoint = ""  # the endpoint an item of a batch API names (OpenAI's Batch API)
     stream_markers: tuple[bytes, ...] = ()  # what the events that end an answer hold (_watch)
@@ -37,11 +37,18 @@ class WireFormat(ProviderBase):
     # API is OpenAI's: OpenRouter, Ollama and local servers speak the format without it)
     _batch_class: type[Any] | None = None
     _batch_home_only = False
+    # the API versions a base URL may end in (the first is put under one that names none)
+    _versions: tuple[str, ...] = ()
+    _path = ""  # the format's endpoint under the API's root
 
     @property
     def api_base(self) -> str:
-        """The API's root: `base_url`, or the versioned root a format puts under it."""
-        return self.base_url
+        """The API's root: `base_url`, or the versioned root a format puts under it (the first
+        of its versions, unless `base_url` ends in one)."""
+        base, versions = self.base_url, self._versions
+        if versions and not base.endswith(versions):
+            base += versions[0]
+        return base
 
     def api_url(self, path: str) -> str:
         """The URL of `path` under this provider's API root (a batch API's endpoints).
@@ -70,7 +77,7 @@ class WireFormat(ProviderBase):
 
     def whole_events(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any] | str]]:
         """The events a live stream would have carried for the whole answer `body` (a batch
-        item's), for `read_events` to read (`_whole_body.read_whole`).
+        item's), for `read_events` to read (`_whole_body.whole_body`).
 
         Args:
             body: The whole answer, as the format's non-streaming API gives it.
@@ -85,12 +92,9 @@ class WireFormat(ProviderBase):
 
     @property
     def url(self) -> str:
-        """The endpoint a request of this format is posted to (the format's own).
-
-        Raises:
-            NotImplementedError: The subclass does not name one.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not name its endpoint (url)")
+        """The endpoint a request of this format is posted to: its path under the API's root
+        (`/messages`, `/chat/completions`, `/responses`)."""
+        return self.api_base + self._path
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body of `request` in this format, asking for a stream.
@@ -105,18 +109,3 @@ class WireFormat(ProviderBase):
             NotImplementedError: The subclass does not build one.
         """
         raise NotImplementedError(f"{type(self).__name__} does not build a request body")
-
-    def read_events(self, es: Events) -> AsyncGenerator[StreamPart, None]:
-        """The parts of an answer in this format, read from its events.
-
-        Args:
-            es: The live response's events, or a whole answer replayed as the events it would
-                have streamed (`WholeBody`, for a batch's answers).
-
-        Returns:
-            Text, thinking and tool-call parts as they arrive, then one `Completed`.
-
-        Raises:
-            NotImplementedError: The subclass does not read one.
-        """
-        raise NotImplementedError(f"{type(self).__name__} does not read an answer")
