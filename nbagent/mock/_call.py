@@ -371,6 +371,8 @@ class Call:
         for name, value in headers.items():
             handler.send_header(name, value)
         handler.end_headers()
+        if self.exchange is not None:  # what MockServer(record=...) keeps of the head
+            self.exchange.response(status, {"content-type": ctype, **headers})
 
     def send(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
         """Answer with a whole body (the request body is read first when nobody did).

@@ -40,7 +40,7 @@ def serve_model(call: Call) -> None:
     found = route(call.path)
     assert found is not None  # the route table matched a model path
     raw = read_model_body(call)
-    fmt, codec = found.format, call.codec
+    fmt, codec = call.codec.name, call.codec
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -219,13 +219,8 @@ def _serve_recorded(call: Call, ex: RecordedExchange, until: Any) -> None:
         until(ex.end_after_s)
         call.hang_up()
     until(ex.response_after_s)
-    call.started = True
-    handler = call.handler
-    handler.send_response(ex.status)
-    for name, value in ex.headers.items():
-        handler.send_header(name, value)
-    handler.send_header("transfer-encoding", "chunked")
-    handler.end_headers()
+    headers = dict(ex.headers)
+    call.head(ex.status, headers.pop("content-type", "application/json"), headers)
     for after, data in ex.chunks:
         until(after)
         call.chunk(data)
