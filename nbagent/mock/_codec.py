@@ -99,9 +99,6 @@ class Codec:
     def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
         return self.error_body(400, message, rid, param)
 
-    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        return self.error_body(500, message, rid)
-
     def not_found(self, path: str, rid: str) -> dict[str, Any]:
         return self.error_body(404, f"Not Found: {path}", rid)
 
