@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec
+from typing import Any
 
 from ..recording import Recorder, Recording
 from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews
@@ -33,7 +31,6 @@ ReplaySource = str | os.PathLike[str] | Recording
 
 
 DEFAULT_MAX_RECORDS = 1000
-P = ParamSpec("P")
 
 
 class MockServer(BatchViews):
@@ -386,25 +383,10 @@ class MockServer(BatchViews):
         return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
 
 
-def _served(make: Callable[P, MockServer]) -> Callable[P, AbstractContextManager[MockServer]]:
-    @contextmanager
-    @functools.wraps(make, assigned=())  # its signature (`__wrapped__`), not its name
-    def serve(*args: P.args, **kwargs: P.kwargs) -> Iterator[MockServer]:
-        """Run a ``MockServer`` for the duration of a ``with`` block, taking exactly its
-        arguments (see [`MockServer`][nbagent.mock.MockServer]).
-
-        Yields:
-            The running server; it stops when the block ends.
-        """
-        with make(*args, **kwargs) as server:
-            yield server
-
-    return serve
-
-
-serve = _served(MockServer)
+serve = MockServer
 """Run a `MockServer` for the duration of a ``with`` block, taking exactly its arguments:
-``with serve(["429", "ok"]) as server: ...``; the server stops when the block ends."""
+``with serve(["429", "ok"]) as server: ...``; the server starts as the block begins and stops
+when it ends (a `MockServer` is its own context manager)."""
 
 
 _shared: MockServer | None = None
