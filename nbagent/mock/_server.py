@@ -7,8 +7,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from ..recording import Recorder, Recording
 from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews
@@ -31,9 +30,27 @@ ReplaySource = str | os.PathLike[str] | Recording
 
 
 DEFAULT_MAX_RECORDS = 1000
+_S = TypeVar("_S", bound="Served")
 
 
-class MockServer(BatchViews):
+class Served:
+    """A server that is its own context manager: started as a ``with`` block begins, stopped
+    as it ends (`MockServer`, and the classroom's room server)."""
+
+    def start(self: _S) -> _S:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class MockServer(BatchViews, Served):
     """A loopback server speaking the Anthropic Messages, OpenAI Chat Completions and Responses,
     and Gemini formats, found by path (see `_formats`).
 
@@ -221,17 +238,6 @@ class MockServer(BatchViews):
     def running(self) -> bool:
         """Whether it is serving."""
         return self._httpd is not None
-
-    def __enter__(self) -> MockServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         where = self.url if self.running else "stopped"
