@@ -1,6 +1,6 @@
 """The wire formats the mock server speaks, each a `Codec`, found by path as the real APIs do:
-by the recordings' one table of paths (`nbagent.recording._paths.wire_path`), which the mock's
-model endpoints and `route` read."""
+by the recordings' one table of paths (`nbagent.recording._paths.wire_path`, which `route` is),
+which the mock's model endpoints read."""
 
 from __future__ import annotations
 
