@@ -6,7 +6,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -14,6 +13,7 @@ import pandas as pd
 from ..mock import MockServer
 from ..mock._call import Call
 from ..mock._faults import STREAM_KINDS
+from ..mock._server import Served
 from . import _frames
 from ._capacity import Capacity, Refusal
 from ._room import Arrival, Room
@@ -39,7 +39,7 @@ def _lan_address() -> str:
             return "127.0.0.1"
 
 
-class Classroom:
+class Classroom(Served):
     """A room server: the demo model behind one shared capacity, scenarios the teacher starts,
     a lane per student, and a live dashboard. Use it as a context manager.
 
@@ -113,17 +113,6 @@ class Classroom:
         for sim in self._simulations:
             sim.stop()
         self.mock.stop()
-
-    def __enter__(self) -> Classroom:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         where = self.url if self.mock.running else "closed"

@@ -296,22 +296,13 @@ class Call:
 
     # --- keeping it -----------------------------------------------------------------------------
 
-    def record(
-        self,
-        status: int,
-        *,
-        format: str | None = None,
-        body: Any = None,
-        fault: str | None = None,
-        stream: bool = False,
-    ) -> None:
+    def record(self, status: int, *, fault: str | None = None, stream: bool = False) -> None:
         """Keep the request in `MockServer.requests` (once), before it is answered, so a
-        client that got its answer finds the record there.
+        client that got its answer finds the record there: filed under the endpoint's wire
+        format (None where the endpoint has none), with the call's `body`.
 
         Args:
             status: The status it is answered with.
-            format: The wire format to file it under (None: the endpoint's).
-            body: The body to keep (None: the call's `body`).
             fault: The fault to name (None: the call's).
             stream: Whether the answer is a stream.
         """
@@ -322,17 +313,14 @@ class Call:
         self.mock.record(
             method=self.method,
             path=self.path,
-            format=format if format is not None else self._record_format(),
-            body=body if body is not None else self.body,
+            format=self.codec.name if self.endpoint is not None and self.endpoint.format else None,
+            body=self.body,
             headers=redact_headers(self.headers),
             fault=str(self.fault) if fault is None else fault,
             status=status,
             request_id=self.request_id,
             stream=stream,
         )
-
-    def _record_format(self) -> str | None:
-        return self.codec.name if self.endpoint is not None and self.endpoint.format else None
 
     # --- the answer -----------------------------------------------------------------------------
 
@@ -371,6 +359,8 @@ class Call:
         for name, value in headers.items():
             handler.send_header(name, value)
         handler.end_headers()
+        if self.exchange is not None:  # what MockServer(record=...) keeps of the head
+            self.exchange.response(status, {"content-type": ctype, **headers})
 
     def send(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
         """Answer with a whole body (the request body is read first when nobody did).

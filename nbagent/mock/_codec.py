@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..recording._paths import WirePath
 from ._conversation import _dumps
 from ._faults import Fault
 from ._ratelimit import RateDecision, format_seconds, retry_after_headers
@@ -30,22 +30,12 @@ Piece = tuple[PieceKind, bytes]
 FRAGMENT_CHARS = 12
 
 
-@dataclass(frozen=True)
-class Route:
-    """Which wire format and model a request to the mock speaks, read from its path and body:
-    what the server answers in, and what a replay compares with the recording.
-
-    Attributes:
-        format: The wire format ("anthropic", "openai", "responses", "gemini").
-        model: The model named in the path (Gemini), else "".
-        stream: Whether the path asks for a stream (Gemini), else None (the body says).
-        azure: Whether the path is Azure's (`/openai/...`).
-    """
-
-    format: Format
-    model: str = ""  # Gemini names the model in the path
-    stream: bool | None = None  # Gemini says it in the path; the others in the body
-    azure: bool = False
+Route = WirePath
+"""Which wire format and model a request to the mock speaks, read from its path (by the
+recordings' one table of paths, `nbagent.recording._paths.wire_path`): what the server answers in,
+and what a replay compares with the recording. Its fields: ``format`` ("anthropic", "openai",
+"responses", "gemini"), ``model`` (named in the path: Gemini's, else ""), ``stream`` (said in the
+path: Gemini's, else None, the body says) and ``azure`` (the path is Azure's, `/openai/...`)."""
 
 
 def json_or(text: str, fallback: Any) -> Any:
@@ -108,9 +98,6 @@ class Codec:
 
     def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
         return self.error_body(400, message, rid, param)
-
-    def internal_error(self, message: str, rid: str) -> dict[str, Any]:
-        return self.error_body(500, message, rid)
 
     def not_found(self, path: str, rid: str) -> dict[str, Any]:
         return self.error_body(404, f"Not Found: {path}", rid)

@@ -325,9 +325,8 @@ class FaultPlan:
         fault_rates: FaultRates | None = None,
     ) -> None:
         self._lock = threading.Lock()
-        self._queues = _queues(parse_faults(script))
-        self._rates = parse_fault_rates(fault_rates or {})
-        self._random = random.Random(seed)
+        self.set_script(script)
+        self.set_rates(fault_rates, seed)
 
     def set_script(self, script: Sequence[str | Fault]) -> None:
         """Replace the script; its first entries are the next ones given out.

@@ -1,6 +1,6 @@
 """The wire formats the mock server speaks, each a `Codec`, found by path as the real APIs do:
-by the recordings' one table of paths (`nbagent.recording._paths.wire_path`), which the mock's
-model endpoints and `route` read."""
+by the recordings' one table of paths (`nbagent.recording._paths.wire_path`, which `route` is),
+which the mock's model endpoints read."""
 
 from __future__ import annotations
 
@@ -20,19 +20,9 @@ __all__ = ["CODECS", "Codec", "Route", "parse_request", "route"]
 CODECS: dict[Format, Codec] = {c.name: c for c in (ANTHROPIC, OPENAI, RESPONSES, GEMINI)}
 
 
-def route(path: str) -> Route | None:
-    """The format a POST to `path` speaks, or None (a 404).
-
-    Args:
-        path: The request's path and query.
-
-    Returns:
-        The route, or None for a path the mock does not serve (it answers 404).
-    """
-    found = wire_path(path)  # the one home of the paths' table, shared with the recordings
-    if found is None:
-        return None
-    return Route(cast("Format", found.format), found.model, found.stream, found.azure)
+route = wire_path
+"""The format a POST to a path speaks (`Route`), or None for a path the mock does not serve
+(it answers 404): the recordings' one table of paths, shared with the mock's model endpoints."""
 
 
 def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conversation:
@@ -56,4 +46,4 @@ def guess_codec(headers: dict[str, str], path: str) -> Codec:
     if "x-goog-api-key" in headers:
         return GEMINI
     found = route(path)
-    return CODECS[found.format if found else "openai"]
+    return CODECS[cast("Format", found.format if found else "openai")]

@@ -152,15 +152,6 @@ def _quota(model: str, quota_id: str, value: str, retry: str) -> dict[str, Any]:
     return gemini_error(429, message, _HELP, failure, retry_info)
 
 
-def per_minute_quota(model: str, retry: str) -> dict[str, Any]:
-    return _quota(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "5", retry)
-
-
-def per_day_quota(model: str) -> dict[str, Any]:
-    """A daily quota's 429: it still says 'retry in 48s', which would not help."""
-    return _quota(model, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "20", "48")
-
-
 class GeminiCodec(Codec):
     name: Format = "gemini"
     id_header = None
@@ -200,13 +191,14 @@ class GeminiCodec(Codec):
 
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
         if status == 429:
-            return per_minute_quota(model, retry)
+            return _quota(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "5", retry)
         if status == 529:  # Gemini has no 529: its overload is a 503
             return gemini_error(503, _OVERLOADED)
         return gemini_error(status, STATUS.get(status, STATUS[500])[1].format(model=model))
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
-        return per_day_quota(model)
+        # a daily quota's 429 still says "retry in 48s", which would not help
+        return _quota(model, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "20", "48")
 
     def error_body(
         self, status: int, message: str, rid: str, param: str | None = None

@@ -28,16 +28,13 @@ class MockHandler(BaseHTTPRequestHandler):
     sys_version = ""
     timeout = 300
     disable_nagle_algorithm = True
-    call: Call | None = None  # the request being answered
-    _status_sent: int = 0
-    _sent: list[tuple[str, str]]
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the request log is ``MockServer.requests``
 
     def _dispatch(self) -> None:
         mock = cast("_Serving", self.server).mock
-        self.call = call = Call(self, mock)
+        call = Call(self, mock)
         broke: str | None = None
         try:
             mock.routes.serve(call)
@@ -55,22 +52,6 @@ class MockHandler(BaseHTTPRequestHandler):
                 log.exception("nbagent mock server: on_request failed on %s", self.path)
 
     do_GET = do_POST = do_DELETE = _dispatch  # every method goes to the route table
-
-    # --- what is sent, for MockServer(record=...) ----------------------------------------------
-
-    def send_response(self, code: int, message: str | None = None) -> None:
-        self._status_sent, self._sent = code, []
-        super().send_response(code, message)
-
-    def send_header(self, keyword: str, value: str) -> None:
-        super().send_header(keyword, value)
-        if self.call is not None and self.call.exchange is not None:
-            self._sent.append((keyword, value))
-
-    def end_headers(self) -> None:
-        super().end_headers()
-        if self.call is not None and self.call.exchange is not None:
-            self.call.exchange.response(self._status_sent, self._sent)
 
 
 class Listener(ThreadingHTTPServer):

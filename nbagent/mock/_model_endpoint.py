@@ -16,7 +16,7 @@ from ._conversation import Conversation, RequestError
 from ._emulate import refused_response_format
 from ._fault_answers import rate_limited, status_fault
 from ._faults import STREAM_KINDS, Fault
-from ._formats import Route, guess_codec, parse_request, route
+from ._formats import Route, parse_request, route
 from ._replay import Mismatch
 from ._reply import MockReply
 
@@ -39,19 +39,14 @@ def serve_model(call: Call) -> None:
     """Answer a POST to a model endpoint (the format its path names)."""
     found = route(call.path)
     assert found is not None  # the route table matched a model path
-    raw = read_model_body(call)
-    fmt, codec = found.format, call.codec
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        message = "There was an error parsing the body as JSON."
-        call.error(400, codec.bad_request(message, call.request_id, None))
-        return
+    read_model_body(call)
+    fmt, codec = call.codec.name, call.codec
+    body = call.body = call.json_body()  # what the request's record keeps
     streamed = found.stream or bool(isinstance(body, dict) and body.get("stream"))
     emulating = call.mock.emulate is not None and fmt == "openai"
     refused = refused_response_format(body) if emulating else None
     if refused is not None:  # its pydantic model, before the request reaches the model
-        call.error(500, refused, body=body, stream=streamed)
+        call.error(500, refused, stream=streamed)
         return
     try:
         conv = parse_request(fmt, body, found)
@@ -61,17 +56,17 @@ def serve_model(call: Call) -> None:
             raise RequestError(message, "tool_choice")
     except RequestError as err:
         error = codec.bad_request(err.message, call.request_id, err.param)
-        call.error(400, error, body=body, stream=streamed)
+        call.error(400, error, stream=streamed)
         return
-    _answer(call, found, conv, body, emulating)
+    _answer(call, found, conv, emulating)
 
 
-def _answer(call: Call, found: Route, conv: Conversation, body: Any, emulating: bool) -> None:
+def _answer(call: Call, found: Route, conv: Conversation, emulating: bool) -> None:
     mock, codec, rid = call.mock, call.codec, call.request_id
     if emulating:  # a request reaching the model cuts the streams being written
         mock.interrupts.arrived()
         conv = dataclasses.replace(conv, include_usage=False)
-    kept = {"body": body, "stream": conv.stream}
+    kept: dict[str, Any] = {"stream": conv.stream}  # what the request's record keeps
     if mock.rate_limit is not None:
         decision = mock.rate_limit.acquire(conv.prompt_tokens)
         call.extra.update(codec.rate_headers(decision))
@@ -200,10 +195,8 @@ def serve_replay(call: Call) -> None:
     t0 = time.perf_counter()
     got = replayer.take("POST", call.path, raw)
     if isinstance(got, Mismatch):
-        call.codec = codec = guess_codec(call.headers, call.path)
-        call.request_id = codec.new_request_id()
         call.extra["x-should-retry"] = "false"
-        call.send_json(400, codec.bad_request(got.message, call.request_id, None))
+        call.send_json(400, call.codec.bad_request(got.message, call.request_id, None))
         return
 
     def until(after: float | None) -> None:
@@ -219,13 +212,8 @@ def _serve_recorded(call: Call, ex: RecordedExchange, until: Any) -> None:
         until(ex.end_after_s)
         call.hang_up()
     until(ex.response_after_s)
-    call.started = True
-    handler = call.handler
-    handler.send_response(ex.status)
-    for name, value in ex.headers.items():
-        handler.send_header(name, value)
-    handler.send_header("transfer-encoding", "chunked")
-    handler.end_headers()
+    headers = dict(ex.headers)
+    call.head(ex.status, headers.pop("content-type", "application/json"), headers)
     for after, data in ex.chunks:
         until(after)
         call.chunk(data)

@@ -6,7 +6,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 _EPSILON = 1e-9
@@ -83,8 +83,10 @@ class RateLimit:
         self.tokens_per_min = tokens_per_min
         self._now = now
         self._lock = threading.Lock()
-        self._requests = float(burst)
-        self._tokens = float(tokens_per_min or 0)
+        self._requests = _Bucket(float(burst), self.requests_per_s)
+        self._tokens = (
+            None if tokens_per_min is None else _Bucket(tokens_per_min, tokens_per_min / 60)
+        )
         self._last = now()
 
     def __repr__(self) -> str:
@@ -92,15 +94,6 @@ class RateLimit:
             f"RateLimit(requests_per_s={self.requests_per_s:g}, burst={self.burst}, "
             f"tokens_per_min={self.tokens_per_min})"
         )
-
-    def _refill(self) -> None:
-        now = self._now()
-        elapsed = max(0.0, now - self._last)
-        self._last = now
-        self._requests = min(float(self.burst), self._requests + elapsed * self.requests_per_s)
-        if self.tokens_per_min is not None:
-            rate = self.tokens_per_min / 60.0
-            self._tokens = min(float(self.tokens_per_min), self._tokens + elapsed * rate)
 
     def acquire(self, tokens: int = 0) -> RateDecision:
         """Take one request (and ``tokens`` prompt tokens) from the buckets if they are there.
@@ -112,41 +105,48 @@ class RateLimit:
             Whether it is admitted, and the numbers the rate-limit headers carry.
         """
         with self._lock:
-            self._refill()
-            request_wait = max(0.0, (1.0 - self._requests) / self.requests_per_s)
-            if self._requests >= 1.0 - _EPSILON:
-                request_wait = 0.0
-            token_wait = 0.0
-            token_rate = (self.tokens_per_min or 0) / 60.0
-            if self.tokens_per_min is not None:
-                needed = min(float(tokens), float(self.tokens_per_min))
-                if self._tokens < needed - _EPSILON:
-                    token_wait = (needed - self._tokens) / token_rate
-            wait = max(request_wait, token_wait)
+            now = self._now()
+            elapsed, self._last = max(0.0, now - self._last), now
+            wanted = [(self._requests, 1.0)]
+            if self._tokens is not None:
+                wanted.append((self._tokens, float(tokens)))
+            for bucket, _ in wanted:
+                bucket.level = min(bucket.size, bucket.level + elapsed * bucket.rate)
+            wait = max(bucket.wait(needed) for bucket, needed in wanted)
             allowed = wait == 0.0
             if allowed:
-                self._requests = max(0.0, self._requests - 1.0)
-                if self.tokens_per_min is not None:
-                    self._tokens -= float(tokens)
-            req_remaining = max(0, math.floor(self._requests + _EPSILON))
-            req_reset = (self.burst - self._requests) / self.requests_per_s if allowed else wait
-            tok_limit: int | None = None
-            tok_remaining: int | None = None
-            tok_reset: float | None = None
-            if self.tokens_per_min is not None:
-                tok_limit = self.tokens_per_min
-                tok_remaining = max(0, math.floor(self._tokens + _EPSILON))
-                tok_reset = (self.tokens_per_min - self._tokens) / token_rate if allowed else wait
-            return RateDecision(
-                allowed=allowed,
-                retry_after_s=wait,
-                requests_limit=self.burst,
-                requests_remaining=req_remaining if allowed else 0,
-                requests_reset_s=max(0.0, req_reset),
-                tokens_limit=tok_limit,
-                tokens_remaining=tok_remaining,
-                tokens_reset_s=None if tok_reset is None else max(0.0, tok_reset),
+                for bucket, needed in wanted:
+                    bucket.level -= needed  # a request larger than the token bucket leaves a debt
+            limit, remaining, reset = self._requests.state(allowed, wait)
+            token_state = (
+                (None, None, None) if self._tokens is None else self._tokens.state(allowed, wait)
             )
+            return RateDecision(
+                allowed, wait, limit, remaining if allowed else 0, reset, *token_state
+            )
+
+
+@dataclass
+class _Bucket:
+    """One token bucket: ``size`` at most, refilled at ``rate`` a second, full at first."""
+
+    size: float
+    rate: float
+    level: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.level = self.size
+
+    def wait(self, needed: float) -> float:
+        """Seconds until ``needed`` (at most the whole bucket) is in it: 0 when it is."""
+        needed = min(needed, self.size)
+        return 0.0 if self.level >= needed - _EPSILON else (needed - self.level) / self.rate
+
+    def state(self, allowed: bool, wait: float) -> tuple[int, int, float]:
+        """Its size, what is left in it, and the seconds until it is full again (refused:
+        until admission, so a client that waits for the reset succeeds)."""
+        reset = (self.size - self.level) / self.rate if allowed else wait
+        return int(self.size), max(0, math.floor(self.level + _EPSILON)), max(0.0, reset)
 
 
 def ceil_ms(seconds: float) -> int:

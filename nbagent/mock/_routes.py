@@ -90,7 +90,7 @@ class RouteTable:
             if call.started:
                 call.hang_up(500)
             message = f"nbagent mock server internal error: {type(err).__name__}: {err}"
-            call.error(500, call.codec.internal_error(message, call.request_id))
+            call.error(500, call.codec.error_body(500, message, call.request_id))
 
     def _serve(self, call: Call, endpoint: Endpoint | None) -> None:
         mock = call.mock

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from types import TracebackType
-from typing import Any, ParamSpec
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from ..recording import Recorder, Recording
 from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews
@@ -33,10 +30,27 @@ ReplaySource = str | os.PathLike[str] | Recording
 
 
 DEFAULT_MAX_RECORDS = 1000
-P = ParamSpec("P")
+_S = TypeVar("_S", bound="Served")
 
 
-class MockServer(BatchViews):
+class Served:
+    """A server that is its own context manager: started as a ``with`` block begins, stopped
+    as it ends (`MockServer`, and the classroom's room server)."""
+
+    def start(self: _S) -> _S:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _S) -> _S:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class MockServer(BatchViews, Served):
     """A loopback server speaking the Anthropic Messages, OpenAI Chat Completions and Responses,
     and Gemini formats, found by path (see `_formats`).
 
@@ -225,17 +239,6 @@ class MockServer(BatchViews):
         """Whether it is serving."""
         return self._httpd is not None
 
-    def __enter__(self) -> MockServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         where = self.url if self.running else "stopped"
         return f"MockServer({where}, {self._received} requests)"
@@ -386,25 +389,10 @@ class MockServer(BatchViews):
         return self.stopping.wait(seconds) if seconds > 0 else self.stopping.is_set()
 
 
-def _served(make: Callable[P, MockServer]) -> Callable[P, AbstractContextManager[MockServer]]:
-    @contextmanager
-    @functools.wraps(make, assigned=())  # its signature (`__wrapped__`), not its name
-    def serve(*args: P.args, **kwargs: P.kwargs) -> Iterator[MockServer]:
-        """Run a ``MockServer`` for the duration of a ``with`` block, taking exactly its
-        arguments (see [`MockServer`][nbagent.mock.MockServer]).
-
-        Yields:
-            The running server; it stops when the block ends.
-        """
-        with make(*args, **kwargs) as server:
-            yield server
-
-    return serve
-
-
-serve = _served(MockServer)
+serve = MockServer
 """Run a `MockServer` for the duration of a ``with`` block, taking exactly its arguments:
-``with serve(["429", "ok"]) as server: ...``; the server stops when the block ends."""
+``with serve(["429", "ok"]) as server: ...``; the server starts as the block begins and stops
+when it ends (a `MockServer` is its own context manager)."""
 
 
 _shared: MockServer | None = None
