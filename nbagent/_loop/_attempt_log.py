@@ -52,7 +52,6 @@ from ._frame import COLUMNS, build_frame, cell, new_columns
 
 __all__ = ["MESSAGE_LIMIT", "AttemptLog", "RowSink"]
 
-_IDX: dict[str, int] = {c: i for i, c in enumerate(COLUMNS)}
 _NAN = math.nan
 MESSAGE_LIMIT = 500
 """Tool error contents longer than this are cut in the `message` column."""
@@ -160,6 +159,16 @@ class AttemptLog(Handlers):
             raise ValueError(f"unknown attempt log columns: {', '.join(sorted(unknown))}")
         return self._append([cell(name, fields.get(name)) for name in self.names])
 
+    def update(self, run_id: str, attempt: int, **fields: Any) -> None:
+        """Complete the row of `run_id`'s request attempt `attempt`, which has ended, with
+        `fields` (a watched SDK's wait, measured when its next attempt begins); the sink is
+        told again. Nothing happens when that attempt is not the run's last one ended."""
+        idx = self._ended(run_id, "request", attempt)
+        if idx is not None:
+            for name, value in fields.items():
+                self._set(idx, self.names.index(name), cell(name, value))
+            self._finished(idx)
+
     # -- rows -----------------------------------------------------------------------------
 
     def _finished(self, idx: int) -> None:
@@ -172,6 +181,11 @@ class AttemptLog(Handlers):
             append(value)
         self._version += 1
         return len(self._cols[0]) - 1
+
+    def _ended(self, run_id: str, phase: str, attempt: int) -> int | None:
+        """The row of the run's last attempt of `phase` that ended, if it is attempt `attempt`."""
+        idx = self._last.get((run_id, phase))
+        return idx if idx is not None and self._cols[_ATTEMPT][idx] == attempt else None
 
     def _set(self, idx: int, col: int, value: Any) -> None:
         self._cols[col][idx] = value
@@ -306,14 +320,13 @@ class AttemptLog(Handlers):
         self._finished(idx)
 
     def _on_retry_scheduled(self, event: RetryScheduled) -> None:
-        key = (event.run_id, event.phase)
-        idx = self._last.get(key)
-        if idx is None or self._cols[_ATTEMPT][idx] != event.attempt:
+        idx = self._ended(event.run_id, event.phase, event.attempt)
+        if idx is None:
             # a retry with no failed attempt before it: the event says enough for a row
             idx = self._attempt_row(event, _NAN)
             self._close(idx, event.time, "error", "retry")
             self._failure(idx, event)
-            self._last[key] = idx
+            self._last[(event.run_id, event.phase)] = idx
         cols = self._cols
         cols[_DELAY][idx] = float(event.delay_s)
         cols[_PDELAY][idx] = float(event.policy_delay_s)
