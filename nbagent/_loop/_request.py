@@ -6,9 +6,9 @@ failure (retry after a wait, compact and retry, fall back, fail), the rate limit
 request. Before the first attempt the conversation is brought inside the context window
 (`ContextKeeper.prepare` and `before_sending`); with `context_window=` given, a request the
 estimate still puts over the window after every compaction allowed is not sent but fails with
-`ContextOverflow`; an overflow the provider reports compacts it (`after_overflow`). The
-request is built afresh for every attempt from the current conversation, so a retry sends the
-same snapshot and a compacted conversation is what the next attempt sends.
+`ContextOverflow`; an overflow the provider reports compacts it (`ContextKeeper.compact`, given
+the error). The request is built afresh for every attempt from the current conversation, so a
+retry sends the same snapshot and a compacted conversation is what the next attempt sends.
 
 `Requester.summarize` is the summary request compaction asks for: phase "compaction", the same
 attempt loop, quiet (no deltas), its usage counted in the run's.
@@ -199,8 +199,9 @@ class Requester:
 
         async def compact(error: ContextOverflow) -> bool:
             step.compactions += 1
-            shorter = await self.keeper.after_overflow(
-                step.working, step.tools, self.summarize, error, step.compactions, self._window()
+            target = error.limit or self._window()
+            shorter = await self.keeper.compact(
+                step.working, step.tools, self.summarize, error, step.compactions, target=target
             )
             if shorter is None:
                 return False

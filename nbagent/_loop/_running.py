@@ -28,7 +28,6 @@ from ._limiter import shared_limiter
 from ._output_schema import OutputSchema
 from ._output_step import StructuredOutput
 from ._parts import AgentParts, RunState
-from ._request import Requester
 from ._results import RunHandle, RunResult
 from ._run import Run
 
@@ -156,7 +155,7 @@ async def run_once(agent: AgentParts, prompt: str | Message, output: Any = None)
     try:
         emit = _emitter(agent, state)
         emit(RunStarted(prompt=user.text, model=agent.models[0], agent_id=agent.agent_id))
-        return await Run(agent, Requester(agent, state, emit, structured))(user)
+        return await Run(agent, state, emit, structured)(user)
     finally:
         agent._run = None
 
