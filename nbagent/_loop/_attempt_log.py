@@ -61,10 +61,9 @@ _RUN, _TURN, _REASK, _PHASE, _ATTEMPT, _MAXATT, _MODEL = range(7)
 _START, _END, _DUR, _TTFT, _OUTCOME, _KIND, _STATUS, _ACTION = range(7, 15)
 _PDELAY, _RA, _DELAY, _REQID, _IN, _OUT, _CREAD, _CWRITE, _COST, _DISC, _TOOL, _MSG = range(15, 27)
 assert COLUMNS[_REASK] == "reask" and COLUMNS[_MSG] == "message" and len(COLUMNS) == _MSG + 1
-
-
-def _f(value: float | None) -> float:
-    return _NAN if value is None else float(value)
+_COL = {c: i for i, c in enumerate(COLUMNS)}
+_EMPTY = [cell(c, None) for c in COLUMNS]  # a new row: NaN times and costs, the rest missing
+_USAGE = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd")
 
 
 def _s(value: str | None) -> str | None:
@@ -201,7 +200,7 @@ class AttemptLog(Handlers):
         max_attempts: int | None = None,
         model: str = "",
     ) -> int:
-        row: list[Any] = [None] * len(COLUMNS)
+        row: list[Any] = [*_EMPTY]
         row += [_s(getattr(event, name, None)) for name in self.names[len(COLUMNS) :]]
         row[_RUN] = event.run_id
         row[_TURN] = event.turn
@@ -211,8 +210,6 @@ class AttemptLog(Handlers):
         row[_ATTEMPT] = attempt
         row[_MAXATT] = max_attempts
         row[_MODEL] = model or self._run_model.get(event.run_id) or None
-        for c in (_START, _END, _DUR, _TTFT, _PDELAY, _RA, _DELAY, _COST):
-            row[c] = _NAN
         row[_START] = started_at
         return self._append(row)
 
@@ -257,24 +254,19 @@ class AttemptLog(Handlers):
         self._last[key] = idx
         return idx
 
+    def _copy(self, idx: int, event: Event, *names: str) -> None:
+        """Row `idx`'s columns `names` from the event's fields of the same names ("": none)."""
+        for name in names:
+            value = getattr(event, name)
+            self._cols[_COL[name]][idx] = cell(name, None if value == "" else value)
+
     def _failure(self, idx: int, event: AttemptFailed | RetryScheduled) -> None:
         """What a failed attempt's row says of its error (the request's last failure, too)."""
-        cols = self._cols
-        cols[_KIND][idx] = _s(event.error)
-        cols[_STATUS][idx] = event.status_code
-        cols[_REQID][idx] = _s(event.request_id)
-        cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
-        cols[_MSG][idx] = _s(event.message)
+        self._cols[_KIND][idx] = _s(event.error)
+        self._cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
+        self._copy(idx, event, "status_code", "request_id", "message")
         if event.phase == "request":
             self._last_failed[event.run_id] = idx
-
-    def _usage(self, idx: int, event: AttemptSucceeded | AttemptFailed) -> None:
-        cols = self._cols
-        cols[_IN][idx] = event.input_tokens
-        cols[_OUT][idx] = event.output_tokens
-        cols[_CREAD][idx] = event.cache_read_tokens
-        cols[_CWRITE][idx] = event.cache_write_tokens
-        cols[_COST][idx] = _f(event.cost_usd)
 
     # -- handlers -------------------------------------------------------------------------
 
@@ -296,24 +288,19 @@ class AttemptLog(Handlers):
     def _on_attempt_succeeded(self, event: AttemptSucceeded) -> None:
         idx = self._take_open(event)
         self._close(idx, event.time, "ok", "none")
-        cols = self._cols
-        cols[_TTFT][idx] = _f(event.ttft_s)
-        cols[_REQID][idx] = _s(event.request_id)
-        cols[_STATUS][idx] = event.status_code
-        self._usage(idx, event)
+        self._copy(idx, event, "ttft_s", "request_id", "status_code", *_USAGE)
         if event.message:
-            cols[_MSG][idx] = event.message
+            self._cols[_MSG][idx] = event.message
         self._finished(idx)
 
     def _on_attempt_failed(self, event: AttemptFailed) -> None:
         idx = self._take_open(event)
         self._close(idx, event.time, "cancelled" if event.cancelled else "error", event.action)
-        self._cols[_TTFT][idx] = _f(event.ttft_s)
-        self._cols[_RA][idx] = _f(event.retry_after_s)
+        self._copy(idx, event, "ttft_s", "retry_after_s")
         self._failure(idx, event)
         if event.input_tokens is not None or event.output_tokens is not None:
             # an answer that arrived and was refused (reask, truncation) cost what it cost
-            self._usage(idx, event)
+            self._copy(idx, event, *_USAGE)
         if event.phase == "request" and event.action == "reask":
             # the next answer is the run's next reask
             self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
@@ -327,13 +314,11 @@ class AttemptLog(Handlers):
             self._close(idx, event.time, "error", "retry")
             self._failure(idx, event)
             self._last[(event.run_id, event.phase)] = idx
-        cols = self._cols
-        cols[_DELAY][idx] = float(event.delay_s)
-        cols[_PDELAY][idx] = float(event.policy_delay_s)
+        self._copy(idx, event, "delay_s", "policy_delay_s")
         if event.retry_after_s is not None:
-            cols[_RA][idx] = float(event.retry_after_s)
-        if cols[_ACTION][idx] in (None, "none"):
-            cols[_ACTION][idx] = "retry"
+            self._copy(idx, event, "retry_after_s")
+        if self._cols[_ACTION][idx] in (None, "none"):
+            self._cols[_ACTION][idx] = "retry"
         self._version += 1
         self._finished(idx)
 
