@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._columns import Ints, RunIds, Words, numpy_of
+from ._columns import Ints, RunIds, Words, numpy_of, string_array
 
 __all__ = [
     "ACTIONS",
@@ -147,11 +147,7 @@ def _array(values: Any, order: Any) -> Any:
         return numpy_of(values, np.float64, order)
     if order is not None:
         values = [values[k] for k in order]
-    return _strings(values)
-
-
-def _strings(values: list[str | None]) -> Any:
-    return pd.array(np.array(values, dtype=object), dtype="string")
+    return string_array(values)
 
 
 def build_frame(
@@ -200,7 +196,9 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
         else:
             values = [None if _missing(v) else str(v) for v in col.tolist()]
             words = (
-                _categorical(values, CATEGORIES[name]) if name in CATEGORIES else _strings(values)
+                _categorical(values, CATEGORIES[name])
+                if name in CATEGORIES
+                else string_array(values)
             )
             data[name] = pd.Series(words, index=df.index, name=name)
     out: pd.DataFrame = pd.DataFrame(data).reset_index(drop=True)

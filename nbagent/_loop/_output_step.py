@@ -258,11 +258,7 @@ class StructuredOutput:
             )
             raise AttemptFailure(err, text=raw, answered=sent)
         try:
-            if call is not None or not raw.strip():
-                value = self.schema.read(message, mode=plan.mode)
-            else:  # the text, already read out of the message
-                value = self.schema.parse(raw)
-            value = run_validators(value, self.validators, raw)
+            value = run_validators(self.schema.read(message, mode=plan.mode), self.validators, raw)
         except OutputInvalid as exc:
             err = OutputInvalid(exc.errors, raw, usage=completed.usage, answer=message)
             raise AttemptFailure(err, text=raw, answered=sent) from None
