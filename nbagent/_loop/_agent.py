@@ -154,14 +154,6 @@ class Agent(Generic[OutputT]):
 
     @overload
     def __init__(
-        self: Agent[str],
-        model: ModelSpec | Sequence[ModelSpec] = "demo",
-        *,
-        output: None = None,
-        **options: Unpack[AgentOptions],
-    ) -> None: ...
-    @overload
-    def __init__(
         self: Agent[dict[str, Any]],
         model: ModelSpec | Sequence[ModelSpec] = "demo",
         *,
@@ -173,7 +165,7 @@ class Agent(Generic[OutputT]):
         self,
         model: ModelSpec | Sequence[ModelSpec] = "demo",
         *,
-        output: type[OutputT],
+        output: type[OutputT] | None = None,
         **options: Unpack[AgentOptions],
     ) -> None: ...
     def __init__(
