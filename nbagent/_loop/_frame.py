@@ -98,15 +98,11 @@ _NAN = math.nan
 
 
 def _categorical(values: list[Any], categories: tuple[str, ...]) -> Any:
-    lookup: dict[Any, int] = {c: i for i, c in enumerate(categories)}
-    lookup[None] = -1
-    try:
-        codes = np.fromiter(map(lookup.__getitem__, values), dtype=np.int16, count=len(values))
-    except KeyError:  # a value outside the fixed categories: keep it, after the known ones
-        extra = sorted({v for v in values if v not in lookup})
-        return pd.Categorical(values, categories=[*categories, *extra])
-    cat: Any = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
-    return cat
+    """The fixed categories first; a value outside them is kept, after them (as in the log)."""
+    words = Words(categories)
+    for v in values:
+        words.append(v)
+    return words.array()
 
 
 WORD_COLUMNS: frozenset[str] = frozenset({"model", "error_kind", "tool_name"})

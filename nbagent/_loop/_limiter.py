@@ -307,15 +307,6 @@ class RateLimiter:
         if held > 0:
             ask.on_wait(held, "held back while another request probes the rate limit")
 
-    def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
-        """A request went through (the `Pacer` seam; see `on_success`).
-
-        Args:
-            now: When it ended.
-            headers: Its response headers.
-        """
-        self.on_success(now, headers)
-
     def failed(self, now: float, error: BaseException) -> None:
         """A sent request failed (the `Pacer` seam): a 429 teaches the limit.
 
@@ -441,6 +432,8 @@ class RateLimiter:
             self._start_measuring(now, due)
         # else: too few admissions yet; the measurement goes on over the next 429s
         self.interval = slower
+
+    succeeded = on_success  # a request went through: the `Pacer` seam's name for it
 
     def on_other(self) -> None:
         """An attempt ended without telling us about the limit (an error other than 429)."""

@@ -17,14 +17,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._core._clock import Clock
 from .._core._messages import Message
-from .._core._pacing import Pacer
 from .._core._presenter import LiveView, presenter
 from ..errors import Aborted, ConfigError
 from ..events import Event, RunStarted, Stamp
-from ..providers import Provider
-from ._limiter import shared_limiter
 from ._output_schema import OutputSchema
 from ._output_step import StructuredOutput
 from ._parts import AgentParts, RunState
@@ -32,7 +28,6 @@ from ._results import RunHandle, RunResult
 from ._run import Run
 
 __all__ = [
-    "pacer_of",
     "run_in_background",
     "run_once",
     "run_shown",
@@ -175,16 +170,6 @@ def structured_output(
         providers=agent._providers,
         tools=tools,
     )
-
-
-def pacer_of(limiter: Pacer | bool, provider: Provider, clock: Clock) -> Pacer | None:
-    """What paces requests to `provider`: the process-wide shared limiter for its endpoint and
-    key (`limiter=True`), the one given, or None (`limiter=False`)."""
-    if limiter is False:
-        return None
-    if limiter is not True:
-        return limiter
-    return shared_limiter(provider, clock)
 
 
 def _emitter(agent: AgentParts, state: RunState) -> Callable[[Event], None]:
