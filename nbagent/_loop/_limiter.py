@@ -102,6 +102,7 @@ class RateLimiter:
         rejected: 429s seen.
         admitted: Successes seen.
         paced: Requests held back to keep the pace.
+        succeeded: `on_success`, by the name the `Pacer` seam calls it.
     """
 
     def __init__(
