@@ -209,7 +209,8 @@ class AttemptLog(Handlers):
         row[_PHASE] = phase
         row[_ATTEMPT] = attempt
         row[_MAXATT] = max_attempts
-        row[_MODEL] = model or self._run_model.get(event.run_id) or None
+        if phase != "tool":  # a tool call has no model (not even the run's)
+            row[_MODEL] = model or self._run_model.get(event.run_id) or None
         row[_START] = started_at
         return self._append(row)
 
@@ -224,12 +225,6 @@ class AttemptLog(Handlers):
             max_attempts=event.max_attempts,
             model=event.model,
         )
-
-    def _tool_row(self, event: Event, started_at: float) -> int:
-        """A row for a tool call: no attempt count, and no model (not even the run's)."""
-        idx = self._new_row(event, "tool", started_at)
-        self._cols[_MODEL][idx] = None
-        return idx
 
     def _close(self, idx: int, end: float, outcome: str, action: str) -> None:
         cols = self._cols
@@ -330,14 +325,14 @@ class AttemptLog(Handlers):
         self._finished(idx)
 
     def _on_tool_call_started(self, event: ToolCallStarted) -> None:
-        idx = self._tool_row(event, event.time)
+        idx = self._new_row(event, "tool", event.time)
         self._cols[_TOOL][idx] = _tool_name(event.name, event.source)
         self._open_tools[(event.run_id, event.call_id)] = idx
 
     def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
         idx = self._open_tools.pop((event.run_id, event.call_id), None)
         if idx is None:
-            idx = self._tool_row(event, event.time - event.duration_s)
+            idx = self._new_row(event, "tool", event.time - event.duration_s)
         cols = self._cols
         cols[_TOOL][idx] = _tool_name(event.name, event.source) or cols[_TOOL][idx]
         if event.is_error:

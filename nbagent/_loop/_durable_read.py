@@ -7,7 +7,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable
-from datetime import date, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
@@ -35,8 +35,6 @@ def _since_seconds(since: Any) -> float:
         return float(since)
     if isinstance(since, timedelta):
         return time.time() - since.total_seconds()
-    if isinstance(since, date) and not isinstance(since, datetime):
-        since = datetime(since.year, since.month, since.day)
     try:
         ts = pd.Timestamp(since)
     except (TypeError, ValueError) as exc:
