@@ -243,8 +243,8 @@ class OutputSchema:
         if isinstance(schema, Mapping):
             try:
                 key = json.dumps(schema, sort_keys=True, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"output= schema is not plain JSON ({exc})") from None
+            except (TypeError, ValueError):
+                return OutputSchema(schema)  # which refuses it, saying why
             return cls._cached_json(key, _Given(json.dumps(schema)))
         try:
             hash(schema)

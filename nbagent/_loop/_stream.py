@@ -83,6 +83,10 @@ def empty_reply(completed: Completed, provider: str) -> EmptyResponse | None:
     )
 
 
+def _quiet(event: Event) -> None:
+    """Where a quiet attempt's deltas go: nowhere."""
+
+
 async def stream_once(
     provider: Provider,
     request: ModelRequest,
@@ -92,6 +96,7 @@ async def stream_once(
     emit: Callable[[Event], None] | None,
 ) -> Streamed:
     """Run one attempt; `emit=None` keeps it quiet (no delta events)."""
+    tell = emit if emit is not None else _quiet
     text: list[str] = []
     thinking: list[str] = []
     t0 = clock.now()
@@ -104,23 +109,20 @@ async def stream_once(
                 ttft = clock.now() - t0
             if isinstance(part, TextPart):
                 text.append(part.text)
-                if emit is not None:
-                    emit(TextDelta(text=part.text, attempt=attempt))
+                tell(TextDelta(text=part.text, attempt=attempt))
             elif isinstance(part, ThinkingPart):
                 thinking.append(part.text)
-                if emit is not None:
-                    emit(ThinkingDelta(text=part.text, attempt=attempt))
+                tell(ThinkingDelta(text=part.text, attempt=attempt))
             elif isinstance(part, ToolCallPart):
-                if emit is not None:
-                    emit(
-                        ToolCallDelta(
-                            index=part.index,
-                            call_id=part.call_id,
-                            name=part.name,
-                            arguments=part.arguments,
-                            attempt=attempt,
-                        )
+                tell(
+                    ToolCallDelta(
+                        index=part.index,
+                        call_id=part.call_id,
+                        name=part.name,
+                        arguments=part.arguments,
+                        attempt=attempt,
                     )
+                )
             elif isinstance(part, Completed):
                 completed = part
         if completed is None:
