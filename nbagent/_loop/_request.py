@@ -22,7 +22,6 @@ native form in `auto` mode gets the next form at once (`StructuredOutput.reform`
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,13 +188,9 @@ class Requester:
             return streamed
 
         def describe(streamed: Streamed) -> Sent:
-            sent = streamed.sent()
             if out is None or streamed.checked is None:
-                return sent
-            note = f"structured answer ({out.plans[index].why})"
-            return dataclasses.replace(
-                sent, message="; ".join(m for m in (sent.message, note) if m)
-            )
+                return streamed.sent()
+            return streamed.sent(f"structured answer ({out.plans[index].why})")
 
         async def compact(error: ContextOverflow) -> bool:
             step.compactions += 1

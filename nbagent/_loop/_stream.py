@@ -44,8 +44,9 @@ class Streamed:
         self.ttft_s = ttft_s
         self.checked: Any = None
 
-    def sent(self) -> Sent:
-        """What the attempt loop announces of it, and tells the pacer."""
+    def sent(self, note: str = "") -> Sent:
+        """What the attempt loop announces of it (with `note` after the reading's own), and
+        tells the pacer."""
         c = self.completed
         return Sent(
             c.usage,
@@ -54,7 +55,7 @@ class Streamed:
             self.ttft_s,
             c.stop_reason,
             c.headers,
-            c.note,
+            "; ".join(m for m in (c.note, note) if m),
             c.status_code,
         )
 

@@ -11,7 +11,6 @@ from .._core._messages import (
     ImageBlock,
     Message,
     TextBlock,
-    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -72,8 +71,7 @@ def render_transcript(
                     label = "error from" if b.is_error else "result of"
                     name = names.get(b.tool_use_id, "a tool")
                     lines.append(f"Tool {label} {name}: {_clip(b.text, limit)}")
-                elif isinstance(b, ThinkingBlock):
-                    continue
+                # (thinking is left out: the summary is of what was said and done)
         text = "\n".join(lines)
         if max_chars is None or len(text) <= max_chars:
             return text
