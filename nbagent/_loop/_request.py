@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._attempts import AttemptLoop, Emit, Fallback, Sent
+from .._core._attempts import AttemptLoop, Fallback, Sent
 from .._core._event_types import AttemptPhase
 from .._core._messages import Message
 from ..errors import ContextOverflow
-from ..events import FallbackStarted, ToolSourceUnavailable
+from ..events import Event, FallbackStarted, Stamp, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
 from ._output_step import Checked, StructuredOutput, answer_limit
@@ -58,7 +58,6 @@ class Requester:
 
     agent: AgentParts
     state: RunState
-    emit: Emit
     output: StructuredOutput | None = None
     keeper: ContextKeeper = field(init=False)
     _reported: set[str] = field(default_factory=set)  # tool sources announced unavailable
@@ -67,6 +66,12 @@ class Requester:
         a = self.agent
         self.keeper = ContextKeeper(
             a.compaction, system=a.system, threshold=a.compaction_threshold, emit=self.emit
+        )
+
+    def emit(self, event: Event) -> None:
+        """Deliver `event`, stamped with the run, its current turn and the clock's time."""
+        self.agent.events.emit(
+            event, Stamp(self.state.run_id, self.agent.clock.now(), self.state.turn)
         )
 
     @property

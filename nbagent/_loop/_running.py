@@ -20,7 +20,7 @@ from typing import Any
 from .._core._messages import Message
 from .._core._presenter import LiveView, presenter
 from ..errors import Aborted, ConfigError
-from ..events import Event, RunStarted, Stamp
+from ..events import RunStarted
 from ._output_schema import OutputSchema
 from ._output_step import StructuredOutput
 from ._parts import AgentParts, RunState
@@ -148,9 +148,9 @@ async def run_once(agent: AgentParts, prompt: str | Message, output: Any = None)
     agent._run = state
     agent.toolbox.retry_unavailable()  # a server that could not start may be up by now
     try:
-        emit = _emitter(agent, state)
-        emit(RunStarted(prompt=user.text, model=agent.models[0], agent_id=agent.agent_id))
-        return await Run(agent, state, emit, structured)(user)
+        run = Run(agent, state, structured)
+        run.emit(RunStarted(prompt=user.text, model=agent.models[0], agent_id=agent.agent_id))
+        return await run(user)
     finally:
         agent._run = None
 
@@ -170,16 +170,6 @@ def structured_output(
         providers=agent._providers,
         tools=tools,
     )
-
-
-def _emitter(agent: AgentParts, state: RunState) -> Callable[[Event], None]:
-    """Deliver an event stamped with the run, its current turn and the clock's time."""
-    bus, clock = agent.events, agent.clock
-
-    def emit(event: Event) -> None:
-        bus.emit(event, Stamp(state.run_id, clock.now(), state.turn))
-
-    return emit
 
 
 def _showing(show: bool | None) -> bool:
