@@ -34,6 +34,7 @@ from ..errors import (
 from ..events import BudgetWarning, MessageCommitted, RunFinished
 from ._request import Requester
 from ._results import RunResult
+from ._stream import has_content
 from ._tools import ToolCall
 
 __all__ = ["Run"]
@@ -125,7 +126,7 @@ class Run(Requester):
                 self._check_budget()
                 continue
             truncated = completed.stop_reason == "max_tokens"
-            if truncated and not (assistant.text.strip() or assistant.tool_uses):
+            if truncated and not has_content(assistant):
                 resumes += 1
                 if resumes > self.agent.max_length_resumes:
                     raise LengthResumeExhausted(

@@ -30,7 +30,7 @@ from ..providers import (
     ToolCallPart,
 )
 
-__all__ = ["Streamed", "empty_reply", "stream_once"]
+__all__ = ["Streamed", "empty_reply", "has_content", "stream_once"]
 
 
 class Streamed:
@@ -65,7 +65,7 @@ class Streamed:
 _MAY_BE_EMPTY = frozenset({"max_tokens", "pause_turn"})
 
 
-def _has_content(message: Message) -> bool:
+def has_content(message: Message) -> bool:
     """Text or a tool call: thinking, redacted thinking and opaque provider state alone are
     not an answer (a reasoning-only reply would end the run with nothing to show)."""
     return bool(message.text.strip() or message.tool_uses)
@@ -74,7 +74,7 @@ def _has_content(message: Message) -> bool:
 def empty_reply(completed: Completed, provider: str) -> EmptyResponse | None:
     """The error of a reply with nothing in it (no text, no tool call), or None: the same test
     for a live reply and a batch item's."""
-    if _has_content(completed.message) or completed.stop_reason in _MAY_BE_EMPTY:
+    if has_content(completed.message) or completed.stop_reason in _MAY_BE_EMPTY:
         return None
     return EmptyResponse(
         "the model returned an empty message",
