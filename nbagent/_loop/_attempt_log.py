@@ -143,10 +143,6 @@ class AttemptLog(Handlers):
         """One column as the log keeps it (`_columns`: typed arrays, words as codes)."""
         return self._cols[self.names.index(name)]
 
-    def values(self, name: str) -> list[Any]:
-        """One column's values, as a list."""
-        return list(self._cols[self.names.index(name)])
-
     def clear(self) -> None:
         """Forget every row (and every attempt in flight)."""
         self._reset()

@@ -445,7 +445,7 @@ _by_clock: weakref.WeakKeyDictionary[object, dict[tuple[str, ...], RateLimiter]]
 _registry_lock = threading.Lock()
 
 
-def limiter_key(provider: object, clock: object = None) -> tuple[str, ...]:
+def limiter_key(provider: object) -> tuple[str, ...]:
     """Provider, endpoint and a fingerprint of the key (never the key itself): the provider's
     `rate_key` when it has one (every HTTP provider does), else its name."""
     key = getattr(provider, "rate_key", None)
