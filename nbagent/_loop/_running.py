@@ -106,8 +106,10 @@ def run_synchronously(
 
 
 def _view(show: bool | None, stop: Callable[[], None] | None = None) -> LiveView | None:
-    """The run's live view, opened now (None where it is not shown); `stop` is its Stop button."""
-    return presenter().open(stop) if _showing(show) else None
+    """The run's live view, opened now (None where it is not shown); `stop` is its Stop button.
+    `show=None` means: show the run where a presenter can (in a notebook)."""
+    shown = presenter().active() if show is None else show
+    return presenter().open(stop) if shown else None
 
 
 @contextlib.contextmanager
@@ -170,11 +172,6 @@ def structured_output(
         providers=agent._providers,
         tools=tools,
     )
-
-
-def _showing(show: bool | None) -> bool:
-    """`show=None` means: show the run where a presenter can (in a notebook)."""
-    return presenter().active() if show is None else show
 
 
 def _mark_retrieved(task: asyncio.Task[RunResult[Any]]) -> None:
