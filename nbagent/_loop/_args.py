@@ -131,19 +131,16 @@ def make_recorder(
 ) -> Recorder | None:
     """`record=` as a Recorder (a path opens one; ConfigError for anything else), set on each
     HTTP provider of the chain: every exchange is appended as it happens (nbagent.recording)."""
-    recorder = _recorder(record)
-    for p in providers:
-        if isinstance(p, HTTPProvider) and recorder is not None:
-            p.recorder = recorder
-    return recorder
-
-
-def _recorder(record: str | os.PathLike[str] | Recorder | None) -> Recorder | None:
-    if record is None or isinstance(record, Recorder):
-        return record
-    if not isinstance(record, (str, os.PathLike)):
+    if record is None:
+        return None
+    if not isinstance(record, (str, os.PathLike, Recorder)):
         raise ConfigError(
             f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
             f"not {type(record).__name__}."
         )
-    return Recorder(record, made_by="nbagent Agent(record=...)")
+    if not isinstance(record, Recorder):
+        record = Recorder(record, made_by="nbagent Agent(record=...)")
+    for p in providers:
+        if isinstance(p, HTTPProvider):
+            p.recorder = record
+    return record

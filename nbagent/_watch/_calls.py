@@ -7,7 +7,7 @@ or `AttemptFailed`; a logical call (the SDK's first attempt and its retries) is 
 failure; either way only within one thread or task (a context variable remembers the call in
 flight there), so concurrent calls never mix. A failure the SDK will retry is followed by an
 `SDKRetryScheduled` with the wait the SDK's rule gives; the wait it really took is measured
-when the next attempt arrives (`CallLog.waits`). Logical calls an outer layer sent again, from
+when the next attempt arrives (`after_wait`). Logical calls an outer layer sent again, from
 any thread or task, are grouped into intended calls (`_amplification`).
 
 `nbagent_action` is what nbagent would have done with the same failure: `decide` under the
@@ -160,7 +160,6 @@ class CallLog:
             f"nbagent_guard_{name}", default=None
         )
         self._warnings: list[str] = []
-        self.waits: dict[tuple[str, int], float] = {}
         self.nbagent_actions: dict[tuple[str, int], str] = {}
         self.reasons: dict[tuple[str, int], str] = {}
         self._current: contextvars.ContextVar[_Cell | None] = contextvars.ContextVar(
@@ -238,11 +237,9 @@ class CallLog:
             n = call.attempts
             if call.failed_at is not None:
                 waited = max(0.0, t - call.failed_at)
-                key = (call.run_id, n - 1)
-                self.waits[key] = waited
                 call.failed_at = None
                 if self.after_wait is not None:
-                    self.after_wait(key, waited)
+                    self.after_wait((call.run_id, n - 1), waited)
             self._emit(
                 AttemptStarted(**self._labels(n, facts.model)),
                 call.run_id,

@@ -18,7 +18,8 @@ from .._core._clock import Clock, RealClock
 from .._core._pacing import Pacer, PaceRequest
 from .._core._retry import RetryPolicy
 from .._loop._durable_log import LogTarget
-from .._loop._limiter import RetryBudget, shared_limiter
+from .._loop._limiter import shared_limiter
+from .._loop._retry_budget import RetryBudget
 from ..errors import ConfigError, TransportError
 from ..providers._client import key_fingerprint
 from ..recording import Recorder

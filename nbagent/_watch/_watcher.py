@@ -83,9 +83,8 @@ class Watcher:
         self.clock: Clock = clock or RealClock()
         self.name = f"watch-{uuid.uuid4().hex[:8]}"
         self.events = EventBus()
-        self._rows: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
         self._durable = DurableLog(log, self.name) if log is not None else None
-        self._log = AttemptLog(on_row=self._row)
+        self._log = AttemptLog(on_row=self._durable)
         self.events.subscribe(self._log)
         self.observers: list[ObserverFactory] = []
         self._show = show
@@ -128,11 +127,7 @@ class Watcher:
         `amplification`), beside the SDK's own `attempt`."""
         df = self._log.frame()
         keys = list(zip(df["run_id"].tolist(), df["attempt"].tolist(), strict=True))
-        waits = self._calls.waits
         actions = self._calls.nbagent_actions
-        if waits:
-            old = df["delay_s"].tolist()
-            df["delay_s"] = [waits.get(k, v) for k, v in zip(keys, old, strict=True)]
         df["nbagent_action"] = pd.array([actions.get(k) for k in keys], dtype="string")
         layers = [self._calls.amplification.of(r) for r in df["run_id"].tolist()]
         df["call"] = pd.array([x[0] if x else None for x in layers], dtype="string")
@@ -153,21 +148,8 @@ class Watcher:
         `outcome` (ok, error, cancelled, running)."""
         return self._calls.amplification.frame()
 
-    def _row(self, idx: int, row: dict[str, Any]) -> None:
-        key = (row["run_id"], row["attempt"])
-        waited = self._calls.waits.get(key) if hasattr(self, "_calls") else None
-        if waited is not None:
-            row = {**row, "delay_s": waited}
-        if row["attempt"] is not None:
-            self._rows[key] = (idx, row)
-        if self._durable is not None:
-            self._durable(idx, row)
-
     def _waited(self, key: tuple[str, int], waited: float) -> None:
-        found = self._rows.get(key)
-        if found is not None and self._durable is not None:
-            idx, row = found
-            self._durable(idx, {**row, "delay_s": waited})
+        self._log.update(*key, delay_s=waited)  # the SDK's wait, as measured
 
     # -- showing and closing ----------------------------------------------------------------
 

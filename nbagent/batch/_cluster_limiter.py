@@ -38,8 +38,9 @@ from typing import Any
 
 from .._core._clock import Clock
 from .._core._pacing import PaceRequest
-from .._loop._limiter import RateLimiter, sleep_for_slot, too_late
+from .._loop._limiter import RateLimiter
 from .._loop._retry_budget import RetryBudget
+from .._loop._slot_wait import sleep_for_slot, too_late
 from ..errors import RateLimited, TransportError
 
 __all__ = [
