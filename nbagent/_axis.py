@@ -62,17 +62,14 @@ class Axis:
             return ys[i + 1]
         return ys[i] + (ys[i + 1] - ys[i]) * (t - x0) / (x1 - x0)
 
-    def ticks(self) -> list[float]:
-        """Round times to label, all multiples of one round step (0.25 s, 1 s, 5 s, …) of the
-        true time, placed where the axis draws them: across a shortened stretch they sit closer
-        together, which its "//" mark explains, but they read as one even count. Never closer
-        together than about a thirteenth of the drawn width nor under a "//" sign; the coarser
-        multiples are kept first, and the step is made finer until there are at least three.
-        No tick falls inside a shortened stretch: between two "//" the scale is linear."""
-        return [t for t, _ in self.labelled_ticks()]
-
     def labelled_ticks(self) -> list[tuple[float, str]]:
-        """`ticks()` with their words, all with the decimals their step needs ("0.25s")."""
+        """Round times to label, with their words (all with the decimals their step needs,
+        "0.25s"): all multiples of one round step (0.25 s, 1 s, 5 s, …) of the true time,
+        placed where the axis draws them: across a shortened stretch they sit closer together,
+        which its "//" mark explains, but they read as one even count. Never closer together
+        than about a thirteenth of the drawn width nor under a "//" sign; the coarser multiples
+        are kept first, and the step is made finer until there are at least three. No tick
+        falls inside a shortened stretch: between two "//" the scale is linear."""
         width = self.width if self.width > 0 else 1.0
         step = _nice_step(self.span / 7) if self.span > 0 else 1.0
         best: tuple[list[float], float] = ([0.0], step)
