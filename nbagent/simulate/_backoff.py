@@ -78,25 +78,16 @@ class _Simulated:
     def run(self, run: str, t: float) -> None:
         self.log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=self.model))
 
-    def attempt(
-        self,
-        run: str,
-        t: float,
-        attempt: int,
-        end: float,
-        error: ProviderError | None,
-        previous_delay: float | None = None,
+    def decide(
+        self, attempt: int, error: ProviderError | None, previous_delay: float | None = None
     ) -> RetryPlan | None:
-        """An attempt from `t` to `end` that got an answer (`error` None) or failed and was
-        decided as the agent decides; returns the retry planned, or None."""
-        plan = None
-        if error is not None:
-            failure = Failure(error, AttemptState(attempt, previous_delay=previous_delay))
-            plan = decide(failure, self.policy, rng=self.rng).plan
-        self.logged(run, t, attempt, end, error, plan)
-        return plan
+        """The retry the agent plans after this attempt (None: it got an answer, or gives up)."""
+        if error is None:
+            return None
+        failure = Failure(error, AttemptState(attempt, previous_delay=previous_delay))
+        return decide(failure, self.policy, rng=self.rng).plan
 
-    def logged(
+    def attempt(
         self,
         run: str,
         t: float,
@@ -105,7 +96,8 @@ class _Simulated:
         error: ProviderError | None,
         plan: RetryPlan | None,
     ) -> None:
-        """The events the agent would emit for this attempt (and its retry, when planned)."""
+        """The events the agent emits for an attempt from `t` to `end` that got an answer
+        (`error` None) or failed (and was retried after `plan`, when there is one)."""
         labels: dict[str, Any] = {
             "phase": "request",
             "run_id": run,
@@ -127,17 +119,9 @@ class _Simulated:
         }
         action: FailureAction = "retry" if plan is not None else "fail"
         self.log(AttemptFailed(**labels, **said, retry_after_s=error.retry_after, action=action))
-        if plan is not None:
-            self.log(
-                RetryScheduled(
-                    **labels,
-                    **said,
-                    next_attempt=attempt + 1,
-                    delay_s=plan.delay_s,
-                    policy_delay_s=plan.policy_delay_s,
-                    retry_after_s=plan.retry_after_s,
-                )
-            )
+        if plan is not None:  # the retry event carries the plan's numbers
+            plan_said = dataclasses.asdict(plan)
+            self.log(RetryScheduled(**labels, **said, next_attempt=attempt + 1, **plan_said))
 
 
 def _fail_rng(seed: int | None) -> random.Random:
@@ -196,7 +180,8 @@ def simulate_retries(
                     if retry_after_s is not None
                     else ServerError("simulated failure", status_code=503)
                 )
-            plan = sim.attempt(run, t, attempt, t + dur, error)
+            plan = sim.decide(attempt, error)
+            sim.attempt(run, t, attempt, t + dur, error, plan)
             t += dur
             if plan is None:
                 break
@@ -302,7 +287,8 @@ def simulate_contention(
                 wish = wait if send_retry_after else None
                 error = RateLimited("no token", status_code=429, retry_after=wish)
         end = t + (service if error is None else reject)
-        plan = sim.attempt(runs[c], t, attempt, end, error, previous[c])
+        plan = sim.decide(attempt, error, previous[c])
+        sim.attempt(runs[c], t, attempt, end, error, plan)
         if plan is not None:
             previous[c] = plan.delay_s
             heapq.heappush(heap, (end + plan.delay_s, c, attempt + 1))

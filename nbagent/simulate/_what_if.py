@@ -73,7 +73,7 @@ def _recorded_frame(model: ServerModel) -> pd.DataFrame:
             if a.error is not None and k < len(mine):  # the recorded retry
                 delay = max(0.0, mine[k].at - end)
                 plan = RetryPlan(delay, delay, a.error.retry_after)
-            sim.logged(run, a.at, k, end, a.error, plan)
+            sim.attempt(run, a.at, k, end, a.error, plan)
     return sim.log.frame()
 
 
@@ -118,7 +118,8 @@ def _simulate(
         end = t + duration
         if error is None:
             successes += 1
-        plan = sim.attempt(run, t, attempt, end, error, previous)
+        plan = sim.decide(attempt, error, previous)
+        sim.attempt(run, t, attempt, end, error, plan)
         if plan is not None:
             heapq.heappush(heap, (end + plan.delay_s, c, n, attempt + 1, plan.delay_s))
         elif n + 1 < len(model.requests):  # the next request
