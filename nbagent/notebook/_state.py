@@ -249,16 +249,7 @@ class TimelineState(ev.Handlers):
 
     def _on_compaction_finished(self, event: ev.CompactionFinished) -> None:
         bar = self._bars.compaction_finished(event)
-        t = num(event.time)
         arrow = f"{event.tokens_before:,} → {event.tokens_after:,} tokens"
-        bar.update(
-            end=t,
-            outcome="ok" if event.ok else "error",
-            label=arrow if event.ok else "compaction failed",
-            tokens_before=event.tokens_before,
-            tokens_after=event.tokens_after,
-            removed=event.removed,
-        )
         strategy = event.strategy or bar.get("strategy") or ""
         how = _STRATEGY_WORDS.get(strategy, strategy)
         said = f"compacted: {arrow}" + (f" ({how})" if how else "")
@@ -267,21 +258,20 @@ class TimelineState(ev.Handlers):
             detail += f", {event.removed} messages removed"
         if event.message:
             detail += f" — {event.message}"
-        bar["detail"] = detail
-        self._compactions.append(
-            {
-                "run_id": event.run_id,
-                "start": bar["start"],
-                "end": t,
-                "tokens_before": event.tokens_before,
-                "tokens_after": event.tokens_after,
-                "strategy": strategy,
-                "removed": event.removed,
-                "ok": event.ok,
-                "message": event.message,
-                "reason": bar.get("reason", ""),
-            }
+        bar.update(  # the finished bar is the compaction's record too (the snapshot's list)
+            end=num(event.time),
+            outcome="ok" if event.ok else "error",
+            label=arrow if event.ok else "compaction failed",
+            detail=detail,
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+            removed=event.removed,
+            strategy=strategy,
+            ok=event.ok,
+            message=event.message,
+            reason=bar.get("reason", ""),
         )
+        self._compactions.append(bar)
         self._talk.note(detail, event.ok)
         if event.ok:
             self._set_status(said, "running")
