@@ -8,7 +8,6 @@ block itself does not carry, so the names of tool calls are kept across messages
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from .._core import _messages
@@ -120,10 +119,8 @@ class Conversation:
     def note(self, text: str, ok: bool) -> None:
         self._entries.append({"kind": "note", "text": text, "ok": ok})
 
-    def commit(self, run_id: str, index: int, message: Any) -> None:
+    def commit(self, run_id: str, index: int, message: _messages.Message) -> None:
         entry = message_entry(message, self.tool_names)
-        if entry is None:
-            return
         entry["index"] = index
         if entry["role"] == "assistant":
             self.reset_stream()
@@ -147,15 +144,8 @@ class Conversation:
                 entry.pop("pending", None)
 
 
-def message_entry(message: Any, tool_names: dict[str, str]) -> dict[str, Any] | None:
-    """The entry for a `Message` (or its dict form); None for anything else."""
-    if isinstance(message, Mapping):
-        try:
-            message = _messages.Message.from_dict(dict(message))
-        except (ValueError, TypeError):
-            return None
-    if not isinstance(message, _messages.Message):
-        return None
+def message_entry(message: _messages.Message, tool_names: dict[str, str]) -> dict[str, Any]:
+    """The entry for a committed `Message` (the names of its tool calls go to `tool_names`)."""
     blocks: list[dict[str, Any]] = []
     for block in message.blocks:
         if isinstance(block, _messages.TextBlock):
