@@ -124,13 +124,6 @@ class _Simulated:
             self.log(RetryScheduled(**labels, **said, next_attempt=attempt + 1, **plan_said))
 
 
-def _fail_rng(seed: int | None) -> random.Random:
-    # failures draw from their own stream, so the jitter stream is `random.Random(seed)` alone
-    return (
-        random.Random(f"nbagent.simulate.failures/{seed}") if seed is not None else random.Random()
-    )
-
-
 def simulate_retries(
     policy: RetryPolicy,
     fail_rate: float,
@@ -164,7 +157,8 @@ def simulate_retries(
     """
     p_fail = min(1.0, max(0.0, float(fail_rate)))
     sim = _Simulated(policy, model, random.Random(seed) if seed is not None else policy.rng())
-    fails = _fail_rng(seed)
+    # failures draw from their own stream, so the jitter stream is `random.Random(seed)` alone
+    fails = random.Random(f"nbagent.simulate.failures/{seed}" if seed is not None else None)
     dur = max(0.0, float(attempt_duration_s))
     t = 0.0
     width = max(4, len(str(n_runs)))
