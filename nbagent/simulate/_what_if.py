@@ -110,11 +110,11 @@ def _simulate(
             )
             duration = fitted.reject_duration_s
         else:
-            held = model.held(t)
-            error = held.error if held is not None else None
-            duration = held.duration_s if held is not None and error is not None else 0.0
-            if error is None:
-                duration = model.requests[n].ok_duration_s
+            held = model.held(t)  # a success takes as long as the recorded request's did
+            if held is not None and held.error is not None:
+                error, duration = held.error, held.duration_s
+            else:
+                error, duration = None, model.requests[n].ok_duration_s
         end = t + duration
         if error is None:
             successes += 1
