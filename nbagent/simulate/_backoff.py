@@ -187,16 +187,6 @@ def simulate_retries(
 # -- contention ------------------------------------------------------------------------------
 
 
-def _contention_policy(
-    policy: RetryPolicy | None, jitter: ContentionJitter, seed: int | None
-) -> RetryPolicy:
-    base = policy or RetryPolicy(
-        max_attempts=1000, initial_delay=0.1, max_delay=10.0, multiplier=2.0, seed=seed
-    )
-    # an infinite Retry-After cap: the token bucket's wish is always honoured
-    return dataclasses.replace(base, jitter=jitter, max_retry_after=float("inf"))
-
-
 def simulate_contention(
     n_clients: int = 20,
     jitter: ContentionJitter = "full",
@@ -249,7 +239,12 @@ def simulate_contention(
     if n_clients < 1:
         return AttemptLog().frame()
     rng = random.Random(seed) if seed is not None else random.Random()
-    sim = _Simulated(_contention_policy(policy, jitter, seed), f"contention/{server}", rng)
+    base = policy or RetryPolicy(
+        max_attempts=1000, initial_delay=0.1, max_delay=10.0, multiplier=2.0, seed=seed
+    )
+    # an infinite Retry-After cap: the token bucket's wish is always honoured
+    pol = dataclasses.replace(base, jitter=jitter, max_retry_after=float("inf"))
+    sim = _Simulated(pol, f"contention/{server}", rng)
     starts = random.Random(f"nbagent.simulate.starts/{seed}") if seed is not None else rng
     width = max(3, len(str(n_clients)))
     runs = [f"client-{i + 1:0{width}d}" for i in range(n_clients)]
