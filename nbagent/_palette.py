@@ -129,7 +129,6 @@ class Swatch:
     edge: str
     hatch: str = ""
     face_alpha: float = 1.0
-    dashed: bool = False
     mark: str = ""
     ink: str = "#000000"
 
@@ -140,9 +139,7 @@ def _solid(word: str, css_class: str, color: str, mark: str = "") -> Swatch:
 
 
 def _striped(word: str, css_class: str, color: str, alpha: float) -> Swatch:
-    return Swatch(
-        word, css_class, COLORS[color], COLORS[color], "\\\\\\", face_alpha=alpha, dashed=True
-    )
+    return Swatch(word, css_class, COLORS[color], COLORS[color], "\\\\\\", face_alpha=alpha)
 
 
 FAILURE_MARK: Final[str] = "xx"

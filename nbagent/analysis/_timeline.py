@@ -269,22 +269,16 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
 
 
 def draw_timeline(
-    ax: Any,
-    df: pd.DataFrame,
-    *,
-    max_groups: int = 40,
-    lane_height: float = _LANE_IN,
-    labels: Mapping[str, str] | None = None,
-) -> list[str]:
-    """`plot_timeline`'s picture on an existing Axes (the playground composes its own figure);
-    returns the legend keys of what was drawn."""
+    ax: Any, df: pd.DataFrame, *, max_groups: int = 40, lane_height: float = _LANE_IN
+) -> None:
+    """`plot_timeline`'s picture on an existing Axes (the playground composes its own
+    figure)."""
     pic = _picture(df, max_groups, compress=True)
     if isinstance(pic, str):
         ax.text(0.5, 0.5, pic, ha="center", va="center", color=COLORS["muted"])
         ax.set_axis_off()
-        return []
-    _draw(ax, pic, labels, lane_height)
-    return pic.legend_keys()
+    else:
+        _draw(ax, pic, None, lane_height)
 
 
 def plot_timeline(
