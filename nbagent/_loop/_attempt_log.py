@@ -160,6 +160,12 @@ class AttemptLog(Handlers):
             raise ValueError(f"unknown attempt log columns: {', '.join(sorted(unknown))}")
         return self._append([cell(name, fields.get(name)) for name in self.names])
 
+    def amend(self, idx: int, name: str, value: Any) -> None:
+        """Change one cell of an ended row and hand the row on again (a watcher learns the
+        wait after a failed attempt only when the next attempt comes)."""
+        self._set(idx, self.names.index(name), value)
+        self._finished(idx)
+
     # -- rows -----------------------------------------------------------------------------
 
     def _finished(self, idx: int) -> None:

@@ -7,8 +7,8 @@ or `AttemptFailed`; a logical call (the SDK's first attempt and its retries) is 
 failure; either way only within one thread or task (a context variable remembers the call in
 flight there), so concurrent calls never mix. A failure the SDK will retry is followed by an
 `SDKRetryScheduled` with the wait the SDK's rule gives; the wait it really took is measured
-when the next attempt arrives (`CallLog.waits`). Logical calls an outer layer sent again, from
-any thread or task, are grouped into intended calls (`_amplification`).
+when the next attempt arrives (and handed to `after_wait`). Logical calls an outer layer sent
+again, from any thread or task, are grouped into intended calls (`_amplification`).
 
 `nbagent_action` is what nbagent would have done with the same failure: `decide` under the
 default `RetryPolicy`.
@@ -136,8 +136,9 @@ class _Attempt:
 class CallLog:
     """Groups a watched client's exchanges into calls and emits their events on `bus`.
 
-    `waits` maps (run_id, attempt) to the wait the SDK took after that attempt; `nbagent_actions`
-    maps it to what nbagent would have done. Emission is serialised: a client used from many
+    `after_wait` is told (run_id, attempt) and the wait the SDK took after that attempt, when
+    the next attempt shows it; `nbagent_actions` maps (run_id, attempt) to what nbagent would
+    have done. Emission is serialised: a client used from many
     threads still gives one ordered stream.
     """
 
@@ -148,7 +149,7 @@ class CallLog:
         *,
         name: str,
         now: Callable[[], float],
-        after_wait: Callable[[tuple[str, int], float], None] | None = None,
+        after_wait: Callable[[tuple[str, int], float], None],
     ) -> None:
         self.bus = bus
         self.rules = rules
@@ -160,9 +161,7 @@ class CallLog:
             f"nbagent_guard_{name}", default=None
         )
         self._warnings: list[str] = []
-        self.waits: dict[tuple[str, int], float] = {}
         self.nbagent_actions: dict[tuple[str, int], str] = {}
-        self.reasons: dict[tuple[str, int], str] = {}
         self._current: contextvars.ContextVar[_Cell | None] = contextvars.ContextVar(
             f"nbagent_watch_{name}", default=None
         )
@@ -237,12 +236,8 @@ class CallLog:
             call.attempts += 1
             n = call.attempts
             if call.failed_at is not None:
-                waited = max(0.0, t - call.failed_at)
-                key = (call.run_id, n - 1)
-                self.waits[key] = waited
+                self.after_wait((call.run_id, n - 1), max(0.0, t - call.failed_at))
                 call.failed_at = None
-                if self.after_wait is not None:
-                    self.after_wait(key, waited)
             self._emit(
                 AttemptStarted(**self._labels(n, facts.model)),
                 call.run_id,
@@ -299,7 +294,6 @@ class CallLog:
         with self._lock:
             if isinstance(event, AttemptFailed):
                 self.nbagent_actions[(call.run_id, event.attempt)] = event.action
-                self.reasons[(call.run_id, event.attempt)] = event.message
             self._emit(event, call.run_id, self.now())
 
     def guard_gave_up(self, call: _Call, error: BaseException) -> None:
@@ -348,7 +342,6 @@ class CallLog:
         kind, message = type(err).__name__, _message(err)
         retry_after = err.retry_after if isinstance(err, ProviderError) else None
         why = f"{self.rules.label} retries" if retries else self._why_final(err, a, cancelled)
-        self.reasons[key] = why
         # what the failure and the SDK's wait after it both say of the answer
         said: dict[str, Any] = {
             "error": kind,

@@ -83,7 +83,7 @@ class Watcher:
         self.clock: Clock = clock or RealClock()
         self.name = f"watch-{uuid.uuid4().hex[:8]}"
         self.events = EventBus()
-        self._rows: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+        self._rows: dict[tuple[str, int], int] = {}  # (run_id, attempt) -> its row's index
         self._durable = DurableLog(log, self.name) if log is not None else None
         self._log = AttemptLog(on_row=self._row)
         self.events.subscribe(self._log)
@@ -128,11 +128,7 @@ class Watcher:
         `amplification`), beside the SDK's own `attempt`."""
         df = self._log.frame()
         keys = list(zip(df["run_id"].tolist(), df["attempt"].tolist(), strict=True))
-        waits = self._calls.waits
         actions = self._calls.nbagent_actions
-        if waits:
-            old = df["delay_s"].tolist()
-            df["delay_s"] = [waits.get(k, v) for k, v in zip(keys, old, strict=True)]
         df["nbagent_action"] = pd.array([actions.get(k) for k in keys], dtype="string")
         layers = [self._calls.amplification.of(r) for r in df["run_id"].tolist()]
         df["call"] = pd.array([x[0] if x else None for x in layers], dtype="string")
@@ -154,20 +150,16 @@ class Watcher:
         return self._calls.amplification.frame()
 
     def _row(self, idx: int, row: dict[str, Any]) -> None:
-        key = (row["run_id"], row["attempt"])
-        waited = self._calls.waits.get(key) if hasattr(self, "_calls") else None
-        if waited is not None:
-            row = {**row, "delay_s": waited}
         if row["attempt"] is not None:
-            self._rows[key] = (idx, row)
+            self._rows[(row["run_id"], row["attempt"])] = idx
         if self._durable is not None:
             self._durable(idx, row)
 
     def _waited(self, key: tuple[str, int], waited: float) -> None:
-        found = self._rows.get(key)
-        if found is not None and self._durable is not None:
-            idx, row = found
-            self._durable(idx, {**row, "delay_s": waited})
+        """The SDK's wait after attempt `key`, measured: it replaces the one its rule gave."""
+        idx = self._rows.get(key)
+        if idx is not None:
+            self._log.amend(idx, "delay_s", waited)
 
     # -- showing and closing ----------------------------------------------------------------
 
