@@ -358,7 +358,7 @@ class AttemptLoop:
         if isinstance(decision.error, OutputInvalid):
             issues = tuple(str(e) for e in decision.error.errors)
         answered = failure.answered
-        usage = usage_fields(answered.usage if answered is not None else _NO_USAGE)
+        usage: _UsageFields = usage_fields(answered.usage) if answered is not None else {}
         if answered is not None:  # the answer came with a 200 (and its request id)
             said["status_code"] = said["status_code"] or 200
             said["request_id"] = said["request_id"] or answered.request_id
@@ -366,8 +366,10 @@ class AttemptLoop:
             AttemptFailed(
                 **self._labels(n),
                 **said,
-                **_discarded(failure),
                 **usage,
+                ttft_s=failure.ttft_s,
+                discarded_text=failure.text,
+                discarded_thinking=failure.thinking,
                 action=decision.action,
                 output_errors=issues,
             )
@@ -395,16 +397,7 @@ class AttemptLoop:
         )
 
 
-class _NoUsage:
-    """What a failed attempt that got no answer cost, as far as anyone knows: nothing said."""
-
-    input_tokens = output_tokens = cache_read_tokens = cache_write_tokens = cost_usd = None
-
-
-_NO_USAGE = _NoUsage()
-
-
-class _UsageFields(TypedDict):
+class _UsageFields(TypedDict, total=False):
     input_tokens: int | None
     output_tokens: int | None
     cache_read_tokens: int | None
@@ -432,20 +425,6 @@ def _by_name(fields: type[F], source: object) -> F:
 def usage_fields(usage: object) -> _UsageFields:
     """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
     return _by_name(_UsageFields, usage)
-
-
-class _Discarded(TypedDict):
-    """What a failed attempt had streamed before it failed, and when it began to."""
-
-    ttft_s: float | None
-    discarded_text: str
-    discarded_thinking: str
-
-
-def _discarded(failure: AttemptFailure) -> _Discarded:
-    return _Discarded(
-        ttft_s=failure.ttft_s, discarded_text=failure.text, discarded_thinking=failure.thinking
-    )
 
 
 class _ErrorFields(TypedDict):

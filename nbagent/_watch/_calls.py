@@ -68,11 +68,6 @@ class _Call:
 
 
 @dataclass
-class _Cell:
-    call: _Call | None = None
-
-
-@dataclass
 class GuardSlot:
     """What a guarded transport tells the call log about the exchange it is sending: the
     logical call, the attempt's number, whether the reply is the SDK's now (`handed`), and
@@ -162,7 +157,7 @@ class CallLog:
         )
         self._warnings: list[str] = []
         self.nbagent_actions: dict[tuple[str, int], str] = {}
-        self._current: contextvars.ContextVar[_Cell | None] = contextvars.ContextVar(
+        self._current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
             f"nbagent_watch_{name}", default=None
         )
         self._ids = itertools.count(1)
@@ -199,8 +194,7 @@ class CallLog:
 
     def _new_call(self, facts: RequestFacts, t: float) -> _Call:
         call = _Call(f"{self.name}-{next(self._ids)}", facts)
-        # a cell of this context's own (tasks inherit their parent's: never share one)
-        self._current.set(_Cell(call))
+        self._current.set(call)  # the call in flight in this thread or task
         self._open[call.run_id] = call
         intended, layer = self.amplification.begin(call.run_id, facts.key, t, facts.model)
         self._emit(
@@ -223,9 +217,8 @@ class CallLog:
         if slot is not None:
             return self._guarded_attempt(slot, t)
         facts = read_request(request)
-        cell = self._current.get()
+        call = self._current.get()
         with self._lock:
-            call = cell.call if cell is not None else None
             if call is not None and not self._continues(call, facts):
                 if call.open:  # the SDK moved on without the retry it was expected to make
                     self._finish(call, t, "error", "", "the client sent no further attempt")

@@ -36,7 +36,6 @@ __all__ = ["Watcher", "watch", "watching"]
 C = TypeVar("C")
 
 _WATCHERS: weakref.WeakKeyDictionary[Any, Watcher] = weakref.WeakKeyDictionary()
-_BY_ID: dict[int, Watcher] = {}  # for clients that take no weak reference
 
 
 class Watcher:
@@ -108,7 +107,7 @@ class Watcher:
         self.observers.append(self._calls)
         if self.recorder is not None:
             self.observers.append(RecordingObserver(self.recorder))
-        _remember(self.client, self)
+        _WATCHERS[self.client] = self  # every kind of client takes a weak reference
 
     def __repr__(self) -> str:
         return f"Watcher({self.rules.label}, {len(self._log)} attempts)"
@@ -206,19 +205,11 @@ class Watcher:
             self._durable.flush()
 
 
-def _remember(client: Any, w: Watcher) -> None:
-    try:
-        _WATCHERS[client] = w
-    except TypeError:
-        _BY_ID[id(client)] = w
-
-
 def _watcher_of(client: Any) -> Watcher | None:
     try:
         return _WATCHERS.get(client)
-    except TypeError:
-        w = _BY_ID.get(id(client))
-        return w if w is not None and w.client is client else None
+    except TypeError:  # no client at all: `Watcher` says what it takes
+        return None
 
 
 def watch(
