@@ -294,7 +294,8 @@ class AttemptLoop:
                 AttemptSucceeded(
                     **self._labels(n),
                     **usage_fields(sent.usage),
-                    **_by_name(_ReplyFields, sent),
+                    # the rest of what `Sent` says `AttemptSucceeded` names alike
+                    **{k: v for k, v in vars(sent).items() if k not in ("usage", "headers")},
                 )
             )
 
@@ -405,26 +406,9 @@ class _UsageFields(TypedDict, total=False):
     cost_usd: float | None
 
 
-class _ReplyFields(TypedDict):
-    request_id: str | None
-    response_id: str | None
-    ttft_s: float | None
-    stop_reason: str | None
-    message: str
-    status_code: int | None
-
-
-F = TypeVar("F", _UsageFields, _ReplyFields)
-
-
-def _by_name(fields: type[F], source: object) -> F:
-    """`Usage` and `Sent` name their fields as `AttemptSucceeded` does: copy them by name."""
-    return cast(F, {name: getattr(source, name) for name in fields.__annotations__})
-
-
 def usage_fields(usage: object) -> _UsageFields:
     """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
-    return _by_name(_UsageFields, usage)
+    return cast(_UsageFields, {name: getattr(usage, name) for name in _UsageFields.__annotations__})
 
 
 class _ErrorFields(TypedDict):
