@@ -14,9 +14,10 @@ again, from any thread or task, are grouped into intended calls (`_amplification
 default `RetryPolicy`.
 
 A guarded client (`nbagent.guard`) decides for itself: its transport binds each exchange it
-sends to its logical call (`GuardSlot`), announces its decisions through `guarded_event`, and
-ends a call it gave up on with `guard_gave_up`; a failure before the reply was handed to the
-SDK is the guard's to announce, one after it is announced here, as final.
+sends to its logical call (a guarded `_Attempt`, made before sending), announces its decisions
+through `guarded_event`, and ends a call it gave up on with `guard_gave_up`; a failure before
+the reply was handed to the SDK is the guard's to announce, one after it is announced here, as
+final.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ._reading import Ending, ReplyReader, RequestFacts, read_request, transport
 from ._sdk import GUARD, SdkRules
 from ._transport import StreamClosed
 
-__all__ = ["CallLog", "GuardSlot"]
+__all__ = ["CallLog"]
 
 _POLICY = RetryPolicy()
 
@@ -67,31 +68,23 @@ class _Call:
     usage: Usage = field(default_factory=Usage)
 
 
-@dataclass
-class GuardSlot:
-    """What a guarded transport tells the call log about the exchange it is sending: the
-    logical call, the attempt's number, whether the reply is the SDK's now (`handed`), and
-    whether the guard has announced how the attempt failed (`decided`)."""
-
-    call: _Call
-    n: int
-    attempt: _Attempt | None = None
-    handed: bool = False
-    decided: bool = False
-
-
 @dataclass(slots=True, eq=False, repr=False)
 class _Attempt:
     """One exchange, as the watcher hears it (an `Exchange` of `_transport`): the call log
-    that hears it, its logical call, what the request was, its number, when it started, and a
-    guarded client's slot."""
+    that hears it, its logical call, what the request was, its number and when it started.
+
+    A guarded client's transport makes it before sending (`guarded`), binds it to the exchange
+    it sends (`CallLog.guarded`), and marks whether the reply is the SDK's now (`handed`) and
+    whether the guard has announced how the attempt failed (`decided`)."""
 
     _log: CallLog
     call: _Call
     facts: RequestFacts
     n: int
     started: float
-    slot: GuardSlot | None = None
+    guarded: bool = False
+    handed: bool = False
+    decided: bool = False
     reader: ReplyReader | None = field(default=None, init=False)
     status: int | None = field(default=None, init=False)
     ttft: float | None = field(default=None, init=False)
@@ -152,7 +145,7 @@ class CallLog:
         self.now = now
         self.after_wait = after_wait
         self.amplification = Amplification(_who(rules))
-        self.guarded: contextvars.ContextVar[GuardSlot | None] = contextvars.ContextVar(
+        self.guarded: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
             f"nbagent_guard_{name}", default=None
         )
         self._warnings: list[str] = []
@@ -213,9 +206,13 @@ class CallLog:
     # -- the observer factory of the transport ---------------------------------------------
 
     def __call__(self, request: Any, t: float) -> _Attempt:
-        slot = self.guarded.get()
-        if slot is not None:
-            return self._guarded_attempt(slot, t)
+        a = self.guarded.get()
+        if a is not None:  # a guarded client's attempt, made before it was sent
+            a.started = t
+            with self._lock:
+                self.amplification.request(a.call.run_id)
+                a.call.attempts = max(a.call.attempts, a.n)
+            return a
         facts = read_request(request)
         call = self._current.get()
         with self._lock:
@@ -251,8 +248,7 @@ class CallLog:
     def attempt_ended(self, a: _Attempt, result: tuple[Ending, bool], t: float) -> None:
         ending, cancelled = result
         a.ending = result
-        slot = a.slot
-        if ending.error is not None and slot is not None and (slot.decided or not slot.handed):
+        if ending.error is not None and a.guarded and (a.decided or not a.handed):
             return  # the guard decides about it and announces it (`guarded_event`)
         with self._lock:
             if ending.error is None:
@@ -269,15 +265,6 @@ class CallLog:
         facts = read_request(request)
         with self._lock:
             return self._new_call(facts, t), facts
-
-    def _guarded_attempt(self, slot: GuardSlot, t: float) -> _Attempt:
-        call = slot.call
-        with self._lock:
-            self.amplification.request(call.run_id)
-            call.attempts = max(call.attempts, slot.n)
-        a = _Attempt(self, call, call.facts, slot.n, t, slot)
-        slot.attempt = a
-        return a
 
     def guarded_event(self, call: _Call, event: Event) -> None:
         """An event of the guard's attempt loop for `call`: stamped and told, except the
@@ -330,7 +317,7 @@ class CallLog:
         key = (call.run_id, a.n)
         decision = decide(Failure(err, AttemptState(a.n)), _POLICY, rng=self._rng)
         # a guarded reply that broke once it was the SDK's: nbagent's own decision is final
-        self.nbagent_actions[key] = decision.action if a.slot is None else "fail"
+        self.nbagent_actions[key] = "fail" if a.guarded else decision.action
         retries = not cancelled and self.rules.will_retry(a.status, headers, err, a.n)
         kind, message = type(err).__name__, _message(err)
         retry_after = err.retry_after if isinstance(err, ProviderError) else None
