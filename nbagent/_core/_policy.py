@@ -37,7 +37,8 @@ JitterSpec = Literal["full", "equal", "decorrelated"] | float | jitters.Jitter |
 RetryAfterPartial = Literal["always", "reasoning_only", "never"]
 """Whether a request whose reply had begun to stream may be retried (`RetryPolicy`)."""
 
-_SHORTHAND: dict[str, jitters.Jitter] = {
+_SHORTHAND: dict[str | None, jitters.Jitter] = {
+    None: jitters.NoJitter(),
     "full": jitters.FullJitter(),
     "equal": jitters.EqualJitter(),
     "decorrelated": jitters.DecorrelatedJitter(),
@@ -130,17 +131,13 @@ class Policy:
 
     def _jitter_strategy(self) -> jitters.Jitter:
         j = self.jitter
-        if j is None:
-            return jitters.NoJitter()
-        if isinstance(j, str):
-            strategy = _SHORTHAND.get(j)
+        if isinstance(j, jitters.Jitter):
+            return j
+        if not is_number(j):
+            strategy = _SHORTHAND.get(j) if j is None or isinstance(j, str) else None
             if strategy is None:
                 raise ConfigError(f"unknown jitter {j!r}: {_JITTER_HINT}")
             return strategy
-        if not is_number(j):
-            if isinstance(j, jitters.Jitter):
-                return j
-            raise ConfigError(f"unknown jitter {j!r}: {_JITTER_HINT}")
         f = float(j)
         if f == 0:
             object.__setattr__(self, "jitter", None)  # a spread of 0 is no jitter

@@ -263,7 +263,7 @@ class ReplyReader:
         """How the attempt ended, the body having been read to its end."""
         f = self.facts
         rid = request_id_from(self.headers, None, f.secrets)
-        if self.status >= 300 or (not self.sse and not (200 <= self.status < 300)):
+        if not 200 <= self.status < 300:
             err = self._error(self._whole_body())
             return Ending(error=err, request_id=err.request_id or rid)
         if f.reader is None:

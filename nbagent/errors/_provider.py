@@ -7,7 +7,6 @@ from typing import Any
 
 from ._base import Action, ConfigError, NbAgentError
 
-
 # What `recast` keeps of the answer: every field but the message and the kind's own reason
 _KEPT = (
     "provider",
