@@ -368,9 +368,7 @@ class AttemptLoop:
                 **self._labels(n),
                 **said,
                 **usage,
-                ttft_s=failure.ttft_s,
-                discarded_text=failure.text,
-                discarded_thinking=failure.thinking,
+                **_discarded(failure),
                 action=decision.action,
                 output_errors=issues,
             )
@@ -409,6 +407,20 @@ class _UsageFields(TypedDict, total=False):
 def usage_fields(usage: object) -> _UsageFields:
     """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
     return cast(_UsageFields, {name: getattr(usage, name) for name in _UsageFields.__annotations__})
+
+
+class _Discarded(TypedDict):
+    """What a failed attempt had streamed before it failed, and when it began to."""
+
+    ttft_s: float | None
+    discarded_text: str
+    discarded_thinking: str
+
+
+def _discarded(failure: AttemptFailure) -> _Discarded:
+    return _Discarded(
+        ttft_s=failure.ttft_s, discarded_text=failure.text, discarded_thinking=failure.thinking
+    )
 
 
 class _ErrorFields(TypedDict):
