@@ -92,12 +92,14 @@ class SdkRules:
         return Wait(nominal + 0.5, False)  # tenacity adds up to `jitter` (1 s) on top
 
 
-def rules_for(kind: str, max_retries: int | None, retry_options: Any = None) -> SdkRules:
-    """The rules of a watched client of `kind` (anthropic, openai, genai, httpx)."""
+def rules_for(kind: str, client: Any) -> SdkRules:
+    """The rule by which `client`, of `kind` (anthropic, openai, genai, httpx), retries when
+    unguarded: its SDK's, with its settings."""
     if kind in ("anthropic", "openai"):
         label = "the Anthropic SDK" if kind == "anthropic" else "the OpenAI SDK"
-        return SdkRules(label, "stainless", 2 if max_retries is None else max_retries)
+        return SdkRules(label, "stainless", client.max_retries)
     if kind == "genai":
+        retry_options = client._api_client._http_options.retry_options
         if retry_options is None:
             return SdkRules("the Google GenAI SDK", "none", 0)
         attempts = getattr(retry_options, "attempts", None) or 5

@@ -25,10 +25,10 @@ from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
 from ._calls import CallLog
-from ._clients import kind_of, rules_of, wrap
+from ._clients import kind_of, wrap
 from ._guarded import GuardCore, guarded_transport
 from ._record import RecordingObserver, recorder_for
-from ._sdk import GUARD, SdkRules
+from ._sdk import GUARD, SdkRules, rules_for
 from ._transport import ObserverFactory
 
 __all__ = ["Watcher", "watch", "watching"]
@@ -76,7 +76,7 @@ class Watcher:
         record: str | Path | Recorder | None = None,
         guard: GuardCore | None = None,
     ) -> None:
-        kind_of(client)  # a clear ConfigError before anything is built
+        kind = kind_of(client)  # a clear ConfigError before anything is built
         # a recording that cannot be opened (not a recording, a newer format) is refused first
         self.recorder: Recorder | None = recorder_for(record) if record is not None else None
         self.clock: Clock = clock or RealClock()
@@ -92,7 +92,7 @@ class Watcher:
         self._unsubscribe: Callable[[], None] | None = None
         outer = None if guard is None else functools.partial(guarded_transport, core=guard)
         self.client: Any = wrap(client, self.observers, self.clock.now, outer)
-        self.rules = rules_of(client)
+        self.rules = rules_for(kind, client)
         if guard is not None:  # nbagent retries, not the SDK
             self.rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
         self._calls = CallLog(
