@@ -315,7 +315,8 @@ class CallLog:
         assert err is not None
         headers = a.reader.headers if a.reader is not None else None
         key = (call.run_id, a.n)
-        decision = decide(Failure(err, AttemptState(a.n)), _POLICY, rng=self._rng)
+        failure = Failure(err, AttemptState(a.n), idempotent=f.idempotent)
+        decision = decide(failure, _POLICY, rng=self._rng)
         # a guarded reply that broke once it was the SDK's: nbagent's own decision is final
         self.nbagent_actions[key] = "fail" if a.guarded else decision.action
         retries = not cancelled and self.rules.will_retry(a.status, headers, err, a.n)

@@ -16,9 +16,9 @@ went before the SDK sees any of it:
 When the decision is final the SDK gets the last answer as it came (the same status, headers
 and body), so it raises its own exception for it; a transport exception is raised again as it
 was; a request the rate limiter would not send at all becomes a 429 the SDK reads as one.
-Non-idempotent requests (file uploads, batch creation) are retried only when the failure says
-they never arrived (`_decision.may_have_reached`: a 429), as `RetryPolicy.call(idempotent=False)`
-is.
+Non-idempotent requests (file uploads, batch creation: `RequestFacts.idempotent`) are retried
+only when the failure says they never arrived (`_decision.may_have_reached`: a 429), as
+`RetryPolicy.call(idempotent=False)` is.
 """
 
 from __future__ import annotations
@@ -41,20 +41,9 @@ from ._calls import CallLog, _Attempt, _Call
 from ._reading import RequestFacts, transport_failure
 from ._transport import Made, made_for
 
-__all__ = ["GuardCore", "guarded_transport", "non_idempotent"]
+__all__ = ["GuardCore", "guarded_transport"]
 
 T = TypeVar("T")
-
-_NON_IDEMPOTENT_TAILS = ("/files", "/uploads", "/batches", ":batchGenerateContent")
-
-
-def non_idempotent(method: str, path: str) -> bool:
-    """Whether sending this request twice could do its work twice: a file upload or a batch
-    created again (a model request is answered again, which costs tokens, not correctness)."""
-    if method.upper() != "POST":
-        return False
-    path = path.rstrip("/")
-    return path.endswith(_NON_IDEMPOTENT_TAILS) or "/uploads/" in path or "/upload/" in path
 
 
 class _IO(Protocol):
@@ -107,7 +96,7 @@ class GuardCore:
             provider=facts.provider,
             rng=self.rng,
             pacer=self.pacer_for(facts, request),
-            idempotent=not non_idempotent(request.method, request.url.path),
+            idempotent=facts.idempotent,
         )
         sending = _Sending(request, io, calls, call)
         try:
