@@ -24,10 +24,11 @@ from .._loop._durable_log import DurableLog, LogTarget
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
+from ..recording._writer import recorder_for
 from ._calls import CallLog
 from ._clients import kind_of, wrap
 from ._guarded import GuardCore, guarded_transport
-from ._record import RecordingObserver, recorder_for
+from ._record import RecordingObserver
 from ._sdk import GUARD, SdkRules, rules_for
 from ._transport import ObserverFactory
 
@@ -78,7 +79,7 @@ class Watcher:
     ) -> None:
         kind = kind_of(client)  # a clear ConfigError before anything is built
         # a recording that cannot be opened (not a recording, a newer format) is refused first
-        self.recorder: Recorder | None = recorder_for(record) if record is not None else None
+        self.recorder = None if record is None else recorder_for(record, "nbagent.watch")
         self.clock: Clock = clock or RealClock()
         self.name = f"watch-{uuid.uuid4().hex[:8]}"
         self.events = EventBus()
