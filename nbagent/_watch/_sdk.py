@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import StreamInterrupted, TransportError
-from ..providers._server_wish import parse_retry_after
+from ..providers._server_wish import retry_after_of
 
 __all__ = ["GUARD", "SdkRules", "Wait"]
 
@@ -33,17 +33,6 @@ class Wait:
 
     seconds: float
     server: bool
-
-
-def _retry_after(headers: Any) -> float | None:
-    if headers is None:
-        return None
-    try:
-        return float(headers.get("retry-after-ms")) / 1000
-    except (TypeError, ValueError):
-        pass
-    raw = headers.get("retry-after")
-    return None if raw is None else parse_retry_after(raw)
 
 
 @dataclass(frozen=True)
@@ -83,7 +72,7 @@ class SdkRules:
     def wait(self, headers: Any, attempt: int) -> Wait:
         """About how long the SDK sleeps after failed attempt `attempt`."""
         if self.family == "stainless":
-            wish = _retry_after(headers)
+            wish = None if headers is None else retry_after_of(headers)
             if wish is not None and wish > 0:
                 return Wait(wish, True)
             nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
