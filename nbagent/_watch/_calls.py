@@ -346,17 +346,17 @@ class CallLog:
             end = "cancelled" if cancelled else "error"
             self._finish(call, t, end, kind, f"{message} ({why})")
             return
-        wait = self.rules.wait(headers, a.n)
+        wait, server = self.rules.wait(headers, a.n)
         call.failed_at = t
         self._emit(
             SDKRetryScheduled(
                 **self._labels(a.n, f.model),
                 **said,
                 next_attempt=a.n + 1,
-                delay_s=wait.seconds,
-                policy_delay_s=0.0 if wait.server else wait.seconds,
+                delay_s=wait,
+                policy_delay_s=0.0 if server else wait,
                 message=message,
-                retry_after_s=wait.seconds if wait.server else retry_after,
+                retry_after_s=wait if server else retry_after,
                 sdk=self.rules.label,
             ),
             call.run_id,

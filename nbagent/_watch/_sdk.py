@@ -17,7 +17,7 @@ from typing import Any, Literal
 from ..errors import StreamInterrupted, TransportError
 from ..providers._server_wish import retry_after_of
 
-__all__ = ["GUARD", "SdkRules", "Wait"]
+__all__ = ["GUARD", "SdkRules"]
 
 Family = Literal["stainless", "genai", "none"]
 
@@ -25,14 +25,6 @@ GUARD = "nbagent.guard"  # the label of a guarded client's rule: nbagent retries
 
 _STAINLESS_STATUSES = frozenset({408, 409, 429})
 _GENAI_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-
-@dataclass(frozen=True)
-class Wait:
-    """The wait the SDK's rule gives: `seconds` (about: jitter aside) and whose wish it is."""
-
-    seconds: float
-    server: bool
 
 
 @dataclass(frozen=True)
@@ -69,16 +61,17 @@ class SdkRules:
             return isinstance(error, TransportError)
         return status in _STAINLESS_STATUSES or status >= 500
 
-    def wait(self, headers: Any, attempt: int) -> Wait:
-        """About how long the SDK sleeps after failed attempt `attempt`."""
+    def wait(self, headers: Any, attempt: int) -> tuple[float, bool]:
+        """About how long the SDK sleeps after failed attempt `attempt` (jitter aside), in
+        seconds, and whether that is the server's wish."""
         if self.family == "stainless":
             wish = None if headers is None else retry_after_of(headers)
             if wish is not None and wish > 0:
-                return Wait(wish, True)
+                return wish, True
             nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
-            return Wait(nominal * 0.875, False)  # the middle of its 75-100 % jitter
+            return nominal * 0.875, False  # the middle of its 75-100 % jitter
         nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
-        return Wait(nominal + 0.5, False)  # tenacity adds up to `jitter` (1 s) on top
+        return nominal + 0.5, False  # tenacity adds up to `jitter` (1 s) on top
 
 
 def rules_for(kind: str, client: Any) -> SdkRules:
