@@ -27,7 +27,7 @@ import itertools
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from .._core._attempts import AttemptLabels, usage_fields
@@ -121,37 +121,32 @@ class _Attempt:
         return reader.ending(), False
 
 
+@dataclass(eq=False, repr=False)
 class CallLog:
     """Groups a watched client's exchanges into calls and emits their events on `bus`.
 
     `after_wait` is told (run_id, attempt) and the wait the SDK took after that attempt, when
     the next attempt shows it; `nbagent_actions` maps (run_id, attempt) to what nbagent would
-    have done. Emission is serialised: a client used from many
-    threads still gives one ordered stream.
+    have done. Emission is serialised: a client used from many threads still gives one ordered
+    stream.
     """
 
-    def __init__(
-        self,
-        bus: EventBus,
-        rules: SdkRules,
-        *,
-        name: str,
-        now: Callable[[], float],
-        after_wait: Callable[[tuple[str, int], float], None],
-    ) -> None:
-        self.bus = bus
-        self.rules = rules
-        self.name = name
-        self.now = now
-        self.after_wait = after_wait
-        self.amplification = Amplification(_who(rules))
+    bus: EventBus
+    rules: SdkRules
+    _: KW_ONLY
+    name: str
+    now: Callable[[], float]
+    after_wait: Callable[[tuple[str, int], float], None]
+
+    def __post_init__(self) -> None:
+        self.amplification = Amplification(_who(self.rules))
         self.guarded: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
-            f"nbagent_guard_{name}", default=None
+            f"nbagent_guard_{self.name}", default=None
         )
         self._warnings: list[str] = []
         self.nbagent_actions: dict[tuple[str, int], str] = {}
         self._current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
-            f"nbagent_watch_{name}", default=None
+            f"nbagent_watch_{self.name}", default=None
         )
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
