@@ -28,6 +28,7 @@ import functools
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
@@ -61,22 +62,19 @@ class _IO(Protocol):
     async def discard(self, response: Any) -> None: ...
 
 
+@dataclass(eq=False)
 class GuardCore:
     """What every guarded transport of one client shares: the policy, the pacer for each
     request, the client's call log and its random source (one for the client, so concurrent
     calls draw different jitter)."""
 
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        clock: Clock,
-        pacer_for: Callable[[RequestFacts, Any], Pacer | None],
-    ) -> None:
-        self.policy = policy
-        self.clock = clock
-        self.pacer_for = pacer_for
-        self.rng = policy.rng()
-        self.calls: CallLog | None = None  # set once the watcher has made it
+    policy: RetryPolicy
+    clock: Clock
+    pacer_for: Callable[[RequestFacts, Any], Pacer | None]
+    calls: CallLog | None = None  # set once the watcher has made it
+
+    def __post_init__(self) -> None:
+        self.rng = self.policy.rng()
 
     def open(self, request: Any) -> tuple[_Call, RequestFacts]:
         """The logical call for `request`, opened in the caller's own context (so the
@@ -115,14 +113,17 @@ class GuardCore:
             return answer
 
 
+@dataclass(eq=False)
 class _Sending:
     """The attempts of one guarded request: the last answer (a response) or the transport's
     exception (`last`), and a response read in part, held until the decision (`held`)."""
 
-    def __init__(self, request: Any, io: _IO, calls: CallLog, call: _Call) -> None:
-        self.request, self.io, self.calls, self.call = request, io, calls, call
-        self.last: Any = None
-        self.held: Any = None
+    request: Any
+    io: _IO
+    calls: CallLog
+    call: _Call
+    last: Any = None
+    held: Any = None
 
     async def discard(self) -> None:
         held, self.held = self.held, None
