@@ -183,11 +183,6 @@ class AttemptLoop:
     idempotent: bool = True
     state: AttemptState = field(default_factory=AttemptState, init=False)
 
-    @property
-    def attempt(self) -> int:
-        """The number of the attempt under way (or the last one)."""
-        return self.state.attempt
-
     def __post_init__(self) -> None:
         if self.rng is None:
             self.rng = self.policy.rng()
@@ -279,8 +274,8 @@ class AttemptLoop:
     def _begin(self) -> int:
         self.state = self.state.begin()
         if self.emit is not None:
-            self.emit(AttemptStarted(**self._labels(self.attempt)))
-        return self.attempt
+            self.emit(AttemptStarted(**self._labels(self.state.attempt)))
+        return self.state.attempt
 
     def _waiting(self, delay: float, reason: str) -> None:
         if self.emit is not None:
