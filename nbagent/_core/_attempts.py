@@ -183,11 +183,6 @@ class AttemptLoop:
     idempotent: bool = True
     state: AttemptState = field(default_factory=AttemptState, init=False)
 
-    @property
-    def attempt(self) -> int:
-        """The number of the attempt under way (or the last one)."""
-        return self.state.attempt
-
     def __post_init__(self) -> None:
         if self.rng is None:
             self.rng = self.policy.rng()
@@ -279,8 +274,8 @@ class AttemptLoop:
     def _begin(self) -> int:
         self.state = self.state.begin()
         if self.emit is not None:
-            self.emit(AttemptStarted(**self._labels(self.attempt)))
-        return self.attempt
+            self.emit(AttemptStarted(**self._labels(self.state.attempt)))
+        return self.state.attempt
 
     def _waiting(self, delay: float, reason: str) -> None:
         if self.emit is not None:
@@ -294,7 +289,8 @@ class AttemptLoop:
                 AttemptSucceeded(
                     **self._labels(n),
                     **usage_fields(sent.usage),
-                    **_by_name(_ReplyFields, sent),
+                    # the rest of what `Sent` says `AttemptSucceeded` names alike
+                    **{k: v for k, v in vars(sent).items() if k not in ("usage", "headers")},
                 )
             )
 
@@ -358,7 +354,7 @@ class AttemptLoop:
         if isinstance(decision.error, OutputInvalid):
             issues = tuple(str(e) for e in decision.error.errors)
         answered = failure.answered
-        usage = usage_fields(answered.usage if answered is not None else _NO_USAGE)
+        usage: _UsageFields = usage_fields(answered.usage) if answered is not None else {}
         if answered is not None:  # the answer came with a 200 (and its request id)
             said["status_code"] = said["status_code"] or 200
             said["request_id"] = said["request_id"] or answered.request_id
@@ -366,8 +362,8 @@ class AttemptLoop:
             AttemptFailed(
                 **self._labels(n),
                 **said,
-                **_discarded(failure),
                 **usage,
+                **_discarded(failure),
                 action=decision.action,
                 output_errors=issues,
             )
@@ -395,16 +391,7 @@ class AttemptLoop:
         )
 
 
-class _NoUsage:
-    """What a failed attempt that got no answer cost, as far as anyone knows: nothing said."""
-
-    input_tokens = output_tokens = cache_read_tokens = cache_write_tokens = cost_usd = None
-
-
-_NO_USAGE = _NoUsage()
-
-
-class _UsageFields(TypedDict):
+class _UsageFields(TypedDict, total=False):
     input_tokens: int | None
     output_tokens: int | None
     cache_read_tokens: int | None
@@ -412,26 +399,9 @@ class _UsageFields(TypedDict):
     cost_usd: float | None
 
 
-class _ReplyFields(TypedDict):
-    request_id: str | None
-    response_id: str | None
-    ttft_s: float | None
-    stop_reason: str | None
-    message: str
-    status_code: int | None
-
-
-F = TypeVar("F", _UsageFields, _ReplyFields)
-
-
-def _by_name(fields: type[F], source: object) -> F:
-    """`Usage` and `Sent` name their fields as `AttemptSucceeded` does: copy them by name."""
-    return cast(F, {name: getattr(source, name) for name in fields.__annotations__})
-
-
 def usage_fields(usage: object) -> _UsageFields:
     """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
-    return _by_name(_UsageFields, usage)
+    return cast(_UsageFields, {name: getattr(usage, name) for name in _UsageFields.__annotations__})
 
 
 class _Discarded(TypedDict):

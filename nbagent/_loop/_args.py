@@ -18,6 +18,7 @@ from ..events import Subscriber
 from ..providers import HTTPProvider
 from ..providers._base import Provider
 from ..recording import Recorder
+from ..recording._writer import recorder_for
 
 __all__ = [
     "check_arguments",
@@ -131,16 +132,8 @@ def make_recorder(
 ) -> Recorder | None:
     """`record=` as a Recorder (a path opens one; ConfigError for anything else), set on each
     HTTP provider of the chain: every exchange is appended as it happens (nbagent.recording)."""
-    if record is None:
-        return None
-    if not isinstance(record, (str, os.PathLike, Recorder)):
-        raise ConfigError(
-            f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
-            f"not {type(record).__name__}."
-        )
-    if not isinstance(record, Recorder):
-        record = Recorder(record, made_by="nbagent Agent(record=...)")
+    recorder = None if record is None else recorder_for(record, "nbagent Agent(record=...)")
     for p in providers:
-        if isinstance(p, HTTPProvider):
-            p.recorder = record
-    return record
+        if isinstance(p, HTTPProvider) and recorder is not None:
+            p.recorder = recorder
+    return recorder

@@ -43,13 +43,13 @@ class _Endpoint:
     rate_key: tuple[str, str, str]
 
 
+@dataclass(frozen=True)
 class _OwnBudget:
     """A pacer whose retries draw from the guard's own `budget=` (the limiter, if any, still
     paces the requests)."""
 
-    def __init__(self, pacer: Pacer | None, budget: RetryBudget) -> None:
-        self.pacer = pacer
-        self.budget = budget
+    pacer: Pacer | None
+    budget: RetryBudget
 
     async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         if self.pacer is not None:

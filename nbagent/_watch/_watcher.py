@@ -24,11 +24,12 @@ from .._loop._durable_log import DurableLog, LogTarget
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
+from ..recording._writer import recorder_for
 from ._calls import CallLog
-from ._clients import kind_of, rules_of, wrap
+from ._clients import kind_of, wrap
 from ._guarded import GuardCore, guarded_transport
-from ._record import RecordingObserver, recorder_for
-from ._sdk import GUARD, SdkRules
+from ._record import RecordingObserver
+from ._sdk import GUARD, SdkRules, rules_for
 from ._transport import ObserverFactory
 
 __all__ = ["Watcher", "watch", "watching"]
@@ -36,7 +37,6 @@ __all__ = ["Watcher", "watch", "watching"]
 C = TypeVar("C")
 
 _WATCHERS: weakref.WeakKeyDictionary[Any, Watcher] = weakref.WeakKeyDictionary()
-_BY_ID: dict[int, Watcher] = {}  # for clients that take no weak reference
 
 
 class Watcher:
@@ -77,9 +77,9 @@ class Watcher:
         record: str | Path | Recorder | None = None,
         guard: GuardCore | None = None,
     ) -> None:
-        kind_of(client)  # a clear ConfigError before anything is built
+        kind = kind_of(client)  # a clear ConfigError before anything is built
         # a recording that cannot be opened (not a recording, a newer format) is refused first
-        self.recorder: Recorder | None = recorder_for(record) if record is not None else None
+        self.recorder = None if record is None else recorder_for(record, "nbagent.watch")
         self.clock: Clock = clock or RealClock()
         self.name = f"watch-{uuid.uuid4().hex[:8]}"
         self.events = EventBus()
@@ -92,7 +92,7 @@ class Watcher:
         self._unsubscribe: Callable[[], None] | None = None
         outer = None if guard is None else functools.partial(guarded_transport, core=guard)
         self.client: Any = wrap(client, self.observers, self.clock.now, outer)
-        self.rules = rules_of(client)
+        self.rules = rules_for(kind, client)
         if guard is not None:  # nbagent retries, not the SDK
             self.rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
         self._calls = CallLog(
@@ -107,7 +107,7 @@ class Watcher:
         self.observers.append(self._calls)
         if self.recorder is not None:
             self.observers.append(RecordingObserver(self.recorder))
-        _remember(self.client, self)
+        _WATCHERS[self.client] = self  # every kind of client takes a weak reference
 
     def __repr__(self) -> str:
         return f"Watcher({self.rules.label}, {len(self._log)} attempts)"
@@ -196,19 +196,11 @@ class Watcher:
             self._durable.flush()
 
 
-def _remember(client: Any, w: Watcher) -> None:
-    try:
-        _WATCHERS[client] = w
-    except TypeError:
-        _BY_ID[id(client)] = w
-
-
 def _watcher_of(client: Any) -> Watcher | None:
     try:
         return _WATCHERS.get(client)
-    except TypeError:
-        w = _BY_ID.get(id(client))
-        return w if w is not None and w.client is client else None
+    except TypeError:  # no client at all: `Watcher` says what it takes
+        return None
 
 
 def watch(
