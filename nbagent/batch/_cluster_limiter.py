@@ -45,7 +45,6 @@ from ..errors import RateLimited, TransportError
 __all__ = [
     "LEASE_TOKENS",
     "LONG_POLL_S",
-    "AsyncLimiterCore",
     "ClusterPacer",
     "LimiterCore",
     "rate_headers",
@@ -98,15 +97,19 @@ class LimiterCore:
         self.requests = 0
         self.outcomes = 0
         self.busy_s = 0.0
+        self._news: asyncio.Event | None = None
 
     def report(self, worker: str, outcomes: list[Outcome]) -> None:
-        """Apply a worker's outcomes, oldest first."""
+        """Apply a worker's outcomes, oldest first (a held request's `ask` hears of them)."""
         t0 = time.perf_counter()
         now = self._now()
         for o in outcomes:
             self._apply(o, now)
         if outcomes:
             self.version += 1
+            if self._news is not None:
+                self._news.set()
+                self._news = None
         self.calls += 1
         self.outcomes += len(outcomes)
         self.busy_s += time.perf_counter() - t0
@@ -170,25 +173,6 @@ class LimiterCore:
             "us_per_request": 1e6 * self.busy_s / max(1, self.requests),
         }
 
-
-class AsyncLimiterCore(LimiterCore):
-    """The core as an asyncio service (the Ray actor): `ask` can wait for news.
-
-    A request held back while the rate is unknown (a probe is out) asks with the version it
-    last saw; the answer waits until an outcome moves the version on (at most `LONG_POLL_S`), so
-    the next probe leaves as soon as the last one is answered, not a polling interval later.
-    """
-
-    def __init__(self, label: str = "", now: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(label, now)
-        self._news: asyncio.Event | None = None
-
-    def report(self, worker: str, outcomes: list[Outcome]) -> None:
-        super().report(worker, outcomes)
-        if outcomes and self._news is not None:
-            self._news.set()
-            self._news = None
-
     async def ask(
         self,
         worker: str,
@@ -197,6 +181,10 @@ class AsyncLimiterCore(LimiterCore):
         seed: Mapping[str, Any] | None = None,
         after: int | None = None,
     ) -> dict[str, Any]:
+        """`reserve`, as the Ray actor answers it. A request held back while the rate is unknown
+        (a probe is out) asks with the version it last saw (`after`); the answer waits until an
+        outcome moves the version on (at most `LONG_POLL_S`), so the next probe leaves as soon
+        as the last one is answered, not a polling interval later."""
         if after is not None and after == self.version:
             if self._news is None:
                 self._news = asyncio.Event()

@@ -34,10 +34,10 @@ import pandas as pd
 from .._core._words import counted
 from .._loop._limiter import limiter_key
 from ..errors import ConfigError
-from ._cluster_limiter import AsyncLimiterCore
+from ._cluster_limiter import LimiterCore
 from ._progress import BatchProgress
 from ._ray_driver import Driver, gather
-from ._ray_worker import BatchWorker, LimiterChoice
+from ._ray_worker import BatchWorker, ClusterLimiter, LimiterChoice
 from ._spec import AgentsOptions, AgentSpec, BatchControl
 
 __all__ = ["ensure_ray", "run_ray"]
@@ -62,19 +62,15 @@ def ensure_ray() -> Any:
     return ray
 
 
-class _LimiterActor(AsyncLimiterCore):
-    """The cluster's limiter as a Ray actor (async: a held request's ask can wait for news)."""
-
-
 def limiter_name(key: tuple[str, ...]) -> str:
     """The limiter actor's name: a hash of provider, endpoint and the key's fingerprint."""
     return "nbagent-limiter-" + hashlib.sha256("|".join(key).encode()).hexdigest()[:16]
 
 
-def _limiter_actor(ray: Any, key: tuple[str, ...]) -> tuple[str, Any]:
+def _limiter_actor(ray: Any, key: tuple[str, ...]) -> ClusterLimiter:
     name = limiter_name(key)
     actor = (
-        ray.remote(_LimiterActor)
+        ray.remote(LimiterCore)
         .options(
             name=name,
             namespace=NAMESPACE,
@@ -85,7 +81,7 @@ def _limiter_actor(ray: Any, key: tuple[str, ...]) -> tuple[str, Any]:
         )
         .remote(key[0])
     )
-    return name, actor
+    return ClusterLimiter(name, actor)
 
 
 def session_key(ray: Any) -> str:
@@ -126,23 +122,20 @@ def worker_count(ray: Any, workers: int | None, cpus: float, prompts: int) -> in
     return max(1, min(workers, prompts))
 
 
-def limiter_choice(ray: Any, spec: AgentSpec, key: tuple[str, ...]) -> tuple[LimiterChoice, Any]:
+def limiter_choice(ray: Any, spec: AgentSpec, key: tuple[str, ...]) -> LimiterChoice:
     """How the workers' agents are paced, from `limiter=`: the limiter actor (True, the
     default), each worker's own in-process limiter ("process"), none (False), or a Pacer."""
     value = spec.kwargs.pop("limiter", True)
     if value is True or value == "cluster":
-        name, actor = _limiter_actor(ray, key)
-        return ("cluster", (name, actor)), actor
+        return _limiter_actor(ray, key)
     if value == "process":
-        return ("process", None), None
-    if value is False:
-        return ("off", None), None
+        return True
     if isinstance(value, str):
         raise ConfigError(
             f"limiter= takes True (one limiter for the cluster), 'process', False or a Pacer, "
             f"not {value!r}"
         )
-    return ("pacer", value), None
+    return value  # type: ignore[no-any-return]
 
 
 async def run_ray(
@@ -158,7 +151,8 @@ async def run_ray(
     first = spec.make(limiter=False)  # a bad model string or a missing key fails here
     key = limiter_key(first.providers[0])
     await first.aclose()
-    choice, limiter = limiter_choice(ray, spec, key)
+    choice = limiter_choice(ray, spec, key)
+    limiter = choice.actor if isinstance(choice, ClusterLimiter) else None
     try:
         spec_ref = ray.put(spec)
     except Exception as err:
@@ -208,8 +202,8 @@ async def _describe(
     where = counted(workers, "Ray worker")
     where += f", {counted(lost, 'prompt')} lost with a worker" if lost else ""
     if limiter is None:
-        what = {"process": "one limiter per worker process", "off": "off"}.get(choice[0], "a Pacer")
-        return f"{what} ({where})"
+        what = "off" if choice is False else "a Pacer"
+        return f"{'one limiter per worker process' if choice is True else what} ({where})"
     (s,) = await gather([limiter.stats.remote()], 5.0)
     if not isinstance(s, dict):
         return f"cluster-wide limiter (unreachable) ({where})"

@@ -30,7 +30,7 @@ import pandas as pd
 from .._loop._frame import frame_from_records, with_origin
 from ..errors import Aborted
 from ._frames import row_failed
-from ._progress import BatchProgress
+from ._progress import BatchProgress, lane_state
 from ._spec import BatchControl
 
 __all__ = ["STALL_S", "WORKER_SILENT_S", "Driver", "gather"]
@@ -191,25 +191,22 @@ class Driver:
     # -- what the workers say ---------------------------------------------------------------
 
     def apply(self, w: int, drained: Mapping[str, Any]) -> None:
-        """A worker's drain: lane moves, counters, ended attempt rows, each try's last news."""
+        """A worker's drain: its agents' events (lanes, counters), ended attempt rows, each
+        try's last news."""
         now = time.monotonic()
         self.heard[w] = now
         label = str(drained.get("worker") or self.labels[w])
         self.labels[w] = label
         ours = {(t.i, t.attempt): t for t in self.inflight.values() if t.w == w}
         busy = drained.get("busy", {})
-        told = {(i, a) for i, a, _ in drained["lanes"]} | {(i, a) for i, a, _ in drained["rows"]}
+        told = {(i, a) for i, a, _ in drained["events"]} | {(i, a) for i, a, _ in drained["rows"]}
         for key in (told | busy.keys()) & ours.keys():
             ours[key].label = label  # this process runs it
-        for i, attempt, state in drained["lanes"]:
-            if attempt == self.tries[i] and state in ("running", "waiting"):
+        for i, attempt, event in drained["events"]:
+            self.progress.count(event)
+            state = lane_state(event)
+            if attempt == self.tries[i] and state is not None:  # an earlier try's: not its lane
                 self.progress.set_lane(i, state)
-        counts = drained["counts"]
-        if counts.get("retry"):
-            self.progress.add_retry(float(counts.get("retry_s", 0.0)), int(counts["retry"]))
-        if counts.get("paced"):
-            self.progress.paced += int(counts["paced"])
-            self.progress.paced_wait_s += float(counts.get("paced_s", 0.0))
         for (i, attempt, idx), row in drained["rows"].items():
             self.streamed.setdefault((i, attempt), {})[idx] = row
         for key, (quiet_s, what) in busy.items():
