@@ -409,20 +409,9 @@ def resume(
         ConfigError: The file is missing or not a batch state file, the key is missing, or
             `output` is not the schema the batch began with (or it began without one).
     """
-    batch = _Batch(
-        ProviderBatch.from_state(
-            state,
-            api_key=api_key,
-            base_url=base_url,
-            retry=retry,
-            clock=clock,
-            poll=poll,
-            output=output,
-        ),
-        show=show,
-        stoppable=False,
-    )
-    return _run_blocking(batch)
+    given = dict(locals())  # first: `resume`'s signature is the one list of its options
+    show = given.pop("show")
+    return _run_blocking(_Batch(ProviderBatch.from_state(**given), show=show, stoppable=False))
 
 
 def _run_blocking(batch: _Batch) -> BatchResult:

@@ -90,7 +90,6 @@ class ProviderOptions:
             raise ConfigError("options= takes a dict of request fields, e.g. {'temperature': 0}")
         if self.clock is not None and not isinstance(self.clock, Clock):
             raise ConfigError("clock= takes a clock such as nbagent.VirtualClock()")
-        _poll(self.poll)
 
     def caps(self, client: BatchClient) -> BatchCaps:
         """`batch_caps=` checked, or the client's own."""
@@ -235,7 +234,7 @@ class ProviderBatch:
     @classmethod
     def from_state(
         cls,
-        path: str | os.PathLike[str],
+        state: str | os.PathLike[str],
         *,
         api_key: str | None = None,
         base_url: str | None = None,
@@ -244,23 +243,24 @@ class ProviderBatch:
         poll: tuple[float, float] | None = None,
         output: Any = None,
     ) -> ProviderBatch:
-        state = ProviderState.load(path)
-        refuse_a_gone_demo_server(state.provider, base_url or state.base_url, str(state.path))
+        """The batch of a `resume` call (its arguments, by the same names)."""
+        loaded = ProviderState.load(state)
+        refuse_a_gone_demo_server(loaded.provider, base_url or loaded.base_url, str(loaded.path))
         provider = resolve_model_spec(
-            state.model, api_key=api_key, base_url=base_url or state.base_url
+            loaded.model, api_key=api_key, base_url=base_url or loaded.base_url
         )
-        client = batch_client(provider, caps=BatchCaps(*state.caps))
+        client = batch_client(provider, caps=BatchCaps(*loaded.caps))
         structured = None
-        if state.output is not None:
-            structured = BatchOutput.from_json(state.output, provider=provider, output=output)
+        if loaded.output is not None:
+            structured = BatchOutput.from_json(loaded.output, provider=provider, output=output)
         elif output is not None:
             raise ConfigError(
-                f"the batch in {state.path} began without output=, so its answers are text: "
+                f"the batch in {loaded.path} began without output=, so its answers are text: "
                 "leave output= out of resume()"
             )
-        policy = retry or RetryPolicy(**state.retry)
+        policy = retry or RetryPolicy(**loaded.retry)
         return cls(
-            client, state, policy=policy, clock=clock, poll=poll, output=structured, log=state.log
+            client, loaded, policy=policy, clock=clock, poll=poll, output=structured, log=loaded.log
         )
 
     def announce(self) -> None:

@@ -133,7 +133,6 @@ class ItemEvents:
         started: float,
         ended: float,
         *,
-        note: str = "",
         value: Any = None,
         raw: str | None = None,
     ) -> None:
@@ -145,15 +144,13 @@ class ItemEvents:
                 status_code=200,
                 request_id=done.request_id or done.response_id,
                 stop_reason=done.stop_reason,
-                message=note or done.note or "",
+                message=done.note or "",
             )
         )
         self.final_text[pos] = done.message.text if raw is None else raw
-        self.end_reason[pos] = done.stop_reason
         if self.output is not None:
             self.values[pos] = value
-        self.done[pos] = True
-        self._finished(pos, ended, done.stop_reason or "end_turn")
+        self._end(pos, done.stop_reason or "end_turn")
 
     def failed(
         self,
@@ -216,25 +213,25 @@ class ItemEvents:
         """The row of an item that ends with `err` (Aborted: cancelled)."""
         self.error[pos] = type(err).__name__
         self.error_message[pos] = str(err) or type(err).__name__
-        reason = "cancelled" if isinstance(err, Aborted) else "error"
+        self._end(pos, "cancelled" if isinstance(err, Aborted) else "error")
+
+    def _end(self, pos: int, reason: str) -> None:
+        """The item's row is final: its run ends (an item never sent has no run to end)."""
         self.end_reason[pos] = reason
         self.done[pos] = True
-        if not math.isnan(self.first_start[pos]):  # an item never sent has no run to end
-            at = self.first_start[pos] + self.duration[pos]
-            self._finished(pos, at, reason, self.error[pos], self.error_message[pos])
-
-    def _finished(self, pos: int, at: float, reason: str, error: str = "", why: str = "") -> None:
+        if math.isnan(self.first_start[pos]):
+            return
         cost = None if math.isnan(self.cost[pos]) else self.cost[pos]
         self.bus.emit(
             RunFinished(
                 run_id=self.run_id(pos),
-                time=at,
+                time=self.first_start[pos] + self.duration[pos],
                 turn=1,
                 end_reason=reason,
                 usage=Usage(self.input_tokens[pos], self.output_tokens[pos], cost_usd=cost),
                 model=self.model,
-                error=error,
-                message=why,
+                error=self.error.get(pos, ""),
+                message=self.error_message.get(pos, ""),
                 final_text=self.final_text[pos] or "",
             )
         )

@@ -305,23 +305,13 @@ class ProviderState:
                 f"{p} was written by another nbagent (state version {doc.get('version')!r}, "
                 f"this one reads {VERSION} and {OUTPUT_VERSION}): resume it with that version."
             )
+        head = {f.name for f in dataclasses.fields(cls)} - set(_NOT_IN_HEAD)  # as `save` wrote
         try:
             state = cls(
                 path=p,
-                tag=str(doc["tag"]),
-                model=str(doc["model"]),
-                provider=str(doc["provider"]),
-                base_url=doc.get("base_url"),
-                request=dict(doc["request"]),
-                retry=dict(doc["retry"]),
-                caps=[int(c) for c in doc["caps"]],
                 prompts=[str(t) for t in doc["prompts"]],
-                index=doc.get("index"),
-                output=doc.get("output"),
-                log=doc.get("log"),
                 batches=[BatchRecord(**b) for b in doc["batches"]],
-                cancelled=bool(doc.get("cancelled")),
-                started_wall=float(doc.get("started_wall") or time.time()),
+                **{name: doc[name] for name in head if name in doc},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{p} is a damaged batch state file ({exc!r}).") from None
