@@ -38,8 +38,7 @@ from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..notebook import in_notebook
 from ._backends import Backend, backend_for
-from ._dry_run import dry_run_estimate
-from ._estimate import BatchEstimate
+from ._estimate import BatchEstimate, dry_run_estimate
 from ._frames import RESULT_COLUMNS, BatchResult, prompts_of
 from ._options import BatchKeywords, BatchOptions, Prompts
 from ._output_columns import check_fields
