@@ -86,8 +86,7 @@ def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
 class LimiterCore:
     """The cluster's one limiter and retry budget (a Ray actor wraps it). See the module doc."""
 
-    def __init__(self, label: str = "", now: Callable[[], float] = time.monotonic) -> None:
-        self.label = label
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
         self.limiter = RateLimiter()
         self._now = now
         self.incarnation = uuid.uuid4().hex[:8]
@@ -95,7 +94,6 @@ class LimiterCore:
         self.leases: dict[str, float] = {}
         self.calls = 0
         self.requests = 0
-        self.outcomes = 0
         self.busy_s = 0.0
         self._news: asyncio.Event | None = None
 
@@ -111,7 +109,6 @@ class LimiterCore:
                 self._news.set()
                 self._news = None
         self.calls += 1
-        self.outcomes += len(outcomes)
         self.busy_s += time.perf_counter() - t0
 
     def reserve(
@@ -161,15 +158,13 @@ class LimiterCore:
         self.limiter.budget.refill(self.leases.pop(worker, 0.0))
 
     def stats(self) -> dict[str, Any]:
-        """What it learned and what it cost: µs of its own time per call and per request."""
+        """What it learned and what it cost: µs of its own time per request."""
         return {
             **self.limiter.snapshot(self._now()),
             "incarnation": self.incarnation,
             "calls": self.calls,
             "requests": self.requests,
-            "outcomes": self.outcomes,
             "busy_s": self.busy_s,
-            "us_per_call": 1e6 * self.busy_s / max(1, self.calls),
             "us_per_request": 1e6 * self.busy_s / max(1, self.requests),
         }
 
@@ -219,7 +214,6 @@ class ClusterPacer:
         self.learned: dict[str, Any] = {}
         self.incarnation: str | None = None
         self.calls = 0
-        self.round_trip_s = 0.0
 
     def __repr__(self) -> str:
         return f"ClusterPacer(worker={self.worker}, calls={self.calls}, lease={self.lease:g})"
@@ -254,7 +248,6 @@ class ClusterPacer:
             check, self._check = self._check, []
             held_back = bool(want) and all(again for _, again in want) and not check
             seed = self.learned if self._seed_next and self.learned else None
-            t0 = time.monotonic()
             try:
                 reply = await self._ask(
                     self.worker, len(want), self.lease, seed, self.version if held_back else None
@@ -268,7 +261,7 @@ class ClusterPacer:
                 wait = min(RETRY_CALL_S[1], wait * 2)
                 continue
             wait = RETRY_CALL_S[0]
-            self._took(reply, time.monotonic() - t0, seeded=seed is not None)
+            self._took(reply, seeded=seed is not None)
             if self._seed_next and self.learned:
                 # a restarted core that has not been told what the old one knew (Ray retried
                 # this call there): its slots may burst; hand them back and tell it first
@@ -287,9 +280,8 @@ class ClusterPacer:
                 if not c.done():
                     c.set_result(self.epoch)
 
-    def _took(self, reply: Mapping[str, Any], rtt: float, *, seeded: bool) -> None:
+    def _took(self, reply: Mapping[str, Any], *, seeded: bool) -> None:
         self.calls += 1
-        self.round_trip_s += rtt
         # a new core: tell it what the old one knew (and do not take its word over it)
         new = self.incarnation not in (None, reply["incarnation"]) and not seeded
         self._seed_next = new

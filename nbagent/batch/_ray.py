@@ -79,7 +79,7 @@ def _limiter_actor(ray: Any, key: tuple[str, ...]) -> ClusterLimiter:
             max_task_retries=-1,
             num_cpus=0,
         )
-        .remote(key[0])
+        .remote()
     )
     return ClusterLimiter(name, actor)
 
