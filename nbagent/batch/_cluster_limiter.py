@@ -252,8 +252,6 @@ class ClusterPacer:
                 reply = await self._ask(
                     self.worker, len(want), self.lease, seed, self.version if held_back else None
                 )
-            except asyncio.CancelledError:
-                raise
             except Exception:  # the core is restarting or unreachable: wait, send nothing
                 self._want, self._check = want + self._want, check + self._check
                 self._seed_next = True

@@ -299,10 +299,7 @@ class BatchProgress:
             rows.append(
                 {
                     "n": n,
-                    "id": b.get("id"),
-                    "status": b.get("status"),
-                    "submission": b.get("submission"),
-                    "items": b.get("items"),
+                    **{k: b.get(k) for k in ("id", "status", "submission", "items")},
                     "counts": dict(b.get("counts") or {}),
                     "elapsed_s": round(max(0.0, now - float(b.get("seen_at", now))), 1),
                     "next_poll_s": (

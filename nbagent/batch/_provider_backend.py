@@ -153,16 +153,7 @@ class ProviderBatch:
     ) -> None:
         self.client, self.state, self.index = client, state, state.input_index()
         self.log = log  # the durable log (`log=`): a path or a connection, or None
-        req = state.request
-        self.settings = RunSettings(
-            req.get("system"),
-            int(req.get("max_tokens") or 4096),
-            dict(req.get("options") or {}),
-            policy,
-            clock or RealClock(),
-            _poll(poll),
-            output,
-        )
+        self.settings = RunSettings(policy, clock or RealClock(), _poll(poll), output)
         self.progress = BatchProgress(total=len(state.prompts), backend="provider")
         self.progress.state_path = str(state.path)
         self.control = BatchControl()

@@ -43,11 +43,8 @@ DEFAULT_POLL = (5.0, 60.0)
 
 @dataclass
 class RunSettings:
-    """How a run's items are built and driven."""
+    """How a run's items are driven (how each request is built is the state's `request`)."""
 
-    system: str | None
-    max_tokens: int
-    options: dict[str, Any]
     policy: RetryPolicy
     clock: Clock
     poll: tuple[float, float] = DEFAULT_POLL
@@ -101,7 +98,8 @@ class ItemOutcomes:
                 if empty is not None:
                     raise empty
                 if out is not None:  # as a live attempt checks its answer
-                    limit = answer_limit(self.settings.max_tokens, self.settings.options)
+                    req = self.state.request
+                    limit = answer_limit(req["max_tokens"], req["options"])
                     checked = out.check(done, limit)
             except (ProviderError, OutputInvalid, OutputTruncated) as err:
                 if not isinstance(err, ProviderError):  # an answer refused afterwards: its id

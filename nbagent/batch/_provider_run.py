@@ -142,12 +142,12 @@ class ProviderRun(ItemOutcomes):
     def item(self, pos: int, submission: int, tail: Any = None) -> bytes:
         """One item: the prompt's request (with `output=`, the structured answer's system
         prompt, output tool and format; after a reask, the failed answer and its errors)."""
-        s, client, out = self.settings, self.client, self.settings.output
+        req, client, out = self.state.request, self.client, self.settings.output
         request = client.request(
             self.state.prompts[pos],
-            system=s.system if out is None else out.system(s.system),
-            max_tokens=s.max_tokens,
-            options=s.options,
+            system=req["system"] if out is None else out.system(req["system"]),
+            max_tokens=req["max_tokens"],
+            options=req["options"],
             tools=() if out is None else out.tools,
             output=None if out is None else out.format,
             after=Tail.from_json(tail).messages if tail else (),
@@ -243,8 +243,6 @@ class ProviderRun(ItemOutcomes):
 
         try:
             status = await self._loop("create").run(attempt)
-        except asyncio.CancelledError:
-            raise
         except Exception as err:
             found = None
             if may_have_reached(err):  # one more look
@@ -275,8 +273,6 @@ class ProviderRun(ItemOutcomes):
         while True:
             try:
                 status = await self.retrieve(rec)
-            except asyncio.CancelledError:
-                raise
             except Exception as err:  # final (a 401, a batch that is gone): the rows say so
                 self.fail_all(rec, err, why="the batch can no longer be read")
                 return None
@@ -348,8 +344,6 @@ class ProviderRun(ItemOutcomes):
 
         try:
             await self._loop("results").run(read_all)
-        except asyncio.CancelledError:
-            raise
         except Exception as err:
             for pos in sorted(members - seen):
                 seen.add(pos)
