@@ -67,7 +67,7 @@ class ItemEvents:
         self.log = AttemptLog(extra=("batch_id",))
         self.bus.subscribe(self.log)
         self.final_text: list[str | None] = [None] * n
-        self.end_reason: list[str | None] = [None] * n
+        self.end_reason: list[str | None] = [None] * n  # None: the item's row has not ended
         self.error: dict[int, str] = {}
         self.error_message: dict[int, str] = {}
         self.input_tokens = array("q", [0]) * n
@@ -77,7 +77,6 @@ class ItemEvents:
         self.duration = array("d", [0.0]) * n
         self.reasks = array("q", [0]) * n
         self.values: list[Any] = [None] * n if output is not None else []
-        self.done = bytearray(n)
 
     def run_id(self, pos: int) -> str:
         return f"{self.run_tag}-{pos}"
@@ -218,7 +217,6 @@ class ItemEvents:
     def _end(self, pos: int, reason: str) -> None:
         """The item's row is final: its run ends (an item never sent has no run to end)."""
         self.end_reason[pos] = reason
-        self.done[pos] = True
         if math.isnan(self.first_start[pos]):
             return
         cost = None if math.isnan(self.cost[pos]) else self.cost[pos]

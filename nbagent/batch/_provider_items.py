@@ -164,7 +164,7 @@ class ItemOutcomes:
         """End every row of `rec` not yet ended with `err` (a batch that cannot be made or
         read any more)."""
         for pos in rec.positions():
-            if not self.item_rows.done[pos]:
+            if self.item_rows.end_reason[pos] is None:
                 self.fail(pos, rec.submission, rec.id, err, why)
         self.progress.changed()
 

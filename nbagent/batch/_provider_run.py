@@ -102,8 +102,8 @@ class ProviderRun(ItemOutcomes):
             for task in self._tasks:
                 task.cancel()
         why = "the batch was stopped before this prompt was sent"
-        for pos, finished in enumerate(self.item_rows.done):
-            if not finished:
+        for pos, reason in enumerate(self.item_rows.end_reason):
+            if reason is None:  # not ended
                 self.item_rows.final(pos, Aborted(why))
                 self.progress.mark(pos, "cancelled")
         self.progress.changed(True)

@@ -24,6 +24,7 @@ own `ray.init(address=...)` the batch runs on that cluster.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import uuid
@@ -174,14 +175,9 @@ async def run_ray(
     labels = [m if isinstance(m, str) else f"worker {w}" for w, m in enumerate(met)]
     d = Driver(ray, texts, progress, control, actors, submit, batch=batch, labels=labels)
     incarnations: set[str] = set()
-
-    async def pace() -> None:
-        await _pace(limiter, progress, incarnations)
-
+    pace = None if limiter is None else functools.partial(_pace, limiter, progress, incarnations)
     try:
-        await d.drive(
-            max(1, math.ceil(options.concurrency / n)), pace if limiter is not None else None
-        )
+        await d.drive(max(1, math.ceil(options.concurrency / n)), pace)
     finally:
         for a in actors:  # not awaited: the rows are in; the workers tidy up on their own
             a.finish.remote(batch)

@@ -156,7 +156,7 @@ class Driver:
             self.queue.appendleft(t.i)
             self.progress.set_lane(t.i, "waiting")
             return
-        err = _WorkerLost(f"{note}; gave up after {t.attempt} tries")
+        err = WorkerLost(f"{note}; gave up after {t.attempt} tries")
         self.keep(t.i, row_failed(self.texts[t.i], err), _no_attempts())
 
     def lost_rows(self, t: Try, note: str, again: bool) -> pd.DataFrame:
@@ -265,7 +265,7 @@ class Driver:
             while self.queue:
                 i = self.queue.popleft()
                 why_i = why + (" again" if self.tries[i] else "")
-                self.keep(i, row_failed(self.texts[i], _WorkerLost(why_i)), _no_attempts())
+                self.keep(i, row_failed(self.texts[i], WorkerLost(why_i)), _no_attempts())
 
     def _stop(self, fut: asyncio.Future[Any]) -> None:
         t = self.inflight[fut]
@@ -279,7 +279,7 @@ class Driver:
             f"its agent on worker {t.label} did nothing for {self.stall_s:g} s while waiting "
             f"for {what}; the batch stopped waiting for it"
         )
-        self._given_up(t, _Stalled(why))
+        self._given_up(t, Stalled(why))
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -327,18 +327,12 @@ class Driver:
             self._given_up(t, Aborted("the batch was cancelled while this prompt ran"))
 
 
-class _WorkerLost(Exception):
+class WorkerLost(Exception):
     """A prompt's worker process died on every try (or no worker answered)."""
 
 
-_WorkerLost.__name__ = "WorkerLost"
-
-
-class _Stalled(Exception):
+class Stalled(Exception):
     """A prompt's agent did nothing for longer than any of its steps may take."""
-
-
-_Stalled.__name__ = "Stalled"
 
 
 def _no_attempts() -> pd.DataFrame:
