@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pandas as pd
 
@@ -51,7 +53,6 @@ from ._provider_state import (
     new_tag,
     policy_doc,
 )
-from ._resume_check import refuse_a_gone_demo_server
 from ._spec import BatchControl
 
 __all__ = ["ProviderBatch", "ProviderOptions", "one_model"]
@@ -236,7 +237,7 @@ class ProviderBatch:
     ) -> ProviderBatch:
         """The batch of a `resume` call (its arguments, by the same names)."""
         loaded = ProviderState.load(state)
-        refuse_a_gone_demo_server(loaded.provider, base_url or loaded.base_url, str(loaded.path))
+        _refuse_a_gone_demo_server(loaded.provider, base_url or loaded.base_url, str(loaded.path))
         provider = resolve_model_spec(
             loaded.model, api_key=api_key, base_url=base_url or loaded.base_url
         )
@@ -299,3 +300,33 @@ class ProviderBatch:
             cancelled=self.control.cancelled,
             state_path=str(self.state.path),
         )
+
+
+def _refuse_a_gone_demo_server(provider: str, url: str | None, state: str) -> None:
+    """Raise a `ConfigError` when a demo batch's server is gone (nothing listens at `url`).
+
+    The demo model's batches live in its loopback mock server, inside the process that began
+    them. Resumed in a new process, the stored URL leads nowhere, and the client used to find
+    out after its retries, with a `ConnectError`; one connect says so at once, and why.
+
+    Args:
+        provider: The provider the state names ("demo" is checked; the others are not).
+        url: The server's base URL, as stored or given.
+        state: The state file, for the sentence.
+
+    Raises:
+        ConfigError: The demo model's server at `url` no longer answers.
+    """
+    if provider != "demo" or not url:
+        return
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), 2.0):
+            return
+    except OSError:
+        pass
+    raise ConfigError(
+        f"the demo batch in {state} cannot be resumed here: its batches lived in the demo "
+        f"model's loopback server ({url}), which ran inside the process that began it and "
+        "ended with it; run the map() again (a demo batch takes seconds)"
+    )
