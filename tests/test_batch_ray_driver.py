@@ -289,7 +289,7 @@ def test_a_worker_says_what_each_running_agent_waits_for_and_since_when() -> Non
     async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         worker = BatchWorker()
         spec: asyncio.Future[AgentSpec] = asyncio.get_running_loop().create_future()
-        spec.set_result(AgentSpec(model="demo"))
+        spec.set_result(AgentSpec({"model": "demo"}))
         stuck = asyncio.ensure_future(
             worker.run("b1", 0, 1, "What is 2 + 2?", [spec], StuckPacer())
         )
@@ -314,7 +314,7 @@ def test_the_progress_counts_what_a_worker_s_agents_did_failed_attempts_too() ->
     async def main(url: str) -> dict[str, Any]:
         worker = BatchWorker()
         spec: asyncio.Future[AgentSpec] = asyncio.get_running_loop().create_future()
-        spec.set_result(AgentSpec(model="demo", kwargs={"base_url": url}))
+        spec.set_result(AgentSpec({"model": "demo", "base_url": url}))
         off: LimiterChoice = False
         row, _ = await worker.run("b1", 0, 1, "Hello", [spec], off)
         assert row["error"] is None
