@@ -23,7 +23,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,14 +44,7 @@ from ._provider_events import ItemEvents
 from ._provider_items import DEFAULT_POLL, RunSettings
 from ._provider_output import BatchOutput
 from ._provider_run import ProviderRun
-from ._provider_state import (
-    ProviderState,
-    default_state_path,
-    index_to_json,
-    log_file,
-    new_tag,
-    policy_doc,
-)
+from ._provider_state import ProviderState
 from ._spec import BatchControl
 
 __all__ = ["ProviderBatch", "ProviderOptions", "one_model"]
@@ -186,18 +178,13 @@ class ProviderBatch:
             structured = BatchOutput(
                 output, mode=opts.output_mode, retries=opts.output_retries, provider=provider
             )
-        tag = new_tag()
-        path = Path(options.state) if options.state is not None else None
-        path = path or default_state_path(tag, opts.log)
-        if path.exists():
-            raise ConfigError(
-                f"the batch state file {path} exists already: resume that batch with "
-                f"nbagent.batch.resume({str(path)!r}), or pass another state='...'."
-            )
         policy = options.retry or RetryPolicy()
-        state = ProviderState(
-            path=path,
-            tag=tag,
+        state = ProviderState.begin(
+            options.state,
+            log=opts.log,
+            policy=policy,
+            prompts=texts,
+            index=index,
             model=spec.strip() if isinstance(spec, str) else f"{provider.name}:{provider.model}",
             provider=client.name,
             base_url=getattr(provider, "base_url", None),
@@ -206,12 +193,8 @@ class ProviderBatch:
                 "max_tokens": opts.max_tokens,
                 "options": opts.options or {},
             },
-            retry=policy_doc(policy),
             caps=[client.caps.max_requests, client.caps.max_bytes],
-            prompts=texts,
-            index=index_to_json(index, len(texts)),
             output=structured.to_json() if structured is not None else None,
-            log=log_file(opts.log),
         )
         return cls(
             client,

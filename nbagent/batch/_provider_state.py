@@ -37,20 +37,7 @@ from .._core._decision import AttemptState
 from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 
-__all__ = [
-    "KIND",
-    "BatchRecord",
-    "ProviderState",
-    "custom_id",
-    "default_state_path",
-    "index_to_json",
-    "log_file",
-    "new_tag",
-    "parse_custom_id",
-    "policy_doc",
-    "ranges",
-    "unranges",
-]
+__all__ = ["BatchRecord", "ProviderState", "custom_id", "parse_custom_id"]
 
 KIND = "nbagent.provider-batch"
 VERSION = 1
@@ -205,6 +192,37 @@ class ProviderState:
     cancelled: bool = False
     started_wall: float = field(default_factory=time.time)
     _prompts_json: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def begin(
+        cls,
+        path: str | os.PathLike[str] | None,
+        *,
+        log: Any,
+        policy: RetryPolicy,
+        prompts: list[str],
+        index: pd.Index[Any] | None,
+        **head: Any,
+    ) -> ProviderState:
+        """A new run's state, not yet written: its tag, its file (`path`, else beside `log=`'s
+        file or in the working directory; a file that exists is refused: it is another run's),
+        and the retry policy, the input's index and the log as the file keeps them."""
+        tag = new_tag()
+        where = Path(path) if path is not None else default_state_path(tag, log)
+        if where.exists():
+            raise ConfigError(
+                f"the batch state file {where} exists already: resume that batch with "
+                f"nbagent.batch.resume({str(where)!r}), or pass another state='...'."
+            )
+        return cls(
+            path=where,
+            tag=tag,
+            retry=policy_doc(policy),
+            prompts=prompts,
+            index=index_to_json(index, len(prompts)),
+            log=log_file(log),
+            **head,
+        )
 
     # -- batches ----------------------------------------------------------------------------
 
