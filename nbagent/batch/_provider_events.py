@@ -24,7 +24,7 @@ import pandas as pd
 
 from .._core._attempts import usage_fields
 from .._core._budget import Usage
-from .._core._decision import RetryPlan
+from .._core._decision import Decision
 from .._loop._attempt_log import AttemptLog
 from .._loop._columns import numpy_of, string_array
 from .._loop._output_schema import OutputSchema
@@ -34,7 +34,6 @@ from ..events import (
     AttemptStarted,
     AttemptSucceeded,
     EventBus,
-    FailureAction,
     RetryScheduled,
     RunFinished,
     RunStarted,
@@ -156,23 +155,21 @@ class ItemEvents:
         pos: int,
         submission: int,
         batch_id: str | None,
-        err: BaseException,
-        *,
-        action: FailureAction,
+        decision: Decision,
         started: float,
         ended: float,
-        wait: RetryPlan | None = None,
-        why: str = "",
         request_id: str | None = None,
     ) -> None:
-        """An item failed in this submission: `action` "retry" or "reask" (it goes again, after
-        `wait`) or "fail". A structured answer refused afterwards (off its schema, cut at
-        max_tokens) carries its usage: the row has its tokens and cost."""
+        """An item failed in this submission, and `decision` says what follows: "retry" or
+        "reask" (it goes again, after the decision's wait) or "fail" (its row ends, the
+        decision's `why` after its message). A structured answer refused afterwards (off its
+        schema, cut at max_tokens) carries its usage: the row has its tokens and cost."""
+        err, action, wait = decision.error, decision.action, decision.plan
         p = err if isinstance(err, ProviderError) else None
         answered = err if isinstance(err, (OutputInvalid, OutputTruncated)) else None
         message = str(err) or type(err).__name__
-        if why:
-            message += f" ({why})"
+        if decision.why:
+            message += f" ({decision.why})"
         usage = answered.usage if answered else None
         labels, ending = self._attempt(pos, submission, batch_id, started, ended, usage)
         said: dict[str, Any] = {
@@ -186,7 +183,7 @@ class ItemEvents:
             AttemptFailed(
                 **ending,
                 **said,
-                action=action if action in ("retry", "reask") else "fail",
+                action=action,
                 cancelled=isinstance(err, Aborted),
             )
         )

@@ -136,22 +136,15 @@ class ItemOutcomes:
     ) -> None:
         """Record the decision about an item: sent `again` (a retry, a reask) or its row's
         end (a stopped run turns a resubmission into `cancelled`)."""
-        err, now = decision.error, self.clock.now()
+        err = decision.error
+        if not again:
+            if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
+                # retryable, but the run was stopped: the row says so, with what it had
+                err = Aborted(f"the batch was stopped before this request was sent again ({err})")
+            decision = Decision("fail", err, None, decision.why)
         answered = self._answered.pop(pos, None)
-        if not again and decision.action in ("retry", "reask") and not isinstance(err, Aborted):
-            # retryable, but the run was stopped: the row says so, with what it had
-            err = Aborted(f"the batch was stopped before this request was sent again ({err})")
         self.item_rows.failed(
-            pos,
-            rec.submission,
-            rec.id,
-            err,
-            action=decision.action if again else "fail",
-            started=started,
-            ended=now,
-            wait=decision.plan if again else None,  # the wait before the item is sent again
-            why="" if again else decision.why,
-            request_id=answered,
+            pos, rec.submission, rec.id, decision, started, self.clock.now(), answered
         )
         if not again:
             self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
@@ -173,7 +166,5 @@ class ItemOutcomes:
     ) -> None:
         """End the row of the item at `pos` with `err`, now (its lane: failed)."""
         now = self.clock.now()
-        self.item_rows.failed(
-            pos, submission, batch_id, err, action="fail", started=now, ended=now, why=why
-        )
+        self.item_rows.failed(pos, submission, batch_id, Decision("fail", err, None, why), now, now)
         self.progress.mark(pos, "failed")
