@@ -308,9 +308,13 @@ class ProviderRun(ItemOutcomes):
         members = set(rec.positions())
         seen: set[int] = set()
         started = self.progress.batches.get(rec.n, {}).get("created_at", self.clock.now())
-        retry: list[tuple[int, Decision]] = []
-        tails: dict[int, Any] = {}  # what the items sent again carry after their prompts
-        later = self._later(rec) if replay else set()
+        retry: dict[int, Decision] = {}  # the items sent again
+        # on a replay, the items a later record of the state sent again
+        later = (
+            {p for b in self.state.batches if b.submission > rec.submission for p in b.positions()}
+            if replay
+            else set()
+        )
 
         async def take(pos: int, item: ItemResult) -> None:
             seen.add(pos)
@@ -322,10 +326,7 @@ class ProviderRun(ItemOutcomes):
             )
             self.decided(rec, pos, decision, again, started)
             if again:
-                retry.append((pos, decision))
-                tail = self.tail(rec, pos, decision)
-                if tail is not None:
-                    tails[pos] = tail
+                retry[pos] = decision
 
         async def read_all(_n: int) -> None:
             failure = status.failure
@@ -351,9 +352,11 @@ class ProviderRun(ItemOutcomes):
         for pos in sorted(members - seen):
             await take(pos, self.missing(status, pos, rec))
         if retry and not replay:
-            delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
-            states = {p: d.state for p, d in retry}
-            new = self.plan([p for p, _ in retry], rec.submission + 1, delay, tails, states)
+            delay = max((d.plan.delay_s for d in retry.values() if d.plan), default=0.0)
+            # what each carries after its prompt (a reask's pair), and its attempt state
+            tails = {p: self.tail(rec, p, d) for p, d in retry.items()}
+            states = {p: d.state for p, d in retry.items()}
+            new = self.plan(list(retry), rec.submission + 1, delay, tails, states)
             self.progress.resubmissions += len(new)
         else:
             new = []
@@ -364,13 +367,6 @@ class ProviderRun(ItemOutcomes):
         for follow in new:
             self._show(follow)
             self._spawn(follow)
-
-    def _later(self, rec: BatchRecord) -> set[int]:
-        out: set[int] = set()
-        for other in self.state.batches:
-            if other.submission > rec.submission:
-                out.update(other.positions())
-        return out
 
     # -- plumbing ---------------------------------------------------------------------------
 

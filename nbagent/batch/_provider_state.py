@@ -243,7 +243,7 @@ class ProviderState:
             ranges(positions),
             len(positions),
             not_before=not_before,
-            tails={str(p): tails[p] for p in positions if p in tails} if tails else {},
+            tails={str(p): tails[p] for p in positions if tails.get(p)} if tails else {},
             attempts={str(p): attempts[p].to_json() for p in positions if p in attempts}
             if attempts
             else {},
