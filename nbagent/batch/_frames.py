@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .._core._words import counted
-from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
+from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame, with_origin
 from .._loop._output_schema import OutputSchema
 from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, OutputTruncated
 from ._output_columns import OUTPUT_COLUMNS, structured_columns
@@ -354,13 +354,8 @@ def attempts_frame(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
     One concat and one inserted column: copying each of hundreds of small frames first costs
     seconds at the end of a large batch."""
     kept = [(i, f) for i, f in sorted(parts, key=lambda p: p[0]) if len(f)]
-    if not kept:
-        empty = empty_frame()
-        empty.insert(0, "prompt_index", pd.Series([], dtype="int64"))
-        for c in ORIGIN_COLUMNS:
-            empty[c] = pd.Series([], dtype="string")
-        return empty
-    out: pd.DataFrame = pd.concat([f for _, f in kept], ignore_index=True)
+    frames = [f for _, f in kept] or [with_origin(empty_frame(), "", "")]  # none: no rows
+    out: pd.DataFrame = pd.concat(frames, ignore_index=True)
     out = out[[*COLUMNS, *ORIGIN_COLUMNS]]
     index = np.repeat([i for i, _ in kept], [len(f) for _, f in kept])
     out.insert(0, "prompt_index", index.astype("int64"))
