@@ -28,6 +28,7 @@ from .._core._decision import Decision
 from .._loop._attempt_log import AttemptLog
 from .._loop._columns import numpy_of, string_array
 from .._loop._output_schema import OutputSchema
+from .._loop._output_step import Checked
 from ..errors import Aborted, OutputInvalid, OutputTruncated, ProviderError
 from ..events import (
     AttemptFailed,
@@ -130,11 +131,9 @@ class ItemEvents:
         done: Completed,
         started: float,
         ended: float,
-        *,
-        value: Any = None,
-        raw: str | None = None,
+        checked: Checked | None = None,
     ) -> None:
-        """An item answered: its row is final (`value`, `raw`: its structured answer)."""
+        """An item answered: its row is final (`checked`: its structured answer)."""
         _, ending = self._attempt(pos, submission, batch_id, started, ended, done.usage)
         self.bus.emit(
             AttemptSucceeded(
@@ -145,9 +144,9 @@ class ItemEvents:
                 message=done.note or "",
             )
         )
-        self.final_text[pos] = done.message.text if raw is None else raw
-        if self.output is not None:
-            self.values[pos] = value
+        self.final_text[pos] = done.message.text if checked is None else checked.raw
+        if checked is not None:
+            self.values[pos] = checked.value
         self._end(pos, done.stop_reason or "end_turn")
 
     def failed(

@@ -105,10 +105,7 @@ class ItemOutcomes:
                 if not isinstance(err, ProviderError):  # an answer refused afterwards: its id
                     self._answered[pos] = done.request_id or done.response_id
                 return self.decide(rec, pos, err)
-            value, raw = (checked.value, checked.raw) if checked is not None else (None, None)
-            self.item_rows.succeeded(
-                pos, rec.submission, rec.id, done, started, now, value=value, raw=raw
-            )
+            self.item_rows.succeeded(pos, rec.submission, rec.id, done, started, now, checked)
             self.progress.mark(pos, "ok")
             return None
         if item.kind == "canceled":
