@@ -84,19 +84,28 @@ class BatchWorker:
         spec_box: list[Any],
         limiter: LimiterChoice,
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        """Run prompt `i` (its `attempt`-th try); its row and its attempts."""
+        """Run prompt `i` (its `attempt`-th try); its row and its attempts. Meanwhile what its
+        agent does is kept for `drain`: when it last did something and what it waits for, the
+        events the driver's progress hears of, and each attempt row as it ends."""
         busy = self._busy.setdefault(batch, {})
         busy[i, attempt] = (time.monotonic(), "its agent to start")
 
         def mark(what: str) -> None:
             busy[i, attempt] = (time.monotonic(), what)
 
+        def on_event(event: Event) -> None:
+            mark(waiting_for(event))
+            if isinstance(event, _TOLD):
+                self._events.setdefault(batch, []).append((i, attempt, event))
+
+        def on_row(idx: int, row: dict[str, Any]) -> None:
+            self._rows.setdefault(batch, {})[(i, attempt, idx)] = row
+
         spec = await self._spec(batch, spec_box[0])
-        stream = AttemptLog(on_row=self._streamer(batch, i, attempt))
         pacer = self._pacer(limiter)
         if not isinstance(pacer, bool):
             pacer = _MarkedPacer(pacer, mark)
-        agent = spec.make(self._tracker(batch, i, attempt, mark), stream, limiter=pacer)
+        agent = spec.make(on_event, AttemptLog(on_row=on_row), limiter=pacer)
         run = asyncio.ensure_future(agent.run(prompt, show=False))
         tasks = self._tasks.setdefault(batch, set())
         tasks.add(run)
@@ -166,20 +175,6 @@ class BatchWorker:
 
             pacer = self._pacers[choice.name] = ClusterPacer(report, ask, self.label)
         return pacer
-
-    def _tracker(self, batch: str, i: int, attempt: int, mark: Callable[[str], None]) -> Any:
-        def on_event(event: Event) -> None:
-            mark(waiting_for(event))
-            if isinstance(event, _TOLD):
-                self._events.setdefault(batch, []).append((i, attempt, event))
-
-        return on_event
-
-    def _streamer(self, batch: str, i: int, attempt: int) -> Any:
-        def on_row(idx: int, row: dict[str, Any]) -> None:
-            self._rows.setdefault(batch, {})[(i, attempt, idx)] = row
-
-        return on_row
 
 
 def waiting_for(event: Event) -> str:
