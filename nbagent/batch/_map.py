@@ -409,8 +409,7 @@ def resume(
             `output` is not the schema the batch began with (or it began without one).
     """
     given = dict(locals())  # first: `resume`'s signature is the one list of its options
-    show = given.pop("show")
-    return _run_blocking(_Batch(ProviderBatch.from_state(**given), show=show, stoppable=False))
+    return _run_blocking(_Batch(ProviderBatch.from_state(given), show=show, stoppable=False))
 
 
 def _run_blocking(batch: _Batch) -> BatchResult:

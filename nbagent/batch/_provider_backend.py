@@ -17,11 +17,10 @@ in this process or another; `dry_run=True` is `estimate`, which sends nothing.
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -207,23 +206,15 @@ class ProviderBatch:
         )
 
     @classmethod
-    def from_state(
-        cls,
-        state: str | os.PathLike[str],
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        poll: tuple[float, float] | None = None,
-        output: Any = None,
-    ) -> ProviderBatch:
-        """The batch of a `resume` call (its arguments, by the same names)."""
-        loaded = ProviderState.load(state)
-        _refuse_a_gone_demo_server(loaded.provider, base_url or loaded.base_url, str(loaded.path))
-        provider = resolve_model_spec(
-            loaded.model, api_key=api_key, base_url=base_url or loaded.base_url
-        )
+    def from_state(cls, given: Mapping[str, Any]) -> ProviderBatch:
+        """The batch of a `resume` call, from its arguments by name (`state`, `api_key`,
+        `base_url`, `retry`, `clock`, `poll`, `output`; `resume`'s signature is their one list,
+        with their types and defaults)."""
+        loaded = ProviderState.load(given["state"])
+        base_url = given.get("base_url") or loaded.base_url
+        output = given.get("output")
+        _refuse_a_gone_demo_server(loaded.provider, base_url, str(loaded.path))
+        provider = resolve_model_spec(loaded.model, api_key=given.get("api_key"), base_url=base_url)
         client = batch_client(provider, caps=BatchCaps(*loaded.caps))
         structured = None
         if loaded.output is not None:
@@ -233,9 +224,14 @@ class ProviderBatch:
                 f"the batch in {loaded.path} began without output=, so its answers are text: "
                 "leave output= out of resume()"
             )
-        policy = retry or RetryPolicy(**loaded.retry)
         return cls(
-            client, loaded, policy=policy, clock=clock, poll=poll, output=structured, log=loaded.log
+            client,
+            loaded,
+            policy=given.get("retry") or RetryPolicy(**loaded.retry),
+            clock=given.get("clock"),
+            poll=given.get("poll"),
+            output=structured,
+            log=loaded.log,
         )
 
     def announce(self) -> None:
