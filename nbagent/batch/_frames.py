@@ -8,7 +8,6 @@ dicts, so a Ray worker can send them back cheaply) and turn them into the result
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -324,12 +323,8 @@ def results_frame(
     """The results frame from one list (or array: taken as it is, not copied) per column of
     `RESULT_COLUMNS` (no row dicts made), then (with `output`) the structured answers' columns
     from `data["output"]` and `data["reasks"]`."""
-    cost = data["cost_usd"]
-    if not isinstance(cost, np.ndarray):
-        cost = [math.nan if v is None else float(v) for v in cost]
-    values = {**data, "cost_usd": cost}
     df: pd.DataFrame = pd.DataFrame(
-        {c: pd.array(values[c], dtype=t, copy=False) for c, t in _RESULT_DTYPES.items()},
+        {c: pd.array(data[c], dtype=t, copy=False) for c, t in _RESULT_DTYPES.items()},
         copy=False,
     )
     if output is not None:

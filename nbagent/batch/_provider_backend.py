@@ -250,11 +250,10 @@ class ProviderBatch:
         # item (its run id), as each agent of the local backend writes its own
         durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
         out = self.settings.output
-        model, max_attempts = self.client.provider.model, self.settings.policy.max_attempts
         items = ItemEvents(
             self.state.prompts,
-            model=model,
-            max_attempts=max_attempts,
+            model=self.client.provider.model,
+            max_attempts=self.settings.policy.max_attempts,
             worker=worker,
             run_tag=self.state.tag,
             output=out.schema if out is not None else None,
