@@ -149,7 +149,7 @@ class ProviderRun(ItemOutcomes):
             max_tokens=req["max_tokens"],
             options=req["options"],
             tools=() if out is None else out.tools,
-            output=None if out is None else out.format,
+            output=None if out is None else out.plan.format,
             after=Tail.from_json(tail).messages if tail else (),
         )
         cid = custom_id(self.state.tag, pos, submission)

@@ -124,11 +124,6 @@ def ranges(positions: Sequence[int]) -> list[list[int]]:
     return out
 
 
-def unranges(runs: Sequence[Sequence[int]]) -> Iterator[int]:
-    for start, end in runs:
-        yield from range(start, end)
-
-
 @dataclass
 class BatchRecord:
     """One batch of one submission, as the state file keeps it."""
@@ -164,7 +159,9 @@ class BatchRecord:
         return AttemptState(self.submission)
 
     def positions(self) -> Iterator[int]:
-        return unranges(self.items)
+        """Its prompt positions, from its ranges."""
+        for start, end in self.items:
+            yield from range(start, end)
 
 
 _NOT_IN_HEAD = ("path", "prompts", "batches", "_prompts_json")
