@@ -10,6 +10,7 @@ is then recorded: a resubmission ("retry", "reask") or the row's end.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from ._progress import BatchProgress
 from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
 from ._provider_state import BatchRecord, ProviderState, custom_id
+from ._spec import BatchControl
 
 __all__ = ["DEFAULT_POLL", "ItemOutcomes", "RunSettings"]
 
@@ -52,7 +54,8 @@ class RunSettings:
 
 
 class ItemOutcomes:
-    """The outcomes of one run's items (see the module docstring)."""
+    """The outcomes of one run's items (see the module docstring), the item part of a
+    `ProviderRun`: made with the run's collaborators (its stop control among them)."""
 
     def __init__(
         self,
@@ -61,12 +64,16 @@ class ItemOutcomes:
         item_rows: ItemEvents,
         settings: RunSettings,
         progress: BatchProgress,
+        control: BatchControl,
     ) -> None:
         self.client, self.state, self.item_rows = client, state, item_rows
-        self.settings, self.progress = settings, progress
+        self.settings, self.progress, self.control = settings, progress, control
         self.clock, self.policy = settings.clock, settings.policy
         self.rng = self.policy.rng()
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
+        self.stopping = asyncio.Event()  # the run's: set once the control stops it
+        self.stopped_at: float | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # the run's records being driven
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
         """What an item the ended batch's results do not mention ended as: the batch's own

@@ -49,12 +49,9 @@ from ..errors import (
 from ..events import Event
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
-from ._progress import BatchProgress
-from ._provider_events import ItemEvents
-from ._provider_items import ItemOutcomes, RunSettings
+from ._provider_items import ItemOutcomes
 from ._provider_output import Tail
-from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
-from ._spec import BatchControl
+from ._provider_state import BatchRecord, custom_id, parse_custom_id
 
 __all__ = ["CANCEL_WAIT_S", "ProviderRun"]
 
@@ -66,21 +63,6 @@ CANCEL_WAIT_S = 900.0
 class ProviderRun(ItemOutcomes):
     """One run over the state's batch records (see the module docstring); what each item it
     reads ends as is its `ItemOutcomes` part."""
-
-    def __init__(
-        self,
-        client: BatchClient,
-        state: ProviderState,
-        items: ItemEvents,
-        settings: RunSettings,
-        progress: BatchProgress,
-        control: BatchControl,
-    ) -> None:
-        super().__init__(client, state, items, settings, progress)
-        self.control = control
-        self.stopping = asyncio.Event()
-        self.stopped_at: float | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- the whole run ----------------------------------------------------------------------
 
