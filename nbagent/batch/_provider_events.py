@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._core._attempts import usage_fields
+from .._core._attempts import error_fields, usage_fields
 from .._core._budget import Usage
 from .._core._decision import Decision
 from .._loop._attempt_log import AttemptLog
 from .._loop._columns import numpy_of, string_array
 from .._loop._output_schema import OutputSchema
 from .._loop._output_step import Checked
-from ..errors import Aborted, OutputInvalid, OutputTruncated, ProviderError
+from ..errors import Aborted, OutputInvalid, OutputTruncated
 from ..events import (
     AttemptFailed,
     AttemptStarted,
@@ -164,20 +164,15 @@ class ItemEvents:
         decision's `why` after its message). A structured answer refused afterwards (off its
         schema, cut at max_tokens) carries its usage: the row has its tokens and cost."""
         err, action, wait = decision.error, decision.action, decision.plan
-        p = err if isinstance(err, ProviderError) else None
         answered = err if isinstance(err, (OutputInvalid, OutputTruncated)) else None
-        message = str(err) or type(err).__name__
-        if decision.why:
-            message += f" ({decision.why})"
         usage = answered.usage if answered else None
         labels, ending = self._attempt(pos, submission, batch_id, started, ended, usage)
-        said: dict[str, Any] = {
-            "error": type(err).__name__,
-            "message": message,
-            "status_code": 200 if answered else p.status_code if p else None,
-            "request_id": p.request_id if p else request_id,
-            "retry_after_s": p.retry_after if p else None,
-        }
+        said: dict[str, Any] = {**error_fields(err), "message": str(err) or type(err).__name__}
+        said["request_id"] = said["request_id"] or request_id  # an answer's, kept by its read
+        if decision.why:
+            said["message"] += f" ({decision.why})"
+        if answered:  # the answer came, with a 200
+            said["status_code"] = 200
         self.bus.emit(
             AttemptFailed(
                 **ending,
