@@ -145,8 +145,7 @@ def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
         # nothing is sent: a key is not needed to price the prompts
         provider = resolve_model_spec(model, api_key=DRY_RUN_KEY, base_url=kw.get("base_url"))
     try:
-        batch_client(provider)
-        has_batch_api = True
+        has_batch_api = batch_client(provider) is not None
     except ConfigError:
         if options.backend == "provider":
             raise

@@ -126,7 +126,7 @@ class Driver:
         except Exception as err:  # the worker's own code failed: this prompt's row says so
             cause = getattr(err, "cause", None) or err
             row = row_failed(self.texts[t.i], cause)
-            frame = _no_attempts()
+            frame = None
         self.heard[t.w] = time.monotonic()
         self.streamed.pop((t.i, t.attempt), None)
         self.keep(t.i, row, frame)
@@ -137,11 +137,12 @@ class Driver:
         self.busy.pop((t.i, t.attempt), None)
         return t
 
-    def keep(self, i: int, row: dict[str, Any], frame: pd.DataFrame) -> None:
+    def keep(self, i: int, row: dict[str, Any], frame: pd.DataFrame | None = None) -> None:
         if self.rows[i] is not None:
             return  # exactly once: the first try that returned
         self.rows[i] = row
-        self.parts.append((i, frame))
+        if frame is not None:  # its attempts (none: it made none, or they are kept already)
+            self.parts.append((i, frame))
         self.progress.finish_row(i, row)
 
     def worker_lost(self, t: Try, what: str) -> None:
@@ -157,7 +158,7 @@ class Driver:
             self.progress.set_lane(t.i, "waiting")
             return
         err = WorkerLost(f"{note}; gave up after {t.attempt} tries")
-        self.keep(t.i, row_failed(self.texts[t.i], err), _no_attempts())
+        self.keep(t.i, row_failed(self.texts[t.i], err))
 
     def lost_rows(self, t: Try, note: str, again: bool) -> pd.DataFrame:
         """The attempts a lost try had made, kept and marked, and one row for the loss."""
@@ -186,7 +187,7 @@ class Driver:
         prompt's row ends with `err`."""
         frame = _frame(t, self._streamed_rows(t))
         self.parts.append((t.i, frame))
-        self.keep(t.i, row_failed(self.texts[t.i], err, frame), _no_attempts())
+        self.keep(t.i, row_failed(self.texts[t.i], err, frame))
 
     # -- what the workers say ---------------------------------------------------------------
 
@@ -265,7 +266,7 @@ class Driver:
             while self.queue:
                 i = self.queue.popleft()
                 why_i = why + (" again" if self.tries[i] else "")
-                self.keep(i, row_failed(self.texts[i], WorkerLost(why_i)), _no_attempts())
+                self.keep(i, row_failed(self.texts[i], WorkerLost(why_i)))
 
     def _stop(self, fut: asyncio.Future[Any]) -> None:
         t = self.inflight[fut]
@@ -333,10 +334,6 @@ class WorkerLost(Exception):
 
 class Stalled(Exception):
     """A prompt's agent did nothing for longer than any of its steps may take."""
-
-
-def _no_attempts() -> pd.DataFrame:
-    return with_origin(frame_from_records([]), "", "")
 
 
 def _frame(t: Try, rows: list[dict[str, Any]]) -> pd.DataFrame:
