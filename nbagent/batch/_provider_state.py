@@ -85,9 +85,7 @@ def index_to_json(index: pd.Index[Any] | None, n: int) -> Any:
     kind = index.dtype.kind
     if kind == "M":
         values: list[Any] = [str(v) for v in index]
-    elif kind in "iuf":
-        values = index.tolist()
-    else:
+    else:  # numbers, strings, booleans as they are; anything else as its text
         values = [
             v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
             for v in index.tolist()
@@ -288,8 +286,7 @@ class ProviderState:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as f:
-                for part in parts:
-                    f.write(part)
+                f.writelines(parts)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
