@@ -164,7 +164,6 @@ class LimiterCore:
             "incarnation": self.incarnation,
             "calls": self.calls,
             "requests": self.requests,
-            "busy_s": self.busy_s,
             "us_per_request": 1e6 * self.busy_s / max(1, self.requests),
         }
 

@@ -108,9 +108,14 @@ class ItemEvents:
                 )
             )
         self.duration[pos] = max(0.0, ended - self.first_start[pos])
-        if usage is not None:
-            self._add_usage(pos, usage)
-        tokens: dict[str, Any] = {} if usage is None else dict(usage_fields(usage))
+        tokens: dict[str, Any] = {}
+        if usage is not None:  # the attempt's tokens and cost, added to the item's
+            tokens = dict(usage_fields(usage))
+            self.input_tokens[pos] += usage.input_tokens
+            self.output_tokens[pos] += usage.output_tokens
+            if usage.cost_usd is not None:
+                before = self.cost[pos]
+                self.cost[pos] = usage.cost_usd + (0.0 if math.isnan(before) else before)
         labels: dict[str, Any] = {
             "run_id": run_id,
             "turn": 1,
@@ -224,13 +229,6 @@ class ItemEvents:
                 final_text=self.final_text[pos] or "",
             )
         )
-
-    def _add_usage(self, pos: int, u: Usage) -> None:
-        self.input_tokens[pos] += u.input_tokens
-        self.output_tokens[pos] += u.output_tokens
-        if u.cost_usd is not None:
-            before = self.cost[pos]
-            self.cost[pos] = u.cost_usd + (0.0 if math.isnan(before) else before)
 
     # -- frames -----------------------------------------------------------------------------
 

@@ -372,7 +372,6 @@ class ProviderRun(ItemOutcomes):
         if info.get("id") is None:  # planned, or created now
             info["created_at"], info["seen_at"] = self.clock.now(), time.monotonic()
         info.update(
-            n=rec.n,
             id=status.id if status else None,
             status=status.status if status else "planned",
             phase=status.phase if status else "planned",

@@ -123,13 +123,11 @@ class BatchWorker:
             await pacer.hello()
         return self.label
 
-    def cancel(self, batch: str) -> int:
-        """Stop every agent of `batch` now; returns how many were running."""
+    def cancel(self, batch: str) -> None:
+        """Stop every agent of `batch` now."""
         self._cancelled.add(batch)
-        tasks = self._tasks.get(batch, set())
-        for t in tasks:
+        for t in self._tasks.get(batch, set()):
             t.cancel()
-        return len(tasks)
 
     def drain(self, batch: str) -> dict[str, Any]:
         """What happened since the last drain: the agents' events the progress hears of, ended
