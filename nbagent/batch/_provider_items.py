@@ -81,11 +81,10 @@ class ItemOutcomes:
         cid = custom_id(self.state.tag, pos, rec.submission)
         if status.failure is not None:
             return ItemResult(cid, "errored", error=self.client.failure_error(status))
-        counts = status.counts
-        if counts.get("expired") or status.ending == "expired":
+        if status.counts.get("expired") or status.ending == "expired":
             why = "the batch expired before this request was processed"
             return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
-        if counts.get("canceled") or status.ending == "canceled":
+        if status.counts.get("canceled") or status.ending == "canceled":
             return ItemResult(cid, "canceled")
         err = StreamInterrupted(
             "the batch ended without a result for this request", provider=self.client.name
