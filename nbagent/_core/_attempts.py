@@ -61,6 +61,7 @@ __all__ = [
     "Fallback",
     "Reask",
     "Sent",
+    "error_fields",
     "generic_table",
     "usage_fields",
 ]
@@ -443,3 +444,7 @@ def _error_fields(err: BaseException) -> _ErrorFields:
 
 def _as_failure(exc: Exception) -> AttemptFailure:
     return exc if isinstance(exc, AttemptFailure) else AttemptFailure(exc)
+
+
+error_fields = _error_fields
+"""What an attempt's events say of an error (a provider batch item's too)."""
