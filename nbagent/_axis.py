@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Axis", "compressed", "picture_axis", "tick_label"]
-
 # a quiet stretch is shortened when it is longer than this share of the busy time
 _THRESHOLD_SHARE = 0.15
 # ... and never below this share of the whole span (a session of instants)

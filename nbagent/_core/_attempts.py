@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ._budget import Usage
 from ._clock import Clock, RealClock
-from ._decision import AttemptState, Decision, Failure, OnRetry, Policy, Table, decide
+from ._decision import AttemptState, Decision, Failure, OnRetry, Table, decide
 from ._event_types import (
     AttemptFailed,
     AttemptPhase,
@@ -52,19 +52,7 @@ from ._event_types import (
     RetryScheduled,
 )
 from ._pacing import Pacer, PaceRequest
-
-__all__ = [
-    "AttemptFailure",
-    "AttemptLabels",
-    "AttemptLoop",
-    "Emit",
-    "Fallback",
-    "Reask",
-    "Sent",
-    "error_fields",
-    "generic_table",
-    "usage_fields",
-]
+from ._policy import Policy
 
 T = TypeVar("T")
 Emit = Callable[[Event], None]

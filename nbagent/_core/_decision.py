@@ -47,18 +47,6 @@ from ..errors import (
 from ._event_types import FailureAction
 from ._policy import Policy, RetryPlan
 
-__all__ = [
-    "AttemptState",
-    "Decision",
-    "Failure",
-    "OnRetry",
-    "Policy",
-    "RetryPlan",
-    "Table",
-    "decide",
-    "may_have_reached",
-]
-
 Table = Callable[[BaseException], Action]
 """Error -> action. `classify` for model requests; `RetryPolicy.call` brings its own."""
 

@@ -28,8 +28,6 @@ from ..errors import ConfigError, ProviderError, QuotaExceeded, RateLimited
 from . import _jitter as jitters
 from ._numbers import is_number, is_whole
 
-__all__ = ["JitterSpec", "Policy", "RetryAfterPartial", "RetryPlan", "format_duration"]
-
 JitterSpec = Literal["full", "equal", "decorrelated"] | float | jitters.Jitter | None
 """A jitter strategy or its shorthand (`RetryPolicy(jitter=...)`): "full" (`FullJitter`),
 "equal" (`EqualJitter`), "decorrelated" (`DecorrelatedJitter`), a fraction 0..1

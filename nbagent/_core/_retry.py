@@ -14,9 +14,7 @@ from typing import TypeVar
 from ._attempts import AttemptLoop, generic_table
 from ._clock import Clock, RealClock
 from ._decision import OnRetry
-from ._policy import JitterSpec, Policy, RetryPlan, format_duration
-
-__all__ = ["JitterSpec", "RetryPlan", "RetryPolicy", "format_duration"]
+from ._policy import Policy
 
 T = TypeVar("T")
 

@@ -39,7 +39,8 @@ from ._args import (
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor
 from ._conversation import load_conversation, save_conversation
-from ._durable_log import DurableLog, LogTarget
+from ._durable_layout import LogTarget
+from ._durable_log import DurableLog
 from ._limiter import shared_limiter
 from ._output_schema import OutputMode, OutputSchema, OutputValidator
 from ._output_step import refuse_mode_without_output
@@ -58,7 +59,6 @@ from ._tools import Tool, ToolSource
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Agent", "RunHandle", "RunResult"]
 T = TypeVar("T")  # the type of a schema given to one run (`run(..., output=Pet)`)
 
 

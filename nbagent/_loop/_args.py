@@ -20,14 +20,6 @@ from ..providers._base import Provider
 from ..recording import Recorder
 from ..recording._writer import recorder_for
 
-__all__ = [
-    "check_arguments",
-    "check_output_retries",
-    "make_recorder",
-    "model_specs",
-    "resolve_model_spec",
-]
-
 ModelSpec = str | Provider
 """A model, as `Agent(model=...)` and `nbagent.map` take it: a model string such as "demo",
 "anthropic:claude-sonnet-4-5", "openai:gpt-4o", "gemini:gemini-2.5-flash", "ollama:llama3.2"

@@ -50,8 +50,6 @@ from ..events import (
 )
 from ._frame import COLUMNS, build_frame, cell, new_columns
 
-__all__ = ["MESSAGE_LIMIT", "AttemptLog", "RowSink"]
-
 _NAN = math.nan
 MESSAGE_LIMIT = 500
 """Tool error contents longer than this are cut in the `message` column."""

@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Ints", "RunIds", "Words", "numpy_of", "string_array"]
-
 
 class Ints:
     """Whole numbers, each one missing or not."""

@@ -43,16 +43,6 @@ from ..events import CompactionReason
 from ..providers._base import ToolSpec
 from ._estimate import TokenEstimator
 
-__all__ = [
-    "CompactionContext",
-    "CompactionResult",
-    "Compactor",
-    "StubOldToolOutput",
-    "Summarizer",
-    "stub_text",
-    "tool_names",
-]
-
 STUB_SUFFIX = "removed to fit the context window]"
 
 Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]

@@ -27,8 +27,6 @@ from ..providers import ModelRequest, ToolSpec
 from ._compaction import CompactionContext, CompactionResult, Compactor, Summarizer
 from ._estimate import estimate_tokens
 
-__all__ = ["ContextKeeper"]
-
 
 class ContextKeeper:
     def __init__(

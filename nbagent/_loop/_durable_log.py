@@ -43,8 +43,6 @@ from ..errors import ConfigError, HostError
 from ._durable_layout import BUSY_TIMEOUT_S, TABLE, LogTarget, busy, label_of, prepare_patiently
 from ._frame import COLUMNS
 
-__all__ = ["DurableLog", "LogTarget"]
-
 LINGER_S = 0.005
 """How long the writer lets rows gather before a commit: rows reach the disk within a few ms."""
 

@@ -25,8 +25,6 @@ from ._durable_layout import (
 )
 from ._frame import COLUMNS, ORIGIN_COLUMNS, coerce
 
-__all__ = ["read_attempts"]
-
 
 def _since_seconds(since: Any) -> float:
     """Unix seconds from a datetime, date, Timestamp, ISO string, timedelta (ago) or number."""

@@ -24,8 +24,6 @@ from .._core._messages import (
 )
 from ..providers._base import ToolSpec
 
-__all__ = ["CHARS_PER_TOKEN", "IMAGE_TOKENS", "TokenEstimator", "estimate_tokens"]
-
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
 

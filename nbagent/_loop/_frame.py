@@ -18,27 +18,6 @@ import pandas as pd
 
 from ._columns import Ints, RunIds, Words, numpy_of, string_array
 
-__all__ = [
-    "ACTIONS",
-    "CATEGORIES",
-    "COLUMNS",
-    "DTYPES",
-    "FLOAT_COLUMNS",
-    "INT_COLUMNS",
-    "ORIGIN_COLUMNS",
-    "OUTCOMES",
-    "PHASES",
-    "STRING_COLUMNS",
-    "WORD_COLUMNS",
-    "build_frame",
-    "cell",
-    "coerce",
-    "empty_frame",
-    "frame_from_records",
-    "new_columns",
-    "with_origin",
-]
-
 DTYPES: dict[str, str] = {
     "run_id": "string",
     "turn": "Int64",

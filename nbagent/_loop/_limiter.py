@@ -53,8 +53,6 @@ from ._rate_headers import request_limits
 from ._retry_budget import RetryBudget
 from ._slot_wait import sleep_for_slot, too_late
 
-__all__ = ["RateLimiter", "limiter_key", "reset_shared_limiters", "shared_limiter"]
-
 POLL_S = 0.02
 """How often a request held back behind a probe looks again."""
 MAX_STEP = 1.5

@@ -34,16 +34,6 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
     from pydantic import TypeAdapter
 
-__all__ = [
-    "ANSWER_TOOL",
-    "WRAP_KEY",
-    "OutputMode",
-    "OutputSchema",
-    "OutputValidator",
-    "answer_text",
-    "issues_of",
-    "run_validators",
-]
 
 OutputMode = Literal["auto", "native", "tool", "prompted"]
 """How the schema reaches the model: `native` the provider's own constrained decoding, `tool`

@@ -45,15 +45,6 @@ from ._output_schema import (
     run_validators,
 )
 
-__all__ = [
-    "Checked",
-    "OutputPlan",
-    "StructuredOutput",
-    "answer_limit",
-    "prompted_instructions",
-    "refuse_mode_without_output",
-]
-
 _MODES = ("auto", "native", "tool", "prompted")
 
 

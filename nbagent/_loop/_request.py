@@ -37,8 +37,6 @@ from ._output_step import Checked, StructuredOutput, answer_limit
 from ._parts import AgentParts, RunState
 from ._stream import Streamed, stream_once
 
-__all__ = ["Requester"]
-
 SUMMARY_SYSTEM = "You summarise conversations faithfully and briefly."
 
 

@@ -37,8 +37,6 @@ from ._results import RunResult
 from ._stream import has_content
 from ._tools import ToolCall
 
-__all__ = ["Run"]
-
 
 class Run(Requester):
     """One run: the steps, over the run's requests (`Requester`: the agent, the run's state,

@@ -27,14 +27,6 @@ from ._parts import AgentParts, RunState
 from ._results import RunHandle, RunResult
 from ._run import Run
 
-__all__ = [
-    "run_in_background",
-    "run_once",
-    "run_shown",
-    "run_synchronously",
-    "structured_output",
-]
-
 
 async def run_shown(
     agent: AgentParts, prompt: str | Message, show: bool | None, output: Any

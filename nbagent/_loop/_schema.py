@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
     from pydantic import BaseModel
 
-__all__ = ["ArgumentCheck", "BadArguments", "ToolSignature", "first_few", "signature_of"]
 
 _MAX_PROBLEMS = 5
 T = TypeVar("T")

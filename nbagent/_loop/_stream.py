@@ -30,8 +30,6 @@ from ..providers import (
     ToolCallPart,
 )
 
-__all__ = ["Streamed", "empty_reply", "has_content", "stream_once"]
-
 
 class Streamed:
     """A successful attempt: the provider's `Completed`, the time to its first part, and its

@@ -25,8 +25,6 @@ from ._compaction import (
 )
 from ._estimate import TokenEstimator
 
-__all__ = ["SUMMARY_MARKER", "DefaultCompaction", "Summarize", "render_transcript"]
-
 SUMMARY_MARKER = "[Summary of the earlier conversation"
 SUMMARY_ACK = (
     "Understood. I have the summary of our earlier conversation and will continue from it."

@@ -26,8 +26,6 @@ from ..providers._base import ToolSpec
 from ._checks import PendingCheck, builder
 from ._tools import ADVICE, Tool, ToolCall, ToolOutcome, ToolSource, exc_text, to_parts, tool
 
-__all__ = ["Toolbox"]
-
 
 class Toolbox:
     """The tools of one agent: functions and sources, filtered by `allowed_tools`."""

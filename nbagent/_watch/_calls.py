@@ -52,8 +52,6 @@ from ._reading import Ending, ReplyReader, RequestFacts, read_request, transport
 from ._sdk import GUARD, SdkRules
 from ._transport import StreamClosed
 
-__all__ = ["CallLog"]
-
 _POLICY = RetryPolicy()
 
 

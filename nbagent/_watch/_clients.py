@@ -20,8 +20,6 @@ from typing import Any
 from ..errors import ConfigError
 from ._transport import ObserverFactory, watching_transport
 
-__all__ = ["Outer", "base_url_of", "kind_of", "wrap"]
-
 Outer = Callable[[ModuleType, Any, bool], Any]
 """Wraps a watched transport once more (`nbagent.guard`): (httpx module, transport, async)."""
 

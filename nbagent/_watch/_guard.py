@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from .._core._clock import Clock, RealClock
 from .._core._pacing import Pacer, PaceRequest
 from .._core._retry import RetryPolicy
-from .._loop._durable_log import LogTarget
+from .._loop._durable_layout import LogTarget
 from .._loop._limiter import shared_limiter
 from .._loop._retry_budget import RetryBudget
 from ..errors import ConfigError, TransportError
@@ -27,8 +27,6 @@ from ._clients import base_url_of, kind_of
 from ._guarded import GuardCore
 from ._reading import RequestFacts, request_secrets
 from ._watcher import Watcher
-
-__all__ = ["guard"]
 
 C = TypeVar("C")
 

@@ -42,8 +42,6 @@ from ._calls import CallLog, _Attempt, _Call
 from ._reading import RequestFacts, transport_failure
 from ._transport import Made, made_for
 
-__all__ = ["GuardCore", "guarded_transport"]
-
 T = TypeVar("T")
 
 

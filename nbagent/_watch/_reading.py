@@ -37,17 +37,6 @@ from ..providers._whole_body import WholeBody, WholeEvents, replay, whole_body
 from ..recording._format import digest, json_or_none
 from ..recording._paths import wire_path
 
-__all__ = [
-    "Ending",
-    "ReplyReader",
-    "RequestFacts",
-    "decoded",
-    "read_request",
-    "request_body",
-    "request_secrets",
-    "transport_failure",
-]
-
 MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 8 * 1024 * 1024
 MAX_PENDING_EVENT = 8 * 1024 * 1024

@@ -16,8 +16,6 @@ from ..recording import Recorder
 from ._reading import request_body, request_secrets
 from ._transport import StreamClosed
 
-__all__ = ["RecordingObserver"]
-
 
 class _Exchange:
     __slots__ = ("_ex",)

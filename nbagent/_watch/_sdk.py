@@ -17,8 +17,6 @@ from typing import Any, Literal
 from ..errors import StreamInterrupted, TransportError
 from ..providers._server_wish import retry_after_of
 
-__all__ = ["GUARD", "SdkRules"]
-
 Family = Literal["stainless", "genai", "none"]
 
 GUARD = "nbagent.guard"  # the label of a guarded client's rule: nbagent retries, not the SDK

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
 
-__all__ = ["Exchange", "Made", "ObserverFactory", "StreamClosed", "made_for", "watching_transport"]
-
 
 class StreamClosed(Exception):
     """The client closed the response before reading it to the end (it stopped early)."""

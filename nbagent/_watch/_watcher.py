@@ -20,7 +20,8 @@ import pandas as pd
 from .._core._clock import Clock, RealClock
 from .._core._presenter import LiveView, presenter
 from .._loop._attempt_log import AttemptLog
-from .._loop._durable_log import DurableLog, LogTarget
+from .._loop._durable_layout import LogTarget
+from .._loop._durable_log import DurableLog
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
@@ -31,8 +32,6 @@ from ._guarded import GuardCore, guarded_transport
 from ._record import RecordingObserver
 from ._sdk import GUARD, SdkRules, rules_for
 from ._transport import ObserverFactory
-
-__all__ = ["Watcher", "watch", "watching"]
 
 C = TypeVar("C")
 

@@ -14,8 +14,6 @@ import pandas as pd
 
 from .._loop._frame import COLUMNS, coerce, empty_frame
 
-__all__ = ["frame", "success_rate_by_attempt", "summary", "wait_kind"]
-
 
 def frame(df: pd.DataFrame | None) -> pd.DataFrame:
     """The frame with attempt-log dtypes (a frame read back from CSV works too)."""

@@ -29,8 +29,6 @@ from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes, 
 from ._tables import frame, wait_kind
 from ._timeaxis import apply_axis, forward
 
-__all__ = ["draw_timeline", "plot_timeline", "short_label"]
-
 _PHASES = ("request", "compaction", "tool")
 _LANE_NAMES = {"request": "requests", "compaction": "compaction", "tool": "tools"}
 _LANE_IN = 0.3  # inches per lane

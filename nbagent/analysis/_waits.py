@@ -21,8 +21,6 @@ from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, SWATCHES
 from ._figures import dot, line, new_figure, nothing, style_axes
 from ._tables import frame, wait_kind
 
-__all__ = ["draw_envelope", "plot_backoff", "plot_delays", "policy_label"]
-
 _BACKOFF = COLORS["backoff"]
 _BACKOFF_DARK = COLORS["backoff_text"]
 _WISH = COLORS["retry_after"]

@@ -21,10 +21,8 @@ from ._frames import BatchResult, attempts_frame, rows_frame, rows_or_cancelled
 from ._local import run_local
 from ._options import BatchOptions
 from ._progress import BatchProgress
-from ._provider_backend import ProviderBatch, ProviderOptions
+from ._provider_backend import ProviderBatch
 from ._spec import AgentsOptions, BatchControl
-
-__all__ = ["AgentsBackend", "Backend", "ProviderOptions", "backend_for"]
 
 
 class Backend(Protocol):

@@ -43,14 +43,6 @@ from .._loop._retry_budget import RetryBudget
 from .._loop._slot_wait import sleep_for_slot, too_late
 from ..errors import RateLimited, TransportError
 
-__all__ = [
-    "LEASE_TOKENS",
-    "LONG_POLL_S",
-    "ClusterPacer",
-    "LimiterCore",
-    "rate_headers",
-]
-
 LEASE_TOKENS = 40.0
 """The share of the retry budget a worker holds: eight retries, or four after timeouts."""
 FRESH_S = 0.01

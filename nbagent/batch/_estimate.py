@@ -35,8 +35,6 @@ from ._options import BatchOptions, positive_int
 from ._provider_backend import one_model
 from ._provider_output import BatchOutput
 
-__all__ = ["DRY_RUN_KEY", "ESTIMATE_COLUMNS", "BatchEstimate", "dry_run_estimate"]
-
 DRY_RUN_KEY = "dry-run-sends-nothing"
 """The stand-in key of a dry run without one: it prices, it never sends."""
 

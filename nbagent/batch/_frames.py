@@ -23,19 +23,6 @@ from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, Output
 from ._output_columns import OUTPUT_COLUMNS, structured_columns
 from ._progress import BatchProgress
 
-__all__ = [
-    "RESULT_COLUMNS",
-    "BatchResult",
-    "agent_row",
-    "attempts_frame",
-    "prompts_of",
-    "results_frame",
-    "row_failed",
-    "row_ok",
-    "rows_frame",
-    "rows_or_cancelled",
-]
-
 _RESULT_DTYPES: dict[str, str] = {
     "prompt": "string",
     "final_text": "string",

@@ -20,8 +20,6 @@ from ._frames import agent_row
 from ._progress import BatchProgress
 from ._spec import AgentsOptions, BatchControl
 
-__all__ = ["run_local"]
-
 
 async def run_local(
     texts: list[str], options: AgentsOptions, progress: BatchProgress, control: BatchControl

@@ -45,8 +45,6 @@ from ._output_columns import check_fields
 from ._progress import TerminalBar
 from ._provider_backend import ProviderBatch
 
-__all__ = ["BatchHandle", "amap", "map", "resume", "start"]
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 

@@ -20,8 +20,6 @@ from typing import Any, TextIO
 from .._core._words import counted
 from ..events import AttemptFailed, AttemptStarted, Event, PacedWait, RetryScheduled, RunFinished
 
-__all__ = ["FINAL", "BatchProgress", "TerminalBar", "lane_state"]
-
 LANES = ("queued", "running", "waiting", "ok", "failed", "cancelled")
 """A lane's states, in the order the views count them (each shown by its first letter)."""
 FINAL = frozenset(LANES[3:])

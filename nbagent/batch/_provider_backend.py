@@ -46,8 +46,6 @@ from ._provider_run import ProviderRun
 from ._provider_state import ProviderState
 from ._spec import BatchControl
 
-__all__ = ["ProviderBatch", "ProviderOptions", "one_model"]
-
 
 @dataclass(frozen=True)
 class ProviderOptions:

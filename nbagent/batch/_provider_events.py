@@ -42,8 +42,6 @@ from ..events import (
 from ..providers import Completed
 from ._frames import results_frame
 
-__all__ = ["ItemEvents"]
-
 _NAN = math.nan
 
 

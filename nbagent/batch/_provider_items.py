@@ -36,9 +36,6 @@ from ._provider_output import BatchOutput
 from ._provider_state import BatchRecord, ProviderState, custom_id
 from ._spec import BatchControl
 
-__all__ = ["DEFAULT_POLL", "ItemOutcomes", "RunSettings"]
-
-
 DEFAULT_POLL = (5.0, 60.0)
 """Seconds between polls: the first wait, and the most it grows to."""
 

@@ -30,8 +30,6 @@ from .._loop._output_step import Checked, StructuredOutput
 from ..errors import ConfigError, OutputInvalid, OutputIssue
 from ..providers import Completed, Provider, ToolSpec
 
-__all__ = ["BatchOutput", "Tail"]
-
 
 @dataclass(frozen=True)
 class Tail:

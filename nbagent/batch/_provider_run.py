@@ -53,8 +53,6 @@ from ._provider_items import ItemOutcomes
 from ._provider_output import Tail
 from ._provider_state import BatchRecord, custom_id, parse_custom_id
 
-__all__ = ["CANCEL_WAIT_S", "ProviderRun"]
-
 POLL_GROWTH = 1.5
 CANCEL_WAIT_S = 900.0
 """How long a stopped run waits for the provider to finish cancelling (OpenAI: up to 10 min)."""

@@ -37,8 +37,6 @@ from .._core._decision import AttemptState
 from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 
-__all__ = ["BatchRecord", "ProviderState", "custom_id", "parse_custom_id"]
-
 KIND = "nbagent.provider-batch"
 VERSION = 1
 OUTPUT_VERSION = 2  # a state with a structured answer: an older nbagent would not check them

@@ -41,8 +41,6 @@ from ._ray_driver import Driver, gather
 from ._ray_worker import BatchWorker, ClusterLimiter, LimiterChoice
 from ._spec import AgentsOptions, AgentSpec, BatchControl
 
-__all__ = ["ensure_ray", "run_ray"]
-
 NAMESPACE = "nbagent"
 CPUS_PER_WORKER = 1.0
 """What each worker actor asks Ray for: one worker per CPU of the cluster by default."""

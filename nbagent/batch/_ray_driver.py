@@ -33,8 +33,6 @@ from ._frames import row_failed
 from ._progress import BatchProgress, lane_state
 from ._spec import BatchControl
 
-__all__ = ["STALL_S", "WORKER_SILENT_S", "Driver", "gather"]
-
 MAX_TRIES = 3
 """A prompt whose worker died this many times gets a `WorkerLost` row instead of a fourth try."""
 CANCEL_GRACE_S = 0.8

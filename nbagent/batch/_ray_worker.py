@@ -41,8 +41,6 @@ from ._cluster_limiter import ClusterPacer
 from ._frames import agent_row
 from ._spec import AgentSpec
 
-__all__ = ["BatchWorker", "ClusterLimiter", "LimiterChoice"]
-
 
 @dataclass(frozen=True)
 class ClusterLimiter:

@@ -19,8 +19,6 @@ from .._loop._agent import Agent
 from ..events import Event
 from ._options import BatchOptions
 
-__all__ = ["AgentSpec", "AgentsOptions", "BatchControl"]
-
 
 @dataclass
 class AgentSpec:

@@ -22,8 +22,6 @@ from .._core._words import counted
 from .._palette import COLORS, DARK_COLORS
 from ._widget import LiveWidget
 
-__all__ = ["COLOURS", "DARK_COLOURS", "BatchView", "render_text", "show_batch_view"]
-
 _ROLES = {
     "queued": "border",
     "running": "running",

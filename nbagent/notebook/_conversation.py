@@ -13,8 +13,6 @@ from typing import Any
 from .._core import _messages
 from ._values import STREAM_LIMIT, TEXT_LIMIT, TOOL_TEXT_LIMIT, clip, clip_head, json_text
 
-__all__ = ["Conversation", "message_entry"]
-
 
 class Conversation:
     """The widget's conversation entries, and the reply being streamed (not yet committed)."""

@@ -21,8 +21,6 @@ from .._palette import COLORS, REASK_GLYPH
 from ._values import seconds
 from ._waiting import waits_after
 
-__all__ = ["export_html", "render_static_html", "render_text"]
-
 _HERE = Path(__file__).parent
 _EXPORT = "export default"
 

@@ -38,9 +38,6 @@ from ._values import (
 )
 from ._waiting import Waits
 
-__all__ = ["TimelineState"]
-
-
 # What each compaction strategy did, in a reader's words (the terminal, the widget, the report)
 _STRATEGY_WORDS = {
     "stub": "old tool output stubbed",

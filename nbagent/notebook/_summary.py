@@ -14,8 +14,6 @@ from typing import Any
 
 from ..errors import describe
 
-__all__ = ["end_status", "is_success", "new_run", "run_summary", "session_summary"]
-
 _DONE_REASONS = {"end_turn", "max_tokens", "stop_sequence", "tool_use", "stop", "length"}
 
 _COUNTS = (

@@ -14,20 +14,6 @@ from typing import Any
 from .._core._budget import Usage
 from ..errors import describe
 
-__all__ = [
-    "STREAM_LIMIT",
-    "TEXT_LIMIT",
-    "TOOL_TEXT_LIMIT",
-    "as_int",
-    "clip",
-    "clip_head",
-    "failure_text",
-    "json_text",
-    "num",
-    "seconds",
-    "usage_dict",
-]
-
 # Caps on text kept in the state: it is synced to the browser up to ten times a second.
 TEXT_LIMIT = 20_000
 TOOL_TEXT_LIMIT = 8_000

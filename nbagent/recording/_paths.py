@@ -17,8 +17,6 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["WireFormat", "WirePath", "wire_path"]
-
 WireFormat = Literal["anthropic", "openai", "responses", "gemini"]
 """The four wire formats a model request may speak."""
 

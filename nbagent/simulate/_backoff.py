@@ -19,7 +19,8 @@ import pandas as pd
 from typing_extensions import Unpack
 
 from .._core._decision import AttemptState, Failure, decide
-from .._core._retry import RetryPlan, RetryPolicy
+from .._core._policy import RetryPlan
+from .._core._retry import RetryPolicy
 from .._loop._attempt_log import AttemptLog
 from ..errors import ProviderError, RateLimited, ServerError
 from ..events import (
@@ -30,14 +31,6 @@ from ..events import (
     RetryScheduled,
     RunStarted,
 )
-
-__all__ = [
-    "ContentionJitter",
-    "TokenBucket",
-    "compare_jitter",
-    "simulate_contention",
-    "simulate_retries",
-]
 
 ContentionJitter = Literal["full", "equal", "decorrelated"] | float | None
 """The jitter strategies the contention experiment compares (as `RetryPolicy` takes them)."""

@@ -57,8 +57,6 @@ from ..recording import RecordedExchange, Recording, read_recording
 from ..recording._paths import wire_path
 from ._backoff import TokenBucket
 
-__all__ = ["Answer", "Bucket", "Request", "ServerModel", "by_request", "server_model"]
-
 _TIE = 1e-6  # an attempt this close after a recorded answer meets that answer
 
 

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .._core._numbers import is_whole
-from .._core._retry import RetryPlan, RetryPolicy
+from .._core._policy import RetryPlan
+from .._core._retry import RetryPolicy
 from ..errors import ConfigError, ProviderError, RateLimited
 from ..recording import Recording
 from ._backoff import TokenBucket, _Simulated
 from ._server_model import ServerModel, by_request, server_model
-
-__all__ = ["WhatIf", "what_if"]
 
 
 @dataclass

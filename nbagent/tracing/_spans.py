@@ -54,8 +54,6 @@ from ..events import (
 )
 from . import _semconv as S
 
-__all__ = ["SpanRecorder"]
-
 _FAILED_ENDS = ("error", "cancelled", "budget")
 _WAIT_ATTRIBUTES = (S.DELAY, S.POLICY_DELAY, S.RETRY_AFTER)  # a retried attempt's, on its span
 
