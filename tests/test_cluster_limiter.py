@@ -60,9 +60,8 @@ def test_workers_hold_shares_of_one_retry_budget_and_give_them_back() -> None:
     assert core.reserve("b", 0, 0.0)["grant"] == LEASE_TOKENS
     assert budget.tokens == full - 2 * LEASE_TOKENS
     assert core.reserve("a", 0, LEASE_TOKENS - 5)["grant"] == 5  # topped up, not doubled
-    core.forget("b")  # a worker that died: its share returns
     core.report("a", [("refill", LEASE_TOKENS)])  # a worker that finished hands it back
-    assert budget.tokens == full - 5  # what a's retry spent stays spent
+    assert budget.tokens == full - LEASE_TOKENS - 5  # b's share is b's; a's retry stays spent
 
 
 def test_a_restarted_core_seeded_with_what_was_learned_paces_at_once_without_a_burst() -> None:

@@ -84,7 +84,6 @@ class LimiterCore:
         self._now = now
         self.incarnation = uuid.uuid4().hex[:8]
         self.version = 0  # moves on with every outcome applied: what a held request waits for
-        self.leases: dict[str, float] = {}
         self.calls = 0
         self.requests = 0
         self.busy_s = 0.0
@@ -115,7 +114,6 @@ class LimiterCore:
             lim.restore(seed, now)
         slots = [lim.reserve(now) for _ in range(wants)]
         grant = lim.budget.lease(max(0.0, LEASE_TOKENS - held))
-        self.leases[worker] = held + grant
         self.calls += 1
         self.requests += wants
         reply = {
@@ -145,10 +143,6 @@ class LimiterCore:
             lim.budget.retries += 1
         elif kind == "refused":
             lim.budget.refused += 1
-
-    def forget(self, worker: str) -> None:
-        """A worker is gone: its share of the retry budget goes back to the pool."""
-        self.limiter.budget.refill(self.leases.pop(worker, 0.0))
 
     def stats(self) -> dict[str, Any]:
         """What it learned and what it cost: µs of its own time per request."""
@@ -191,8 +185,9 @@ class ClusterPacer:
         self._report = report
         self._ask = ask
         self.worker = worker
-        self._want: list[tuple[asyncio.Future[tuple[float, bool, int]], bool]] = []
-        self._check: list[asyncio.Future[int]] = []
+        # who waits for the next reply: a slot (asked again while held back, or not), or
+        # only the reply's epoch (None)
+        self._want: list[tuple[asyncio.Future[tuple[float, bool, int]], bool | None]] = []
         self._outcomes: list[tuple[Any, ...]] = []
         self._sending = False
         self._asking: asyncio.Task[None] | None = None
@@ -234,18 +229,18 @@ class ClusterPacer:
 
     async def _asks(self) -> None:
         wait = RETRY_CALL_S[0]
-        while self._want or self._check or self._seed_next:
+        while self._want or self._seed_next:
             await asyncio.sleep(0)  # agents that start together join this call
             want, self._want = self._want, []
-            check, self._check = self._check, []
-            held_back = bool(want) and all(again for _, again in want) and not check
+            slots = sum(again is not None for _, again in want)
+            held_back = bool(want) and all(again for _, again in want)  # no check among them
             seed = self.learned if self._seed_next and self.learned else None
             try:
                 reply = await self._ask(
-                    self.worker, len(want), self.lease, seed, self.version if held_back else None
+                    self.worker, slots, self.lease, seed, self.version if held_back else None
                 )
             except Exception:  # the core is restarting or unreachable: wait, send nothing
-                self._want, self._check = want + self._want, check + self._check
+                self._want = want + self._want
                 self._seed_next = True
                 await asyncio.sleep(wait)
                 wait = min(RETRY_CALL_S[1], wait * 2)
@@ -258,17 +253,16 @@ class ClusterPacer:
                 for _, slot in reply["slots"]:
                     if slot:
                         self._note("release", self.epoch)
-                self._want, self._check = want + self._want, check + self._check
+                self._want = want + self._want
                 continue
-            for (fut, _), (delay, slot) in zip(want, reply["slots"], strict=True):
+            given = iter(reply["slots"])
+            for fut, again in want:
+                delay, slot = (0.0, False) if again is None else next(given)
                 if fut.done():  # its agent stopped waiting: hand the slot back
                     if slot:
                         self._note("release", self.epoch)
                     continue
                 fut.set_result((float(delay), bool(slot), self.epoch))
-            for c in check:
-                if not c.done():
-                    c.set_result(self.epoch)
 
     def _took(self, reply: Mapping[str, Any], *, seeded: bool) -> None:
         self.calls += 1
@@ -288,22 +282,18 @@ class ClusterPacer:
         rate = self.learned.get("rate")
         return 1.0 / rate if rate else None
 
-    async def _slot(self, again: bool) -> tuple[float, bool, int]:
+    async def _slot(self, again: bool | None) -> tuple[float, bool, int]:
+        """(delay, slot, epoch) from the next reply; with `again` None, no slot is asked for,
+        only a reply newer than now (the epoch it says)."""
         fut: asyncio.Future[tuple[float, bool, int]] = asyncio.get_running_loop().create_future()
         self._want.append((fut, again))
-        self._kick()
-        return await fut
-
-    async def _fresh_epoch(self) -> int:
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._check.append(fut)
         self._kick()
         return await fut
 
     async def hello(self) -> None:
         """Reach the core once before any agent needs a slot: a worker's first call to an
         actor it has not talked to yet can take seconds on a busy machine."""
-        await self._fresh_epoch()
+        await self._slot(None)
 
     async def close(self) -> None:
         """Hand the retry budget back (the batch is over in this worker)."""
@@ -346,7 +336,7 @@ class ClusterPacer:
                 if not slot:
                     continue
                 if time.monotonic() - self.replied_at > FRESH_S:
-                    await self._fresh_epoch()  # a 429 elsewhere may have voided this slot
+                    await self._slot(None)  # a 429 elsewhere may have voided this slot
                 if self.epoch == epoch and self.incarnation == core:
                     # slots that came due while this worker was busy, or while the check's
                     # answer was slow, would leave together: a late one is dropped (once)
