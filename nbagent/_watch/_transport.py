@@ -49,15 +49,13 @@ ObserverFactory = Callable[[Any, float], "Exchange | None"]
 _MADE: dict[tuple[str, type[Made]], type] = {}
 
 
+@dataclass(slots=True)
 class _Ends:
     """The observers of one exchange, told each step of it and ended exactly once."""
 
-    __slots__ = ("done", "exchanges", "now")
-
-    def __init__(self, exchanges: list[Exchange], now: Callable[[], float]) -> None:
-        self.exchanges = exchanges
-        self.now = now
-        self.done = False
+    exchanges: list[Exchange]
+    now: Callable[[], float]
+    done: bool = False
 
     def chunk(self, data: bytes) -> None:
         t = self.now()
