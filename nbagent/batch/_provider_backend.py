@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import pandas as pd
 
-from .._core._clock import Clock, RealClock
+from .._core._clock import Clock
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec, resolve_model_spec
 from .._loop._durable_log import DurableLog, default_worker
@@ -38,13 +38,11 @@ from ..providers._batch_wire import BatchCaps
 from ..providers._batches import batch_client
 from ._frames import BatchResult
 from ._options import BatchOptions, positive_int
-from ._progress import BatchProgress
 from ._provider_events import ItemEvents
-from ._provider_items import DEFAULT_POLL, RunSettings
+from ._provider_items import DEFAULT_POLL
 from ._provider_output import BatchOutput
 from ._provider_run import ProviderRun
 from ._provider_state import ProviderState
-from ._spec import BatchControl
 
 
 @dataclass(frozen=True)
@@ -127,26 +125,9 @@ def one_model(model: ModelSpec | Sequence[ModelSpec]) -> ModelSpec:
     return model  # type: ignore[return-value]
 
 
-class ProviderBatch:
-    """A provider batch, prepared: options checked, client and state made, nothing sent."""
-
-    def __init__(
-        self,
-        client: BatchClient,
-        state: ProviderState,
-        *,
-        policy: RetryPolicy,
-        clock: Clock | None,
-        poll: Any,
-        output: BatchOutput | None,
-        log: Any = None,
-    ) -> None:
-        self.client, self.state, self.index = client, state, state.input_index()
-        self.log = log  # the durable log (`log=`): a path or a connection, or None
-        self.settings = RunSettings(policy, clock or RealClock(), _poll(poll), output)
-        self.progress = BatchProgress(total=len(state.prompts), backend="provider")
-        self.progress.state_path = str(state.path)
-        self.control = BatchControl()
+class ProviderBatch(ProviderRun):
+    """A provider batch: made with its options checked, client and state made, nothing sent;
+    `run` drives it (`ProviderRun`) and builds its result."""
 
     @classmethod
     def from_options(
@@ -198,7 +179,7 @@ class ProviderBatch:
             state,
             policy=policy,
             clock=opts.clock,
-            poll=opts.poll,
+            poll=_poll(opts.poll),
             output=structured,
             log=opts.log,
         )
@@ -227,7 +208,7 @@ class ProviderBatch:
             loaded,
             policy=given.get("retry") or RetryPolicy(**loaded.retry),
             clock=given.get("clock"),
-            poll=given.get("poll"),
+            poll=_poll(given.get("poll")),
             output=structured,
             log=loaded.log,
         )
@@ -247,28 +228,25 @@ class ProviderBatch:
         # the items' attempts go to the durable log as they are recorded, one agent id per
         # item (its run id), as each agent of the local backend writes its own
         durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
-        out = self.settings.output
-        items = ItemEvents(
+        out = self.output
+        self.item_rows = items = ItemEvents(
             self.state.prompts,
             model=self.client.provider.model,
-            max_attempts=self.settings.policy.max_attempts,
+            max_attempts=self.policy.max_attempts,
             worker=worker,
             run_tag=self.state.tag,
             output=out.schema if out is not None else None,
         )
         if durable is not None:
             items.log.on_row = lambda _, row: durable.put(row["run_id"], row["attempt"] - 1, row)
-        run = ProviderRun(
-            self.client, self.state, items, self.settings, self.progress, self.control
-        )
         try:
-            await run.run()
+            await self.run_records()
         finally:
             await self.client.provider.aclose()
             if durable is not None:
                 durable.close()
         return BatchResult(
-            results=items.results(self.index),
+            results=items.results(self.state.input_index()),
             attempts=items.attempts(),
             duration_s=time.monotonic() - t0,
             limiter=f"{self.client.label} ({len(self.state.batches)} batches)",

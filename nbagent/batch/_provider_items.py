@@ -11,10 +11,9 @@ is then recorded: a resubmission ("retry", "reask") or the row's end.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
-from .._core._clock import Clock
+from .._core._clock import Clock, RealClock
 from .._core._decision import Decision, Failure, decide
 from .._core._retry import RetryPolicy
 from .._loop._output_step import answer_limit
@@ -40,33 +39,32 @@ DEFAULT_POLL = (5.0, 60.0)
 """Seconds between polls: the first wait, and the most it grows to."""
 
 
-@dataclass
-class RunSettings:
-    """How a run's items are driven (how each request is built is the state's `request`)."""
-
-    policy: RetryPolicy
-    clock: Clock
-    poll: tuple[float, float] = DEFAULT_POLL
-    output: BatchOutput | None = None  # structured answers (`output=`)
-
-
 class ItemOutcomes:
     """The outcomes of one run's items (see the module docstring), the item part of a
-    `ProviderRun`: made with the run's collaborators (its stop control among them)."""
+    `ProviderRun`: made with what the run is given (how each request is built is the state's
+    `request`), it makes its progress and its stop control."""
+
+    item_rows: ItemEvents  # the items' events and rows: made when the run begins
 
     def __init__(
         self,
         client: BatchClient,
         state: ProviderState,
-        item_rows: ItemEvents,
-        settings: RunSettings,
-        progress: BatchProgress,
-        control: BatchControl,
+        *,
+        policy: RetryPolicy,
+        clock: Clock | None,
+        poll: tuple[float, float] = DEFAULT_POLL,
+        output: BatchOutput | None = None,
+        log: Any = None,
     ) -> None:
-        self.client, self.state, self.item_rows = client, state, item_rows
-        self.settings, self.progress, self.control = settings, progress, control
-        self.clock, self.policy = settings.clock, settings.policy
-        self.rng = self.policy.rng()
+        self.client, self.state, self.policy = client, state, policy
+        self.clock = clock or RealClock()
+        self.poll_s, self.output = poll, output  # seconds between polls; `output=`'s answers
+        self.log = log  # the durable log (`log=`): a path or a connection, or None
+        self.rng = policy.rng()
+        self.progress = BatchProgress(total=len(state.prompts), backend="provider")
+        self.progress.state_path = str(state.path)
+        self.control = BatchControl()
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
         self.stopping = asyncio.Event()  # the run's: set once the control stops it
         self.stopped_at: float | None = None
@@ -94,7 +92,7 @@ class ItemOutcomes:
         """Record a succeeded item (None), or the decision about a failed one."""
         now = self.clock.now()
         if item.kind == "succeeded":
-            out, checked = self.settings.output, None
+            out, checked = self.output, None
             try:
                 done = await self.client.read(item)
                 empty = empty_reply(done, self.client.name)
@@ -118,7 +116,7 @@ class ItemOutcomes:
 
     def decide(self, rec: BatchRecord, pos: int, err: NbAgentError) -> Decision:
         """The one `decide` about an item's failure, with the attempt state its record sent."""
-        out = self.settings.output
+        out = self.output
         facts = Failure(err, rec.attempt_state(pos), max_reasks=out.retries if out else 0)
         return decide(facts, self.policy, rng=self.rng)
 
@@ -126,7 +124,7 @@ class ItemOutcomes:
         """What the item's next request carries after its prompt: a new reask's pair, or (a
         retry) the tail it was sent with."""
         before = rec.tails.get(str(pos))
-        out, err = self.settings.output, decision.error
+        out, err = self.output, decision.error
         if decision.action != "reask" or out is None or not isinstance(err, OutputInvalid):
             return before
         return out.tail(err).to_json()

@@ -64,7 +64,7 @@ class ProviderRun(ItemOutcomes):
 
     # -- the whole run ----------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run_records(self) -> None:
         if not self.state.batches:
             self.plan(range(len(self.state.prompts)), 1)
             self.state.save()  # before anything is sent
@@ -122,7 +122,7 @@ class ProviderRun(ItemOutcomes):
     def item(self, pos: int, submission: int, tail: Any = None) -> bytes:
         """One item: the prompt's request (with `output=`, the structured answer's system
         prompt, output tool and format; after a reask, the failed answer and its errors)."""
-        req, client, out = self.state.request, self.client, self.settings.output
+        req, client, out = self.state.request, self.client, self.output
         request = client.request(
             self.state.prompts[pos],
             system=req["system"] if out is None else out.system(req["system"]),
@@ -248,7 +248,7 @@ class ProviderRun(ItemOutcomes):
         return await self._loop("poll").run(lambda _n: self.client.retrieve(batch_id))
 
     async def poll(self, rec: BatchRecord) -> BatchStatus | None:
-        first, most = self.settings.poll
+        first, most = self.poll_s
         delay = first
         while True:
             try:
