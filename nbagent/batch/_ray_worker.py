@@ -160,16 +160,9 @@ class BatchWorker:
         if not isinstance(choice, ClusterLimiter):
             return choice
         actor, pacer = choice.actor, self._pacers.get(choice.name)
-        if pacer is None:
-
-            def report(*args: Any) -> Any:
-                return actor.report.remote(*args)
-
-            async def ask(*args: Any) -> dict[str, Any]:
-                reply: dict[str, Any] = await actor.ask.remote(*args)
-                return reply
-
-            pacer = self._pacers[choice.name] = ClusterPacer(report, ask, self.label)
+        if pacer is None:  # the core's calls: what `.remote` returns is awaitable
+            pacer = ClusterPacer(actor.report.remote, actor.ask.remote, self.label)
+            self._pacers[choice.name] = pacer
         return pacer
 
 
