@@ -62,13 +62,12 @@ class SdkRules:
     def wait(self, headers: Any, attempt: int) -> tuple[float, bool]:
         """About how long the SDK sleeps after failed attempt `attempt` (jitter aside), in
         seconds, and whether that is the server's wish."""
+        nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
         if self.family == "stainless":
             wish = None if headers is None else retry_after_of(headers)
             if wish is not None and wish > 0:
                 return wish, True
-            nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
             return nominal * 0.875, False  # the middle of its 75-100 % jitter
-        nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
         return nominal + 0.5, False  # tenacity adds up to `jitter` (1 s) on top
 
 
