@@ -249,7 +249,11 @@ class Driver:
                 since, what = self.busy[t.i, t.attempt]
                 if now - since > self.stall_s:
                     self._stop(fut)
-                    self._stalled(t, what)
+                    why = (
+                        f"its agent on worker {t.label} did nothing for {self.stall_s:g} s while "
+                        f"waiting for {what}; the batch stopped waiting for it"
+                    )
+                    self._given_up(t, Stalled(why))
         up = len(self.down) < len(self.actors)
         if up or not self.queue:
             self.none_up_since = None
@@ -272,13 +276,6 @@ class Driver:
             self.ray.cancel(t.ref, force=False)
         fut.cancel()
         self._drop(fut)
-
-    def _stalled(self, t: Try, what: str) -> None:
-        why = (
-            f"its agent on worker {t.label} did nothing for {self.stall_s:g} s while waiting "
-            f"for {what}; the batch stopped waiting for it"
-        )
-        self._given_up(t, Stalled(why))
 
     # -- the loop ---------------------------------------------------------------------------
 
