@@ -94,7 +94,6 @@ class ProviderRun(ItemOutcomes):
     async def _watch_stop(self) -> None:
         await self.control.wait()
         self.stopped_at = self.clock.now()
-        self.state.cancelled = True
         self.stopping.set()
 
     async def _sleep(self, seconds: float) -> None:

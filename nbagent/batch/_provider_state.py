@@ -182,8 +182,6 @@ class ProviderState:
     output: dict[str, Any] | None = None  # the structured answer (`BatchOutput.to_json`)
     log: str | None = None  # the durable log's file (`log=`), where item attempts go
     batches: list[BatchRecord] = field(default_factory=list)
-    cancelled: bool = False
-    started_wall: float = field(default_factory=time.time)
     _prompts_json: str | None = field(default=None, repr=False)
 
     @classmethod
