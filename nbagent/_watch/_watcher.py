@@ -154,10 +154,7 @@ class Watcher:
 
     def show(self) -> None:
         """Show the live timeline of this client's calls under the current cell."""
-        if self._view is not None:
-            self._view.close()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
+        self._hide()
         view = presenter().open(None)
 
         def to_view(event: Event) -> None:
@@ -176,12 +173,15 @@ class Watcher:
 
     def _stop_showing(self) -> None:
         self._calls.settle()
+        self._hide()
+
+    def _hide(self) -> None:
+        """Close the live timeline (if one is shown) and stop feeding it."""
         if self._view is not None:
             self._view.close()
         if self._unsubscribe is not None:
             self._unsubscribe()
-            self._unsubscribe = None
-        self._view = None
+        self._view, self._unsubscribe = None, None
 
     def __enter__(self) -> Watcher:
         show = presenter().active() if self._show is None else self._show
