@@ -52,11 +52,9 @@ async def run_local(
     tasks = [asyncio.ensure_future(one(i, p)) for i, p in enumerate(texts)]
     # every agent's end (one cancelled with the batch is not an error to log)
     everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
-    stop: asyncio.Future[Any] = asyncio.ensure_future(control.wait())
     try:
-        await asyncio.wait({everything, stop}, return_when=asyncio.FIRST_COMPLETED)
+        await control.until(everything)
     finally:
-        stop.cancel()
         if not everything.done():
             for t in tasks:
                 t.cancel()

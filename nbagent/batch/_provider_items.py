@@ -66,8 +66,7 @@ class ItemOutcomes:
         self.progress.state_path = str(state.path)
         self.control = BatchControl()
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
-        self.stopping = asyncio.Event()  # the run's: set once the control stops it
-        self.stopped_at: float | None = None
+        self.stopped_at: float | None = None  # when the run first saw its control stopped
         self._tasks: set[asyncio.Task[None]] = set()  # the run's records being driven
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:

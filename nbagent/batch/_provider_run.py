@@ -68,7 +68,6 @@ class ProviderRun(ItemOutcomes):
         if not self.state.batches:
             self.plan(range(len(self.state.prompts)), 1)
             self.state.save()  # before anything is sent
-        watcher = asyncio.ensure_future(self._watch_stop())
         try:
             for rec in list(self.state.batches):
                 self._spawn(rec)
@@ -78,7 +77,6 @@ class ProviderRun(ItemOutcomes):
                     self._tasks.discard(task)
                     task.result()  # a bug in nbagent surfaces here, not lost in a task
         finally:
-            watcher.cancel()
             for task in self._tasks:
                 task.cancel()
         why = "the batch was stopped before this prompt was sent"
@@ -91,25 +89,18 @@ class ProviderRun(ItemOutcomes):
     def _spawn(self, rec: BatchRecord) -> None:
         self._tasks.add(asyncio.ensure_future(self.drive(rec)))
 
-    async def _watch_stop(self) -> None:
-        await self.control.wait()
-        self.stopped_at = self.clock.now()
-        self.stopping.set()
-
     async def _sleep(self, seconds: float) -> None:
         """Wait on the clock; a stop ends the wait early (a wait begun after it does not)."""
         if seconds <= 0:
             return
-        if self.stopping.is_set():
+        if self.control.cancelled:
             await self.clock.sleep(seconds)
             return
         sleep = asyncio.ensure_future(self.clock.sleep(seconds))
-        stop = asyncio.ensure_future(self.stopping.wait())
         try:
-            await asyncio.wait({sleep, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await self.control.until(sleep)
         finally:
-            for f in (sleep, stop):
-                f.cancel()
+            sleep.cancel()
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -186,9 +177,9 @@ class ProviderRun(ItemOutcomes):
             self.fail_all(rec, _error_named(rec.error or "NbAgentError: it could not be created"))
             return
         if rec.step in ("planned", "creating"):
-            if not self.stopping.is_set():
+            if not self.control.cancelled:
                 await self._sleep(max(0.0, rec.not_before - time.time()))
-            if self.stopping.is_set() and rec.step == "planned":
+            if self.control.cancelled and rec.step == "planned":
                 return  # never sent: the run's end gives these rows `cancelled`
             status = await self.create(rec)
             if status is None:
@@ -258,7 +249,7 @@ class ProviderRun(ItemOutcomes):
             self._show(rec, status)
             if status.phase == "ended":
                 break
-            if self.stopping.is_set():
+            if self.control.cancelled:
                 if not rec.cancel_sent:
                     with contextlib.suppress(ProviderError):
                         status = await self.client.cancel(status.id)
@@ -266,7 +257,8 @@ class ProviderRun(ItemOutcomes):
                     self.state.save()
                     self._show(rec, status)
                     continue
-                assert self.stopped_at is not None
+                if self.stopped_at is None:
+                    self.stopped_at = self.clock.now()
                 if self.clock.now() - self.stopped_at > CANCEL_WAIT_S:
                     return None  # still cancelling: the state file can collect it later
             if rec.step != status.phase:
@@ -301,7 +293,7 @@ class ProviderRun(ItemOutcomes):
             if decision is None:
                 return
             again = decision.action in ("retry", "reask") and (
-                pos in later if replay else not self.stopping.is_set()
+                pos in later if replay else not self.control.cancelled
             )
             self.decided(rec, pos, decision, again, started)
             if again:

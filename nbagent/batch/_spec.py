@@ -83,6 +83,15 @@ class BatchControl:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(event.set)
 
+    async def until(self, work: asyncio.Future[Any]) -> None:
+        """Return once `work` is done or the batch is cancelled, whichever comes first (`work`
+        is left as it is)."""
+        stop = asyncio.ensure_future(self.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+
     async def wait(self) -> None:
         """Return once the batch is cancelled."""
         event = asyncio.Event()
