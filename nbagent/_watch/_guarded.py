@@ -287,11 +287,10 @@ class _SyncGuarding(_Guarding):
         return self.inner.handle_request(request)
 
     async def read_all(self, response: Any) -> bytes:
-        stream = response.stream
         try:
-            return b"".join(stream)
+            return b"".join(response.stream)
         finally:
-            stream.close()
+            await self.discard(response)
 
     async def first(self, response: Any) -> tuple[bytes | None, Any]:
         rest = iter(response.stream)
@@ -321,11 +320,10 @@ class _AsyncGuarding(_Guarding):
         return await self.inner.handle_async_request(request)
 
     async def read_all(self, response: Any) -> bytes:
-        stream = response.stream
         try:
-            return b"".join([chunk async for chunk in stream])
+            return b"".join([chunk async for chunk in response.stream])
         finally:
-            await stream.aclose()
+            await self.discard(response)
 
     async def first(self, response: Any) -> tuple[bytes | None, Any]:
         rest = response.stream.__aiter__()
