@@ -60,7 +60,6 @@ class _Call:
     run_id: str
     facts: RequestFacts
     attempts: int = 0
-    open: bool = True
     # the end of the last attempt, when it failed and the SDK retries
     failed_at: float | None = None
     usage: Usage = field(default_factory=Usage)
@@ -149,7 +148,7 @@ class CallLog:
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._rng = random.Random(0)
-        self._open: dict[str, _Call] = {}
+        self._open: dict[str, _Call] = {}  # the calls not ended, by run id
 
     def settle(self) -> None:
         """End every call still waiting for a retry that never came (the watch is over)."""
@@ -210,7 +209,8 @@ class CallLog:
         call = self._current.get()
         with self._lock:
             if call is not None and not self._continues(call, facts):
-                if call.open:  # the SDK moved on without the retry it was expected to make
+                # the SDK moved on without the retry it was expected to make
+                if call.run_id in self._open:
                     self._finish(call, t, "error", "", "the client sent no further attempt")
                 call = None
             if call is None:
@@ -230,7 +230,7 @@ class CallLog:
         return _Attempt(self, call, facts, n, t)
 
     def _continues(self, call: _Call, facts: RequestFacts) -> bool:
-        if not call.open or call.failed_at is None:
+        if call.run_id not in self._open or call.failed_at is None:
             return False
         if facts.retry_count is not None:
             return facts.retry_count == call.attempts
@@ -272,7 +272,7 @@ class CallLog:
     def guard_gave_up(self, call: _Call, error: BaseException) -> None:
         """The guard's decision about `call`'s last attempt was final: the call ends."""
         with self._lock:
-            if call.open:
+            if call.run_id in self._open:
                 end = "cancelled" if isinstance(error, Aborted) else "error"
                 self._finish(call, self.now(), end, type(error).__name__, _message(error))
         self._warn()
@@ -368,7 +368,6 @@ class CallLog:
         return f"{self.rules.label} does not retry this error"
 
     def _finish(self, call: _Call, t: float, end_reason: str, error: str, message: str) -> None:
-        call.open = False
         self._open.pop(call.run_id, None)
         call.failed_at = None
         text = self.amplification.ended(call.run_id, end_reason, t)
