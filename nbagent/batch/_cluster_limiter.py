@@ -282,18 +282,15 @@ class ClusterPacer:
         rate = self.learned.get("rate")
         return 1.0 / rate if rate else None
 
-    async def _slot(self, again: bool | None) -> tuple[float, bool, int]:
-        """(delay, slot, epoch) from the next reply; with `again` None, no slot is asked for,
-        only a reply newer than now (the epoch it says)."""
+    async def next_reply(self, again: bool | None) -> tuple[float, bool, int]:
+        """(delay, slot, epoch) from the core's next reply: a slot (`again`: asked again while
+        held back), or with `again` None no slot, only a reply newer than now and the epoch it
+        says (a worker meets the core so before any agent needs a slot: a first call to an
+        actor can take seconds on a busy machine)."""
         fut: asyncio.Future[tuple[float, bool, int]] = asyncio.get_running_loop().create_future()
         self._want.append((fut, again))
         self._kick()
         return await fut
-
-    async def hello(self) -> None:
-        """Reach the core once before any agent needs a slot: a worker's first call to an
-        actor it has not talked to yet can take seconds on a busy machine."""
-        await self._slot(None)
 
     async def close(self) -> None:
         """Hand the retry budget back (the batch is over in this worker)."""
@@ -317,7 +314,7 @@ class ClusterPacer:
         held_since: float | None = None
         again = renewed = False
         while True:
-            delay, slot, epoch = await self._slot(again)
+            delay, slot, epoch = await self.next_reply(again)
             core = self.incarnation  # a slot is the core's that gave it: a restart voids it
             again = False
             if slot and delay <= 0:
@@ -336,7 +333,7 @@ class ClusterPacer:
                 if not slot:
                     continue
                 if time.monotonic() - self.replied_at > FRESH_S:
-                    await self._slot(None)  # a 429 elsewhere may have voided this slot
+                    await self.next_reply(None)  # a 429 elsewhere may have voided this slot
                 if self.epoch == epoch and self.incarnation == core:
                     # slots that came due while this worker was busy, or while the check's
                     # answer was slow, would leave together: a late one is dropped (once)

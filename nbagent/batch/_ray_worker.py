@@ -115,10 +115,10 @@ class BatchWorker:
         return row, with_origin(agent.attempts, f"{i}.{attempt}", self.label)
 
     async def connect(self, limiter: LimiterChoice) -> str:
-        """Meet the batch's limiter before the prompts come (see `ClusterPacer.hello`)."""
+        """Meet the batch's limiter before the prompts come (see `ClusterPacer.next_reply`)."""
         pacer = self._pacer(limiter)
         if isinstance(pacer, ClusterPacer):
-            await pacer.hello()
+            await pacer.next_reply(None)
         return self.label
 
     def cancel(self, batch: str) -> None:
