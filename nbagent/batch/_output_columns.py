@@ -30,7 +30,10 @@ _JSON_TYPES = {"boolean": bool, "integer": int, "number": float, "string": str}
 
 
 def _dtype(annotation: Any) -> str:
-    """The pandas dtype for a field's annotation (object when there is no better one)."""
+    """The pandas dtype for a field's annotation, or for a JSON Schema property (a dict: by its
+    scalar `type`); object when there is no better one."""
+    if isinstance(annotation, dict):
+        return _dtype(_JSON_TYPES.get(str(annotation.get("type"))))
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if origin is typing.Annotated:
@@ -53,13 +56,10 @@ def _fields(schema: OutputSchema) -> dict[str, str]:
     """Top-level field name -> dtype."""
     if schema.returns_dict and not schema.wrapped:
         props = schema.json_schema.get("properties")
-        return {
-            str(name): _dtype(
-                _JSON_TYPES.get(str(prop.get("type")) if isinstance(prop, dict) else "")
-            )
-            for name, prop in (props if isinstance(props, dict) else {}).items()
-        }
-    return {name: _dtype(annotation) for name, annotation in field_types(schema).items()}
+        fields = props if isinstance(props, dict) else {}
+    else:
+        fields = field_types(schema)
+    return {str(name): _dtype(annotation) for name, annotation in fields.items()}
 
 
 def check_fields(schema: OutputSchema, taken: Sequence[str]) -> None:
