@@ -25,7 +25,7 @@ from ._emulate import Interrupts
 from ._faults import OK, Fault, FaultPlan
 from ._formats import CODECS, Codec, guess_codec
 from ._ratelimit import RateLimit
-from ._records import RequestRecord, redact_headers
+from ._records import KEY_HEADERS, RequestRecord, redact_headers, redact_path
 from ._replay import Replayer
 from ._reply import Responder
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 FLUSH_BYTES = 16_384
 MAX_BODY = 64 * 1024 * 1024
-IDENTITY_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key", "user-agent")
+IDENTITY_HEADERS = (*KEY_HEADERS, "user-agent")
 
 
 class Hangup(Exception):
@@ -312,7 +312,7 @@ class Call:
         self.status = status
         self.mock.record(
             method=self.method,
-            path=self.path,
+            path=redact_path(self.path),
             format=self.codec.name if self.endpoint is not None and self.endpoint.format else None,
             body=self.body,
             headers=redact_headers(self.headers),

@@ -4,12 +4,12 @@ which the mock's model endpoints read."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from ..recording._paths import wire_path
 from ._anthropic_wire import ANTHROPIC
 from ._codec import Codec, Route
-from ._conversation import Conversation, Format
+from ._conversation import Conversation
 from ._gemini_wire import GEMINI
 from ._openai_wire import OPENAI
 from ._request_parsers import PARSERS
@@ -17,7 +17,7 @@ from ._responses_wire import RESPONSES
 
 __all__ = ["CODECS", "Codec", "Route", "parse_request", "route"]
 
-CODECS: dict[Format, Codec] = {c.name: c for c in (ANTHROPIC, OPENAI, RESPONSES, GEMINI)}
+CODECS: dict[str, Codec] = {c.name: c for c in (ANTHROPIC, OPENAI, RESPONSES, GEMINI)}
 
 
 route = wire_path
@@ -25,7 +25,7 @@ route = wire_path
 (it answers 404): the recordings' one table of paths, shared with the mock's model endpoints."""
 
 
-def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conversation:
+def parse_request(fmt: str, body: Any, route_: Route | None = None) -> Conversation:
     """The neutral conversation of a request body in format `fmt`.
 
     Args:
@@ -46,4 +46,4 @@ def guess_codec(headers: dict[str, str], path: str) -> Codec:
     if "x-goog-api-key" in headers:
         return GEMINI
     found = route(path)
-    return CODECS[cast("Format", found.format if found else "openai")]
+    return CODECS[found.format if found else "openai"]

@@ -40,8 +40,8 @@ def _speaks(fmt: Format) -> Callable[[Call], bool]:
 
 
 MODEL_ENDPOINTS = tuple(
-    Endpoint("POST", ".*", serve_model, fmt, max_body=MAX_BODY, model=True, when=_speaks(fmt))
-    for fmt in CODECS
+    Endpoint("POST", ".*", serve_model, c.name, max_body=MAX_BODY, model=True, when=_speaks(c.name))
+    for c in CODECS.values()
 )
 
 
