@@ -117,7 +117,7 @@ def _student_model(room: Classroom, call: Call) -> None:
     try:
         arrival = room.room.arrive(name, agent, hashlib.sha256(raw).hexdigest(), policy)
     except RoomFull as full:
-        call.error(403, call.codec.bad_request(str(full), call.request_id, None))
+        call.error(403, call.codec.error_body(400, str(full), call.request_id, None))
         return
     room.pending(call, arrival)
     run = room.room.active()

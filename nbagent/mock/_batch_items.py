@@ -70,7 +70,7 @@ def result(call: Call, batch: Batch, index: int) -> tuple[int, Any]:
     route, outcome, request = batch.route, batch.items.outcomes[index], batch.request(index)
     codec, rid = CODECS[route.format], request_id(batch, index)
     if outcome.kind == "invalid":
-        return 400, codec.bad_request(outcome.message, rid, outcome.param)
+        return 400, codec.error_body(400, outcome.message, rid, outcome.param)
     if outcome.kind == "overflow":
         return 400, codec.overflow_error(outcome.tokens, outcome.maximum, rid)
     if outcome.errored:

@@ -240,7 +240,7 @@ class Call:
             self.handler.close_connection = True  # the rest of the body is never read
             if self.codec.name == "gemini":
                 message = f"Request payload size exceeds the limit: {limit} bytes."
-                raise CallError(400, self.codec.bad_request(message, self.request_id, None))
+                raise CallError(400, self.codec.error_body(400, message, self.request_id, None))
             raise CallError(413, self.codec.status_error(413, "", self.request_id, "1"))
         self._raw = self.handler.rfile.read(length) if length else b""
         return self._raw
@@ -292,7 +292,7 @@ class Call:
         Raises:
             CallError: Always: the route table answers it.
         """
-        raise CallError(status, self.codec.bad_request(message, self.request_id, param))
+        raise CallError(status, self.codec.error_body(400, message, self.request_id, param))
 
     # --- keeping it -----------------------------------------------------------------------------
 

@@ -157,6 +157,7 @@ class GeminiCodec(Codec):
     id_header = None
     request_prefix = "gem_"
     default_window = 1_048_576
+    statuses = STATUS
     overflow_text = (
         "The input token count ({tokens}) exceeds the maximum number of tokens allowed ({maximum})."
     )
@@ -194,7 +195,7 @@ class GeminiCodec(Codec):
             return _quota(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "5", retry)
         if status == 529:  # Gemini has no 529: its overload is a 503
             return gemini_error(503, _OVERLOADED)
-        return gemini_error(status, STATUS.get(status, STATUS[500])[1].format(model=model))
+        return super().status_error(status, model, rid, retry)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         # a daily quota's 429 still says "retry in 48s", which would not help

@@ -55,7 +55,7 @@ def serve_model(call: Call) -> None:
             message = f"tool_choice names the tool {forced!r}, which is not among the tools"
             raise RequestError(message, "tool_choice")
     except RequestError as err:
-        error = codec.bad_request(err.message, call.request_id, err.param)
+        error = codec.error_body(400, err.message, call.request_id, err.param)
         call.error(400, error, stream=streamed)
         return
     _answer(call, found, conv, emulating)
@@ -196,7 +196,7 @@ def serve_replay(call: Call) -> None:
     got = replayer.take("POST", call.path, raw)
     if isinstance(got, Mismatch):
         call.extra["x-should-retry"] = "false"
-        call.send_json(400, call.codec.bad_request(got.message, call.request_id, None))
+        call.send_json(400, call.codec.error_body(400, got.message, call.request_id, None))
         return
 
     def until(after: float | None) -> None:
