@@ -11,15 +11,11 @@ import threading
 import time
 from contextlib import suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from ._call import Call, Hangup, Server
 
 log = logging.getLogger("nbagent.mock")
-
-
-class _Serving(Protocol):
-    mock: Server
 
 
 class MockHandler(BaseHTTPRequestHandler):
@@ -33,7 +29,7 @@ class MockHandler(BaseHTTPRequestHandler):
         pass  # quiet: the request log is ``MockServer.requests``
 
     def _dispatch(self) -> None:
-        mock = cast("_Serving", self.server).mock
+        mock = cast("Listener", self.server).mock
         call = Call(self, mock)
         broke: str | None = None
         try:
