@@ -27,17 +27,19 @@ from ._batch_api import BatchAPI, Paging, Row, list_body
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, StoredFile, stable_id
 from ._call import Call, CallError
 from ._codec import Route
-from ._conversation import Format
+from ._formats import route
 
 MAX_REQUESTS = 50_000
-_FORMATS: dict[str, Format] = {"/chat/completions": "openai", "/responses": "responses"}
+BATCHED = "/v1/chat/completions and /v1/responses"
 EXPIRED = "This request could not be executed before the completion window expired."
 
 
-def _bare(url: str) -> str:
-    """``/v1/chat/completions`` and Azure's ``/chat/completions`` name the same endpoint."""
-    url = url.split("?", 1)[0].rstrip("/")
-    return url.removeprefix("/openai").removeprefix("/v1") or url
+def _format(url: Any) -> str | None:
+    """The wire format of a batch's endpoint or a line's url, by the recordings' one table of
+    paths (``/v1/chat/completions`` and Azure's ``/chat/completions`` speak the same); None for
+    one the mock does not batch."""
+    found = route(url) if isinstance(url, str) else None
+    return found.format if found is not None and found.format in ("openai", "responses") else None
 
 
 # --- the input file -----------------------------------------------------------------------------
@@ -68,7 +70,7 @@ def _check_line(
         yield ("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id")
     if line.get("method") != "POST":
         yield ("invalid_method", "The method must be 'POST'.", "method")
-    if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
+    if _format(line.get("url")) != _format(endpoint):
         message = f"The url must match the batch's endpoint '{endpoint}'."
         yield ("url_mismatch", message, "url")
     if not isinstance(body, dict):
@@ -80,7 +82,7 @@ def _check_line(
 
 
 def read_input(
-    call: Call, data: bytes, endpoint: str, fmt: Format
+    call: Call, data: bytes, endpoint: str, fmt: str
 ) -> tuple[Items, list[dict[str, Any]], str | None]:
     """The input file's lines as the batch's items (none when the file has errors: no line
     runs), the validation errors, and the model the lines name."""
@@ -228,12 +230,10 @@ def create(call: Call) -> None:
         message = f"Invalid value: {window!r}. Supported values are: '24h'."
         call.refuse(400, message, "completion_window")
     _check_metadata(call, metadata)
-    fmt = _FORMATS.get(_bare(endpoint))
+    fmt = _format(endpoint)
     if fmt is None:
-        known = " and ".join("/v1" + path for path in _FORMATS)
-        call.refuse(
-            400, f"The mock server answers batches for {known}, not {endpoint!r}.", "endpoint"
-        )
+        message = f"The mock server answers batches for {BATCHED}, not {endpoint!r}."
+        call.refuse(400, message, "endpoint")
     try:
         file = files.find(call, input_file_id)
     except CallError:
