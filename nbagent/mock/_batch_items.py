@@ -18,8 +18,9 @@ from typing import Any
 from ._answer_faults import faulted_reply
 from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, Batch, ItemOutcome, Items, stable_id
 from ._call import Call
+from ._codec import Route
 from ._conversation import RequestError
-from ._formats import CODECS, Route, parse_request
+from ._formats import CODECS, parse_request
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
 _BROKEN = frozenset({"close", "drop_after_tokens", "malformed"})

@@ -20,10 +20,11 @@ from urllib.parse import parse_qs
 
 from ._batch_timeline import Provider
 from ._batches import BatchStore
+from ._codec import Codec
 from ._conversation import Format
 from ._emulate import Interrupts
 from ._faults import OK, Fault, FaultPlan
-from ._formats import CODECS, Codec, guess_codec
+from ._formats import CODECS, guess_codec
 from ._ratelimit import RateLimit
 from ._records import KEY_HEADERS, RequestRecord, redact_headers, redact_path
 from ._replay import Replayer

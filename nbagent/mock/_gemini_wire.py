@@ -20,15 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._codec import Codec, Piece, json_or
-from ._conversation import SIGNATURE_STANDIN, Conversation, Format, sign, sign_text
+from ._conversation import Conversation, Format, sign, sign_text
 from ._reply import MockReply
-
-__all__ = [
-    "GEMINI",
-    "SIGNATURE_STANDIN",
-    "gemini_error",
-    "sign",
-]
 
 _INTERNAL = (
     "An internal error has occurred. Please retry or report in "

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._answer_faults import faulted_reply
 from ._call import Call, Hangup
+from ._codec import Route
 from ._conversation import Conversation, RequestError
 from ._emulate import refused_response_format
 from ._fault_answers import rate_limited, status_fault
 from ._faults import STREAM_KINDS, Fault
-from ._formats import Route, parse_request, route
+from ._formats import parse_request, route
 from ._replay import Mismatch
 from ._reply import MockReply
 

@@ -110,6 +110,3 @@ class RouteTable:
             if status_fault(call, call.fault):
                 return
         endpoint.serve(call)
-
-
-__all__ = ["Endpoint", "RouteTable", "route"]
