@@ -53,12 +53,6 @@ class CallError(Exception):
         self.body = body
 
 
-class Router(Protocol):
-    """What answers a call (`_routes.RouteTable`)."""
-
-    def serve(self, call: Call) -> None: ...
-
-
 class Server(Protocol):
     """What a call reads of the server it came to (a `MockServer`)."""
 
@@ -72,10 +66,6 @@ class Server(Protocol):
     interrupts: Interrupts
     replayer: Replayer | None
     recorder: Recorder | None
-    on_request: Callable[[Call, int], None] | None
-
-    @property
-    def routes(self) -> Router: ...
 
     @property
     def port(self) -> int: ...
