@@ -16,11 +16,12 @@ import re
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_api import ONE, BatchAPI, Paging, list_body, rfc3339
+from ._batch_api import ONE, BatchAPI, Paging, list_body
 from ._batch_timeline import ALNUM, Batch, Snapshot
 from ._call import Call
 from ._codec import Route
 from ._fault_answers import reply_stream
+from ._ratelimit import rfc3339
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024

@@ -24,11 +24,12 @@ from functools import partial
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_api import BatchAPI, Paging, rfc3339
+from ._batch_api import BatchAPI, Paging
 from ._batch_timeline import EVERY, Batch, Snapshot
 from ._call import Call
 from ._codec import Route
 from ._fault_answers import reply_stream
+from ._ratelimit import rfc3339
 
 MAX_INLINE_BYTES = 20 * 1024 * 1024
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
