@@ -25,9 +25,10 @@ from . import _batch_items as item
 from . import _files as files
 from ._batch_api import BatchAPI, Paging, Row, list_body
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, StoredFile, stable_id
-from ._call import Call, CallError
+from ._call import Call
 from ._codec import Route
 from ._formats import route
+from ._request_parsers import _require_dict
 
 MAX_REQUESTS = 50_000
 BATCHED = "/v1/chat/completions and /v1/responses"
@@ -217,9 +218,7 @@ API = BatchAPI(
 
 
 def create(call: Call) -> None:
-    body = call.json_body()
-    if not isinstance(body, dict):
-        call.refuse(400, "The body must be a JSON object.", None)
+    body = _require_dict(call.json_body(), "body")
     input_file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
     window, metadata = body.get("completion_window"), body.get("metadata")
     if not isinstance(input_file_id, str):
@@ -234,9 +233,8 @@ def create(call: Call) -> None:
     if fmt is None:
         message = f"The mock server answers batches for {BATCHED}, not {endpoint!r}."
         call.refuse(400, message, "endpoint")
-    try:
-        file = files.find(call, input_file_id)
-    except CallError:
+    file = call.store.files.get(input_file_id)
+    if file is None:
         message = f"Invalid 'input_file_id': '{input_file_id}'. File not found."
         call.refuse(400, message, "input_file_id")
     items, errors, model = read_input(call, file.data or b"", endpoint, fmt)
