@@ -130,6 +130,7 @@ class Call:
         request_id: The request id it is answered with.
         fault: The fault it answers with (``ok`` unless the fault script says otherwise).
         body: What its request record keeps as the body (never a whole batch).
+        stream: Whether its answer is a stream, as its request record says.
         status: The status it was answered with (0: none yet, or the connection closed).
     """
 
@@ -151,6 +152,7 @@ class Call:
         self.fault: Fault = OK
         self.exchange: Exchange | None = None  # what MockServer(record=...) keeps of it
         self.body: Any = None
+        self.stream = False
         self.extra: dict[str, str] = {}  # headers every answer carries (rate limits, ...)
         self.status = 0
         self.started = False  # the status line has been sent
@@ -287,7 +289,7 @@ class Call:
 
     # --- keeping it -----------------------------------------------------------------------------
 
-    def record(self, status: int, *, fault: str | None = None, stream: bool = False) -> None:
+    def record(self, status: int, *, fault: str | None = None, stream: bool | None = None) -> None:
         """Keep the request in `MockServer.requests` (once), before it is answered, so a
         client that got its answer finds the record there: filed under the endpoint's wire
         format (None where the endpoint has none), with the call's `body`.
@@ -295,7 +297,7 @@ class Call:
         Args:
             status: The status it is answered with.
             fault: The fault to name (None: the call's).
-            stream: Whether the answer is a stream.
+            stream: Whether the answer is a stream (None: the call's `stream`).
         """
         if self.recorded:
             return
@@ -310,7 +312,7 @@ class Call:
             fault=str(self.fault) if fault is None else fault,
             status=status,
             request_id=self.request_id,
-            stream=stream,
+            stream=self.stream if stream is None else stream,
         )
 
     # --- the answer -----------------------------------------------------------------------------
