@@ -29,8 +29,7 @@ def _health(call: Call) -> None:
 def _not_found(call: Call) -> None:
     if call.method == "POST":
         read_model_body(call)
-    call.record(404)
-    call.send_json(404, call.codec.not_found(call.path, call.request_id))
+    call.error(404, call.codec.not_found(call.path, call.request_id))
 
 
 def _speaks(fmt: Format) -> Callable[[Call], bool]:
