@@ -34,6 +34,7 @@ _HIGH_DEMAND = (
     "This model is currently experiencing high demand. Spikes in demand are usually "
     "temporary. Please try again later."
 )
+_OVERLOADED = "The model is overloaded. Please try again later."
 # status -> (Gemini's status name, its message)
 STATUS: dict[int, tuple[str, str]] = {
     400: ("INVALID_ARGUMENT", "Request contains an invalid argument."),
@@ -49,6 +50,7 @@ STATUS: dict[int, tuple[str, str]] = {
     502: ("UNKNOWN", "Bad gateway."),
     503: ("UNAVAILABLE", _HIGH_DEMAND),
     504: ("DEADLINE_EXCEEDED", "The request timed out. Please try again."),
+    529: ("UNAVAILABLE", _OVERLOADED),  # Gemini has no 529: its overload is a 503 (http_status)
 }
 _FINISH = {
     "end_turn": "STOP",
@@ -56,7 +58,6 @@ _FINISH = {
     "max_tokens": "MAX_TOKENS",
     "refusal": "SAFETY",  # an empty candidate, as Gemini's safety stop comes
 }
-_OVERLOADED = "The model is overloaded. Please try again later."
 _BLOCKED = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
 _HELP = {
     "@type": "type.googleapis.com/google.rpc.Help",
@@ -186,8 +187,6 @@ class GeminiCodec(Codec):
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
         if status == 429:
             return _quota(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "5", retry)
-        if status == 529:  # Gemini has no 529: its overload is a 503
-            return gemini_error(503, _OVERLOADED)
         return super().status_error(status, model, rid, retry)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
@@ -197,7 +196,7 @@ class GeminiCodec(Codec):
     def error_body(
         self, status: int, message: str, rid: str, param: str | None = None
     ) -> dict[str, Any]:
-        return gemini_error(status, message)
+        return gemini_error(self.http_status(status), message)
 
     def midstream_error(self, mid: str) -> bytes:
         return _sse(gemini_error(503, _OVERLOADED))
