@@ -32,8 +32,6 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["OUTER_RETRY_WINDOW_S", "Amplification", "RetryAmplification", "Who", "warn"]
-
 OUTER_RETRY_WINDOW_S = 120.0
 """How long after a failed logical call the same request still counts as an outer retry of it
 (longer than any wait a retrying layer should take: nbagent's `max_retry_after` is 60 s)."""

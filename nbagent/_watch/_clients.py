@@ -18,10 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError
-from ._sdk import SdkRules, rules_for
 from ._transport import ObserverFactory, watching_transport
-
-__all__ = ["Outer", "base_url_of", "kind_of", "rules_of", "wrap"]
 
 Outer = Callable[[ModuleType, Any, bool], Any]
 """Wraps a watched transport once more (`nbagent.guard`): (httpx module, transport, async)."""
@@ -124,14 +121,6 @@ def wrap(
     if kind == "genai":
         return _genai(client, observers, now, outer)
     return _rebuilt(client, observers, now, outer)
-
-
-def rules_of(client: Any) -> SdkRules:
-    """The rule by which `client` (unguarded) retries: its SDK's, with its settings."""
-    kind = kind_of(client)
-    if kind == "genai":
-        return rules_for(kind, None, client._api_client._http_options.retry_options)
-    return rules_for(kind, getattr(client, "max_retries", None))
 
 
 def base_url_of(client: Any) -> str:

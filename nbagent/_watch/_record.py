@@ -9,23 +9,12 @@ a kept header has it masked.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..recording import Exchange as RecordedExchange
 from ..recording import Recorder
 from ._reading import request_body, request_secrets
 from ._transport import StreamClosed
-
-__all__ = ["RecordingObserver", "recorder_for"]
-
-
-def recorder_for(record: str | Path | Recorder) -> Recorder:
-    """The recorder for `record=`: a path (appended to when it is a recording already) or one
-    the caller made (`Recorder(path, record_bodies=True)`)."""
-    if isinstance(record, Recorder):
-        return record
-    return Recorder(record, made_by="nbagent.watch")
 
 
 class _Exchange:

@@ -38,18 +38,10 @@ from typing import Any
 
 from .._core._clock import Clock
 from .._core._pacing import PaceRequest
-from .._loop._limiter import RateLimiter, sleep_for_slot, too_late
+from .._loop._limiter import RateLimiter
 from .._loop._retry_budget import RetryBudget
+from .._loop._slot_wait import sleep_for_slot, too_late
 from ..errors import RateLimited, TransportError
-
-__all__ = [
-    "LEASE_TOKENS",
-    "LONG_POLL_S",
-    "AsyncLimiterCore",
-    "ClusterPacer",
-    "LimiterCore",
-    "rate_headers",
-]
 
 LEASE_TOKENS = 40.0
 """The share of the retry budget a worker holds: eight retries, or four after timeouts."""
@@ -87,8 +79,7 @@ def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
 class LimiterCore:
     """The cluster's one limiter and retry budget (a Ray actor wraps it). See the module doc."""
 
-    def __init__(self, label: str = "", now: Callable[[], float] = time.monotonic) -> None:
-        self.label = label
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
         self.limiter = RateLimiter()
         self._now = now
         self.incarnation = uuid.uuid4().hex[:8]
@@ -96,19 +87,21 @@ class LimiterCore:
         self.leases: dict[str, float] = {}
         self.calls = 0
         self.requests = 0
-        self.outcomes = 0
         self.busy_s = 0.0
+        self._news: asyncio.Event | None = None
 
     def report(self, worker: str, outcomes: list[Outcome]) -> None:
-        """Apply a worker's outcomes, oldest first."""
+        """Apply a worker's outcomes, oldest first (a held request's `ask` hears of them)."""
         t0 = time.perf_counter()
         now = self._now()
         for o in outcomes:
             self._apply(o, now)
         if outcomes:
             self.version += 1
+            if self._news is not None:
+                self._news.set()
+                self._news = None
         self.calls += 1
-        self.outcomes += len(outcomes)
         self.busy_s += time.perf_counter() - t0
 
     def reserve(
@@ -158,36 +151,14 @@ class LimiterCore:
         self.limiter.budget.refill(self.leases.pop(worker, 0.0))
 
     def stats(self) -> dict[str, Any]:
-        """What it learned and what it cost: µs of its own time per call and per request."""
+        """What it learned and what it cost: µs of its own time per request."""
         return {
             **self.limiter.snapshot(self._now()),
             "incarnation": self.incarnation,
             "calls": self.calls,
             "requests": self.requests,
-            "outcomes": self.outcomes,
-            "busy_s": self.busy_s,
-            "us_per_call": 1e6 * self.busy_s / max(1, self.calls),
             "us_per_request": 1e6 * self.busy_s / max(1, self.requests),
         }
-
-
-class AsyncLimiterCore(LimiterCore):
-    """The core as an asyncio service (the Ray actor): `ask` can wait for news.
-
-    A request held back while the rate is unknown (a probe is out) asks with the version it
-    last saw; the answer waits until an outcome moves the version on (at most `LONG_POLL_S`), so
-    the next probe leaves as soon as the last one is answered, not a polling interval later.
-    """
-
-    def __init__(self, label: str = "", now: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(label, now)
-        self._news: asyncio.Event | None = None
-
-    def report(self, worker: str, outcomes: list[Outcome]) -> None:
-        super().report(worker, outcomes)
-        if outcomes and self._news is not None:
-            self._news.set()
-            self._news = None
 
     async def ask(
         self,
@@ -197,6 +168,10 @@ class AsyncLimiterCore(LimiterCore):
         seed: Mapping[str, Any] | None = None,
         after: int | None = None,
     ) -> dict[str, Any]:
+        """`reserve`, as the Ray actor answers it. A request held back while the rate is unknown
+        (a probe is out) asks with the version it last saw (`after`); the answer waits until an
+        outcome moves the version on (at most `LONG_POLL_S`), so the next probe leaves as soon
+        as the last one is answered, not a polling interval later."""
         if after is not None and after == self.version:
             if self._news is None:
                 self._news = asyncio.Event()
@@ -231,7 +206,6 @@ class ClusterPacer:
         self.learned: dict[str, Any] = {}
         self.incarnation: str | None = None
         self.calls = 0
-        self.round_trip_s = 0.0
 
     def __repr__(self) -> str:
         return f"ClusterPacer(worker={self.worker}, calls={self.calls}, lease={self.lease:g})"
@@ -266,13 +240,10 @@ class ClusterPacer:
             check, self._check = self._check, []
             held_back = bool(want) and all(again for _, again in want) and not check
             seed = self.learned if self._seed_next and self.learned else None
-            t0 = time.monotonic()
             try:
                 reply = await self._ask(
                     self.worker, len(want), self.lease, seed, self.version if held_back else None
                 )
-            except asyncio.CancelledError:
-                raise
             except Exception:  # the core is restarting or unreachable: wait, send nothing
                 self._want, self._check = want + self._want, check + self._check
                 self._seed_next = True
@@ -280,7 +251,7 @@ class ClusterPacer:
                 wait = min(RETRY_CALL_S[1], wait * 2)
                 continue
             wait = RETRY_CALL_S[0]
-            self._took(reply, time.monotonic() - t0, seeded=seed is not None)
+            self._took(reply, seeded=seed is not None)
             if self._seed_next and self.learned:
                 # a restarted core that has not been told what the old one knew (Ray retried
                 # this call there): its slots may burst; hand them back and tell it first
@@ -299,9 +270,8 @@ class ClusterPacer:
                 if not c.done():
                     c.set_result(self.epoch)
 
-    def _took(self, reply: Mapping[str, Any], rtt: float, *, seeded: bool) -> None:
+    def _took(self, reply: Mapping[str, Any], *, seeded: bool) -> None:
         self.calls += 1
-        self.round_trip_s += rtt
         # a new core: tell it what the old one knew (and do not take its word over it)
         new = self.incarnation not in (None, reply["incarnation"]) and not seeded
         self._seed_next = new

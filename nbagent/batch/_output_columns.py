@@ -20,8 +20,6 @@ import pandas as pd
 from .._loop._output_schema import OutputSchema, field_types
 from ..errors import ConfigError
 
-__all__ = ["OUTPUT_COLUMNS", "check_fields", "structured_columns"]
-
 OUTPUT_COLUMNS = ("output", "reasks")
 """What a batch with `output=` adds to the results before the fields: the validated value and
 how many reasks it took."""

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._retry import format_duration
+from .._core._policy import format_duration
 from ._server_wish import parse_duration, wish_in_text
 
 __all__ = ["AUTH_REASONS", "GoogleDetails", "QuotaViolation", "google_details", "seconds_to_reset"]
