@@ -9,13 +9,13 @@ from typing import Any
 from ..recording._paths import wire_path
 from ._anthropic_wire import ANTHROPIC
 from ._codec import Codec, Route
-from ._conversation import Conversation
+from ._conversation import Conversation, Format
 from ._gemini_wire import GEMINI
 from ._openai_wire import OPENAI
 from ._request_parsers import PARSERS
 from ._responses_wire import RESPONSES
 
-CODECS: dict[str, Codec] = {c.name: c for c in (ANTHROPIC, OPENAI, RESPONSES, GEMINI)}
+CODECS: dict[Format, Codec] = {c.name: c for c in (ANTHROPIC, OPENAI, RESPONSES, GEMINI)}
 
 
 route = wire_path
@@ -23,7 +23,7 @@ route = wire_path
 (it answers 404): the recordings' one table of paths, shared with the mock's model endpoints."""
 
 
-def parse_request(fmt: str, body: Any, route_: Route | None = None) -> Conversation:
+def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conversation:
     """The neutral conversation of a request body in format `fmt`.
 
     Args:

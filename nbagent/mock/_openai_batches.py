@@ -27,6 +27,7 @@ from ._batch_api import BatchAPI, Paging, Row, list_body
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, StoredFile, stable_id
 from ._call import Call
 from ._codec import Route
+from ._conversation import Format
 from ._formats import route
 from ._request_parsers import _require_dict
 
@@ -35,7 +36,7 @@ BATCHED = "/v1/chat/completions and /v1/responses"
 EXPIRED = "This request could not be executed before the completion window expired."
 
 
-def _format(url: Any) -> str | None:
+def _format(url: Any) -> Format | None:
     """The wire format of a batch's endpoint or a line's url, by the recordings' one table of
     paths (``/v1/chat/completions`` and Azure's ``/chat/completions`` speak the same); None for
     one the mock does not batch."""
@@ -83,7 +84,7 @@ def _check_line(
 
 
 def read_input(
-    call: Call, data: bytes, endpoint: str, fmt: str
+    call: Call, data: bytes, endpoint: str, fmt: Format
 ) -> tuple[Items, list[dict[str, Any]], str | None]:
     """The input file's lines as the batch's items (none when the file has errors: no line
     runs), the validation errors, and the model the lines name."""

@@ -14,6 +14,7 @@ from ._conversation import (
     SIGNATURE_STANDIN,
     Block,
     Conversation,
+    Format,
     RequestError,
     Text,
     ToolResult,
@@ -441,7 +442,7 @@ def _responses(body: Any, route: Route) -> Conversation:
     )
 
 
-PARSERS: dict[str, Callable[[Any, Route], Conversation]] = {
+PARSERS: dict[Format, Callable[[Any, Route], Conversation]] = {
     "anthropic": _anthropic,
     "openai": _openai,
     "gemini": _gemini,
