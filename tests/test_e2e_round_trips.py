@@ -20,8 +20,7 @@ from nbagent import Agent, tool
 from nbagent import errors as E
 from nbagent.events import Event, RetryScheduled
 from nbagent.mock import MockServer
-from nbagent.mock._gemini_wire import sign
-from nbagent.mock._responses_wire import encrypted_for
+from nbagent.mock._conversation import encrypted_for, sign
 from nbagent.providers import AnthropicProvider, GeminiProvider, ResponsesProvider
 
 

@@ -10,8 +10,7 @@ import pytest
 import test_mock_server
 
 from nbagent.mock import MockServer
-from nbagent.mock._gemini_wire import SIGNATURE_STANDIN, sign
-from nbagent.mock._responses_wire import encrypted_for
+from nbagent.mock._conversation import SIGNATURE_STANDIN, encrypted_for, sign
 
 GEMINI = "/v1beta/models/demo:streamGenerateContent?alt=sse"
 server = test_mock_server.server  # the same fixtures as the other mock server tests

@@ -299,6 +299,24 @@ def test_requests_are_recorded_with_keys_redacted(server: MockServer, client: ht
     assert server.requests == []
 
 
+def test_a_gemini_key_is_in_no_request_record_nor_recording(tmp_path: Path) -> None:
+    key = "AIzaSy-gemini-secret-key"
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    path = tmp_path / "gemini.nbrec"
+    with serve(record=path) as server, httpx.Client(base_url=server.url) as c:
+        r = c.post(
+            f"/v1beta/models/demo:generateContent?key={key}",
+            json=body,
+            headers={"x-goog-api-key": key},
+        )
+        assert r.status_code == 200
+        (record,) = server.requests
+    assert record.format == "gemini" and record.headers["x-goog-api-key"] == "[redacted]"
+    assert record.path == "/v1beta/models/demo:generateContent?key=[redacted]"
+    assert key not in repr(record)
+    assert key not in path.read_text()
+
+
 def test_context_window_overflow_messages(client: httpx.Client) -> None:
     with serve(context_window=50) as small, httpx.Client(base_url=small.url) as c:
         long_prompt = "word " * 100  # 500 chars -> 125 tokens

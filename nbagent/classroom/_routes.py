@@ -22,6 +22,7 @@ from ..mock._fault_answers import rate_limited
 from ..mock._faults import OK
 from ..mock._model_endpoint import serve_model
 from ..mock._ratelimit import format_seconds
+from ..mock._records import KEY_HEADERS
 from ..mock._routes import MODEL_ENDPOINTS
 from ._capacity import Capacity
 from ._dashboard import PAGE
@@ -75,12 +76,12 @@ def _same(given: str, secret: str) -> bool:
 
 def key_of(call: Call) -> str:
     """The key a client sent, wherever its SDK puts it."""
-    for name in ("x-api-key", "x-goog-api-key", "api-key"):
-        if call.headers.get(name):
-            return call.headers[name].strip()
-    auth = call.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
+    for name in KEY_HEADERS:
+        value = call.headers.get(name, "")
+        if name == "authorization":  # a bearer token
+            value = value[7:] if value[:7].lower() == "bearer " else ""
+        if value.strip():
+            return value.strip()
     return call.query.get("key", "").strip()
 
 
@@ -116,7 +117,7 @@ def _student_model(room: Classroom, call: Call) -> None:
     try:
         arrival = room.room.arrive(name, agent, hashlib.sha256(raw).hexdigest(), policy)
     except RoomFull as full:
-        call.error(403, call.codec.bad_request(str(full), call.request_id, None))
+        call.error(403, call.codec.error_body(400, str(full), call.request_id, None))
         return
     room.pending(call, arrival)
     run = room.room.active()

@@ -46,6 +46,7 @@ from ._answer_faults import answer_fault
 from ._batches import BatchCounts, MockBatch
 from ._call import Call, Endpoint
 from ._cli import main
+from ._codec import Route
 from ._conversation import (
     Conversation,
     ToolResult,
@@ -54,7 +55,7 @@ from ._conversation import (
     estimate_tokens,
 )
 from ._faults import Fault, FaultPlan, parse_fault, parse_faults
-from ._formats import Route, parse_request, route
+from ._formats import parse_request, route
 from ._ratelimit import RateDecision, RateLimit
 from ._records import RequestRecord
 from ._reply import (

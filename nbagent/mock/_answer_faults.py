@@ -22,8 +22,6 @@ from ._faults import ANSWER_KINDS
 from ._output_request import ANY_TOOL
 from ._reply import MockReply, MockToolCall, Responder, split_words
 
-__all__ = ["REFUSAL_TEXT", "answer_fault", "faulted_reply", "mismatching"]
-
 REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
 
 

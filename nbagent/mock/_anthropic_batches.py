@@ -16,11 +16,13 @@ import re
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_api import ONE, BatchAPI, Paging, list_body, rfc3339
+from ._batch_api import ONE, BatchAPI, Paging, list_body
 from ._batch_timeline import ALNUM, Batch, Snapshot
 from ._call import Call
 from ._codec import Route
 from ._fault_answers import reply_stream
+from ._ratelimit import rfc3339
+from ._request_parsers import _dicts, _require_dict
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256 * 1024 * 1024
@@ -88,10 +90,7 @@ def create(call: Call) -> None:
         most = f"at most {MAX_REQUESTS} items after validation, not {len(requests)}"
         call.refuse(400, f"requests: List should have {most}.", "requests")
     seen: set[str] = set()
-    for i, entry in enumerate(requests):
-        where = f"requests.{i}"
-        if not isinstance(entry, dict):
-            call.refuse(400, f"{where}: Input should be an object.", where)
+    for where, entry in _dicts(requests, "requests"):
         custom_id = entry.get("custom_id")
         if not isinstance(custom_id, str) or not _CUSTOM_ID.match(custom_id):
             message = f"{where}.custom_id: String should match pattern '{_CUSTOM_ID.pattern}'."
@@ -99,8 +98,7 @@ def create(call: Call) -> None:
         if custom_id in seen:
             call.refuse(400, f"Duplicate custom_id in requests: {custom_id!r}.", where)
         seen.add(custom_id)
-        if not isinstance(entry.get("params"), dict):
-            call.refuse(400, f"{where}.params: Field required.", f"{where}.params")
+        _require_dict(entry.get("params"), f"{where}.params")
     # a batch that fails (create:failed) errs in every item: Anthropic has no failed batch
     entries = ((r["custom_id"], r["params"], r["params"]) for r in requests)
     items = item.items_of(call, Route("anthropic"), entries)

@@ -90,6 +90,7 @@ class AnthropicCodec(Codec):
     message_prefix = "msg_"
     default_window = 200_000
     overflow_text = "prompt is too long: {tokens} tokens > {maximum} maximum"
+    statuses = STATUS
 
     def whole(self, reply: MockReply, conv: Conversation, mid: str) -> dict[str, Any]:
         reply = _said(reply)
@@ -140,10 +141,6 @@ class AnthropicCodec(Codec):
         self, status: int, message: str, rid: str, param: str | None = None
     ) -> dict[str, Any]:
         return self.error(STATUS.get(status, STATUS[500])[0], message, rid)
-
-    def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
-        message = STATUS.get(status, STATUS[500])[1]
-        return self.error_body(status, message.format(model=model, retry=retry), rid)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         return self.error(

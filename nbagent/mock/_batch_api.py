@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot, new_id
@@ -24,13 +23,6 @@ from ._fault_answers import reply
 
 T = TypeVar("T")
 DAY_S = 86_400.0
-
-
-def rfc3339(seconds: float, nanos: bool = False) -> str:
-    """A moment as an RFC 3339 UTC timestamp, Z-normalized, with microseconds (``nanos``: with
-    nanoseconds, as Google writes it)."""
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="microseconds")
-    return moment.replace("+00:00", "000Z" if nanos else "Z")
 
 
 @dataclass(frozen=True)

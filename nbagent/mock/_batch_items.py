@@ -18,8 +18,9 @@ from typing import Any
 from ._answer_faults import faulted_reply
 from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, Batch, ItemOutcome, Items, stable_id
 from ._call import Call
+from ._codec import Route
 from ._conversation import RequestError
-from ._formats import CODECS, Route, parse_request
+from ._formats import CODECS, parse_request
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
 _BROKEN = frozenset({"close", "drop_after_tokens", "malformed"})
@@ -70,7 +71,7 @@ def result(call: Call, batch: Batch, index: int) -> tuple[int, Any]:
     route, outcome, request = batch.route, batch.items.outcomes[index], batch.request(index)
     codec, rid = CODECS[route.format], request_id(batch, index)
     if outcome.kind == "invalid":
-        return 400, codec.bad_request(outcome.message, rid, outcome.param)
+        return 400, codec.error_body(400, outcome.message, rid, outcome.param)
     if outcome.kind == "overflow":
         return 400, codec.overflow_error(outcome.tokens, outcome.maximum, rid)
     if outcome.errored:

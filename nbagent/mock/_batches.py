@@ -99,8 +99,6 @@ from typing import Any, TypeVar
 
 from ._batch_timeline import Batch, Items, ItemStatus, Phase, Provider, Snapshot, StoredFile
 
-__all__ = ["DEFAULT_BATCH_DURATION_S", "BatchCounts", "BatchStore", "BatchViews", "MockBatch"]
-
 DEFAULT_BATCH_DURATION_S = 2.0
 T = TypeVar("T")
 

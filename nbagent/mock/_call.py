@@ -20,12 +20,13 @@ from urllib.parse import parse_qs
 
 from ._batch_timeline import Provider
 from ._batches import BatchStore
+from ._codec import Codec
 from ._conversation import Format
 from ._emulate import Interrupts
 from ._faults import OK, Fault, FaultPlan
-from ._formats import CODECS, Codec, guess_codec
+from ._formats import CODECS, guess_codec
 from ._ratelimit import RateLimit
-from ._records import RequestRecord, redact_headers
+from ._records import KEY_HEADERS, RequestRecord, redact_headers, redact_path
 from ._replay import Replayer
 from ._reply import Responder
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 FLUSH_BYTES = 16_384
 MAX_BODY = 64 * 1024 * 1024
-IDENTITY_HEADERS = ("x-api-key", "authorization", "api-key", "x-goog-api-key", "user-agent")
+IDENTITY_HEADERS = (*KEY_HEADERS, "user-agent")
 
 
 class Hangup(Exception):
@@ -52,12 +53,6 @@ class CallError(Exception):
         self.body = body
 
 
-class Router(Protocol):
-    """What answers a call (`_routes.RouteTable`)."""
-
-    def serve(self, call: Call) -> None: ...
-
-
 class Server(Protocol):
     """What a call reads of the server it came to (a `MockServer`)."""
 
@@ -71,10 +66,6 @@ class Server(Protocol):
     interrupts: Interrupts
     replayer: Replayer | None
     recorder: Recorder | None
-    on_request: Callable[[Call, int], None] | None
-
-    @property
-    def routes(self) -> Router: ...
 
     @property
     def port(self) -> int: ...
@@ -139,6 +130,7 @@ class Call:
         request_id: The request id it is answered with.
         fault: The fault it answers with (``ok`` unless the fault script says otherwise).
         body: What its request record keeps as the body (never a whole batch).
+        stream: Whether its answer is a stream, as its request record says.
         status: The status it was answered with (0: none yet, or the connection closed).
     """
 
@@ -160,6 +152,7 @@ class Call:
         self.fault: Fault = OK
         self.exchange: Exchange | None = None  # what MockServer(record=...) keeps of it
         self.body: Any = None
+        self.stream = False
         self.extra: dict[str, str] = {}  # headers every answer carries (rate limits, ...)
         self.status = 0
         self.started = False  # the status line has been sent
@@ -240,7 +233,7 @@ class Call:
             self.handler.close_connection = True  # the rest of the body is never read
             if self.codec.name == "gemini":
                 message = f"Request payload size exceeds the limit: {limit} bytes."
-                raise CallError(400, self.codec.bad_request(message, self.request_id, None))
+                raise CallError(400, self.codec.error_body(400, message, self.request_id, None))
             raise CallError(413, self.codec.status_error(413, "", self.request_id, "1"))
         self._raw = self.handler.rfile.read(length) if length else b""
         return self._raw
@@ -292,11 +285,11 @@ class Call:
         Raises:
             CallError: Always: the route table answers it.
         """
-        raise CallError(status, self.codec.bad_request(message, self.request_id, param))
+        raise CallError(status, self.codec.error_body(400, message, self.request_id, param))
 
     # --- keeping it -----------------------------------------------------------------------------
 
-    def record(self, status: int, *, fault: str | None = None, stream: bool = False) -> None:
+    def record(self, status: int, *, fault: str | None = None, stream: bool | None = None) -> None:
         """Keep the request in `MockServer.requests` (once), before it is answered, so a
         client that got its answer finds the record there: filed under the endpoint's wire
         format (None where the endpoint has none), with the call's `body`.
@@ -304,7 +297,7 @@ class Call:
         Args:
             status: The status it is answered with.
             fault: The fault to name (None: the call's).
-            stream: Whether the answer is a stream.
+            stream: Whether the answer is a stream (None: the call's `stream`).
         """
         if self.recorded:
             return
@@ -312,14 +305,14 @@ class Call:
         self.status = status
         self.mock.record(
             method=self.method,
-            path=self.path,
+            path=redact_path(self.path),
             format=self.codec.name if self.endpoint is not None and self.endpoint.format else None,
             body=self.body,
             headers=redact_headers(self.headers),
             fault=str(self.fault) if fault is None else fault,
             status=status,
             request_id=self.request_id,
-            stream=stream,
+            stream=self.stream if stream is None else stream,
         )
 
     # --- the answer -----------------------------------------------------------------------------

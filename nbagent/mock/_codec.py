@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..recording._paths import WirePath
@@ -69,6 +69,7 @@ class Codec:
     message_prefix = ""
     default_window = 128_000
     overflow_text = ""  # its context-overflow message, with {tokens} and {maximum}
+    statuses: Mapping[int, tuple[Any, ...]] = {}  # status -> its error's words, the message last
 
     def stream(
         self, reply: MockReply, conv: Conversation, mid: str, azure: bool
@@ -86,8 +87,10 @@ class Codec:
         raise NotImplementedError
 
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
-        """The error body the provider sends with ``status`` (``retry``: its wait, said)."""
-        raise NotImplementedError
+        """The error body the provider sends with ``status`` (``retry``: its wait, said): the
+        message its `statuses` table has for it (500's for a status it lacks)."""
+        message = self.statuses.get(status, self.statuses[500])[-1]
+        return self.error_body(status, message.format(model=model, retry=retry), rid)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         raise NotImplementedError
@@ -95,9 +98,6 @@ class Codec:
     def overflow_error(self, tokens: int, maximum: int, rid: str) -> dict[str, Any]:
         """The real context-overflow error of the format, with the numbers in it."""
         return self.error_body(400, self.overflow_text.format(tokens=tokens, maximum=maximum), rid)
-
-    def bad_request(self, message: str, rid: str, param: str | None) -> dict[str, Any]:
-        return self.error_body(400, message, rid, param)
 
     def not_found(self, path: str, rid: str) -> dict[str, Any]:
         return self.error_body(404, f"Not Found: {path}", rid)

@@ -23,8 +23,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["EMULATIONS", "Interrupts", "check_emulate", "refused_response_format"]
-
 EMULATIONS = ("llama-cpp-python",)
 _TYPES = ("text", "json_object")
 

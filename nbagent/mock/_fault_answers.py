@@ -13,41 +13,28 @@ from ._faults import Fault
 from ._ratelimit import RateDecision, format_seconds
 
 
-def reply(call: Call, body: Any, status: int = 200) -> None:
-    """Answer with a JSON body (done, then lost, late, broken, as the fault says).
+def reply(call: Call, body: Any) -> None:
+    """Answer 200 with a JSON body (done, then lost, late, cut, stalled or broken, as the
+    fault says).
 
     Args:
         call: The call to answer.
         body: The body, as JSON.
-        status: The HTTP status.
     """
-    reply_bytes(call, json.dumps(body, ensure_ascii=False).encode(), "application/json", status)
-
-
-def reply_bytes(call: Call, data: bytes, ctype: str, status: int = 200) -> None:
-    """Answer with a body of bytes (done, then lost, late, cut, as the fault says).
-
-    Args:
-        call: The call to answer.
-        data: The body.
-        ctype: The content type.
-        status: The HTTP status.
-    """
+    data = json.dumps(body, ensure_ascii=False).encode()
     kind = call.fault.kind
     if kind in ("cut", "stall"):
         half = max(1, len(data) // 2)
-        reply_stream(call, [data[:half], data[half:]], ctype, 2, status)
+        reply_stream(call, [data[:half], data[half:]], "application/json", 2)
         return
-    _after_action(call, status)
+    _after_action(call)
     if kind == "malformed":
         data = data[: len(data) // 2]
-    call.send(status, data, ctype, call.id_headers())
+    call.send(200, data, "application/json", call.id_headers())
 
 
-def reply_stream(
-    call: Call, chunks: Iterable[bytes], ctype: str, count: int, status: int = 200
-) -> None:
-    """Answer with a body made piece by piece, in chunked encoding: a ``cut`` fault ends
+def reply_stream(call: Call, chunks: Iterable[bytes], ctype: str, count: int) -> None:
+    """Answer 200 with a body made piece by piece, in chunked encoding: a ``cut`` fault ends
     it after half of the pieces, a ``stall`` pauses there.
 
     Args:
@@ -55,11 +42,10 @@ def reply_stream(
         chunks: The pieces.
         ctype: The content type.
         count: How many pieces there are.
-        status: The HTTP status.
     """
-    _after_action(call, status)
+    _after_action(call)
     call.drain()
-    call.head(status, ctype, call.id_headers())
+    call.head(200, ctype, call.id_headers())
     fault = call.fault
     halfway = count // 2 if count > 1 else 0
     for i, piece in enumerate(chunks):
@@ -78,11 +64,11 @@ def reply_stream(
     call.end()
 
 
-def _after_action(call: Call, status: int) -> None:
+def _after_action(call: Call) -> None:
     kind = call.fault.kind
     if kind == "lost":
         call.hang_up()
-    call.record(status)
+    call.record(200)
     if kind == "slow" and call.mock.wait(call.fault.seconds or 0.0):
         call.hang_up()
 

@@ -149,17 +149,18 @@ def _fmt_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+def _bad(entry: str, what: str) -> ValueError:
+    """The refusal of the fault string ``entry``, in one sentence: ``what`` is wrong with it."""
+    return ValueError(f"Fault {entry!r}: {what}")
+
+
 def _seconds(entry: str, what: str, text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(
-            f"Fault {entry!r}: {what} must be a number of seconds, got {text!r}."
-        ) from None
+        raise _bad(entry, f"{what} must be a number of seconds, got {text!r}.") from None
     if not math.isfinite(value) or value < 0 or value > _MAX_SECONDS:
-        raise ValueError(
-            f"Fault {entry!r}: {what} must be between 0 and {_MAX_SECONDS:g} seconds, got {text!r}."
-        )
+        raise _bad(entry, f"{what} must be between 0 and {_MAX_SECONDS:g} seconds, got {text!r}.")
     return value
 
 
@@ -199,15 +200,13 @@ def parse_fault(entry: str) -> Fault:
             try:
                 tokens = int(value.strip())
             except ValueError:
-                raise ValueError(
-                    f"Fault {entry!r}: drop_after_tokens must be a whole number, got {value!r}."
-                ) from None
+                raise _bad(entry, f"{kind} must be a whole number, got {value!r}.") from None
             if tokens < 0:
-                raise ValueError(f"Fault {entry!r}: drop_after_tokens must not be negative.")
+                raise _bad(entry, "drop_after_tokens must not be negative.")
         else:
             seconds = _seconds(entry, kind, value.strip())
     elif has_value:
-        raise ValueError(f"Fault {entry!r}: kind {kind!r} takes no '=value' in its name.")
+        raise _bad(entry, f"kind {kind!r} takes no '=value' in its name.")
 
     retry_after: float | None = None
     should_retry: bool | None = None
@@ -217,18 +216,17 @@ def parse_fault(entry: str) -> Fault:
             key = key.strip().lower()
             raw = raw.strip()
             if not eq or not key:
-                raise ValueError(f"Fault {entry!r}: parameter {item.strip()!r} is not key=value.")
+                raise _bad(entry, f"parameter {item.strip()!r} is not key=value.")
             if key == "should_retry":
                 if raw.lower() not in ("true", "false"):
-                    raise ValueError(f"Fault {entry!r}: should_retry must be true or false.")
+                    raise _bad(entry, "should_retry must be true or false.")
                 should_retry = raw.lower() == "true"
             elif key == "retry_after" and kind == "429":
                 retry_after = _seconds(entry, "retry_after", raw)
             else:
                 allowed = "retry_after, should_retry" if kind == "429" else "should_retry"
-                raise ValueError(
-                    f"Fault {entry!r}: unknown parameter {key!r} for kind {kind!r} "
-                    f"(allowed: {allowed})."
+                raise _bad(
+                    entry, f"unknown parameter {key!r} for kind {kind!r} (allowed: {allowed})."
                 )
     if kind == "429" and retry_after is None:
         retry_after = 1.0
@@ -238,29 +236,30 @@ def parse_fault(entry: str) -> Fault:
 def _check_kind(entry: str, kind: str, target: str | None) -> None:
     if target is None:
         if kind in _TARGETED_ONLY:
-            raise ValueError(
-                f"Fault {entry!r}: kind {kind!r} is for a batch endpoint, so aim it at one, "
-                f"as in {'results' if kind == 'cut' else 'create'}:{kind}."
+            raise _bad(
+                entry,
+                f"kind {kind!r} is for a batch endpoint, so aim it at one, "
+                f"as in {'results' if kind == 'cut' else 'create'}:{kind}.",
             )
         if kind not in ALL_KINDS:
             known = ", ".join(sorted(ALL_KINDS | set(ALIASES)))
             raise ValueError(f"Fault {entry!r} has unknown kind {kind!r}; known kinds are {known}.")
         return
     if kind == "failed" and target != "create":
-        raise ValueError(
-            f"Fault {entry!r}: kind 'failed' is a batch that fails after it was accepted, so "
-            "it is for create."
+        raise _bad(
+            entry, "kind 'failed' is a batch that fails after it was accepted, so it is for create."
         )
     if kind in _BODY_KINDS and target not in _BODY_TARGETS:
-        raise ValueError(
-            f"Fault {entry!r}: kind {kind!r} breaks a long answer, so it is for results or "
-            f"retrieve, not {target}."
+        raise _bad(
+            entry,
+            f"kind {kind!r} breaks a long answer, so it is for results or retrieve, not {target}.",
         )
     if kind not in _ENDPOINT_KINDS | _BODY_KINDS | {"failed"}:
         known = ", ".join(sorted(_ENDPOINT_KINDS | _BODY_KINDS | set(ALIASES) | {"failed"}))
-        raise ValueError(
-            f"Fault {entry!r}: kind {kind!r} cannot be aimed at the {target} endpoint; "
-            f"kinds for an endpoint are {known}."
+        raise _bad(
+            entry,
+            f"kind {kind!r} cannot be aimed at the {target} endpoint; "
+            f"kinds for an endpoint are {known}.",
         )
 
 

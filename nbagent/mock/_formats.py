@@ -15,8 +15,6 @@ from ._openai_wire import OPENAI
 from ._request_parsers import PARSERS
 from ._responses_wire import RESPONSES
 
-__all__ = ["CODECS", "Codec", "Route", "parse_request", "route"]
-
 CODECS: dict[Format, Codec] = {c.name: c for c in (ANTHROPIC, OPENAI, RESPONSES, GEMINI)}
 
 

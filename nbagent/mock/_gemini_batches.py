@@ -24,11 +24,13 @@ from functools import partial
 from typing import Any
 
 from . import _batch_items as item
-from ._batch_api import BatchAPI, Paging, rfc3339
+from ._batch_api import BatchAPI, Paging
 from ._batch_timeline import EVERY, Batch, Snapshot
 from ._call import Call
+from ._codec import Route
 from ._fault_answers import reply_stream
-from ._formats import Route
+from ._ratelimit import rfc3339
+from ._request_parsers import _dicts, _require_dict
 
 MAX_INLINE_BYTES = 20 * 1024 * 1024
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
@@ -110,13 +112,8 @@ def rpc_status(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def create(call: Call) -> None:
-    body = call.json_body()
-    batch_spec = body.get("batch") if isinstance(body, dict) else None
-    if not isinstance(batch_spec, dict):
-        call.refuse(400, "Invalid JSON payload: the body needs a 'batch' object.")
-    config = batch_spec.get("inputConfig")
-    if not isinstance(config, dict):
-        call.refuse(400, "batch.inputConfig is required.")
+    batch_spec = _require_dict(_require_dict(call.json_body(), "body").get("batch"), "batch")
+    config = _require_dict(batch_spec.get("inputConfig"), "batch.inputConfig")
     if config.get("fileName") is not None:
         call.refuse(
             400,
@@ -126,12 +123,10 @@ def create(call: Call) -> None:
     requests = holder.get("requests") if isinstance(holder, dict) else None
     if not isinstance(requests, list) or not requests:
         call.refuse(400, "batch.inputConfig.requests.requests must list at least one request.")
-    for i, entry in enumerate(requests):
-        if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
-            call.refuse(400, f"batch.inputConfig.requests.requests[{i}].request is required.")
-        metadata = entry.get("metadata")
-        if metadata is not None and not isinstance(metadata, dict):
-            call.refuse(400, f"batch.inputConfig.requests.requests[{i}].metadata is invalid.")
+    for where, entry in _dicts(requests, "batch.inputConfig.requests.requests", "[{}]"):
+        _require_dict(entry.get("request"), f"{where}.request")
+        if entry.get("metadata") is not None:
+            _require_dict(entry["metadata"], f"{where}.metadata")
     model_id = call.params["model"]
     route = Route("gemini", model=model_id, stream=False)
     entries = (((e.get("metadata") or {}).get("key"), e, e["request"]) for e in requests)

@@ -20,15 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._codec import Codec, Piece, json_or
-from ._conversation import SIGNATURE_STANDIN, Conversation, Format, sign, sign_text
+from ._conversation import Conversation, Format, sign, sign_text
 from ._reply import MockReply
-
-__all__ = [
-    "GEMINI",
-    "SIGNATURE_STANDIN",
-    "gemini_error",
-    "sign",
-]
 
 _INTERNAL = (
     "An internal error has occurred. Please retry or report in "
@@ -41,6 +34,7 @@ _HIGH_DEMAND = (
     "This model is currently experiencing high demand. Spikes in demand are usually "
     "temporary. Please try again later."
 )
+_OVERLOADED = "The model is overloaded. Please try again later."
 # status -> (Gemini's status name, its message)
 STATUS: dict[int, tuple[str, str]] = {
     400: ("INVALID_ARGUMENT", "Request contains an invalid argument."),
@@ -56,6 +50,7 @@ STATUS: dict[int, tuple[str, str]] = {
     502: ("UNKNOWN", "Bad gateway."),
     503: ("UNAVAILABLE", _HIGH_DEMAND),
     504: ("DEADLINE_EXCEEDED", "The request timed out. Please try again."),
+    529: ("UNAVAILABLE", _OVERLOADED),  # Gemini has no 529: its overload is a 503 (http_status)
 }
 _FINISH = {
     "end_turn": "STOP",
@@ -63,7 +58,6 @@ _FINISH = {
     "max_tokens": "MAX_TOKENS",
     "refusal": "SAFETY",  # an empty candidate, as Gemini's safety stop comes
 }
-_OVERLOADED = "The model is overloaded. Please try again later."
 _BLOCKED = [{"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
 _HELP = {
     "@type": "type.googleapis.com/google.rpc.Help",
@@ -157,6 +151,7 @@ class GeminiCodec(Codec):
     id_header = None
     request_prefix = "gem_"
     default_window = 1_048_576
+    statuses = STATUS
     overflow_text = (
         "The input token count ({tokens}) exceeds the maximum number of tokens allowed ({maximum})."
     )
@@ -192,9 +187,7 @@ class GeminiCodec(Codec):
     def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
         if status == 429:
             return _quota(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "5", retry)
-        if status == 529:  # Gemini has no 529: its overload is a 503
-            return gemini_error(503, _OVERLOADED)
-        return gemini_error(status, STATUS.get(status, STATUS[500])[1].format(model=model))
+        return super().status_error(status, model, rid, retry)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         # a daily quota's 429 still says "retry in 48s", which would not help
@@ -203,7 +196,7 @@ class GeminiCodec(Codec):
     def error_body(
         self, status: int, message: str, rid: str, param: str | None = None
     ) -> dict[str, Any]:
-        return gemini_error(status, message)
+        return gemini_error(self.http_status(status), message)
 
     def midstream_error(self, mid: str) -> bytes:
         return _sse(gemini_error(503, _OVERLOADED))

@@ -1,25 +1,17 @@
 """The mock server's HTTP plumbing: the listening socket (a threaded HTTP server that tracks its
-connections, so stopping the mock ends them all) and the request handler, which only builds one
-`Call` per request, hands it to the route table and calls the server's ``on_request`` hook."""
+connections, so stopping the mock ends them all) and the request handler, which hands every
+request to the server's ``answer`` (`MockServer._answer`)."""
 
 from __future__ import annotations
 
-import logging
 import selectors
 import socket
 import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol, cast
-
-from ._call import Call, Hangup, Server
-
-log = logging.getLogger("nbagent.mock")
-
-
-class _Serving(Protocol):
-    mock: Server
+from typing import Any, cast
 
 
 class MockHandler(BaseHTTPRequestHandler):
@@ -33,25 +25,9 @@ class MockHandler(BaseHTTPRequestHandler):
         pass  # quiet: the request log is ``MockServer.requests``
 
     def _dispatch(self) -> None:
-        mock = cast("_Serving", self.server).mock
-        call = Call(self, mock)
-        broke: str | None = None
-        try:
-            mock.routes.serve(call)
-        except (Hangup, OSError):
-            self.close_connection = True
-            broke = "the connection was closed"
-        finally:
-            if call.exchange is not None:
-                call.exchange.end(error=broke)
-        hook = mock.on_request
-        if hook is not None:
-            try:
-                hook(call, call.status)
-            except Exception:
-                log.exception("nbagent mock server: on_request failed on %s", self.path)
+        cast("Listener", self.server).answer(self)
 
-    do_GET = do_POST = do_DELETE = _dispatch  # every method goes to the route table
+    do_GET = do_POST = do_DELETE = _dispatch  # every method goes to the server's answer
 
 
 class Listener(ThreadingHTTPServer):
@@ -62,8 +38,10 @@ class Listener(ThreadingHTTPServer):
     request_queue_size = 256
     allow_reuse_address = True
 
-    def __init__(self, port: int, mock: Server, host: str = "127.0.0.1") -> None:
-        self.mock = mock
+    def __init__(
+        self, port: int, answer: Callable[[BaseHTTPRequestHandler], None], host: str = "127.0.0.1"
+    ) -> None:
+        self.answer = answer
         self._conn_lock = threading.Lock()
         self._connections: dict[threading.Thread, socket.socket] = {}
         self._halt = False

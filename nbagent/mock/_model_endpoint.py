@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._answer_faults import faulted_reply
 from ._call import Call, Hangup
+from ._codec import Route
 from ._conversation import Conversation, RequestError
 from ._emulate import refused_response_format
 from ._fault_answers import rate_limited, status_fault
 from ._faults import STREAM_KINDS, Fault
-from ._formats import Route, parse_request, route
+from ._formats import parse_request, route
 from ._replay import Mismatch
 from ._reply import MockReply
 
@@ -40,24 +41,19 @@ def serve_model(call: Call) -> None:
     found = route(call.path)
     assert found is not None  # the route table matched a model path
     read_model_body(call)
-    fmt, codec = call.codec.name, call.codec
+    fmt = call.codec.name
     body = call.body = call.json_body()  # what the request's record keeps
-    streamed = found.stream or bool(isinstance(body, dict) and body.get("stream"))
+    call.stream = found.stream or bool(isinstance(body, dict) and body.get("stream"))
     emulating = call.mock.emulate is not None and fmt == "openai"
     refused = refused_response_format(body) if emulating else None
     if refused is not None:  # its pydantic model, before the request reaches the model
-        call.error(500, refused, stream=streamed)
+        call.error(500, refused)
         return
-    try:
-        conv = parse_request(fmt, body, found)
-        forced = conv.forced_tool
-        if forced not in (None, "*") and forced not in conv.tools:
-            message = f"tool_choice names the tool {forced!r}, which is not among the tools"
-            raise RequestError(message, "tool_choice")
-    except RequestError as err:
-        error = codec.bad_request(err.message, call.request_id, err.param)
-        call.error(400, error, stream=streamed)
-        return
+    conv = parse_request(fmt, body, found)  # a RequestError is the route table's 400
+    forced = conv.forced_tool
+    if forced not in (None, "*") and forced not in conv.tools:
+        message = f"tool_choice names the tool {forced!r}, which is not among the tools"
+        raise RequestError(message, "tool_choice")
     _answer(call, found, conv, emulating)
 
 
@@ -66,31 +62,30 @@ def _answer(call: Call, found: Route, conv: Conversation, emulating: bool) -> No
     if emulating:  # a request reaching the model cuts the streams being written
         mock.interrupts.arrived()
         conv = dataclasses.replace(conv, include_usage=False)
-    kept: dict[str, Any] = {"stream": conv.stream}  # what the request's record keeps
     if mock.rate_limit is not None:
         decision = mock.rate_limit.acquire(conv.prompt_tokens)
         call.extra.update(codec.rate_headers(decision))
         if not decision.allowed:
-            rate_limited(call, decision, conv.model, fault="rate_limit", **kept)
+            rate_limited(call, decision, conv.model, fault="rate_limit")
             return
     fault = call.fault = mock.plan.next()
     if fault.kind == "close":
-        call.record(0, **kept)
+        call.record(0)
         call.hang_up()
     if fault.kind == "slow" and mock.wait(fault.seconds or 0.0):
         call.hang_up()
     as_status = fault
     if fault.kind == "overloaded_midstream" and not conv.stream:
         as_status = dataclasses.replace(fault, kind="529")
-    if status_fault(call, as_status, conv.model, conv.prompt_tokens, fault=str(fault), **kept):
+    if status_fault(call, as_status, conv.model, conv.prompt_tokens, fault=str(fault)):
         return
     window = mock.context_window
     if window is not None and conv.prompt_tokens > window:
         error = codec.overflow_error(conv.prompt_tokens, window, rid)
-        call.error(400, error, fault="context_window", **kept)
+        call.error(400, error, fault="context_window")
         return
     reply = faulted_reply(fault.kind, mock.responder, conv)
-    call.record(200, **kept)
+    call.record(200)
     if not conv.stream:
         _whole(call, conv, reply)
         return
@@ -196,7 +191,7 @@ def serve_replay(call: Call) -> None:
     got = replayer.take("POST", call.path, raw)
     if isinstance(got, Mismatch):
         call.extra["x-should-retry"] = "false"
-        call.send_json(400, call.codec.bad_request(got.message, call.request_id, None))
+        call.send_json(400, call.codec.error_body(400, got.message, call.request_id, None))
         return
 
     def until(after: float | None) -> None:

@@ -25,19 +25,23 @@ from . import _batch_items as item
 from . import _files as files
 from ._batch_api import BatchAPI, Paging, Row, list_body
 from ._batch_timeline import EVERY, Batch, Items, Phase, Provider, Snapshot, StoredFile, stable_id
-from ._call import Call, CallError
+from ._call import Call
 from ._codec import Route
 from ._conversation import Format
+from ._formats import route
+from ._request_parsers import _require_dict
 
 MAX_REQUESTS = 50_000
-_FORMATS: dict[str, Format] = {"/chat/completions": "openai", "/responses": "responses"}
+BATCHED = "/v1/chat/completions and /v1/responses"
 EXPIRED = "This request could not be executed before the completion window expired."
 
 
-def _bare(url: str) -> str:
-    """``/v1/chat/completions`` and Azure's ``/chat/completions`` name the same endpoint."""
-    url = url.split("?", 1)[0].rstrip("/")
-    return url.removeprefix("/openai").removeprefix("/v1") or url
+def _format(url: Any) -> Format | None:
+    """The wire format of a batch's endpoint or a line's url, by the recordings' one table of
+    paths (``/v1/chat/completions`` and Azure's ``/chat/completions`` speak the same); None for
+    one the mock does not batch."""
+    found = route(url) if isinstance(url, str) else None
+    return found.format if found is not None and found.format in ("openai", "responses") else None
 
 
 # --- the input file -----------------------------------------------------------------------------
@@ -68,7 +72,7 @@ def _check_line(
         yield ("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id")
     if line.get("method") != "POST":
         yield ("invalid_method", "The method must be 'POST'.", "method")
-    if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
+    if _format(line.get("url")) != _format(endpoint):
         message = f"The url must match the batch's endpoint '{endpoint}'."
         yield ("url_mismatch", message, "url")
     if not isinstance(body, dict):
@@ -84,15 +88,11 @@ def read_input(
 ) -> tuple[Items, list[dict[str, Any]], str | None]:
     """The input file's lines as the batch's items (none when the file has errors: no line
     runs), the validation errors, and the model the lines name."""
-    starts: list[int] = []
-    ids: list[str | None] = []
-    bodies: list[Any] = []
+    entries: list[tuple[Any, Any, Any]] = []  # (custom id, line, request) of each line
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
     model: str | None = None
-    position = 0
     for number, raw in enumerate(data.split(b"\n"), start=1):
-        start, position = position, position + len(raw) + 1
         if not raw.strip():
             continue
         try:
@@ -103,23 +103,20 @@ def read_input(
         errors += [_line_error(code, number, message, param) for code, message, param in wrong]
         if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
             continue
-        custom_id, body = line.get("custom_id"), line["body"]
-        if model is None:
-            model = body.get("model") if isinstance(body.get("model"), str) else None
-        starts.append(start)
-        ids.append(custom_id if isinstance(custom_id, str) else None)
-        bodies.append(body)
-    if not starts and not errors:
+        body = line["body"]
+        if model is None and isinstance(body.get("model"), str):
+            model = body["model"]
+        entries.append((line.get("custom_id"), line, body))
+    if not entries and not errors:
         errors.append(_line_error("empty_file", 0, "The input file is empty."))
-    if len(starts) > MAX_REQUESTS:
+    if len(entries) > MAX_REQUESTS:
         message = (
-            f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}."
+            f"The input file has {len(entries)} requests; a batch takes at most {MAX_REQUESTS}."
         )
         errors.append(_line_error("too_many_tasks", 0, message))
     if errors:
         return Items(), errors, model
-    outcomes = [item.outcome_of(call, Route(fmt), body) for body in bodies]
-    return Items(data, starts, ids, outcomes), errors, model
+    return item.items_of(call, Route(fmt), entries), errors, model
 
 
 # --- the batch object ---------------------------------------------------------------------------
@@ -222,9 +219,7 @@ API = BatchAPI(
 
 
 def create(call: Call) -> None:
-    body = call.json_body()
-    if not isinstance(body, dict):
-        call.refuse(400, "The body must be a JSON object.", None)
+    body = _require_dict(call.json_body(), "body")
     input_file_id, endpoint = body.get("input_file_id"), body.get("endpoint")
     window, metadata = body.get("completion_window"), body.get("metadata")
     if not isinstance(input_file_id, str):
@@ -235,15 +230,12 @@ def create(call: Call) -> None:
         message = f"Invalid value: {window!r}. Supported values are: '24h'."
         call.refuse(400, message, "completion_window")
     _check_metadata(call, metadata)
-    fmt = _FORMATS.get(_bare(endpoint))
+    fmt = _format(endpoint)
     if fmt is None:
-        known = " and ".join("/v1" + path for path in _FORMATS)
-        call.refuse(
-            400, f"The mock server answers batches for {known}, not {endpoint!r}.", "endpoint"
-        )
-    try:
-        file = files.find(call, input_file_id)
-    except CallError:
+        message = f"The mock server answers batches for {BATCHED}, not {endpoint!r}."
+        call.refuse(400, message, "endpoint")
+    file = call.store.files.get(input_file_id)
+    if file is None:
         message = f"Invalid 'input_file_id': '{input_file_id}'. File not found."
         call.refuse(400, message, "input_file_id")
     items, errors, model = read_input(call, file.data or b"", endpoint, fmt)

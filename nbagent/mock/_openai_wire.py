@@ -76,15 +76,13 @@ def error(
 class OpenAIErrors(Codec):
     """OpenAI's error bodies and rate-limit headers (Chat Completions and Responses)."""
 
+    statuses = STATUS
+
     def error_body(
         self, status: int, message: str, rid: str, param: str | None = None
     ) -> dict[str, Any]:
         err_type, code, _ = STATUS.get(status, STATUS[500])
         return error(message, err_type, code, param)
-
-    def status_error(self, status: int, model: str, rid: str, retry: str) -> dict[str, Any]:
-        message = STATUS.get(status, STATUS[500])[2]
-        return self.error_body(status, message.format(model=model, retry=retry), rid)
 
     def quota_error(self, rid: str, model: str) -> dict[str, Any]:
         message = "You exceeded your current quota, please check your plan and billing details."

@@ -24,17 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = [
-    "ANY_TOOL",
-    "JSON_OBJECT",
-    "Output",
-    "anthropic_output",
-    "gemini_callable",
-    "gemini_output",
-    "openai_output",
-    "responses_output",
-]
-
 ANY_TOOL = "*"  # a request that forces some tool call, not a named one
 JSON_OBJECT: dict[str, Any] = {"type": "object"}  # JSON mode's contract when it names no schema
 Output = tuple[dict[str, Any] | None, str | None]  # the schema asked for, and the forced tool

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 _EPSILON = 1e-9
 
@@ -176,10 +176,16 @@ def format_duration(seconds: float) -> str:
     return f"{secs}s"
 
 
+def rfc3339(seconds: float, timespec: str = "microseconds", nanos: bool = False) -> str:
+    """A moment as an RFC 3339 UTC timestamp, Z-normalized, to ``timespec`` (``nanos``: with
+    nanoseconds, as Google writes it)."""
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec=timespec)
+    return moment.replace("+00:00", "000Z" if nanos else "Z")
+
+
 def rfc3339_after(seconds: float, *, wall: Callable[[], float] = time.time) -> str:
     """The wall-clock time ``seconds`` from now, rounded up to the whole second, in RFC 3339."""
-    moment = datetime.fromtimestamp(math.ceil(wall() + max(0.0, seconds)), tz=timezone.utc)
-    return (moment - timedelta(microseconds=moment.microsecond)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(math.ceil(wall() + max(0.0, seconds)), "seconds")
 
 
 def retry_after_headers(seconds: float) -> dict[str, str]:

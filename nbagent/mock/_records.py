@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_SECRET_HEADERS = frozenset(
-    {"x-api-key", "authorization", "api-key", "proxy-authorization", "cookie", "openai-api-key"}
-)
+KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization")
+"""The headers a client's key travels in (Anthropic's, Gemini's, Azure's, a bearer token), in
+the order a key is looked for; Gemini's may also come as ``?key=``."""
+_SECRET_HEADERS = frozenset({*KEY_HEADERS, "proxy-authorization", "cookie", "openai-api-key"})
+_QUERY_KEY = re.compile(r"(?<=[?&]key=)[^&]*")
 REDACTED = "[redacted]"
 
 
@@ -19,7 +22,7 @@ class RequestRecord:
     Attributes:
         index: Its number since the start (or `clear_requests`), kept or not.
         method: The HTTP method.
-        path: The path and query.
+        path: The path and query (a ``key`` in it redacted).
         format: "anthropic", "openai", "responses", "gemini", or None (a health check, an
             unknown path).
         body: The parsed JSON body, or None when it did not parse.
@@ -33,7 +36,7 @@ class RequestRecord:
 
     index: int
     method: str
-    path: str
+    path: str  # a key in the query redacted
     format: str | None  # "anthropic", "openai", or None (health check, unknown path)
     body: Any  # the parsed JSON body, or None when it did not parse
     headers: dict[str, str]  # lowercased names, secrets redacted
@@ -48,3 +51,8 @@ def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {
         k.lower(): (REDACTED if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()
     }
+
+
+def redact_path(path: str) -> str:
+    """``path`` with the value of a ``key`` query parameter (Gemini's key) redacted."""
+    return _QUERY_KEY.sub(REDACTED, path)

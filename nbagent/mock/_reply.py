@@ -13,16 +13,6 @@ from typing import Literal
 
 from ._conversation import Conversation
 
-__all__ = [
-    "MockReply",
-    "MockToolCall",
-    "Responder",
-    "StopReason",
-    "default_responder",
-    "set_default_responder",
-    "split_words",
-]
-
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "refusal"]
 """Why a mock reply ends, in Anthropic's words (each wire format translates it; a refusal is
 Anthropic's `stop_reason: refusal`, OpenAI's `refusal`, Gemini's `finishReason: SAFETY`)."""

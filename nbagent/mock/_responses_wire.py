@@ -21,9 +21,6 @@ from ._conversation import Conversation, Format, encrypted_for
 from ._openai_wire import OVERLOADED, OpenAIErrors
 from ._reply import MockReply, split_words
 
-__all__ = ["RESPONSES", "encrypted_for"]
-
-
 # --- replies ------------------------------------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from . import _anthropic_batches, _gemini_batches, _openai_batches
 from ._call import MAX_BODY, Call, CallError, Endpoint, Hangup
-from ._conversation import Format
+from ._conversation import Format, RequestError
 from ._fault_answers import status_fault
 from ._formats import CODECS, route
 from ._model_endpoint import read_model_body, serve_model, serve_replay
@@ -29,8 +29,7 @@ def _health(call: Call) -> None:
 def _not_found(call: Call) -> None:
     if call.method == "POST":
         read_model_body(call)
-    call.record(404)
-    call.send_json(404, call.codec.not_found(call.path, call.request_id))
+    call.error(404, call.codec.not_found(call.path, call.request_id))
 
 
 def _speaks(fmt: Format) -> Callable[[Call], bool]:
@@ -40,8 +39,8 @@ def _speaks(fmt: Format) -> Callable[[Call], bool]:
 
 
 MODEL_ENDPOINTS = tuple(
-    Endpoint("POST", ".*", serve_model, fmt, max_body=MAX_BODY, model=True, when=_speaks(fmt))
-    for fmt in CODECS
+    Endpoint("POST", ".*", serve_model, c.name, max_body=MAX_BODY, model=True, when=_speaks(c.name))
+    for c in CODECS.values()
 )
 
 
@@ -76,12 +75,15 @@ class RouteTable:
         return None
 
     def serve(self, call: Call) -> None:
-        """Answer `call`: the row's function, after its endpoint fault; a refusal (`CallError`)
-        as its error body; a bug in the mock as a 500, so it is seen, not hidden."""
+        """Answer `call`: the row's function, after its endpoint fault; a refusal (`CallError`,
+        or a `RequestError` of the body, a 400) as its error body; a bug in the mock as a 500, so
+        it is seen, not hidden."""
         try:
             self._serve(call, self.find(call))
         except CallError as err:
             call.error(err.status, err.body)
+        except RequestError as err:  # a body the endpoint's wire format refuses
+            call.error(400, call.codec.error_body(400, err.message, call.request_id, err.param))
         except (Hangup, OSError):
             raise
         except Exception as err:
@@ -110,6 +112,3 @@ class RouteTable:
             if status_fault(call, call.fault):
                 return
         endpoint.serve(call)
-
-
-__all__ = ["Endpoint", "RouteTable", "route"]

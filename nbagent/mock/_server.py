@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler
 from typing import Any, TypeVar
 
 from ..recording import Recorder, Recording
 from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews
-from ._call import Call, Endpoint
+from ._call import Call, Endpoint, Hangup
 from ._emulate import Interrupts, check_emulate
 from ._faults import Fault, FaultPlan, FaultRates
 from ._listener import Listener
@@ -29,6 +31,7 @@ RequestHook = Callable[[Call, int], None]
 ReplaySource = str | os.PathLike[str] | Recording
 
 
+log = logging.getLogger("nbagent.mock")
 DEFAULT_MAX_RECORDS = 1000
 _S = TypeVar("_S", bound="Served")
 
@@ -205,7 +208,7 @@ class MockServer(BatchViews, Served):
             if self._httpd is not None:
                 return self
             self.stopping.clear()
-            httpd = Listener(self._port, self, self._host)
+            httpd = Listener(self._port, self._answer, self._host)
             thread = threading.Thread(
                 target=httpd.run,
                 name=f"nbagent-mock-server-{httpd.server_address[1]}",
@@ -233,6 +236,24 @@ class MockServer(BatchViews, Served):
             thread.join(timeout)
         httpd.close_connections(timeout)
         httpd.server_close()
+
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        """Answer one request: one `Call`, through the route table, then the request hook."""
+        call = Call(handler, self)
+        broke: str | None = None
+        try:
+            self.routes.serve(call)
+        except (Hangup, OSError):
+            handler.close_connection = True
+            broke = "the connection was closed"
+        finally:
+            if call.exchange is not None:
+                call.exchange.end(error=broke)
+        if self.on_request is not None:
+            try:
+                self.on_request(call, call.status)
+            except Exception:
+                log.exception("nbagent mock server: on_request failed on %s", call.path)
 
     @property
     def running(self) -> bool:
