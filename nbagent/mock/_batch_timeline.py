@@ -86,9 +86,9 @@ FAILED_OUTCOME = ItemOutcome("fault", Fault("500"))  # an item of a batch that f
 
 @dataclass
 class Items:
-    """The items of one batch, compactly: one JSON line each in a shared buffer (the lines
-    joined), one from each start to the next (the last to the end), an id, an outcome. 100,000
-    items cost their request bytes plus a few dozen bytes each."""
+    """The items of one batch, compactly: one JSON line each in a shared buffer (an uploaded
+    file's own bytes, or the lines joined), one from each start to the next (the last to the
+    end), an id, an outcome. 100,000 items cost their request bytes plus a few dozen bytes each."""
 
     buffer: bytes = field(default=b"", repr=False)
     starts: InitVar[Sequence[int]] = ()

@@ -88,11 +88,15 @@ def read_input(
 ) -> tuple[Items, list[dict[str, Any]], str | None]:
     """The input file's lines as the batch's items (none when the file has errors: no line
     runs), the validation errors, and the model the lines name."""
-    entries: list[tuple[Any, Any, Any]] = []  # (custom id, line, request) of each line
+    starts: list[int] = []
+    ids: list[str | None] = []
+    bodies: list[Any] = []
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
     model: str | None = None
+    position = 0
     for number, raw in enumerate(data.split(b"\n"), start=1):
+        start, position = position, position + len(raw) + 1
         if not raw.strip():
             continue
         try:
@@ -103,20 +107,23 @@ def read_input(
         errors += [_line_error(code, number, message, param) for code, message, param in wrong]
         if not isinstance(line, dict) or not isinstance(line.get("body"), dict):
             continue
-        body = line["body"]
-        if model is None and isinstance(body.get("model"), str):
-            model = body["model"]
-        entries.append((line.get("custom_id"), line, body))
-    if not entries and not errors:
+        custom_id, body = line.get("custom_id"), line["body"]
+        if model is None:
+            model = body.get("model") if isinstance(body.get("model"), str) else None
+        starts.append(start)
+        ids.append(custom_id if isinstance(custom_id, str) else None)
+        bodies.append(body)
+    if not starts and not errors:
         errors.append(_line_error("empty_file", 0, "The input file is empty."))
-    if len(entries) > MAX_REQUESTS:
+    if len(starts) > MAX_REQUESTS:
         message = (
-            f"The input file has {len(entries)} requests; a batch takes at most {MAX_REQUESTS}."
+            f"The input file has {len(starts)} requests; a batch takes at most {MAX_REQUESTS}."
         )
         errors.append(_line_error("too_many_tasks", 0, message))
     if errors:
         return Items(), errors, model
-    return item.items_of(call, Route(fmt), entries), errors, model
+    outcomes = [item.outcome_of(call, Route(fmt), body) for body in bodies]
+    return Items(data, starts, ids, outcomes), errors, model
 
 
 # --- the batch object ---------------------------------------------------------------------------
