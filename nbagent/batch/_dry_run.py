@@ -6,7 +6,7 @@ from .._loop._args import resolve_model_spec
 from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..providers._base import ToolSpec
-from ..providers._batches import batch_client
+from ..providers._models import batch_client
 from ._estimate import BatchEstimate, estimate
 from ._frames import prompts_of
 from ._options import BatchOptions

@@ -6,7 +6,7 @@ runner and a wire format's batch endpoints.
 create / retrieve / list / cancel calls, and the results as `ItemResult`s. What it shares is
 here: the item's request body is the live request's (`build_body` without the stream switch),
 and a succeeded item's answer is read by the live stream's reader (`_whole_body.whole_body` and
-`replay`) and priced at the batch price. `_batches.batch_client(provider)` finds the client of
+`replay`) and priced at the batch price. `_models.batch_client(provider)` finds the client of
 a provider.
 """
 

@@ -20,6 +20,8 @@ from ..recording._paths import WirePath
 from ._anthropic import AnthropicProvider
 from ._azure import AzureChatProvider, AzureResponsesProvider
 from ._base import Provider
+from ._batch_client import BatchClient
+from ._batch_wire import BatchCaps
 from ._client import check_base_url
 from ._gemini import GeminiProvider
 from ._http import HTTPProvider
@@ -30,6 +32,7 @@ from ._pricing import FREE, set_price_id
 __all__ = [
     "PROVIDERS",
     "ProviderInfo",
+    "batch_client",
     "reader_of",
     "register_model",
     "register_prefix",
@@ -161,6 +164,25 @@ PROVIDERS: dict[str, ProviderInfo] = {
 for _prefix, _info in PROVIDERS.items():
     set_provider_label(_prefix, _info.label)
     set_price_id(_prefix, _info.price_id)
+
+
+def batch_client(provider: object, *, caps: BatchCaps | None = None) -> BatchClient:
+    """The batch API client of `provider` (`HTTPProvider.batch_api`); `caps` replaces its
+    provider's size caps (tests).
+
+    Raises `ConfigError` for a provider that has no batch API (OpenRouter, Ollama, llama.cpp,
+    vLLM, Azure's Responses), saying which prefixes have one."""
+    api = provider.batch_api(provider.name) if isinstance(provider, HTTPProvider) else None
+    if api is None:
+        name = getattr(provider, "name", type(provider).__name__)
+        takes = ", ".join(f"'{p}:'" for p, row in PROVIDERS.items() if row.wire.batch_api(p))
+        raise ConfigError(
+            f"{name!r} has no batch API: backend='provider' takes {takes} or 'demo' models; "
+            "use backend='local' for this one."
+        )
+    client: BatchClient = api(provider, caps=caps)
+    return client
+
 
 # The row whose provider reads a request of each wire format (by its path, `wire_path`), at
 # Azure OpenAI or elsewhere.

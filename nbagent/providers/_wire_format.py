@@ -64,7 +64,7 @@ class WireFormat(ProviderBase):
     @classmethod
     def batch_api(cls, name: str) -> type[Any] | None:
         """The `BatchClient` class of the batch API a provider of this format named `name` has
-        (`_batches.batch_client`).
+        (`_models.batch_client`).
 
         Args:
             name: The provider's name ("openai", "openrouter").
