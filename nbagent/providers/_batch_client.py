@@ -24,7 +24,7 @@ from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import redact, request_id_from
 from ._http import HTTPProvider
-from ._limits import guarded_chunks
+from ._limits import guarded_chunks, too_large
 from ._parts import json_or_none
 from ._pricing import estimate_cost
 from ._whole_body import replay, whole_body
@@ -237,11 +237,7 @@ class BatchClient:
                 async for chunk in chunks:
                     *whole, pending = (pending + chunk).split(b"\n")
                     if len(pending) > cap:
-                        raise InvalidResponse(
-                            f"one results line is larger than the {cap}-byte cap (max_body_bytes)",
-                            provider=self.name,
-                            request_id=rid,
-                        )
+                        raise too_large(p.sender, r, "one results line", cap)
                     for line in (w for w in whole if w.strip()):
                         yield self._line(line, rid)
             if pending.strip():

@@ -18,7 +18,7 @@ import httpx
 
 from ..errors import InvalidResponse, StreamInterrupted
 from ._error_text import redact, request_id_from
-from ._limits import Sender, guarded_chunks
+from ._limits import Sender, guarded_chunks, too_large
 from ._sse import ServerSentEvent, SSEParser
 
 __all__ = ["EventStream", "Events"]
@@ -81,12 +81,9 @@ class EventStream(Events):
         self.trusts_end_marker = sender.limits.trust_end_marker
 
     def event_too_large(self) -> InvalidResponse:
-        return InvalidResponse(
-            f"one server-sent event is larger than the {self.sender.limits.max_event_bytes}-byte "
-            "cap (max_event_bytes)",
-            provider=self.provider,
-            status_code=self.response.status_code,
-            request_id=self.request_id,
+        cap = self.sender.limits.max_event_bytes
+        return too_large(
+            self.sender, self.response, "one server-sent event", cap, "max_event_bytes"
         )
 
     def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
