@@ -53,7 +53,7 @@ from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to
 from ._parts import json_or_none, whole_number
 from ._server_wish import server_wish, wish_in_text
 
-__all__ = ["error_from_payload", "error_from_response"]
+__all__ = ["error_from_payload", "error_from_response", "status_class"]
 
 # What a mid-stream error keeps of its class; everything else means "the stream broke".
 _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
@@ -260,6 +260,11 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
     if 400 <= status < 500:
         return errors.BadRequest
     return errors.InvalidResponse
+
+
+def status_class(status: int) -> type[ProviderError]:
+    """The error class of an HTTP `status` whose body says nothing more."""
+    return _error_class(status, _Parsed())
 
 
 def _rejects_output_schema(p: _Parsed) -> bool:

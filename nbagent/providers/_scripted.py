@@ -33,6 +33,8 @@ from ._base import (
     ThinkingPart,
     ToolCallPart,
 )
+from ._error_text import ANTHROPIC_TYPE_STATUS
+from ._http_errors import status_class
 from ._parts import decode_arguments
 
 __all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
@@ -99,19 +101,13 @@ Entry = str | Reply | Partial | BaseException | Callable[[ModelRequest], Any]
 """One step of a `ScriptedModel`'s script: a reply's text, a `Reply`, a `Partial`, an error to
 raise (a `fault(...)`), or a function of the request that returns one of those."""
 
+# A fault named by an HTTP status is the error that status reads as, its code the Anthropic
+# error type of the status (or, for a status it has none for, the status's words)
+_CODES = {s: kind for kind, s in ANTHROPIC_TYPE_STATUS.items() if s not in (402, 413)}
+_CODES.update({502: "bad_gateway", 503: "service_unavailable", 408: "request_timeout"})
 _FAULTS: dict[str, tuple[type[ProviderError], int | None, str]] = {
-    "429": (errors.RateLimited, 429, "rate_limit_error"),
+    **{str(s): (status_class(s), s, code) for s, code in _CODES.items()},
     "quota": (errors.QuotaExceeded, 429, "insufficient_quota"),
-    "529": (errors.Overloaded, 529, "overloaded_error"),
-    "500": (errors.ServerError, 500, "api_error"),
-    "502": (errors.ServerError, 502, "bad_gateway"),
-    "503": (errors.ServerError, 503, "service_unavailable"),
-    "504": (errors.ServerError, 504, "timeout_error"),
-    "408": (errors.ServerError, 408, "request_timeout"),
-    "401": (errors.AuthFailed, 401, "authentication_error"),
-    "403": (errors.AuthFailed, 403, "permission_error"),
-    "404": (errors.ModelNotFound, 404, "not_found_error"),
-    "400": (errors.BadRequest, 400, "invalid_request_error"),
     "overflow": (errors.ContextOverflow, 400, "invalid_request_error"),
     "transport": (errors.TransportError, None, "connect_error"),
     "stream": (errors.StreamInterrupted, None, "stream_interrupted"),
