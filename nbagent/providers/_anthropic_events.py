@@ -152,10 +152,7 @@ class MessageReading(Reading):
         msg = data.get("message")
         if not isinstance(msg, dict):
             return
-        if isinstance(msg.get("model"), str):
-            self.model = msg["model"]
-        if isinstance(msg.get("id"), str):
-            self.response_id = msg["id"]
+        self.named(msg.get("model"), msg.get("id"))
         usage = msg.get("usage")
         if isinstance(usage, dict):
             for key, attr in _USAGE:

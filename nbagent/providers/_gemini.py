@@ -152,10 +152,7 @@ class _State(Reading):
             self.input_tokens = n.get("promptTokenCount", 0) + n.get("toolUsePromptTokenCount", 0)
             self.output_tokens = n.get("candidatesTokenCount", 0) + n.get("thoughtsTokenCount", 0)
             self.cache_read = n.get("cachedContentTokenCount", 0)
-        if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
-            self.model = data["modelVersion"]
-        if isinstance(data.get("responseId"), str) and self.response_id is None:
-            self.response_id = data["responseId"]
+        self.named(data.get("modelVersion"), data.get("responseId"))
         feedback = data.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             reason = str(feedback.get("blockReason"))

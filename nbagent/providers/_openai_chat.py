@@ -234,20 +234,9 @@ class _ChatReading(Reading):
 
     def head(self, data: dict[str, Any]) -> None:
         """A chunk's model, id and usage report."""
-        if isinstance(data.get("model"), str) and data["model"]:
-            self.model = data["model"]
-        if isinstance(data.get("id"), str) and data["id"]:
-            self.response_id = data["id"]
+        self.named(data.get("model"), data.get("id"))
         usage = data.get("usage")
-        if isinstance(usage, dict):
-            prompt = json_int(usage.get("prompt_tokens"))
-            completion = json_int(usage.get("completion_tokens"))
-            self.reported = self.reported or prompt is not None or completion is not None
-            self.input_tokens = prompt or 0
-            self.output_tokens = completion or 0
-            details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict):
-                self.cache_read = json_int(details.get("cached_tokens")) or 0
+        self.counted(usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 
     def delta(self, delta: dict[str, Any]) -> None:
         """The first choice's delta: reasoning, text, a refusal, tool-call fragments."""

@@ -192,16 +192,9 @@ class _State(Reading):
         self.ended = True
         response = data.get("response")
         self.response = response if isinstance(response, dict) else {}
-        model, response_id = self.response.get("model"), self.response.get("id")
-        self.model = model if isinstance(model, str) and model else None
-        self.response_id = response_id if isinstance(response_id, str) else None
+        self.named(self.response.get("model"), self.response.get("id"))
         usage = self.response.get("usage")  # its input counts the cached input
-        usage = usage if isinstance(usage, dict) else {}
-        cached = usage.get("input_tokens_details")
-        self.input_tokens = json_int(usage.get("input_tokens")) or 0
-        self.output_tokens = json_int(usage.get("output_tokens")) or 0
-        if isinstance(cached, dict):
-            self.cache_read = json_int(cached.get("cached_tokens")) or 0
+        self.counted(usage, "input_tokens", "output_tokens", "input_tokens_details")
 
     def final_items(self) -> list[dict[str, Any]]:
         """Each output item as the server finished it; the response's own list, or the deltas,

@@ -21,7 +21,7 @@ from ._base import Completed, StreamPart
 from ._error_text import kept_headers, redact
 from ._event_stream import Events
 from ._http_errors import error_from_payload
-from ._parts import PartBuffer
+from ._parts import PartBuffer, json_int
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
 
@@ -78,6 +78,26 @@ class Reading:
         """The answer's blocks, its stop reason and what reading it had to assume ("" for
         nothing), once its events are read; `Refused` for an answer that ended in an error."""
         raise NotImplementedError
+
+    def named(self, model: Any, response_id: Any) -> None:
+        """The model and the reply's id an event names (each kept when it is a string)."""
+        if isinstance(model, str) and model:
+            self.model = model
+        if isinstance(response_id, str) and response_id:
+            self.response_id = response_id
+
+    def counted(self, usage: Any, prompt: str, answer: str, details: str) -> None:
+        """The token counts of an OpenAI format's usage object (`prompt`, `answer` and
+        `details`: its names for the prompt's count, the answer's and the prompt's details,
+        whose `cached_tokens` were read from the cache)."""
+        if not isinstance(usage, dict):
+            return
+        inputs, outputs = json_int(usage.get(prompt)), json_int(usage.get(answer))
+        self.reported = self.reported or inputs is not None or outputs is not None
+        self.input_tokens, self.output_tokens = inputs or 0, outputs or 0
+        cached = usage.get(details)
+        if isinstance(cached, dict):
+            self.cache_read = json_int(cached.get("cached_tokens")) or 0
 
     def usage(self) -> Usage:
         """The answer's tokens, as its format reported them."""
