@@ -94,6 +94,7 @@ class ProviderInfo:
     version_env: str | None = None  # Azure's api-version
     # genai-prices' provider id (FREE: priced at nothing); None: let it find the model
     price_id: str | None = None
+    name: str | None = None  # the provider's name (the attempt log's); None: its prefix
 
 
 _OPENAI = ProviderInfo(
@@ -112,6 +113,7 @@ _AZURE = ProviderInfo(
     "azure:my-gpt-4o-deployment",
     price_id="azure",
     version_env="AZURE_OPENAI_API_VERSION",
+    name="azure",  # both of its formats
 )
 
 # Azure's endpoint is the resource's own: AZURE_OPENAI_ENDPOINT or base_url (its wire has none)
@@ -349,5 +351,5 @@ def resolve_model(
         raise ConfigError(
             f"api_version is an option of Azure OpenAI only, not of {info.label}: leave it out."
         )
-    kw.setdefault("name", "azure" if wanted.startswith("azure") else wanted)
+    kw.setdefault("name", info.name or wanted)
     return info.wire(model, api_key=key, base_url=url, **kw)
