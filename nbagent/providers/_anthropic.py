@@ -38,7 +38,7 @@ from ._http import HTTPProvider
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
+__all__ = ["AnthropicProvider"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 

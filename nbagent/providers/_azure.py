@@ -27,7 +27,7 @@ from ._openai_batch import AzureBatches
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 
-__all__ = ["AzureChatProvider", "AzureResponsesProvider", "azure_root"]
+__all__ = ["AzureChatProvider", "AzureResponsesProvider"]
 
 
 def azure_root(endpoint: str) -> str:

@@ -31,7 +31,6 @@ __all__ = [
     "BatchCaps",
     "BatchStatus",
     "Ending",
-    "ItemKind",
     "ItemResult",
     "Phase",
     "counts_of",

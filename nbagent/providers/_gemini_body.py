@@ -34,7 +34,6 @@ __all__ = [
     "SIGNATURE_STANDIN",
     "build_gemini_body",
     "estimate_request_tokens",
-    "needs_signatures",
 ]
 
 GEMINI = "gemini"  # the provider name on Gemini's opaque blocks

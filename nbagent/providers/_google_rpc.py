@@ -26,7 +26,7 @@ from typing import Any
 from .._core._retry import format_duration
 from ._server_wish import parse_duration, wish_in_text
 
-__all__ = ["AUTH_REASONS", "GoogleDetails", "QuotaViolation", "google_details", "seconds_to_reset"]
+__all__ = ["AUTH_REASONS", "GoogleDetails", "google_details", "seconds_to_reset"]
 
 AUTH_REASONS = frozenset(
     {"api_key_invalid", "api_key_expired", "api_key_service_blocked", "access_token_expired"}

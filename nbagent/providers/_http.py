@@ -52,7 +52,7 @@ from ._wire_format import WireFormat
 if TYPE_CHECKING:
     from ..recording import Recorder
 
-__all__ = ["USER_AGENT", "HTTPProvider"]
+__all__ = ["HTTPProvider"]
 
 USER_AGENT = "nbagent/0.1"
 

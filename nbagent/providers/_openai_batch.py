@@ -34,7 +34,7 @@ from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, coun
 from ._http import HTTPProvider
 from ._parts import json_int
 
-__all__ = ["STATUS", "TAG_KEY", "AzureBatches", "OpenAIBatches"]
+__all__ = ["STATUS", "AzureBatches", "OpenAIBatches"]
 
 STATUS: dict[str, Phase] = {
     "validating": "running",

@@ -41,7 +41,6 @@ __all__ = [
     "OpenAIFormat",
     "OpenAIProvider",
     "data_url",
-    "filtered_categories",
     "messages_to_openai",
     "tool_arguments",
     "tool_output",

@@ -52,7 +52,7 @@ from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
-__all__ = ["RESPONSES", "ResponsesProvider", "is_reasoning_model"]
+__all__ = ["RESPONSES", "ResponsesProvider"]
 
 RESPONSES = "openai-responses"
 _RESERVED = frozenset({"model", "input", "instructions", "tools", "stream", "store"})

@@ -25,7 +25,6 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 __all__ = [
-    "GATEWAY_PREFIX",
     "parse_duration",
     "parse_retry_after",
     "rfc3339",
