@@ -88,11 +88,7 @@ class EventStream(Events):
 
     def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
         snippet = redact(event.data[:200], self.secrets)
-        return StreamInterrupted(
-            f"bad server-sent event ({why}): {snippet!r}",
-            provider=self.provider,
-            request_id=self.request_id,
-        )
+        return self.interrupted(f"bad server-sent event ({why}): {snippet!r}")
 
     def json(self, event: ServerSentEvent) -> dict[str, Any]:
         """An event's data as a JSON object, or `StreamInterrupted` (bad SSE)."""
