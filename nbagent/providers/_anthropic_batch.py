@@ -26,7 +26,7 @@ from ._batch_client import BatchClient, Items
 from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
-from ._parts import json_int
+from ._parts import whole_number
 from ._server_wish import rfc3339
 
 __all__ = ["STATUS", "AnthropicBatches", "expired_error"]
@@ -89,7 +89,7 @@ class AnthropicBatches(BatchClient):
             doc.get("id"),
             word,
             STATUS.get(word, "running"),
-            counts={name: json_int(counts.get(name)) or 0 for name in COUNT_NAMES},
+            counts={name: whole_number(counts.get(name)) or 0 for name in COUNT_NAMES},
             created_at=rfc3339(doc.get("created_at")),
             retry_after=retry_after,
         )

@@ -26,7 +26,7 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered, ContextOverflow
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
-from ._parts import PartBuffer, decode_arguments, json_int
+from ._parts import PartBuffer, decode_arguments, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 
@@ -156,7 +156,7 @@ class MessageReading(Reading):
         usage = msg.get("usage")
         if isinstance(usage, dict):
             for key, attr in _USAGE:
-                setattr(self, attr, json_int(usage.get(key)) or 0)
+                setattr(self, attr, whole_number(usage.get(key)) or 0)
 
     def block_start(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
         index = data.get("index")
@@ -224,7 +224,7 @@ class MessageReading(Reading):
             return
         # cumulative counts: the latest value replaces the earlier one
         for key, attr in _USAGE:
-            if json_int(usage.get(key)) is not None:
+            if whole_number(usage.get(key)) is not None:
                 setattr(self, attr, usage[key])
                 self.reported = self.reported or key == "output_tokens"
 

@@ -47,7 +47,7 @@ from ._base import (
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
-from ._parts import PartBuffer, json_int
+from ._parts import PartBuffer, whole_number
 from ._pricing import context_window
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
@@ -148,7 +148,7 @@ class _State(Reading):
             raise ErrorEvent(data)
         meta = data.get("usageMetadata")
         if isinstance(meta, dict):  # cumulative: the latest counts; thinking billed as output
-            n = {k: json_int(v) or 0 for k, v in meta.items()}
+            n = {k: whole_number(v) or 0 for k, v in meta.items()}
             self.input_tokens = n.get("promptTokenCount", 0) + n.get("toolUsePromptTokenCount", 0)
             self.output_tokens = n.get("candidatesTokenCount", 0) + n.get("thoughtsTokenCount", 0)
             self.cache_read = n.get("cachedContentTokenCount", 0)

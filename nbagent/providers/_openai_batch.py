@@ -32,7 +32,7 @@ from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._http import HTTPProvider
-from ._parts import json_int
+from ._parts import whole_number
 
 __all__ = ["STATUS", "AzureBatches", "OpenAIBatches"]
 
@@ -117,9 +117,9 @@ class OpenAIBatches(BatchClient):
         phase = STATUS.get(word, "running")
         raw = doc.get("request_counts")
         rc = raw if isinstance(raw, dict) else {}
-        total = json_int(rc.get("total")) or 0
-        done = json_int(rc.get("completed")) or 0
-        failed = json_int(rc.get("failed")) or 0
+        total = whole_number(rc.get("total")) or 0
+        done = whole_number(rc.get("completed")) or 0
+        failed = whole_number(rc.get("failed")) or 0
         rest = max(0, total - done - failed)
         ending = _ENDINGS.get(word)
         # an ended batch with no such ending has nothing left to count
@@ -162,7 +162,7 @@ class OpenAIBatches(BatchClient):
         response = line.get("response")
         error = line.get("error")
         if isinstance(response, dict):
-            code = json_int(response.get("status_code")) or 0
+            code = whole_number(response.get("status_code")) or 0
             rid = (
                 response.get("request_id") if isinstance(response.get("request_id"), str) else None
             )

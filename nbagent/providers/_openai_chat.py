@@ -32,7 +32,7 @@ from ._client import at_openai
 from ._http import HTTPProvider
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
-from ._parts import decode_arguments, json_int
+from ._parts import decode_arguments, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import NotAnAnswer, WholeEvents
@@ -262,7 +262,7 @@ class _ChatReading(Reading):
 
     def tool_delta(self, tc: dict[str, Any]) -> ToolCallPart | None:
         calls = self.calls
-        index = json_int(tc.get("index"))
+        index = whole_number(tc.get("index"))
         call_id = tc.get("id") if isinstance(tc.get("id"), str) else ""
         if index is None:  # servers that leave out the index: a new id starts a new call
             known = [c for c in calls.values() if call_id and c.id == call_id]

@@ -47,7 +47,7 @@ from ._base import (
 )
 from ._openai_chat import OpenAIFormat, data_url, tool_arguments, tool_output
 from ._output_wire import add_responses_output
-from ._parts import decode_arguments, json_int
+from ._parts import decode_arguments, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
@@ -146,7 +146,7 @@ class _State(Reading):
             raise ErrorEvent(data, fallback_message="the provider sent an error event mid-stream")
         handler = self.handlers.get(kind)
         if handler is not None:
-            handler(self, data, json_int(data.get("output_index")))
+            handler(self, data, whole_number(data.get("output_index")))
 
     def item_added(self, data: dict[str, Any], index: int | None) -> None:
         item = data.get("item")

@@ -8,7 +8,7 @@ from typing import Any
 
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 
-__all__ = ["PartBuffer", "decode_arguments", "json_int", "json_or_none", "whole_number"]
+__all__ = ["PartBuffer", "decode_arguments", "json_or_none", "whole_number"]
 
 
 class PartBuffer:
@@ -83,11 +83,6 @@ def json_or_none(data: bytes | str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
-
-
-def json_int(value: Any) -> int | None:
-    """A JSON integer (not a bool), or None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def whole_number(value: Any) -> int | None:

@@ -21,7 +21,7 @@ from ._base import Completed, StreamPart
 from ._error_text import kept_headers, redact
 from ._event_stream import Events
 from ._http_errors import error_from_payload
-from ._parts import PartBuffer, json_int
+from ._parts import PartBuffer, whole_number
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
 
@@ -92,12 +92,12 @@ class Reading:
         whose `cached_tokens` were read from the cache)."""
         if not isinstance(usage, dict):
             return
-        inputs, outputs = json_int(usage.get(prompt)), json_int(usage.get(answer))
+        inputs, outputs = whole_number(usage.get(prompt)), whole_number(usage.get(answer))
         self.reported = self.reported or inputs is not None or outputs is not None
         self.input_tokens, self.output_tokens = inputs or 0, outputs or 0
         cached = usage.get(details)
         if isinstance(cached, dict):
-            self.cache_read = json_int(cached.get("cached_tokens")) or 0
+            self.cache_read = whole_number(cached.get("cached_tokens")) or 0
 
     def usage(self) -> Usage:
         """The answer's tokens, as its format reported them."""
