@@ -279,10 +279,7 @@ class ScriptedModel(ProviderBase):
             call_id = call.id or f"toolu_{self._calls:03d}_{i}"
             raw = call.input if isinstance(call.input, str) else json.dumps(call.input)
             yield ToolCallPart(i, call_id, call.name, raw)
-            if isinstance(call.input, dict):
-                args, rest = call.input, None
-            else:  # raw JSON text, read as a provider reads streamed arguments
-                args, rest = decode_arguments(call.input)
+            args, rest = decode_arguments(raw)  # read as a provider reads streamed arguments
             blocks.append(ToolUseBlock(call_id, call.name, args, rest))
         stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
         yield Completed(
