@@ -293,13 +293,6 @@ def _with_reasoning_text(item: dict[str, Any], deltas: list[str] | None) -> dict
     return {**item, "content": [{"type": "reasoning_text", "text": "".join(deltas)}]}
 
 
-_RESPONSE_ENDS = {
-    "completed": "response.completed",
-    "incomplete": "response.incomplete",
-    "failed": "response.failed",
-}
-
-
 class ResponsesProvider(OpenAIFormat):
     """Streams OpenAI models through the Responses API ("openai-responses:..." model strings;
     Azure's is `AzureResponsesProvider`).
@@ -363,5 +356,6 @@ class ResponsesProvider(OpenAIFormat):
         Returns:
             One event: `response.completed`, `.incomplete` or `.failed`, by its status.
         """
-        kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
+        status = response.get("status")
+        kind = f"response.{status if status in ('incomplete', 'failed') else 'completed'}"
         return [(kind, {"type": kind, "response": response})]
