@@ -26,7 +26,7 @@ from ._batch_client import BatchClient, Items
 from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
-from ._parts import whole_number
+from ._parts import json_object, whole_number
 from ._server_wish import rfc3339
 
 __all__ = ["STATUS", "AnthropicBatches", "expired_error"]
@@ -82,8 +82,7 @@ class AnthropicBatches(BatchClient):
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         word = str(doc.get("processing_status") or "")
-        raw = doc.get("request_counts")
-        counts = raw if isinstance(raw, dict) else {}
+        counts = json_object(doc, "request_counts")
         return self.made(
             doc,
             doc.get("id"),
@@ -113,8 +112,7 @@ class AnthropicBatches(BatchClient):
 
     def _item(self, line: dict[str, Any]) -> ItemResult:
         cid = str(line.get("custom_id") or "")
-        result = line.get("result")
-        result = result if isinstance(result, dict) else {}
+        result = json_object(line, "result")
         kind = result.get("type")
         if kind == "succeeded":
             return ItemResult(cid, "succeeded", body=result.get("message"))

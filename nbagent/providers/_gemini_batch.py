@@ -25,7 +25,7 @@ from ..errors import ProviderError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._http import HTTPProvider
-from ._parts import whole_number
+from ._parts import json_object, whole_number
 from ._server_wish import rfc3339
 
 __all__ = ["STATUS", "GeminiBatches"]
@@ -115,15 +115,13 @@ class GeminiBatches(BatchClient):
         return token if isinstance(token, str) else None
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else doc
-        assert isinstance(meta, dict)
+        meta = json_object(doc, "metadata") or doc  # an operation's, or a listed batch itself
         word = str(meta.get("state") or "BATCH_STATE_UNSPECIFIED")
         wire_word = word.replace("JOB_STATE_", "BATCH_STATE_")
         phase: Phase = STATUS.get(wire_word, "running")
         if doc.get("done") is True and phase == "running" and wire_word in STATUS:
             phase = "ended"
-        stats = meta.get("batchStats") if isinstance(meta.get("batchStats"), dict) else {}
-        assert isinstance(stats, dict)
+        stats = json_object(meta, "batchStats")
         total = whole_number(stats.get("requestCount")) or 0
         ok = whole_number(stats.get("successfulRequestCount")) or 0
         bad = whole_number(stats.get("failedRequestCount")) or 0

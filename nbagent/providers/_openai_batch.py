@@ -32,7 +32,7 @@ from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._http import HTTPProvider
-from ._parts import whole_number
+from ._parts import json_object, whole_number
 
 __all__ = ["STATUS", "AzureBatches", "OpenAIBatches"]
 
@@ -115,8 +115,7 @@ class OpenAIBatches(BatchClient):
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         word = str(doc.get("status") or "")
         phase = STATUS.get(word, "running")
-        raw = doc.get("request_counts")
-        rc = raw if isinstance(raw, dict) else {}
+        rc = json_object(doc, "request_counts")
         total = whole_number(rc.get("total")) or 0
         done = whole_number(rc.get("completed")) or 0
         failed = whole_number(rc.get("failed")) or 0

@@ -32,7 +32,7 @@ from ._client import at_openai
 from ._http import HTTPProvider
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
-from ._parts import decode_arguments, whole_number
+from ._parts import decode_arguments, json_object, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import NotAnAnswer, WholeEvents
@@ -272,8 +272,7 @@ class _ChatReading(Reading):
                 index = len(calls)
             else:
                 index = max(calls)
-        fn = tc.get("function")
-        fn = fn if isinstance(fn, dict) else {}
+        fn = json_object(tc, "function")
         name = fn.get("name") if isinstance(fn.get("name"), str) else ""
         args = fn.get("arguments")
         if isinstance(args, dict):  # a few servers send the object itself
@@ -403,8 +402,7 @@ class OpenAIProvider(OpenAIFormat):
             choice = choices[0]
             if not isinstance(choice, dict):
                 raise NotAnAnswer("a choice that is not an object")
-            message = choice.get("message")
-            message = message if isinstance(message, dict) else {}
+            message = json_object(choice, "message")
             delta = {
                 k: message[k]
                 for k in ("role", "content", "refusal", "reasoning_content", "reasoning")

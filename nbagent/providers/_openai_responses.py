@@ -47,7 +47,7 @@ from ._base import (
 )
 from ._openai_chat import OpenAIFormat, data_url, tool_arguments, tool_output
 from ._output_wire import add_responses_output
-from ._parts import decode_arguments, whole_number
+from ._parts import decode_arguments, json_object, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
@@ -190,8 +190,7 @@ class _State(Reading):
     def ends(self, data: dict[str, Any], index: int | None) -> None:
         self.finish = str(data.get("type") or "")
         self.ended = True
-        response = data.get("response")
-        self.response = response if isinstance(response, dict) else {}
+        self.response = json_object(data, "response")
         self.named(self.response.get("model"), self.response.get("id"))
         usage = self.response.get("usage")  # its input counts the cached input
         self.counted(usage, "input_tokens", "output_tokens", "input_tokens_details")

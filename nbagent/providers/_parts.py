@@ -4,11 +4,12 @@ values read leniently (a body that may not be JSON, a number that may come as te
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 
-__all__ = ["PartBuffer", "decode_arguments", "json_or_none", "whole_number"]
+__all__ = ["PartBuffer", "decode_arguments", "json_object", "json_or_none", "whole_number"]
 
 
 class PartBuffer:
@@ -83,6 +84,12 @@ def json_or_none(data: bytes | str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
+
+
+def json_object(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The object under `key` in `doc`, or an empty one when it holds none (or another value)."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def whole_number(value: Any) -> int | None:
