@@ -123,8 +123,7 @@ class AnthropicBatches(BatchClient):
             return ItemResult(cid, "expired", error=expired_error(self.name, why))
         error = result.get("error")
         error = error if isinstance(error, dict) else {"error": {"message": str(result)[:200]}}
-        inner = error.get("error")
-        itype = inner.get("type") if isinstance(inner, dict) else None
+        itype = json_object(error, "error").get("type")
         status = ANTHROPIC_TYPE_STATUS.get(str(itype), 500)
         rid = error.get("request_id") if isinstance(error.get("request_id"), str) else None
         err = self.provider.http_error(status, error)

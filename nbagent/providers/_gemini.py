@@ -47,7 +47,7 @@ from ._base import (
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
-from ._parts import PartBuffer, whole_number
+from ._parts import PartBuffer, json_object, whole_number
 from ._pricing import context_window
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
@@ -166,8 +166,7 @@ class _State(Reading):
         candidate = candidates[0]
         if not isinstance(candidate, dict):
             raise es.interrupted("bad server-sent event (a candidate is not an object)")
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
+        parts = json_object(candidate, "content").get("parts")
         for part in parts if isinstance(parts, list) else ():
             if isinstance(part, dict):
                 call_id = f"call_{self.response_id or self.local_id}_{self.turn.calls}"

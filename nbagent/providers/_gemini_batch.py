@@ -169,14 +169,11 @@ class GeminiBatches(BatchClient):
             url = self.batch_url(status.id)
             doc, _ = await self.provider.read_json("GET", url, max_bytes=MAX_RESULTS_BYTES)
         output = _output(doc)
-        inline = output.get("inlinedResponses")
-        if isinstance(inline, dict):
-            responses = inline.get("inlinedResponses")
-            for entry in responses if isinstance(responses, list) else ():
-                if isinstance(entry, dict):
-                    meta = entry.get("metadata")
-                    key = meta.get("key") if isinstance(meta, dict) else None
-                    yield self._item(str(key or ""), entry)
+        responses = json_object(output, "inlinedResponses").get("inlinedResponses")
+        for entry in responses if isinstance(responses, list) else ():
+            if isinstance(entry, dict):
+                key = json_object(entry, "metadata").get("key")
+                yield self._item(str(key or ""), entry)
         file_name = output.get("responsesFile")
         if isinstance(file_name, str) and file_name:
             root = self.base.rsplit("/", 1)[0]
@@ -195,10 +192,9 @@ class GeminiBatches(BatchClient):
 def _output(doc: dict[str, Any]) -> dict[str, Any]:
     """Where a done batch's results are: the Operation's `response` (REST docs), the batch's
     `output` under `metadata` (what the SDK reads), or `output` of a bare batch."""
-    meta = doc.get("metadata")
     for holder in (
         doc.get("response"),
-        meta.get("output") if isinstance(meta, dict) else None,
+        json_object(doc, "metadata").get("output"),
         doc.get("output"),
     ):
         if isinstance(holder, dict) and ("inlinedResponses" in holder or "responsesFile" in holder):

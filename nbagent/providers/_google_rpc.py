@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._retry import format_duration
+from ._parts import json_object
 from ._server_wish import parse_duration, wish_in_text
 
 __all__ = ["AUTH_REASONS", "GoogleDetails", "google_details", "seconds_to_reset"]
@@ -130,8 +131,7 @@ def google_details(error: dict[str, Any], message: str = "") -> GoogleDetails:
             for v in detail.get("violations") or ():
                 if not isinstance(v, dict):
                     continue
-                dims = v.get("quotaDimensions")
-                model = dims.get("model") if isinstance(dims, dict) else None
+                model = json_object(v, "quotaDimensions").get("model")
                 violations.append(
                     QuotaViolation(
                         quota_id=str(v.get("quotaId") or ""),

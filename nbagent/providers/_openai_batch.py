@@ -181,8 +181,7 @@ class OpenAIBatches(BatchClient):
 
 def _first_error(doc: dict[str, Any]) -> dict[str, Any]:
     """The first of a failed batch's `errors.data`, or {}."""
-    errors = doc.get("errors")
-    data = errors.get("data") if isinstance(errors, dict) else None
+    data = json_object(doc, "errors").get("data")
     return data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
 
 

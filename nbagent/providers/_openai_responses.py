@@ -138,8 +138,7 @@ class _State(Reading):
         data = self.es.json(event)
         kind = str(data.get("type") or event.event)
         if kind == "response.failed":
-            response = data.get("response")
-            error = response.get("error") if isinstance(response, dict) else None
+            error = json_object(data, "response").get("error")
             payload: Any = {"error": error} if isinstance(error, dict) else data
             raise ErrorEvent(payload, fallback_message="the response failed (response.failed)")
         if kind == "error":
@@ -223,8 +222,7 @@ class _State(Reading):
 
     def result(self) -> tuple[list[Block], str, str]:
         response = self.response
-        details = response.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
+        reason = json_object(response, "incomplete_details").get("reason")
         if self.finish == "response.incomplete" and reason == "content_filter":
             raise Refused(
                 ContentFiltered,
