@@ -224,8 +224,9 @@ class MessageReading(Reading):
             return
         # cumulative counts: the latest value replaces the earlier one
         for key, attr in _USAGE:
-            if whole_number(usage.get(key)) is not None:
-                setattr(self, attr, usage[key])
+            count = whole_number(usage.get(key))
+            if count is not None:
+                setattr(self, attr, count)
                 self.reported = self.reported or key == "output_tokens"
 
 
