@@ -92,9 +92,11 @@ class Reading:
         whose `cached_tokens` were read from the cache)."""
         if not isinstance(usage, dict):
             return
-        inputs, outputs = whole_number(usage.get(prompt)), whole_number(usage.get(answer))
+        inputs = whole_number(usage.get(prompt))
+        outputs = whole_number(usage.get(answer))
         self.reported = self.reported or inputs is not None or outputs is not None
-        self.input_tokens, self.output_tokens = inputs or 0, outputs or 0
+        self.input_tokens = inputs or 0
+        self.output_tokens = outputs or 0
         cached = usage.get(details)
         if isinstance(cached, dict):
             self.cache_read = whole_number(cached.get("cached_tokens")) or 0
