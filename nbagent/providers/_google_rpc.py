@@ -43,10 +43,6 @@ class QuotaViolation:
     model: str = ""
     value: str = ""
 
-    @property
-    def daily(self) -> bool:
-        return "perday" in self.quota_id.lower()
-
 
 @dataclass(frozen=True)
 class GoogleDetails:
@@ -65,7 +61,8 @@ class GoogleDetails:
 
     @property
     def daily(self) -> tuple[QuotaViolation, ...]:
-        return tuple(v for v in self.violations if v.daily)
+        """The violations of a per-day quota."""
+        return tuple(v for v in self.violations if "perday" in v.quota_id.lower())
 
     @property
     def final_quota(self) -> bool:
