@@ -31,7 +31,6 @@ from ..errors import InvalidResponse, ProviderError, RateLimited
 from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
-from ._http import HTTPProvider
 from ._parts import json_object, whole_number
 
 __all__ = ["STATUS", "AzureBatches", "OpenAIBatches"]
@@ -61,16 +60,10 @@ class OpenAIBatches(BatchClient):
     label = "OpenAI Batch API"
     default_caps = BatchCaps(50_000, 200 * 1024 * 1024)
 
-    def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
-        super().__init__(provider, **kw)
-        self.endpoint = provider.batch_endpoint
-
-    def url(self, path: str) -> str:
-        return self.provider.api_url(path)
-
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
-        line = {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
-        return self.provider.encode(line) + b"\n"
+        p = self.provider
+        line = {"custom_id": custom_id, "method": "POST", "url": p.batch_endpoint, "body": body}
+        return p.encode(line) + b"\n"
 
     def overhead(self, count: int) -> int:
         return 0  # the file's bytes are the lines (the cap is on the file)
@@ -85,7 +78,7 @@ class OpenAIBatches(BatchClient):
         tail = f"\r\n--{boundary}--\r\n".encode()
 
         upload = await self.post_items(
-            self.url("files"),
+            self.provider.api_url("files"),
             items,
             head=head,
             tail=tail,
@@ -99,18 +92,19 @@ class OpenAIBatches(BatchClient):
             raise InvalidResponse("the file upload answered without an id", provider=self.name)
         body = {
             "input_file_id": file_id,
-            "endpoint": self.endpoint,
+            "endpoint": self.provider.batch_endpoint,
             "completion_window": "24h",
             "metadata": {TAG_KEY: tag},
         }
-        doc, _ = await self.provider.read_json("POST", self.url("batches"), json_body=body)
+        url = self.provider.api_url("batches")
+        doc, _ = await self.provider.read_json("POST", url, json_body=body)
         return self.status(doc)
 
     def batch_url(self, batch_id: str) -> str:
-        return self.url(f"batches/{batch_id}")
+        return self.provider.api_url(f"batches/{batch_id}")
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        return await self.listed(self.url("batches"), "after", since)
+        return await self.listed(self.provider.api_url("batches"), "after", since)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         word = str(doc.get("status") or "")
@@ -144,7 +138,7 @@ class OpenAIBatches(BatchClient):
         for key in ("output_file_id", "error_file_id"):
             file_id = status.doc.get(key)
             if isinstance(file_id, str) and file_id:
-                url = self.url(f"files/{file_id}/content")
+                url = self.provider.api_url(f"files/{file_id}/content")
                 async for line in self.lines(url):
                     yield self._item(line)
 
