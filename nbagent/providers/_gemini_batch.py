@@ -24,7 +24,6 @@ from typing import Any
 from ..errors import ProviderError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
-from ._http import HTTPProvider
 from ._parts import json_object, whole_number
 from ._server_wish import rfc3339
 
@@ -78,11 +77,6 @@ class GeminiBatches(BatchClient):
     label = "Gemini batch mode"
     default_caps = BatchCaps(1_000_000, 20 * 1024 * 1024)
 
-    def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
-        super().__init__(provider, **kw)
-        self.base = provider.api_base  # the versioned root (/v1beta)
-        self.model = provider.model.removeprefix("models/")
-
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider.encode({"request": body, "metadata": {"key": custom_id}})
 
@@ -91,12 +85,13 @@ class GeminiBatches(BatchClient):
 
     def batch_url(self, batch_id: str) -> str:
         name = batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
-        return f"{self.base}/{name}"
+        return self.provider.api_url(name)
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
         tagged = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
         head = b'{"batch":' + tagged + b',"inputConfig":{"requests":{"requests":['
-        url = f"{self.base}/models/{self.model}:batchGenerateContent"
+        model = self.provider.model.removeprefix("models/")  # GeminiProvider.model_id
+        url = self.provider.api_url(f"models/{model}:batchGenerateContent")
         doc = await self.post_items(url, items, head=head, tail=b"]}}}}", count=count, size=size)
         return self.status(doc)
 
@@ -105,7 +100,8 @@ class GeminiBatches(BatchClient):
         return await self.retrieve(batch_id)
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        return await self.listed(f"{self.base}/batches", "pageToken", since, size="pageSize")
+        url = self.provider.api_url("batches")
+        return await self.listed(url, "pageToken", since, size="pageSize")
 
     def _page(self, doc: dict[str, Any]) -> Any:
         return doc.get("operations") or doc.get("batches") or []
@@ -176,8 +172,8 @@ class GeminiBatches(BatchClient):
                 yield self._item(str(key or ""), entry)
         file_name = output.get("responsesFile")
         if isinstance(file_name, str) and file_name:
-            root = self.base.rsplit("/", 1)[0]
-            url = f"{root}/download/{self.base.rsplit('/', 1)[1]}/{file_name}:download?alt=media"
+            root, version = self.provider.api_base.rsplit("/", 1)  # under /v1beta: /download/v1beta
+            url = f"{root}/download/{version}/{file_name}:download?alt=media"
             async for line in self.lines(url):
                 yield self._item(str(line.get("key") or ""), line)
 
