@@ -142,7 +142,7 @@ class _State(Reading):
             payload: Any = {"error": error} if isinstance(error, dict) else data
             raise ErrorEvent(payload, fallback_message="the response failed (response.failed)")
         if kind == "error":
-            raise ErrorEvent(data, fallback_message="the provider sent an error event mid-stream")
+            raise ErrorEvent(data)
         handler = self.handlers.get(kind)
         if handler is not None:
             handler(self, data, whole_number(data.get("output_index")))

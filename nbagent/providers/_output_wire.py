@@ -43,13 +43,13 @@ from ._output_schemas import anthropic_schema, gemini_schema, openai_strict_sche
 
 __all__ = [
     "OLD_GEMINI",
+    "Form",
     "Mode",
     "add_anthropic_output",
     "add_gemini_output",
     "add_openai_output",
     "add_responses_output",
     "native_forms",
-    "output_dialect",
     "output_modes",
     "wire_format",
 ]
