@@ -13,7 +13,6 @@ a provider.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -26,7 +25,6 @@ from ._error_text import redact, request_id_from
 from ._http import HTTPProvider
 from ._limits import guarded_chunks, too_large
 from ._parts import json_or_none
-from ._pricing import estimate_cost
 from ._whole_body import replay, whole_body
 
 __all__ = ["BatchClient", "Items"]
@@ -210,13 +208,8 @@ class BatchClient:
 
     async def read(self, result: ItemResult) -> Completed:
         """A succeeded item's answer, read as a live answer is, priced at the batch price."""
-        es = whole_body(self.provider, result.body, request_id=result.request_id)
-        completed = replay(self.provider, es)
-        model = completed.model or self.provider.model
-        usage = completed.usage.with_cost(
-            estimate_cost(self.provider.name, model, completed.usage, batch=True)
-        )
-        return dataclasses.replace(completed, usage=usage)
+        es = whole_body(self.provider, result.body, request_id=result.request_id, batch=True)
+        return replay(self.provider, es)
 
     async def lines(
         self, url: str, *, headers: Mapping[str, str] | None = None

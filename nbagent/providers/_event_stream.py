@@ -39,6 +39,7 @@ class Events:
     `trust_end_marker=True` (`Reading.end`)."""
 
     trusts_end_marker: bool = False
+    batch: bool = False  # an answer through a batch API: priced at its batch price
 
     def __init__(
         self,

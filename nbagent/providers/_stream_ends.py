@@ -218,14 +218,15 @@ class StreamEnds:
         self, reading: Reading, blocks: list[Block], stop_reason: str, note: str
     ) -> Completed:
         """The one `Completed` of a stream: the message, the reading's usage priced with
-        genai-prices, and what the answer came with (the model and reply id it named, its
-        stream's request id, status and rate-limit headers)."""
+        genai-prices (at the batch price for a batch's answer, `Events.batch`), and what the
+        answer came with (the model and reply id it named, its stream's request id, status and
+        rate-limit headers)."""
         usage = reading.usage()
         answered = reading.model or self.model
         stream = reading.es
         return Completed(
             message=Message("assistant", tuple(blocks)),
-            usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
+            usage=usage.with_cost(estimate_cost(self.name, answered, usage, batch=stream.batch)),
             stop_reason=stop_reason,
             request_id=stream.request_id,
             response_id=reading.response_id,

@@ -42,7 +42,8 @@ class WholeBody(Events):
     is (an end marker alone may end a cut answer). `made` holds the errors this source itself
     made for an answer it found cut or malformed (not the provider's own error events).
     `status_code` is the status the item's answer came with, where the batch API says it
-    (OpenAI's `response.status_code`), else None."""
+    (OpenAI's `response.status_code`), else None; `batch`: the answer came through a batch API
+    (priced at its batch price)."""
 
     def __init__(
         self,
@@ -53,10 +54,12 @@ class WholeBody(Events):
         headers: Mapping[str, str] | None = None,
         status_code: int | None = None,
         live: bool = False,
+        batch: bool = False,
     ) -> None:
         super().__init__(provider, request_id, dict(headers or {}), status_code)
         self._docs = docs
         self.live = live
+        self.batch = batch
         self.trusts_end_marker = not live
         self.made: list[StreamInterrupted] = []
 
