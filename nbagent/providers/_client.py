@@ -131,10 +131,6 @@ class LoopClients:
 
     async def aclose(self) -> None:
         """Close the client made for the running loop (a given one stays open)."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover - aclose is awaited, so a loop runs
-            return
-        client = self._owned.pop(running, None)
+        client = self._owned.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()

@@ -78,7 +78,6 @@ class EventStream(Events):
         super().__init__(sender.provider, rid, response.headers, response.status_code)
         self.response = response
         self.sender = sender
-        self.secrets = sender.secrets
         self.trusts_end_marker = sender.limits.trust_end_marker
 
     def event_too_large(self) -> InvalidResponse:
@@ -88,7 +87,7 @@ class EventStream(Events):
         )
 
     def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
-        snippet = redact(event.data[:200], self.secrets)
+        snippet = redact(event.data[:200], self.sender.secrets)
         return self.interrupted(f"bad server-sent event ({why}): {snippet!r}")
 
     def json(self, event: ServerSentEvent) -> dict[str, Any]:

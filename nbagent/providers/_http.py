@@ -180,8 +180,6 @@ class HTTPProvider(StreamEnds, WireFormat):
             f"base_url={self.base_url!r}, api_key={key})"
         )
 
-    __str__ = __repr__
-
     # -- client ----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
