@@ -85,7 +85,9 @@ class BatchClient:
 
     def overhead(self, count: int) -> int:
         """At most how many bytes the create payload holds besides its `count` items (its
-        framing and separators), for splitting under the size cap."""
+        framing and separators), for splitting under the size cap: a JSON frame of at most
+        256 bytes (Gemini's, with the tag) and a comma between items, unless a format says
+        otherwise."""
         return 256 + count
 
     # -- calls ----------------------------------------------------------------------------

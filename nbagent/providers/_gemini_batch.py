@@ -80,9 +80,6 @@ class GeminiBatches(BatchClient):
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider.encode({"request": body, "metadata": {"key": custom_id}})
 
-    def overhead(self, count: int) -> int:
-        return 256 + max(0, count - 1)
-
     def batch_url(self, batch_id: str) -> str:
         name = batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
         return self.provider.api_url(name)
