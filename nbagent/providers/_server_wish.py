@@ -105,10 +105,7 @@ def parse_retry_after(value: str, now_wall: float | None = None) -> float | None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     now = time.time() if now_wall is None else now_wall
-    try:
-        delta = when.timestamp() - now
-    except (OverflowError, ValueError):
-        return None
+    delta = when.timestamp() - now  # an aware time: no local clock to overflow
     return max(0.0, delta) if math.isfinite(delta) else None
 
 
