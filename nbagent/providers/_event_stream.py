@@ -121,9 +121,7 @@ class EventStream(Events):
         prev = b""
         chunks = guarded_chunks(self.response, self.sender, request_id=self.request_id)
         async with contextlib.aclosing(chunks):
-            async for chunk in chunks:
-                if not chunk:
-                    continue
+            async for chunk in chunks:  # never empty: httpx yields none
                 data = prev + chunk
                 start = len(prev)
                 if pending + len(chunk) <= cap:
