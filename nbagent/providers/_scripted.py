@@ -147,12 +147,11 @@ def fault(
     except KeyError:
         known = ", ".join(_FAULTS)
         raise ValueError(f"unknown fault {kind!r}; known faults: {known}") from None
-    text = message or {
-        "overflow": "prompt is too long: 250000 tokens > 200000 maximum",
-    }.get(kind, f"scripted {kind}")
+    text = message or f"scripted {kind}"
     extra: dict[str, Any] = {}
-    if cls is ContextOverflow:
-        extra = {"tokens": 250000, "limit": 200000} if message is None else {}
+    if cls is ContextOverflow and message is None:  # as Anthropic says it, with its numbers
+        text = "prompt is too long: 250000 tokens > 200000 maximum"
+        extra = {"tokens": 250000, "limit": 200000}
     return cls(
         text,
         provider=provider,
