@@ -27,15 +27,17 @@ from ._core._messages import (
     save_session,
 )
 from ._core._pacing import Pacer, PaceRequest
+from ._core._policy import JitterSpec
 from ._core._presenter import set_presenter as _set_presenter
-from ._core._retry import JitterSpec, RetryPolicy
-from ._loop._agent import Agent, RunHandle, RunResult
+from ._core._retry import RetryPolicy
+from ._loop._agent import Agent
 from ._loop._args import ModelSpec
 from ._loop._compaction import CompactionContext, CompactionResult, Compactor, StubOldToolOutput
 from ._loop._durable_layout import LogTarget
 from ._loop._estimate import TokenEstimator
 from ._loop._limiter import RateLimiter
 from ._loop._output_schema import OutputMode, OutputSchema
+from ._loop._results import RunHandle, RunResult
 from ._loop._retry_budget import RetryBudget
 from ._loop._summaries import DefaultCompaction, Summarize
 from ._loop._tools import Tool, ToolCall, ToolOutcome, ToolSource, tool

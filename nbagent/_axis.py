@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Axis", "compressed", "picture_axis", "tick_label"]
-
 # a quiet stretch is shortened when it is longer than this share of the busy time
 _THRESHOLD_SHARE = 0.15
 # ... and never below this share of the whole span (a session of instants)
@@ -57,22 +55,17 @@ class Axis:
         if t >= xs[-1]:
             return ys[-1] + (t - xs[-1])
         i = bisect.bisect_right(xs, t) - 1
-        x0, x1 = xs[i], xs[i + 1]
-        if x1 == x0:
-            return ys[i + 1]
+        x0, x1 = xs[i], xs[i + 1]  # x0 <= t < x1: never a zero-length stretch
         return ys[i] + (ys[i + 1] - ys[i]) * (t - x0) / (x1 - x0)
 
-    def ticks(self) -> list[float]:
-        """Round times to label, all multiples of one round step (0.25 s, 1 s, 5 s, …) of the
-        true time, placed where the axis draws them: across a shortened stretch they sit closer
-        together, which its "//" mark explains, but they read as one even count. Never closer
-        together than about a thirteenth of the drawn width nor under a "//" sign; the coarser
-        multiples are kept first, and the step is made finer until there are at least three.
-        No tick falls inside a shortened stretch: between two "//" the scale is linear."""
-        return [t for t, _ in self.labelled_ticks()]
-
     def labelled_ticks(self) -> list[tuple[float, str]]:
-        """`ticks()` with their words, all with the decimals their step needs ("0.25s")."""
+        """Round times to label, with their words (all with the decimals their step needs,
+        "0.25s"): all multiples of one round step (0.25 s, 1 s, 5 s, …) of the true time,
+        placed where the axis draws them: across a shortened stretch they sit closer together,
+        which its "//" mark explains, but they read as one even count. Never closer together
+        than about a thirteenth of the drawn width nor under a "//" sign; the coarser multiples
+        are kept first, and the step is made finer until there are at least three. No tick
+        falls inside a shortened stretch: between two "//" the scale is linear."""
         width = self.width if self.width > 0 else 1.0
         step = _nice_step(self.span / 7) if self.span > 0 else 1.0
         best: tuple[list[float], float] = ([0.0], step)
@@ -116,16 +109,13 @@ class Axis:
         }
 
 
-def tick_label(t: float, span: float, step: float | None = None) -> str:
-    """A tick's words: as many decimals as the ticks' step needs (else as the span needs),
-    minutes past two."""
+def tick_label(t: float, span: float, step: float) -> str:
+    """A tick's words: as many decimals as the ticks' (positive) step needs, minutes past
+    two."""
     if span >= 120:
         minutes, seconds = divmod(round(t), 60)
         return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
-    if step is not None and step > 0:
-        digits = next((d for d in range(7) if abs(round(step, d) - step) < step * 1e-6), 6)
-    else:
-        digits = 0 if span >= 20 else 1 if span >= 2 else 2 if span >= 0.2 else 3
+    digits = next((d for d in range(7) if abs(round(step, d) - step) < step * 1e-6), 6)
     return f"{t:.{digits}f}s"
 
 

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from ._core._command_line import Parser, UsageError, number
 from ._core._words import counted
 
-__all__ = ["main"]
-
 _USAGE = (
     "usage: nbagent {demo,serve,classroom} [options]\n"
     "       nbagent --version\n\n"

@@ -53,13 +53,12 @@ from .notebook import in_notebook
 if TYPE_CHECKING:
     from IPython.core.interactiveshell import InteractiveShell
 
-    from ._loop._agent import Agent, RunHandle, RunResult
+    from ._loop._agent import Agent
     from ._loop._output_schema import OutputMode
+    from ._loop._results import RunHandle, RunResult
     from ._loop._tools import Tool
     from .mock import MockServer
     from .notebook._widget import AgentView
-
-__all__ = ["AgentMagics", "load_ipython_extension", "split_faults"]
 
 
 class _Parser(argparse.ArgumentParser):

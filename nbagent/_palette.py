@@ -15,21 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = [
-    "COLORS",
-    "CSS_VARIABLES",
-    "DARK_COLORS",
-    "DISTINCT_ROLES",
-    "FAILURE_MARK",
-    "FONT_SIZE",
-    "LABEL_FONT_SIZE",
-    "LEGEND",
-    "REASK_GLYPH",
-    "REASK_MARK",
-    "SWATCHES",
-    "Swatch",
-]
-
 # The colours are Okabe & Ito's colour-blind-safe set (bluish green, vermillion, orange, reddish
 # purple, blue, sky blue; tools in a dark blue and a dark wine by day, their pale tints by night,
 # so a tool call never shares a request's colour), shaded until two conditions hold together:
@@ -129,7 +114,6 @@ class Swatch:
     edge: str
     hatch: str = ""
     face_alpha: float = 1.0
-    dashed: bool = False
     mark: str = ""
     ink: str = "#000000"
 
@@ -140,9 +124,7 @@ def _solid(word: str, css_class: str, color: str, mark: str = "") -> Swatch:
 
 
 def _striped(word: str, css_class: str, color: str, alpha: float) -> Swatch:
-    return Swatch(
-        word, css_class, COLORS[color], COLORS[color], "\\\\\\", face_alpha=alpha, dashed=True
-    )
+    return Swatch(word, css_class, COLORS[color], COLORS[color], "\\\\\\", face_alpha=alpha)
 
 
 FAILURE_MARK: Final[str] = "xx"

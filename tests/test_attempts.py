@@ -608,7 +608,7 @@ def test_run_ids_of_every_shape_come_back_as_given():
     for rid in ids:
         log.add_row(run_id=rid, phase="request")
     log.add_row(phase="request")
-    assert log.values("run_id") == [*ids, None]
+    assert list(log.column("run_id")) == [*ids, None]
     assert [None if pd.isna(v) else v for v in log.frame()["run_id"]] == [*ids, None]
     assert list(log.frame(release=True)["run_id"].iloc[:2]) == ["tag-7", "tag-0"]
     assert len(log) == 0  # released: the log is empty after

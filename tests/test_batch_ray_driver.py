@@ -17,8 +17,10 @@ import pandas as pd
 from nbagent._loop._frame import frame_from_records, with_origin
 from nbagent.batch._progress import BatchProgress
 from nbagent.batch._ray_driver import Driver
-from nbagent.batch._ray_worker import BatchWorker
+from nbagent.batch._ray_worker import BatchWorker, LimiterChoice
 from nbagent.batch._spec import AgentSpec, BatchControl
+from nbagent.events import AttemptStarted
+from nbagent.mock import serve
 
 
 class RayActorError(Exception):
@@ -68,11 +70,12 @@ class Worker:
         self.drain, self.ping, self.cancel = Call(self._drain), Call(self._ping), Call(self._cancel)
 
     def _empty(self) -> dict[str, Any]:
-        return {"lanes": [], "counts": {}, "rows": {}, "busy": {}}
+        return {"events": [], "rows": {}, "busy": {}}
 
     def says(self, i: int, attempt: int, *rows: dict[str, Any]) -> None:
         """The next drain reports that this process runs (i, attempt), with these rows."""
-        self._said["lanes"].append((i, attempt, "running"))
+        started = AttemptStarted(phase="request", attempt=1, max_attempts=3, model="demo")
+        self._said["events"].append((i, attempt, started))
         for idx, row in enumerate(rows):
             self._said["rows"][i, attempt, idx] = row
 
@@ -286,11 +289,11 @@ def test_a_worker_says_what_each_running_agent_waits_for_and_since_when() -> Non
     async def main() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         worker = BatchWorker()
         spec: asyncio.Future[AgentSpec] = asyncio.get_running_loop().create_future()
-        spec.set_result(AgentSpec(model="demo"))
+        spec.set_result(AgentSpec({"model": "demo"}))
         stuck = asyncio.ensure_future(
-            worker.run("b1", 0, 1, "What is 2 + 2?", [spec], ("pacer", StuckPacer()))
+            worker.run("b1", 0, 1, "What is 2 + 2?", [spec], StuckPacer())
         )
-        done = await worker.run("b1", 1, 1, "Hello", [spec], ("off", None))
+        done = await worker.run("b1", 1, 1, "Hello", [spec], False)
         await asyncio.sleep(0.05)
         drained = worker.drain("b1")
         worker.cancel("b1")
@@ -303,3 +306,27 @@ def test_a_worker_says_what_each_running_agent_waits_for_and_since_when() -> Non
     assert what == "a slot from the rate limiter"
     assert done["error"] is None
     assert row["error"] == "Aborted"  # cancelled, it still returns its row
+
+
+def test_the_progress_counts_what_a_worker_s_agents_did_failed_attempts_too() -> None:
+    # the driver once heard only of lane moves, retries and paced waits: a Ray batch's
+    # progress said 0 failed attempts whatever its agents met
+    async def main(url: str) -> dict[str, Any]:
+        worker = BatchWorker()
+        spec: asyncio.Future[AgentSpec] = asyncio.get_running_loop().create_future()
+        spec.set_result(AgentSpec({"model": "demo", "base_url": url}))
+        off: LimiterChoice = False
+        row, _ = await worker.run("b1", 0, 1, "Hello", [spec], off)
+        assert row["error"] is None
+        return worker.drain("b1")
+
+    async def drive(drained: dict[str, Any]) -> Driver:
+        d = _driver([Worker("vm:100")], 1)
+        d.fill(1)
+        d.apply(0, drained)
+        return d
+
+    with serve(faults=["503", "ok"]) as server:
+        d = asyncio.run(drive(asyncio.run(main(server.url))))
+    assert (d.progress.errors, d.progress.retries) == (1, 1)
+    assert d.progress.retry_wait_s > 0 and d.progress.lanes == ["running"]

@@ -15,7 +15,6 @@ from nbagent._loop._slot_wait import LATE_NOTE
 from nbagent.batch._cluster_limiter import (
     LEASE_TOKENS,
     LONG_POLL_S,
-    AsyncLimiterCore,
     ClusterPacer,
     LimiterCore,
 )
@@ -61,9 +60,8 @@ def test_workers_hold_shares_of_one_retry_budget_and_give_them_back() -> None:
     assert core.reserve("b", 0, 0.0)["grant"] == LEASE_TOKENS
     assert budget.tokens == full - 2 * LEASE_TOKENS
     assert core.reserve("a", 0, LEASE_TOKENS - 5)["grant"] == 5  # topped up, not doubled
-    core.forget("b")  # a worker that died: its share returns
     core.report("a", [("refill", LEASE_TOKENS)])  # a worker that finished hands it back
-    assert budget.tokens == full - 5  # what a's retry spent stays spent
+    assert budget.tokens == full - LEASE_TOKENS - 5  # b's share is b's; a's retry stays spent
 
 
 def test_a_restarted_core_seeded_with_what_was_learned_paces_at_once_without_a_burst() -> None:
@@ -114,7 +112,7 @@ def test_a_success_reported_after_a_429_but_older_than_it_does_not_count() -> No
 class Link:
     """The pacer's two channels to an in-process core; `down` makes asks fail (restarting)."""
 
-    def __init__(self, core: AsyncLimiterCore) -> None:
+    def __init__(self, core: LimiterCore) -> None:
         self.core, self.down, self.asks, self.seeds = core, 0, 0, []  # type: ignore[var-annotated]
 
     def report(self, worker: str, outcomes: list[Any]) -> None:
@@ -142,7 +140,7 @@ def test_agents_of_two_workers_leave_one_interval_apart() -> None:
         planned.append(delay)
 
     async def main() -> None:
-        core = AsyncLimiterCore(now=Clock())
+        core = LimiterCore(now=Clock())
         core.limiter.interval, core.limiter.capacity, core.limiter.tokens = 0.02, 1.0, 1.0
         core.limiter._t = core._now()
         link = Link(core)
@@ -167,7 +165,7 @@ def test_slots_that_came_due_while_a_worker_was_busy_do_not_all_leave_at_once() 
     reasons: list[str] = []
 
     async def main() -> None:
-        core = AsyncLimiterCore(now=clock.now)
+        core = LimiterCore(now=clock.now)
         core.limiter.interval, core.limiter.capacity, core.limiter.tokens = 0.05, 1.0, 1.0
         core.limiter._t = clock.now()
         link = Link(core)
@@ -191,7 +189,7 @@ def test_slots_that_came_due_while_a_worker_was_busy_do_not_all_leave_at_once() 
 
 def test_while_the_core_is_down_a_worker_waits_then_seeds_the_new_one() -> None:
     async def main() -> tuple[Link, ClusterPacer]:
-        old = AsyncLimiterCore()
+        old = LimiterCore()
         link = Link(old)
         pacer = ClusterPacer(link.report, link.ask, "a")
         clock = RealClock()
@@ -199,7 +197,7 @@ def test_while_the_core_is_down_a_worker_waits_then_seeds_the_new_one() -> None:
         pacer.succeeded(clock.now(), {"anthropic-ratelimit-requests-limit": "10"})
         await asyncio.sleep(0.01)
         await pacer.acquire(clock, PaceRequest(None, 60, "x", _noop))
-        link.core, link.down = AsyncLimiterCore(), 2  # killed; two asks fail while it restarts
+        link.core, link.down = LimiterCore(), 2  # killed; two asks fail while it restarts
         await pacer.acquire(clock, PaceRequest(None, 60, "x", _noop))
         return link, pacer
 
@@ -211,8 +209,8 @@ def test_while_the_core_is_down_a_worker_waits_then_seeds_the_new_one() -> None:
 
 
 def test_a_wait_longer_than_allowed_is_a_rate_limit_error_and_the_slot_goes_back() -> None:
-    async def main() -> AsyncLimiterCore:
-        core = AsyncLimiterCore()
+    async def main() -> LimiterCore:
+        core = LimiterCore()
         core.report("a", [("limited", 0.0, 30.0)])
         link = Link(core)
         pacer = ClusterPacer(link.report, link.ask, "a")
@@ -225,8 +223,8 @@ def test_a_wait_longer_than_allowed_is_a_rate_limit_error_and_the_slot_goes_back
 
 
 def test_the_retry_budget_is_spent_from_the_workers_share() -> None:
-    async def main() -> tuple[list[bool], AsyncLimiterCore]:
-        core = AsyncLimiterCore()
+    async def main() -> tuple[list[bool], LimiterCore]:
+        core = LimiterCore()
         link = Link(core)
         pacer = ClusterPacer(link.report, link.ask, "a")
         await pacer.acquire(RealClock(), PaceRequest(None, 60, "x", _noop))
@@ -245,7 +243,7 @@ def test_a_held_back_ask_that_hears_no_news_is_answered_not_failed() -> None:
     # on Python 3.10 the long poll's timeout raised asyncio.TimeoutError (not yet the built-in
     # TimeoutError): the ask failed instead of being answered when no news came
     async def main() -> dict[str, Any]:
-        core = AsyncLimiterCore()
+        core = LimiterCore()
         return await core.ask("a", 1, 0.0, None, core.version)
 
     reply = asyncio.run(main())
@@ -257,7 +255,7 @@ def test_a_probe_that_never_reports_does_not_hold_every_worker_back_for_ever() -
     # every other request is held back: no outcome moves the core on, so only the core's
     # probe timeout frees the queue, which it can do only if the held-back asks are answered
     async def main() -> int:
-        core = AsyncLimiterCore()
+        core = LimiterCore()
         assert core.reserve("a", 1, 0.0)["slots"] == [(0.0, True)]  # the lost probe
         link = Link(core)
         pacers = [ClusterPacer(link.report, link.ask, w) for w in ("a", "b")]
@@ -279,16 +277,16 @@ def test_a_restarted_core_that_answers_before_it_is_seeded_gives_no_burst() -> N
     def on_wait(delay: float, reason: str) -> None:
         planned.append(delay)
 
-    async def main() -> AsyncLimiterCore:
+    async def main() -> LimiterCore:
         clock = Clock()
-        old = AsyncLimiterCore(now=clock)
+        old = LimiterCore(now=clock)
         old.limiter.interval, old.limiter.capacity, old.limiter.tokens = 0.05, 5.0, 0.0
         old.limiter._t = clock()
         link = Link(old)
         pacer = ClusterPacer(link.report, link.ask, "a")
         ask = PaceRequest(None, 60, "x", on_wait)
         await pacer.acquire(VirtualClock(), ask)  # it learns the rate from the old core
-        new = AsyncLimiterCore(now=clock)
+        new = LimiterCore(now=clock)
         new.report("a", [("ok", 0.0, {"anthropic-ratelimit-requests-remaining": "5"})])
         link.core = new
         planned.clear()

@@ -57,7 +57,9 @@ def test_the_remembered_cutoff_is_applied_to_later_conversations() -> None:
     strategy = StubOldToolOutput()
     k = keeper(strategy, events)
     overflow = E.ContextOverflow("too long", tokens=9000, limit=3000)
-    first = asyncio.run(k.after_overflow(conversation(3), (), no_summary, overflow, 1, None))
+    first = asyncio.run(
+        k.compact(conversation(3), (), no_summary, overflow, 1, target=overflow.limit)
+    )
     assert first is not None and strategy.keep is not None
     events.clear()
     later = asyncio.run(k.prepare(conversation(5), ()))
@@ -71,7 +73,7 @@ def test_nothing_left_to_shed_is_announced_as_a_failed_compaction() -> None:
     k = keeper(StubOldToolOutput(), events)
     overflow = E.ContextOverflow("too long")
     assert (
-        asyncio.run(k.after_overflow([Message.user("hi")], (), no_summary, overflow, 1, None))
+        asyncio.run(k.compact([Message.user("hi")], (), no_summary, overflow, 1, target=None))
         is None
     )
     finished = events[-1]
@@ -93,7 +95,7 @@ def test_a_summary_is_asked_through_the_callers_summarizer() -> None:
     events: list[Event] = []
     k = keeper(Summarize(), events)
     overflow = E.ContextOverflow("too long", tokens=12_000, limit=6_000)
-    out = asyncio.run(k.after_overflow(history, (), summarize, overflow, 1, None))
+    out = asyncio.run(k.compact(history, (), summarize, overflow, 1, target=overflow.limit))
     assert out is not None and len(asked) == 1
     assert "They talked about the weather." in out[0].text
     assert out[-1] == history[-1]

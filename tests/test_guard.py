@@ -257,6 +257,13 @@ def test_a_file_upload_is_retried_only_after_a_429() -> None:
     assert sent[0].content == sent[1].content  # the same multipart body, sent again whole
     assert 2.0 in clock.slept
 
+    # a watched (unguarded) upload's `nbagent_action` is what the guard does: no second send
+    client, sent = _file_answers(500, 200)
+    watched = nbagent.watch(client.with_options(max_retries=1))
+    assert watched.files.create(file=("a.jsonl", b"{}\n"), purpose="batch").id == "file-1"
+    assert len(sent) == 2  # the SDK sent it again
+    assert list(nbagent.watching(watched).attempts["nbagent_action"]) == ["fail", "none"]
+
 
 def test_guarded_clients_and_an_agent_pace_as_one_client(server: MockServer) -> None:
     clock = VirtualClock()

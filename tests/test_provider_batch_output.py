@@ -353,7 +353,9 @@ def test_the_stored_schema_is_told_and_checked_as_the_first_run_did(target: Any)
     first = BatchOutput(OutputSchema.of(target), mode="auto", retries=1, provider=provider)
     doc = json.loads(json.dumps(first.to_json()))  # through the state file
     again = BatchOutput.from_json(doc, provider=provider)
-    assert again.format == first.format and again.tools == first.tools  # the same requests
+    assert (
+        again.plan.format == first.plan.format and again.tools == first.tools
+    )  # the same requests
     assert again.schema.fields == first.schema.fields
     value = {"name": "pen", "price": 2.5}
     answer = {

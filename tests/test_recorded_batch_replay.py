@@ -59,7 +59,7 @@ def test_a_recorded_session_with_a_provider_batch_replays_offline(
     model: str,
     suffix: str,
 ) -> None:
-    monkeypatch.setattr("nbagent.batch._provider_backend.new_tag", lambda: "nb-20261203-0000beef")
+    monkeypatch.setattr("nbagent.batch._provider_state.new_tag", lambda: "nb-20261203-0000beef")
     path = tmp_path / "session.nbrec"
     clock = VirtualClock(wall_start=time.time())
     with MockServer(batch_clock=clock.wall, batch_duration_s=60.0) as mock:

@@ -13,7 +13,8 @@ import pytest
 
 from nbagent import errors as E
 from nbagent._core._clock import VirtualClock
-from nbagent._core._retry import RetryPolicy, format_duration
+from nbagent._core._policy import format_duration
+from nbagent._core._retry import RetryPolicy
 from nbagent.providers._server_wish import parse_duration, parse_retry_after, server_wish
 
 NOW = 1_750_000_000.0

@@ -41,7 +41,7 @@ from ..errors import (
 )
 from ._budget import Usage
 from ._clock import Clock, RealClock
-from ._decision import AttemptState, Decision, Failure, OnRetry, Policy, Table, decide
+from ._decision import AttemptState, Decision, Failure, OnRetry, Table, decide
 from ._event_types import (
     AttemptFailed,
     AttemptPhase,
@@ -52,18 +52,7 @@ from ._event_types import (
     RetryScheduled,
 )
 from ._pacing import Pacer, PaceRequest
-
-__all__ = [
-    "AttemptFailure",
-    "AttemptLabels",
-    "AttemptLoop",
-    "Emit",
-    "Fallback",
-    "Reask",
-    "Sent",
-    "generic_table",
-    "usage_fields",
-]
+from ._policy import Policy
 
 T = TypeVar("T")
 Emit = Callable[[Event], None]
@@ -183,11 +172,6 @@ class AttemptLoop:
     idempotent: bool = True
     state: AttemptState = field(default_factory=AttemptState, init=False)
 
-    @property
-    def attempt(self) -> int:
-        """The number of the attempt under way (or the last one)."""
-        return self.state.attempt
-
     def __post_init__(self) -> None:
         if self.rng is None:
             self.rng = self.policy.rng()
@@ -279,8 +263,8 @@ class AttemptLoop:
     def _begin(self) -> int:
         self.state = self.state.begin()
         if self.emit is not None:
-            self.emit(AttemptStarted(**self._labels(self.attempt)))
-        return self.attempt
+            self.emit(AttemptStarted(**self._labels(self.state.attempt)))
+        return self.state.attempt
 
     def _waiting(self, delay: float, reason: str) -> None:
         if self.emit is not None:
@@ -294,7 +278,8 @@ class AttemptLoop:
                 AttemptSucceeded(
                     **self._labels(n),
                     **usage_fields(sent.usage),
-                    **_by_name(_ReplyFields, sent),
+                    # the rest of what `Sent` says `AttemptSucceeded` names alike
+                    **{k: v for k, v in vars(sent).items() if k not in ("usage", "headers")},
                 )
             )
 
@@ -358,7 +343,7 @@ class AttemptLoop:
         if isinstance(decision.error, OutputInvalid):
             issues = tuple(str(e) for e in decision.error.errors)
         answered = failure.answered
-        usage = usage_fields(answered.usage if answered is not None else _NO_USAGE)
+        usage: _UsageFields = usage_fields(answered.usage) if answered is not None else {}
         if answered is not None:  # the answer came with a 200 (and its request id)
             said["status_code"] = said["status_code"] or 200
             said["request_id"] = said["request_id"] or answered.request_id
@@ -366,8 +351,8 @@ class AttemptLoop:
             AttemptFailed(
                 **self._labels(n),
                 **said,
-                **_discarded(failure),
                 **usage,
+                **_discarded(failure),
                 action=decision.action,
                 output_errors=issues,
             )
@@ -395,16 +380,7 @@ class AttemptLoop:
         )
 
 
-class _NoUsage:
-    """What a failed attempt that got no answer cost, as far as anyone knows: nothing said."""
-
-    input_tokens = output_tokens = cache_read_tokens = cache_write_tokens = cost_usd = None
-
-
-_NO_USAGE = _NoUsage()
-
-
-class _UsageFields(TypedDict):
+class _UsageFields(TypedDict, total=False):
     input_tokens: int | None
     output_tokens: int | None
     cache_read_tokens: int | None
@@ -412,26 +388,9 @@ class _UsageFields(TypedDict):
     cost_usd: float | None
 
 
-class _ReplyFields(TypedDict):
-    request_id: str | None
-    response_id: str | None
-    ttft_s: float | None
-    stop_reason: str | None
-    message: str
-    status_code: int | None
-
-
-F = TypeVar("F", _UsageFields, _ReplyFields)
-
-
-def _by_name(fields: type[F], source: object) -> F:
-    """`Usage` and `Sent` name their fields as `AttemptSucceeded` does: copy them by name."""
-    return cast(F, {name: getattr(source, name) for name in fields.__annotations__})
-
-
 def usage_fields(usage: object) -> _UsageFields:
     """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
-    return _by_name(_UsageFields, usage)
+    return cast(_UsageFields, {name: getattr(usage, name) for name in _UsageFields.__annotations__})
 
 
 class _Discarded(TypedDict):
@@ -473,3 +432,7 @@ def _error_fields(err: BaseException) -> _ErrorFields:
 
 def _as_failure(exc: Exception) -> AttemptFailure:
     return exc if isinstance(exc, AttemptFailure) else AttemptFailure(exc)
+
+
+error_fields = _error_fields
+"""What an attempt's events say of an error (a provider batch item's too)."""

@@ -12,8 +12,6 @@ from dataclasses import dataclass, fields, replace
 
 from ..errors import BudgetExceeded, ConfigError
 
-__all__ = ["Budget", "Usage"]
-
 
 @dataclass(frozen=True)
 class Usage:

@@ -14,8 +14,6 @@ import itertools
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "RealClock", "VirtualClock"]
-
 
 @runtime_checkable
 class Clock(Protocol):

@@ -8,8 +8,6 @@ import re
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = ["Parser", "UsageError", "number"]
-
 
 class UsageError(Exception):
     """A mistake on the command line, already worded as one sentence."""

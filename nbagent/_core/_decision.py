@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import (
     Action,
@@ -45,18 +45,7 @@ from ..errors import (
     classify,
 )
 from ._event_types import FailureAction
-
-__all__ = [
-    "AttemptState",
-    "Decision",
-    "Failure",
-    "OnRetry",
-    "Policy",
-    "RetryPlan",
-    "Table",
-    "decide",
-    "may_have_reached",
-]
+from ._policy import Policy, RetryPlan
 
 Table = Callable[[BaseException], Action]
 """Error -> action. `classify` for model requests; `RetryPolicy.call` brings its own."""
@@ -64,52 +53,8 @@ Table = Callable[[BaseException], Action]
 Next = FailureAction
 """What happens after a failed attempt: what its `AttemptFailed` says as its `action`."""
 
-
-@dataclass(frozen=True)
-class RetryPlan:
-    """One scheduled retry (what `RetryPolicy.plan` returns and `on_retry` is told).
-
-    Attributes:
-        delay_s: The wait to take, in seconds: the server's wish when it gave one, else the
-            policy's delay.
-        policy_delay_s: What the backoff with jitter alone said, in seconds.
-        retry_after_s: The server's wish in seconds, or None.
-    """
-
-    delay_s: float
-    policy_delay_s: float
-    retry_after_s: float | None
-
-
 OnRetry = Callable[[int, BaseException, RetryPlan], None]
 """Told `(attempt, error, plan)` before each wait of `RetryPolicy.call` / `acall`."""
-
-
-class Policy(Protocol):
-    """What the decision and the attempt loop ask of a retry policy (`RetryPolicy`)."""
-
-    @property
-    def max_attempts(self) -> int: ...
-    @property
-    def max_retry_after(self) -> float: ...
-    @property
-    def max_empty_retries(self) -> int: ...
-    @property
-    def retry_after_partial(self) -> str: ...
-
-    def rng(self) -> random.Random: ...
-
-    def escalate(self, error: ProviderError) -> ProviderError: ...
-
-    def plan(
-        self,
-        error: BaseException,
-        attempt: int,
-        *,
-        rng: random.Random | None = None,
-        time_left: float | None = None,
-        previous: float | None = None,
-    ) -> RetryPlan | None: ...
 
 
 @dataclass(frozen=True)

@@ -15,17 +15,6 @@ import random
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = [
-    "ANY_SPAN",
-    "DecorrelatedJitter",
-    "EqualJitter",
-    "FullJitter",
-    "Jitter",
-    "NoJitter",
-    "ProportionalJitter",
-    "Span",
-]
-
 INF = float("inf")
 
 

@@ -25,22 +25,6 @@ from typing import Any, Literal
 from ..errors import SessionFileError, ToolPairingError
 from ._numbers import is_whole
 
-__all__ = [
-    "SESSION_FORMAT",
-    "Block",
-    "ImageBlock",
-    "Message",
-    "OpaqueBlock",
-    "RedactedThinkingBlock",
-    "TextBlock",
-    "ThinkingBlock",
-    "ToolResultBlock",
-    "ToolUseBlock",
-    "load_session",
-    "repair_tool_pairing",
-    "save_session",
-]
-
 SESSION_FORMAT = 1
 
 Role = Literal["user", "assistant"]

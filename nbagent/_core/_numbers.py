@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any, TypeGuard
 
-__all__ = ["is_number", "is_positive", "is_whole"]
-
 
 def is_number(value: Any) -> TypeGuard[int | float]:
     """Whether `value` is an int or a float (not a bool)."""

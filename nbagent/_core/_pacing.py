@@ -18,8 +18,6 @@ from typing import Protocol, runtime_checkable
 
 from ._clock import Clock
 
-__all__ = ["OnWait", "PaceRequest", "Pacer"]
-
 OnWait = Callable[[float, str], None]
 """Called with `(delay_s, reason)` before each wait a pacer takes, before it sleeps."""
 

@@ -12,8 +12,6 @@ from typing import Protocol
 
 from ._event_types import Event
 
-__all__ = ["LiveView", "Presenter", "presenter", "set_presenter"]
-
 
 class LiveView(Protocol):
     """A view of one run: a subscriber to its events, closed when the run ends."""

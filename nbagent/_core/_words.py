@@ -3,8 +3,6 @@ prompts"), and texts cut to a length."""
 
 from __future__ import annotations
 
-__all__ = ["counted", "shortened"]
-
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """`n` and `noun`, the noun in the plural unless `n` is 1.

@@ -39,13 +39,14 @@ from ._args import (
 from ._attempt_log import AttemptLog
 from ._compaction import Compactor
 from ._conversation import load_conversation, save_conversation
-from ._durable_log import DurableLog, LogTarget
+from ._durable_layout import LogTarget
+from ._durable_log import DurableLog
+from ._limiter import shared_limiter
 from ._output_schema import OutputMode, OutputSchema, OutputValidator
 from ._output_step import refuse_mode_without_output
 from ._parts import RunState
 from ._results import OutputT, RunHandle, RunResult
 from ._running import (
-    pacer_of,
     run_in_background,
     run_shown,
     run_synchronously,
@@ -58,7 +59,6 @@ from ._tools import Tool, ToolSource
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Agent", "RunHandle", "RunResult"]
 T = TypeVar("T")  # the type of a schema given to one run (`run(..., output=Pet)`)
 
 
@@ -154,14 +154,6 @@ class Agent(Generic[OutputT]):
 
     @overload
     def __init__(
-        self: Agent[str],
-        model: ModelSpec | Sequence[ModelSpec] = "demo",
-        *,
-        output: None = None,
-        **options: Unpack[AgentOptions],
-    ) -> None: ...
-    @overload
-    def __init__(
         self: Agent[dict[str, Any]],
         model: ModelSpec | Sequence[ModelSpec] = "demo",
         *,
@@ -173,7 +165,7 @@ class Agent(Generic[OutputT]):
         self,
         model: ModelSpec | Sequence[ModelSpec] = "demo",
         *,
-        output: type[OutputT],
+        output: type[OutputT] | None = None,
         **options: Unpack[AgentOptions],
     ) -> None: ...
     def __init__(
@@ -282,7 +274,9 @@ class Agent(Generic[OutputT]):
             The process-wide shared limiter for its endpoint and key (`limiter=True`), the
             one given, or None (`limiter=False`).
         """
-        return pacer_of(self.limiter, provider, self.clock)
+        if self.limiter is False:
+            return None
+        return shared_limiter(provider, self.clock) if self.limiter is True else self.limiter
 
     def __repr__(self) -> str:
         models = ", ".join(self.models)

@@ -23,8 +23,6 @@ from ._durable_layout import LogTarget
 from ._output_schema import OutputMode
 from ._tools import Tool, ToolSource
 
-__all__ = ["AgentFields", "AgentOptions"]
-
 
 class AgentFields(TypedDict, total=False):
     """The keyword options of `Agent(...)` but `output=` and `limiter=` (which a batch on Ray

@@ -18,14 +18,7 @@ from ..events import Subscriber
 from ..providers import HTTPProvider
 from ..providers._base import Provider
 from ..recording import Recorder
-
-__all__ = [
-    "check_arguments",
-    "check_output_retries",
-    "make_recorder",
-    "model_specs",
-    "resolve_model_spec",
-]
+from ..recording._writer import recorder_for
 
 ModelSpec = str | Provider
 """A model, as `Agent(model=...)` and `nbagent.map` take it: a model string such as "demo",
@@ -131,19 +124,8 @@ def make_recorder(
 ) -> Recorder | None:
     """`record=` as a Recorder (a path opens one; ConfigError for anything else), set on each
     HTTP provider of the chain: every exchange is appended as it happens (nbagent.recording)."""
-    recorder = _recorder(record)
+    recorder = None if record is None else recorder_for(record, "nbagent Agent(record=...)")
     for p in providers:
         if isinstance(p, HTTPProvider) and recorder is not None:
             p.recorder = recorder
     return recorder
-
-
-def _recorder(record: str | os.PathLike[str] | Recorder | None) -> Recorder | None:
-    if record is None or isinstance(record, Recorder):
-        return record
-    if not isinstance(record, (str, os.PathLike)):
-        raise ConfigError(
-            f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
-            f"not {type(record).__name__}."
-        )
-    return Recorder(record, made_by="nbagent Agent(record=...)")

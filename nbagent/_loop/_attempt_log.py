@@ -50,9 +50,6 @@ from ..events import (
 )
 from ._frame import COLUMNS, build_frame, cell, new_columns
 
-__all__ = ["MESSAGE_LIMIT", "AttemptLog", "RowSink"]
-
-_IDX: dict[str, int] = {c: i for i, c in enumerate(COLUMNS)}
 _NAN = math.nan
 MESSAGE_LIMIT = 500
 """Tool error contents longer than this are cut in the `message` column."""
@@ -62,10 +59,9 @@ _RUN, _TURN, _REASK, _PHASE, _ATTEMPT, _MAXATT, _MODEL = range(7)
 _START, _END, _DUR, _TTFT, _OUTCOME, _KIND, _STATUS, _ACTION = range(7, 15)
 _PDELAY, _RA, _DELAY, _REQID, _IN, _OUT, _CREAD, _CWRITE, _COST, _DISC, _TOOL, _MSG = range(15, 27)
 assert COLUMNS[_REASK] == "reask" and COLUMNS[_MSG] == "message" and len(COLUMNS) == _MSG + 1
-
-
-def _f(value: float | None) -> float:
-    return _NAN if value is None else float(value)
+_COL = {c: i for i, c in enumerate(COLUMNS)}
+_EMPTY = [cell(c, None) for c in COLUMNS]  # a new row: NaN times and costs, the rest missing
+_USAGE = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd")
 
 
 def _s(value: str | None) -> str | None:
@@ -145,10 +141,6 @@ class AttemptLog(Handlers):
         """One column as the log keeps it (`_columns`: typed arrays, words as codes)."""
         return self._cols[self.names.index(name)]
 
-    def values(self, name: str) -> list[Any]:
-        """One column's values, as a list."""
-        return list(self._cols[self.names.index(name)])
-
     def clear(self) -> None:
         """Forget every row (and every attempt in flight)."""
         self._reset()
@@ -159,6 +151,16 @@ class AttemptLog(Handlers):
         if unknown:
             raise ValueError(f"unknown attempt log columns: {', '.join(sorted(unknown))}")
         return self._append([cell(name, fields.get(name)) for name in self.names])
+
+    def update(self, run_id: str, attempt: int, **fields: Any) -> None:
+        """Complete the row of `run_id`'s request attempt `attempt`, which has ended, with
+        `fields` (a watched SDK's wait, measured when its next attempt begins); the sink is
+        told again. Nothing happens when that attempt is not the run's last one ended."""
+        idx = self._ended(run_id, "request", attempt)
+        if idx is not None:
+            for name, value in fields.items():
+                self._set(idx, self.names.index(name), cell(name, value))
+            self._finished(idx)
 
     # -- rows -----------------------------------------------------------------------------
 
@@ -172,6 +174,11 @@ class AttemptLog(Handlers):
             append(value)
         self._version += 1
         return len(self._cols[0]) - 1
+
+    def _ended(self, run_id: str, phase: str, attempt: int) -> int | None:
+        """The row of the run's last attempt of `phase` that ended, if it is attempt `attempt`."""
+        idx = self._last.get((run_id, phase))
+        return idx if idx is not None and self._cols[_ATTEMPT][idx] == attempt else None
 
     def _set(self, idx: int, col: int, value: Any) -> None:
         self._cols[col][idx] = value
@@ -187,7 +194,7 @@ class AttemptLog(Handlers):
         max_attempts: int | None = None,
         model: str = "",
     ) -> int:
-        row: list[Any] = [None] * len(COLUMNS)
+        row: list[Any] = [*_EMPTY]
         row += [_s(getattr(event, name, None)) for name in self.names[len(COLUMNS) :]]
         row[_RUN] = event.run_id
         row[_TURN] = event.turn
@@ -196,9 +203,8 @@ class AttemptLog(Handlers):
         row[_PHASE] = phase
         row[_ATTEMPT] = attempt
         row[_MAXATT] = max_attempts
-        row[_MODEL] = model or self._run_model.get(event.run_id) or None
-        for c in (_START, _END, _DUR, _TTFT, _PDELAY, _RA, _DELAY, _COST):
-            row[c] = _NAN
+        if phase != "tool":  # a tool call has no model (not even the run's)
+            row[_MODEL] = model or self._run_model.get(event.run_id) or None
         row[_START] = started_at
         return self._append(row)
 
@@ -213,12 +219,6 @@ class AttemptLog(Handlers):
             max_attempts=event.max_attempts,
             model=event.model,
         )
-
-    def _tool_row(self, event: Event, started_at: float) -> int:
-        """A row for a tool call: no attempt count, and no model (not even the run's)."""
-        idx = self._new_row(event, "tool", started_at)
-        self._cols[_MODEL][idx] = None
-        return idx
 
     def _close(self, idx: int, end: float, outcome: str, action: str) -> None:
         cols = self._cols
@@ -243,24 +243,19 @@ class AttemptLog(Handlers):
         self._last[key] = idx
         return idx
 
+    def _copy(self, idx: int, event: Event, *names: str) -> None:
+        """Row `idx`'s columns `names` from the event's fields of the same names ("": none)."""
+        for name in names:
+            value = getattr(event, name)
+            self._cols[_COL[name]][idx] = cell(name, None if value == "" else value)
+
     def _failure(self, idx: int, event: AttemptFailed | RetryScheduled) -> None:
         """What a failed attempt's row says of its error (the request's last failure, too)."""
-        cols = self._cols
-        cols[_KIND][idx] = _s(event.error)
-        cols[_STATUS][idx] = event.status_code
-        cols[_REQID][idx] = _s(event.request_id)
-        cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
-        cols[_MSG][idx] = _s(event.message)
+        self._cols[_KIND][idx] = _s(event.error)
+        self._cols[_DISC][idx] = len(event.discarded_text) + len(event.discarded_thinking)
+        self._copy(idx, event, "status_code", "request_id", "message")
         if event.phase == "request":
             self._last_failed[event.run_id] = idx
-
-    def _usage(self, idx: int, event: AttemptSucceeded | AttemptFailed) -> None:
-        cols = self._cols
-        cols[_IN][idx] = event.input_tokens
-        cols[_OUT][idx] = event.output_tokens
-        cols[_CREAD][idx] = event.cache_read_tokens
-        cols[_CWRITE][idx] = event.cache_write_tokens
-        cols[_COST][idx] = _f(event.cost_usd)
 
     # -- handlers -------------------------------------------------------------------------
 
@@ -282,45 +277,37 @@ class AttemptLog(Handlers):
     def _on_attempt_succeeded(self, event: AttemptSucceeded) -> None:
         idx = self._take_open(event)
         self._close(idx, event.time, "ok", "none")
-        cols = self._cols
-        cols[_TTFT][idx] = _f(event.ttft_s)
-        cols[_REQID][idx] = _s(event.request_id)
-        cols[_STATUS][idx] = event.status_code
-        self._usage(idx, event)
+        self._copy(idx, event, "ttft_s", "request_id", "status_code", *_USAGE)
         if event.message:
-            cols[_MSG][idx] = event.message
+            self._cols[_MSG][idx] = event.message
         self._finished(idx)
 
     def _on_attempt_failed(self, event: AttemptFailed) -> None:
         idx = self._take_open(event)
         self._close(idx, event.time, "cancelled" if event.cancelled else "error", event.action)
-        self._cols[_TTFT][idx] = _f(event.ttft_s)
-        self._cols[_RA][idx] = _f(event.retry_after_s)
+        self._copy(idx, event, "ttft_s", "retry_after_s")
         self._failure(idx, event)
         if event.input_tokens is not None or event.output_tokens is not None:
             # an answer that arrived and was refused (reask, truncation) cost what it cost
-            self._usage(idx, event)
+            self._copy(idx, event, *_USAGE)
         if event.phase == "request" and event.action == "reask":
             # the next answer is the run's next reask
             self._reasks[event.run_id] = self._reasks.get(event.run_id, 0) + 1
         self._finished(idx)
 
     def _on_retry_scheduled(self, event: RetryScheduled) -> None:
-        key = (event.run_id, event.phase)
-        idx = self._last.get(key)
-        if idx is None or self._cols[_ATTEMPT][idx] != event.attempt:
+        idx = self._ended(event.run_id, event.phase, event.attempt)
+        if idx is None:
             # a retry with no failed attempt before it: the event says enough for a row
             idx = self._attempt_row(event, _NAN)
             self._close(idx, event.time, "error", "retry")
             self._failure(idx, event)
-            self._last[key] = idx
-        cols = self._cols
-        cols[_DELAY][idx] = float(event.delay_s)
-        cols[_PDELAY][idx] = float(event.policy_delay_s)
+            self._last[(event.run_id, event.phase)] = idx
+        self._copy(idx, event, "delay_s", "policy_delay_s")
         if event.retry_after_s is not None:
-            cols[_RA][idx] = float(event.retry_after_s)
-        if cols[_ACTION][idx] in (None, "none"):
-            cols[_ACTION][idx] = "retry"
+            self._copy(idx, event, "retry_after_s")
+        if self._cols[_ACTION][idx] in (None, "none"):
+            self._cols[_ACTION][idx] = "retry"
         self._version += 1
         self._finished(idx)
 
@@ -332,14 +319,14 @@ class AttemptLog(Handlers):
         self._finished(idx)
 
     def _on_tool_call_started(self, event: ToolCallStarted) -> None:
-        idx = self._tool_row(event, event.time)
+        idx = self._new_row(event, "tool", event.time)
         self._cols[_TOOL][idx] = _tool_name(event.name, event.source)
         self._open_tools[(event.run_id, event.call_id)] = idx
 
     def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
         idx = self._open_tools.pop((event.run_id, event.call_id), None)
         if idx is None:
-            idx = self._tool_row(event, event.time - event.duration_s)
+            idx = self._new_row(event, "tool", event.time - event.duration_s)
         cols = self._cols
         cols[_TOOL][idx] = _tool_name(event.name, event.source) or cols[_TOOL][idx]
         if event.is_error:

@@ -17,8 +17,6 @@ from typing import Any, TypeVar
 
 from ..errors import Aborted
 
-__all__ = ["loop_running", "run_blocking"]
-
 T = TypeVar("T")
 
 

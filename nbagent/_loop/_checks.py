@@ -34,8 +34,6 @@ from typing import Any
 
 from ._schema import ArgumentCheck
 
-__all__ = ["CheckBuilder", "PendingCheck", "builder", "import_jsonschema"]
-
 _DEFERRED = "rfc3987_syntax"
 _LOCK = threading.Lock()
 

@@ -18,8 +18,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["Ints", "RunIds", "Words", "numpy_of", "string_array"]
-
 
 class Ints:
     """Whole numbers, each one missing or not."""
@@ -98,7 +96,8 @@ class Words:
 
 class RunIds:
     """Run ids: `<tag>-<number>` (a number without leading zeros) kept as the tag's code and
-    the number, any other id as a word of its own (its number -1)."""
+    the number, any other id as a word of its own (its number -1). A row's run id is never
+    rewritten once appended."""
 
     def __init__(self) -> None:
         self.tags = Words()
@@ -121,11 +120,6 @@ class RunIds:
     def __getitem__(self, i: int) -> str | None:
         tag, number = self.tags[i], self.numbers[i]
         return tag if number < 0 or tag is None else f"{tag}-{number}"
-
-    def __setitem__(self, i: int, run_id: str | None) -> None:
-        tag, number = self._split(run_id)
-        self.tags[i] = tag
-        self.numbers[i] = number
 
     def __len__(self) -> int:
         return len(self.numbers)

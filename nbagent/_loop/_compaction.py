@@ -43,16 +43,6 @@ from ..events import CompactionReason
 from ..providers._base import ToolSpec
 from ._estimate import TokenEstimator
 
-__all__ = [
-    "CompactionContext",
-    "CompactionResult",
-    "Compactor",
-    "StubOldToolOutput",
-    "Summarizer",
-    "stub_text",
-    "tool_names",
-]
-
 STUB_SUFFIX = "removed to fit the context window]"
 
 Summarizer = Callable[[Sequence[Message], str], Awaitable[str]]
@@ -283,13 +273,6 @@ class StubOldToolOutput(_Estimating):
         """Forget the remembered cutoff."""
         self.keep = None
 
-    def _candidates(self, messages: Sequence[Message]) -> list[int]:
-        return [
-            i
-            for i, m in enumerate(messages)
-            if any(_stubbable(b, self.min_chars) for b in m.blocks)
-        ]
-
     async def compact(
         self, messages: list[Message], ctx: CompactionContext
     ) -> CompactionResult | None:
@@ -306,7 +289,9 @@ class StubOldToolOutput(_Estimating):
         """
         out = list(messages)
         n = len(out)
-        candidates = self._candidates(out)
+        candidates = [
+            i for i, m in enumerate(out) if any(_stubbable(b, self.min_chars) for b in m.blocks)
+        ]
         if not candidates:
             return None
         before = self._est(out, ctx)
@@ -327,11 +312,9 @@ class StubOldToolOutput(_Estimating):
                 break
         if not removed:
             return None
-        self._remember(max(self.keep_last, n - cutoff))
-        return CompactionResult(out, before, self._est(out, ctx), self.name, removed)
-
-    def _remember(self, keep: int) -> None:
+        keep = max(self.keep_last, n - cutoff)  # remembered; a later cutoff only keeps fewer
         self.keep = keep if self.keep is None else min(self.keep, keep)
+        return CompactionResult(out, before, self._est(out, ctx), self.name, removed)
 
     async def prepare(
         self, messages: list[Message], ctx: CompactionContext

@@ -6,7 +6,7 @@ user gave another) and the settings around it, and is asked by the request path 
 - `prepare`: before every request, apply what the strategy remembers (the stub cutoff of
   `StubOldToolOutput`), so later turns send the stubs up front instead of overflowing again;
 - `before_sending`: compact proactively when the estimate passes `threshold` of the window;
-- `after_overflow`: compact after the provider said the prompt is too long (`ContextOverflow`);
+- `compact` with the error: after the provider said the prompt is too long (`ContextOverflow`);
   each further overflow of the same step comes with a higher round, and the strategy sheds more.
 
 Each compaction is announced (`CompactionStarted` / `CompactionFinished`). A summary the strategy
@@ -26,8 +26,6 @@ from ..events import CompactionFinished, CompactionReason, CompactionStarted, Ev
 from ..providers import ModelRequest, ToolSpec
 from ._compaction import CompactionContext, CompactionResult, Compactor, Summarizer
 from ._estimate import estimate_tokens
-
-__all__ = ["ContextKeeper"]
 
 
 class ContextKeeper:
@@ -86,21 +84,6 @@ class ContextKeeper:
         shorter = await self.compact(working, tools, summarize, None, 1, target=window)
         return (shorter if shorter is not None else working), True
 
-    async def after_overflow(
-        self,
-        working: list[Message],
-        tools: Sequence[ToolSpec],
-        summarize: Summarizer,
-        error: ContextOverflow,
-        round_: int,
-        window: int | None,
-    ) -> list[Message] | None:
-        """Compact after an overflow (round 1, 2, ... within one step); None when the strategy
-        has nothing left to shed."""
-        return await self.compact(
-            working, tools, summarize, error, round_, target=error.limit or window
-        )
-
     async def compact(
         self,
         working: list[Message],
@@ -111,6 +94,9 @@ class ContextKeeper:
         *,
         target: int | None,
     ) -> list[Message] | None:
+        """Compact `working` towards `target` tokens: before sending (`error` None), or after
+        the provider's overflow `error` (round 1, 2, ... within one step); None when the
+        strategy has nothing left to shed."""
         before = self.estimate(working, tools)
         reason: CompactionReason = "overflow" if error else "proactive"
         self.emit(CompactionStarted(reason=reason, tokens_before=before, strategy=self.name))
@@ -124,16 +110,10 @@ class ContextKeeper:
         )
         result = await self.strategy.compact(list(working), ctx)
         if result is None:
-            self.emit(
-                CompactionFinished(
-                    tokens_before=before,
-                    tokens_after=before,
-                    strategy=self.name,
-                    removed=0,
-                    ok=False,
-                    message="nothing left to shed",
-                )
+            nothing = CompactionResult(
+                working, before, before, self.name, 0, "nothing left to shed"
             )
+            self._finished(nothing, ok=False)
             return None
         self._finished(result)
         return result.messages
@@ -144,14 +124,14 @@ class ContextKeeper:
         if callable(observe) and reported:
             observe(estimate_tokens(request.messages, request.system, request.tools), reported)
 
-    def _finished(self, result: CompactionResult) -> None:
+    def _finished(self, result: CompactionResult, *, ok: bool = True) -> None:
         self.emit(
             CompactionFinished(
                 tokens_before=result.tokens_before,
                 tokens_after=result.tokens_after,
                 strategy=result.strategy,
                 removed=result.removed,
-                ok=True,
+                ok=ok,
                 message=result.note,
             )
         )

@@ -8,8 +8,6 @@ import os
 from .._core._messages import Message, load_session, save_session
 from ..errors import HostError
 
-__all__ = ["load_conversation", "save_conversation"]
-
 
 def save_conversation(
     path: str | os.PathLike[str],

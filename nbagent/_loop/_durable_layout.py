@@ -15,19 +15,6 @@ import time
 from ..errors import ConfigError
 from ._frame import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS
 
-__all__ = [
-    "BUSY_TIMEOUT_S",
-    "SCHEMA_VERSION",
-    "TABLE",
-    "LogTarget",
-    "busy",
-    "check_version",
-    "column_names",
-    "label_of",
-    "prepare_patiently",
-    "table_names",
-]
-
 LogTarget = str | os.PathLike[str] | sqlite3.Connection
 """A durable attempt log, as `Agent(log=...)`, `nbagent.watch(log=...)` and `read_attempts`
 take it: a SQLite file path (made when it does not exist), or an open `sqlite3.Connection`.

@@ -43,8 +43,6 @@ from ..errors import ConfigError, HostError
 from ._durable_layout import BUSY_TIMEOUT_S, TABLE, LogTarget, busy, label_of, prepare_patiently
 from ._frame import COLUMNS
 
-__all__ = ["DurableLog", "LogTarget"]
-
 LINGER_S = 0.005
 """How long the writer lets rows gather before a commit: rows reach the disk within a few ms."""
 
@@ -248,12 +246,6 @@ def _let_go_of(w: _Writer) -> bool:
         return True
 
 
-def _release(w: _Writer, timeout: float | None) -> None:
-    if _let_go_of(w):
-        w.queue.put(_STOP)
-        w.thread.join(timeout)
-
-
 def _dropped(w: _Writer) -> None:
     # A finalizer may run in any thread, at any allocation, even one holding `_writers_lock`
     # or the writer thread itself: it only queues a note (SimpleQueue.put is reentrant), and
@@ -351,8 +343,9 @@ class DurableLog:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        if w is not None:
-            _release(w, timeout)
+        if w is not None and _let_go_of(w):  # the last user: the writer commits and closes
+            w.queue.put(_STOP)
+            w.thread.join(timeout)
 
     def _report(self, w: _Writer | None = None) -> None:
         """Warn once per file and process that rows are no longer saved; the run goes on."""

@@ -7,8 +7,9 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable
-from datetime import date, datetime, timedelta
+from datetime import timedelta
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -24,8 +25,6 @@ from ._durable_layout import (
 )
 from ._frame import COLUMNS, ORIGIN_COLUMNS, coerce
 
-__all__ = ["read_attempts"]
-
 
 def _since_seconds(since: Any) -> float:
     """Unix seconds from a datetime, date, Timestamp, ISO string, timedelta (ago) or number."""
@@ -35,8 +34,6 @@ def _since_seconds(since: Any) -> float:
         return float(since)
     if isinstance(since, timedelta):
         return time.time() - since.total_seconds()
-    if isinstance(since, date) and not isinstance(since, datetime):
-        since = datetime(since.year, since.month, since.day)
     try:
         ts = pd.Timestamp(since)
     except (TypeError, ValueError) as exc:
@@ -82,7 +79,7 @@ def read_attempts(
             raise ConfigError(f"there is no attempt log at {path}")
         try:  # read-write but never create: a WAL file is only readable with its -shm
             conn = sqlite3.connect(
-                f"file:{_uri_path(path)}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S
+                f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=BUSY_TIMEOUT_S
             )
         except sqlite3.Error as exc:
             raise HostError(f"cannot open the attempt log {path}: {exc}") from exc
@@ -130,9 +127,3 @@ def _filters(since: Any, model: str | Iterable[str] | None) -> tuple[str, list[A
         )
         params += models + models
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
-def _uri_path(path: str) -> str:
-    from urllib.parse import quote
-
-    return quote(os.path.abspath(path))

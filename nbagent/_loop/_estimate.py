@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._messages import (
@@ -22,8 +23,6 @@ from .._core._messages import (
     ToolUseBlock,
 )
 from ..providers._base import ToolSpec
-
-__all__ = ["CHARS_PER_TOKEN", "IMAGE_TOKENS", "TokenEstimator", "estimate_tokens"]
 
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
@@ -59,6 +58,7 @@ def estimate_tokens(
     return chars // CHARS_PER_TOKEN + 1
 
 
+@dataclass(kw_only=True, eq=False)
 class TokenEstimator:
     """`estimate_tokens`, scaled by a ratio learned from what the provider reports.
 
@@ -71,37 +71,29 @@ class TokenEstimator:
     The heuristic is characters / 4; the ratio corrects it for the model's tokenizer, so the
     agent can compact before sending instead of waiting for an overflow.
 
-    Args:
-        ratio: The starting ratio.
+    Made with keywords only; out-of-range values are brought into range.
+
+    Attributes:
+        ratio: The ratio learned so far (given: the starting ratio).
         smoothing: How far each sample moves the ratio (0..1; 1 takes the latest alone).
         min_ratio: The smallest ratio allowed.
         max_ratio: The largest ratio allowed.
         min_sample: Requests estimated below this many tokens teach nothing.
-
-    Attributes:
-        min_ratio: The smallest ratio allowed.
-        max_ratio: The largest ratio allowed.
-        smoothing: How far each sample moves the ratio.
-        min_sample: The smallest estimate that teaches.
-        ratio: The ratio learned so far.
         samples: How many requests it learned from.
     """
 
-    def __init__(
-        self,
-        *,
-        ratio: float = 1.0,
-        smoothing: float = 0.5,
-        min_ratio: float = 0.75,
-        max_ratio: float = 4.0,
-        min_sample: int = 100,
-    ) -> None:
-        self.min_ratio = min_ratio
-        self.max_ratio = max(min_ratio, max_ratio)
-        self.smoothing = min(1.0, max(0.0, smoothing))
-        self.min_sample = max(1, min_sample)
-        self.ratio = self._clamp(ratio)
-        self.samples = 0
+    ratio: float = 1.0
+    smoothing: float = 0.5
+    min_ratio: float = 0.75
+    max_ratio: float = 4.0
+    min_sample: int = 100
+    samples: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self.max_ratio = max(self.min_ratio, self.max_ratio)
+        self.smoothing = min(1.0, max(0.0, self.smoothing))
+        self.min_sample = max(1, self.min_sample)
+        self.ratio = self._clamp(self.ratio)
 
     def __repr__(self) -> str:
         return f"TokenEstimator(ratio={self.ratio:.3f}, samples={self.samples})"

@@ -16,28 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._columns import Ints, RunIds, Words, numpy_of
-
-__all__ = [
-    "ACTIONS",
-    "CATEGORIES",
-    "COLUMNS",
-    "DTYPES",
-    "FLOAT_COLUMNS",
-    "INT_COLUMNS",
-    "ORIGIN_COLUMNS",
-    "OUTCOMES",
-    "PHASES",
-    "STRING_COLUMNS",
-    "WORD_COLUMNS",
-    "build_frame",
-    "cell",
-    "coerce",
-    "empty_frame",
-    "frame_from_records",
-    "new_columns",
-    "with_origin",
-]
+from ._columns import Ints, RunIds, Words, numpy_of, string_array
 
 DTYPES: dict[str, str] = {
     "run_id": "string",
@@ -98,15 +77,11 @@ _NAN = math.nan
 
 
 def _categorical(values: list[Any], categories: tuple[str, ...]) -> Any:
-    lookup: dict[Any, int] = {c: i for i, c in enumerate(categories)}
-    lookup[None] = -1
-    try:
-        codes = np.fromiter(map(lookup.__getitem__, values), dtype=np.int16, count=len(values))
-    except KeyError:  # a value outside the fixed categories: keep it, after the known ones
-        extra = sorted({v for v in values if v not in lookup})
-        return pd.Categorical(values, categories=[*categories, *extra])
-    cat: Any = pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(categories)))
-    return cat
+    """The fixed categories first; a value outside them is kept, after them (as in the log)."""
+    words = Words(categories)
+    for v in values:
+        words.append(v)
+    return words.array()
 
 
 WORD_COLUMNS: frozenset[str] = frozenset({"model", "error_kind", "tool_name"})
@@ -147,11 +122,7 @@ def _array(values: Any, order: Any) -> Any:
         return numpy_of(values, np.float64, order)
     if order is not None:
         values = [values[k] for k in order]
-    return _strings(values)
-
-
-def _strings(values: list[str | None]) -> Any:
-    return pd.array(np.array(values, dtype=object), dtype="string")
+    return string_array(values)
 
 
 def build_frame(
@@ -200,7 +171,9 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
         else:
             values = [None if _missing(v) else str(v) for v in col.tolist()]
             words = (
-                _categorical(values, CATEGORIES[name]) if name in CATEGORIES else _strings(values)
+                _categorical(values, CATEGORIES[name])
+                if name in CATEGORIES
+                else string_array(values)
             )
             data[name] = pd.Series(words, index=df.index, name=name)
     out: pd.DataFrame = pd.DataFrame(data).reset_index(drop=True)

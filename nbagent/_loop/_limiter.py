@@ -53,16 +53,6 @@ from ._rate_headers import request_limits
 from ._retry_budget import RetryBudget
 from ._slot_wait import sleep_for_slot, too_late
 
-__all__ = [
-    "RateLimiter",
-    "RetryBudget",
-    "limiter_key",
-    "reset_shared_limiters",
-    "shared_limiter",
-    "sleep_for_slot",
-    "too_late",
-]
-
 POLL_S = 0.02
 """How often a request held back behind a probe looks again."""
 MAX_STEP = 1.5
@@ -102,6 +92,7 @@ class RateLimiter:
         rejected: 429s seen.
         admitted: Successes seen.
         paced: Requests held back to keep the pace.
+        succeeded: `on_success`, by the name the `Pacer` seam calls it.
     """
 
     def __init__(
@@ -307,15 +298,6 @@ class RateLimiter:
         if held > 0:
             ask.on_wait(held, "held back while another request probes the rate limit")
 
-    def succeeded(self, now: float, headers: Mapping[str, str]) -> None:
-        """A request went through (the `Pacer` seam; see `on_success`).
-
-        Args:
-            now: When it ended.
-            headers: Its response headers.
-        """
-        self.on_success(now, headers)
-
     def failed(self, now: float, error: BaseException) -> None:
         """A sent request failed (the `Pacer` seam): a 429 teaches the limit.
 
@@ -442,6 +424,8 @@ class RateLimiter:
         # else: too few admissions yet; the measurement goes on over the next 429s
         self.interval = slower
 
+    succeeded = on_success  # a request went through: the `Pacer` seam's name for it
+
     def on_other(self) -> None:
         """An attempt ended without telling us about the limit (an error other than 429)."""
         with self._lock:
@@ -459,7 +443,7 @@ _by_clock: weakref.WeakKeyDictionary[object, dict[tuple[str, ...], RateLimiter]]
 _registry_lock = threading.Lock()
 
 
-def limiter_key(provider: object, clock: object = None) -> tuple[str, ...]:
+def limiter_key(provider: object) -> tuple[str, ...]:
     """Provider, endpoint and a fingerprint of the key (never the key itself): the provider's
     `rate_key` when it has one (every HTTP provider does), else its name."""
     key = getattr(provider, "rate_key", None)

@@ -34,16 +34,6 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
     from pydantic import TypeAdapter
 
-__all__ = [
-    "ANSWER_TOOL",
-    "WRAP_KEY",
-    "OutputMode",
-    "OutputSchema",
-    "OutputValidator",
-    "answer_text",
-    "issues_of",
-    "run_validators",
-]
 
 OutputMode = Literal["auto", "native", "tool", "prompted"]
 """How the schema reaches the model: `native` the provider's own constrained decoding, `tool`
@@ -243,8 +233,8 @@ class OutputSchema:
         if isinstance(schema, Mapping):
             try:
                 key = json.dumps(schema, sort_keys=True, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"output= schema is not plain JSON ({exc})") from None
+            except (TypeError, ValueError):
+                return OutputSchema(schema)  # which refuses it, saying why
             return cls._cached_json(key, _Given(json.dumps(schema)))
         try:
             hash(schema)
@@ -349,14 +339,18 @@ class OutputSchema:
         return self.parse(raw)
 
 
-def _by_pydantic(validate: Callable[[], Any], raw: str) -> Any:
-    """`validate()`: pydantic's check of an answer; its errors, and a model validator's own,
-    as `OutputInvalid`."""
+def _by_pydantic(
+    validate: Callable[[], Any],
+    raw: str,
+    own: tuple[type[Exception], ...] = (ValueError, TypeError, AssertionError),
+) -> Any:
+    """`validate()`: pydantic's check of an answer, or a validator of the user's; pydantic's
+    errors, and a validator's own (`own`), as `OutputInvalid`."""
     try:
         return validate()
     except _pydantic_error() as exc:
         raise OutputInvalid(issues_of(exc), raw) from None
-    except (ValueError, TypeError, AssertionError) as exc:  # a model validator's own
+    except own as exc:  # a model validator's own
         raise OutputInvalid([OutputIssue("", _sentence(exc))], raw) from None
 
 
@@ -392,12 +386,7 @@ def run_validators(value: Any, validators: Sequence[OutputValidator], raw: str) 
     `ValueError` or `AssertionError` makes it an `OutputInvalid` (reasked like a schema error).
     Other exceptions are bugs in the validator, and propagate."""
     for fn in validators:
-        try:
-            result = fn(value)
-        except _pydantic_error() as exc:
-            raise OutputInvalid(issues_of(exc), raw) from None
-        except (ValueError, AssertionError) as exc:
-            raise OutputInvalid([OutputIssue("", _sentence(exc))], raw) from None
+        result = _by_pydantic(functools.partial(fn, value), raw, (ValueError, AssertionError))
         if inspect.isawaitable(result):
             raise ConfigError(
                 f"output validator {getattr(fn, '__name__', fn)!r} is async; "

@@ -45,15 +45,6 @@ from ._output_schema import (
     run_validators,
 )
 
-__all__ = [
-    "Checked",
-    "OutputPlan",
-    "StructuredOutput",
-    "answer_limit",
-    "prompted_instructions",
-    "refuse_mode_without_output",
-]
-
 _MODES = ("auto", "native", "tool", "prompted")
 
 
@@ -258,11 +249,7 @@ class StructuredOutput:
             )
             raise AttemptFailure(err, text=raw, answered=sent)
         try:
-            if call is not None or not raw.strip():
-                value = self.schema.read(message, mode=plan.mode)
-            else:  # the text, already read out of the message
-                value = self.schema.parse(raw)
-            value = run_validators(value, self.validators, raw)
+            value = run_validators(self.schema.read(message, mode=plan.mode), self.validators, raw)
         except OutputInvalid as exc:
             err = OutputInvalid(exc.errors, raw, usage=completed.usage, answer=message)
             raise AttemptFailure(err, text=raw, answered=sent) from None
@@ -277,28 +264,23 @@ class StructuredOutput:
         failed = answer or Message.assistant(error.raw or "(no answer)")
         if before:
             failed = Message("assistant", (*before, *failed.blocks))
-        plan = self.plans[index]
         listed = "\n".join(f"- {e}" for e in error.errors)
         n = len(error.errors)
         head = f"{n} validation error{'s' if n != 1 else ''}"
-        if plan.mode == "tool":
+        kept = tuple(b for b in failed.blocks if isinstance(b, TextBlock) and b.text.strip())
+        again = "Answer again with the whole JSON, the errors fixed."
+        if self.plans[index].mode == "tool":
             call = next(
                 (b for b in failed.blocks if isinstance(b, ToolUseBlock) and b.name == ANSWER_TOOL),
                 None,
             )
-            kept = [b for b in failed.blocks if isinstance(b, TextBlock) and b.text.strip()]
             if call is not None:
-                answer = Message("assistant", (*kept, call))
                 text = f"{head}:\n{listed}\nCall {ANSWER_TOOL} again with the errors fixed."
                 result = ToolResultBlock(call.id, (TextBlock(text),), is_error=True)
-                return [answer, Message("user", (result,))]
-            answer = Message("assistant", tuple(kept) or (TextBlock("(no answer)"),))
-            ask = f"{head}:\n{listed}\nGive the answer by calling the {ANSWER_TOOL} tool."
-            return [answer, Message.user(ask)]
-        text_blocks = tuple(b for b in failed.blocks if isinstance(b, TextBlock))
-        answer = Message("assistant", text_blocks or (TextBlock("(no answer)"),))
-        ask = f"{head}:\n{listed}\nAnswer again with the whole JSON, the errors fixed."
-        return [answer, Message.user(ask)]
+                return [Message("assistant", (*kept, call)), Message("user", (result,))]
+            again = f"Give the answer by calling the {ANSWER_TOOL} tool."
+        answer = Message("assistant", kept or (TextBlock("(no answer)"),))
+        return [answer, Message.user(f"{head}:\n{listed}\n{again}")]
 
     def final_messages(self, completed: Completed, index: int) -> list[Message]:
         """What a tool-mode answer leaves in the conversation after the assistant's message:

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from ._output_schema import OutputMode, OutputSchema, OutputValidator
     from ._toolbox import Toolbox
 
-__all__ = ["AgentParts", "RunState"]
-
 
 @dataclass
 class RunState:

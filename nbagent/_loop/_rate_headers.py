@@ -8,8 +8,6 @@ from typing import NamedTuple
 
 from ..providers._server_wish import parse_duration
 
-__all__ = ["RequestLimits", "request_limits"]
-
 LIMIT = ("anthropic-ratelimit-requests-limit", "x-ratelimit-limit-requests")
 REMAINING = ("anthropic-ratelimit-requests-remaining", "x-ratelimit-remaining-requests")
 RESET = "x-ratelimit-reset-requests"

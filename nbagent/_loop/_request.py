@@ -6,9 +6,9 @@ failure (retry after a wait, compact and retry, fall back, fail), the rate limit
 request. Before the first attempt the conversation is brought inside the context window
 (`ContextKeeper.prepare` and `before_sending`); with `context_window=` given, a request the
 estimate still puts over the window after every compaction allowed is not sent but fails with
-`ContextOverflow`; an overflow the provider reports compacts it (`after_overflow`). The
-request is built afresh for every attempt from the current conversation, so a retry sends the
-same snapshot and a compacted conversation is what the next attempt sends.
+`ContextOverflow`; an overflow the provider reports compacts it (`ContextKeeper.compact`, given
+the error). The request is built afresh for every attempt from the current conversation, so a
+retry sends the same snapshot and a compacted conversation is what the next attempt sends.
 
 `Requester.summarize` is the summary request compaction asks for: phase "compaction", the same
 attempt loop, quiet (no deltas), its usage counted in the run's.
@@ -22,23 +22,20 @@ native form in `auto` mode gets the next form at once (`StructuredOutput.reform`
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._attempts import AttemptLoop, Emit, Fallback, Sent
+from .._core._attempts import AttemptLoop, Fallback, Sent
 from .._core._event_types import AttemptPhase
 from .._core._messages import Message
 from ..errors import ContextOverflow
-from ..events import FallbackStarted, ToolSourceUnavailable
+from ..events import Event, FallbackStarted, Stamp, ToolSourceUnavailable
 from ..providers import Completed, ModelRequest, Provider, ToolSpec
 from ._context import ContextKeeper
 from ._output_step import Checked, StructuredOutput, answer_limit
 from ._parts import AgentParts, RunState
 from ._stream import Streamed, stream_once
-
-__all__ = ["Requester"]
 
 SUMMARY_SYSTEM = "You summarise conversations faithfully and briefly."
 
@@ -59,7 +56,6 @@ class Requester:
 
     agent: AgentParts
     state: RunState
-    emit: Emit
     output: StructuredOutput | None = None
     keeper: ContextKeeper = field(init=False)
     _reported: set[str] = field(default_factory=set)  # tool sources announced unavailable
@@ -68,6 +64,12 @@ class Requester:
         a = self.agent
         self.keeper = ContextKeeper(
             a.compaction, system=a.system, threshold=a.compaction_threshold, emit=self.emit
+        )
+
+    def emit(self, event: Event) -> None:
+        """Deliver `event`, stamped with the run, its current turn and the clock's time."""
+        self.agent.events.emit(
+            event, Stamp(self.state.run_id, self.agent.clock.now(), self.state.turn)
         )
 
     @property
@@ -189,18 +191,15 @@ class Requester:
             return streamed
 
         def describe(streamed: Streamed) -> Sent:
-            sent = streamed.sent()
             if out is None or streamed.checked is None:
-                return sent
-            note = f"structured answer ({out.plans[index].why})"
-            return dataclasses.replace(
-                sent, message="; ".join(m for m in (sent.message, note) if m)
-            )
+                return streamed.sent()
+            return streamed.sent(f"structured answer ({out.plans[index].why})")
 
         async def compact(error: ContextOverflow) -> bool:
             step.compactions += 1
-            shorter = await self.keeper.after_overflow(
-                step.working, step.tools, self.summarize, error, step.compactions, self._window()
+            target = error.limit or self._window()
+            shorter = await self.keeper.compact(
+                step.working, step.tools, self.summarize, error, step.compactions, target=target
             )
             if shorter is None:
                 return False

@@ -13,8 +13,6 @@ from .._core._budget import Usage
 from .._core._messages import Message
 from ..errors import Aborted
 
-__all__ = ["OutputT", "RunHandle", "RunResult"]
-
 OutputT = TypeVar("OutputT", default=str)
 """The type of a run's answer: `str` for plain text, the schema's type with `output=Review`
 (`Agent[Review]`, `RunResult[Review]`), `dict[str, Any]` for a JSON Schema dict."""

@@ -11,8 +11,6 @@ import contextvars
 import threading
 from dataclasses import dataclass, field
 
-__all__ = ["RetryBudget"]
-
 # The retry cost this task (this agent run) last drew from a budget: refunded on its success.
 _drawn: contextvars.ContextVar[tuple[int, float] | None] = contextvars.ContextVar(
     "nbagent_retry_drawn", default=None

@@ -32,23 +32,15 @@ from ..errors import (
     OutputTruncated,
 )
 from ..events import BudgetWarning, MessageCommitted, RunFinished
-from ._parts import AgentParts
 from ._request import Requester
 from ._results import RunResult
+from ._stream import has_content
 from ._tools import ToolCall
 
-__all__ = ["Run"]
 
-
-class Run:
-    """One run of `agent`, its requests made by `requester`."""
-
-    def __init__(self, agent: AgentParts, requester: Requester) -> None:
-        self.agent = agent
-        self.requester = requester
-        self.state = requester.state
-        self.emit = requester.emit
-        self.output = requester.output
+class Run(Requester):
+    """One run: the steps, over the run's requests (`Requester`: the agent, the run's state,
+    where its events go, and the structured answer asked for)."""
 
     async def __call__(self, user: Message) -> RunResult[Any]:
         state = self.state
@@ -82,7 +74,7 @@ class Run:
             end_reason,
             state.run_id,
             state.turn,
-            self.requester.model,
+            self.model,
             # a plain-text run's output is its text (RunResult[str]), as in pydantic-ai
             output=final_text if self.output is None else self._value,
             reasks=state.reasks,
@@ -101,7 +93,7 @@ class Run:
                 state.turn += 1  # a reask is the same turn, asked again
             sent = [*pending, *tail]
             try:
-                completed, working, checked = await self.requester.next_message(
+                completed, working, checked = await self.next_message(
                     self.agent.history + sent, reasks_left=retries - state.reasks
                 )
             except Reask as reask:
@@ -121,7 +113,7 @@ class Run:
                 paused = None
             if checked is not None and self.output is not None:
                 self._value = checked.value
-                index = self.requester.state.model_index
+                index = self.state.model_index
                 new = [*pending, assistant, *self.output.final_messages(completed, index)]
                 self._commit(history, new)
                 added += new
@@ -132,7 +124,7 @@ class Run:
                 self._check_budget()
                 continue
             truncated = completed.stop_reason == "max_tokens"
-            if truncated and not (assistant.text.strip() or assistant.tool_uses):
+            if truncated and not has_content(assistant):
                 resumes += 1
                 if resumes > self.agent.max_length_resumes:
                     raise LengthResumeExhausted(
@@ -163,7 +155,7 @@ class Run:
         self._check_budget()
         assert self.output is not None
         before = paused.blocks if paused is not None else ()
-        return self.output.reask(error, self.requester.state.model_index, before)
+        return self.output.reask(error, self.state.model_index, before)
 
     async def _tool_results(self, calls: list[ToolCall]) -> Message:
         """Run the calls; their results (and the budget's wrap-up note) as one user message."""
@@ -200,7 +192,7 @@ class Run:
             RunFinished(
                 end_reason=end_reason,
                 usage=self.state.usage,
-                model=self.requester.model,
+                model=self.model,
                 error=error,
                 message=message,
                 final_text=final_text,

@@ -17,29 +17,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._core._clock import Clock
 from .._core._messages import Message
-from .._core._pacing import Pacer
 from .._core._presenter import LiveView, presenter
 from ..errors import Aborted, ConfigError
-from ..events import Event, RunStarted, Stamp
-from ..providers import Provider
-from ._limiter import shared_limiter
+from ..events import RunStarted
 from ._output_schema import OutputSchema
 from ._output_step import StructuredOutput
 from ._parts import AgentParts, RunState
-from ._request import Requester
 from ._results import RunHandle, RunResult
 from ._run import Run
-
-__all__ = [
-    "pacer_of",
-    "run_in_background",
-    "run_once",
-    "run_shown",
-    "run_synchronously",
-    "structured_output",
-]
 
 
 async def run_shown(
@@ -112,8 +98,10 @@ def run_synchronously(
 
 
 def _view(show: bool | None, stop: Callable[[], None] | None = None) -> LiveView | None:
-    """The run's live view, opened now (None where it is not shown); `stop` is its Stop button."""
-    return presenter().open(stop) if _showing(show) else None
+    """The run's live view, opened now (None where it is not shown); `stop` is its Stop button.
+    `show=None` means: show the run where a presenter can (in a notebook)."""
+    shown = presenter().active() if show is None else show
+    return presenter().open(stop) if shown else None
 
 
 @contextlib.contextmanager
@@ -154,9 +142,9 @@ async def run_once(agent: AgentParts, prompt: str | Message, output: Any = None)
     agent._run = state
     agent.toolbox.retry_unavailable()  # a server that could not start may be up by now
     try:
-        emit = _emitter(agent, state)
-        emit(RunStarted(prompt=user.text, model=agent.models[0], agent_id=agent.agent_id))
-        return await Run(agent, Requester(agent, state, emit, structured))(user)
+        run = Run(agent, state, structured)
+        run.emit(RunStarted(prompt=user.text, model=agent.models[0], agent_id=agent.agent_id))
+        return await run(user)
     finally:
         agent._run = None
 
@@ -176,31 +164,6 @@ def structured_output(
         providers=agent._providers,
         tools=tools,
     )
-
-
-def pacer_of(limiter: Pacer | bool, provider: Provider, clock: Clock) -> Pacer | None:
-    """What paces requests to `provider`: the process-wide shared limiter for its endpoint and
-    key (`limiter=True`), the one given, or None (`limiter=False`)."""
-    if limiter is False:
-        return None
-    if limiter is not True:
-        return limiter
-    return shared_limiter(provider, clock)
-
-
-def _emitter(agent: AgentParts, state: RunState) -> Callable[[Event], None]:
-    """Deliver an event stamped with the run, its current turn and the clock's time."""
-    bus, clock = agent.events, agent.clock
-
-    def emit(event: Event) -> None:
-        bus.emit(event, Stamp(state.run_id, clock.now(), state.turn))
-
-    return emit
-
-
-def _showing(show: bool | None) -> bool:
-    """`show=None` means: show the run where a presenter can (in a notebook)."""
-    return presenter().active() if show is None else show
 
 
 def _mark_retrieved(task: asyncio.Task[RunResult[Any]]) -> None:

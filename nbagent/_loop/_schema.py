@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
     from pydantic import BaseModel
 
-__all__ = ["ArgumentCheck", "BadArguments", "ToolSignature", "first_few", "signature_of"]
 
 _MAX_PROBLEMS = 5
 T = TypeVar("T")
@@ -307,20 +306,19 @@ def _short(value: Any, limit: int = 60) -> str:
     return shortened(repr(value), limit)
 
 
+_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (type(None), "null"),
+    (bool, "a boolean"),  # before int: a bool is one
+    ((int, float), "a number"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "an object"),
+)
+"""A JSON value's kind, as a problem names it (the first that matches)."""
+
+
 def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    return next((kind for t, kind in _KINDS if isinstance(value, t)), type(value).__name__)
 
 
 def _types(value: Any) -> str:

@@ -12,8 +12,6 @@ from .._core._clock import Clock
 from .._core._pacing import PaceRequest
 from ..errors import RateLimited
 
-__all__ = ["LATE_NOTE", "LATE_S", "sleep_for_slot", "too_late", "too_long"]
-
 LATE_S = 0.05
 """How late past its time a paced slot may still be spent: an event loop's jitter on a busy
 machine. See `too_late`."""

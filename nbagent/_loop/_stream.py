@@ -30,8 +30,6 @@ from ..providers import (
     ToolCallPart,
 )
 
-__all__ = ["Streamed", "empty_reply", "stream_once"]
-
 
 class Streamed:
     """A successful attempt: the provider's `Completed`, the time to its first part, and its
@@ -44,8 +42,9 @@ class Streamed:
         self.ttft_s = ttft_s
         self.checked: Any = None
 
-    def sent(self) -> Sent:
-        """What the attempt loop announces of it, and tells the pacer."""
+    def sent(self, note: str = "") -> Sent:
+        """What the attempt loop announces of it (with `note` after the reading's own), and
+        tells the pacer."""
         c = self.completed
         return Sent(
             c.usage,
@@ -54,7 +53,7 @@ class Streamed:
             self.ttft_s,
             c.stop_reason,
             c.headers,
-            c.note,
+            "; ".join(m for m in (c.note, note) if m),
             c.status_code,
         )
 
@@ -64,7 +63,7 @@ class Streamed:
 _MAY_BE_EMPTY = frozenset({"max_tokens", "pause_turn"})
 
 
-def _has_content(message: Message) -> bool:
+def has_content(message: Message) -> bool:
     """Text or a tool call: thinking, redacted thinking and opaque provider state alone are
     not an answer (a reasoning-only reply would end the run with nothing to show)."""
     return bool(message.text.strip() or message.tool_uses)
@@ -73,7 +72,7 @@ def _has_content(message: Message) -> bool:
 def empty_reply(completed: Completed, provider: str) -> EmptyResponse | None:
     """The error of a reply with nothing in it (no text, no tool call), or None: the same test
     for a live reply and a batch item's."""
-    if _has_content(completed.message) or completed.stop_reason in _MAY_BE_EMPTY:
+    if has_content(completed.message) or completed.stop_reason in _MAY_BE_EMPTY:
         return None
     return EmptyResponse(
         "the model returned an empty message",
@@ -81,6 +80,10 @@ def empty_reply(completed: Completed, provider: str) -> EmptyResponse | None:
         status_code=200,
         request_id=completed.request_id,
     )
+
+
+def _quiet(event: Event) -> None:
+    """Where a quiet attempt's deltas go: nowhere."""
 
 
 async def stream_once(
@@ -92,6 +95,7 @@ async def stream_once(
     emit: Callable[[Event], None] | None,
 ) -> Streamed:
     """Run one attempt; `emit=None` keeps it quiet (no delta events)."""
+    tell = emit if emit is not None else _quiet
     text: list[str] = []
     thinking: list[str] = []
     t0 = clock.now()
@@ -104,23 +108,20 @@ async def stream_once(
                 ttft = clock.now() - t0
             if isinstance(part, TextPart):
                 text.append(part.text)
-                if emit is not None:
-                    emit(TextDelta(text=part.text, attempt=attempt))
+                tell(TextDelta(text=part.text, attempt=attempt))
             elif isinstance(part, ThinkingPart):
                 thinking.append(part.text)
-                if emit is not None:
-                    emit(ThinkingDelta(text=part.text, attempt=attempt))
+                tell(ThinkingDelta(text=part.text, attempt=attempt))
             elif isinstance(part, ToolCallPart):
-                if emit is not None:
-                    emit(
-                        ToolCallDelta(
-                            index=part.index,
-                            call_id=part.call_id,
-                            name=part.name,
-                            arguments=part.arguments,
-                            attempt=attempt,
-                        )
+                tell(
+                    ToolCallDelta(
+                        index=part.index,
+                        call_id=part.call_id,
+                        name=part.name,
+                        arguments=part.arguments,
+                        attempt=attempt,
                     )
+                )
             elif isinstance(part, Completed):
                 completed = part
         if completed is None:

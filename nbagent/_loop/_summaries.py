@@ -11,7 +11,6 @@ from .._core._messages import (
     ImageBlock,
     Message,
     TextBlock,
-    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -25,8 +24,6 @@ from ._compaction import (
     tool_names,
 )
 from ._estimate import TokenEstimator
-
-__all__ = ["SUMMARY_MARKER", "DefaultCompaction", "Summarize", "render_transcript"]
 
 SUMMARY_MARKER = "[Summary of the earlier conversation"
 SUMMARY_ACK = (
@@ -72,8 +69,7 @@ def render_transcript(
                     label = "error from" if b.is_error else "result of"
                     name = names.get(b.tool_use_id, "a tool")
                     lines.append(f"Tool {label} {name}: {_clip(b.text, limit)}")
-                elif isinstance(b, ThinkingBlock):
-                    continue
+                # (thinking is left out: the summary is of what was said and done)
         text = "\n".join(lines)
         if max_chars is None or len(text) <= max_chars:
             return text
@@ -108,31 +104,7 @@ def _cut_points(messages: Sequence[Message]) -> list[int]:
     return points
 
 
-class _Stubbing(_Estimating):
-    """A built-in strategy that stubs old tool output (`StubOldToolOutput`), at least as its
-    fallback: the cutoff the stubs remember applies before every request."""
-
-    def _stubber(self) -> StubOldToolOutput | None:
-        """The stubbing strategy, or None (a summary without `fallback_to_stubs`)."""
-        raise NotImplementedError
-
-    async def prepare(
-        self, messages: list[Message], ctx: CompactionContext
-    ) -> CompactionResult | None:
-        """Apply the stubs' remembered cutoff before a request (a summary is not redone).
-
-        Args:
-            messages: The conversation that is about to be sent.
-            ctx: What else counts against the window.
-
-        Returns:
-            The result, or None when nothing changes.
-        """
-        stubs = self._stubber()
-        return None if stubs is None else await stubs.prepare(messages, ctx)
-
-
-class Summarize(_Stubbing):
+class Summarize(_Estimating):
     """Ask the model for a summary of the oldest turns; one user message holds it.
 
     The cut is made where the kept part starts with a user message that holds no tool results,
@@ -184,8 +156,20 @@ class Summarize(_Stubbing):
     def __repr__(self) -> str:
         return f"Summarize(summary_words={self.summary_words})"
 
-    def _stubber(self) -> StubOldToolOutput | None:
-        return self.stubs
+    async def prepare(
+        self, messages: list[Message], ctx: CompactionContext
+    ) -> CompactionResult | None:
+        """Apply the fallback stubs' remembered cutoff before a request (a summary is not
+        redone).
+
+        Args:
+            messages: The conversation that is about to be sent.
+            ctx: What else counts against the window.
+
+        Returns:
+            The result, or None when nothing changes (or there are no fallback stubs).
+        """
+        return None if self.stubs is None else await self.stubs.prepare(messages, ctx)
 
     async def compact(
         self, messages: list[Message], ctx: CompactionContext
@@ -288,7 +272,7 @@ def _instead_of_summary(
 # -- the default ---------------------------------------------------------------------------------
 
 
-class DefaultCompaction(_Stubbing):
+class DefaultCompaction(_Estimating):
     """Stubs first; a summary when stubs cannot get below the target; stubs alone if the
     summary fails. What `Agent` uses when `compaction=None`.
 
@@ -341,8 +325,19 @@ class DefaultCompaction(_Stubbing):
         """Forget the stubs' remembered cutoff."""
         self.stub.reset()
 
-    def _stubber(self) -> StubOldToolOutput | None:
-        return self.stub
+    async def prepare(
+        self, messages: list[Message], ctx: CompactionContext
+    ) -> CompactionResult | None:
+        """Apply the stubs' remembered cutoff before a request (a summary is not redone).
+
+        Args:
+            messages: The conversation that is about to be sent.
+            ctx: What else counts against the window.
+
+        Returns:
+            The result, or None when nothing changes.
+        """
+        return await self.stub.prepare(messages, ctx)
 
     async def compact(
         self, messages: list[Message], ctx: CompactionContext

@@ -26,8 +26,6 @@ from ..providers._base import ToolSpec
 from ._checks import PendingCheck, builder
 from ._tools import ADVICE, Tool, ToolCall, ToolOutcome, ToolSource, exc_text, to_parts, tool
 
-__all__ = ["Toolbox"]
-
 
 class Toolbox:
     """The tools of one agent: functions and sources, filtered by `allowed_tools`."""
@@ -65,10 +63,11 @@ class Toolbox:
         if default_timeout is not None and not is_positive(default_timeout):
             raise ConfigError("tool_timeout must be a positive number of seconds")
         self.default_timeout = default_timeout
-        self._source_specs: dict[str, tuple[ToolSource, ToolSpec]] = {}
+        # a source's tool: its source, its spec, and its argument check (compiled off the loop
+        # from the moment it is listed, before the model asks for a call)
+        self._source_specs: dict[str, tuple[ToolSource, ToolSpec, PendingCheck]] = {}
         self._pending: list[ToolSource] = list(self.sources)  # not listed yet
         self.unavailable: dict[str, str] = {}  # source name -> why it offers no tools
-        self._checks: dict[str, PendingCheck] = {}  # a source tool's schema, compiled once
         for t in self.tools.values():
             t.check()  # compiled off the loop from now on, before the model asks for a call
 
@@ -101,10 +100,9 @@ class Toolbox:
                     self.unavailable[src.name] = str(reason)
             for spec in listed:
                 if spec.name not in self.tools:
-                    self._source_specs[spec.name] = (src, spec)
-                    self._source_check(spec.name)  # compiled off the loop from now on
+                    self._source_specs[spec.name] = (src, spec, builder.submit(spec.input_schema))
         out = [t.spec() for t in self.tools.values()]
-        out += [spec for _, spec in self._source_specs.values()]
+        out += [spec for _, spec, _ in self._source_specs.values()]
         return [s for s in out if self.allowed is None or s.name in self.allowed]
 
     @property
@@ -156,14 +154,7 @@ class Toolbox:
     def _argument_problems(self, call: ToolCall) -> list[str]:
         if call.name in self.tools:
             return self.tools[call.name].argument_problems(call.input)
-        return self._source_check(call.name).result().problems(call.input)
-
-    def _source_check(self, name: str) -> PendingCheck:
-        schema = self._source_specs[name][1].input_schema
-        check = self._checks.get(name)
-        if check is None or check.schema is not schema:  # (a source listed again)
-            check = self._checks[name] = builder.submit(schema)
-        return check
+        return self._source_specs[call.name][2].result().problems(call.input)
 
     async def _checks_ready(self, calls: Sequence[ToolCall]) -> None:
         """Wait (without blocking the loop) for the checks these calls need, if the builder
@@ -172,7 +163,7 @@ class Toolbox:
             if c.name in self.tools:
                 await self.tools[c.name].check().wait()
             elif c.name in self._source_specs:
-                await self._source_check(c.name).wait()
+                await self._source_specs[c.name][2].wait()
 
     async def _run_function(self, call: ToolCall) -> ToolOutcome:
         t = self.tools[call.name]

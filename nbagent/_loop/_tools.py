@@ -22,17 +22,6 @@ from ..providers._base import ToolSpec
 from ._checks import PendingCheck, builder
 from ._schema import BadArguments, ToolSignature, signature_of
 
-__all__ = [
-    "ADVICE",
-    "Tool",
-    "ToolCall",
-    "ToolOutcome",
-    "ToolSource",
-    "exc_text",
-    "to_parts",
-    "tool",
-]
-
 ADVICE = "You may fix the arguments, try a different tool, or explain the failure to the user."
 ResultParts = tuple[TextBlock | ImageBlock, ...]
 """A tool result's content: text and image blocks, in order."""

@@ -9,13 +9,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mcp.shared.exceptions import MCPError
 
-__all__ = [
-    "is_connection_closed",
-    "mcp_error_class",
-    "preload",
-    "unwrap",
-]
-
 
 def mcp_error_class() -> type[MCPError]:
     from mcp.shared.exceptions import MCPError  # imported late: the SDK takes a second

@@ -12,8 +12,6 @@ from .._loop._tools import ToolCall, ToolOutcome
 from ..providers._base import ToolSpec
 from ..providers._error_text import redact
 
-__all__ = ["to_outcome", "to_specs"]
-
 log = logging.getLogger("nbagent._mcp")
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

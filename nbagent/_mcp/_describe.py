@@ -12,8 +12,6 @@ from typing import Any
 from ._compat import is_connection_closed, mcp_error_class
 from ._session import Connection, Endpoint
 
-__all__ = ["describe_failure", "describe_start_error", "start_failure"]
-
 
 def describe_failure(
     conn: Connection, status: str, value: Any, tool: str | None, restarts: int, max_restarts: int

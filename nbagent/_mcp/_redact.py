@@ -10,8 +10,6 @@ from urllib.parse import urlparse
 
 from ..providers._error_text import redact
 
-__all__ = ["guard_logs", "header_secrets", "redact_argv", "redact_url"]
-
 _SECRET = re.compile(r"(key|token|secret|passw|auth|bearer|credential)", re.IGNORECASE)
 
 

@@ -24,8 +24,6 @@ from .._core._words import shortened
 from ..providers._error_text import redact
 from ._compat import is_connection_closed, unwrap
 
-__all__ = ["STOP", "Connection", "Endpoint", "Request"]
-
 log = logging.getLogger("nbagent._mcp")
 
 _STDERR_TAIL_BYTES = 4000

@@ -45,8 +45,6 @@ from ._describe import describe_failure, describe_start_error, start_failure
 from ._redact import guard_logs, header_secrets, redact_argv, redact_url
 from ._session import SETTLE_AFTER_LOSS_S, STOP, Connection, Endpoint, Request
 
-__all__ = ["MCPSource"]
-
 log = logging.getLogger("nbagent._mcp")
 
 _STOP_TIMEOUT_S = 15.0  # the SDK's own stdio shutdown is bounded at about 5 s

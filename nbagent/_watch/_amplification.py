@@ -32,8 +32,6 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["OUTER_RETRY_WINDOW_S", "Amplification", "RetryAmplification", "Who", "warn"]
-
 OUTER_RETRY_WINDOW_S = 120.0
 """How long after a failed logical call the same request still counts as an outer retry of it
 (longer than any wait a retrying layer should take: nbagent's `max_retry_after` is 60 s)."""
@@ -96,9 +94,8 @@ _FRAME_TYPES = {
 class Amplification:
     """The intended calls of one watched client (see the module docstring); thread-safe."""
 
-    def __init__(self, who: Who, *, window: float = OUTER_RETRY_WINDOW_S) -> None:
+    def __init__(self, who: Who) -> None:
         self.who = who
-        self.window = window
         self.warned = False
         self._lock = threading.Lock()
         self._tries: dict[str, _Try] = {}
@@ -117,7 +114,7 @@ class Amplification:
             same = [
                 x
                 for x in self._waiting.pop(key, [])
-                if x.ended is None or t - x.ended <= self.window
+                if x.ended is None or t - x.ended <= OUTER_RETRY_WINDOW_S
             ]
             failed = [x for x in same if x.ended is not None]
             if failed and len(failed) == len(same):  # none of them running

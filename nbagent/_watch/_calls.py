@@ -7,16 +7,17 @@ or `AttemptFailed`; a logical call (the SDK's first attempt and its retries) is 
 failure; either way only within one thread or task (a context variable remembers the call in
 flight there), so concurrent calls never mix. A failure the SDK will retry is followed by an
 `SDKRetryScheduled` with the wait the SDK's rule gives; the wait it really took is measured
-when the next attempt arrives (`CallLog.waits`). Logical calls an outer layer sent again, from
-any thread or task, are grouped into intended calls (`_amplification`).
+when the next attempt arrives (and handed to `after_wait`). Logical calls an outer layer sent
+again, from any thread or task, are grouped into intended calls (`_amplification`).
 
 `nbagent_action` is what nbagent would have done with the same failure: `decide` under the
 default `RetryPolicy`.
 
 A guarded client (`nbagent.guard`) decides for itself: its transport binds each exchange it
-sends to its logical call (`GuardSlot`), announces its decisions through `guarded_event`, and
-ends a call it gave up on with `guard_gave_up`; a failure before the reply was handed to the
-SDK is the guard's to announce, one after it is announced here, as final.
+sends to its logical call (a guarded `_Attempt`, made before sending), announces its decisions
+through `guarded_event`, and ends a call it gave up on with `guard_gave_up`; a failure before
+the reply was handed to the SDK is the guard's to announce, one after it is announced here, as
+final.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import itertools
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from .._core._attempts import AttemptLabels, usage_fields
@@ -51,8 +52,6 @@ from ._reading import Ending, ReplyReader, RequestFacts, read_request, transport
 from ._sdk import GUARD, SdkRules
 from ._transport import StreamClosed
 
-__all__ = ["CallLog", "GuardSlot"]
-
 _POLICY = RetryPolicy()
 
 
@@ -61,42 +60,28 @@ class _Call:
     run_id: str
     facts: RequestFacts
     attempts: int = 0
-    open: bool = True
     # the end of the last attempt, when it failed and the SDK retries
     failed_at: float | None = None
     usage: Usage = field(default_factory=Usage)
 
 
-@dataclass
-class _Cell:
-    call: _Call | None = None
-
-
-@dataclass
-class GuardSlot:
-    """What a guarded transport tells the call log about the exchange it is sending: the
-    logical call, the attempt's number, whether the reply is the SDK's now (`handed`), and
-    whether the guard has announced how the attempt failed (`decided`)."""
-
-    call: _Call
-    n: int
-    attempt: _Attempt | None = None
-    handed: bool = False
-    decided: bool = False
-
-
 @dataclass(slots=True, eq=False, repr=False)
 class _Attempt:
     """One exchange, as the watcher hears it (an `Exchange` of `_transport`): the call log
-    that hears it, its logical call, what the request was, its number, when it started, and a
-    guarded client's slot."""
+    that hears it, its logical call, what the request was, its number and when it started.
+
+    A guarded client's transport makes it before sending (`guarded`), binds it to the exchange
+    it sends (`CallLog.guarded`), and marks whether the reply is the SDK's now (`handed`) and
+    whether the guard has announced how the attempt failed (`decided`)."""
 
     _log: CallLog
     call: _Call
     facts: RequestFacts
     n: int
     started: float
-    slot: GuardSlot | None = None
+    guarded: bool = False
+    handed: bool = False
+    decided: bool = False
     reader: ReplyReader | None = field(default=None, init=False)
     status: int | None = field(default=None, init=False)
     ttft: float | None = field(default=None, init=False)
@@ -133,43 +118,37 @@ class _Attempt:
         return reader.ending(), False
 
 
+@dataclass(eq=False, repr=False)
 class CallLog:
     """Groups a watched client's exchanges into calls and emits their events on `bus`.
 
-    `waits` maps (run_id, attempt) to the wait the SDK took after that attempt; `nbagent_actions`
-    maps it to what nbagent would have done. Emission is serialised: a client used from many
-    threads still gives one ordered stream.
+    `after_wait` is told (run_id, attempt) and the wait the SDK took after that attempt, when
+    the next attempt shows it; `nbagent_actions` maps (run_id, attempt) to what nbagent would
+    have done. Emission is serialised: a client used from many threads still gives one ordered
+    stream.
     """
 
-    def __init__(
-        self,
-        bus: EventBus,
-        rules: SdkRules,
-        *,
-        name: str,
-        now: Callable[[], float],
-        after_wait: Callable[[tuple[str, int], float], None] | None = None,
-    ) -> None:
-        self.bus = bus
-        self.rules = rules
-        self.name = name
-        self.now = now
-        self.after_wait = after_wait
-        self.amplification = Amplification(_who(rules))
-        self.guarded: contextvars.ContextVar[GuardSlot | None] = contextvars.ContextVar(
-            f"nbagent_guard_{name}", default=None
+    bus: EventBus
+    rules: SdkRules
+    _: KW_ONLY
+    name: str
+    now: Callable[[], float]
+    after_wait: Callable[[tuple[str, int], float], None]
+
+    def __post_init__(self) -> None:
+        self.amplification = Amplification(_who(self.rules))
+        self.guarded: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar(
+            f"nbagent_guard_{self.name}", default=None
         )
         self._warnings: list[str] = []
-        self.waits: dict[tuple[str, int], float] = {}
         self.nbagent_actions: dict[tuple[str, int], str] = {}
-        self.reasons: dict[tuple[str, int], str] = {}
-        self._current: contextvars.ContextVar[_Cell | None] = contextvars.ContextVar(
-            f"nbagent_watch_{name}", default=None
+        self._current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+            f"nbagent_watch_{self.name}", default=None
         )
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
         self._rng = random.Random(0)
-        self._open: dict[str, _Call] = {}
+        self._open: dict[str, _Call] = {}  # the calls not ended, by run id
 
     def settle(self) -> None:
         """End every call still waiting for a retry that never came (the watch is over)."""
@@ -200,8 +179,7 @@ class CallLog:
 
     def _new_call(self, facts: RequestFacts, t: float) -> _Call:
         call = _Call(f"{self.name}-{next(self._ids)}", facts)
-        # a cell of this context's own (tasks inherit their parent's: never share one)
-        self._current.set(_Cell(call))
+        self._current.set(call)  # the call in flight in this thread or task
         self._open[call.run_id] = call
         intended, layer = self.amplification.begin(call.run_id, facts.key, t, facts.model)
         self._emit(
@@ -220,15 +198,19 @@ class CallLog:
     # -- the observer factory of the transport ---------------------------------------------
 
     def __call__(self, request: Any, t: float) -> _Attempt:
-        slot = self.guarded.get()
-        if slot is not None:
-            return self._guarded_attempt(slot, t)
+        a = self.guarded.get()
+        if a is not None:  # a guarded client's attempt, made before it was sent
+            a.started = t
+            with self._lock:
+                self.amplification.request(a.call.run_id)
+                a.call.attempts = max(a.call.attempts, a.n)
+            return a
         facts = read_request(request)
-        cell = self._current.get()
+        call = self._current.get()
         with self._lock:
-            call = cell.call if cell is not None else None
             if call is not None and not self._continues(call, facts):
-                if call.open:  # the SDK moved on without the retry it was expected to make
+                # the SDK moved on without the retry it was expected to make
+                if call.run_id in self._open:
                     self._finish(call, t, "error", "", "the client sent no further attempt")
                 call = None
             if call is None:
@@ -237,12 +219,8 @@ class CallLog:
             call.attempts += 1
             n = call.attempts
             if call.failed_at is not None:
-                waited = max(0.0, t - call.failed_at)
-                key = (call.run_id, n - 1)
-                self.waits[key] = waited
+                self.after_wait((call.run_id, n - 1), max(0.0, t - call.failed_at))
                 call.failed_at = None
-                if self.after_wait is not None:
-                    self.after_wait(key, waited)
             self._emit(
                 AttemptStarted(**self._labels(n, facts.model)),
                 call.run_id,
@@ -252,7 +230,7 @@ class CallLog:
         return _Attempt(self, call, facts, n, t)
 
     def _continues(self, call: _Call, facts: RequestFacts) -> bool:
-        if not call.open or call.failed_at is None:
+        if call.run_id not in self._open or call.failed_at is None:
             return False
         if facts.retry_count is not None:
             return facts.retry_count == call.attempts
@@ -263,8 +241,7 @@ class CallLog:
     def attempt_ended(self, a: _Attempt, result: tuple[Ending, bool], t: float) -> None:
         ending, cancelled = result
         a.ending = result
-        slot = a.slot
-        if ending.error is not None and slot is not None and (slot.decided or not slot.handed):
+        if ending.error is not None and a.guarded and (a.decided or not a.handed):
             return  # the guard decides about it and announces it (`guarded_event`)
         with self._lock:
             if ending.error is None:
@@ -282,15 +259,6 @@ class CallLog:
         with self._lock:
             return self._new_call(facts, t), facts
 
-    def _guarded_attempt(self, slot: GuardSlot, t: float) -> _Attempt:
-        call = slot.call
-        with self._lock:
-            self.amplification.request(call.run_id)
-            call.attempts = max(call.attempts, slot.n)
-        a = _Attempt(self, call, call.facts, slot.n, t, slot)
-        slot.attempt = a
-        return a
-
     def guarded_event(self, call: _Call, event: Event) -> None:
         """An event of the guard's attempt loop for `call`: stamped and told, except the
         success, which is told here when the reply has been read to its end."""
@@ -299,13 +267,12 @@ class CallLog:
         with self._lock:
             if isinstance(event, AttemptFailed):
                 self.nbagent_actions[(call.run_id, event.attempt)] = event.action
-                self.reasons[(call.run_id, event.attempt)] = event.message
             self._emit(event, call.run_id, self.now())
 
     def guard_gave_up(self, call: _Call, error: BaseException) -> None:
         """The guard's decision about `call`'s last attempt was final: the call ends."""
         with self._lock:
-            if call.open:
+            if call.run_id in self._open:
                 end = "cancelled" if isinstance(error, Aborted) else "error"
                 self._finish(call, self.now(), end, type(error).__name__, _message(error))
         self._warn()
@@ -341,14 +308,14 @@ class CallLog:
         assert err is not None
         headers = a.reader.headers if a.reader is not None else None
         key = (call.run_id, a.n)
-        decision = decide(Failure(err, AttemptState(a.n)), _POLICY, rng=self._rng)
+        failure = Failure(err, AttemptState(a.n), idempotent=f.idempotent)
+        decision = decide(failure, _POLICY, rng=self._rng)
         # a guarded reply that broke once it was the SDK's: nbagent's own decision is final
-        self.nbagent_actions[key] = decision.action if a.slot is None else "fail"
+        self.nbagent_actions[key] = "fail" if a.guarded else decision.action
         retries = not cancelled and self.rules.will_retry(a.status, headers, err, a.n)
         kind, message = type(err).__name__, _message(err)
         retry_after = err.retry_after if isinstance(err, ProviderError) else None
         why = f"{self.rules.label} retries" if retries else self._why_final(err, a, cancelled)
-        self.reasons[key] = why
         # what the failure and the SDK's wait after it both say of the answer
         said: dict[str, Any] = {
             "error": kind,
@@ -372,17 +339,17 @@ class CallLog:
             end = "cancelled" if cancelled else "error"
             self._finish(call, t, end, kind, f"{message} ({why})")
             return
-        wait = self.rules.wait(headers, a.n)
+        wait, server = self.rules.wait(headers, a.n)
         call.failed_at = t
         self._emit(
             SDKRetryScheduled(
                 **self._labels(a.n, f.model),
                 **said,
                 next_attempt=a.n + 1,
-                delay_s=wait.seconds,
-                policy_delay_s=0.0 if wait.server else wait.seconds,
+                delay_s=wait,
+                policy_delay_s=0.0 if server else wait,
                 message=message,
-                retry_after_s=wait.seconds if wait.server else retry_after,
+                retry_after_s=wait if server else retry_after,
                 sdk=self.rules.label,
             ),
             call.run_id,
@@ -401,7 +368,6 @@ class CallLog:
         return f"{self.rules.label} does not retry this error"
 
     def _finish(self, call: _Call, t: float, end_reason: str, error: str, message: str) -> None:
-        call.open = False
         self._open.pop(call.run_id, None)
         call.failed_at = None
         text = self.amplification.ended(call.run_id, end_reason, t)

@@ -18,13 +18,11 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import ConfigError
-from ._sdk import SdkRules, rules_for
 from ._transport import ObserverFactory, watching_transport
 
-__all__ = ["Outer", "base_url_of", "kind_of", "rules_of", "wrap"]
-
 Outer = Callable[[ModuleType, Any, bool], Any]
-"""Wraps a watched transport once more (`nbagent.guard`): (httpx module, transport, async)."""
+"""Wraps a transport: (httpx module, transport, async) -> what the client sends through (the
+guard's transport around a watched one; `wrap`'s watching one around a client's own)."""
 
 
 def _http_module(obj: Any) -> ModuleType | None:
@@ -51,26 +49,19 @@ def kind_of(client: Any) -> str:
     )
 
 
-def _rebuilt(
-    http: Any, observers: list[ObserverFactory], now: Callable[[], float], outer: Outer | None
-) -> Any:
-    """A new client of `http`'s kind with its settings, sending through its transports, watched
-    (and wrapped in `outer`, when given)."""
+def _rebuilt(http: Any, watched: Outer) -> Any:
+    """A new client of `http`'s kind with its settings, sending through its transports, each
+    `watched`."""
     mod = _http_module(http)
     assert mod is not None
     asynchronous = isinstance(http, mod.AsyncClient)
-
-    def watched(transport: Any) -> Any:
-        w = watching_transport(mod, transport, observers, asynchronous=asynchronous, now=now)
-        return w if outer is None else outer(mod, w, asynchronous)
-
     mounts = {
-        p.pattern: (None if t is None else watched(t))
+        p.pattern: (None if t is None else watched(mod, t, asynchronous))
         for p, t in getattr(http, "_mounts", {}).items()
     }
     cls = mod.AsyncClient if asynchronous else mod.Client
     return cls(
-        transport=watched(http._transport),
+        transport=watched(mod, http._transport, asynchronous),
         mounts=mounts,
         base_url=http.base_url,
         headers=http.headers,
@@ -84,9 +75,7 @@ def _rebuilt(
     )
 
 
-def _genai(
-    client: Any, observers: list[ObserverFactory], now: Callable[[], float], outer: Outer | None
-) -> Any:
+def _genai(client: Any, watched: Outer, retries: bool) -> Any:
     import httpx
     from google import genai
 
@@ -94,9 +83,9 @@ def _genai(
     options = api._http_options.model_copy()
     sync_http = options.httpx_client or httpx.Client()
     async_http = options.httpx_async_client or httpx.AsyncClient()
-    options.httpx_client = _rebuilt(sync_http, observers, now, outer)
-    options.httpx_async_client = _rebuilt(async_http, observers, now, outer)
-    if outer is not None:
+    options.httpx_client = _rebuilt(sync_http, watched)
+    options.httpx_async_client = _rebuilt(async_http, watched)
+    if not retries:
         options.retry_options = None  # the guard retries: the SDK's own retries are off
     kwargs: dict[str, Any] = {"http_options": options}
     if api.vertexai:
@@ -117,21 +106,18 @@ def wrap(
     """The watched copy of `client`. With `outer` (a guard), every transport is wrapped in it
     as well and the SDK's own retries are turned off."""
     kind = kind_of(client)
+
+    def watched(mod: ModuleType, transport: Any, asynchronous: bool) -> Any:
+        w = watching_transport(mod, transport, observers, asynchronous=asynchronous, now=now)
+        return w if outer is None else outer(mod, w, asynchronous)
+
     if kind in ("anthropic", "openai"):
-        http = _rebuilt(client._client, observers, now, outer)
+        http = _rebuilt(client._client, watched)
         retries_off = {} if outer is None else {"max_retries": 0}
         return client.with_options(http_client=http, **retries_off)
     if kind == "genai":
-        return _genai(client, observers, now, outer)
-    return _rebuilt(client, observers, now, outer)
-
-
-def rules_of(client: Any) -> SdkRules:
-    """The rule by which `client` (unguarded) retries: its SDK's, with its settings."""
-    kind = kind_of(client)
-    if kind == "genai":
-        return rules_for(kind, None, client._api_client._http_options.retry_options)
-    return rules_for(kind, getattr(client, "max_retries", None))
+        return _genai(client, watched, retries=outer is None)
+    return _rebuilt(client, watched)
 
 
 def base_url_of(client: Any) -> str:

@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 from .._core._clock import Clock, RealClock
 from .._core._pacing import Pacer, PaceRequest
 from .._core._retry import RetryPolicy
-from .._loop._durable_log import LogTarget
-from .._loop._limiter import RetryBudget, shared_limiter
+from .._loop._durable_layout import LogTarget
+from .._loop._limiter import shared_limiter
+from .._loop._retry_budget import RetryBudget
 from ..errors import ConfigError, TransportError
 from ..providers._client import key_fingerprint
 from ..recording import Recorder
@@ -26,8 +27,6 @@ from ._clients import base_url_of, kind_of
 from ._guarded import GuardCore
 from ._reading import RequestFacts, request_secrets
 from ._watcher import Watcher
-
-__all__ = ["guard"]
 
 C = TypeVar("C")
 
@@ -42,13 +41,13 @@ class _Endpoint:
     rate_key: tuple[str, str, str]
 
 
+@dataclass(frozen=True)
 class _OwnBudget:
     """A pacer whose retries draw from the guard's own `budget=` (the limiter, if any, still
     paces the requests)."""
 
-    def __init__(self, pacer: Pacer | None, budget: RetryBudget) -> None:
-        self.pacer = pacer
-        self.budget = budget
+    pacer: Pacer | None
+    budget: RetryBudget
 
     async def acquire(self, clock: Clock, ask: PaceRequest) -> None:
         if self.pacer is not None:

@@ -16,17 +16,19 @@ went before the SDK sees any of it:
 When the decision is final the SDK gets the last answer as it came (the same status, headers
 and body), so it raises its own exception for it; a transport exception is raised again as it
 was; a request the rate limiter would not send at all becomes a 429 the SDK reads as one.
-Non-idempotent requests (file uploads, batch creation) are retried only when the failure says
-they never arrived (`_decision.may_have_reached`: a 429), as `RetryPolicy.call(idempotent=False)`
-is.
+Non-idempotent requests (file uploads, batch creation: `RequestFacts.idempotent`) are retried
+only when the failure says they never arrived (`_decision.may_have_reached`: a 429), as
+`RetryPolicy.call(idempotent=False)` is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
@@ -36,25 +38,11 @@ from .._core._pacing import Pacer
 from .._core._retry import RetryPolicy
 from .._loop._blocking import run_blocking
 from ..errors import Aborted, RateLimited
-from ..events import Event
-from ._calls import CallLog, GuardSlot, _Call
+from ._calls import CallLog, _Attempt, _Call
 from ._reading import RequestFacts, transport_failure
 from ._transport import Made, made_for
 
-__all__ = ["GuardCore", "guarded_transport", "non_idempotent"]
-
 T = TypeVar("T")
-
-_NON_IDEMPOTENT_TAILS = ("/files", "/uploads", "/batches", ":batchGenerateContent")
-
-
-def non_idempotent(method: str, path: str) -> bool:
-    """Whether sending this request twice could do its work twice: a file upload or a batch
-    created again (a model request is answered again, which costs tokens, not correctness)."""
-    if method.upper() != "POST":
-        return False
-    path = path.rstrip("/")
-    return path.endswith(_NON_IDEMPOTENT_TAILS) or "/uploads/" in path or "/upload/" in path
 
 
 class _IO(Protocol):
@@ -72,22 +60,19 @@ class _IO(Protocol):
     async def discard(self, response: Any) -> None: ...
 
 
+@dataclass(eq=False)
 class GuardCore:
     """What every guarded transport of one client shares: the policy, the pacer for each
     request, the client's call log and its random source (one for the client, so concurrent
     calls draw different jitter)."""
 
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        clock: Clock,
-        pacer_for: Callable[[RequestFacts, Any], Pacer | None],
-    ) -> None:
-        self.policy = policy
-        self.clock = clock
-        self.pacer_for = pacer_for
-        self.rng = policy.rng()
-        self.calls: CallLog | None = None  # set once the watcher has made it
+    policy: RetryPolicy
+    clock: Clock
+    pacer_for: Callable[[RequestFacts, Any], Pacer | None]
+    calls: CallLog | None = None  # set once the watcher has made it
+
+    def __post_init__(self) -> None:
+        self.rng = self.policy.rng()
 
     def open(self, request: Any) -> tuple[_Call, RequestFacts]:
         """The logical call for `request`, opened in the caller's own context (so the
@@ -99,119 +84,108 @@ class GuardCore:
         """Send `request` until it succeeds or nbagent's decision is final (module docstring)."""
         calls = self.calls
         assert calls is not None
-        idempotent = not non_idempotent(request.method, request.url.path)
-
-        def emit(event: Event) -> None:
-            calls.guarded_event(call, event)
-
         loop = AttemptLoop(
             self.policy,
             clock=self.clock,
-            emit=emit,
+            emit=functools.partial(calls.guarded_event, call),
             model=facts.model,
             provider=facts.provider,
             rng=self.rng,
             pacer=self.pacer_for(facts, request),
-            idempotent=idempotent,
+            idempotent=facts.idempotent,
         )
-        last: list[Any] = [None]  # the last answer (a response) or the transport's exception
-        held: list[Any] = [None]  # a response read in part, held until the decision
-
-        async def attempt(n: int) -> Any:
-            if held[0] is not None:
-                await io.discard(held[0])
-                held[0] = None
-            slot = GuardSlot(call, n)
-            token = calls.guarded.set(slot)
-            try:
-                response = await _step(io.send(request), slot, facts, last)
-            finally:
-                calls.guarded.reset(token)
-            return await self._read(slot, response, io, last, held, facts)
-
+        sending = _Sending(request, io, calls, call)
         try:
-            return await loop.run(attempt, describe=lambda r: Sent(headers=r.headers))
+            return await loop.run(sending.attempt, describe=lambda r: Sent(headers=r.headers))
         except asyncio.CancelledError:
             calls.guard_gave_up(call, Aborted("the call was cancelled"))
-            if held[0] is not None:
-                await io.discard(held[0])
+            await sending.discard()
             raise
         except Exception as final:
             calls.guard_gave_up(call, final)
-            answer = last[0]
+            answer = sending.last
             if isinstance(answer, BaseException):
                 raise answer from None
             if answer is None:
                 return _refused(io.mod, request, final)
             return answer
 
-    async def _read(
-        self,
-        slot: GuardSlot,
-        response: Any,
-        io: _IO,
-        last: list[Any],
-        held: list[Any],
-        facts: RequestFacts,
-    ) -> Any:
-        status = response.status_code
+
+@dataclass(eq=False)
+class _Sending:
+    """The attempts of one guarded request: the last answer (a response) or the transport's
+    exception (`last`), and a response read in part, held until the decision (`held`)."""
+
+    request: Any
+    io: _IO
+    calls: CallLog
+    call: _Call
+    last: Any = None
+    held: Any = None
+
+    async def discard(self) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            await self.io.discard(held)
+
+    async def attempt(self, n: int) -> Any:
+        await self.discard()
+        a = _Attempt(self.calls, self.call, self.call.facts, n, 0.0, guarded=True)
+        token = self.calls.guarded.set(a)
+        try:
+            response = await self._step(self.io.send(self.request), a)
+        finally:
+            self.calls.guarded.reset(token)
+        return await self._read(a, response)
+
+    async def _read(self, a: _Attempt, response: Any) -> Any:
+        io, status = self.io, response.status_code
         media = response.headers.get("content-type", "").split(";")[0].strip().lower()
         whole = media == "application/json" or media.endswith("+json")  # not ndjson streams
         if status >= 400 or (200 <= status < 300 and whole):
-            body = await _step(io.read_all(response), slot, facts, last, after=True)
+            body = await self._step(io.read_all(response), a, after=True)
             response.stream = io.mod.ByteStream(body)
-            last[0] = response
-            return self._handed_or_failed(slot, response)
+            self.last = response
+            return _handed_or_failed(a, response)
         if 300 <= status < 400:
-            slot.handed = True
+            a.handed = True
             return response
-        first, rest = await _step(io.first(response), slot, facts, last, after=True)
-        a = slot.attempt
-        early = a.reader.early_error() if a is not None and a.reader is not None else None
+        first, rest = await self._step(io.first(response), a, after=True)
+        early = a.reader.early_error() if a.reader is not None else None
         response.stream = _prepended(io.mod, first, rest, response.stream)
         if first is not None and early is None:
-            slot.handed = True
+            a.handed = True
             return response
-        last[0] = response
+        self.last = response
         if early is not None:  # a stream that failed at its start: the SDK saw nothing
-            held[0] = response
-            slot.decided = True
+            self.held = response
+            a.decided = True
             raise AttemptFailure(early)
-        return self._handed_or_failed(slot, response)
+        return _handed_or_failed(a, response)
 
-    @staticmethod
-    def _handed_or_failed(slot: GuardSlot, response: Any) -> Any:
-        """A reply read to its end: handed on when it succeeded, else a failure to decide on."""
-        a = slot.attempt
-        err = a.ending[0].error if a is not None and a.ending is not None else None
-        if err is None:
-            slot.handed = True
-            return response
-        slot.decided = True
-        raise AttemptFailure(err, ttft_s=a.ttft if a is not None else None)
-
-
-async def _step(
-    step: Awaitable[T], slot: GuardSlot, facts: RequestFacts, last: list[Any], after: bool = False
-) -> T:
-    """One step of an attempt (sending it, reading its answer): what the step raises is kept
-    as the last answer and becomes the attempt's failure."""
-    try:
-        return await step
-    except Exception as exc:
-        last[0] = exc
-        raise AttemptFailure(_error_of(slot, exc, facts, after=after)) from exc
+    async def _step(self, step: Awaitable[T], a: _Attempt, after: bool = False) -> T:
+        """One step of an attempt (sending it, reading its answer): what the step raises is
+        kept as the last answer, and the attempt fails with what the watcher read of its end,
+        else with the transport's error read as nbagent's."""
+        try:
+            return await step
+        except Exception as exc:
+            self.last = exc
+            a.decided = True
+            err = a.ending[0].error if a.ending is not None else None
+            if err is None:
+                err = transport_failure(exc, a.facts, after_response=after)
+            raise AttemptFailure(err) from exc
 
 
-def _error_of(
-    slot: GuardSlot, exc: Exception, facts: RequestFacts, *, after: bool = False
-) -> BaseException:
-    """The typed error for an attempt the transport or a read broke off."""
-    slot.decided = True
-    a = slot.attempt
-    if a is not None and a.ending is not None and a.ending[0].error is not None:
-        return a.ending[0].error
-    return transport_failure(exc, facts, after_response=after)
+def _handed_or_failed(a: _Attempt, response: Any) -> Any:
+    """A reply read to its end: handed on when it succeeded, else a failure to decide on."""
+    err = a.ending[0].error if a.ending is not None else None
+    if err is None:
+        a.handed = True
+        return response
+    a.decided = True
+    raise AttemptFailure(err, ttft_s=a.ttft)
 
 
 def _refused(mod: ModuleType, request: Any, error: BaseException) -> Any:
@@ -313,11 +287,10 @@ class _SyncGuarding(_Guarding):
         return self.inner.handle_request(request)
 
     async def read_all(self, response: Any) -> bytes:
-        stream = response.stream
         try:
-            return b"".join(stream)
+            return b"".join(response.stream)
         finally:
-            stream.close()
+            await self.discard(response)
 
     async def first(self, response: Any) -> tuple[bytes | None, Any]:
         rest = iter(response.stream)
@@ -347,11 +320,10 @@ class _AsyncGuarding(_Guarding):
         return await self.inner.handle_async_request(request)
 
     async def read_all(self, response: Any) -> bytes:
-        stream = response.stream
         try:
-            return b"".join([chunk async for chunk in stream])
+            return b"".join([chunk async for chunk in response.stream])
         finally:
-            await stream.aclose()
+            await self.discard(response)
 
     async def first(self, response: Any) -> tuple[bytes | None, Any]:
         rest = response.stream.__aiter__()

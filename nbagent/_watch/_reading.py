@@ -37,29 +37,22 @@ from ..providers._whole_body import WholeBody, WholeEvents, replay, whole_body
 from ..recording._format import digest, json_or_none
 from ..recording._paths import wire_path
 
-__all__ = [
-    "Ending",
-    "ReplyReader",
-    "RequestFacts",
-    "decoded",
-    "read_request",
-    "request_body",
-    "request_secrets",
-    "transport_failure",
-]
-
 MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 8 * 1024 * 1024
 MAX_PENDING_EVENT = 8 * 1024 * 1024
 
 # The headers that carry credentials: never kept, their values redacted from every text.
 SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization")
+# POSTs to these do work that sending them twice would do twice: a file uploaded, a batch created
+_NOT_TWICE = ("/files", "/uploads", "/batches", ":batchGenerateContent")
 
 
 @dataclass(frozen=True)
 class RequestFacts:
     """What the request shows. `secrets` are the credential values it carries, kept only to
-    redact them from what the answer says (never shown, never in a repr)."""
+    redact them from what the answer says (never shown, never in a repr). `idempotent` is
+    False when sending it twice could do its work twice (a file upload, a batch created; a
+    model request is answered again, which costs tokens, not correctness)."""
 
     provider: str
     model: str
@@ -68,6 +61,7 @@ class RequestFacts:
     prompt: str
     secrets: tuple[str, ...]
     reader: HTTPProvider | None  # the provider that reads the answer (None: no known format)
+    idempotent: bool = True
 
     def __repr__(self) -> str:
         return f"RequestFacts(provider={self.provider!r}, model={self.model!r})"
@@ -121,6 +115,8 @@ def read_request(request: Any) -> RequestFacts:
     """The facts of an httpx/httpx2 request (read from its bytes; nothing is changed)."""
     url = request.url
     path = url.path
+    bare = path.rstrip("/")
+    twice = bare.endswith(_NOT_TWICE) or "/uploads/" in bare or "/upload/" in bare
     query = url.query.decode("ascii", "replace") if isinstance(url.query, bytes) else url.query
     route = wire_path(f"{path}?{query}" if query else path, url.host)
     headers = request.headers
@@ -143,6 +139,7 @@ def read_request(request: Any) -> RequestFacts:
         prompt=str(redact(prompt, secrets)),
         secrets=secrets,
         reader=reader,
+        idempotent=not (request.method.upper() == "POST" and twice),
     )
 
 
@@ -263,7 +260,7 @@ class ReplyReader:
         """How the attempt ended, the body having been read to its end."""
         f = self.facts
         rid = request_id_from(self.headers, None, f.secrets)
-        if self.status >= 300 or (not self.sse and not (200 <= self.status < 300)):
+        if not 200 <= self.status < 300:
             err = self._error(self._whole_body())
             return Ending(error=err, request_id=err.request_id or rid)
         if f.reader is None:

@@ -9,7 +9,7 @@ a kept header has it masked.
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from ..recording import Exchange as RecordedExchange
@@ -17,22 +17,10 @@ from ..recording import Recorder
 from ._reading import request_body, request_secrets
 from ._transport import StreamClosed
 
-__all__ = ["RecordingObserver", "recorder_for"]
 
-
-def recorder_for(record: str | Path | Recorder) -> Recorder:
-    """The recorder for `record=`: a path (appended to when it is a recording already) or one
-    the caller made (`Recorder(path, record_bodies=True)`)."""
-    if isinstance(record, Recorder):
-        return record
-    return Recorder(record, made_by="nbagent.watch")
-
-
+@dataclass(slots=True)
 class _Exchange:
-    __slots__ = ("_ex",)
-
-    def __init__(self, ex: RecordedExchange) -> None:
-        self._ex = ex
+    _ex: RecordedExchange
 
     def response(self, status: int, headers: Any, t: float) -> None:
         self._ex.response(status, list(headers.multi_items()))
@@ -45,11 +33,11 @@ class _Exchange:
         self._ex.end(error=None if closed_early else type(error).__name__)
 
 
+@dataclass
 class RecordingObserver:
     """The observer factory: called with each request as it is sent."""
 
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
+    recorder: Recorder
 
     def __call__(self, request: Any, t: float) -> _Exchange:
         ex = self.recorder.exchange(

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import StreamInterrupted, TransportError
-from ..providers._server_wish import parse_retry_after
-
-__all__ = ["GUARD", "SdkRules", "Wait"]
+from ..providers._server_wish import retry_after_of
 
 Family = Literal["stainless", "genai", "none"]
 
@@ -25,25 +23,6 @@ GUARD = "nbagent.guard"  # the label of a guarded client's rule: nbagent retries
 
 _STAINLESS_STATUSES = frozenset({408, 409, 429})
 _GENAI_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-
-
-@dataclass(frozen=True)
-class Wait:
-    """The wait the SDK's rule gives: `seconds` (about: jitter aside) and whose wish it is."""
-
-    seconds: float
-    server: bool
-
-
-def _retry_after(headers: Any) -> float | None:
-    if headers is None:
-        return None
-    try:
-        return float(headers.get("retry-after-ms")) / 1000
-    except (TypeError, ValueError):
-        pass
-    raw = headers.get("retry-after")
-    return None if raw is None else parse_retry_after(raw)
 
 
 @dataclass(frozen=True)
@@ -80,24 +59,26 @@ class SdkRules:
             return isinstance(error, TransportError)
         return status in _STAINLESS_STATUSES or status >= 500
 
-    def wait(self, headers: Any, attempt: int) -> Wait:
-        """About how long the SDK sleeps after failed attempt `attempt`."""
-        if self.family == "stainless":
-            wish = _retry_after(headers)
-            if wish is not None and wish > 0:
-                return Wait(wish, True)
-            nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
-            return Wait(nominal * 0.875, False)  # the middle of its 75-100 % jitter
+    def wait(self, headers: Any, attempt: int) -> tuple[float, bool]:
+        """About how long the SDK sleeps after failed attempt `attempt` (jitter aside), in
+        seconds, and whether that is the server's wish."""
         nominal = min(self.initial_delay * 2.0 ** (attempt - 1), self.max_delay)
-        return Wait(nominal + 0.5, False)  # tenacity adds up to `jitter` (1 s) on top
+        if self.family == "stainless":
+            wish = None if headers is None else retry_after_of(headers)
+            if wish is not None and wish > 0:
+                return wish, True
+            return nominal * 0.875, False  # the middle of its 75-100 % jitter
+        return nominal + 0.5, False  # tenacity adds up to `jitter` (1 s) on top
 
 
-def rules_for(kind: str, max_retries: int | None, retry_options: Any = None) -> SdkRules:
-    """The rules of a watched client of `kind` (anthropic, openai, genai, httpx)."""
+def rules_for(kind: str, client: Any) -> SdkRules:
+    """The rule by which `client`, of `kind` (anthropic, openai, genai, httpx), retries when
+    unguarded: its SDK's, with its settings."""
     if kind in ("anthropic", "openai"):
         label = "the Anthropic SDK" if kind == "anthropic" else "the OpenAI SDK"
-        return SdkRules(label, "stainless", 2 if max_retries is None else max_retries)
+        return SdkRules(label, "stainless", client.max_retries)
     if kind == "genai":
+        retry_options = client._api_client._http_options.retry_options
         if retry_options is None:
             return SdkRules("the Google GenAI SDK", "none", 0)
         attempts = getattr(retry_options, "attempts", None) or 5

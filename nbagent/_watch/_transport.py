@@ -20,10 +20,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar, Protocol
-
-__all__ = ["Exchange", "Made", "ObserverFactory", "StreamClosed", "made_for", "watching_transport"]
 
 
 class StreamClosed(Exception):
@@ -50,15 +49,13 @@ ObserverFactory = Callable[[Any, float], "Exchange | None"]
 _MADE: dict[tuple[str, type[Made]], type] = {}
 
 
+@dataclass(slots=True)
 class _Ends:
     """The observers of one exchange, told each step of it and ended exactly once."""
 
-    __slots__ = ("done", "exchanges", "now")
-
-    def __init__(self, exchanges: list[Exchange], now: Callable[[], float]) -> None:
-        self.exchanges = exchanges
-        self.now = now
-        self.done = False
+    exchanges: list[Exchange]
+    now: Callable[[], float]
+    done: bool = False
 
     def chunk(self, data: bytes) -> None:
         t = self.now()
@@ -164,20 +161,14 @@ class _AsyncRelay(_Relay):
             self._ends.closed()
 
 
+@dataclass(eq=False)
 class _Watching(Made):
     """A watched transport: the real one, and the observers each exchange is told about."""
 
-    def __init__(
-        self,
-        mod: ModuleType,
-        inner: Any,
-        observers: list[ObserverFactory],
-        now: Callable[[], float],
-    ) -> None:
-        self.mod = mod
-        self.inner = inner
-        self.observers = observers
-        self._now = now
+    mod: ModuleType
+    inner: Any
+    observers: list[ObserverFactory]
+    _now: Callable[[], float]
 
     def _watch(self, request: Any) -> _Ends | None:
         """The observers of this request's exchange, or None when none watches it."""

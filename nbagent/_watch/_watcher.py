@@ -20,23 +20,22 @@ import pandas as pd
 from .._core._clock import Clock, RealClock
 from .._core._presenter import LiveView, presenter
 from .._loop._attempt_log import AttemptLog
-from .._loop._durable_log import DurableLog, LogTarget
+from .._loop._durable_layout import LogTarget
+from .._loop._durable_log import DurableLog
 from ..errors import ConfigError
 from ..events import Event, EventBus, RetryScheduled
 from ..recording import Recorder
+from ..recording._writer import recorder_for
 from ._calls import CallLog
-from ._clients import kind_of, rules_of, wrap
+from ._clients import kind_of, wrap
 from ._guarded import GuardCore, guarded_transport
-from ._record import RecordingObserver, recorder_for
-from ._sdk import GUARD, SdkRules
+from ._record import RecordingObserver
+from ._sdk import GUARD, SdkRules, rules_for
 from ._transport import ObserverFactory
-
-__all__ = ["Watcher", "watch", "watching"]
 
 C = TypeVar("C")
 
 _WATCHERS: weakref.WeakKeyDictionary[Any, Watcher] = weakref.WeakKeyDictionary()
-_BY_ID: dict[int, Watcher] = {}  # for clients that take no weak reference
 
 
 class Watcher:
@@ -77,15 +76,14 @@ class Watcher:
         record: str | Path | Recorder | None = None,
         guard: GuardCore | None = None,
     ) -> None:
-        kind_of(client)  # a clear ConfigError before anything is built
+        kind = kind_of(client)  # a clear ConfigError before anything is built
         # a recording that cannot be opened (not a recording, a newer format) is refused first
-        self.recorder: Recorder | None = recorder_for(record) if record is not None else None
+        self.recorder = None if record is None else recorder_for(record, "nbagent.watch")
         self.clock: Clock = clock or RealClock()
         self.name = f"watch-{uuid.uuid4().hex[:8]}"
         self.events = EventBus()
-        self._rows: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
         self._durable = DurableLog(log, self.name) if log is not None else None
-        self._log = AttemptLog(on_row=self._row)
+        self._log = AttemptLog(on_row=self._durable)
         self.events.subscribe(self._log)
         self.observers: list[ObserverFactory] = []
         self._show = show
@@ -93,7 +91,7 @@ class Watcher:
         self._unsubscribe: Callable[[], None] | None = None
         outer = None if guard is None else functools.partial(guarded_transport, core=guard)
         self.client: Any = wrap(client, self.observers, self.clock.now, outer)
-        self.rules = rules_of(client)
+        self.rules = rules_for(kind, client)
         if guard is not None:  # nbagent retries, not the SDK
             self.rules = SdkRules(GUARD, "none", guard.policy.max_attempts - 1)
         self._calls = CallLog(
@@ -108,7 +106,7 @@ class Watcher:
         self.observers.append(self._calls)
         if self.recorder is not None:
             self.observers.append(RecordingObserver(self.recorder))
-        _remember(self.client, self)
+        _WATCHERS[self.client] = self  # every kind of client takes a weak reference
 
     def __repr__(self) -> str:
         return f"Watcher({self.rules.label}, {len(self._log)} attempts)"
@@ -128,11 +126,7 @@ class Watcher:
         `amplification`), beside the SDK's own `attempt`."""
         df = self._log.frame()
         keys = list(zip(df["run_id"].tolist(), df["attempt"].tolist(), strict=True))
-        waits = self._calls.waits
         actions = self._calls.nbagent_actions
-        if waits:
-            old = df["delay_s"].tolist()
-            df["delay_s"] = [waits.get(k, v) for k, v in zip(keys, old, strict=True)]
         df["nbagent_action"] = pd.array([actions.get(k) for k in keys], dtype="string")
         layers = [self._calls.amplification.of(r) for r in df["run_id"].tolist()]
         df["call"] = pd.array([x[0] if x else None for x in layers], dtype="string")
@@ -153,30 +147,14 @@ class Watcher:
         `outcome` (ok, error, cancelled, running)."""
         return self._calls.amplification.frame()
 
-    def _row(self, idx: int, row: dict[str, Any]) -> None:
-        key = (row["run_id"], row["attempt"])
-        waited = self._calls.waits.get(key) if hasattr(self, "_calls") else None
-        if waited is not None:
-            row = {**row, "delay_s": waited}
-        if row["attempt"] is not None:
-            self._rows[key] = (idx, row)
-        if self._durable is not None:
-            self._durable(idx, row)
-
     def _waited(self, key: tuple[str, int], waited: float) -> None:
-        found = self._rows.get(key)
-        if found is not None and self._durable is not None:
-            idx, row = found
-            self._durable(idx, {**row, "delay_s": waited})
+        self._log.update(*key, delay_s=waited)  # the SDK's wait, as measured
 
     # -- showing and closing ----------------------------------------------------------------
 
     def show(self) -> None:
         """Show the live timeline of this client's calls under the current cell."""
-        if self._view is not None:
-            self._view.close()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
+        self._hide()
         view = presenter().open(None)
 
         def to_view(event: Event) -> None:
@@ -195,12 +173,15 @@ class Watcher:
 
     def _stop_showing(self) -> None:
         self._calls.settle()
+        self._hide()
+
+    def _hide(self) -> None:
+        """Close the live timeline (if one is shown) and stop feeding it."""
         if self._view is not None:
             self._view.close()
         if self._unsubscribe is not None:
             self._unsubscribe()
-            self._unsubscribe = None
-        self._view = None
+        self._view, self._unsubscribe = None, None
 
     def __enter__(self) -> Watcher:
         show = presenter().active() if self._show is None else self._show
@@ -214,19 +195,11 @@ class Watcher:
             self._durable.flush()
 
 
-def _remember(client: Any, w: Watcher) -> None:
-    try:
-        _WATCHERS[client] = w
-    except TypeError:
-        _BY_ID[id(client)] = w
-
-
 def _watcher_of(client: Any) -> Watcher | None:
     try:
         return _WATCHERS.get(client)
-    except TypeError:
-        w = _BY_ID.get(id(client))
-        return w if w is not None and w.client is client else None
+    except TypeError:  # no client at all: `Watcher` says what it takes
+        return None
 
 
 def watch(

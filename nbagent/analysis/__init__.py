@@ -10,7 +10,7 @@ The figures use the live widget's colours, hatches and legend words (`nbagent._p
 
 from __future__ import annotations
 
-from .._core._retry import format_duration
+from .._core._policy import format_duration
 from .._loop._durable_read import read_attempts
 from .._palette import COLORS as _COLORS
 from .._palette import SWATCHES as _SWATCHES

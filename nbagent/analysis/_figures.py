@@ -17,17 +17,6 @@ from matplotlib.patches import Patch
 
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, SWATCHES, Swatch
 
-__all__ = [
-    "bar_style",
-    "dot",
-    "legend_patch",
-    "line",
-    "new_figure",
-    "nothing",
-    "style_axes",
-    "text_patch",
-]
-
 
 class _Figure(Figure):
     """A Figure that shows itself as PNG in Jupyter even when pyplot was never imported."""

@@ -14,8 +14,6 @@ import pandas as pd
 
 from .._loop._frame import COLUMNS, coerce, empty_frame
 
-__all__ = ["frame", "success_rate_by_attempt", "summary", "wait_kind"]
-
 
 def frame(df: pd.DataFrame | None) -> pd.DataFrame:
     """The frame with attempt-log dtypes (a frame read back from CSV works too)."""
@@ -70,26 +68,6 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         The table, one row per error kind and action.
     """
     df = frame(df)
-    cols = [
-        "error_kind",
-        "action",
-        "count",
-        "retries",
-        "retry_after_waits",
-        "wait_total_s",
-        "wait_mean_s",
-        "wait_max_s",
-        "attempt_time_s",
-        "tokens",
-        "cost_usd",
-        "token_share",
-        "cost_share",
-    ]
-    if len(df) == 0:
-        none: pd.DataFrame = pd.DataFrame(
-            {c: pd.Series([], dtype=object if c in cols[:2] else float) for c in cols}
-        )
-        return none
     kind = df["error_kind"].astype(object).where(df["error_kind"].notna(), None)
     outcome = df["outcome"].astype(object)
     kind = kind.where(kind.notna(), outcome).fillna("unknown")
@@ -126,7 +104,7 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     out["token_share"] = out["tokens"] / total_tokens if total_tokens else np.nan
     out["cost_share"] = out["cost_usd"].fillna(0) / total_cost if total_cost else np.nan
     out = out.reset_index().sort_values(["count", "error_kind"], ascending=[False, True])
-    result: pd.DataFrame = out.reset_index(drop=True)[cols]
+    result: pd.DataFrame = out.reset_index(drop=True)
     return result
 
 
@@ -144,13 +122,8 @@ def success_rate_by_attempt(df: pd.DataFrame) -> pd.DataFrame:
             cumulative_share`.
     """
     df = frame(df)
-    cols = ["attempts", "succeeded", "success_rate", "share", "cumulative_share"]
     req = df[(df["phase"] == "request").to_numpy(dtype=bool) & df["attempt"].notna().to_numpy()]
     req = req[(req["action"] != "paced").to_numpy(dtype=bool)]
-    if len(req) == 0:
-        empty: pd.DataFrame = pd.DataFrame({c: pd.Series([], dtype=float) for c in cols})
-        empty.index = pd.Index([], dtype="int64", name="attempt")
-        return empty
     attempt = req["attempt"].to_numpy(dtype=np.int64)
     ok = (req["outcome"] == "ok").to_numpy(dtype=bool)
     work = pd.DataFrame({"attempt": attempt, "ok": ok.astype(int)})

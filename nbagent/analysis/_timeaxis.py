@@ -16,8 +16,6 @@ from .._axis import Axis
 from .._palette import COLORS, LABEL_FONT_SIZE
 from ._figures import text_patch
 
-__all__ = ["apply_axis", "forward"]
-
 
 def forward(axis: Axis, t: Any) -> Any:
     """Where seconds `t` (a number or an array) are drawn: `Axis.at` for arrays, continued

@@ -29,8 +29,6 @@ from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes, 
 from ._tables import frame, wait_kind
 from ._timeaxis import apply_axis, forward
 
-__all__ = ["draw_timeline", "plot_timeline", "short_label"]
-
 _PHASES = ("request", "compaction", "tool")
 _LANE_NAMES = {"request": "requests", "compaction": "compaction", "tool": "tools"}
 _LANE_IN = 0.3  # inches per lane
@@ -269,22 +267,16 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
 
 
 def draw_timeline(
-    ax: Any,
-    df: pd.DataFrame,
-    *,
-    max_groups: int = 40,
-    lane_height: float = _LANE_IN,
-    labels: Mapping[str, str] | None = None,
-) -> list[str]:
-    """`plot_timeline`'s picture on an existing Axes (the playground composes its own figure);
-    returns the legend keys of what was drawn."""
+    ax: Any, df: pd.DataFrame, *, max_groups: int = 40, lane_height: float = _LANE_IN
+) -> None:
+    """`plot_timeline`'s picture on an existing Axes (the playground composes its own
+    figure)."""
     pic = _picture(df, max_groups, compress=True)
     if isinstance(pic, str):
         ax.text(0.5, 0.5, pic, ha="center", va="center", color=COLORS["muted"])
         ax.set_axis_off()
-        return []
-    _draw(ax, pic, labels, lane_height)
-    return pic.legend_keys()
+    else:
+        _draw(ax, pic, None, lane_height)
 
 
 def plot_timeline(

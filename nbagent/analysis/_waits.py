@@ -21,8 +21,6 @@ from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, SWATCHES
 from ._figures import dot, line, new_figure, nothing, style_axes
 from ._tables import frame, wait_kind
 
-__all__ = ["draw_envelope", "plot_backoff", "plot_delays", "policy_label"]
-
 _BACKOFF = COLORS["backoff"]
 _BACKOFF_DARK = COLORS["backoff_text"]
 _WISH = COLORS["retry_after"]
@@ -83,17 +81,14 @@ def plot_backoff(
     pol = policy if policy is not None else RetryPolicy()
     if len(df) == 0:
         return nothing()
-    sel = (
-        df["delay_s"].notna().to_numpy()
-        & df["attempt"].notna().to_numpy()
-        & (df["action"] != "paced").to_numpy(dtype=bool)
-    )
+    kinds = wait_kind(df).to_numpy()
+    sel = np.isin(kinds, ("backoff", "retry_after")) & df["attempt"].notna().to_numpy()
     waits = df[sel]
     if len(waits) == 0:
         return nothing("no retries: nothing waited")
     n = waits["attempt"].to_numpy(dtype=np.int64)
     d = waits["delay_s"].to_numpy(dtype=float)
-    server = waits["retry_after_s"].notna().to_numpy()
+    server = kinds[sel] == "retry_after"
     top = int(n.max())
     if max_attempt is None:
         max_attempt = min(max(top, pol.max_attempts - 1, 1), 60)

@@ -18,8 +18,6 @@ from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE
 from ._figures import legend_patch, new_figure, nothing
 from ._timeline import _LANE_IN, _draw, _picture
 
-__all__ = ["plot_what_if"]
-
 
 def plot_what_if(
     result: Any,

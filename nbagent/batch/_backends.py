@@ -21,10 +21,8 @@ from ._frames import BatchResult, attempts_frame, rows_frame, rows_or_cancelled
 from ._local import run_local
 from ._options import BatchOptions
 from ._progress import BatchProgress
-from ._provider_backend import ProviderBatch, ProviderOptions
+from ._provider_backend import ProviderBatch
 from ._spec import AgentsOptions, BatchControl
-
-__all__ = ["AgentsBackend", "Backend", "ProviderOptions", "backend_for"]
 
 
 class Backend(Protocol):
@@ -42,38 +40,27 @@ class Backend(Protocol):
 
 
 class AgentsBackend:
-    """One agent per prompt, in this process (`ray=False`) or over Ray's workers."""
+    """One agent per prompt, in this process (`ray=False`) or over Ray's workers (made from a
+    batch call's options: the keywords that go to each agent)."""
 
     def __init__(
         self,
+        options: BatchOptions,
         texts: list[str],
         index: pd.Index[Any] | None,
         output: OutputSchema | None,
-        options: AgentsOptions,
         *,
         ray: bool,
     ) -> None:
-        self.texts, self.index, self.output, self.options = texts, index, output, options
-        self.ray, self.name = ray, "ray" if ray else "local"
-        self.progress = BatchProgress(total=len(texts), backend=self.name)
-        self.control = BatchControl()
-
-    @classmethod
-    def of(
-        cls,
-        options: BatchOptions,
-        texts: list[str],
-        index: Any,
-        output: OutputSchema | None,
-        *,
-        ray: bool,
-    ) -> AgentsBackend:
-        """The backend of a local (`ray=False`) or Ray batch call."""
         if ray:
             from ._ray import ensure_ray
 
             ensure_ray()  # here, in the caller's thread: Ray starts from the main thread
-        return cls(texts, index, output, AgentsOptions.of(options, in_process=not ray), ray=ray)
+        self.options = AgentsOptions.of(options, in_process=not ray)
+        self.texts, self.index, self.output = texts, index, output
+        self.ray, self.name = ray, "ray" if ray else "local"
+        self.progress = BatchProgress(total=len(texts), backend=self.name)
+        self.control = BatchControl()
 
     def announce(self) -> None:
         pass
@@ -99,8 +86,8 @@ class AgentsBackend:
 
 
 _BACKENDS: dict[str, Callable[[BatchOptions, list[str], Any, OutputSchema | None], Backend]] = {
-    "local": functools.partial(AgentsBackend.of, ray=False),
-    "ray": functools.partial(AgentsBackend.of, ray=True),
+    "local": functools.partial(AgentsBackend, ray=False),
+    "ray": functools.partial(AgentsBackend, ray=True),
     "provider": ProviderBatch.from_options,
 }
 

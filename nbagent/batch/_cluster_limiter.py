@@ -38,18 +38,10 @@ from typing import Any
 
 from .._core._clock import Clock
 from .._core._pacing import PaceRequest
-from .._loop._limiter import RateLimiter, sleep_for_slot, too_late
+from .._loop._limiter import RateLimiter
 from .._loop._retry_budget import RetryBudget
+from .._loop._slot_wait import sleep_for_slot, too_late
 from ..errors import RateLimited, TransportError
-
-__all__ = [
-    "LEASE_TOKENS",
-    "LONG_POLL_S",
-    "AsyncLimiterCore",
-    "ClusterPacer",
-    "LimiterCore",
-    "rate_headers",
-]
 
 LEASE_TOKENS = 40.0
 """The share of the retry budget a worker holds: eight retries, or four after timeouts."""
@@ -87,28 +79,28 @@ def rate_headers(headers: Mapping[str, str]) -> dict[str, str]:
 class LimiterCore:
     """The cluster's one limiter and retry budget (a Ray actor wraps it). See the module doc."""
 
-    def __init__(self, label: str = "", now: Callable[[], float] = time.monotonic) -> None:
-        self.label = label
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
         self.limiter = RateLimiter()
         self._now = now
         self.incarnation = uuid.uuid4().hex[:8]
         self.version = 0  # moves on with every outcome applied: what a held request waits for
-        self.leases: dict[str, float] = {}
         self.calls = 0
         self.requests = 0
-        self.outcomes = 0
         self.busy_s = 0.0
+        self._news: asyncio.Event | None = None
 
     def report(self, worker: str, outcomes: list[Outcome]) -> None:
-        """Apply a worker's outcomes, oldest first."""
+        """Apply a worker's outcomes, oldest first (a held request's `ask` hears of them)."""
         t0 = time.perf_counter()
         now = self._now()
         for o in outcomes:
             self._apply(o, now)
         if outcomes:
             self.version += 1
+            if self._news is not None:
+                self._news.set()
+                self._news = None
         self.calls += 1
-        self.outcomes += len(outcomes)
         self.busy_s += time.perf_counter() - t0
 
     def reserve(
@@ -122,7 +114,6 @@ class LimiterCore:
             lim.restore(seed, now)
         slots = [lim.reserve(now) for _ in range(wants)]
         grant = lim.budget.lease(max(0.0, LEASE_TOKENS - held))
-        self.leases[worker] = held + grant
         self.calls += 1
         self.requests += wants
         reply = {
@@ -153,41 +144,15 @@ class LimiterCore:
         elif kind == "refused":
             lim.budget.refused += 1
 
-    def forget(self, worker: str) -> None:
-        """A worker is gone: its share of the retry budget goes back to the pool."""
-        self.limiter.budget.refill(self.leases.pop(worker, 0.0))
-
     def stats(self) -> dict[str, Any]:
-        """What it learned and what it cost: µs of its own time per call and per request."""
+        """What it learned and what it cost: µs of its own time per request."""
         return {
             **self.limiter.snapshot(self._now()),
             "incarnation": self.incarnation,
             "calls": self.calls,
             "requests": self.requests,
-            "outcomes": self.outcomes,
-            "busy_s": self.busy_s,
-            "us_per_call": 1e6 * self.busy_s / max(1, self.calls),
             "us_per_request": 1e6 * self.busy_s / max(1, self.requests),
         }
-
-
-class AsyncLimiterCore(LimiterCore):
-    """The core as an asyncio service (the Ray actor): `ask` can wait for news.
-
-    A request held back while the rate is unknown (a probe is out) asks with the version it
-    last saw; the answer waits until an outcome moves the version on (at most `LONG_POLL_S`), so
-    the next probe leaves as soon as the last one is answered, not a polling interval later.
-    """
-
-    def __init__(self, label: str = "", now: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(label, now)
-        self._news: asyncio.Event | None = None
-
-    def report(self, worker: str, outcomes: list[Outcome]) -> None:
-        super().report(worker, outcomes)
-        if outcomes and self._news is not None:
-            self._news.set()
-            self._news = None
 
     async def ask(
         self,
@@ -197,6 +162,10 @@ class AsyncLimiterCore(LimiterCore):
         seed: Mapping[str, Any] | None = None,
         after: int | None = None,
     ) -> dict[str, Any]:
+        """`reserve`, as the Ray actor answers it. A request held back while the rate is unknown
+        (a probe is out) asks with the version it last saw (`after`); the answer waits until an
+        outcome moves the version on (at most `LONG_POLL_S`), so the next probe leaves as soon
+        as the last one is answered, not a polling interval later."""
         if after is not None and after == self.version:
             if self._news is None:
                 self._news = asyncio.Event()
@@ -216,8 +185,9 @@ class ClusterPacer:
         self._report = report
         self._ask = ask
         self.worker = worker
-        self._want: list[tuple[asyncio.Future[tuple[float, bool, int]], bool]] = []
-        self._check: list[asyncio.Future[int]] = []
+        # who waits for the next reply: a slot (asked again while held back, or not), or
+        # only the reply's epoch (None)
+        self._want: list[tuple[asyncio.Future[tuple[float, bool, int]], bool | None]] = []
         self._outcomes: list[tuple[Any, ...]] = []
         self._sending = False
         self._asking: asyncio.Task[None] | None = None
@@ -231,7 +201,6 @@ class ClusterPacer:
         self.learned: dict[str, Any] = {}
         self.incarnation: str | None = None
         self.calls = 0
-        self.round_trip_s = 0.0
 
     def __repr__(self) -> str:
         return f"ClusterPacer(worker={self.worker}, calls={self.calls}, lease={self.lease:g})"
@@ -260,48 +229,43 @@ class ClusterPacer:
 
     async def _asks(self) -> None:
         wait = RETRY_CALL_S[0]
-        while self._want or self._check or self._seed_next:
+        while self._want or self._seed_next:
             await asyncio.sleep(0)  # agents that start together join this call
             want, self._want = self._want, []
-            check, self._check = self._check, []
-            held_back = bool(want) and all(again for _, again in want) and not check
+            slots = sum(again is not None for _, again in want)
+            held_back = bool(want) and all(again for _, again in want)  # no check among them
             seed = self.learned if self._seed_next and self.learned else None
-            t0 = time.monotonic()
             try:
                 reply = await self._ask(
-                    self.worker, len(want), self.lease, seed, self.version if held_back else None
+                    self.worker, slots, self.lease, seed, self.version if held_back else None
                 )
-            except asyncio.CancelledError:
-                raise
             except Exception:  # the core is restarting or unreachable: wait, send nothing
-                self._want, self._check = want + self._want, check + self._check
+                self._want = want + self._want
                 self._seed_next = True
                 await asyncio.sleep(wait)
                 wait = min(RETRY_CALL_S[1], wait * 2)
                 continue
             wait = RETRY_CALL_S[0]
-            self._took(reply, time.monotonic() - t0, seeded=seed is not None)
+            self._took(reply, seeded=seed is not None)
             if self._seed_next and self.learned:
                 # a restarted core that has not been told what the old one knew (Ray retried
                 # this call there): its slots may burst; hand them back and tell it first
                 for _, slot in reply["slots"]:
                     if slot:
                         self._note("release", self.epoch)
-                self._want, self._check = want + self._want, check + self._check
+                self._want = want + self._want
                 continue
-            for (fut, _), (delay, slot) in zip(want, reply["slots"], strict=True):
+            given = iter(reply["slots"])
+            for fut, again in want:
+                delay, slot = (0.0, False) if again is None else next(given)
                 if fut.done():  # its agent stopped waiting: hand the slot back
                     if slot:
                         self._note("release", self.epoch)
                     continue
                 fut.set_result((float(delay), bool(slot), self.epoch))
-            for c in check:
-                if not c.done():
-                    c.set_result(self.epoch)
 
-    def _took(self, reply: Mapping[str, Any], rtt: float, *, seeded: bool) -> None:
+    def _took(self, reply: Mapping[str, Any], *, seeded: bool) -> None:
         self.calls += 1
-        self.round_trip_s += rtt
         # a new core: tell it what the old one knew (and do not take its word over it)
         new = self.incarnation not in (None, reply["incarnation"]) and not seeded
         self._seed_next = new
@@ -318,22 +282,15 @@ class ClusterPacer:
         rate = self.learned.get("rate")
         return 1.0 / rate if rate else None
 
-    async def _slot(self, again: bool) -> tuple[float, bool, int]:
+    async def next_reply(self, again: bool | None) -> tuple[float, bool, int]:
+        """(delay, slot, epoch) from the core's next reply: a slot (`again`: asked again while
+        held back), or with `again` None no slot, only a reply newer than now and the epoch it
+        says (a worker meets the core so before any agent needs a slot: a first call to an
+        actor can take seconds on a busy machine)."""
         fut: asyncio.Future[tuple[float, bool, int]] = asyncio.get_running_loop().create_future()
         self._want.append((fut, again))
         self._kick()
         return await fut
-
-    async def _fresh_epoch(self) -> int:
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._check.append(fut)
-        self._kick()
-        return await fut
-
-    async def hello(self) -> None:
-        """Reach the core once before any agent needs a slot: a worker's first call to an
-        actor it has not talked to yet can take seconds on a busy machine."""
-        await self._fresh_epoch()
 
     async def close(self) -> None:
         """Hand the retry budget back (the batch is over in this worker)."""
@@ -357,7 +314,7 @@ class ClusterPacer:
         held_since: float | None = None
         again = renewed = False
         while True:
-            delay, slot, epoch = await self._slot(again)
+            delay, slot, epoch = await self.next_reply(again)
             core = self.incarnation  # a slot is the core's that gave it: a restart voids it
             again = False
             if slot and delay <= 0:
@@ -376,7 +333,7 @@ class ClusterPacer:
                 if not slot:
                     continue
                 if time.monotonic() - self.replied_at > FRESH_S:
-                    await self._fresh_epoch()  # a 429 elsewhere may have voided this slot
+                    await self.next_reply(None)  # a 429 elsewhere may have voided this slot
                 if self.epoch == epoch and self.incarnation == core:
                     # slots that came due while this worker was busy, or while the check's
                     # answer was slow, would leave together: a late one is dropped (once)

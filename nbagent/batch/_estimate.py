@@ -1,4 +1,5 @@
-"""The bill before the batch: `map(..., dry_run=True)` sends nothing and says what it would cost.
+"""The bill before the batch: `map(..., dry_run=True)` sends nothing and says what it would cost
+(`dry_run_estimate`, priced from the call's options).
 
 Input tokens are estimated the way the agent estimates them before it sends (about four
 characters a token, `_loop._estimate`), the schema of `output=` included wherever the request
@@ -12,7 +13,6 @@ has no price (NaN, never a guess); a provider without a batch API has no batch p
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
@@ -23,12 +23,20 @@ import pandas as pd
 from .._core._budget import Usage
 from .._core._messages import Message, TextBlock
 from .._core._words import counted
+from .._loop._args import resolve_model_spec
 from .._loop._estimate import CHARS_PER_TOKEN, estimate_tokens
+from .._loop._output_schema import OutputSchema
+from ..errors import ConfigError
 from ..providers._base import ToolSpec
+from ..providers._models import batch_client
 from ..providers._pricing import estimate_cost
-from ._options import positive_int
+from ._frames import prompts_of
+from ._options import BatchOptions, positive_int
+from ._provider_backend import one_model
+from ._provider_output import BatchOutput
 
-__all__ = ["ESTIMATE_COLUMNS", "BatchEstimate", "estimate"]
+DRY_RUN_KEY = "dry-run-sends-nothing"
+"""The stand-in key of a dry run without one: it prices, it never sends."""
 
 _DTYPES = {
     "prompt": "string",
@@ -115,22 +123,41 @@ def _money(value: float) -> str:
     return "an unknown price" if math.isnan(value) else f"${value:,.4f}"
 
 
-def estimate(
-    texts: list[str],
-    index: pd.Index[Any] | None,
-    *,
-    provider: Any,
-    model: str,
-    system: str | None,
-    max_tokens: int,
-    has_batch_api: bool,
-    tools: Sequence[ToolSpec] = (),
-    extra_chars: int = 0,
-) -> BatchEstimate:
-    """The estimate of one request per prompt to `provider` (see the module docstring):
-    with `output=`, the system prompt and `tools` are what a structured request carries, and
-    `extra_chars` the schema the provider's own field carries (native mode)."""
-    positive_int("max_tokens", max_tokens)
+def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
+    """The `BatchEstimate` of a call with `dry_run=True` (see the module docstring): one
+    request per prompt to the model (a chain's first, live); with `output=`, the system prompt
+    and the tools a structured request carries, and the schema the provider's own field carries
+    (native mode). Nothing is sent."""
+    texts, index = prompts_of(options.prompts, options.column)
+    kw = options.agent_kwargs
+    max_tokens = positive_int("max_tokens", kw.get("max_tokens", 4096))
+    chain = options.model
+    if options.backend != "provider" and isinstance(chain, (list, tuple)) and chain:
+        chain = chain[0]  # the live price of the chain's first model
+    model = one_model(chain)
+    try:
+        provider = resolve_model_spec(model, api_key=kw.get("api_key"), base_url=kw.get("base_url"))
+    except ConfigError as err:
+        if "no API key" not in str(err):
+            raise
+        # nothing is sent: a key is not needed to price the prompts
+        provider = resolve_model_spec(model, api_key=DRY_RUN_KEY, base_url=kw.get("base_url"))
+    try:
+        has_batch_api = batch_client(provider) is not None
+    except ConfigError:
+        if options.backend == "provider":
+            raise
+        has_batch_api = False
+    system, extra_chars = options.system, 0
+    tools: tuple[ToolSpec, ...] = ()
+    if options.output is not None:  # what a structured request carries: the schema
+        out = BatchOutput(
+            OutputSchema.of(options.output),
+            mode=kw.get("output_mode", "auto"),
+            retries=kw.get("output_retries", 2),
+            provider=provider,
+        )
+        system, tools, extra_chars = out.system(system), out.tools, out.extra_chars()
     name, wire_model = provider.name, provider.model
     tokens: list[int] = []
     live: list[float] = []
@@ -153,4 +180,5 @@ def estimate(
     )
     if index is not None:
         rows.index = index
-    return BatchEstimate(rows, model, name, has_batch_api)
+    label = model if isinstance(model, str) else f"{name}:{wire_model}"
+    return BatchEstimate(rows, label, name, has_batch_api)

@@ -8,7 +8,6 @@ dicts, so a Ray worker can send them back cheaply) and turn them into the result
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -18,25 +17,11 @@ import numpy as np
 import pandas as pd
 
 from .._core._words import counted
-from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame
+from .._loop._frame import COLUMNS, ORIGIN_COLUMNS, empty_frame, with_origin
 from .._loop._output_schema import OutputSchema
 from ..errors import Aborted, BudgetExceeded, ConfigError, OutputInvalid, OutputTruncated
 from ._output_columns import OUTPUT_COLUMNS, structured_columns
 from ._progress import BatchProgress
-from ._prompt_check import refuse_blank_prompts
-
-__all__ = [
-    "RESULT_COLUMNS",
-    "BatchResult",
-    "agent_row",
-    "attempts_frame",
-    "prompts_of",
-    "results_frame",
-    "row_failed",
-    "row_ok",
-    "rows_frame",
-    "rows_or_cancelled",
-]
 
 _RESULT_DTYPES: dict[str, str] = {
     "prompt": "string",
@@ -168,10 +153,61 @@ def prompts_of(
     return _texts(list(prompts), None), None
 
 
+_SHOWN = 5  # rows named in the sentence; the rest counted
+
+
+def _blank(value: object) -> str:
+    """How `value` is missing or empty ("NaN", "None", '""'), or "" when it is a prompt."""
+    if value is None:
+        return "None"
+    if isinstance(value, str):
+        return repr(value).replace("'", '"') if not value.strip() else ""
+    try:
+        missing = bool(pd.isna(value))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return ""  # a list or an array: not a scalar that is missing
+    if not missing:
+        return ""
+    return "NaN" if isinstance(value, float) else str(value)
+
+
+def _refuse_blank_prompts(values: Sequence[object], labels: Sequence[object] | None) -> None:
+    """Raise a `ConfigError` naming the rows whose prompt is missing or empty.
+
+    A NaN in a DataFrame column (a row with no text) used to be sent as "" and answered
+    anyway, as was an empty string; a model asked nothing answers something, and the row then
+    looks like a result. So a missing or empty prompt is refused before anything runs.
+
+    Args:
+        values: The prompts as given (before they are made text).
+        labels: The Series' or DataFrame's index labels; None for a list (positions).
+
+    Raises:
+        ConfigError: Some prompt is None, NaN (or another missing value) or only whitespace.
+    """
+    bad = [(i, how) for i, v in enumerate(values) if (how := _blank(v))]
+    if not bad:
+        return
+    names = [f"{labels[i] if labels is not None else i!r} ({how})" for i, how in bad[:_SHOWN]]
+    if len(bad) > _SHOWN:
+        names.append(f"and {len(bad) - _SHOWN} more")
+    one = len(bad) == 1
+    if labels is not None:
+        where = "index" if one else "indices"
+    else:
+        where = "position" if one else "positions"
+    hint = ' (series.dropna(), series[series.str.strip() != ""])' if labels is not None else ""
+    raise ConfigError(
+        f"map(): {len(bad)} of {len(values)} prompts {'is' if one else 'are'} missing or "
+        f"empty, at {where} {', '.join(names)}; drop or fill {'it' if one else 'them'} "
+        f"first{hint}"
+    )
+
+
 def _texts(values: list[Any], labels: list[Any] | None) -> list[str]:
     """The prompts as text: none is missing or empty (those are refused), so each is its `str`
     (a number in an object column, say)."""
-    refuse_blank_prompts(values, labels)
+    _refuse_blank_prompts(values, labels)
     return [str(p) for p in values]
 
 
@@ -274,12 +310,8 @@ def results_frame(
     """The results frame from one list (or array: taken as it is, not copied) per column of
     `RESULT_COLUMNS` (no row dicts made), then (with `output`) the structured answers' columns
     from `data["output"]` and `data["reasks"]`."""
-    cost = data["cost_usd"]
-    if not isinstance(cost, np.ndarray):
-        cost = [math.nan if v is None else float(v) for v in cost]
-    values = {**data, "cost_usd": cost}
     df: pd.DataFrame = pd.DataFrame(
-        {c: pd.array(values[c], dtype=t, copy=False) for c, t in _RESULT_DTYPES.items()},
+        {c: pd.array(data[c], dtype=t, copy=False) for c, t in _RESULT_DTYPES.items()},
         copy=False,
     )
     if output is not None:
@@ -304,13 +336,8 @@ def attempts_frame(parts: list[tuple[int, pd.DataFrame]]) -> pd.DataFrame:
     One concat and one inserted column: copying each of hundreds of small frames first costs
     seconds at the end of a large batch."""
     kept = [(i, f) for i, f in sorted(parts, key=lambda p: p[0]) if len(f)]
-    if not kept:
-        empty = empty_frame()
-        empty.insert(0, "prompt_index", pd.Series([], dtype="int64"))
-        for c in ORIGIN_COLUMNS:
-            empty[c] = pd.Series([], dtype="string")
-        return empty
-    out: pd.DataFrame = pd.concat([f for _, f in kept], ignore_index=True)
+    frames = [f for _, f in kept] or [with_origin(empty_frame(), "", "")]  # none: no rows
+    out: pd.DataFrame = pd.concat(frames, ignore_index=True)
     out = out[[*COLUMNS, *ORIGIN_COLUMNS]]
     index = np.repeat([i for i, _ in kept], [len(f) for _, f in kept])
     out.insert(0, "prompt_index", index.astype("int64"))

@@ -20,14 +20,6 @@ from ._frames import agent_row
 from ._progress import BatchProgress
 from ._spec import AgentsOptions, BatchControl
 
-__all__ = ["run_local"]
-
-
-def _retrieve(fut: asyncio.Future[Any]) -> None:
-    """The gathered agents were cancelled with the batch: that is not an error to log."""
-    if not fut.cancelled():
-        fut.exception()
-
 
 async def run_local(
     texts: list[str], options: AgentsOptions, progress: BatchProgress, control: BatchControl
@@ -58,13 +50,11 @@ async def run_local(
             progress.finish_row(i, row)
 
     tasks = [asyncio.ensure_future(one(i, p)) for i, p in enumerate(texts)]
-    everything: asyncio.Future[Any] = asyncio.gather(*tasks)
-    everything.add_done_callback(_retrieve)
-    stop: asyncio.Future[Any] = asyncio.ensure_future(control.wait())
+    # every agent's end (one cancelled with the batch is not an error to log)
+    everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
     try:
-        await asyncio.wait({everything, stop}, return_when=asyncio.FIRST_COMPLETED)
+        await control.until(everything)
     finally:
-        stop.cancel()
         if not everything.done():
             for t in tasks:
                 t.cancel()

@@ -38,15 +38,12 @@ from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..notebook import in_notebook
 from ._backends import Backend, backend_for
-from ._dry_run import dry_run_estimate
-from ._estimate import BatchEstimate
+from ._estimate import BatchEstimate, dry_run_estimate
 from ._frames import RESULT_COLUMNS, BatchResult, prompts_of
 from ._options import BatchKeywords, BatchOptions, Prompts
 from ._output_columns import check_fields
 from ._progress import TerminalBar
 from ._provider_backend import ProviderBatch
-
-__all__ = ["BatchHandle", "amap", "map", "resume", "start"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -409,20 +406,8 @@ def resume(
         ConfigError: The file is missing or not a batch state file, the key is missing, or
             `output` is not the schema the batch began with (or it began without one).
     """
-    batch = _Batch(
-        ProviderBatch.from_state(
-            state,
-            api_key=api_key,
-            base_url=base_url,
-            retry=retry,
-            clock=clock,
-            poll=poll,
-            output=output,
-        ),
-        show=show,
-        stoppable=False,
-    )
-    return _run_blocking(batch)
+    given = dict(locals())  # first: `resume`'s signature is the one list of its options
+    return _run_blocking(_Batch(ProviderBatch.from_state(given), show=show, stoppable=False))
 
 
 def _run_blocking(batch: _Batch) -> BatchResult:

@@ -28,8 +28,6 @@ from .._loop._output_step import refuse_mode_without_output
 from ..errors import ConfigError
 from ..providers._batch_wire import BatchCaps
 
-__all__ = ["BACKENDS", "BatchKeywords", "BatchOptions", "Prompts", "positive_int"]
-
 BACKENDS = ("local", "ray", "provider")
 Prompts: TypeAlias = "Iterable[str] | pd.Series[Any] | pd.DataFrame"
 """What a batch takes as its prompts: a list (or any iterable) of strings, a pandas Series, or a

@@ -20,18 +20,20 @@ import pandas as pd
 from .._loop._output_schema import OutputSchema, field_types
 from ..errors import ConfigError
 
-__all__ = ["OUTPUT_COLUMNS", "check_fields", "structured_columns"]
-
 OUTPUT_COLUMNS = ("output", "reasks")
 """What a batch with `output=` adds to the results before the fields: the validated value and
 how many reasks it took."""
 
-_JSON_DTYPES = {"integer": "Int64", "number": "float64", "boolean": "boolean", "string": "string"}
-_JSON_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string"}
+_DTYPES = {bool: "boolean", int: "Int64", float: "float64", str: "string"}
+_JSON_TYPES = {"boolean": bool, "integer": int, "number": float, "string": str}
+"""A JSON schema's scalar types, as the annotations that stand for them."""
 
 
 def _dtype(annotation: Any) -> str:
-    """The pandas dtype for a field's annotation (object when there is no better one)."""
+    """The pandas dtype for a field's annotation, or for a JSON Schema property (a dict: by its
+    scalar `type`); object when there is no better one."""
+    if isinstance(annotation, dict):
+        return _dtype(_JSON_TYPES.get(str(annotation.get("type"))))
     origin = typing.get_origin(annotation)
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     if origin is typing.Annotated:
@@ -44,7 +46,7 @@ def _dtype(annotation: Any) -> str:
     if origin is not None and len(args) == 1 and type(None) in typing.get_args(annotation):
         return _dtype(args[0])  # Optional[X] (X | None)
     if annotation in (bool, int, float, str):  # the JSON types' own
-        return _JSON_DTYPES[_JSON_TYPE[annotation]]
+        return _DTYPES[annotation]
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return "string" if issubclass(annotation, str) else "object"
     return "object"
@@ -54,12 +56,10 @@ def _fields(schema: OutputSchema) -> dict[str, str]:
     """Top-level field name -> dtype."""
     if schema.returns_dict and not schema.wrapped:
         props = schema.json_schema.get("properties")
-        out: dict[str, str] = {}
-        for name, prop in (props if isinstance(props, dict) else {}).items():
-            kind = prop.get("type") if isinstance(prop, dict) else None
-            out[str(name)] = _JSON_DTYPES.get(kind, "object") if isinstance(kind, str) else "object"
-        return out
-    return {name: _dtype(annotation) for name, annotation in field_types(schema).items()}
+        fields = props if isinstance(props, dict) else {}
+    else:
+        fields = field_types(schema)
+    return {str(name): _dtype(annotation) for name, annotation in fields.items()}
 
 
 def check_fields(schema: OutputSchema, taken: Sequence[str]) -> None:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .._core._words import counted
 from ..events import AttemptFailed, AttemptStarted, Event, PacedWait, RetryScheduled, RunFinished
-
-__all__ = ["FINAL", "BatchProgress", "TerminalBar", "lane_state"]
 
 LANES = ("queued", "running", "waiting", "ok", "failed", "cancelled")
 """A lane's states, in the order the views count them (each shown by its first letter)."""
@@ -236,10 +234,7 @@ class BatchProgress:
         Returns:
             A count for each of "queued", "running", "waiting", "ok", "failed", "cancelled".
         """
-        out = dict.fromkeys(LANES, 0)
-        for state in self.lanes:
-            out[state] = out.get(state, 0) + 1
-        return out
+        return {**dict.fromkeys(LANES, 0), **Counter(self.lanes)}
 
     def retries_per_minute(self) -> float:
         """Retries over the last minute (or since the start, when shorter), per minute.
@@ -299,10 +294,7 @@ class BatchProgress:
             rows.append(
                 {
                     "n": n,
-                    "id": b.get("id"),
-                    "status": b.get("status"),
-                    "submission": b.get("submission"),
-                    "items": b.get("items"),
+                    **{k: b.get(k) for k in ("id", "status", "submission", "items")},
                     "counts": dict(b.get("counts") or {}),
                     "elapsed_s": round(max(0.0, now - float(b.get("seen_at", now))), 1),
                     "next_poll_s": (
@@ -325,10 +317,9 @@ class BatchProgress:
         if not self.batches:
             return ""
         live = [b for b in self.batches.values() if not b.get("collected")]
-        counts: dict[str, int] = {}
+        counts: Counter[str] = Counter()
         for b in live:
-            for k, v in (b.get("counts") or {}).items():
-                counts[k] = counts.get(k, 0) + int(v)
+            counts.update({k: int(v) for k, v in (b.get("counts") or {}).items()})
         words = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
         resub = f", {self.resubmissions} resubmitted" if self.resubmissions else ""
         tail = f": {words}" if words else ""

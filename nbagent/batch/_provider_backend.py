@@ -17,17 +17,17 @@ in this process or another; `dry_run=True` is `estimate`, which sends nothing.
 from __future__ import annotations
 
 import dataclasses
-import os
+import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pandas as pd
 
-from .._core._clock import Clock, RealClock
+from .._core._clock import Clock
 from .._core._retry import RetryPolicy
 from .._loop._args import ModelSpec, resolve_model_spec
 from .._loop._durable_log import DurableLog, default_worker
@@ -38,23 +38,11 @@ from ..providers._batch_wire import BatchCaps
 from ..providers._models import batch_client
 from ._frames import BatchResult
 from ._options import BatchOptions, positive_int
-from ._progress import BatchProgress
 from ._provider_events import ItemEvents
-from ._provider_items import DEFAULT_POLL, RunSettings
+from ._provider_items import DEFAULT_POLL
 from ._provider_output import BatchOutput
 from ._provider_run import ProviderRun
-from ._provider_state import (
-    ProviderState,
-    default_state_path,
-    index_to_json,
-    log_file,
-    new_tag,
-    policy_doc,
-)
-from ._resume_check import refuse_a_gone_demo_server
-from ._spec import BatchControl
-
-__all__ = ["ProviderBatch", "ProviderOptions", "one_model"]
+from ._provider_state import ProviderState
 
 
 @dataclass(frozen=True)
@@ -90,7 +78,6 @@ class ProviderOptions:
             raise ConfigError("options= takes a dict of request fields, e.g. {'temperature': 0}")
         if self.clock is not None and not isinstance(self.clock, Clock):
             raise ConfigError("clock= takes a clock such as nbagent.VirtualClock()")
-        _poll(self.poll)
 
     def caps(self, client: BatchClient) -> BatchCaps:
         """`batch_caps=` checked, or the client's own."""
@@ -138,35 +125,9 @@ def one_model(model: ModelSpec | Sequence[ModelSpec]) -> ModelSpec:
     return model  # type: ignore[return-value]
 
 
-class ProviderBatch:
-    """A provider batch, prepared: options checked, client and state made, nothing sent."""
-
-    def __init__(
-        self,
-        client: BatchClient,
-        state: ProviderState,
-        *,
-        policy: RetryPolicy,
-        clock: Clock | None,
-        poll: Any,
-        output: BatchOutput | None,
-        log: Any = None,
-    ) -> None:
-        self.client, self.state, self.index = client, state, state.input_index()
-        self.log = log  # the durable log (`log=`): a path or a connection, or None
-        req = state.request
-        self.settings = RunSettings(
-            req.get("system"),
-            int(req.get("max_tokens") or 4096),
-            dict(req.get("options") or {}),
-            policy,
-            clock or RealClock(),
-            _poll(poll),
-            output,
-        )
-        self.progress = BatchProgress(total=len(state.prompts), backend="provider")
-        self.progress.state_path = str(state.path)
-        self.control = BatchControl()
+class ProviderBatch(ProviderRun):
+    """A provider batch: made with its options checked, client and state made, nothing sent;
+    `run` drives it (`ProviderRun`) and builds its result."""
 
     @classmethod
     def from_options(
@@ -195,18 +156,13 @@ class ProviderBatch:
             structured = BatchOutput(
                 output, mode=opts.output_mode, retries=opts.output_retries, provider=provider
             )
-        tag = new_tag()
-        path = Path(options.state) if options.state is not None else None
-        path = path or default_state_path(tag, opts.log)
-        if path.exists():
-            raise ConfigError(
-                f"the batch state file {path} exists already: resume that batch with "
-                f"nbagent.batch.resume({str(path)!r}), or pass another state='...'."
-            )
         policy = options.retry or RetryPolicy()
-        state = ProviderState(
-            path=path,
-            tag=tag,
+        state = ProviderState.begin(
+            options.state,
+            log=opts.log,
+            policy=policy,
+            prompts=texts,
+            index=index,
             model=spec.strip() if isinstance(spec, str) else f"{provider.name}:{provider.model}",
             provider=client.name,
             base_url=getattr(provider, "base_url", None),
@@ -215,52 +171,46 @@ class ProviderBatch:
                 "max_tokens": opts.max_tokens,
                 "options": opts.options or {},
             },
-            retry=policy_doc(policy),
             caps=[client.caps.max_requests, client.caps.max_bytes],
-            prompts=texts,
-            index=index_to_json(index, len(texts)),
             output=structured.to_json() if structured is not None else None,
-            log=log_file(opts.log),
         )
         return cls(
             client,
             state,
             policy=policy,
             clock=opts.clock,
-            poll=opts.poll,
+            poll=_poll(opts.poll),
             output=structured,
             log=opts.log,
         )
 
     @classmethod
-    def from_state(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        retry: RetryPolicy | None = None,
-        clock: Clock | None = None,
-        poll: tuple[float, float] | None = None,
-        output: Any = None,
-    ) -> ProviderBatch:
-        state = ProviderState.load(path)
-        refuse_a_gone_demo_server(state.provider, base_url or state.base_url, str(state.path))
-        provider = resolve_model_spec(
-            state.model, api_key=api_key, base_url=base_url or state.base_url
-        )
-        client = batch_client(provider, caps=BatchCaps(*state.caps))
+    def from_state(cls, given: Mapping[str, Any]) -> ProviderBatch:
+        """The batch of a `resume` call, from its arguments by name (`state`, `api_key`,
+        `base_url`, `retry`, `clock`, `poll`, `output`; `resume`'s signature is their one list,
+        with their types and defaults)."""
+        loaded = ProviderState.load(given["state"])
+        base_url = given.get("base_url") or loaded.base_url
+        output = given.get("output")
+        _refuse_a_gone_demo_server(loaded.provider, base_url, str(loaded.path))
+        provider = resolve_model_spec(loaded.model, api_key=given.get("api_key"), base_url=base_url)
+        client = batch_client(provider, caps=BatchCaps(*loaded.caps))
         structured = None
-        if state.output is not None:
-            structured = BatchOutput.from_json(state.output, provider=provider, output=output)
+        if loaded.output is not None:
+            structured = BatchOutput.from_json(loaded.output, provider=provider, output=output)
         elif output is not None:
             raise ConfigError(
-                f"the batch in {state.path} began without output=, so its answers are text: "
+                f"the batch in {loaded.path} began without output=, so its answers are text: "
                 "leave output= out of resume()"
             )
-        policy = retry or RetryPolicy(**state.retry)
         return cls(
-            client, state, policy=policy, clock=clock, poll=poll, output=structured, log=state.log
+            client,
+            loaded,
+            policy=given.get("retry") or RetryPolicy(**loaded.retry),
+            clock=given.get("clock"),
+            poll=_poll(given.get("poll")),
+            output=structured,
+            log=loaded.log,
         )
 
     def announce(self) -> None:
@@ -278,29 +228,25 @@ class ProviderBatch:
         # the items' attempts go to the durable log as they are recorded, one agent id per
         # item (its run id), as each agent of the local backend writes its own
         durable = DurableLog(self.log, self.state.tag, worker=worker) if self.log else None
-        out = self.settings.output
-        model, max_attempts = self.client.provider.model, self.settings.policy.max_attempts
-        items = ItemEvents(
+        out = self.output
+        self.item_rows = items = ItemEvents(
             self.state.prompts,
-            model=model,
-            max_attempts=max_attempts,
+            model=self.client.provider.model,
+            max_attempts=self.policy.max_attempts,
             worker=worker,
             run_tag=self.state.tag,
             output=out.schema if out is not None else None,
         )
         if durable is not None:
             items.log.on_row = lambda _, row: durable.put(row["run_id"], row["attempt"] - 1, row)
-        run = ProviderRun(
-            self.client, self.state, items, self.settings, self.progress, self.control
-        )
         try:
-            await run.run()
+            await self.run_records()
         finally:
             await self.client.provider.aclose()
             if durable is not None:
                 durable.close()
         return BatchResult(
-            results=items.results(self.index),
+            results=items.results(self.state.input_index()),
             attempts=items.attempts(),
             duration_s=time.monotonic() - t0,
             limiter=f"{self.client.label} ({len(self.state.batches)} batches)",
@@ -308,3 +254,33 @@ class ProviderBatch:
             cancelled=self.control.cancelled,
             state_path=str(self.state.path),
         )
+
+
+def _refuse_a_gone_demo_server(provider: str, url: str | None, state: str) -> None:
+    """Raise a `ConfigError` when a demo batch's server is gone (nothing listens at `url`).
+
+    The demo model's batches live in its loopback mock server, inside the process that began
+    them. Resumed in a new process, the stored URL leads nowhere, and the client used to find
+    out after its retries, with a `ConnectError`; one connect says so at once, and why.
+
+    Args:
+        provider: The provider the state names ("demo" is checked; the others are not).
+        url: The server's base URL, as stored or given.
+        state: The state file, for the sentence.
+
+    Raises:
+        ConfigError: The demo model's server at `url` no longer answers.
+    """
+    if provider != "demo" or not url:
+        return
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), 2.0):
+            return
+    except OSError:
+        pass
+    raise ConfigError(
+        f"the demo batch in {state} cannot be resumed here: its batches lived in the demo "
+        f"model's loopback server ({url}), which ran inside the process that began it and "
+        "ended with it; run the map() again (a demo batch takes seconds)"
+    )

@@ -22,27 +22,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._core._attempts import usage_fields
+from .._core._attempts import error_fields, usage_fields
 from .._core._budget import Usage
-from .._core._decision import RetryPlan
+from .._core._decision import Decision
 from .._loop._attempt_log import AttemptLog
 from .._loop._columns import numpy_of, string_array
 from .._loop._output_schema import OutputSchema
-from ..errors import Aborted, OutputInvalid, OutputTruncated, ProviderError
+from .._loop._output_step import Checked
+from ..errors import Aborted, OutputInvalid, OutputTruncated
 from ..events import (
     AttemptFailed,
     AttemptStarted,
     AttemptSucceeded,
     EventBus,
-    FailureAction,
     RetryScheduled,
     RunFinished,
     RunStarted,
 )
 from ..providers import Completed
 from ._frames import results_frame
-
-__all__ = ["ItemEvents"]
 
 _NAN = math.nan
 
@@ -67,7 +65,7 @@ class ItemEvents:
         self.log = AttemptLog(extra=("batch_id",))
         self.bus.subscribe(self.log)
         self.final_text: list[str | None] = [None] * n
-        self.end_reason: list[str | None] = [None] * n
+        self.end_reason: list[str | None] = [None] * n  # None: the item's row has not ended
         self.error: dict[int, str] = {}
         self.error_message: dict[int, str] = {}
         self.input_tokens = array("q", [0]) * n
@@ -77,7 +75,6 @@ class ItemEvents:
         self.duration = array("d", [0.0]) * n
         self.reasks = array("q", [0]) * n
         self.values: list[Any] = [None] * n if output is not None else []
-        self.done = bytearray(n)
 
     def run_id(self, pos: int) -> str:
         return f"{self.run_tag}-{pos}"
@@ -109,9 +106,14 @@ class ItemEvents:
                 )
             )
         self.duration[pos] = max(0.0, ended - self.first_start[pos])
-        if usage is not None:
-            self._add_usage(pos, usage)
-        tokens: dict[str, Any] = {} if usage is None else dict(usage_fields(usage))
+        tokens: dict[str, Any] = {}
+        if usage is not None:  # the attempt's tokens and cost, added to the item's
+            tokens = dict(usage_fields(usage))
+            self.input_tokens[pos] += usage.input_tokens
+            self.output_tokens[pos] += usage.output_tokens
+            if usage.cost_usd is not None:
+                before = self.cost[pos]
+                self.cost[pos] = usage.cost_usd + (0.0 if math.isnan(before) else before)
         labels: dict[str, Any] = {
             "run_id": run_id,
             "turn": 1,
@@ -132,12 +134,9 @@ class ItemEvents:
         done: Completed,
         started: float,
         ended: float,
-        *,
-        note: str = "",
-        value: Any = None,
-        raw: str | None = None,
+        checked: Checked | None = None,
     ) -> None:
-        """An item answered: its row is final (`value`, `raw`: its structured answer)."""
+        """An item answered: its row is final (`checked`: its structured answer)."""
         _, ending = self._attempt(pos, submission, batch_id, started, ended, done.usage)
         self.bus.emit(
             AttemptSucceeded(
@@ -145,52 +144,43 @@ class ItemEvents:
                 status_code=200,
                 request_id=done.request_id or done.response_id,
                 stop_reason=done.stop_reason,
-                message=note or done.note or "",
+                message=done.note or "",
             )
         )
-        self.final_text[pos] = done.message.text if raw is None else raw
-        self.end_reason[pos] = done.stop_reason
-        if self.output is not None:
-            self.values[pos] = value
-        self.done[pos] = True
-        self._finished(pos, ended, done.stop_reason or "end_turn")
+        self.final_text[pos] = done.message.text if checked is None else checked.raw
+        if checked is not None:
+            self.values[pos] = checked.value
+        self._end(pos, done.stop_reason or "end_turn")
 
     def failed(
         self,
         pos: int,
         submission: int,
         batch_id: str | None,
-        err: BaseException,
-        *,
-        action: FailureAction,
+        decision: Decision,
         started: float,
         ended: float,
-        wait: RetryPlan | None = None,
-        why: str = "",
         request_id: str | None = None,
     ) -> None:
-        """An item failed in this submission: `action` "retry" or "reask" (it goes again, after
-        `wait`) or "fail". A structured answer refused afterwards (off its schema, cut at
-        max_tokens) carries its usage: the row has its tokens and cost."""
-        p = err if isinstance(err, ProviderError) else None
+        """An item failed in this submission, and `decision` says what follows: "retry" or
+        "reask" (it goes again, after the decision's wait) or "fail" (its row ends, the
+        decision's `why` after its message). A structured answer refused afterwards (off its
+        schema, cut at max_tokens) carries its usage: the row has its tokens and cost."""
+        err, action, wait = decision.error, decision.action, decision.plan
         answered = err if isinstance(err, (OutputInvalid, OutputTruncated)) else None
-        message = str(err) or type(err).__name__
-        if why:
-            message += f" ({why})"
         usage = answered.usage if answered else None
         labels, ending = self._attempt(pos, submission, batch_id, started, ended, usage)
-        said: dict[str, Any] = {
-            "error": type(err).__name__,
-            "message": message,
-            "status_code": 200 if answered else p.status_code if p else None,
-            "request_id": p.request_id if p else request_id,
-            "retry_after_s": p.retry_after if p else None,
-        }
+        said: dict[str, Any] = {**error_fields(err), "message": str(err) or type(err).__name__}
+        said["request_id"] = said["request_id"] or request_id  # an answer's, kept by its read
+        if decision.why:
+            said["message"] += f" ({decision.why})"
+        if answered:  # the answer came, with a 200
+            said["status_code"] = 200
         self.bus.emit(
             AttemptFailed(
                 **ending,
                 **said,
-                action=action if action in ("retry", "reask") else "fail",
+                action=action,
                 cancelled=isinstance(err, Aborted),
             )
         )
@@ -216,35 +206,27 @@ class ItemEvents:
         """The row of an item that ends with `err` (Aborted: cancelled)."""
         self.error[pos] = type(err).__name__
         self.error_message[pos] = str(err) or type(err).__name__
-        reason = "cancelled" if isinstance(err, Aborted) else "error"
-        self.end_reason[pos] = reason
-        self.done[pos] = True
-        if not math.isnan(self.first_start[pos]):  # an item never sent has no run to end
-            at = self.first_start[pos] + self.duration[pos]
-            self._finished(pos, at, reason, self.error[pos], self.error_message[pos])
+        self._end(pos, "cancelled" if isinstance(err, Aborted) else "error")
 
-    def _finished(self, pos: int, at: float, reason: str, error: str = "", why: str = "") -> None:
+    def _end(self, pos: int, reason: str) -> None:
+        """The item's row is final: its run ends (an item never sent has no run to end)."""
+        self.end_reason[pos] = reason
+        if math.isnan(self.first_start[pos]):
+            return
         cost = None if math.isnan(self.cost[pos]) else self.cost[pos]
         self.bus.emit(
             RunFinished(
                 run_id=self.run_id(pos),
-                time=at,
+                time=self.first_start[pos] + self.duration[pos],
                 turn=1,
                 end_reason=reason,
                 usage=Usage(self.input_tokens[pos], self.output_tokens[pos], cost_usd=cost),
                 model=self.model,
-                error=error,
-                message=why,
+                error=self.error.get(pos, ""),
+                message=self.error_message.get(pos, ""),
                 final_text=self.final_text[pos] or "",
             )
         )
-
-    def _add_usage(self, pos: int, u: Usage) -> None:
-        self.input_tokens[pos] += u.input_tokens
-        self.output_tokens[pos] += u.output_tokens
-        if u.cost_usd is not None:
-            before = self.cost[pos]
-            self.cost[pos] = u.cost_usd + (0.0 if math.isnan(before) else before)
 
     # -- frames -----------------------------------------------------------------------------
 

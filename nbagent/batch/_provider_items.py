@@ -10,10 +10,10 @@ is then recorded: a resubmission ("retry", "reask") or the row's end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
 from typing import Any
 
-from .._core._clock import Clock
+from .._core._clock import Clock, RealClock
 from .._core._decision import Decision, Failure, decide
 from .._core._retry import RetryPolicy
 from .._loop._output_step import answer_limit
@@ -33,43 +33,41 @@ from ._progress import BatchProgress
 from ._provider_events import ItemEvents
 from ._provider_output import BatchOutput
 from ._provider_state import BatchRecord, ProviderState, custom_id
-
-__all__ = ["DEFAULT_POLL", "ItemOutcomes", "RunSettings"]
-
+from ._spec import BatchControl
 
 DEFAULT_POLL = (5.0, 60.0)
 """Seconds between polls: the first wait, and the most it grows to."""
 
 
-@dataclass
-class RunSettings:
-    """How a run's items are built and driven."""
-
-    system: str | None
-    max_tokens: int
-    options: dict[str, Any]
-    policy: RetryPolicy
-    clock: Clock
-    poll: tuple[float, float] = DEFAULT_POLL
-    output: BatchOutput | None = None  # structured answers (`output=`)
-
-
 class ItemOutcomes:
-    """The outcomes of one run's items (see the module docstring)."""
+    """The outcomes of one run's items (see the module docstring), the item part of a
+    `ProviderRun`: made with what the run is given (how each request is built is the state's
+    `request`), it makes its progress and its stop control."""
+
+    item_rows: ItemEvents  # the items' events and rows: made when the run begins
 
     def __init__(
         self,
         client: BatchClient,
         state: ProviderState,
-        item_rows: ItemEvents,
-        settings: RunSettings,
-        progress: BatchProgress,
+        *,
+        policy: RetryPolicy,
+        clock: Clock | None,
+        poll: tuple[float, float] = DEFAULT_POLL,
+        output: BatchOutput | None = None,
+        log: Any = None,
     ) -> None:
-        self.client, self.state, self.item_rows = client, state, item_rows
-        self.settings, self.progress = settings, progress
-        self.clock, self.policy = settings.clock, settings.policy
-        self.rng = self.policy.rng()
+        self.client, self.state, self.policy = client, state, policy
+        self.clock = clock or RealClock()
+        self.poll_s, self.output = poll, output  # seconds between polls; `output=`'s answers
+        self.log = log  # the durable log (`log=`): a path or a connection, or None
+        self.rng = policy.rng()
+        self.progress = BatchProgress(total=len(state.prompts), backend="provider")
+        self.progress.state_path = str(state.path)
+        self.control = BatchControl()
         self._answered: dict[int, str | None] = {}  # request ids of answers refused afterwards
+        self.stopped_at: float | None = None  # when the run first saw its control stopped
+        self._tasks: set[asyncio.Task[None]] = set()  # the run's records being driven
 
     def missing(self, status: BatchStatus, pos: int, rec: BatchRecord) -> ItemResult:
         """What an item the ended batch's results do not mention ended as: the batch's own
@@ -77,11 +75,10 @@ class ItemOutcomes:
         cid = custom_id(self.state.tag, pos, rec.submission)
         if status.failure is not None:
             return ItemResult(cid, "errored", error=self.client.failure_error(status))
-        counts = status.counts
-        if counts.get("expired") or status.ending == "expired":
+        if status.counts.get("expired") or status.ending == "expired":
             why = "the batch expired before this request was processed"
             return ItemResult(cid, "expired", error=expired_error(self.client.name, why))
-        if counts.get("canceled") or status.ending == "canceled":
+        if status.counts.get("canceled") or status.ending == "canceled":
             return ItemResult(cid, "canceled")
         err = StreamInterrupted(
             "the batch ended without a result for this request", provider=self.client.name
@@ -94,23 +91,21 @@ class ItemOutcomes:
         """Record a succeeded item (None), or the decision about a failed one."""
         now = self.clock.now()
         if item.kind == "succeeded":
-            out, checked = self.settings.output, None
+            out, checked = self.output, None
             try:
                 done = await self.client.read(item)
                 empty = empty_reply(done, self.client.name)
                 if empty is not None:
                     raise empty
                 if out is not None:  # as a live attempt checks its answer
-                    limit = answer_limit(self.settings.max_tokens, self.settings.options)
+                    req = self.state.request
+                    limit = answer_limit(req["max_tokens"], req["options"])
                     checked = out.check(done, limit)
             except (ProviderError, OutputInvalid, OutputTruncated) as err:
                 if not isinstance(err, ProviderError):  # an answer refused afterwards: its id
                     self._answered[pos] = done.request_id or done.response_id
                 return self.decide(rec, pos, err)
-            value, raw = (checked.value, checked.raw) if checked is not None else (None, None)
-            self.item_rows.succeeded(
-                pos, rec.submission, rec.id, done, started, now, value=value, raw=raw
-            )
+            self.item_rows.succeeded(pos, rec.submission, rec.id, done, started, now, checked)
             self.progress.mark(pos, "ok")
             return None
         if item.kind == "canceled":
@@ -120,7 +115,7 @@ class ItemOutcomes:
 
     def decide(self, rec: BatchRecord, pos: int, err: NbAgentError) -> Decision:
         """The one `decide` about an item's failure, with the attempt state its record sent."""
-        out = self.settings.output
+        out = self.output
         facts = Failure(err, rec.attempt_state(pos), max_reasks=out.retries if out else 0)
         return decide(facts, self.policy, rng=self.rng)
 
@@ -128,7 +123,7 @@ class ItemOutcomes:
         """What the item's next request carries after its prompt: a new reask's pair, or (a
         retry) the tail it was sent with."""
         before = rec.tails.get(str(pos))
-        out, err = self.settings.output, decision.error
+        out, err = self.output, decision.error
         if decision.action != "reask" or out is None or not isinstance(err, OutputInvalid):
             return before
         return out.tail(err).to_json()
@@ -138,22 +133,15 @@ class ItemOutcomes:
     ) -> None:
         """Record the decision about an item: sent `again` (a retry, a reask) or its row's
         end (a stopped run turns a resubmission into `cancelled`)."""
-        err, now = decision.error, self.clock.now()
+        err = decision.error
+        if not again:
+            if decision.action in ("retry", "reask") and not isinstance(err, Aborted):
+                # retryable, but the run was stopped: the row says so, with what it had
+                err = Aborted(f"the batch was stopped before this request was sent again ({err})")
+            decision = Decision("fail", err, None, decision.why)
         answered = self._answered.pop(pos, None)
-        if not again and decision.action in ("retry", "reask") and not isinstance(err, Aborted):
-            # retryable, but the run was stopped: the row says so, with what it had
-            err = Aborted(f"the batch was stopped before this request was sent again ({err})")
         self.item_rows.failed(
-            pos,
-            rec.submission,
-            rec.id,
-            err,
-            action=decision.action if again else "fail",
-            started=started,
-            ended=now,
-            wait=decision.plan if again else None,  # the wait before the item is sent again
-            why="" if again else decision.why,
-            request_id=answered,
+            pos, rec.submission, rec.id, decision, started, self.clock.now(), answered
         )
         if not again:
             self.progress.mark(pos, "cancelled" if isinstance(err, Aborted) else "failed")
@@ -166,7 +154,7 @@ class ItemOutcomes:
         """End every row of `rec` not yet ended with `err` (a batch that cannot be made or
         read any more)."""
         for pos in rec.positions():
-            if not self.item_rows.done[pos]:
+            if self.item_rows.end_reason[pos] is None:
                 self.fail(pos, rec.submission, rec.id, err, why)
         self.progress.changed()
 
@@ -175,7 +163,5 @@ class ItemOutcomes:
     ) -> None:
         """End the row of the item at `pos` with `err`, now (its lane: failed)."""
         now = self.clock.now()
-        self.item_rows.failed(
-            pos, submission, batch_id, err, action="fail", started=now, ended=now, why=why
-        )
+        self.item_rows.failed(pos, submission, batch_id, Decision("fail", err, None, why), now, now)
         self.progress.mark(pos, "failed")

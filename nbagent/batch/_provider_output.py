@@ -29,9 +29,6 @@ from .._loop._output_schema import WRAP_KEY, OutputMode, OutputSchema
 from .._loop._output_step import Checked, StructuredOutput
 from ..errors import ConfigError, OutputInvalid, OutputIssue
 from ..providers import Completed, Provider, ToolSpec
-from ..providers._base import OutputFormat
-
-__all__ = ["BatchOutput", "Tail"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +61,7 @@ class BatchOutput:
         self.structured = StructuredOutput(
             schema, mode=mode, validators=(), retries=self.retries, providers=[provider], tools=[]
         )
+        # the one model's plan: its mode, and what every request carries (`plan.format`)
         self.plan = self.structured.plans[0]
 
     # -- the request --------------------------------------------------------------------------
@@ -76,11 +74,6 @@ class BatchOutput:
     def tools(self) -> tuple[ToolSpec, ...]:
         """The tools of every item: the output tool in tool mode, else none."""
         return self.structured.tools(0, ())
-
-    @property
-    def format(self) -> OutputFormat:
-        """What every item's request carries to the provider."""
-        return self.plan.format
 
     def extra_chars(self) -> int:
         """What a request carries besides its messages, for the bill: the schema (in the

@@ -49,14 +49,9 @@ from ..errors import (
 from ..events import Event
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchStatus, ItemResult
-from ._progress import BatchProgress
-from ._provider_events import ItemEvents
-from ._provider_items import ItemOutcomes, RunSettings
+from ._provider_items import ItemOutcomes
 from ._provider_output import Tail
-from ._provider_state import BatchRecord, ProviderState, custom_id, parse_custom_id
-from ._spec import BatchControl
-
-__all__ = ["CANCEL_WAIT_S", "ProviderRun"]
+from ._provider_state import BatchRecord, custom_id, parse_custom_id
 
 POLL_GROWTH = 1.5
 CANCEL_WAIT_S = 900.0
@@ -67,28 +62,12 @@ class ProviderRun(ItemOutcomes):
     """One run over the state's batch records (see the module docstring); what each item it
     reads ends as is its `ItemOutcomes` part."""
 
-    def __init__(
-        self,
-        client: BatchClient,
-        state: ProviderState,
-        items: ItemEvents,
-        settings: RunSettings,
-        progress: BatchProgress,
-        control: BatchControl,
-    ) -> None:
-        super().__init__(client, state, items, settings, progress)
-        self.control = control
-        self.stopping = asyncio.Event()
-        self.stopped_at: float | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-
     # -- the whole run ----------------------------------------------------------------------
 
-    async def run(self) -> None:
+    async def run_records(self) -> None:
         if not self.state.batches:
             self.plan(range(len(self.state.prompts)), 1)
             self.state.save()  # before anything is sent
-        watcher = asyncio.ensure_future(self._watch_stop())
         try:
             for rec in list(self.state.batches):
                 self._spawn(rec)
@@ -98,12 +77,11 @@ class ProviderRun(ItemOutcomes):
                     self._tasks.discard(task)
                     task.result()  # a bug in nbagent surfaces here, not lost in a task
         finally:
-            watcher.cancel()
             for task in self._tasks:
                 task.cancel()
         why = "the batch was stopped before this prompt was sent"
-        for pos, finished in enumerate(self.item_rows.done):
-            if not finished:
+        for pos, reason in enumerate(self.item_rows.end_reason):
+            if reason is None:  # not ended
                 self.item_rows.final(pos, Aborted(why))
                 self.progress.mark(pos, "cancelled")
         self.progress.changed(True)
@@ -111,26 +89,18 @@ class ProviderRun(ItemOutcomes):
     def _spawn(self, rec: BatchRecord) -> None:
         self._tasks.add(asyncio.ensure_future(self.drive(rec)))
 
-    async def _watch_stop(self) -> None:
-        await self.control.wait()
-        self.stopped_at = self.clock.now()
-        self.state.cancelled = True
-        self.stopping.set()
-
     async def _sleep(self, seconds: float) -> None:
         """Wait on the clock; a stop ends the wait early (a wait begun after it does not)."""
         if seconds <= 0:
             return
-        if self.stopping.is_set():
+        if self.control.cancelled:
             await self.clock.sleep(seconds)
             return
         sleep = asyncio.ensure_future(self.clock.sleep(seconds))
-        stop = asyncio.ensure_future(self.stopping.wait())
         try:
-            await asyncio.wait({sleep, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await self.control.until(sleep)
         finally:
-            for f in (sleep, stop):
-                f.cancel()
+            sleep.cancel()
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -142,14 +112,14 @@ class ProviderRun(ItemOutcomes):
     def item(self, pos: int, submission: int, tail: Any = None) -> bytes:
         """One item: the prompt's request (with `output=`, the structured answer's system
         prompt, output tool and format; after a reask, the failed answer and its errors)."""
-        s, client, out = self.settings, self.client, self.settings.output
+        req, client, out = self.state.request, self.client, self.output
         request = client.request(
             self.state.prompts[pos],
-            system=s.system if out is None else out.system(s.system),
-            max_tokens=s.max_tokens,
-            options=s.options,
+            system=req["system"] if out is None else out.system(req["system"]),
+            max_tokens=req["max_tokens"],
+            options=req["options"],
             tools=() if out is None else out.tools,
-            output=None if out is None else out.format,
+            output=None if out is None else out.plan.format,
             after=Tail.from_json(tail).messages if tail else (),
         )
         cid = custom_id(self.state.tag, pos, submission)
@@ -207,9 +177,9 @@ class ProviderRun(ItemOutcomes):
             self.fail_all(rec, _error_named(rec.error or "NbAgentError: it could not be created"))
             return
         if rec.step in ("planned", "creating"):
-            if not self.stopping.is_set():
+            if not self.control.cancelled:
                 await self._sleep(max(0.0, rec.not_before - time.time()))
-            if self.stopping.is_set() and rec.step == "planned":
+            if self.control.cancelled and rec.step == "planned":
                 return  # never sent: the run's end gives these rows `cancelled`
             status = await self.create(rec)
             if status is None:
@@ -243,8 +213,6 @@ class ProviderRun(ItemOutcomes):
 
         try:
             status = await self._loop("create").run(attempt)
-        except asyncio.CancelledError:
-            raise
         except Exception as err:
             found = None
             if may_have_reached(err):  # one more look
@@ -270,20 +238,18 @@ class ProviderRun(ItemOutcomes):
         return await self._loop("poll").run(lambda _n: self.client.retrieve(batch_id))
 
     async def poll(self, rec: BatchRecord) -> BatchStatus | None:
-        first, most = self.settings.poll
+        first, most = self.poll_s
         delay = first
         while True:
             try:
                 status = await self.retrieve(rec)
-            except asyncio.CancelledError:
-                raise
             except Exception as err:  # final (a 401, a batch that is gone): the rows say so
                 self.fail_all(rec, err, why="the batch can no longer be read")
                 return None
             self._show(rec, status)
             if status.phase == "ended":
                 break
-            if self.stopping.is_set():
+            if self.control.cancelled:
                 if not rec.cancel_sent:
                     with contextlib.suppress(ProviderError):
                         status = await self.client.cancel(status.id)
@@ -291,7 +257,8 @@ class ProviderRun(ItemOutcomes):
                     self.state.save()
                     self._show(rec, status)
                     continue
-                assert self.stopped_at is not None
+                if self.stopped_at is None:
+                    self.stopped_at = self.clock.now()
                 if self.clock.now() - self.stopped_at > CANCEL_WAIT_S:
                     return None  # still cancelling: the state file can collect it later
             if rec.step != status.phase:
@@ -312,9 +279,13 @@ class ProviderRun(ItemOutcomes):
         members = set(rec.positions())
         seen: set[int] = set()
         started = self.progress.batches.get(rec.n, {}).get("created_at", self.clock.now())
-        retry: list[tuple[int, Decision]] = []
-        tails: dict[int, Any] = {}  # what the items sent again carry after their prompts
-        later = self._later(rec) if replay else set()
+        retry: dict[int, Decision] = {}  # the items sent again
+        # on a replay, the items a later record of the state sent again
+        later = (
+            {p for b in self.state.batches if b.submission > rec.submission for p in b.positions()}
+            if replay
+            else set()
+        )
 
         async def take(pos: int, item: ItemResult) -> None:
             seen.add(pos)
@@ -322,14 +293,11 @@ class ProviderRun(ItemOutcomes):
             if decision is None:
                 return
             again = decision.action in ("retry", "reask") and (
-                pos in later if replay else not self.stopping.is_set()
+                pos in later if replay else not self.control.cancelled
             )
             self.decided(rec, pos, decision, again, started)
             if again:
-                retry.append((pos, decision))
-                tail = self.tail(rec, pos, decision)
-                if tail is not None:
-                    tails[pos] = tail
+                retry[pos] = decision
 
         async def read_all(_n: int) -> None:
             failure = status.failure
@@ -348,8 +316,6 @@ class ProviderRun(ItemOutcomes):
 
         try:
             await self._loop("results").run(read_all)
-        except asyncio.CancelledError:
-            raise
         except Exception as err:
             for pos in sorted(members - seen):
                 seen.add(pos)
@@ -357,9 +323,11 @@ class ProviderRun(ItemOutcomes):
         for pos in sorted(members - seen):
             await take(pos, self.missing(status, pos, rec))
         if retry and not replay:
-            delay = max((d.plan.delay_s for _, d in retry if d.plan), default=0.0)
-            states = {p: d.state for p, d in retry}
-            new = self.plan([p for p, _ in retry], rec.submission + 1, delay, tails, states)
+            delay = max((d.plan.delay_s for d in retry.values() if d.plan), default=0.0)
+            # what each carries after its prompt (a reask's pair), and its attempt state
+            tails = {p: self.tail(rec, p, d) for p, d in retry.items()}
+            states = {p: d.state for p, d in retry.items()}
+            new = self.plan(list(retry), rec.submission + 1, delay, tails, states)
             self.progress.resubmissions += len(new)
         else:
             new = []
@@ -370,13 +338,6 @@ class ProviderRun(ItemOutcomes):
         for follow in new:
             self._show(follow)
             self._spawn(follow)
-
-    def _later(self, rec: BatchRecord) -> set[int]:
-        out: set[int] = set()
-        for other in self.state.batches:
-            if other.submission > rec.submission:
-                out.update(other.positions())
-        return out
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -400,7 +361,6 @@ class ProviderRun(ItemOutcomes):
         if info.get("id") is None:  # planned, or created now
             info["created_at"], info["seen_at"] = self.clock.now(), time.monotonic()
         info.update(
-            n=rec.n,
             id=status.id if status else None,
             status=status.status if status else "planned",
             phase=status.phase if status else "planned",

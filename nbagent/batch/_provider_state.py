@@ -37,21 +37,6 @@ from .._core._decision import AttemptState
 from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 
-__all__ = [
-    "KIND",
-    "BatchRecord",
-    "ProviderState",
-    "custom_id",
-    "default_state_path",
-    "index_to_json",
-    "log_file",
-    "new_tag",
-    "parse_custom_id",
-    "policy_doc",
-    "ranges",
-    "unranges",
-]
-
 KIND = "nbagent.provider-batch"
 VERSION = 1
 OUTPUT_VERSION = 2  # a state with a structured answer: an older nbagent would not check them
@@ -98,9 +83,7 @@ def index_to_json(index: pd.Index[Any] | None, n: int) -> Any:
     kind = index.dtype.kind
     if kind == "M":
         values: list[Any] = [str(v) for v in index]
-    elif kind in "iuf":
-        values = index.tolist()
-    else:
+    else:  # numbers, strings, booleans as they are; anything else as its text
         values = [
             v if isinstance(v, (str, int, float, bool)) or v is None else str(v)
             for v in index.tolist()
@@ -135,11 +118,6 @@ def ranges(positions: Sequence[int]) -> list[list[int]]:
         else:
             out.append([p, p + 1])
     return out
-
-
-def unranges(runs: Sequence[Sequence[int]]) -> Iterator[int]:
-    for start, end in runs:
-        yield from range(start, end)
 
 
 @dataclass
@@ -177,7 +155,9 @@ class BatchRecord:
         return AttemptState(self.submission)
 
     def positions(self) -> Iterator[int]:
-        return unranges(self.items)
+        """Its prompt positions, from its ranges."""
+        for start, end in self.items:
+            yield from range(start, end)
 
 
 _NOT_IN_HEAD = ("path", "prompts", "batches", "_prompts_json")
@@ -202,9 +182,38 @@ class ProviderState:
     output: dict[str, Any] | None = None  # the structured answer (`BatchOutput.to_json`)
     log: str | None = None  # the durable log's file (`log=`), where item attempts go
     batches: list[BatchRecord] = field(default_factory=list)
-    cancelled: bool = False
-    started_wall: float = field(default_factory=time.time)
     _prompts_json: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def begin(
+        cls,
+        path: str | os.PathLike[str] | None,
+        *,
+        log: Any,
+        policy: RetryPolicy,
+        prompts: list[str],
+        index: pd.Index[Any] | None,
+        **head: Any,
+    ) -> ProviderState:
+        """A new run's state, not yet written: its tag, its file (`path`, else beside `log=`'s
+        file or in the working directory; a file that exists is refused: it is another run's),
+        and the retry policy, the input's index and the log as the file keeps them."""
+        tag = new_tag()
+        where = Path(path) if path is not None else default_state_path(tag, log)
+        if where.exists():
+            raise ConfigError(
+                f"the batch state file {where} exists already: resume that batch with "
+                f"nbagent.batch.resume({str(where)!r}), or pass another state='...'."
+            )
+        return cls(
+            path=where,
+            tag=tag,
+            retry=policy_doc(policy),
+            prompts=prompts,
+            index=index_to_json(index, len(prompts)),
+            log=log_file(log),
+            **head,
+        )
 
     # -- batches ----------------------------------------------------------------------------
 
@@ -225,7 +234,7 @@ class ProviderState:
             ranges(positions),
             len(positions),
             not_before=not_before,
-            tails={str(p): tails[p] for p in positions if p in tails} if tails else {},
+            tails={str(p): tails[p] for p in positions if tails.get(p)} if tails else {},
             attempts={str(p): attempts[p].to_json() for p in positions if p in attempts}
             if attempts
             else {},
@@ -273,8 +282,7 @@ class ProviderState:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "w", encoding="utf-8") as f:
-                for part in parts:
-                    f.write(part)
+                f.writelines(parts)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
@@ -305,23 +313,13 @@ class ProviderState:
                 f"{p} was written by another nbagent (state version {doc.get('version')!r}, "
                 f"this one reads {VERSION} and {OUTPUT_VERSION}): resume it with that version."
             )
+        head = {f.name for f in dataclasses.fields(cls)} - set(_NOT_IN_HEAD)  # as `save` wrote
         try:
             state = cls(
                 path=p,
-                tag=str(doc["tag"]),
-                model=str(doc["model"]),
-                provider=str(doc["provider"]),
-                base_url=doc.get("base_url"),
-                request=dict(doc["request"]),
-                retry=dict(doc["retry"]),
-                caps=[int(c) for c in doc["caps"]],
                 prompts=[str(t) for t in doc["prompts"]],
-                index=doc.get("index"),
-                output=doc.get("output"),
-                log=doc.get("log"),
                 batches=[BatchRecord(**b) for b in doc["batches"]],
-                cancelled=bool(doc.get("cancelled")),
-                started_wall=float(doc.get("started_wall") or time.time()),
+                **{name: doc[name] for name in head if name in doc},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{p} is a damaged batch state file ({exc!r}).") from None

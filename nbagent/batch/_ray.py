@@ -24,6 +24,7 @@ own `ray.init(address=...)` the batch runs on that cluster.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import uuid
@@ -34,13 +35,11 @@ import pandas as pd
 from .._core._words import counted
 from .._loop._limiter import limiter_key
 from ..errors import ConfigError
-from ._cluster_limiter import AsyncLimiterCore
+from ._cluster_limiter import LimiterCore
 from ._progress import BatchProgress
 from ._ray_driver import Driver, gather
-from ._ray_worker import BatchWorker, LimiterChoice
+from ._ray_worker import BatchWorker, ClusterLimiter, LimiterChoice
 from ._spec import AgentsOptions, AgentSpec, BatchControl
-
-__all__ = ["ensure_ray", "run_ray"]
 
 NAMESPACE = "nbagent"
 CPUS_PER_WORKER = 1.0
@@ -62,19 +61,15 @@ def ensure_ray() -> Any:
     return ray
 
 
-class _LimiterActor(AsyncLimiterCore):
-    """The cluster's limiter as a Ray actor (async: a held request's ask can wait for news)."""
-
-
 def limiter_name(key: tuple[str, ...]) -> str:
     """The limiter actor's name: a hash of provider, endpoint and the key's fingerprint."""
     return "nbagent-limiter-" + hashlib.sha256("|".join(key).encode()).hexdigest()[:16]
 
 
-def _limiter_actor(ray: Any, key: tuple[str, ...]) -> tuple[str, Any]:
+def _limiter_actor(ray: Any, key: tuple[str, ...]) -> ClusterLimiter:
     name = limiter_name(key)
     actor = (
-        ray.remote(_LimiterActor)
+        ray.remote(LimiterCore)
         .options(
             name=name,
             namespace=NAMESPACE,
@@ -83,9 +78,9 @@ def _limiter_actor(ray: Any, key: tuple[str, ...]) -> tuple[str, Any]:
             max_task_retries=-1,
             num_cpus=0,
         )
-        .remote(key[0])
+        .remote()
     )
-    return name, actor
+    return ClusterLimiter(name, actor)
 
 
 def session_key(ray: Any) -> str:
@@ -126,23 +121,20 @@ def worker_count(ray: Any, workers: int | None, cpus: float, prompts: int) -> in
     return max(1, min(workers, prompts))
 
 
-def limiter_choice(ray: Any, spec: AgentSpec, key: tuple[str, ...]) -> tuple[LimiterChoice, Any]:
+def limiter_choice(ray: Any, spec: AgentSpec, key: tuple[str, ...]) -> LimiterChoice:
     """How the workers' agents are paced, from `limiter=`: the limiter actor (True, the
     default), each worker's own in-process limiter ("process"), none (False), or a Pacer."""
     value = spec.kwargs.pop("limiter", True)
     if value is True or value == "cluster":
-        name, actor = _limiter_actor(ray, key)
-        return ("cluster", (name, actor)), actor
+        return _limiter_actor(ray, key)
     if value == "process":
-        return ("process", None), None
-    if value is False:
-        return ("off", None), None
+        return True
     if isinstance(value, str):
         raise ConfigError(
             f"limiter= takes True (one limiter for the cluster), 'process', False or a Pacer, "
             f"not {value!r}"
         )
-    return ("pacer", value), None
+    return value  # type: ignore[no-any-return]
 
 
 async def run_ray(
@@ -158,7 +150,8 @@ async def run_ray(
     first = spec.make(limiter=False)  # a bad model string or a missing key fails here
     key = limiter_key(first.providers[0])
     await first.aclose()
-    choice, limiter = limiter_choice(ray, spec, key)
+    choice = limiter_choice(ray, spec, key)
+    limiter = choice.actor if isinstance(choice, ClusterLimiter) else None
     try:
         spec_ref = ray.put(spec)
     except Exception as err:
@@ -180,14 +173,9 @@ async def run_ray(
     labels = [m if isinstance(m, str) else f"worker {w}" for w, m in enumerate(met)]
     d = Driver(ray, texts, progress, control, actors, submit, batch=batch, labels=labels)
     incarnations: set[str] = set()
-
-    async def pace() -> None:
-        await _pace(limiter, progress, incarnations)
-
+    pace = None if limiter is None else functools.partial(_pace, limiter, progress, incarnations)
     try:
-        await d.drive(
-            max(1, math.ceil(options.concurrency / n)), pace if limiter is not None else None
-        )
+        await d.drive(max(1, math.ceil(options.concurrency / n)), pace)
     finally:
         for a in actors:  # not awaited: the rows are in; the workers tidy up on their own
             a.finish.remote(batch)
@@ -208,8 +196,8 @@ async def _describe(
     where = counted(workers, "Ray worker")
     where += f", {counted(lost, 'prompt')} lost with a worker" if lost else ""
     if limiter is None:
-        what = {"process": "one limiter per worker process", "off": "off"}.get(choice[0], "a Pacer")
-        return f"{what} ({where})"
+        what = "off" if choice is False else "a Pacer"
+        return f"{'one limiter per worker process' if choice is True else what} ({where})"
     (s,) = await gather([limiter.stats.remote()], 5.0)
     if not isinstance(s, dict):
         return f"cluster-wide limiter (unreachable) ({where})"

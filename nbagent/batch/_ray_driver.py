@@ -30,10 +30,8 @@ import pandas as pd
 from .._loop._frame import frame_from_records, with_origin
 from ..errors import Aborted
 from ._frames import row_failed
-from ._progress import BatchProgress
+from ._progress import BatchProgress, lane_state
 from ._spec import BatchControl
-
-__all__ = ["STALL_S", "WORKER_SILENT_S", "Driver", "gather"]
 
 MAX_TRIES = 3
 """A prompt whose worker died this many times gets a `WorkerLost` row instead of a fourth try."""
@@ -126,7 +124,7 @@ class Driver:
         except Exception as err:  # the worker's own code failed: this prompt's row says so
             cause = getattr(err, "cause", None) or err
             row = row_failed(self.texts[t.i], cause)
-            frame = _no_attempts()
+            frame = None
         self.heard[t.w] = time.monotonic()
         self.streamed.pop((t.i, t.attempt), None)
         self.keep(t.i, row, frame)
@@ -137,11 +135,12 @@ class Driver:
         self.busy.pop((t.i, t.attempt), None)
         return t
 
-    def keep(self, i: int, row: dict[str, Any], frame: pd.DataFrame) -> None:
+    def keep(self, i: int, row: dict[str, Any], frame: pd.DataFrame | None = None) -> None:
         if self.rows[i] is not None:
             return  # exactly once: the first try that returned
         self.rows[i] = row
-        self.parts.append((i, frame))
+        if frame is not None:  # its attempts (none: it made none, or they are kept already)
+            self.parts.append((i, frame))
         self.progress.finish_row(i, row)
 
     def worker_lost(self, t: Try, what: str) -> None:
@@ -156,8 +155,8 @@ class Driver:
             self.queue.appendleft(t.i)
             self.progress.set_lane(t.i, "waiting")
             return
-        err = _WorkerLost(f"{note}; gave up after {t.attempt} tries")
-        self.keep(t.i, row_failed(self.texts[t.i], err), _no_attempts())
+        err = WorkerLost(f"{note}; gave up after {t.attempt} tries")
+        self.keep(t.i, row_failed(self.texts[t.i], err))
 
     def lost_rows(self, t: Try, note: str, again: bool) -> pd.DataFrame:
         """The attempts a lost try had made, kept and marked, and one row for the loss."""
@@ -186,30 +185,27 @@ class Driver:
         prompt's row ends with `err`."""
         frame = _frame(t, self._streamed_rows(t))
         self.parts.append((t.i, frame))
-        self.keep(t.i, row_failed(self.texts[t.i], err, frame), _no_attempts())
+        self.keep(t.i, row_failed(self.texts[t.i], err, frame))
 
     # -- what the workers say ---------------------------------------------------------------
 
     def apply(self, w: int, drained: Mapping[str, Any]) -> None:
-        """A worker's drain: lane moves, counters, ended attempt rows, each try's last news."""
+        """A worker's drain: its agents' events (lanes, counters), ended attempt rows, each
+        try's last news."""
         now = time.monotonic()
         self.heard[w] = now
         label = str(drained.get("worker") or self.labels[w])
         self.labels[w] = label
         ours = {(t.i, t.attempt): t for t in self.inflight.values() if t.w == w}
         busy = drained.get("busy", {})
-        told = {(i, a) for i, a, _ in drained["lanes"]} | {(i, a) for i, a, _ in drained["rows"]}
+        told = {(i, a) for i, a, _ in drained["events"]} | {(i, a) for i, a, _ in drained["rows"]}
         for key in (told | busy.keys()) & ours.keys():
             ours[key].label = label  # this process runs it
-        for i, attempt, state in drained["lanes"]:
-            if attempt == self.tries[i] and state in ("running", "waiting"):
+        for i, attempt, event in drained["events"]:
+            self.progress.count(event)
+            state = lane_state(event)
+            if attempt == self.tries[i] and state is not None:  # an earlier try's: not its lane
                 self.progress.set_lane(i, state)
-        counts = drained["counts"]
-        if counts.get("retry"):
-            self.progress.add_retry(float(counts.get("retry_s", 0.0)), int(counts["retry"]))
-        if counts.get("paced"):
-            self.progress.paced += int(counts["paced"])
-            self.progress.paced_wait_s += float(counts.get("paced_s", 0.0))
         for (i, attempt, idx), row in drained["rows"].items():
             self.streamed.setdefault((i, attempt), {})[idx] = row
         for key, (quiet_s, what) in busy.items():
@@ -253,7 +249,11 @@ class Driver:
                 since, what = self.busy[t.i, t.attempt]
                 if now - since > self.stall_s:
                     self._stop(fut)
-                    self._stalled(t, what)
+                    why = (
+                        f"its agent on worker {t.label} did nothing for {self.stall_s:g} s while "
+                        f"waiting for {what}; the batch stopped waiting for it"
+                    )
+                    self._given_up(t, Stalled(why))
         up = len(self.down) < len(self.actors)
         if up or not self.queue:
             self.none_up_since = None
@@ -268,7 +268,7 @@ class Driver:
             while self.queue:
                 i = self.queue.popleft()
                 why_i = why + (" again" if self.tries[i] else "")
-                self.keep(i, row_failed(self.texts[i], _WorkerLost(why_i)), _no_attempts())
+                self.keep(i, row_failed(self.texts[i], WorkerLost(why_i)))
 
     def _stop(self, fut: asyncio.Future[Any]) -> None:
         t = self.inflight[fut]
@@ -276,13 +276,6 @@ class Driver:
             self.ray.cancel(t.ref, force=False)
         fut.cancel()
         self._drop(fut)
-
-    def _stalled(self, t: Try, what: str) -> None:
-        why = (
-            f"its agent on worker {t.label} did nothing for {self.stall_s:g} s while waiting "
-            f"for {what}; the batch stopped waiting for it"
-        )
-        self._given_up(t, _Stalled(why))
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -330,22 +323,12 @@ class Driver:
             self._given_up(t, Aborted("the batch was cancelled while this prompt ran"))
 
 
-class _WorkerLost(Exception):
+class WorkerLost(Exception):
     """A prompt's worker process died on every try (or no worker answered)."""
 
 
-_WorkerLost.__name__ = "WorkerLost"
-
-
-class _Stalled(Exception):
+class Stalled(Exception):
     """A prompt's agent did nothing for longer than any of its steps may take."""
-
-
-_Stalled.__name__ = "Stalled"
-
-
-def _no_attempts() -> pd.DataFrame:
-    return with_origin(frame_from_records([]), "", "")
 
 
 def _frame(t: Try, rows: list[dict[str, Any]]) -> pd.DataFrame:

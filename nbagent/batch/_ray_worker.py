@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -25,6 +26,7 @@ from .._loop._attempt_log import AttemptLog
 from .._loop._durable_log import default_worker
 from .._loop._frame import with_origin
 from ..events import (
+    AttemptFailed,
     AttemptStarted,
     CompactionStarted,
     Event,
@@ -37,14 +39,22 @@ from ..events import (
 )
 from ._cluster_limiter import ClusterPacer
 from ._frames import agent_row
-from ._progress import lane_state
 from ._spec import AgentSpec
 
-__all__ = ["BatchWorker", "LimiterChoice"]
 
-LimiterChoice = tuple[str, Any]
-"""("cluster", (actor name, limiter actor handle)) | ("process", None) | ("off", None)
-| ("pacer", a Pacer)."""
+@dataclass(frozen=True)
+class ClusterLimiter:
+    """The batch's limiter actor, by its name (each worker keeps one `ClusterPacer` per name)."""
+
+    name: str
+    actor: Any
+
+
+LimiterChoice = ClusterLimiter | Pacer | bool
+"""How a worker's agents are paced: the cluster's limiter actor, a Pacer of the user's, each
+worker process's own shared limiter (True), or none (False)."""
+_TOLD = (AttemptStarted, AttemptFailed, PacedWait, RetryScheduled)
+"""The events the driver's progress hears of (`drain`): lane moves, and what it counts."""
 
 
 class BatchWorker:
@@ -56,9 +66,8 @@ class BatchWorker:
         self._pacers: dict[str, ClusterPacer] = {}
         self._tasks: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: set[str] = set()
-        self._lanes: dict[str, list[tuple[int, int, str]]] = {}
+        self._events: dict[str, list[tuple[int, int, Event]]] = {}
         self._rows: dict[str, dict[tuple[int, int, int], dict[str, Any]]] = {}
-        self._counts: dict[str, dict[str, float]] = {}
         self._busy: dict[str, dict[tuple[int, int], tuple[float, str]]] = {}
 
     def ping(self) -> str:
@@ -73,19 +82,28 @@ class BatchWorker:
         spec_box: list[Any],
         limiter: LimiterChoice,
     ) -> tuple[dict[str, Any], pd.DataFrame]:
-        """Run prompt `i` (its `attempt`-th try); its row and its attempts."""
+        """Run prompt `i` (its `attempt`-th try); its row and its attempts. Meanwhile what its
+        agent does is kept for `drain`: when it last did something and what it waits for, the
+        events the driver's progress hears of, and each attempt row as it ends."""
         busy = self._busy.setdefault(batch, {})
         busy[i, attempt] = (time.monotonic(), "its agent to start")
 
         def mark(what: str) -> None:
             busy[i, attempt] = (time.monotonic(), what)
 
+        def on_event(event: Event) -> None:
+            mark(waiting_for(event))
+            if isinstance(event, _TOLD):
+                self._events.setdefault(batch, []).append((i, attempt, event))
+
+        def on_row(idx: int, row: dict[str, Any]) -> None:
+            self._rows.setdefault(batch, {})[(i, attempt, idx)] = row
+
         spec = await self._spec(batch, spec_box[0])
-        stream = AttemptLog(on_row=self._streamer(batch, i, attempt))
         pacer = self._pacer(limiter)
         if not isinstance(pacer, bool):
             pacer = _MarkedPacer(pacer, mark)
-        agent = spec.make(self._tracker(batch, i, attempt, mark), stream, limiter=pacer)
+        agent = spec.make(on_event, AttemptLog(on_row=on_row), limiter=pacer)
         run = asyncio.ensure_future(agent.run(prompt, show=False))
         tasks = self._tasks.setdefault(batch, set())
         tasks.add(run)
@@ -97,36 +115,34 @@ class BatchWorker:
         return row, with_origin(agent.attempts, f"{i}.{attempt}", self.label)
 
     async def connect(self, limiter: LimiterChoice) -> str:
-        """Meet the batch's limiter before the prompts come (see `ClusterPacer.hello`)."""
+        """Meet the batch's limiter before the prompts come (see `ClusterPacer.next_reply`)."""
         pacer = self._pacer(limiter)
         if isinstance(pacer, ClusterPacer):
-            await pacer.hello()
+            await pacer.next_reply(None)
         return self.label
 
-    def cancel(self, batch: str) -> int:
-        """Stop every agent of `batch` now; returns how many were running."""
+    def cancel(self, batch: str) -> None:
+        """Stop every agent of `batch` now."""
         self._cancelled.add(batch)
-        tasks = self._tasks.get(batch, set())
-        for t in tasks:
+        for t in self._tasks.get(batch, set()):
             t.cancel()
-        return len(tasks)
 
     def drain(self, batch: str) -> dict[str, Any]:
-        """What happened since the last drain: lane moves, counters, ended attempt rows; and
-        for each running agent, how long ago it last did something, and what it waits for."""
+        """What happened since the last drain: the agents' events the progress hears of, ended
+        attempt rows; and for each running agent, how long ago it last did something, and what
+        it waits for."""
         now = time.monotonic()
         busy = self._busy.get(batch, {})
         return {
             "worker": self.label,
-            "lanes": self._lanes.pop(batch, []),
-            "counts": self._counts.pop(batch, {}),
+            "events": self._events.pop(batch, []),
             "rows": self._rows.pop(batch, {}),
             "busy": {key: (now - t, what) for key, (t, what) in busy.items()},
         }
 
     async def finish(self, batch: str) -> None:
         """The batch is over: forget it, and give the retry budget back."""
-        for key in (self._specs, self._tasks, self._lanes, self._rows, self._counts, self._busy):
+        for key in (self._specs, self._tasks, self._events, self._rows, self._busy):
             key.pop(batch, None)
         self._cancelled.discard(batch)
         for pacer in self._pacers.values():
@@ -141,44 +157,13 @@ class BatchWorker:
         return spec
 
     def _pacer(self, choice: LimiterChoice) -> Pacer | bool:
-        kind, value = choice
-        if kind == "cluster":
-            key, actor = value
-            pacer = self._pacers.get(key)
-            if pacer is None:
-
-                def report(*args: Any) -> Any:
-                    return actor.report.remote(*args)
-
-                async def ask(*args: Any) -> dict[str, Any]:
-                    reply: dict[str, Any] = await actor.ask.remote(*args)
-                    return reply
-
-                pacer = self._pacers[key] = ClusterPacer(report, ask, self.label)
-            return pacer
-        if kind == "pacer":
-            return value  # type: ignore[no-any-return]
-        return kind == "process"
-
-    def _tracker(self, batch: str, i: int, attempt: int, mark: Callable[[str], None]) -> Any:
-        def on_event(event: Event) -> None:
-            mark(waiting_for(event))
-            state = lane_state(event)
-            if state is not None:
-                self._lanes.setdefault(batch, []).append((i, attempt, state))
-            if isinstance(event, (RetryScheduled, PacedWait)):
-                counts = self._counts.setdefault(batch, {})
-                name = "retry" if isinstance(event, RetryScheduled) else "paced"
-                counts[name] = counts.get(name, 0.0) + 1
-                counts[name + "_s"] = counts.get(name + "_s", 0.0) + float(event.delay_s)
-
-        return on_event
-
-    def _streamer(self, batch: str, i: int, attempt: int) -> Any:
-        def on_row(idx: int, row: dict[str, Any]) -> None:
-            self._rows.setdefault(batch, {})[(i, attempt, idx)] = row
-
-        return on_row
+        if not isinstance(choice, ClusterLimiter):
+            return choice
+        actor, pacer = choice.actor, self._pacers.get(choice.name)
+        if pacer is None:  # the core's calls: what `.remote` returns is awaitable
+            pacer = ClusterPacer(actor.report.remote, actor.ask.remote, self.label)
+            self._pacers[choice.name] = pacer
+        return pacer
 
 
 def waiting_for(event: Event) -> str:

@@ -10,43 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._pacing import Pacer
-from .._core._retry import RetryPolicy
 from .._loop._agent import Agent
-from .._loop._args import ModelSpec
 from ..events import Event
 from ._options import BatchOptions
-
-__all__ = ["AgentSpec", "AgentsOptions", "BatchControl"]
 
 
 @dataclass
 class AgentSpec:
-    model: ModelSpec | Sequence[ModelSpec]
-    tools: list[Any] = field(default_factory=list)
-    system: str | None = None
-    retry: RetryPolicy | None = None
+    """The keywords each agent is made with (`Agent(**kwargs)`: the model, tools, system prompt,
+    retry policy and every other `Agent` keyword), and the subscribers each gets after its own."""
+
+    kwargs: dict[str, Any]
     subscribers: list[Callable[[Event], None]] = field(default_factory=list)
-    kwargs: dict[str, Any] = field(default_factory=dict)
 
     def make(
         self, *subscribers: Callable[[Event], None], limiter: Pacer | bool | None = None
     ) -> Agent:
-        kwargs = dict(self.kwargs)
+        kwargs = dict(self.kwargs, subscribers=(*subscribers, *self.subscribers))
         if limiter is not None:
             kwargs["limiter"] = limiter
-        return Agent(
-            self.model,
-            tools=self.tools,
-            system=self.system,
-            retry=self.retry,
-            subscribers=(*subscribers, *self.subscribers),
-            **kwargs,
-        )
+        return Agent(**kwargs)
 
 
 @dataclass
@@ -59,16 +47,19 @@ class AgentsOptions:
 
     @classmethod
     def of(cls, options: BatchOptions, *, in_process: bool) -> AgentsOptions:
-        kwargs = dict(options.agent_kwargs)
+        kwargs = dict(
+            options.agent_kwargs,
+            model=options.model,
+            tools=list(options.tools),
+            system=options.system,
+            retry=options.retry,
+        )
         if options.output is not None:
             kwargs["output"] = options.output  # as given: a pydantic model travels to Ray
         if in_process and kwargs.get("limiter") == "process":
             kwargs["limiter"] = True  # in one process, the shared limiter is that
         extra = list(kwargs.pop("subscribers", ()) or ())
-        spec = AgentSpec(
-            options.model, list(options.tools), options.system, options.retry, extra, kwargs
-        )
-        return cls(spec, options.concurrency, options.workers)
+        return cls(AgentSpec(kwargs, extra), options.concurrency, options.workers)
 
 
 class BatchControl:
@@ -91,6 +82,15 @@ class BatchControl:
         for loop, event in waiters:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(event.set)
+
+    async def until(self, work: asyncio.Future[Any]) -> None:
+        """Return once `work` is done or the batch is cancelled, whichever comes first (`work`
+        is left as it is)."""
+        stop = asyncio.ensure_future(self.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
 
     async def wait(self) -> None:
         """Return once the batch is cancelled."""

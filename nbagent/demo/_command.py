@@ -32,8 +32,6 @@ from ..errors import Aborted, ConfigError, NbAgentError
 from ._console import ConsoleReporter
 from ._structured import MARKER
 
-__all__ = ["DEMO_PLAN", "DemoInterrupted", "DemoResult", "DemoStep", "run_demo"]
-
 FILES = ("attempts.csv", "timeline.png", "report.html", "session.json")
 
 

@@ -11,8 +11,6 @@ from typing import TextIO
 from ..events import Event, RunFinished, ToolCallFinished
 from ..notebook._state import TimelineState
 
-__all__ = ["ConsoleReporter"]
-
 _QUIET_PREFIXES = (
     "receiving reply",
     "model is thinking",

@@ -10,8 +10,6 @@ from ..providers import AnthropicProvider, Provider, register_model, register_pr
 from ._model import demo_reply
 from ._replay import replay_provider
 
-__all__ = ["DEMO_API_KEY", "install"]
-
 DEMO_API_KEY = "demo-key-not-secret"
 """What the demo provider sends as its key: the mock server checks that one is present."""
 

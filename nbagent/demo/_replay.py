@@ -19,8 +19,6 @@ from ..providers import Provider
 from ..providers._models import _READERS, PROVIDERS
 from ..recording import SUFFIX, Recording, read_recording
 
-__all__ = ["RECORDINGS", "recording_path", "replay_provider", "shipped_recordings"]
-
 RECORDINGS = Path(__file__).with_name("recordings")
 REPLAY_KEY = "replay-key-not-secret"  # the mock server wants some key; a replay needs no real one
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .._mcp._source import MCPSource
 
-__all__ = ["NOTES_SERVER", "notes_server_command", "notes_source"]
 
 NOTES_SERVER = Path(__file__).with_name("notes_server.py")
 """The demo's MCP notes server script (run with `python -m nbagent.demo.notes_server`)."""

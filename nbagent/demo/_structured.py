@@ -31,8 +31,6 @@ from ..mock import Conversation, Turn
 from ..mock._output_request import ANY_TOOL, JSON_OBJECT
 from ._arithmetic import find_expression
 
-__all__ = ["ANSWER_TOOL", "MARKER", "StructuredAsk", "is_reask", "sample", "structured_ask"]
-
 ANSWER_TOOL = "final_answer"  # tool mode's output tool (nbagent's name for it)
 _OUTPUT_TOOL = "final_"  # output tools: nbagent's final_answer, pydantic-ai's final_result
 _SCHEMA_WORD = re.compile(r"schema", re.I)

@@ -11,8 +11,6 @@ from pathlib import Path
 from .._loop._tools import Tool, tool
 from ._arithmetic import safe_eval
 
-__all__ = ["DEMO_DATA", "calculator", "file_tools"]
-
 DEMO_DATA = Path(__file__).parent / "data"
 """The folder of files the demo's file tools read (shipped in the wheel)."""
 

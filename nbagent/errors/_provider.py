@@ -7,6 +7,18 @@ from typing import Any
 
 from ._base import Action, ConfigError, NbAgentError
 
+# What `recast` keeps of the answer: every field but the message and the kind's own reason
+_KEPT = (
+    "provider",
+    "status_code",
+    "code",
+    "request_id",
+    "retry_after",
+    "should_retry",
+    "headers",
+    "body",
+)
+
 
 class ProviderError(NbAgentError):
     """A model provider failed to give the next message.
@@ -86,17 +98,7 @@ class ProviderError(NbAgentError):
         Returns:
             A new error of class `kind`; this one is unchanged.
         """
-        return kind(
-            message,
-            provider=self.provider,
-            status_code=self.status_code,
-            code=self.code,
-            request_id=self.request_id,
-            retry_after=self.retry_after,
-            should_retry=self.should_retry,
-            headers=self.headers,
-            body=self.body,
-        )
+        return kind(message, **{name: getattr(self, name) for name in _KEPT})
 
     @property
     def provider_label(self) -> str:

@@ -13,7 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Format = Literal["anthropic", "openai", "gemini", "responses"]
+from ..recording._paths import WireFormat
+
+Format = WireFormat
+"""The wire format a request speaks (the recordings' table of paths names them)."""
 IMAGE_TOKENS = 1000
 CHARS_PER_TOKEN = 4
 SIGNATURE_STANDIN = "skip_thought_signature_validator"  # Gemini's documented stand-in

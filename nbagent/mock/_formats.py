@@ -4,7 +4,7 @@ which the mock's model endpoints read."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from ..recording._paths import wire_path
 from ._anthropic_wire import ANTHROPIC
@@ -46,4 +46,4 @@ def guess_codec(headers: dict[str, str], path: str) -> Codec:
     if "x-goog-api-key" in headers:
         return GEMINI
     found = route(path)
-    return CODECS[cast("Format", found.format if found else "openai")]
+    return CODECS[found.format if found else "openai"]

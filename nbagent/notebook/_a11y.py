@@ -34,8 +34,6 @@ from ..events import (
 from ._values import num
 from ._waiting import waits_after
 
-__all__ = ["Announcer", "bar_names", "spoken_seconds", "timeline_axis"]
-
 
 def spoken_seconds(value: float | None) -> str:
     """Seconds as a reader says them: "0.4 s", "1 s", "12 s", "0.05 s"."""

@@ -22,8 +22,6 @@ from ..events import (
 from ._a11y import bar_names
 from ._values import TOOL_TEXT_LIMIT, as_int, clip, failure_text, json_text, num
 
-__all__ = ["Bars", "lane"]
-
 
 def lane(phase: str) -> str:
     """The lane an attempt of this phase runs in."""

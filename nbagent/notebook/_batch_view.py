@@ -22,8 +22,6 @@ from .._core._words import counted
 from .._palette import COLORS, DARK_COLORS
 from ._widget import LiveWidget
 
-__all__ = ["COLOURS", "DARK_COLOURS", "BatchView", "render_text", "show_batch_view"]
-
 _ROLES = {
     "queued": "border",
     "running": "running",
@@ -46,13 +44,9 @@ LANE_ROWS_UP_TO = 48
 
 
 _CSS = (_HERE / "batch_view.css").read_text(encoding="utf-8")
-for _key, _value in (
-    ("dark_muted", DARK_COLORS["muted"]),
-    ("dark_panel", DARK_COLORS["panel"]),
-    ("muted", COLORS["muted"]),
-    ("panel", COLORS["panel"]),
-):
-    _CSS = _CSS.replace(f"%({_key})s", _value)
+for _role in ("muted", "panel"):
+    _CSS = _CSS.replace(f"%({_role})s", COLORS[_role])
+    _CSS = _CSS.replace(f"%(dark_{_role})s", DARK_COLORS[_role])
 
 
 class BatchView(LiveWidget):

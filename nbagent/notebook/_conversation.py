@@ -8,20 +8,10 @@ block itself does not carry, so the names of tool calls are kept across messages
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from .._core._messages import (
-    ImageBlock,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from .._core import _messages
 from ._values import STREAM_LIMIT, TEXT_LIMIT, TOOL_TEXT_LIMIT, clip, clip_head, json_text
-
-__all__ = ["Conversation", "message_entry"]
 
 
 class Conversation:
@@ -127,10 +117,8 @@ class Conversation:
     def note(self, text: str, ok: bool) -> None:
         self._entries.append({"kind": "note", "text": text, "ok": ok})
 
-    def commit(self, run_id: str, index: int, message: Any) -> None:
+    def commit(self, run_id: str, index: int, message: _messages.Message) -> None:
         entry = message_entry(message, self.tool_names)
-        if entry is None:
-            return
         entry["index"] = index
         if entry["role"] == "assistant":
             self.reset_stream()
@@ -154,24 +142,17 @@ class Conversation:
                 entry.pop("pending", None)
 
 
-def message_entry(message: Any, tool_names: dict[str, str]) -> dict[str, Any] | None:
-    """The entry for a `Message` (or its dict form); None for anything else."""
-    if isinstance(message, Mapping):
-        try:
-            message = Message.from_dict(dict(message))
-        except (ValueError, TypeError):
-            return None
-    if not isinstance(message, Message):
-        return None
+def message_entry(message: _messages.Message, tool_names: dict[str, str]) -> dict[str, Any]:
+    """The entry for a committed `Message` (the names of its tool calls go to `tool_names`)."""
     blocks: list[dict[str, Any]] = []
     for block in message.blocks:
-        if isinstance(block, TextBlock):
+        if isinstance(block, _messages.TextBlock):
             blocks.append({"type": "text", "text": clip(block.text, TEXT_LIMIT)})
-        elif isinstance(block, ThinkingBlock):
+        elif isinstance(block, _messages.ThinkingBlock):
             blocks.append({"type": "thinking", "text": clip(block.thinking, TEXT_LIMIT)})
-        elif isinstance(block, ImageBlock):
+        elif isinstance(block, _messages.ImageBlock):
             blocks.append({"type": "image", "media_type": block.media_type})
-        elif isinstance(block, ToolUseBlock):
+        elif isinstance(block, _messages.ToolUseBlock):
             tool_names[block.id] = block.name
             args = block.raw_input if block.raw_input is not None else json_text(block.input)
             blocks.append(
@@ -182,7 +163,7 @@ def message_entry(message: Any, tool_names: dict[str, str]) -> dict[str, Any] | 
                     "arguments": clip(args, TOOL_TEXT_LIMIT),
                 }
             )
-        elif isinstance(block, ToolResultBlock):
+        elif isinstance(block, _messages.ToolResultBlock):
             blocks.append(
                 {
                     "type": "tool_result",

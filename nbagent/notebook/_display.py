@@ -16,8 +16,6 @@ from .._loop._agent import Agent
 from .._loop._results import RunHandle, RunResult
 from ._widget import AgentView, TimelineWidget, make_view
 
-__all__ = ["NotebookPresenter", "display_view", "in_notebook", "start_shown"]
-
 
 def in_notebook() -> bool:
     """True under an IPython kernel with a frontend (Jupyter, VS Code, Colab), not a terminal.

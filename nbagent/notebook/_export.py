@@ -21,8 +21,6 @@ from .._palette import COLORS, REASK_GLYPH
 from ._values import seconds
 from ._waiting import waits_after
 
-__all__ = ["export_html", "render_static_html", "render_text"]
-
 _HERE = Path(__file__).parent
 _EXPORT = "export default"
 
@@ -135,9 +133,8 @@ def _summary_items(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("waiting", seconds(summary.get("waiting_s"))),
         ("tools", f"{summary.get('tool_calls', 0)} ({summary.get('tool_errors', 0)} errors)"),
         *_reasks(summary),
+        _tokens(summary),  # a run's summary always counts them (0 when nothing said)
     ]
-    if summary.get("input_tokens") is not None or summary.get("output_tokens") is not None:
-        items.append(_tokens(summary))
     cost = summary.get("cost_usd")
     if cost is not None:
         items.append(("cost", f"${float(cost):.4f}"))

@@ -35,8 +35,6 @@ from .._palette import COLORS, SWATCHES
 from ..recording import Recording, read_recording
 from ..simulate import ContentionJitter, simulate_contention, what_if
 
-__all__ = ["Playground", "PlaygroundResult", "playground"]
-
 _JITTER: dict[str, ContentionJitter] = {
     "full": "full",
     "equal": "equal",

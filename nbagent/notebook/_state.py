@@ -21,30 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import events as ev
 from ..errors import describe
-from ..events import (
-    AttemptFailed,
-    AttemptStarted,
-    AttemptSucceeded,
-    BudgetWarning,
-    CompactionFinished,
-    CompactionStarted,
-    Event,
-    FallbackStarted,
-    Handlers,
-    MessageCommitted,
-    PacedWait,
-    RetryScheduled,
-    RunFinished,
-    RunStarted,
-    SDKRetryScheduled,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-    ToolSourceUnavailable,
-)
 from ._a11y import Announcer, timeline_axis
 from ._bars import Bars, lane
 from ._conversation import Conversation
@@ -60,9 +38,6 @@ from ._values import (
 )
 from ._waiting import Waits
 
-__all__ = ["TimelineState"]
-
-
 # What each compaction strategy did, in a reader's words (the terminal, the widget, the report)
 _STRATEGY_WORDS = {
     "stub": "old tool output stubbed",
@@ -71,7 +46,7 @@ _STRATEGY_WORDS = {
 }
 
 
-class TimelineState(Handlers):
+class TimelineState(ev.Handlers):
     """Maps events to the widget's state; call it with each event, read `snapshot()`.
 
     `wall` is the wall clock (injectable for tests); it only serves `clock_offset`.
@@ -103,22 +78,22 @@ class TimelineState(Handlers):
 
     # -- the subscriber -------------------------------------------------------------------
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: ev.Event) -> None:
         self.apply(event)
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: ev.Event) -> None:
         """Fold one event into the state (what calling the state does).
 
         Args:
             event: Any event of a run, in order.
         """
         self.version += 1
-        if isinstance(event, TextDelta):  # the hot path: no other bookkeeping
+        if isinstance(event, ev.TextDelta):  # the hot path: no other bookkeeping
             if self._talk.text(event.text):
                 model = self._talk.stream_model
                 self._set_status(f"receiving reply from {model}".strip(), "running")
             return
-        if isinstance(event, ThinkingDelta):
+        if isinstance(event, ev.ThinkingDelta):
             if self._talk.thinking(event.text):
                 self._set_status("model is thinking", "running")
             return
@@ -127,7 +102,7 @@ class TimelineState(Handlers):
         if self._start is None:
             self._start = t
         self._clock_offset = self._wall() - t
-        if not isinstance(event, (RetryScheduled, PacedWait, BudgetWarning)):
+        if not isinstance(event, (ev.RetryScheduled, ev.PacedWait, ev.BudgetWarning)):
             self._waits.stop_countdown()
         super().__call__(event)
         self._announcer.heard(event)
@@ -176,7 +151,7 @@ class TimelineState(Handlers):
         self._status = text
         self._status_kind = kind
 
-    def _run(self, event: Event) -> dict[str, Any]:
+    def _run(self, event: ev.Event) -> dict[str, Any]:
         run = self._run_index.get(event.run_id)
         if run is None:
             run = new_run(event.run_id, num(event.time))
@@ -186,7 +161,7 @@ class TimelineState(Handlers):
 
     # -- handlers -------------------------------------------------------------------------
 
-    def _on_run_started(self, event: RunStarted) -> None:
+    def _on_run_started(self, event: ev.RunStarted) -> None:
         run = self._run(event)
         run.update(prompt=event.prompt, model=event.model, started=num(event.time))
         if event.call:
@@ -199,7 +174,7 @@ class TimelineState(Handlers):
             self._talk.prompt(event.run_id, event.prompt)
         self._set_status(f"starting run with {event.model}".strip(), "running")
 
-    def _on_attempt_started(self, event: AttemptStarted) -> None:
+    def _on_attempt_started(self, event: ev.AttemptStarted) -> None:
         self._run(event)
         self._active = True
         self._talk.reset_stream(event.model)
@@ -210,10 +185,10 @@ class TimelineState(Handlers):
             text += f" (attempt {event.attempt}/{event.max_attempts})"
         self._set_status(text, "running")
 
-    def _on_attempt_succeeded(self, event: AttemptSucceeded) -> None:
+    def _on_attempt_succeeded(self, event: ev.AttemptSucceeded) -> None:
         self._bars.attempt_succeeded(event)
 
-    def _on_attempt_failed(self, event: AttemptFailed) -> None:
+    def _on_attempt_failed(self, event: ev.AttemptFailed) -> None:
         failure = self._bars.attempt_failed(event)
         discarded = event.discarded_text or self._talk.streamed()
         if discarded:
@@ -237,7 +212,7 @@ class TimelineState(Handlers):
         else:
             self._set_status(failure, "error")
 
-    def _on_retry_scheduled(self, event: RetryScheduled) -> None:
+    def _on_retry_scheduled(self, event: ev.RetryScheduled) -> None:
         self._waits.retry(event, lane(event.phase))
         delay = seconds(num(event.delay_s) or 0.0)
         label = describe(event.error)
@@ -245,7 +220,7 @@ class TimelineState(Handlers):
         said = "server asked to wait" if event.retry_after_s is not None else "retrying in"
         self._set_status(f"{label}: {said} {delay} {step}", "wait")
 
-    def _on_sdk_retry_scheduled(self, event: SDKRetryScheduled) -> None:
+    def _on_sdk_retry_scheduled(self, event: ev.SDKRetryScheduled) -> None:
         # A watched SDK (nbagent.watch) waits, not the agent: say whose wait it is and why.
         self._waits.retry(event, lane(event.phase))
         why = "server's Retry-After" if event.retry_after_s is not None else "its own backoff"
@@ -254,11 +229,11 @@ class TimelineState(Handlers):
         text = f"{sdk} is waiting about {delay} ({why}) before attempt {event.next_attempt}"
         self._set_status(text, "wait")
 
-    def _on_paced_wait(self, event: PacedWait) -> None:
+    def _on_paced_wait(self, event: ev.PacedWait) -> None:
         self._waits.paced(event)
         self._set_status(f"rate limiter: sending in {seconds(num(event.delay_s) or 0.0)}", "wait")
 
-    def _on_compaction_started(self, event: CompactionStarted) -> None:
+    def _on_compaction_started(self, event: ev.CompactionStarted) -> None:
         self._run(event)
         self._bars.compaction_started(
             event,
@@ -269,18 +244,9 @@ class TimelineState(Handlers):
         )
         self._set_status(f"compacting conversation ({event.tokens_before:,} tokens)", "running")
 
-    def _on_compaction_finished(self, event: CompactionFinished) -> None:
+    def _on_compaction_finished(self, event: ev.CompactionFinished) -> None:
         bar = self._bars.compaction_finished(event)
-        t = num(event.time)
         arrow = f"{event.tokens_before:,} → {event.tokens_after:,} tokens"
-        bar.update(
-            end=t,
-            outcome="ok" if event.ok else "error",
-            label=arrow if event.ok else "compaction failed",
-            tokens_before=event.tokens_before,
-            tokens_after=event.tokens_after,
-            removed=event.removed,
-        )
         strategy = event.strategy or bar.get("strategy") or ""
         how = _STRATEGY_WORDS.get(strategy, strategy)
         said = f"compacted: {arrow}" + (f" ({how})" if how else "")
@@ -289,34 +255,33 @@ class TimelineState(Handlers):
             detail += f", {event.removed} messages removed"
         if event.message:
             detail += f" — {event.message}"
-        bar["detail"] = detail
-        self._compactions.append(
-            {
-                "run_id": event.run_id,
-                "start": bar["start"],
-                "end": t,
-                "tokens_before": event.tokens_before,
-                "tokens_after": event.tokens_after,
-                "strategy": strategy,
-                "removed": event.removed,
-                "ok": event.ok,
-                "message": event.message,
-                "reason": bar.get("reason", ""),
-            }
+        bar.update(  # the finished bar is the compaction's record too (the snapshot's list)
+            end=num(event.time),
+            outcome="ok" if event.ok else "error",
+            label=arrow if event.ok else "compaction failed",
+            detail=detail,
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+            removed=event.removed,
+            strategy=strategy,
+            ok=event.ok,
+            message=event.message,
+            reason=bar.get("reason", ""),
         )
+        self._compactions.append(bar)
         self._talk.note(detail, event.ok)
         if event.ok:
             self._set_status(said, "running")
         else:
             self._set_status(f"compaction failed: {event.message}".rstrip(": "), "error")
 
-    def _on_tool_call_started(self, event: ToolCallStarted) -> None:
+    def _on_tool_call_started(self, event: ev.ToolCallStarted) -> None:
         self._run(event)
         self._talk.tool_names[event.call_id] = event.name
         self._bars.tool_started(event)
         self._tool_status()
 
-    def _on_tool_call_finished(self, event: ToolCallFinished) -> None:
+    def _on_tool_call_finished(self, event: ev.ToolCallFinished) -> None:
         self._bars.tool_finished(event)
         if self._bars.tools:
             self._tool_status()
@@ -331,14 +296,14 @@ class TimelineState(Handlers):
         noun = "tool" if len(names) == 1 else "tools"
         self._set_status(f"running {noun} {', '.join(names)}", "running")
 
-    def _on_message_committed(self, event: MessageCommitted) -> None:
+    def _on_message_committed(self, event: ev.MessageCommitted) -> None:
         self._talk.commit(event.run_id, event.index, event.message)
 
-    def _on_tool_call_delta(self, event: ToolCallDelta) -> None:
+    def _on_tool_call_delta(self, event: ev.ToolCallDelta) -> None:
         if self._talk.tool_delta(event.index, event.name, event.arguments):
             self._set_status(f"model is calling {event.name}", "running")
 
-    def _on_fallback_started(self, event: FallbackStarted) -> None:
+    def _on_fallback_started(self, event: ev.FallbackStarted) -> None:
         self._fallbacks.append(
             {
                 "run_id": event.run_id,
@@ -356,12 +321,12 @@ class TimelineState(Handlers):
             "wait",
         )
 
-    def _on_tool_source_unavailable(self, event: ToolSourceUnavailable) -> None:
+    def _on_tool_source_unavailable(self, event: ev.ToolSourceUnavailable) -> None:
         text = f"tool source {event.source} is unavailable: {event.reason}"
         self._warnings.append({"run_id": event.run_id, "time": num(event.time), "text": text})
         self._set_status(text, "running")
 
-    def _on_budget_warning(self, event: BudgetWarning) -> None:
+    def _on_budget_warning(self, event: ev.BudgetWarning) -> None:
         text = event.message or (
             f"budget warning: {event.limit} at {event.actual:g} of {event.limit_value:g}"
         )
@@ -369,7 +334,7 @@ class TimelineState(Handlers):
         if not self._waits.current:
             self._set_status(text, "wait")
 
-    def _on_run_finished(self, event: RunFinished) -> None:
+    def _on_run_finished(self, event: ev.RunFinished) -> None:
         run = self._run(event)
         t = num(event.time)
         # Anything still open when the run ends was cut off by whatever ended it.

@@ -14,8 +14,6 @@ from typing import Any
 
 from ..errors import describe
 
-__all__ = ["end_status", "is_success", "new_run", "run_summary", "session_summary"]
-
 _DONE_REASONS = {"end_turn", "max_tokens", "stop_sequence", "tool_use", "stop", "length"}
 
 _COUNTS = (
@@ -142,17 +140,13 @@ def session_summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     out.update(
         most_requests_per_call=max(amplified) if amplified else None,
         runs=len(runs),
-        finished=len(done),
-        runs_ok=len(done) - len(failed),
         runs_failed=len(failed),
         waiting_s=round(sum(s.get("waiting_s") or 0.0 for s in done), 3),
         input_tokens=sum(s.get("input_tokens") or 0 for s in done),
         output_tokens=sum(s.get("output_tokens") or 0 for s in done),
         cost_usd=sum(costs) if costs else None,
         duration_s=round(max(ends) - min(starts), 3) if starts and ends else None,
-        last_prompt=last.get("prompt") or "",
         last_end_reason=last.get("end_reason"),
         last_error=last.get("error") or "",
-        last_message=last.get("message") or "",
     )
     return out

@@ -9,24 +9,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Mapping
 from typing import Any
 
+from .._core._budget import Usage
 from ..errors import describe
-
-__all__ = [
-    "STREAM_LIMIT",
-    "TEXT_LIMIT",
-    "TOOL_TEXT_LIMIT",
-    "as_int",
-    "clip",
-    "clip_head",
-    "failure_text",
-    "json_text",
-    "num",
-    "seconds",
-    "usage_dict",
-]
 
 # Caps on text kept in the state: it is synced to the browser up to ten times a second.
 TEXT_LIMIT = 20_000
@@ -70,28 +56,10 @@ def seconds(value: float | None) -> str:
     return f"{float(value):.1f}s"
 
 
-def usage_dict(usage: Any) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    if dataclasses.is_dataclass(usage) and not isinstance(usage, type):
-        raw: Mapping[str, Any] = dataclasses.asdict(usage)
-    elif isinstance(usage, Mapping):
-        raw = usage
-    else:
-        return None
-    out: dict[str, Any] = {}
-    for key in (
-        "input_tokens",
-        "output_tokens",
-        "cache_read_tokens",
-        "cache_write_tokens",
-        "requests",
-    ):
-        if key in raw:
-            out[key] = as_int(raw[key])
-    if "cost_usd" in raw:
-        out["cost_usd"] = num(raw["cost_usd"])
-    return out
+def usage_dict(usage: Usage) -> dict[str, Any]:
+    """A run's `Usage` as JSON-safe numbers, under its own field names."""
+    raw = dataclasses.asdict(usage)
+    return {k: num(v) if k == "cost_usd" else as_int(v) for k, v in raw.items()}
 
 
 def json_text(value: Any) -> str:

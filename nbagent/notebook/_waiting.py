@@ -16,8 +16,6 @@ from ..errors import describe
 from ..events import PacedWait, RetryScheduled
 from ._values import failure_text, num
 
-__all__ = ["Waits", "waits_after"]
-
 _CURRENT_FIELDS = ("kind", "label", "server_wish", "delay_s", "next_attempt", "max_attempts")
 
 

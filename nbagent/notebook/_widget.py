@@ -23,8 +23,6 @@ import traitlets
 from ..events import Event, RunFinished
 from ._state import TimelineState
 
-__all__ = ["AgentView", "Coalescer", "LiveWidget", "TimelineWidget", "make_view"]
-
 _HERE = Path(__file__).parent
 
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._core._retry import format_duration
+from .._core._policy import format_duration
 from ._parts import json_object
 from ._server_wish import parse_duration, wish_in_text
 

@@ -27,6 +27,7 @@ from typing import Any
 __all__ = [
     "parse_duration",
     "parse_retry_after",
+    "retry_after_of",
     "rfc3339",
     "server_wish",
     "unprefixed",
@@ -128,6 +129,21 @@ def rfc3339(value: Any) -> float | None:
         return None
 
 
+def retry_after_of(headers: Mapping[str, str], now_wall: float | None = None) -> float | None:
+    """Seconds `retry-after-ms`, else `retry-after` (seconds or an HTTP date), asks to wait, or
+    None (a negative value is skipped as if absent): what the official SDKs read."""
+    if "retry-after-ms" in headers:
+        try:
+            ms = float(headers["retry-after-ms"])
+        except ValueError:
+            ms = math.nan
+        if math.isfinite(ms) and ms >= 0:
+            return ms / 1000
+    if "retry-after" in headers:
+        return parse_retry_after(headers["retry-after"], now_wall)
+    return None
+
+
 _RESET_HEADER = re.compile(r"^(?:anthropic-ratelimit-(.+)-reset|x-ratelimit-reset-(.+))$")
 
 
@@ -141,17 +157,9 @@ def server_wish(headers: Mapping[str, str], now_wall: float | None = None) -> fl
     """
     h = unprefixed(headers)
     now = time.time() if now_wall is None else now_wall
-    if "retry-after-ms" in h:
-        try:
-            ms = float(h["retry-after-ms"])
-        except ValueError:
-            ms = math.nan
-        if math.isfinite(ms) and ms >= 0:
-            return ms / 1000
-    if "retry-after" in h:
-        ra = parse_retry_after(h["retry-after"], now)
-        if ra is not None:
-            return ra
+    wish = retry_after_of(h, now)
+    if wish is not None:
+        return wish
     resets: dict[str, float] = {}  # by the header that says how much of its limit remains
     for key, value in h.items():
         m = _RESET_HEADER.match(key)

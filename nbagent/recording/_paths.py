@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["WirePath", "wire_path"]
+WireFormat = Literal["anthropic", "openai", "responses", "gemini"]
+"""The four wire formats a model request may speak."""
 
-_PATTERNS = (
+_PATTERNS: tuple[tuple[WireFormat, str], ...] = (
     ("anthropic", r".*/messages/?"),
     ("openai", r".*/chat/completions/?"),
     ("responses", r".*/responses/?"),
@@ -38,7 +40,7 @@ class WirePath:
             resource's is `<name>.openai.azure.com`), else by the path's `/openai/` prefix.
     """
 
-    format: str
+    format: WireFormat
     model: str = ""
     stream: bool | None = None
     azure: bool = False

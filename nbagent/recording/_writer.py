@@ -188,6 +188,20 @@ class Recorder:
         self._finalizer.detach()
 
 
+def recorder_for(record: str | os.PathLike[str] | Recorder, made_by: str) -> Recorder:
+    """What a `record=` argument names: the `Recorder` given, or a new one appending to the
+    path, `made_by` saying in a new file's header what wrote it (a `RecordingError` for
+    anything else)."""
+    if isinstance(record, Recorder):
+        return record
+    if not isinstance(record, (str, os.PathLike)):
+        raise error(
+            f"record= takes a path for the recording (e.g. 'storm.nbrec') or a Recorder, "
+            f"not {type(record).__name__}."
+        )
+    return Recorder(record, made_by=made_by)
+
+
 class Exchange:
     """One request being recorded: `response`, then `chunk` per piece of body as it arrives,
     then `end` (exactly once; later calls do nothing).

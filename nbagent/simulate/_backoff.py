@@ -12,12 +12,15 @@ import dataclasses
 import heapq
 import random
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
 
 import pandas as pd
+from typing_extensions import Unpack
 
 from .._core._decision import AttemptState, Failure, decide
-from .._core._retry import RetryPlan, RetryPolicy
+from .._core._policy import RetryPlan
+from .._core._retry import RetryPolicy
 from .._loop._attempt_log import AttemptLog
 from ..errors import ProviderError, RateLimited, ServerError
 from ..events import (
@@ -28,14 +31,6 @@ from ..events import (
     RetryScheduled,
     RunStarted,
 )
-
-__all__ = [
-    "ContentionJitter",
-    "TokenBucket",
-    "compare_jitter",
-    "simulate_contention",
-    "simulate_retries",
-]
 
 ContentionJitter = Literal["full", "equal", "decorrelated"] | float | None
 """The jitter strategies the contention experiment compares (as `RetryPolicy` takes them)."""
@@ -63,11 +58,63 @@ class TokenBucket:
         return (1.0 - self.tokens) / self.rate
 
 
-def _fail_rng(seed: int | None) -> random.Random:
-    # failures draw from their own stream, so the jitter stream is `random.Random(seed)` alone
-    return (
-        random.Random(f"nbagent.simulate.failures/{seed}") if seed is not None else random.Random()
-    )
+@dataclass
+class _Simulated:
+    """The events of simulated attempts, as the agent emits them for its own: one model, one
+    policy deciding each failure (with `rng` for its jitter), one attempt log."""
+
+    policy: RetryPolicy
+    model: str
+    rng: random.Random | None = None
+    log: AttemptLog = field(default_factory=AttemptLog)
+
+    def run(self, run: str, t: float) -> None:
+        self.log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=self.model))
+
+    def decide(
+        self, attempt: int, error: ProviderError | None, previous_delay: float | None = None
+    ) -> RetryPlan | None:
+        """The retry the agent plans after this attempt (None: it got an answer, or gives up)."""
+        if error is None:
+            return None
+        failure = Failure(error, AttemptState(attempt, previous_delay=previous_delay))
+        return decide(failure, self.policy, rng=self.rng).plan
+
+    def attempt(
+        self,
+        run: str,
+        t: float,
+        attempt: int,
+        end: float,
+        error: ProviderError | None,
+        plan: RetryPlan | None,
+    ) -> None:
+        """The events the agent emits for an attempt from `t` to `end` that got an answer
+        (`error` None) or failed (and was retried after `plan`, when there is one)."""
+        labels: dict[str, Any] = {
+            "phase": "request",
+            "run_id": run,
+            "time": t,
+            "turn": 1,
+            "attempt": attempt,
+            "max_attempts": self.policy.max_attempts,
+            "model": self.model,
+        }
+        self.log(AttemptStarted(**labels))
+        labels["time"] = end
+        if error is None:
+            self.log(AttemptSucceeded(**labels))
+            return
+        said: dict[str, Any] = {
+            "error": type(error).__name__,
+            "message": error.message,
+            "status_code": error.status_code,
+        }
+        action: FailureAction = "retry" if plan is not None else "fail"
+        self.log(AttemptFailed(**labels, **said, retry_after_s=error.retry_after, action=action))
+        if plan is not None:  # the retry event carries the plan's numbers
+            plan_said = dataclasses.asdict(plan)
+            self.log(RetryScheduled(**labels, **said, next_attempt=attempt + 1, **plan_said))
 
 
 def simulate_retries(
@@ -102,49 +149,35 @@ def simulate_retries(
         An attempt frame, as `agent.attempts` has it, for `nbagent.analysis`.
     """
     p_fail = min(1.0, max(0.0, float(fail_rate)))
-    jitter_rng = random.Random(seed) if seed is not None else policy.rng()
-    fails = _fail_rng(seed)
+    sim = _Simulated(policy, model, random.Random(seed) if seed is not None else policy.rng())
+    # failures draw from their own stream, so the jitter stream is `random.Random(seed)` alone
+    fails = random.Random(f"nbagent.simulate.failures/{seed}" if seed is not None else None)
     dur = max(0.0, float(attempt_duration_s))
-    log = AttemptLog()
     t = 0.0
     width = max(4, len(str(n_runs)))
     for k in range(1, n_runs + 1):
         run = f"sim-{k:0{width}d}"
-        log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=model))
+        sim.run(run, t)
         attempt = 1
         while True:
-            log(AttemptStarted(**_labels(run, t, attempt, policy, model)))
-            t += dur
-            if fails.random() >= p_fail:
-                log(AttemptSucceeded(**_labels(run, t, attempt, policy, model)))
-                break
-            error: ProviderError
-            if retry_after_s is not None:
-                error = RateLimited(
-                    "simulated rate limit", status_code=429, retry_after=retry_after_s
+            error: ProviderError | None = None
+            if fails.random() < p_fail:
+                error = (
+                    RateLimited("simulated rate limit", status_code=429, retry_after=retry_after_s)
+                    if retry_after_s is not None
+                    else ServerError("simulated failure", status_code=503)
                 )
-            else:
-                error = ServerError("simulated failure", status_code=503)
-            plan = decide(Failure(error, AttemptState(attempt)), policy, rng=jitter_rng).plan
-            _log_failure(log, run, t, attempt, policy, model, error, plan)
+            plan = sim.decide(attempt, error)
+            sim.attempt(run, t, attempt, t + dur, error, plan)
+            t += dur
             if plan is None:
                 break
             t += plan.delay_s
             attempt += 1
-    return log.frame()
+    return sim.log.frame()
 
 
 # -- contention ------------------------------------------------------------------------------
-
-
-def _contention_policy(
-    policy: RetryPolicy | None, jitter: ContentionJitter, seed: int | None
-) -> RetryPolicy:
-    base = policy or RetryPolicy(
-        max_attempts=1000, initial_delay=0.1, max_delay=10.0, multiplier=2.0, seed=seed
-    )
-    # an infinite Retry-After cap: the token bucket's wish is always honoured
-    return dataclasses.replace(base, jitter=jitter, max_retry_after=float("inf"))
 
 
 def simulate_contention(
@@ -198,20 +231,23 @@ def simulate_contention(
     """
     if n_clients < 1:
         return AttemptLog().frame()
-    pol = _contention_policy(policy, jitter, seed)
     rng = random.Random(seed) if seed is not None else random.Random()
+    base = policy or RetryPolicy(
+        max_attempts=1000, initial_delay=0.1, max_delay=10.0, multiplier=2.0, seed=seed
+    )
+    # an infinite Retry-After cap: the token bucket's wish is always honoured
+    pol = dataclasses.replace(base, jitter=jitter, max_retry_after=float("inf"))
+    sim = _Simulated(pol, f"contention/{server}", rng)
     starts = random.Random(f"nbagent.simulate.starts/{seed}") if seed is not None else rng
-    model = f"contention/{server}"
     width = max(3, len(str(n_clients)))
     runs = [f"client-{i + 1:0{width}d}" for i in range(n_clients)]
-    log = AttemptLog()
 
     # (arrival time, client, attempt) on a heap; ties go to the lower client number
     heap: list[tuple[float, int, int]] = []
     previous: list[float | None] = [None] * n_clients  # each client's last wait
     for c in range(n_clients):
         t0 = starts.uniform(0.0, start_spread_s) if start_spread_s > 0 else 0.0
-        log(RunStarted(run_id=runs[c], time=t0, turn=1, prompt="", model=model))
+        sim.run(runs[c], t0)
         heapq.heappush(heap, (t0, c, 1))
 
     busy_until = -1.0
@@ -221,8 +257,6 @@ def simulate_contention(
 
     while heap:
         t, c, attempt = heapq.heappop(heap)
-        run = runs[c]
-        log(AttemptStarted(**_labels(run, t, attempt, pol, model)))
         error: ProviderError | None = None
         if server == "single":
             if t >= busy_until:
@@ -234,35 +268,33 @@ def simulate_contention(
             if wait is not None:
                 wish = wait if send_retry_after else None
                 error = RateLimited("no token", status_code=429, retry_after=wish)
-        if error is None:
-            log(AttemptSucceeded(**_labels(run, t + service, attempt, pol, model)))
-            continue
-        end = t + reject
-        plan = decide(
-            Failure(error, AttemptState(attempt, previous_delay=previous[c])), pol, rng=rng
-        ).plan
+        end = t + (service if error is None else reject)
+        plan = sim.decide(attempt, error, previous[c])
+        sim.attempt(runs[c], t, attempt, end, error, plan)
         if plan is not None:
             previous[c] = plan.delay_s
-        _log_failure(log, run, end, attempt, pol, model, error, plan)
-        if plan is None:
-            continue
-        heapq.heappush(heap, (end + plan.delay_s, c, attempt + 1))
-    return log.frame()
+            heapq.heappush(heap, (end + plan.delay_s, c, attempt + 1))
+    return sim.log.frame()
+
+
+class ContentionOptions(TypedDict, total=False):
+    """The keywords `compare_jitter` passes on to `simulate_contention` (see it for each)."""
+
+    rate: float
+    burst: int
+    seed: int | None
+    policy: RetryPolicy | None
+    service_time_s: float
+    reject_time_s: float
+    start_spread_s: float
+    send_retry_after: bool
 
 
 def compare_jitter(
     n_clients: int | Sequence[int] = 20,
     strategies: Iterable[ContentionJitter] = (None, "full", "equal", "decorrelated"),
     server: Server = "single",
-    *,
-    seed: int | None = 0,
-    policy: RetryPolicy | None = None,
-    rate: float = 10.0,
-    burst: int = 1,
-    service_time_s: float = 0.05,
-    reject_time_s: float = 0.005,
-    start_spread_s: float = 0.0,
-    send_retry_after: bool = False,
+    **options: Unpack[ContentionOptions],
 ) -> pd.DataFrame:
     """Run `simulate_contention` for each jitter strategy (and each client count) and
     summarise: `n_clients, jitter, total_calls, failed_calls, calls_per_client,
@@ -273,14 +305,8 @@ def compare_jitter(
         n_clients: How many clients; a list for several counts.
         strategies: The jitter strategies to compare.
         server: As for `simulate_contention`.
-        seed: As for `simulate_contention`.
-        policy: As for `simulate_contention`.
-        rate: As for `simulate_contention`.
-        burst: As for `simulate_contention`.
-        service_time_s: As for `simulate_contention`.
-        reject_time_s: As for `simulate_contention`.
-        start_spread_s: As for `simulate_contention`.
-        send_retry_after: As for `simulate_contention`.
+        **options: As for `simulate_contention`: `rate`, `burst`, `seed` (0 unless given),
+            `policy`, `service_time_s`, `reject_time_s`, `start_spread_s`, `send_retry_after`.
 
     Returns:
         One row per client count and strategy.
@@ -289,19 +315,7 @@ def compare_jitter(
     rows: list[dict[str, object]] = []
     for n in counts:
         for strategy in strategies:
-            df = simulate_contention(
-                n,
-                strategy,
-                server,
-                rate=rate,
-                burst=burst,
-                seed=seed,
-                policy=policy,
-                service_time_s=service_time_s,
-                reject_time_s=reject_time_s,
-                start_spread_s=start_spread_s,
-                send_retry_after=send_retry_after,
-            )
+            df = simulate_contention(n, strategy, server, **options)
             per_client = df.groupby("run_id", observed=True).size()
             last = df.groupby("run_id", observed=True).tail(1)
             rows.append(
@@ -319,48 +333,3 @@ def compare_jitter(
             )
     out: pd.DataFrame = pd.DataFrame(rows)
     return out
-
-
-def _labels(run: str, t: float, attempt: int, policy: RetryPolicy, model: str) -> dict[str, Any]:
-    """What every event of a simulated attempt says of it, as the agent's would."""
-    return {
-        "phase": "request",
-        "run_id": run,
-        "time": t,
-        "turn": 1,
-        "attempt": attempt,
-        "max_attempts": policy.max_attempts,
-        "model": model,
-    }
-
-
-def _log_failure(
-    log: AttemptLog,
-    run: str,
-    t: float,
-    attempt: int,
-    policy: RetryPolicy,
-    model: str,
-    error: ProviderError,
-    plan: RetryPlan | None,
-) -> None:
-    """The events the agent would emit for a failed attempt (and its retry, when planned)."""
-    labels = _labels(run, t, attempt, policy, model)
-    said: dict[str, Any] = {
-        "error": type(error).__name__,
-        "message": error.message,
-        "status_code": error.status_code,
-    }
-    action: FailureAction = "retry" if plan is not None else "fail"
-    log(AttemptFailed(**labels, **said, retry_after_s=error.retry_after, action=action))
-    if plan is not None:
-        log(
-            RetryScheduled(
-                **labels,
-                **said,
-                next_attempt=attempt + 1,
-                delay_s=plan.delay_s,
-                policy_delay_s=plan.policy_delay_s,
-                retry_after_s=plan.retry_after_s,
-            )
-        )

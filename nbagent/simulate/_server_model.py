@@ -52,12 +52,10 @@ from ..errors import (
     TransportError,
     error_class,
 )
-from ..providers._models import _READERS, reader_of
+from ..providers._models import reader_of
 from ..recording import RecordedExchange, Recording, read_recording
 from ..recording._paths import wire_path
 from ._backoff import TokenBucket
-
-__all__ = ["Answer", "Bucket", "Request", "ServerModel", "by_request", "server_model"]
 
 _TIE = 1e-6  # an attempt this close after a recorded answer meets that answer
 
@@ -181,13 +179,6 @@ class ServerModel:
         return self._held[max(0, i)]
 
 
-def _provider_of(path: str) -> str:
-    """The provider whose wire format a recorded request's path speaks ("" for none), named
-    as the one that reads a watched SDK's answers is."""
-    found = wire_path(path)
-    return _READERS.get((found.format, found.azure), "") if found else ""
-
-
 def _error_of(ex: RecordedExchange) -> ProviderError | None:
     """How a recorded answer ended, read as a watched SDK's answer is (`ReplyReader`)."""
     model = ex.model or ""
@@ -228,7 +219,9 @@ def _from_recording(rec: Recording) -> tuple[list[Answer], list[float], str, str
         if limit is not None:
             limits.append(limit)
     first = rec.exchanges[0]
-    return answers, limits, first.model or "recorded", _provider_of(first.path)
+    # the provider whose wire format it speaks, named as the one that reads a watched SDK's is
+    reader = reader_of(wire_path(first.path), model="", base_url="http://recorded", secrets=())
+    return answers, limits, first.model or "recorded", reader.name if reader is not None else ""
 
 
 def _row_error(row: Any) -> ProviderError | None:

@@ -17,17 +17,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .._core._decision import AttemptState, Failure, decide
 from .._core._numbers import is_whole
-from .._core._retry import RetryPlan, RetryPolicy
-from .._loop._attempt_log import AttemptLog
+from .._core._policy import RetryPlan
+from .._core._retry import RetryPolicy
 from ..errors import ConfigError, ProviderError, RateLimited
-from ..events import AttemptStarted, AttemptSucceeded, RunStarted
 from ..recording import Recording
-from ._backoff import TokenBucket, _labels, _log_failure
+from ._backoff import TokenBucket, _Simulated
 from ._server_model import ServerModel, by_request, server_model
-
-__all__ = ["WhatIf", "what_if"]
 
 
 @dataclass
@@ -64,36 +60,28 @@ class WhatIf:
 
 
 def _recorded_frame(model: ServerModel) -> pd.DataFrame:
-    log = AttemptLog()
     requests = by_request(model.answers)
     # as many attempts as the most one recorded request got
-    policy = RetryPolicy(max_attempts=max(len(mine) for mine in requests))
-    name = model.model
+    sim = _Simulated(RetryPolicy(max_attempts=max(len(mine) for mine in requests)), model.model)
     for n, mine in enumerate(requests):
         run = f"recorded-{n + 1:03d}"
-        log(RunStarted(run_id=run, time=mine[0].at, turn=1, prompt="", model=name))
+        sim.run(run, mine[0].at)
         for k, a in enumerate(mine, start=1):
-            log(AttemptStarted(**_labels(run, a.at, k, policy, name)))
             end = a.at + a.duration_s
-            if a.error is None:
-                log(AttemptSucceeded(**_labels(run, end, k, policy, name)))
-                continue
-            following = mine[k] if k < len(mine) else None
             plan = None
-            if following is not None:
-                delay = max(0.0, following.at - end)
+            if a.error is not None and k < len(mine):  # the recorded retry
+                delay = max(0.0, mine[k].at - end)
                 plan = RetryPlan(delay, delay, a.error.retry_after)
-            _log_failure(log, run, end, k, policy, name, a.error, plan)
-    return log.frame()
+            sim.attempt(run, a.at, k, end, a.error, plan)
+    return sim.log.frame()
 
 
 def _simulate(
     model: ServerModel, policy: RetryPolicy, clients: int, rng: random.Random
 ) -> pd.DataFrame:
-    log = AttemptLog()
+    sim = _Simulated(policy, model.model, rng)
     fitted = model.bucket
     bucket = TokenBucket(fitted.capacity, fitted.rate) if fitted is not None else None
-    name = model.model
     width = max(2, len(str(clients)))
     # (time, client, request, attempt, previous delay)
     heap: list[tuple[float, int, int, int, float | None]] = []
@@ -105,8 +93,7 @@ def _simulate(
         t, c, n, attempt, previous = heapq.heappop(heap)
         run = f"client-{c + 1:0{width}d}/{n + 1:03d}"
         if attempt == 1:
-            log(RunStarted(run_id=run, time=t, turn=1, prompt="", model=name))
-        log(AttemptStarted(**_labels(run, t, attempt, policy, name)))
+            sim.run(run, t)
         error: ProviderError | None
         spent = quota is not None and successes >= quota.after_successes
         wait = bucket.take(t) if bucket is not None and not spent else None
@@ -122,36 +109,21 @@ def _simulate(
             )
             duration = fitted.reject_duration_s
         else:
-            held = model.held(t)
-            error = held.error if held is not None else None
-            duration = held.duration_s if held is not None and error is not None else 0.0
-            if error is None:
-                duration = model.requests[n].ok_duration_s
+            held = model.held(t)  # a success takes as long as the recorded request's did
+            if held is not None and held.error is not None:
+                error, duration = held.error, held.duration_s
+            else:
+                error, duration = None, model.requests[n].ok_duration_s
         end = t + duration
         if error is None:
             successes += 1
-            log(AttemptSucceeded(**_labels(run, end, attempt, policy, name)))
-            _next_request(heap, model, end, c, n)
-            continue
-        failure = Failure(error, AttemptState(attempt, previous_delay=previous))
-        plan = decide(failure, policy, rng=rng).plan
-        _log_failure(log, run, end, attempt, policy, name, error, plan)
-        if plan is None:
-            _next_request(heap, model, end, c, n)
-        else:
+        plan = sim.decide(attempt, error, previous)
+        sim.attempt(run, t, attempt, end, error, plan)
+        if plan is not None:
             heapq.heappush(heap, (end + plan.delay_s, c, n, attempt + 1, plan.delay_s))
-    return log.frame()
-
-
-def _next_request(
-    heap: list[tuple[float, int, int, int, float | None]],
-    model: ServerModel,
-    end: float,
-    c: int,
-    n: int,
-) -> None:
-    if n + 1 < len(model.requests):
-        heapq.heappush(heap, (end + model.requests[n + 1].gap_s, c, n + 1, 1, None))
+        elif n + 1 < len(model.requests):  # the next request
+            heapq.heappush(heap, (end + model.requests[n + 1].gap_s, c, n + 1, 1, None))
+    return sim.log.frame()
 
 
 def _row(label: str, policy: str, clients: int, df: pd.DataFrame) -> dict[str, object]:

@@ -10,8 +10,6 @@ no name for (attempt numbers, backoff waits, compaction) is under the `nbagent.`
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_URL", "SEMCONV_VERSION", "provider_and_model"]
-
 SEMCONV_VERSION = "1.41.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 

@@ -54,8 +54,6 @@ from ..events import (
 )
 from . import _semconv as S
 
-__all__ = ["SpanRecorder"]
-
 _FAILED_ENDS = ("error", "cancelled", "budget")
 _WAIT_ATTRIBUTES = (S.DELAY, S.POLICY_DELAY, S.RETRY_AFTER)  # a retried attempt's, on its span
 
@@ -74,7 +72,6 @@ class _Run:
     span: Span
     context: otel_context.Context
     offset_ns: int
-    agent_id: str
     attempts: dict[str, _Attempt] = field(default_factory=dict)  # phase -> the current one
     reasks: int = 0  # the run's reasks so far: the next request's `nbagent.reask`
     tools: dict[str, Span] = field(default_factory=dict)  # call id -> span
@@ -138,7 +135,7 @@ class SpanRecorder(Handlers):
             attributes=attrs,
         )
         ctx = trace.set_span_in_context(span)
-        self._runs[e.run_id] = _Run(span, ctx, offset, e.agent_id)
+        self._runs[e.run_id] = _Run(span, ctx, offset)
 
     def _on_run_finished(self, e: RunFinished) -> None:
         run = self._runs.pop(e.run_id)
