@@ -38,8 +38,6 @@ from ._http import HTTPProvider
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
 
-__all__ = ["AnthropicProvider"]
-
 ANTHROPIC_VERSION = "2023-06-01"
 
 

@@ -29,8 +29,6 @@ from ._http import HTTPProvider
 from ._parts import json_object, whole_number
 from ._server_wish import rfc3339
 
-__all__ = ["STATUS", "AnthropicBatches", "expired_error"]
-
 STATUS: dict[str, Phase] = {"in_progress": "running", "canceling": "canceling", "ended": "ended"}
 """Anthropic's `processing_status` words, as nbagent reads them (one l in `canceling`)."""
 

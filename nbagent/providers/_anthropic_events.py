@@ -30,8 +30,6 @@ from ._parts import PartBuffer, decode_arguments, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 
-__all__ = ["ANTHROPIC", "MessageReading"]
-
 ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
 
 # The stop reasons an answer ends with as they are; any other is read as end_turn.

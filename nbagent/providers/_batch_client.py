@@ -27,8 +27,6 @@ from ._limits import guarded_chunks, too_large
 from ._parts import json_or_none
 from ._whole_body import replay, whole_body
 
-__all__ = ["BatchClient", "Items"]
-
 Items = Callable[[], Iterable[bytes]]
 """The encoded items of one batch, in order; called again for each attempt of a create."""
 

@@ -22,8 +22,6 @@ import httpx
 from ..errors import ConfigError
 from ._limits import Limits
 
-__all__ = ["LoopClients", "at_openai", "check_api_key", "check_base_url", "key_fingerprint"]
-
 
 def key_fingerprint(key: str | None) -> str:
     """A fingerprint of `key` ("" for none), never the key: what tells the rate budgets of two

@@ -22,33 +22,6 @@ from .._core._words import shortened
 from ._parts import json_object
 from ._server_wish import unprefixed
 
-__all__ = [
-    "ANTHROPIC_TYPE_STATUS",
-    "AUTH_CODES",
-    "CONTEXT_CODES",
-    "FILTER_CODES",
-    "MAX_TEXT_BODY_CHARS",
-    "NOT_FOUND_CODES",
-    "NOT_FOUND_MARKERS",
-    "OUTPUT_SCHEMA_FIELDS",
-    "OUTPUT_SCHEMA_TEXT",
-    "OVERLOADED_CODES",
-    "QUOTA_CODES",
-    "QUOTA_MARKERS",
-    "RATE_CODES",
-    "SCHEMA_HINT",
-    "TEXT_CODE",
-    "context_numbers",
-    "is_context_overflow",
-    "kept_headers",
-    "redact",
-    "request_id_from",
-    "short",
-    "should_retry_from",
-    "text_message",
-    "validation_issues",
-]
-
 MAX_MESSAGE_CHARS = 1000
 
 CONTEXT_MARKERS = (

@@ -21,8 +21,6 @@ from ._error_text import redact, request_id_from
 from ._limits import Sender, guarded_chunks, too_large
 from ._sse import ServerSentEvent, SSEParser
 
-__all__ = ["EventStream", "Events"]
-
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 # A blank line (the end of an SSE event) is two line terminators in a row.

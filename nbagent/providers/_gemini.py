@@ -53,8 +53,6 @@ from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
-__all__ = ["GeminiProvider"]
-
 DEFAULT_WINDOW = 1_048_576  # Gemini's usual context window, for models genai-prices lacks
 _FILTERED = frozenset(
     {

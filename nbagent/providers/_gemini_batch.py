@@ -27,8 +27,6 @@ from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, coun
 from ._parts import json_object, whole_number
 from ._server_wish import rfc3339
 
-__all__ = ["STATUS", "GeminiBatches"]
-
 STATUS: dict[str, Phase] = {
     "BATCH_STATE_UNSPECIFIED": "running",
     "BATCH_STATE_PENDING": "running",

@@ -27,8 +27,6 @@ from .._core._policy import format_duration
 from ._parts import json_object
 from ._server_wish import parse_duration, wish_in_text
 
-__all__ = ["AUTH_REASONS", "GoogleDetails", "google_details", "seconds_to_reset"]
-
 AUTH_REASONS = frozenset(
     {"api_key_invalid", "api_key_expired", "api_key_service_blocked", "access_token_expired"}
 )

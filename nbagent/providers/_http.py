@@ -52,7 +52,6 @@ from ._wire_format import WireFormat
 if TYPE_CHECKING:
     from ..recording import Recorder
 
-__all__ = ["HTTPProvider"]
 
 USER_AGENT = "nbagent/0.1"
 

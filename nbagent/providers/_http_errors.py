@@ -53,8 +53,6 @@ from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to
 from ._parts import json_object, json_or_none, whole_number
 from ._server_wish import server_wish, wish_in_text
 
-__all__ = ["error_from_payload", "error_from_response", "status_class"]
-
 # What a mid-stream error keeps of its class; everything else means "the stream broke".
 _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
     errors.RateLimited,

@@ -28,19 +28,6 @@ from ..errors import (
 from ._error_text import redact, request_id_from
 from ._parts import whole_number
 
-__all__ = [
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_IDLE_TIMEOUT",
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_MAX_EVENT_BYTES",
-    "Limits",
-    "Sender",
-    "guarded_chunks",
-    "read_body",
-    "too_large",
-    "transport_error",
-]
-
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 60.0
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024

@@ -29,16 +29,6 @@ from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 from ._pricing import FREE, set_price_id
 
-__all__ = [
-    "PROVIDERS",
-    "ProviderInfo",
-    "batch_client",
-    "reader_of",
-    "register_model",
-    "register_prefix",
-    "resolve_model",
-]
-
 ModelFactory = Callable[..., Provider]
 """Makes the provider of a named model: called with `base_url=` (None: its own) and options."""
 

@@ -33,8 +33,6 @@ from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
 from ._parts import json_object, whole_number
 
-__all__ = ["STATUS", "AzureBatches", "OpenAIBatches"]
-
 STATUS: dict[str, Phase] = {
     "validating": "running",
     "in_progress": "running",

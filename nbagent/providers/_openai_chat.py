@@ -37,15 +37,6 @@ from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import NotAnAnswer, WholeEvents
 
-__all__ = [
-    "OpenAIFormat",
-    "OpenAIProvider",
-    "data_url",
-    "messages_to_openai",
-    "tool_arguments",
-    "tool_output",
-]
-
 _FINISH = {
     "stop": "end_turn",
     "tool_calls": "tool_use",

@@ -52,8 +52,6 @@ from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
-__all__ = ["RESPONSES", "ResponsesProvider"]
-
 RESPONSES = "openai-responses"
 _RESERVED = frozenset({"model", "input", "instructions", "tools", "stream", "store"})
 _REASONING = re.compile(r"(^|/)(o\d|gpt-5|codex|gpt-oss|computer-use)", re.I)

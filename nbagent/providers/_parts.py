@@ -9,8 +9,6 @@ from typing import Any
 
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
 
-__all__ = ["PartBuffer", "decode_arguments", "json_object", "json_or_none", "whole_number"]
-
 
 class PartBuffer:
     """Deltas that arrived together, merged: consecutive text (or thinking, or one tool call's

@@ -37,8 +37,6 @@ from ._error_text import ANTHROPIC_TYPE_STATUS
 from ._http_errors import status_class
 from ._parts import decode_arguments
 
-__all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
-
 set_provider_label("scripted", "Scripted model")
 
 

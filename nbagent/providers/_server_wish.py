@@ -24,16 +24,6 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-__all__ = [
-    "parse_duration",
-    "parse_retry_after",
-    "retry_after_of",
-    "rfc3339",
-    "server_wish",
-    "unprefixed",
-    "wish_in_text",
-]
-
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 GATEWAY_PREFIX = "llm_provider-"
 

@@ -25,8 +25,6 @@ from ._parts import PartBuffer, whole_number
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
 
-__all__ = ["ErrorEvent", "Reading", "Refused", "StreamEnds"]
-
 
 class ErrorEvent(Exception):
     """An error event of the answer, raised by a reading's handler: the parts that came before

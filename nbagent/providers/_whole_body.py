@@ -24,9 +24,6 @@ from ._event_stream import Events
 from ._http import HTTPProvider
 from ._sse import ServerSentEvent
 
-__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "replay", "whole_body"]
-
-
 WholeEvents = list[tuple[str, dict[str, Any] | str]]
 """The events a live stream would have carried for a whole answer: (event name, its data
 decoded, or a literal marker such as `[DONE]`)."""

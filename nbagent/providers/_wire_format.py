@@ -13,8 +13,6 @@ from typing import Any
 
 from ._base import ModelRequest, ProviderBase
 
-__all__ = ["WireFormat"]
-
 
 class WireFormat(ProviderBase):
     """The part of an `HTTPProvider` its wire format fills in (the module docstring).
