@@ -27,9 +27,9 @@ from nbagent.errors import (
 from nbagent.providers import AnthropicProvider, GeminiProvider, OpenAIProvider
 from nbagent.providers._anthropic_batch import STATUS as ANTHROPIC_STATUS
 from nbagent.providers._anthropic_batch import AnthropicBatches
-from nbagent.providers._batches import batch_client
 from nbagent.providers._gemini_batch import STATUS as GEMINI_STATUS
 from nbagent.providers._gemini_batch import GeminiBatches
+from nbagent.providers._models import batch_client
 from nbagent.providers._openai_batch import STATUS as OPENAI_STATUS
 from nbagent.providers._openai_batch import OpenAIBatches
 from nbagent.providers._server_wish import rfc3339

@@ -28,7 +28,7 @@ from .._loop._estimate import CHARS_PER_TOKEN, estimate_tokens
 from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..providers._base import ToolSpec
-from ..providers._batches import batch_client
+from ..providers._models import batch_client
 from ..providers._pricing import estimate_cost
 from ._frames import prompts_of
 from ._options import BatchOptions, positive_int

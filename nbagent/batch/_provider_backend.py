@@ -35,7 +35,7 @@ from .._loop._output_schema import OutputSchema
 from ..errors import ConfigError
 from ..providers._batch_client import BatchClient
 from ..providers._batch_wire import BatchCaps
-from ..providers._batches import batch_client
+from ..providers._models import batch_client
 from ._frames import BatchResult
 from ._options import BatchOptions, positive_int
 from ._provider_events import ItemEvents

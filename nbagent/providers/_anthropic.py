@@ -38,8 +38,6 @@ from ._http import HTTPProvider
 from ._output_wire import add_anthropic_output
 from ._whole_body import NotAnAnswer, WholeEvents
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicProvider"]
-
 ANTHROPIC_VERSION = "2023-06-01"
 
 
@@ -198,10 +196,7 @@ class AnthropicProvider(HTTPProvider):
             start = {"type": "content_block_start", "index": i, "content_block": block}
             out.append(("content_block_start", start))
             out.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-        delta = {
-            "stop_reason": message.get("stop_reason"),
-            "stop_sequence": message.get("stop_sequence"),
-        }
+        delta = {k: message.get(k) for k in ("stop_reason", "stop_sequence")}
         out.append(("message_delta", {"type": "message_delta", "delta": delta}))
         out.append(("message_stop", {"type": "message_stop"}))
         return out

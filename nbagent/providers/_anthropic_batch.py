@@ -26,10 +26,8 @@ from ._batch_client import BatchClient, Items
 from ._batch_wire import COUNT_NAMES, BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import ANTHROPIC_TYPE_STATUS
 from ._http import HTTPProvider
-from ._parts import json_int
+from ._parts import json_object, whole_number
 from ._server_wish import rfc3339
-
-__all__ = ["STATUS", "AnthropicBatches", "expired_error"]
 
 STATUS: dict[str, Phase] = {"in_progress": "running", "canceling": "canceling", "ended": "ended"}
 """Anthropic's `processing_status` words, as nbagent reads them (one l in `canceling`)."""
@@ -82,14 +80,13 @@ class AnthropicBatches(BatchClient):
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         word = str(doc.get("processing_status") or "")
-        raw = doc.get("request_counts")
-        counts = raw if isinstance(raw, dict) else {}
+        counts = json_object(doc, "request_counts")
         return self.made(
             doc,
             doc.get("id"),
             word,
             STATUS.get(word, "running"),
-            counts={name: json_int(counts.get(name)) or 0 for name in COUNT_NAMES},
+            counts={name: whole_number(counts.get(name)) or 0 for name in COUNT_NAMES},
             created_at=rfc3339(doc.get("created_at")),
             retry_after=retry_after,
         )
@@ -113,8 +110,7 @@ class AnthropicBatches(BatchClient):
 
     def _item(self, line: dict[str, Any]) -> ItemResult:
         cid = str(line.get("custom_id") or "")
-        result = line.get("result")
-        result = result if isinstance(result, dict) else {}
+        result = json_object(line, "result")
         kind = result.get("type")
         if kind == "succeeded":
             return ItemResult(cid, "succeeded", body=result.get("message"))
@@ -125,8 +121,7 @@ class AnthropicBatches(BatchClient):
             return ItemResult(cid, "expired", error=expired_error(self.name, why))
         error = result.get("error")
         error = error if isinstance(error, dict) else {"error": {"message": str(result)[:200]}}
-        inner = error.get("error")
-        itype = inner.get("type") if isinstance(inner, dict) else None
+        itype = json_object(error, "error").get("type")
         status = ANTHROPIC_TYPE_STATUS.get(str(itype), 500)
         rid = error.get("request_id") if isinstance(error.get("request_id"), str) else None
         err = self.provider.http_error(status, error)

@@ -26,11 +26,9 @@ from .._core._messages import (
 )
 from ..errors import ContentFiltered, ContextOverflow
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
-from ._parts import PartBuffer, decode_arguments, json_int
+from ._parts import PartBuffer, decode_arguments, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
-
-__all__ = ["ANTHROPIC", "MessageReading"]
 
 ANTHROPIC = "anthropic"  # the provider name on the blocks it keeps whole
 
@@ -152,14 +150,11 @@ class MessageReading(Reading):
         msg = data.get("message")
         if not isinstance(msg, dict):
             return
-        if isinstance(msg.get("model"), str):
-            self.model = msg["model"]
-        if isinstance(msg.get("id"), str):
-            self.response_id = msg["id"]
+        self.named(msg.get("model"), msg.get("id"))
         usage = msg.get("usage")
         if isinstance(usage, dict):
             for key, attr in _USAGE:
-                setattr(self, attr, json_int(usage.get(key)) or 0)
+                setattr(self, attr, whole_number(usage.get(key)) or 0)
 
     def block_start(self, event: ServerSentEvent, data: dict[str, Any]) -> None:
         index = data.get("index")
@@ -227,8 +222,9 @@ class MessageReading(Reading):
             return
         # cumulative counts: the latest value replaces the earlier one
         for key, attr in _USAGE:
-            if json_int(usage.get(key)) is not None:
-                setattr(self, attr, usage[key])
+            count = whole_number(usage.get(key))
+            if count is not None:
+                setattr(self, attr, count)
                 self.reported = self.reported or key == "output_tokens"
 
 

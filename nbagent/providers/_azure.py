@@ -27,8 +27,6 @@ from ._openai_batch import AzureBatches
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 
-__all__ = ["AzureChatProvider", "AzureResponsesProvider", "azure_root"]
-
 
 def azure_root(endpoint: str) -> str:
     """The resource's root URL, whether given as `https://x.openai.azure.com`, `.../openai` or

@@ -15,21 +15,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from .._core._budget import Usage
 from .._core._messages import Message
 
-__all__ = [
-    "Completed",
-    "Dialect",
-    "ModelRequest",
-    "OutputFormat",
-    "Provider",
-    "ProviderBase",
-    "StreamPart",
-    "TextPart",
-    "ThinkingPart",
-    "ToolCallPart",
-    "ToolSpec",
-]
-
-
 Dialect = Literal["anthropic", "openai", "openai-compatible", "gemini", "any"]
 """How a provider takes an output schema natively (`_output_wire`): Anthropic's
 `output_config.format`, OpenAI's strict schemas, the schema as it is (another server speaking an

@@ -6,14 +6,13 @@ runner and a wire format's batch endpoints.
 create / retrieve / list / cancel calls, and the results as `ItemResult`s. What it shares is
 here: the item's request body is the live request's (`build_body` without the stream switch),
 and a succeeded item's answer is read by the live stream's reader (`_whole_body.whole_body` and
-`replay`) and priced at the batch price. `_batches.batch_client(provider)` finds the client of
+`replay`) and priced at the batch price. `_models.batch_client(provider)` finds the client of
 a provider.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -24,12 +23,9 @@ from ._base import Completed, ModelRequest, OutputFormat, ToolSpec
 from ._batch_wire import BatchCaps, BatchStatus, ItemResult, Phase
 from ._error_text import redact, request_id_from
 from ._http import HTTPProvider
-from ._limits import guarded_chunks
+from ._limits import guarded_chunks, too_large
 from ._parts import json_or_none
-from ._pricing import estimate_cost
 from ._whole_body import replay, whole_body
-
-__all__ = ["BatchClient", "Items"]
 
 Items = Callable[[], Iterable[bytes]]
 """The encoded items of one batch, in order; called again for each attempt of a create."""
@@ -87,7 +83,9 @@ class BatchClient:
 
     def overhead(self, count: int) -> int:
         """At most how many bytes the create payload holds besides its `count` items (its
-        framing and separators), for splitting under the size cap."""
+        framing and separators), for splitting under the size cap: a JSON frame of at most
+        256 bytes (Gemini's, with the tag) and a comma between items, unless a format says
+        otherwise."""
         return 256 + count
 
     # -- calls ----------------------------------------------------------------------------
@@ -210,13 +208,8 @@ class BatchClient:
 
     async def read(self, result: ItemResult) -> Completed:
         """A succeeded item's answer, read as a live answer is, priced at the batch price."""
-        es = whole_body(self.provider, result.body, request_id=result.request_id)
-        completed = replay(self.provider, es)
-        model = completed.model or self.provider.model
-        usage = completed.usage.with_cost(
-            estimate_cost(self.provider.name, model, completed.usage, batch=True)
-        )
-        return dataclasses.replace(completed, usage=usage)
+        es = whole_body(self.provider, result.body, request_id=result.request_id, batch=True)
+        return replay(self.provider, es)
 
     async def lines(
         self, url: str, *, headers: Mapping[str, str] | None = None
@@ -237,11 +230,7 @@ class BatchClient:
                 async for chunk in chunks:
                     *whole, pending = (pending + chunk).split(b"\n")
                     if len(pending) > cap:
-                        raise InvalidResponse(
-                            f"one results line is larger than the {cap}-byte cap (max_body_bytes)",
-                            provider=self.name,
-                            request_id=rid,
-                        )
+                        raise too_large(p.sender, r, "one results line", cap)
                     for line in (w for w in whole if w.strip()):
                         yield self._line(line, rid)
             if pending.strip():

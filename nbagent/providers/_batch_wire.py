@@ -26,17 +26,6 @@ from typing import Any, Literal
 
 from ..errors import ProviderError
 
-__all__ = [
-    "COUNT_NAMES",
-    "BatchCaps",
-    "BatchStatus",
-    "Ending",
-    "ItemKind",
-    "ItemResult",
-    "Phase",
-    "counts_of",
-]
-
 Phase = Literal["running", "canceling", "ended"]
 ItemKind = Literal["succeeded", "errored", "expired", "canceled"]
 Ending = Literal["expired", "canceled"]

@@ -22,8 +22,6 @@ import httpx
 from ..errors import ConfigError
 from ._limits import Limits
 
-__all__ = ["LoopClients", "at_openai", "check_api_key", "check_base_url", "key_fingerprint"]
-
 
 def key_fingerprint(key: str | None) -> str:
     """A fingerprint of `key` ("" for none), never the key: what tells the rate budgets of two
@@ -131,10 +129,6 @@ class LoopClients:
 
     async def aclose(self) -> None:
         """Close the client made for the running loop (a given one stays open)."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:  # pragma: no cover - aclose is awaited, so a loop runs
-            return
-        client = self._owned.pop(running, None)
+        client = self._owned.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()

@@ -19,37 +19,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._core._words import shortened
+from ._parts import json_object
 from ._server_wish import unprefixed
-
-__all__ = [
-    "ANTHROPIC_TYPE_STATUS",
-    "AUTH_CODES",
-    "CONTEXT_CODES",
-    "CONTEXT_MARKERS",
-    "FILTER_CODES",
-    "MAX_MESSAGE_CHARS",
-    "MAX_TEXT_BODY_CHARS",
-    "NOT_FOUND_CODES",
-    "NOT_FOUND_MARKERS",
-    "OUTPUT_SCHEMA_FIELDS",
-    "OUTPUT_SCHEMA_TEXT",
-    "OVERLOADED_CODES",
-    "QUOTA_CODES",
-    "QUOTA_MARKERS",
-    "RATE_CODES",
-    "SCHEMA_HINT",
-    "TEXT_CODE",
-    "TEXT_CODES",
-    "context_numbers",
-    "is_context_overflow",
-    "kept_headers",
-    "redact",
-    "request_id_from",
-    "short",
-    "should_retry_from",
-    "text_message",
-    "validation_issues",
-]
 
 MAX_MESSAGE_CHARS = 1000
 
@@ -221,31 +192,18 @@ def request_id_from(
 ) -> str | None:
     """`request-id` (Anthropic), `x-request-id` (OpenAI and most others), Azure's
     `apim-request-id`, or the body's."""
-    rid = _request_id(headers, body)
-    return None if rid is None else str(redact(rid, secrets))
-
-
-def _request_id(headers: Mapping[str, str], body: Any) -> str | None:
     h = {k.lower(): v for k, v in headers.items()}
-    for name in _REQUEST_ID_HEADERS:
-        if h.get(name):
-            return h[name]
-    if isinstance(body, dict):
-        rid = body.get("request_id")
-        if isinstance(rid, str) and rid:
-            return rid
-        err = body.get("error")
-        if isinstance(err, dict) and isinstance(err.get("request_id"), str):
-            return str(err["request_id"])
-    return None
+    doc = body if isinstance(body, dict) else {}
+    said = [h.get(name) for name in _REQUEST_ID_HEADERS]  # the first header set counts
+    said += [doc.get("request_id"), json_object(doc, "error").get("request_id")]
+    rid = next((r for r in said if isinstance(r, str) and r), None)
+    return None if rid is None else str(redact(rid, secrets))
 
 
 def should_retry_from(headers: Mapping[str, str]) -> bool | None:
     """The server's `x-should-retry: true|false` verdict, or None."""
-    for key, value in headers.items():
-        if key.lower() == "x-should-retry" and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-    return None
+    said = {k.lower(): v for k, v in headers.items()}.get("x-should-retry", "").strip().lower()
+    return said == "true" if said in ("true", "false") else None
 
 
 _NUM = r"(\d[\d,]*)"

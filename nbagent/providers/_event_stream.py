@@ -18,10 +18,8 @@ import httpx
 
 from ..errors import InvalidResponse, StreamInterrupted
 from ._error_text import redact, request_id_from
-from ._limits import Sender, guarded_chunks
+from ._limits import Sender, guarded_chunks, too_large
 from ._sse import ServerSentEvent, SSEParser
-
-__all__ = ["EventStream", "Events"]
 
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
@@ -39,6 +37,7 @@ class Events:
     `trust_end_marker=True` (`Reading.end`)."""
 
     trusts_end_marker: bool = False
+    batch: bool = False  # an answer through a batch API: priced at its batch price
 
     def __init__(
         self,
@@ -77,25 +76,17 @@ class EventStream(Events):
         super().__init__(sender.provider, rid, response.headers, response.status_code)
         self.response = response
         self.sender = sender
-        self.secrets = sender.secrets
         self.trusts_end_marker = sender.limits.trust_end_marker
 
     def event_too_large(self) -> InvalidResponse:
-        return InvalidResponse(
-            f"one server-sent event is larger than the {self.sender.limits.max_event_bytes}-byte "
-            "cap (max_event_bytes)",
-            provider=self.provider,
-            status_code=self.response.status_code,
-            request_id=self.request_id,
+        cap = self.sender.limits.max_event_bytes
+        return too_large(
+            self.sender, self.response, "one server-sent event", cap, "max_event_bytes"
         )
 
     def bad_data(self, event: ServerSentEvent, why: str) -> StreamInterrupted:
-        snippet = redact(event.data[:200], self.secrets)
-        return StreamInterrupted(
-            f"bad server-sent event ({why}): {snippet!r}",
-            provider=self.provider,
-            request_id=self.request_id,
-        )
+        snippet = redact(event.data[:200], self.sender.secrets)
+        return self.interrupted(f"bad server-sent event ({why}): {snippet!r}")
 
     def json(self, event: ServerSentEvent) -> dict[str, Any]:
         """An event's data as a JSON object, or `StreamInterrupted` (bad SSE)."""
@@ -128,9 +119,7 @@ class EventStream(Events):
         prev = b""
         chunks = guarded_chunks(self.response, self.sender, request_id=self.request_id)
         async with contextlib.aclosing(chunks):
-            async for chunk in chunks:
-                if not chunk:
-                    continue
+            async for chunk in chunks:  # never empty: httpx yields none
                 data = prev + chunk
                 start = len(prev)
                 if pending + len(chunk) <= cap:

@@ -47,13 +47,11 @@ from ._base import (
 from ._gemini_batch import GeminiBatches
 from ._gemini_body import GEMINI, build_gemini_body, estimate_request_tokens
 from ._http import HTTPProvider
-from ._parts import PartBuffer, json_int
+from ._parts import PartBuffer, json_object, whole_number
 from ._pricing import context_window
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
-
-__all__ = ["DEFAULT_WINDOW", "GeminiProvider"]
 
 DEFAULT_WINDOW = 1_048_576  # Gemini's usual context window, for models genai-prices lacks
 _FILTERED = frozenset(
@@ -148,14 +146,11 @@ class _State(Reading):
             raise ErrorEvent(data)
         meta = data.get("usageMetadata")
         if isinstance(meta, dict):  # cumulative: the latest counts; thinking billed as output
-            n = {k: json_int(v) or 0 for k, v in meta.items()}
+            n = {k: whole_number(v) or 0 for k, v in meta.items()}
             self.input_tokens = n.get("promptTokenCount", 0) + n.get("toolUsePromptTokenCount", 0)
             self.output_tokens = n.get("candidatesTokenCount", 0) + n.get("thoughtsTokenCount", 0)
             self.cache_read = n.get("cachedContentTokenCount", 0)
-        if isinstance(data.get("modelVersion"), str) and data["modelVersion"]:
-            self.model = data["modelVersion"]
-        if isinstance(data.get("responseId"), str) and self.response_id is None:
-            self.response_id = data["responseId"]
+        self.named(data.get("modelVersion"), data.get("responseId"))
         feedback = data.get("promptFeedback")
         if isinstance(feedback, dict) and feedback.get("blockReason"):
             reason = str(feedback.get("blockReason"))
@@ -169,8 +164,7 @@ class _State(Reading):
         candidate = candidates[0]
         if not isinstance(candidate, dict):
             raise es.interrupted("bad server-sent event (a candidate is not an object)")
-        content = candidate.get("content")
-        parts = content.get("parts") if isinstance(content, dict) else None
+        parts = json_object(candidate, "content").get("parts")
         for part in parts if isinstance(parts, list) else ():
             if isinstance(part, dict):
                 call_id = f"call_{self.response_id or self.local_id}_{self.turn.calls}"

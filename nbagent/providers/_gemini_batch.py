@@ -24,11 +24,8 @@ from typing import Any
 from ..errors import ProviderError
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
-from ._http import HTTPProvider
-from ._parts import whole_number
+from ._parts import json_object, whole_number
 from ._server_wish import rfc3339
-
-__all__ = ["STATUS", "GeminiBatches"]
 
 STATUS: dict[str, Phase] = {
     "BATCH_STATE_UNSPECIFIED": "running",
@@ -78,25 +75,18 @@ class GeminiBatches(BatchClient):
     label = "Gemini batch mode"
     default_caps = BatchCaps(1_000_000, 20 * 1024 * 1024)
 
-    def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
-        super().__init__(provider, **kw)
-        self.base = provider.api_base  # the versioned root (/v1beta)
-        self.model = provider.model.removeprefix("models/")
-
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
         return self.provider.encode({"request": body, "metadata": {"key": custom_id}})
 
-    def overhead(self, count: int) -> int:
-        return 256 + max(0, count - 1)
-
     def batch_url(self, batch_id: str) -> str:
         name = batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
-        return f"{self.base}/{name}"
+        return self.provider.api_url(name)
 
     async def create(self, items: Items, *, count: int, size: int, tag: str) -> BatchStatus:
         tagged = json.dumps({"displayName": tag})[:-1].encode()  # '{"displayName": "…"'
         head = b'{"batch":' + tagged + b',"inputConfig":{"requests":{"requests":['
-        url = f"{self.base}/models/{self.model}:batchGenerateContent"
+        model = self.provider.model.removeprefix("models/")  # GeminiProvider.model_id
+        url = self.provider.api_url(f"models/{model}:batchGenerateContent")
         doc = await self.post_items(url, items, head=head, tail=b"]}}}}", count=count, size=size)
         return self.status(doc)
 
@@ -105,7 +95,8 @@ class GeminiBatches(BatchClient):
         return await self.retrieve(batch_id)
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        return await self.listed(f"{self.base}/batches", "pageToken", since, size="pageSize")
+        url = self.provider.api_url("batches")
+        return await self.listed(url, "pageToken", since, size="pageSize")
 
     def _page(self, doc: dict[str, Any]) -> Any:
         return doc.get("operations") or doc.get("batches") or []
@@ -115,15 +106,13 @@ class GeminiBatches(BatchClient):
         return token if isinstance(token, str) else None
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else doc
-        assert isinstance(meta, dict)
+        meta = json_object(doc, "metadata") or doc  # an operation's, or a listed batch itself
         word = str(meta.get("state") or "BATCH_STATE_UNSPECIFIED")
         wire_word = word.replace("JOB_STATE_", "BATCH_STATE_")
         phase: Phase = STATUS.get(wire_word, "running")
         if doc.get("done") is True and phase == "running" and wire_word in STATUS:
             phase = "ended"
-        stats = meta.get("batchStats") if isinstance(meta.get("batchStats"), dict) else {}
-        assert isinstance(stats, dict)
+        stats = json_object(meta, "batchStats")
         total = whole_number(stats.get("requestCount")) or 0
         ok = whole_number(stats.get("successfulRequestCount")) or 0
         bad = whole_number(stats.get("failedRequestCount")) or 0
@@ -171,18 +160,15 @@ class GeminiBatches(BatchClient):
             url = self.batch_url(status.id)
             doc, _ = await self.provider.read_json("GET", url, max_bytes=MAX_RESULTS_BYTES)
         output = _output(doc)
-        inline = output.get("inlinedResponses")
-        if isinstance(inline, dict):
-            responses = inline.get("inlinedResponses")
-            for entry in responses if isinstance(responses, list) else ():
-                if isinstance(entry, dict):
-                    meta = entry.get("metadata")
-                    key = meta.get("key") if isinstance(meta, dict) else None
-                    yield self._item(str(key or ""), entry)
+        responses = json_object(output, "inlinedResponses").get("inlinedResponses")
+        for entry in responses if isinstance(responses, list) else ():
+            if isinstance(entry, dict):
+                key = json_object(entry, "metadata").get("key")
+                yield self._item(str(key or ""), entry)
         file_name = output.get("responsesFile")
         if isinstance(file_name, str) and file_name:
-            root = self.base.rsplit("/", 1)[0]
-            url = f"{root}/download/{self.base.rsplit('/', 1)[1]}/{file_name}:download?alt=media"
+            root, version = self.provider.api_base.rsplit("/", 1)  # under /v1beta: /download/v1beta
+            url = f"{root}/download/{version}/{file_name}:download?alt=media"
             async for line in self.lines(url):
                 yield self._item(str(line.get("key") or ""), line)
 
@@ -197,10 +183,9 @@ class GeminiBatches(BatchClient):
 def _output(doc: dict[str, Any]) -> dict[str, Any]:
     """Where a done batch's results are: the Operation's `response` (REST docs), the batch's
     `output` under `metadata` (what the SDK reads), or `output` of a bare batch."""
-    meta = doc.get("metadata")
     for holder in (
         doc.get("response"),
-        meta.get("output") if isinstance(meta, dict) else None,
+        json_object(doc, "metadata").get("output"),
         doc.get("output"),
     ):
         if isinstance(holder, dict) and ("inlinedResponses" in holder or "responsesFile" in holder):

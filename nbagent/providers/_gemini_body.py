@@ -29,14 +29,6 @@ from .._core._messages import (
 from ._base import ModelRequest
 from ._output_wire import OLD_GEMINI, add_gemini_output
 
-__all__ = [
-    "GEMINI",
-    "SIGNATURE_STANDIN",
-    "build_gemini_body",
-    "estimate_request_tokens",
-    "needs_signatures",
-]
-
 GEMINI = "gemini"  # the provider name on Gemini's opaque blocks
 SIGNATURE_STANDIN = "skip_thought_signature_validator"
 # Request keys that stay at the top of the body; every other option goes to generationConfig.

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._core._policy import format_duration
+from ._parts import json_object
 from ._server_wish import parse_duration, wish_in_text
-
-__all__ = ["AUTH_REASONS", "GoogleDetails", "QuotaViolation", "google_details", "seconds_to_reset"]
 
 AUTH_REASONS = frozenset(
     {"api_key_invalid", "api_key_expired", "api_key_service_blocked", "access_token_expired"}
@@ -41,10 +40,6 @@ class QuotaViolation:
     metric: str = ""
     model: str = ""
     value: str = ""
-
-    @property
-    def daily(self) -> bool:
-        return "perday" in self.quota_id.lower()
 
 
 @dataclass(frozen=True)
@@ -64,7 +59,8 @@ class GoogleDetails:
 
     @property
     def daily(self) -> tuple[QuotaViolation, ...]:
-        return tuple(v for v in self.violations if v.daily)
+        """The violations of a per-day quota."""
+        return tuple(v for v in self.violations if "perday" in v.quota_id.lower())
 
     @property
     def final_quota(self) -> bool:
@@ -130,8 +126,7 @@ def google_details(error: dict[str, Any], message: str = "") -> GoogleDetails:
             for v in detail.get("violations") or ():
                 if not isinstance(v, dict):
                     continue
-                dims = v.get("quotaDimensions")
-                model = dims.get("model") if isinstance(dims, dict) else None
+                model = json_object(v, "quotaDimensions").get("model")
                 violations.append(
                     QuotaViolation(
                         quota_id=str(v.get("quotaId") or ""),

@@ -52,7 +52,6 @@ from ._wire_format import WireFormat
 if TYPE_CHECKING:
     from ..recording import Recorder
 
-__all__ = ["USER_AGENT", "HTTPProvider"]
 
 USER_AGENT = "nbagent/0.1"
 
@@ -179,8 +178,6 @@ class HTTPProvider(StreamEnds, WireFormat):
             f"{type(self).__name__}(model={self.model!r}, name={self.name!r}, "
             f"base_url={self.base_url!r}, api_key={key})"
         )
-
-    __str__ = __repr__
 
     # -- client ----------------------------------------------------------------------------
 
@@ -319,11 +316,7 @@ class HTTPProvider(StreamEnds, WireFormat):
             extra.setdefault("content-type", "application/json")
         async with self.request(method, url, content=content, headers=extra, params=params) as r:
             raw = await read_body(r, self.sender, cap=max_bytes)
-            doc = json_or_none(raw) if raw.strip() else {}
-            if not isinstance(doc, dict):
-                raise self._invalid_body(r, raw, "an answer that is not a JSON object")
-            if doc.get("error") and r.status_code != 204:
-                raise self.http_error(r.status_code, raw, r.headers)
+            doc = self._json_answer(r, raw, "an answer that is not a JSON object")
             return doc, server_wish(r.headers)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamPart]:
@@ -367,18 +360,23 @@ class HTTPProvider(StreamEnds, WireFormat):
         async with self.request("POST", url, content=content, headers=_STREAM_HEADERS) as r:
             ctype = r.headers.get("content-type", "").lower()
             if ctype and "text/event-stream" not in ctype:
-                raise self._not_a_stream(r, ctype, await read_body(r, self.sender))
+                # a 2xx that is not an event stream: the error object inside it, else invalid
+                raw = await read_body(r, self.sender)
+                what = f"expected an event stream (text/event-stream) but got {ctype}"
+                self._json_answer(r, raw, what)
+                raise self._invalid_body(r, raw, what)
             yield EventStream(r, self.sender)
 
-    def _not_a_stream(self, response: httpx.Response, ctype: str, raw: bytes) -> ProviderError:
-        """A 2xx that is not an event stream: an error object inside, or an invalid response."""
-        if "json" in ctype:
-            doc = json_or_none(raw)
-            if isinstance(doc, dict) and doc.get("error"):
-                return self.http_error(response.status_code, doc, response.headers)
-        return self._invalid_body(
-            response, raw, f"expected an event stream (text/event-stream) but got {ctype}"
-        )
+    def _json_answer(self, response: httpx.Response, raw: bytes, what: str) -> dict[str, Any]:
+        """The JSON object of a 2xx answer (an empty body is an empty one); an error object
+        inside it is raised as its typed error, a body that is no object as `InvalidResponse`
+        saying it is `what`."""
+        doc = json_or_none(raw) if raw.strip() else {}
+        if not isinstance(doc, dict):
+            raise self._invalid_body(response, raw, what)
+        if doc.get("error") and response.status_code != 204:
+            raise self.http_error(response.status_code, raw, response.headers)
+        return doc
 
     def _invalid_body(self, response: httpx.Response, raw: bytes, what: str) -> InvalidResponse:
         """`InvalidResponse` for an answer whose body is not what it should be: `what` it is,

@@ -50,10 +50,8 @@ from ._error_text import (
     validation_issues,
 )
 from ._google_rpc import AUTH_REASONS, GoogleDetails, google_details, seconds_to_reset
-from ._parts import json_or_none, whole_number
+from ._parts import json_object, json_or_none, whole_number
 from ._server_wish import server_wish, wish_in_text
-
-__all__ = ["error_from_payload", "error_from_response"]
 
 # What a mid-stream error keeps of its class; everything else means "the stream broke".
 _MIDSTREAM_KEEP: tuple[type[ProviderError], ...] = (
@@ -121,27 +119,24 @@ def _parse_payload(payload: Any, *, nested: bool = False) -> _Parsed:
         p.codes.add(etype.lower())
         if p.code is None and etype.lower() not in ("error", "object"):
             p.code = etype
-    details = err.get("details")
-    if isinstance(details, dict):
-        dcode = details.get("error_code") or details.get("code")
-        if isinstance(dcode, str) and dcode:
-            p.codes.add(dcode.lower())
-            if p.code is None or p.code.endswith("_error"):
-                p.code = dcode
+    details = json_object(err, "details")
+    dcode = details.get("error_code") or details.get("code")
+    if isinstance(dcode, str) and dcode:
+        p.codes.add(dcode.lower())
+        if p.code is None or p.code.endswith("_error"):
+            p.code = dcode
     p.google = google_details(err, p.message)
     if p.google.is_google:
         p.codes |= p.google.extra_codes
         reason = next(iter(sorted(p.google.reasons)), "")
         p.code = reason.upper() if reason else (p.google.status or p.code)
-    metadata = err.get("metadata")
-    if isinstance(metadata, dict):  # OpenRouter
-        raw = metadata.get("raw")
-        who = metadata.get("provider_name")
-        if isinstance(raw, str) and raw.strip():
-            suffix = f" ({who})" if isinstance(who, str) and who else ""
-            p.message = f"{p.message}{suffix}: {raw.strip()}" if p.message else raw.strip()
-        if metadata.get("reasons") or metadata.get("flagged_input"):
-            p.flagged = True
+    metadata = json_object(err, "metadata")  # OpenRouter's
+    raw = metadata.get("raw")
+    who = metadata.get("provider_name")
+    if isinstance(raw, str) and raw.strip():
+        suffix = f" ({who})" if isinstance(who, str) and who else ""
+        p.message = f"{p.message}{suffix}: {raw.strip()}" if p.message else raw.strip()
+    p.flagged = bool(metadata.get("reasons") or metadata.get("flagged_input"))
     # llama.cpp names both numbers in fields of its own
     p.tokens = whole_number(err.get("n_prompt_tokens"))
     p.limit = whole_number(err.get("n_ctx"))
@@ -260,6 +255,11 @@ def _error_class(status: int | None, p: _Parsed) -> type[ProviderError]:
     if 400 <= status < 500:
         return errors.BadRequest
     return errors.InvalidResponse
+
+
+def status_class(status: int) -> type[ProviderError]:
+    """The error class of an HTTP `status` whose body says nothing more."""
+    return _error_class(status, _Parsed())
 
 
 def _rejects_output_schema(p: _Parsed) -> bool:

@@ -28,18 +28,6 @@ from ..errors import (
 from ._error_text import redact, request_id_from
 from ._parts import whole_number
 
-__all__ = [
-    "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_IDLE_TIMEOUT",
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_MAX_EVENT_BYTES",
-    "Limits",
-    "Sender",
-    "guarded_chunks",
-    "read_body",
-    "transport_error",
-]
-
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 60.0
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -172,20 +160,23 @@ async def read_body(response: httpx.Response, sender: Sender, *, cap: int | None
     cap = sender.limits.max_body_bytes if cap is None else cap
     declared = whole_number(response.headers.get("content-length"))
     if declared is not None and declared > cap:
-        raise _too_large(sender, response, f"the response body ({declared} bytes)", cap)
+        raise too_large(sender, response, f"the response body ({declared} bytes)", cap)
     buf = bytearray()
     chunks = guarded_chunks(response, sender, after_response=False)
     async with contextlib.aclosing(chunks):
         async for chunk in chunks:
             buf += chunk
             if len(buf) > cap:
-                raise _too_large(sender, response, "the response body", cap)
+                raise too_large(sender, response, "the response body", cap)
     return bytes(buf)
 
 
-def _too_large(sender: Sender, response: httpx.Response, what: str, cap: int) -> InvalidResponse:
+def too_large(
+    sender: Sender, response: httpx.Response, what: str, cap: int, option: str = "max_body_bytes"
+) -> InvalidResponse:
+    """`InvalidResponse` for `what` of `response` past its `cap` (the provider's `option`)."""
     return InvalidResponse(
-        f"{what} is larger than the {cap}-byte cap (max_body_bytes)",
+        f"{what} is larger than the {cap}-byte cap ({option})",
         provider=sender.provider,
         status_code=response.status_code,
         request_id=request_id_from(response.headers, secrets=sender.secrets),

@@ -20,21 +20,14 @@ from ..recording._paths import WirePath
 from ._anthropic import AnthropicProvider
 from ._azure import AzureChatProvider, AzureResponsesProvider
 from ._base import Provider
+from ._batch_client import BatchClient
+from ._batch_wire import BatchCaps
 from ._client import check_base_url
 from ._gemini import GeminiProvider
 from ._http import HTTPProvider
 from ._openai_chat import OpenAIProvider
 from ._openai_responses import ResponsesProvider
 from ._pricing import FREE, set_price_id
-
-__all__ = [
-    "PROVIDERS",
-    "ProviderInfo",
-    "reader_of",
-    "register_model",
-    "register_prefix",
-    "resolve_model",
-]
 
 ModelFactory = Callable[..., Provider]
 """Makes the provider of a named model: called with `base_url=` (None: its own) and options."""
@@ -91,6 +84,7 @@ class ProviderInfo:
     version_env: str | None = None  # Azure's api-version
     # genai-prices' provider id (FREE: priced at nothing); None: let it find the model
     price_id: str | None = None
+    name: str | None = None  # the provider's name (the attempt log's); None: its prefix
 
 
 _OPENAI = ProviderInfo(
@@ -109,6 +103,7 @@ _AZURE = ProviderInfo(
     "azure:my-gpt-4o-deployment",
     price_id="azure",
     version_env="AZURE_OPENAI_API_VERSION",
+    name="azure",  # both of its formats
 )
 
 # Azure's endpoint is the resource's own: AZURE_OPENAI_ENDPOINT or base_url (its wire has none)
@@ -161,6 +156,25 @@ PROVIDERS: dict[str, ProviderInfo] = {
 for _prefix, _info in PROVIDERS.items():
     set_provider_label(_prefix, _info.label)
     set_price_id(_prefix, _info.price_id)
+
+
+def batch_client(provider: object, *, caps: BatchCaps | None = None) -> BatchClient:
+    """The batch API client of `provider` (`HTTPProvider.batch_api`); `caps` replaces its
+    provider's size caps (tests).
+
+    Raises `ConfigError` for a provider that has no batch API (OpenRouter, Ollama, llama.cpp,
+    vLLM, Azure's Responses), saying which prefixes have one."""
+    api = provider.batch_api(provider.name) if isinstance(provider, HTTPProvider) else None
+    if api is None:
+        name = getattr(provider, "name", type(provider).__name__)
+        takes = ", ".join(f"'{p}:'" for p, row in PROVIDERS.items() if row.wire.batch_api(p))
+        raise ConfigError(
+            f"{name!r} has no batch API: backend='provider' takes {takes} or 'demo' models; "
+            "use backend='local' for this one."
+        )
+    client: BatchClient = api(provider, caps=caps)
+    return client
+
 
 # The row whose provider reads a request of each wire format (by its path, `wire_path`), at
 # Azure OpenAI or elsewhere.
@@ -327,5 +341,5 @@ def resolve_model(
         raise ConfigError(
             f"api_version is an option of Azure OpenAI only, not of {info.label}: leave it out."
         )
-    kw.setdefault("name", "azure" if wanted.startswith("azure") else wanted)
+    kw.setdefault("name", info.name or wanted)
     return info.wire(model, api_key=key, base_url=url, **kw)

@@ -31,10 +31,7 @@ from ..errors import InvalidResponse, ProviderError, RateLimited
 from ._anthropic_batch import expired_error
 from ._batch_client import BatchClient, Items
 from ._batch_wire import BatchCaps, BatchStatus, Ending, ItemResult, Phase, counts_of
-from ._http import HTTPProvider
-from ._parts import json_int
-
-__all__ = ["STATUS", "TAG_KEY", "AzureBatches", "OpenAIBatches"]
+from ._parts import json_object, whole_number
 
 STATUS: dict[str, Phase] = {
     "validating": "running",
@@ -61,16 +58,10 @@ class OpenAIBatches(BatchClient):
     label = "OpenAI Batch API"
     default_caps = BatchCaps(50_000, 200 * 1024 * 1024)
 
-    def __init__(self, provider: HTTPProvider, **kw: Any) -> None:
-        super().__init__(provider, **kw)
-        self.endpoint = provider.batch_endpoint
-
-    def url(self, path: str) -> str:
-        return self.provider.api_url(path)
-
     def item(self, custom_id: str, body: dict[str, Any]) -> bytes:
-        line = {"custom_id": custom_id, "method": "POST", "url": self.endpoint, "body": body}
-        return self.provider.encode(line) + b"\n"
+        p = self.provider
+        line = {"custom_id": custom_id, "method": "POST", "url": p.batch_endpoint, "body": body}
+        return p.encode(line) + b"\n"
 
     def overhead(self, count: int) -> int:
         return 0  # the file's bytes are the lines (the cap is on the file)
@@ -85,7 +76,7 @@ class OpenAIBatches(BatchClient):
         tail = f"\r\n--{boundary}--\r\n".encode()
 
         upload = await self.post_items(
-            self.url("files"),
+            self.provider.api_url("files"),
             items,
             head=head,
             tail=tail,
@@ -99,27 +90,27 @@ class OpenAIBatches(BatchClient):
             raise InvalidResponse("the file upload answered without an id", provider=self.name)
         body = {
             "input_file_id": file_id,
-            "endpoint": self.endpoint,
+            "endpoint": self.provider.batch_endpoint,
             "completion_window": "24h",
             "metadata": {TAG_KEY: tag},
         }
-        doc, _ = await self.provider.read_json("POST", self.url("batches"), json_body=body)
+        url = self.provider.api_url("batches")
+        doc, _ = await self.provider.read_json("POST", url, json_body=body)
         return self.status(doc)
 
     def batch_url(self, batch_id: str) -> str:
-        return self.url(f"batches/{batch_id}")
+        return self.provider.api_url(f"batches/{batch_id}")
 
     async def recent(self, since: float) -> list[BatchStatus]:
-        return await self.listed(self.url("batches"), "after", since)
+        return await self.listed(self.provider.api_url("batches"), "after", since)
 
     def status(self, doc: dict[str, Any], *, retry_after: float | None = None) -> BatchStatus:
         word = str(doc.get("status") or "")
         phase = STATUS.get(word, "running")
-        raw = doc.get("request_counts")
-        rc = raw if isinstance(raw, dict) else {}
-        total = json_int(rc.get("total")) or 0
-        done = json_int(rc.get("completed")) or 0
-        failed = json_int(rc.get("failed")) or 0
+        rc = json_object(doc, "request_counts")
+        total = whole_number(rc.get("total")) or 0
+        done = whole_number(rc.get("completed")) or 0
+        failed = whole_number(rc.get("failed")) or 0
         rest = max(0, total - done - failed)
         ending = _ENDINGS.get(word)
         # an ended batch with no such ending has nothing left to count
@@ -145,7 +136,7 @@ class OpenAIBatches(BatchClient):
         for key in ("output_file_id", "error_file_id"):
             file_id = status.doc.get(key)
             if isinstance(file_id, str) and file_id:
-                url = self.url(f"files/{file_id}/content")
+                url = self.provider.api_url(f"files/{file_id}/content")
                 async for line in self.lines(url):
                     yield self._item(line)
 
@@ -162,7 +153,7 @@ class OpenAIBatches(BatchClient):
         response = line.get("response")
         error = line.get("error")
         if isinstance(response, dict):
-            code = json_int(response.get("status_code")) or 0
+            code = whole_number(response.get("status_code")) or 0
             rid = (
                 response.get("request_id") if isinstance(response.get("request_id"), str) else None
             )
@@ -182,8 +173,7 @@ class OpenAIBatches(BatchClient):
 
 def _first_error(doc: dict[str, Any]) -> dict[str, Any]:
     """The first of a failed batch's `errors.data`, or {}."""
-    errors = doc.get("errors")
-    data = errors.get("data") if isinstance(errors, dict) else None
+    data = json_object(doc, "errors").get("data")
     return data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
 
 

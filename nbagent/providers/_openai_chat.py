@@ -32,20 +32,10 @@ from ._client import at_openai
 from ._http import HTTPProvider
 from ._openai_batch import OpenAIBatches
 from ._output_wire import add_openai_output
-from ._parts import decode_arguments, json_int
+from ._parts import decode_arguments, json_object, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import NotAnAnswer, WholeEvents
-
-__all__ = [
-    "OpenAIFormat",
-    "OpenAIProvider",
-    "data_url",
-    "filtered_categories",
-    "messages_to_openai",
-    "tool_arguments",
-    "tool_output",
-]
 
 _FINISH = {
     "stop": "end_turn",
@@ -234,20 +224,9 @@ class _ChatReading(Reading):
 
     def head(self, data: dict[str, Any]) -> None:
         """A chunk's model, id and usage report."""
-        if isinstance(data.get("model"), str) and data["model"]:
-            self.model = data["model"]
-        if isinstance(data.get("id"), str) and data["id"]:
-            self.response_id = data["id"]
+        self.named(data.get("model"), data.get("id"))
         usage = data.get("usage")
-        if isinstance(usage, dict):
-            prompt = json_int(usage.get("prompt_tokens"))
-            completion = json_int(usage.get("completion_tokens"))
-            self.reported = self.reported or prompt is not None or completion is not None
-            self.input_tokens = prompt or 0
-            self.output_tokens = completion or 0
-            details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict):
-                self.cache_read = json_int(details.get("cached_tokens")) or 0
+        self.counted(usage, "prompt_tokens", "completion_tokens", "prompt_tokens_details")
 
     def delta(self, delta: dict[str, Any]) -> None:
         """The first choice's delta: reasoning, text, a refusal, tool-call fragments."""
@@ -274,7 +253,7 @@ class _ChatReading(Reading):
 
     def tool_delta(self, tc: dict[str, Any]) -> ToolCallPart | None:
         calls = self.calls
-        index = json_int(tc.get("index"))
+        index = whole_number(tc.get("index"))
         call_id = tc.get("id") if isinstance(tc.get("id"), str) else ""
         if index is None:  # servers that leave out the index: a new id starts a new call
             known = [c for c in calls.values() if call_id and c.id == call_id]
@@ -284,8 +263,7 @@ class _ChatReading(Reading):
                 index = len(calls)
             else:
                 index = max(calls)
-        fn = tc.get("function")
-        fn = fn if isinstance(fn, dict) else {}
+        fn = json_object(tc, "function")
         name = fn.get("name") if isinstance(fn.get("name"), str) else ""
         args = fn.get("arguments")
         if isinstance(args, dict):  # a few servers send the object itself
@@ -415,8 +393,7 @@ class OpenAIProvider(OpenAIFormat):
             choice = choices[0]
             if not isinstance(choice, dict):
                 raise NotAnAnswer("a choice that is not an object")
-            message = choice.get("message")
-            message = message if isinstance(message, dict) else {}
+            message = json_object(choice, "message")
             delta = {
                 k: message[k]
                 for k in ("role", "content", "refusal", "reasoning_content", "reasoning")

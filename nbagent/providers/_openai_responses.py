@@ -47,12 +47,10 @@ from ._base import (
 )
 from ._openai_chat import OpenAIFormat, data_url, tool_arguments, tool_output
 from ._output_wire import add_responses_output
-from ._parts import decode_arguments, json_int
+from ._parts import decode_arguments, json_object, whole_number
 from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
-
-__all__ = ["RESPONSES", "ResponsesProvider", "is_reasoning_model"]
 
 RESPONSES = "openai-responses"
 _RESERVED = frozenset({"model", "input", "instructions", "tools", "stream", "store"})
@@ -138,15 +136,14 @@ class _State(Reading):
         data = self.es.json(event)
         kind = str(data.get("type") or event.event)
         if kind == "response.failed":
-            response = data.get("response")
-            error = response.get("error") if isinstance(response, dict) else None
+            error = json_object(data, "response").get("error")
             payload: Any = {"error": error} if isinstance(error, dict) else data
             raise ErrorEvent(payload, fallback_message="the response failed (response.failed)")
         if kind == "error":
-            raise ErrorEvent(data, fallback_message="the provider sent an error event mid-stream")
+            raise ErrorEvent(data)
         handler = self.handlers.get(kind)
         if handler is not None:
-            handler(self, data, json_int(data.get("output_index")))
+            handler(self, data, whole_number(data.get("output_index")))
 
     def item_added(self, data: dict[str, Any], index: int | None) -> None:
         item = data.get("item")
@@ -190,18 +187,10 @@ class _State(Reading):
     def ends(self, data: dict[str, Any], index: int | None) -> None:
         self.finish = str(data.get("type") or "")
         self.ended = True
-        response = data.get("response")
-        self.response = response if isinstance(response, dict) else {}
-        model, response_id = self.response.get("model"), self.response.get("id")
-        self.model = model if isinstance(model, str) and model else None
-        self.response_id = response_id if isinstance(response_id, str) else None
+        self.response = json_object(data, "response")
+        self.named(self.response.get("model"), self.response.get("id"))
         usage = self.response.get("usage")  # its input counts the cached input
-        usage = usage if isinstance(usage, dict) else {}
-        cached = usage.get("input_tokens_details")
-        self.input_tokens = json_int(usage.get("input_tokens")) or 0
-        self.output_tokens = json_int(usage.get("output_tokens")) or 0
-        if isinstance(cached, dict):
-            self.cache_read = json_int(cached.get("cached_tokens")) or 0
+        self.counted(usage, "input_tokens", "output_tokens", "input_tokens_details")
 
     def final_items(self) -> list[dict[str, Any]]:
         """Each output item as the server finished it; the response's own list, or the deltas,
@@ -231,8 +220,7 @@ class _State(Reading):
 
     def result(self) -> tuple[list[Block], str, str]:
         response = self.response
-        details = response.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
+        reason = json_object(response, "incomplete_details").get("reason")
         if self.finish == "response.incomplete" and reason == "content_filter":
             raise Refused(
                 ContentFiltered,
@@ -300,13 +288,6 @@ def _with_reasoning_text(item: dict[str, Any], deltas: list[str] | None) -> dict
     return {**item, "content": [{"type": "reasoning_text", "text": "".join(deltas)}]}
 
 
-_RESPONSE_ENDS = {
-    "completed": "response.completed",
-    "incomplete": "response.incomplete",
-    "failed": "response.failed",
-}
-
-
 class ResponsesProvider(OpenAIFormat):
     """Streams OpenAI models through the Responses API ("openai-responses:..." model strings;
     Azure's is `AzureResponsesProvider`).
@@ -370,5 +351,6 @@ class ResponsesProvider(OpenAIFormat):
         Returns:
             One event: `response.completed`, `.incomplete` or `.failed`, by its status.
         """
-        kind = _RESPONSE_ENDS.get(str(response.get("status") or "completed"), "response.completed")
+        status = response.get("status")
+        kind = f"response.{status if status in ('incomplete', 'failed') else 'completed'}"
         return [(kind, {"type": kind, "response": response})]

@@ -34,8 +34,6 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["anthropic_schema", "gemini_schema", "openai_strict_schema"]
-
 # -- OpenAI strict ---------------------------------------------------------------------------
 
 _OPENAI_KEEP = frozenset(

@@ -41,19 +41,6 @@ from ..errors import ConfigError
 from ._base import Dialect, OutputFormat, Provider, ProviderBase
 from ._output_schemas import anthropic_schema, gemini_schema, openai_strict_schema
 
-__all__ = [
-    "OLD_GEMINI",
-    "Mode",
-    "add_anthropic_output",
-    "add_gemini_output",
-    "add_openai_output",
-    "add_responses_output",
-    "native_forms",
-    "output_dialect",
-    "output_modes",
-    "wire_format",
-]
-
 Mode = Literal["native", "tool", "prompted"]
 Form = Literal["json_schema", "json_object"]
 

@@ -4,11 +4,10 @@ values read leniently (a body that may not be JSON, a number that may come as te
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ._base import StreamPart, TextPart, ThinkingPart, ToolCallPart
-
-__all__ = ["PartBuffer", "decode_arguments", "json_int", "json_or_none", "whole_number"]
 
 
 class PartBuffer:
@@ -85,9 +84,10 @@ def json_or_none(data: bytes | str) -> Any:
         return None
 
 
-def json_int(value: Any) -> int | None:
-    """A JSON integer (not a bool), or None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def json_object(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """The object under `key` in `doc`, or an empty one when it holds none (or another value)."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def whole_number(value: Any) -> int | None:

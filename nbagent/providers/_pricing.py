@@ -14,8 +14,6 @@ from typing import Any
 
 from .._core._budget import Usage
 
-__all__ = ["BATCH_DISCOUNT", "FREE", "context_window", "estimate_cost", "set_price_id"]
-
 FREE = ""
 """The price id of a provider that costs nothing per token (a local model, the demo)."""
 

@@ -21,8 +21,6 @@ import httpx
 from ..errors import ConfigError
 from ..recording import Exchange, RecordedExchange, Recorder, Recording, clean_path
 
-__all__ = ["ReplayTransport", "sent"]
-
 
 class _RecordedStream(httpx.AsyncByteStream):
     """The response's bytes, passed through unchanged and copied into the exchange."""

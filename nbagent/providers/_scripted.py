@@ -33,9 +33,9 @@ from ._base import (
     ThinkingPart,
     ToolCallPart,
 )
+from ._error_text import ANTHROPIC_TYPE_STATUS
+from ._http_errors import status_class
 from ._parts import decode_arguments
-
-__all__ = ["Partial", "Reply", "ScriptedModel", "ToolUse", "fault"]
 
 set_provider_label("scripted", "Scripted model")
 
@@ -99,19 +99,13 @@ Entry = str | Reply | Partial | BaseException | Callable[[ModelRequest], Any]
 """One step of a `ScriptedModel`'s script: a reply's text, a `Reply`, a `Partial`, an error to
 raise (a `fault(...)`), or a function of the request that returns one of those."""
 
+# A fault named by an HTTP status is the error that status reads as, its code the Anthropic
+# error type of the status (or, for a status it has none for, the status's words)
+_CODES = {s: kind for kind, s in ANTHROPIC_TYPE_STATUS.items() if s not in (402, 413)}
+_CODES.update({502: "bad_gateway", 503: "service_unavailable", 408: "request_timeout"})
 _FAULTS: dict[str, tuple[type[ProviderError], int | None, str]] = {
-    "429": (errors.RateLimited, 429, "rate_limit_error"),
+    **{str(s): (status_class(s), s, code) for s, code in _CODES.items()},
     "quota": (errors.QuotaExceeded, 429, "insufficient_quota"),
-    "529": (errors.Overloaded, 529, "overloaded_error"),
-    "500": (errors.ServerError, 500, "api_error"),
-    "502": (errors.ServerError, 502, "bad_gateway"),
-    "503": (errors.ServerError, 503, "service_unavailable"),
-    "504": (errors.ServerError, 504, "timeout_error"),
-    "408": (errors.ServerError, 408, "request_timeout"),
-    "401": (errors.AuthFailed, 401, "authentication_error"),
-    "403": (errors.AuthFailed, 403, "permission_error"),
-    "404": (errors.ModelNotFound, 404, "not_found_error"),
-    "400": (errors.BadRequest, 400, "invalid_request_error"),
     "overflow": (errors.ContextOverflow, 400, "invalid_request_error"),
     "transport": (errors.TransportError, None, "connect_error"),
     "stream": (errors.StreamInterrupted, None, "stream_interrupted"),
@@ -151,12 +145,11 @@ def fault(
     except KeyError:
         known = ", ".join(_FAULTS)
         raise ValueError(f"unknown fault {kind!r}; known faults: {known}") from None
-    text = message or {
-        "overflow": "prompt is too long: 250000 tokens > 200000 maximum",
-    }.get(kind, f"scripted {kind}")
+    text = message or f"scripted {kind}"
     extra: dict[str, Any] = {}
-    if cls is ContextOverflow:
-        extra = {"tokens": 250000, "limit": 200000} if message is None else {}
+    if cls is ContextOverflow and message is None:  # as Anthropic says it, with its numbers
+        text = "prompt is too long: 250000 tokens > 200000 maximum"
+        extra = {"tokens": 250000, "limit": 200000}
     return cls(
         text,
         provider=provider,
@@ -283,10 +276,7 @@ class ScriptedModel(ProviderBase):
             call_id = call.id or f"toolu_{self._calls:03d}_{i}"
             raw = call.input if isinstance(call.input, str) else json.dumps(call.input)
             yield ToolCallPart(i, call_id, call.name, raw)
-            if isinstance(call.input, dict):
-                args, rest = call.input, None
-            else:  # raw JSON text, read as a provider reads streamed arguments
-                args, rest = decode_arguments(call.input)
+            args, rest = decode_arguments(raw)  # read as a provider reads streamed arguments
             blocks.append(ToolUseBlock(call_id, call.name, args, rest))
         stop = reply.stop_reason or ("tool_use" if reply.tool_calls else "end_turn")
         yield Completed(

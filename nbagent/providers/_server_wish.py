@@ -24,17 +24,6 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-__all__ = [
-    "GATEWAY_PREFIX",
-    "parse_duration",
-    "parse_retry_after",
-    "retry_after_of",
-    "rfc3339",
-    "server_wish",
-    "unprefixed",
-    "wish_in_text",
-]
-
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 GATEWAY_PREFIX = "llm_provider-"
 
@@ -107,10 +96,7 @@ def parse_retry_after(value: str, now_wall: float | None = None) -> float | None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     now = time.time() if now_wall is None else now_wall
-    try:
-        delta = when.timestamp() - now
-    except (OverflowError, ValueError):
-        return None
+    delta = when.timestamp() - now  # an aware time: no local clock to overflow
     return max(0.0, delta) if math.isfinite(delta) else None
 
 
@@ -154,8 +140,8 @@ _RESET_HEADER = re.compile(r"^(?:anthropic-ratelimit-(.+)-reset|x-ratelimit-rese
 def server_wish(headers: Mapping[str, str], now_wall: float | None = None) -> float | None:
     """Seconds the server asks us to wait, from whichever header says so, or None.
 
-    Order: `retry-after-ms`, `retry-after`, then the rate-limit reset headers of the limits
-    that are exhausted (remaining 0), or of all limits when none says how much remains. A
+    Order: `retry-after-ms`, `retry-after`, then the latest rate-limit reset of the limits
+    that are exhausted (remaining 0); None when none is. A
     gateway's `llm_provider-` copies count as the upstream's own (see `unprefixed`); a negative
     value is skipped as if absent.
     """
@@ -164,27 +150,18 @@ def server_wish(headers: Mapping[str, str], now_wall: float | None = None) -> fl
     wish = retry_after_of(h, now)
     if wish is not None:
         return wish
-    resets: dict[str, float] = {}
+    resets: dict[str, float] = {}  # by the header that says how much of its limit remains
     for key, value in h.items():
         m = _RESET_HEADER.match(key)
         if not m:
             continue
         if m.group(1):
             when = rfc3339(value)
-            name = f"anthropic-ratelimit-{m.group(1)}"
+            remaining = f"anthropic-ratelimit-{m.group(1)}-remaining"
             secs = None if when is None else max(0.0, when - now)
         else:
-            name, secs = f"x-ratelimit-{m.group(2)}", parse_duration(value)
+            remaining, secs = f"x-ratelimit-remaining-{m.group(2)}", parse_duration(value)
         if secs is not None:
-            resets[name] = secs
-    if not resets:
-        return None
-    exhausted = []
-    for name, secs in resets.items():
-        if name.startswith("anthropic-"):
-            remaining = h.get(f"{name}-remaining")
-        else:
-            remaining = h.get(f"x-ratelimit-remaining-{name.removeprefix('x-ratelimit-')}")
-        if remaining is not None and remaining.strip() == "0":
-            exhausted.append(secs)
+            resets[remaining] = secs
+    exhausted = [secs for name, secs in resets.items() if h.get(name, "").strip() == "0"]
     return max(exhausted) if exhausted else None

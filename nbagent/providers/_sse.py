@@ -11,8 +11,6 @@ from __future__ import annotations
 import codecs
 from typing import NamedTuple
 
-__all__ = ["SSEParser", "ServerSentEvent"]
-
 
 class ServerSentEvent(NamedTuple):
     """One dispatched event: its type (`event`, "" when the server named none), its `data` lines

@@ -21,11 +21,9 @@ from ._base import Completed, StreamPart
 from ._error_text import kept_headers, redact
 from ._event_stream import Events
 from ._http_errors import error_from_payload
-from ._parts import PartBuffer
+from ._parts import PartBuffer, whole_number
 from ._pricing import estimate_cost
 from ._sse import ServerSentEvent
-
-__all__ = ["ErrorEvent", "Reading", "Refused", "StreamEnds"]
 
 
 class ErrorEvent(Exception):
@@ -78,6 +76,28 @@ class Reading:
         """The answer's blocks, its stop reason and what reading it had to assume ("" for
         nothing), once its events are read; `Refused` for an answer that ended in an error."""
         raise NotImplementedError
+
+    def named(self, model: Any, response_id: Any) -> None:
+        """The model and the reply's id an event names (each kept when it is a string)."""
+        if isinstance(model, str) and model:
+            self.model = model
+        if isinstance(response_id, str) and response_id:
+            self.response_id = response_id
+
+    def counted(self, usage: Any, prompt: str, answer: str, details: str) -> None:
+        """The token counts of an OpenAI format's usage object (`prompt`, `answer` and
+        `details`: its names for the prompt's count, the answer's and the prompt's details,
+        whose `cached_tokens` were read from the cache)."""
+        if not isinstance(usage, dict):
+            return
+        inputs = whole_number(usage.get(prompt))
+        outputs = whole_number(usage.get(answer))
+        self.reported = self.reported or inputs is not None or outputs is not None
+        self.input_tokens = inputs or 0
+        self.output_tokens = outputs or 0
+        cached = usage.get(details)
+        if isinstance(cached, dict):
+            self.cache_read = whole_number(cached.get("cached_tokens")) or 0
 
     def usage(self) -> Usage:
         """The answer's tokens, as its format reported them."""
@@ -196,14 +216,15 @@ class StreamEnds:
         self, reading: Reading, blocks: list[Block], stop_reason: str, note: str
     ) -> Completed:
         """The one `Completed` of a stream: the message, the reading's usage priced with
-        genai-prices, and what the answer came with (the model and reply id it named, its
-        stream's request id, status and rate-limit headers)."""
+        genai-prices (at the batch price for a batch's answer, `Events.batch`), and what the
+        answer came with (the model and reply id it named, its stream's request id, status and
+        rate-limit headers)."""
         usage = reading.usage()
         answered = reading.model or self.model
         stream = reading.es
         return Completed(
             message=Message("assistant", tuple(blocks)),
-            usage=usage.with_cost(estimate_cost(self.name, answered, usage)),
+            usage=usage.with_cost(estimate_cost(self.name, answered, usage, batch=stream.batch)),
             stop_reason=stop_reason,
             request_id=stream.request_id,
             response_id=reading.response_id,

@@ -20,13 +20,9 @@ from typing import Any
 
 from ..errors import InvalidResponse, StreamInterrupted
 from ._base import Completed
-from ._error_text import redact
 from ._event_stream import Events
 from ._http import HTTPProvider
 from ._sse import ServerSentEvent
-
-__all__ = ["NotAnAnswer", "WholeBody", "WholeEvents", "replay", "whole_body"]
-
 
 WholeEvents = list[tuple[str, dict[str, Any] | str]]
 """The events a live stream would have carried for a whole answer: (event name, its data
@@ -42,7 +38,8 @@ class WholeBody(Events):
     is (an end marker alone may end a cut answer). `made` holds the errors this source itself
     made for an answer it found cut or malformed (not the provider's own error events).
     `status_code` is the status the item's answer came with, where the batch API says it
-    (OpenAI's `response.status_code`), else None."""
+    (OpenAI's `response.status_code`), else None; `batch`: the answer came through a batch API
+    (priced at its batch price)."""
 
     def __init__(
         self,
@@ -53,10 +50,12 @@ class WholeBody(Events):
         headers: Mapping[str, str] | None = None,
         status_code: int | None = None,
         live: bool = False,
+        batch: bool = False,
     ) -> None:
         super().__init__(provider, request_id, dict(headers or {}), status_code)
         self._docs = docs
         self.live = live
+        self.batch = batch
         self.trusts_end_marker = not live
         self.made: list[StreamInterrupted] = []
 
@@ -98,8 +97,7 @@ def whole_body(provider: HTTPProvider, body: Any, **options: Any) -> WholeBody:
             raise NotAnAnswer("an answer that is not a JSON object")
         events = provider.whole_events(body)
     except NotAnAnswer as exc:
-        snippet = redact(repr(body)[:200], ())
-        raise InvalidResponse(f"{exc}: {snippet}", provider=provider.name) from None
+        raise InvalidResponse(f"{exc}: {repr(body)[:200]}", provider=provider.name) from None
     return WholeBody(events, provider=provider.name, **options)
 
 
@@ -122,6 +120,5 @@ async def _completed(provider: HTTPProvider, es: WholeBody) -> Completed:
         async for part in parts:
             if isinstance(part, Completed):
                 completed = part
-    if completed is None:
-        raise es.interrupted("the answer ended without a final message")
+    assert completed is not None  # read_events ends in one, or raises
     return completed

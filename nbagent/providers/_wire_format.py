@@ -13,8 +13,6 @@ from typing import Any
 
 from ._base import ModelRequest, ProviderBase
 
-__all__ = ["WireFormat"]
-
 
 class WireFormat(ProviderBase):
     """The part of an `HTTPProvider` its wire format fills in (the module docstring).
@@ -64,7 +62,7 @@ class WireFormat(ProviderBase):
     @classmethod
     def batch_api(cls, name: str) -> type[Any] | None:
         """The `BatchClient` class of the batch API a provider of this format named `name` has
-        (`_batches.batch_client`).
+        (`_models.batch_client`).
 
         Args:
             name: The provider's name ("openai", "openrouter").
