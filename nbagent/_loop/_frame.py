@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -180,11 +180,15 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def with_origin(df: pd.DataFrame, agent_id: str, worker: str) -> pd.DataFrame:
-    """`df` with the gathered columns (`ORIGIN_COLUMNS`) added after COLUMNS."""
-    out: pd.DataFrame = df.copy()
-    out["agent_id"] = pd.array([agent_id] * len(out), dtype="string")
-    out["worker"] = pd.array([worker] * len(out), dtype="string")
+def with_origin(
+    df: pd.DataFrame, agent_id: str | Sequence[str | None], worker: str | Sequence[str | None]
+) -> pd.DataFrame:
+    """`df` with the gathered columns (`ORIGIN_COLUMNS`) added after COLUMNS: each one value
+    for every row, or one per row."""
+    out: pd.DataFrame = df.copy(deep=False)  # the columns are added, none changed
+    for name, value in zip(ORIGIN_COLUMNS, (agent_id, worker), strict=True):
+        values = [value] * len(out) if isinstance(value, str) else list(value)
+        out[name] = pd.array(values, dtype="string")
     return out
 
 
