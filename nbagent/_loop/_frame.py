@@ -76,14 +76,6 @@ CATEGORIES: dict[str, tuple[str, ...]] = {"phase": PHASES, "outcome": OUTCOMES, 
 _NAN = math.nan
 
 
-def _categorical(values: list[Any], categories: tuple[str, ...]) -> Any:
-    """The fixed categories first; a value outside them is kept, after them (as in the log)."""
-    words = Words(categories)
-    for v in values:
-        words.append(v)
-    return words.array()
-
-
 WORD_COLUMNS: frozenset[str] = frozenset({"model", "error_kind", "tool_name"})
 """The string columns whose values repeat: kept as codes (the others: one string a row)."""
 
@@ -159,7 +151,7 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
     """
     n = len(df)
     data: dict[str, Any] = {}
-    for name in COLUMNS:
+    for name, column in zip(COLUMNS, new_columns(), strict=True):
         if name not in df.columns:
             col: pd.Series[Any] = pd.Series([None] * n, index=df.index, dtype=object)
         else:
@@ -168,14 +160,10 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
             data[name] = pd.to_numeric(col, errors="coerce").astype("Int64")
         elif name in FLOAT_COLUMNS:
             data[name] = pd.to_numeric(col, errors="coerce").astype("float64")
-        else:
-            values = [None if _missing(v) else str(v) for v in col.tolist()]
-            words = (
-                _categorical(values, CATEGORIES[name])
-                if name in CATEGORIES
-                else string_array(values)
-            )
-            data[name] = pd.Series(words, index=df.index, name=name)
+        else:  # words, as the log keeps them (a category outside the fixed ones after them)
+            for v in col.tolist():
+                column.append(None if _missing(v) else str(v))
+            data[name] = pd.Series(_array(column, None), index=df.index, name=name)
     out: pd.DataFrame = pd.DataFrame(data).reset_index(drop=True)
     return out
 
