@@ -132,40 +132,31 @@ class Requester:
         estimate = self.keeper.estimate(step.working, step.tools)
         if not window or estimate <= self.agent.compaction_threshold * window:
             return  # the threshold is at most 1: inside the window too
-        step.compactions = 1
-        shorter = await self.keeper.compact(
-            step.working, step.tools, self.summarize, None, 1, target=window
-        )
-        if shorter is not None:
-            step.working = shorter
-            estimate = self.keeper.estimate(step.working, step.tools)
-        while self.agent.context_window and estimate > window:
-            shorter = None
-            why = "compaction has nothing more to shed"
-            allowed = self.agent.max_compactions_per_step
-            if step.compactions >= allowed:
+        allowed = self.agent.max_compactions_per_step
+        while True:  # the first round is the proactive one, whatever the allowance
+            step.compactions += 1
+            shorter = await self.keeper.compact(
+                step.working, step.tools, self.summarize, None, step.compactions, target=window
+            )
+            if shorter is not None:
+                step.working = shorter
+                estimate = self.keeper.estimate(step.working, step.tools)
+            if not self.agent.context_window or estimate <= window:
+                return
+            if shorter is None and step.compactions > 1:
+                why = "compaction has nothing more to shed"
+            elif step.compactions >= allowed:
                 why = f"the {allowed} compactions allowed per step are spent"
             else:
-                step.compactions += 1
-                shorter = await self.keeper.compact(
-                    step.working,
-                    step.tools,
-                    self.summarize,
-                    None,
-                    step.compactions,
-                    target=window,
-                )
-            if shorter is None:
-                raise ContextOverflow(
-                    f"the request is about {estimate:,} tokens (estimated), over the "
-                    f"{window:,}-token context window, and {why}, so it was not sent",
-                    tokens=estimate,
-                    limit=window,
-                    provider=self.provider.name,
-                    code="context_window",
-                )
-            step.working = shorter
-            estimate = self.keeper.estimate(step.working, step.tools)
+                continue
+            raise ContextOverflow(
+                f"the request is about {estimate:,} tokens (estimated), over the "
+                f"{window:,}-token context window, and {why}, so it was not sent",
+                tokens=estimate,
+                limit=window,
+                provider=self.provider.name,
+                code="context_window",
+            )
 
     async def _ask(
         self, provider: Provider, model: str, step: _Step, reasks_left: int = 0
