@@ -134,16 +134,12 @@ class Requester:
             return  # the threshold is at most 1: inside the window too
         allowed = self.agent.max_compactions_per_step
         while True:  # the first round is the proactive one, whatever the allowance
-            step.compactions += 1
-            shorter = await self.keeper.compact(
-                step.working, step.tools, self.summarize, None, step.compactions, target=window
-            )
-            if shorter is not None:
-                step.working = shorter
+            shed = await self._shed(step, None, window)
+            if shed:
                 estimate = self.keeper.estimate(step.working, step.tools)
             if not self.agent.context_window or estimate <= window:
                 return
-            if shorter is None and step.compactions > 1:
+            if not shed and step.compactions > 1:
                 why = "compaction has nothing more to shed"
             elif step.compactions >= allowed:
                 why = f"the {allowed} compactions allowed per step are spent"
@@ -193,15 +189,7 @@ class Requester:
             return streamed.sent(f"structured answer ({out.plans[index].why})")
 
         async def compact(error: ContextOverflow) -> bool:
-            step.compactions += 1
-            target = error.limit or self._window()
-            shorter = await self.keeper.compact(
-                step.working, step.tools, self.summarize, error, step.compactions, target=target
-            )
-            if shorter is None:
-                return False
-            step.working = shorter
-            return True
+            return await self._shed(step, error, error.limit or self._window())
 
         loop = self._attempt_loop(
             "request",
@@ -213,6 +201,17 @@ class Requester:
         )
         reform = None if out is None else lambda error: out.reform(index, error)
         return await loop.run(attempt, describe=describe, compact=compact, reform=reform)
+
+    async def _shed(self, step: _Step, error: ContextOverflow | None, target: int | None) -> bool:
+        """The step's next round of compaction towards `target` tokens: before sending
+        (`error` None) or after the provider's overflow. Whether it shed anything."""
+        step.compactions += 1
+        shorter = await self.keeper.compact(
+            step.working, step.tools, self.summarize, error, step.compactions, target=target
+        )
+        if shorter is not None:
+            step.working = shorter
+        return shorter is not None
 
     async def summarize(self, messages: Sequence[Message], instruction: str) -> str:
         """A summary from the current model, under the same policy; raises its final error."""
