@@ -302,8 +302,7 @@ class DurableLog:
         w = self._writer
         if w is None:
             return
-        w.flush(timeout)
-        self._report(w)
+        self.flush(timeout)
         self._last_error = w.error or self._last_error
         self._let_go(timeout)
 
@@ -326,9 +325,9 @@ class DurableLog:
             w.queue.put(_STOP)
             w.thread.join(timeout)
 
-    def _report(self, w: _Writer | None = None) -> None:
+    def _report(self) -> None:
         """Warn once per file and process that rows are no longer saved; the run goes on."""
-        w = w or self._writer
+        w = self._writer
         if w is None or w.error is None:
             return
         with _writers_lock:
