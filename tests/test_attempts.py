@@ -554,20 +554,20 @@ def test_csv_and_parquet_round_trip(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(coerce(empty_frame()), empty_frame())
 
 
-def test_records_and_frame_from_records() -> None:
+def test_the_rows_a_sink_is_told_make_the_same_frame() -> None:
+    told: dict[int, dict[str, object]] = {}  # the last word on each row, as the durable log keeps
+    log = AttemptLog(on_row=told.__setitem__)
+    for ev in scripted_events():
+        log(ev)
+    rows = [told[i] for i in sorted(told)]
+    pd.testing.assert_frame_equal(frame_from_records(rows), log.frame())
+
+
+def test_a_released_log_is_empty() -> None:
     log = AttemptLog()
     for ev in scripted_events():
         log(ev)
-    pd.testing.assert_frame_equal(frame_from_records(log.records()), log.frame())
-
-
-def test_add_row_and_clear() -> None:
-    log = AttemptLog()
-    log.add_row(run_id="x", phase="request", attempt=1, outcome="ok", action="none", delay_s=None)
-    with pytest.raises(ValueError, match="bogus"):
-        log.add_row(bogus=1)
-    assert len(log.frame()) == 1
-    log.clear()
+    assert len(log.frame(release=True)) == 8
     assert len(log) == 0 and len(log.frame()) == 0
 
 
@@ -576,42 +576,39 @@ def test_hundred_thousand_rows_build() -> None:
     n = 100_000
     for i in range(n):
         ok = i % 3 == 0
-        log.add_row(
-            run_id=f"r{i // 4}",
-            turn=1,
-            phase="request",
-            attempt=i % 4 + 1,
-            max_attempts=4,
-            model="demo",
-            started_at=float(i),
-            ended_at=i + 0.5,
-            duration_s=0.5,
-            outcome="ok" if ok else "error",
-            error_kind=None if ok else "ServerError",
-            status_code=None if ok else 503,
-            action="none" if ok else "retry",
-            delay_s=None if ok else 0.25,
-            input_tokens=10 if ok else None,
-        )
+        said = {"phase": "request", "run_id": f"r{i // 4}", "turn": 1, "attempt": i % 4 + 1}
+        said |= {"max_attempts": 4, "model": "demo"}
+        log(AttemptStarted(time=float(i), **said))  # type: ignore[arg-type]
+        if ok:
+            log(AttemptSucceeded(time=i + 0.5, input_tokens=10, **said))  # type: ignore[arg-type]
+            continue
+        failed = {"error": "ServerError", "status_code": 503, "message": ""}
+        log(AttemptFailed(time=i + 0.5, action="retry", **failed, **said))  # type: ignore[arg-type]
+        waited = {"next_attempt": i % 4 + 2, "delay_s": 0.25, "policy_delay_s": 0.25}
+        log(RetryScheduled(time=i + 0.5, **waited, **failed, **said))  # type: ignore[arg-type]
     df = log.frame()
     assert len(df) == n
     check_schema(df)
     assert int(df["status_code"].isna().sum()) == len(range(0, n, 3))
+    assert list(df["delay_s"].iloc[:3].fillna(-1)) == [-1, 0.25, 0.25]
+    assert list(df["input_tokens"].iloc[:2].fillna(-1)) == [10, -1]
+    assert list(df["duration_s"].iloc[:2]) == [0.5, 0.5]
 
 
 def test_run_ids_of_every_shape_come_back_as_given():
     # a provider batch's `<tag>-<number>` ids are kept compactly; any other id as it is
-    from nbagent._loop._attempt_log import AttemptLog
-
     log = AttemptLog()
     ids = ["tag-7", "tag-0", "a-b-12", "run-007", "r-1x", "plain", "-3", "x-٣", "tag-123456789"]
     for rid in ids:
-        log.add_row(run_id=rid, phase="request")
-    log.add_row(phase="request")
-    assert list(log.column("run_id")) == [*ids, None]
-    assert [None if pd.isna(v) else v for v in log.frame()["run_id"]] == [*ids, None]
+        said = {"phase": "request", "turn": 1, "attempt": 1, "max_attempts": 1, "model": "m"}
+        log(AttemptStarted(run_id=rid, time=0.0, **said))  # type: ignore[arg-type]
+    assert list(log.column("run_id")) == ids
+    assert [None if pd.isna(v) else v for v in log.frame()["run_id"]] == ids
     assert list(log.frame(release=True)["run_id"].iloc[:2]) == ["tag-7", "tag-0"]
     assert len(log) == 0  # released: the log is empty after
+    # among them, a row without one (a durable log's row of an older layout, say)
+    rows = [{"run_id": rid, "phase": "request"} for rid in ids] + [{"phase": "request"}]
+    assert [None if pd.isna(v) else v for v in frame_from_records(rows)["run_id"]] == [*ids, None]
 
 
 def test_handlers_find_the_method_named_for_the_event_or_its_nearest_base() -> None:

@@ -1,15 +1,24 @@
-"""`ContextKeeper`, the loop's compaction collaborator, on its own: no agent, no provider."""
+"""`ContextKeeper`, the loop's compaction collaborator, on its own (no agent, no provider), and the\nrequest path's fit before sending that asks it to compact."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 
-from nbagent import DefaultCompaction, StubOldToolOutput, Summarize, TokenEstimator
+from nbagent import (
+    Agent,
+    DefaultCompaction,
+    ScriptedModel,
+    StubOldToolOutput,
+    Summarize,
+    TokenEstimator,
+)
 from nbagent import errors as E
 from nbagent._core._messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from nbagent._loop._context import ContextKeeper
 from nbagent._loop._estimate import estimate_tokens
+from nbagent._loop._parts import RunState
+from nbagent._loop._request import Requester, _Step
 from nbagent.events import CompactionFinished, CompactionStarted, Event
 from nbagent.providers import ModelRequest
 
@@ -24,28 +33,38 @@ def conversation(n: int, output: str = BIG) -> list[Message]:
     return msgs
 
 
-def keeper(strategy: object, events: list[Event], threshold: float = 0.85) -> ContextKeeper:
-    return ContextKeeper(strategy, system=None, threshold=threshold, emit=events.append)  # type: ignore[arg-type]
+def keeper(strategy: object, events: list[Event]) -> ContextKeeper:
+    return ContextKeeper(strategy, system=None, emit=events.append)  # type: ignore[arg-type]
 
 
 async def no_summary(messages: Sequence[Message], instruction: str) -> str:
     raise AssertionError("no summary was expected")
 
 
+def fit(working: list[Message], window: int, events: list[Event]) -> tuple[list[Message], int]:
+    """The request path's fit before sending (`Requester._fit`), for a model with `window`;
+    the conversation it sends and the compactions it made."""
+    model = ScriptedModel([])
+    model.context_window = window  # type: ignore[attr-defined]
+    agent = Agent(model, compaction=StubOldToolOutput(), subscribers=[events.append])
+    step = _Step(working, ())
+    asyncio.run(Requester(agent, RunState("r", 0.0, None))._fit(step))
+    return step.working, step.compactions
+
+
 def test_below_the_threshold_nothing_is_compacted_or_announced() -> None:
     events: list[Event] = []
-    k = keeper(StubOldToolOutput(), events)
     working = conversation(2)
-    out, compacted = asyncio.run(k.before_sending(working, (), no_summary, window=100_000))
+    out, compacted = fit(working, 100_000, events)
     assert out == working and not compacted and events == []
 
 
 def test_past_the_threshold_it_compacts_before_sending_and_announces_it() -> None:
     events: list[Event] = []
-    k = keeper(StubOldToolOutput(), events)
+    k = keeper(StubOldToolOutput(), [])
     working = conversation(4)
     window = int(k.estimate(working, ()) / 0.9)  # the estimate is 90 % of the window
-    out, compacted = asyncio.run(k.before_sending(working, (), no_summary, window))
+    out, compacted = fit(working, window, events)
     assert compacted and k.estimate(out, ()) < k.estimate(working, ())
     started, finished = events
     assert isinstance(started, CompactionStarted) and started.reason == "proactive"

@@ -293,7 +293,7 @@ def test_a_tools_argument_check_is_compiled_when_an_agent_takes_the_tool() -> No
     check = fresh._check
     assert check is not None
     check.result()  # the builder thread compiles it without any call having been made
-    assert check.ready
+    assert check._future.done()
     assert fresh.check() is check  # the same schema: compiled once
 
 

@@ -201,9 +201,9 @@ class Agent(Generic[OutputT]):
     ) -> None:
         specs = model_specs(model)
         subscribers, history = check_arguments(locals())  # before anything else is assigned
+        self.retry = RetryPolicy() if retry is None else retry  # (the setter checks it)
         self._providers = [resolve_model_spec(s, api_key=api_key, base_url=base_url) for s in specs]
         self.system = system
-        self.retry = retry or RetryPolicy()
         self.budget = budget or Budget()
         self.compaction: Compactor = compaction or DefaultCompaction()
         self.clock: Clock = clock or RealClock()
@@ -250,7 +250,9 @@ class Agent(Generic[OutputT]):
     @retry.setter
     def retry(self, policy: RetryPolicy) -> None:
         if not isinstance(policy, RetryPolicy):
-            raise ConfigError("retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)")
+            raise ConfigError(
+                f"retry= takes a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5), not {policy!r}"
+            )
         self._retry = policy
         self._rng = policy.rng()
 

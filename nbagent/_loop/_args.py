@@ -12,7 +12,6 @@ from .._core._clock import Clock
 from .._core._messages import Message
 from .._core._numbers import is_number, is_whole
 from .._core._pacing import Pacer
-from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 from ..events import Subscriber
 from ..providers import HTTPProvider
@@ -29,7 +28,6 @@ object (a `ScriptedModel`, a provider built with its own endpoint, key or client
 
 _NONE = type(None)
 _TAKES: dict[str, tuple[tuple[type, ...], str]] = {
-    "retry": ((RetryPolicy, _NONE), "a RetryPolicy(...), e.g. RetryPolicy(max_attempts=5)"),
     "budget": ((Budget, _NONE), "a Budget(...), e.g. Budget(max_cost_usd=0.50)"),
     "limiter": ((bool, Pacer), "True (shared), False (off) or a RateLimiter"),
     "cache": ((bool,), "True (use the provider's prompt cache) or False"),

@@ -133,24 +133,9 @@ class AttemptLog(Handlers):
         df: pd.DataFrame = self._frame.copy(deep=False)
         return df
 
-    def records(self) -> list[dict[str, Any]]:
-        """The rows as plain dicts (NaN for missing times, None for other missing values)."""
-        return [dict(zip(self.names, row, strict=True)) for row in zip(*self._cols, strict=True)]
-
     def column(self, name: str) -> Any:
         """One column as the log keeps it (`_columns`: typed arrays, words as codes)."""
         return self._cols[self.names.index(name)]
-
-    def clear(self) -> None:
-        """Forget every row (and every attempt in flight)."""
-        self._reset()
-
-    def add_row(self, **fields: Any) -> int:
-        """Append one row directly (missing columns empty); returns its index."""
-        unknown = set(fields) - set(self.names)
-        if unknown:
-            raise ValueError(f"unknown attempt log columns: {', '.join(sorted(unknown))}")
-        return self._append([cell(name, fields.get(name)) for name in self.names])
 
     def update(self, run_id: str, attempt: int, **fields: Any) -> None:
         """Complete the row of `run_id`'s request attempt `attempt`, which has ended, with

@@ -78,10 +78,6 @@ class PendingCheck:
         self.schema = schema
         self._future = future
 
-    @property
-    def ready(self) -> bool:
-        return self._future.done()
-
     def result(self) -> ArgumentCheck:
         """The check, waiting for the builder if needed (for callers off the event loop)."""
         return self._future.result()

@@ -5,14 +5,15 @@ A log of 100,000 attempts (a provider batch's items) keeps each number in a type
 outcome, the action, the model, an error kind, a batch id) as a code into the table of the
 distinct ones; a run id of the form `<tag>-<number>` (a provider batch item's) as the tag's code
 and the number; only the words that differ row by row (request ids, messages) are kept as
-Python strings. A column is read and written by row index like a list, and made into a
-numpy or pandas array at once (`numpy_of`), in a given order when one is given.
+Python strings. A column is read and written by row index like a list (and iterated so: its
+`__getitem__` raises IndexError past the end), and made into a numpy or pandas array at once
+(`numpy_of`), in a given order when one is given.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,6 @@ class Ints:
 
     def __len__(self) -> int:
         return len(self.data)
-
-    def __iter__(self) -> Iterator[int | None]:
-        return (self[i] for i in range(len(self)))
 
     def array(self, order: Any = None) -> pd.arrays.IntegerArray:
         data = numpy_of(self.data, np.int64, order)
@@ -79,9 +77,6 @@ class Words:
 
     def __len__(self) -> int:
         return len(self.codes)
-
-    def __iter__(self) -> Iterator[str | None]:
-        return (self[i] for i in range(len(self)))
 
     def array(self, order: Any = None) -> Any:
         """A string array (a categorical with the `known` words as its categories, and any
@@ -123,9 +118,6 @@ class RunIds:
 
     def __len__(self) -> int:
         return len(self.numbers)
-
-    def __iter__(self) -> Iterator[str | None]:
-        return (self[i] for i in range(len(self)))
 
     def array(self, order: Any = None) -> Any:
         """A string array (made chunk by chunk: see `string_array`)."""

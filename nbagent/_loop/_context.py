@@ -5,7 +5,8 @@ user gave another) and the settings around it, and is asked by the request path 
 
 - `prepare`: before every request, apply what the strategy remembers (the stub cutoff of
   `StubOldToolOutput`), so later turns send the stubs up front instead of overflowing again;
-- `before_sending`: compact proactively when the estimate passes `threshold` of the window;
+- `compact` without an error: proactively, when the request path (`Requester._fit`) finds the
+  estimate past `compaction_threshold` of the window;
 - `compact` with the error: after the provider said the prompt is too long (`ContextOverflow`);
   each further overflow of the same step comes with a higher round, and the strategy sheds more.
 
@@ -34,12 +35,10 @@ class ContextKeeper:
         strategy: Compactor,
         *,
         system: str | None,
-        threshold: float,
         emit: Callable[[Event], None],
     ) -> None:
         self.strategy = strategy
         self.system = system
-        self.threshold = threshold
         self.emit = emit
 
     @property
@@ -69,20 +68,6 @@ class ContextKeeper:
         )
         self._finished(result)
         return list(result.messages)
-
-    async def before_sending(
-        self,
-        working: list[Message],
-        tools: Sequence[ToolSpec],
-        summarize: Summarizer,
-        window: int | None,
-    ) -> tuple[list[Message], bool]:
-        """Compact now if the estimate passes `threshold` of the model's `window`. Returns the
-        messages and whether a compaction was made (it counts against the step's allowance)."""
-        if not window or self.estimate(working, tools) <= self.threshold * window:
-            return working, False
-        shorter = await self.compact(working, tools, summarize, None, 1, target=window)
-        return (shorter if shorter is not None else working), True
 
     async def compact(
         self,

@@ -8,9 +8,11 @@ is not ours, or newer than us, is refused with a `ConfigError` before anything i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 
 from ..errors import ConfigError
 from ._frame import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS
@@ -33,6 +35,15 @@ _SQL_TYPE = {
 
 def label_of(target: LogTarget) -> str:
     return "the sqlite3 connection given" if isinstance(target, sqlite3.Connection) else str(target)
+
+
+def connect(target: LogTarget) -> sqlite3.Connection:
+    """A connection to write to the log through (the one given, or one to the path)."""
+    if isinstance(target, sqlite3.Connection):
+        return target
+    return sqlite3.connect(
+        target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
 
 
 def table_names(conn: sqlite3.Connection) -> set[str]:
@@ -69,9 +80,9 @@ def column_names(conn: sqlite3.Connection) -> list[str]:
     return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({TABLE})").fetchall()]
 
 
-def _prepare(conn: sqlite3.Connection, label: str) -> None:
+def prepare(conn: sqlite3.Connection, label: str) -> None:
     """Make the file ready to append to: create, check or migrate its layout, in one transaction
-    (two processes starting at once take turns)."""
+    (two processes starting at once take turns: try it `patiently`)."""
     conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
     try:  # refuse a file that is not ours before changing anything in it
         check_version(conn, label, table_names(conn))
@@ -81,8 +92,8 @@ def _prepare(conn: sqlite3.Connection, label: str) -> None:
         raise
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("BEGIN IMMEDIATE")
-    try:  # again, now holding the write lock: another process may have set it up meanwhile
+    # check again, now holding the write lock: another process may have set it up meanwhile
+    with transaction(conn):
         version = check_version(conn, label, table_names(conn))
         if version is None:
             cols = ", ".join(f"{c} {_SQL_TYPE[c]}" for c in COLUMNS)
@@ -102,23 +113,36 @@ def _prepare(conn: sqlite3.Connection, label: str) -> None:
             conn.execute(
                 f"UPDATE {META} SET value = ? WHERE key = 'version'", (str(SCHEMA_VERSION),)
             )
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction (taking the write lock at once), rolled back if its body fails."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
         raise
 
 
-def prepare_patiently(conn: sqlite3.Connection, label: str) -> None:
-    """`_prepare`, tried again while another process is setting the same file up."""
+def patiently(do: Callable[[], None]) -> None:
+    """`do()`, tried again while another connection has the file (`busy`), for as long as the
+    busy timeout. SQLite's busy handler waits for most such cases, but some (a WAL being
+    recovered or reset, another process setting the file up) come back at once as BUSY."""
     deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.005
     while True:
         try:
-            _prepare(conn, label)
-            return
-        except sqlite3.OperationalError as exc:
+            return do()
+        except sqlite3.Error as exc:
             if not busy(exc) or time.monotonic() > deadline:
                 raise
-            time.sleep(0.02)
+            time.sleep(pause)
+            pause = min(0.2, pause * 2)
 
 
 def busy(exc: sqlite3.Error) -> bool:

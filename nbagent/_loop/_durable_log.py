@@ -28,7 +28,6 @@ thread closes its own when the last log using it is closed or collected, and at 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import queue
 import socket
@@ -40,7 +39,7 @@ import weakref
 from typing import Any
 
 from ..errors import ConfigError, HostError
-from ._durable_layout import BUSY_TIMEOUT_S, TABLE, LogTarget, busy, label_of, prepare_patiently
+from ._durable_layout import TABLE, LogTarget, connect, label_of, patiently, prepare, transaction
 from ._frame import COLUMNS
 
 LINGER_S = 0.005
@@ -92,20 +91,13 @@ class _Writer:
         self.thread = threading.Thread(target=self._main, name="nbagent-durable-log", daemon=True)
         self.thread.start()
 
-    def _connect(self) -> sqlite3.Connection:
-        if isinstance(self.target, sqlite3.Connection):
-            return self.target
-        return sqlite3.connect(
-            self.target, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-
     def _open(self) -> sqlite3.Connection | None:
         """The connection, ready to append to; None (and `error` set) if the file cannot be
         used, in which case the connection opened here is closed here."""
         conn: sqlite3.Connection | None = None
         try:
-            conn = self._connect()
-            prepare_patiently(conn, self.label)
+            conn = connect(self.target)
+            patiently(lambda: prepare(conn, self.label))
             return conn
         except ConfigError as exc:
             self.error = exc
@@ -157,27 +149,14 @@ class _Writer:
                     stop = True
 
     def _write(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
-        pause = 0.005
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
+        def write() -> None:
+            with transaction(conn):
                 conn.executemany(_UPSERT, rows)
-                conn.execute("COMMIT")
-                return
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                # Another process holds the file: SQLite's busy handler waits for most such
-                # cases, but some (a WAL being recovered or reset) come back at once as BUSY.
-                # Those pass: try again, for as long as the busy timeout, before giving up.
-                if busy(exc) and time.monotonic() < deadline:
-                    time.sleep(pause)
-                    pause = min(0.2, pause * 2)
-                    continue
-                self.error = self._host_error(exc)
-                return
+
+        try:
+            patiently(write)
+        except sqlite3.Error as exc:
+            self.error = self._host_error(exc)
 
     def _host_error(self, exc: Exception) -> HostError:
         return HostError(
@@ -323,8 +302,7 @@ class DurableLog:
         w = self._writer
         if w is None:
             return
-        w.flush(timeout)
-        self._report(w)
+        self.flush(timeout)
         self._last_error = w.error or self._last_error
         self._let_go(timeout)
 
@@ -347,9 +325,9 @@ class DurableLog:
             w.queue.put(_STOP)
             w.thread.join(timeout)
 
-    def _report(self, w: _Writer | None = None) -> None:
+    def _report(self) -> None:
         """Warn once per file and process that rows are no longer saved; the run goes on."""
-        w = w or self._writer
+        w = self._writer
         if w is None or w.error is None:
             return
         with _writers_lock:

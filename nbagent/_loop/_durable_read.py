@@ -23,7 +23,7 @@ from ._durable_layout import (
     label_of,
     table_names,
 )
-from ._frame import COLUMNS, ORIGIN_COLUMNS, coerce
+from ._frame import COLUMNS, ORIGIN_COLUMNS, coerce, with_origin
 
 
 def _since_seconds(since: Any) -> float:
@@ -105,11 +105,9 @@ def read_attempts(
         if own:
             conn.close()
     raw = pd.DataFrame.from_records(rows, columns=wanted)
-    out = coerce(raw)  # missing columns (an older layout) come back empty, typed
-    for c in ORIGIN_COLUMNS:
-        values = raw[c].tolist() if c in raw.columns else [None] * len(raw)
-        out[c] = pd.array(values, dtype="string")
-    return out
+    # missing columns (an older layout) come back empty, typed
+    gathered = [raw[c] if c in raw.columns else [None] * len(raw) for c in ORIGIN_COLUMNS]
+    return with_origin(coerce(raw), *gathered)
 
 
 def _filters(since: Any, model: str | Iterable[str] | None) -> tuple[str, list[Any]]:

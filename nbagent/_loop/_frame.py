@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,14 +74,6 @@ ACTIONS: tuple[str, ...] = (
 CATEGORIES: dict[str, tuple[str, ...]] = {"phase": PHASES, "outcome": OUTCOMES, "action": ACTIONS}
 
 _NAN = math.nan
-
-
-def _categorical(values: list[Any], categories: tuple[str, ...]) -> Any:
-    """The fixed categories first; a value outside them is kept, after them (as in the log)."""
-    words = Words(categories)
-    for v in values:
-        words.append(v)
-    return words.array()
 
 
 WORD_COLUMNS: frozenset[str] = frozenset({"model", "error_kind", "tool_name"})
@@ -159,7 +151,7 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
     """
     n = len(df)
     data: dict[str, Any] = {}
-    for name in COLUMNS:
+    for name, column in zip(COLUMNS, new_columns(), strict=True):
         if name not in df.columns:
             col: pd.Series[Any] = pd.Series([None] * n, index=df.index, dtype=object)
         else:
@@ -168,23 +160,23 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
             data[name] = pd.to_numeric(col, errors="coerce").astype("Int64")
         elif name in FLOAT_COLUMNS:
             data[name] = pd.to_numeric(col, errors="coerce").astype("float64")
-        else:
-            values = [None if _missing(v) else str(v) for v in col.tolist()]
-            words = (
-                _categorical(values, CATEGORIES[name])
-                if name in CATEGORIES
-                else string_array(values)
-            )
-            data[name] = pd.Series(words, index=df.index, name=name)
+        else:  # words, as the log keeps them (a category outside the fixed ones after them)
+            for v in col.tolist():
+                column.append(None if _missing(v) else str(v))
+            data[name] = pd.Series(_array(column, None), index=df.index, name=name)
     out: pd.DataFrame = pd.DataFrame(data).reset_index(drop=True)
     return out
 
 
-def with_origin(df: pd.DataFrame, agent_id: str, worker: str) -> pd.DataFrame:
-    """`df` with the gathered columns (`ORIGIN_COLUMNS`) added after COLUMNS."""
-    out: pd.DataFrame = df.copy()
-    out["agent_id"] = pd.array([agent_id] * len(out), dtype="string")
-    out["worker"] = pd.array([worker] * len(out), dtype="string")
+def with_origin(
+    df: pd.DataFrame, agent_id: str | Sequence[str | None], worker: str | Sequence[str | None]
+) -> pd.DataFrame:
+    """`df` with the gathered columns (`ORIGIN_COLUMNS`) added after COLUMNS: each one value
+    for every row, or one per row."""
+    out: pd.DataFrame = df.copy(deep=False)  # the columns are added, none changed
+    for name, value in zip(ORIGIN_COLUMNS, (agent_id, worker), strict=True):
+        values = [value] * len(out) if isinstance(value, str) else list(value)
+        out[name] = pd.array(values, dtype="string")
     return out
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._core._messages import Message, TextBlock, ToolUseBlock
 from .._core._words import shortened
 from ..errors import ConfigError, OutputInvalid, OutputIssue
-from ._schema import _inline_refs, first_few
+from ._schema import _inline_refs, compiled, first_few
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -181,8 +181,7 @@ class OutputSchema:
         return schema
 
     def _from_dict(self, schema: dict[str, Any]) -> dict[str, Any]:
-        from jsonschema import exceptions, validators
-        from referencing import Registry
+        from jsonschema import exceptions
 
         try:
             json.dumps(schema, allow_nan=False)
@@ -190,14 +189,12 @@ class OutputSchema:
             raise ConfigError(f"output= schema is not plain JSON ({exc})") from None
         if not schema:
             raise ConfigError("output= got an empty JSON Schema; describe the answer's fields")
-        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
         try:
-            cls.check_schema(schema)
+            self._validator = compiled(schema)
         except exceptions.SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path)
             at = f"the keyword `{where}`" if where else "its root"
             raise ConfigError(f"output= is not a valid JSON Schema: {at}: {exc.message}") from None
-        self._validator = cls(schema, registry=Registry())
         return schema
 
     @staticmethod

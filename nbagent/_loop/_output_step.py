@@ -26,6 +26,7 @@ message otherwise; never the answer repeated inside the errors.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,19 +87,16 @@ def refuse_mode_without_output(output: Any, mode: Any) -> None:
 
 
 def _wire_format(provider: Provider, mode: Mode, **kw: Any) -> OutputFormat:
-    """`wire_format`, its schema errors in the model's own words: the demo model takes
-    Anthropic's dialect, but a demo user should not read that Anthropic refused the schema."""
+    """`wire_format`, its schema errors in the model's own words where the provider names its
+    native structured outputs itself (`outputs_named`: the demo model speaks Anthropic's
+    dialect, but a demo user should not read that Anthropic refused the schema)."""
     try:
         return wire_format(provider, mode, **kw)
     except ConfigError as exc:
-        said = str(exc)
-        if provider.name != "demo" or "Anthropic's" not in said:
+        named = getattr(provider, "outputs_named", None)
+        if named is None:
             raise
-        said = said.replace(
-            "Anthropic's structured outputs",
-            "the demo model's native structured outputs (Anthropic's dialect)",
-        )
-        raise ConfigError(said) from None
+        raise ConfigError(re.sub(r"\S+'s structured outputs", named, str(exc))) from None
 
 
 def prompted_instructions(schema: OutputSchema) -> str:

@@ -25,7 +25,7 @@ def request_limits(headers: Mapping[str, str] | None) -> RequestLimits:
     """Read the request bucket's numbers from response headers (any case)."""
     h = {k.lower(): v for k, v in (headers or {}).items()}
     return RequestLimits(
-        _first_number(h, LIMIT), _first_number(h, REMAINING), _duration(h.get(RESET))
+        _first_number(h, LIMIT), _first_number(h, REMAINING), parse_duration(h.get(RESET, ""))
     )
 
 
@@ -40,7 +40,3 @@ def _first_number(headers: Mapping[str, str], names: tuple[str, ...]) -> float |
             if x == x and x >= 0:  # not NaN, not negative
                 return x
     return None
-
-
-def _duration(text: str | None) -> float | None:
-    return parse_duration(text) if text else None

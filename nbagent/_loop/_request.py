@@ -4,11 +4,12 @@
 one `AttemptLoop`: the attempt streams the reply (`stream_once`), the loop decides about each
 failure (retry after a wait, compact and retry, fall back, fail), the rate limiter paces each
 request. Before the first attempt the conversation is brought inside the context window
-(`ContextKeeper.prepare` and `before_sending`); with `context_window=` given, a request the
-estimate still puts over the window after every compaction allowed is not sent but fails with
-`ContextOverflow`; an overflow the provider reports compacts it (`ContextKeeper.compact`, given
-the error). The request is built afresh for every attempt from the current conversation, so a
-retry sends the same snapshot and a compacted conversation is what the next attempt sends.
+(`ContextKeeper.prepare`, then `Requester._fit` past `compaction_threshold`); with
+`context_window=` given, a request the estimate still puts over the window after every
+compaction allowed is not sent but fails with `ContextOverflow`; an overflow the provider
+reports compacts it (`ContextKeeper.compact`, given the error). The request is built afresh for
+every attempt from the current conversation, so a retry sends the same snapshot and a compacted
+conversation is what the next attempt sends.
 
 `Requester.summarize` is the summary request compaction asks for: phase "compaction", the same
 attempt loop, quiet (no deltas), its usage counted in the run's.
@@ -62,9 +63,7 @@ class Requester:
 
     def __post_init__(self) -> None:
         a = self.agent
-        self.keeper = ContextKeeper(
-            a.compaction, system=a.system, threshold=a.compaction_threshold, emit=self.emit
-        )
+        self.keeper = ContextKeeper(a.compaction, system=a.system, emit=self.emit)
 
     def emit(self, event: Event) -> None:
         """Deliver `event`, stamped with the run, its current turn and the clock's time."""
@@ -101,13 +100,8 @@ class Requester:
         Raises `Reask` (a structured answer off its schema, `reasks_left` > 0) or the final
         error."""
         tools = await self._tools()
-        working = await self.keeper.prepare(working, tools)
-        working, compacted = await self.keeper.before_sending(
-            working, tools, self.summarize, self._window()
-        )
-        step = _Step(working, tools, compactions=int(compacted))
-        if self.agent.context_window:
-            await self._fit(step, self.agent.context_window)
+        step = _Step(await self.keeper.prepare(working, tools), tools)
+        await self._fit(step)
         while True:
             model = self.model
             try:
@@ -127,39 +121,38 @@ class Requester:
             self.keeper.calibrate(step.sent, streamed.completed.usage.input_tokens)
             return streamed.completed, step.working, streamed.checked
 
-    async def _fit(self, step: _Step, window: int) -> None:
-        """With `context_window=` given, never send what the estimate says will not fit: shed
-        more (each round sheds more) while the step's allowance lasts, then fail before
-        sending. A server sent an oversized prompt may just cut the stream, with no word of
-        the context, so the failure is named here, where it is known."""
+    async def _fit(self, step: _Step) -> None:
+        """Before the first attempt, compact once if the estimate passes `compaction_threshold`
+        of the model's window (it counts against the step's allowance). With `context_window=`
+        given, never send what the estimate says will not fit: shed more (each round sheds
+        more) while the step's allowance lasts, then fail before sending. A server sent an
+        oversized prompt may just cut the stream, with no word of the context, so the failure
+        is named here, where it is known."""
+        window = self._window()
         estimate = self.keeper.estimate(step.working, step.tools)
-        while estimate > window:
-            shorter = None
-            why = "compaction has nothing more to shed"
-            allowed = self.agent.max_compactions_per_step
-            if step.compactions >= allowed:
+        if not window or estimate <= self.agent.compaction_threshold * window:
+            return  # the threshold is at most 1: inside the window too
+        allowed = self.agent.max_compactions_per_step
+        while True:  # the first round is the proactive one, whatever the allowance
+            shed = await self._shed(step, None, window)
+            if shed:
+                estimate = self.keeper.estimate(step.working, step.tools)
+            if not self.agent.context_window or estimate <= window:
+                return
+            if not shed and step.compactions > 1:
+                why = "compaction has nothing more to shed"
+            elif step.compactions >= allowed:
                 why = f"the {allowed} compactions allowed per step are spent"
             else:
-                step.compactions += 1
-                shorter = await self.keeper.compact(
-                    step.working,
-                    step.tools,
-                    self.summarize,
-                    None,
-                    step.compactions,
-                    target=window,
-                )
-            if shorter is None:
-                raise ContextOverflow(
-                    f"the request is about {estimate:,} tokens (estimated), over the "
-                    f"{window:,}-token context window, and {why}, so it was not sent",
-                    tokens=estimate,
-                    limit=window,
-                    provider=self.provider.name,
-                    code="context_window",
-                )
-            step.working = shorter
-            estimate = self.keeper.estimate(step.working, step.tools)
+                continue
+            raise ContextOverflow(
+                f"the request is about {estimate:,} tokens (estimated), over the "
+                f"{window:,}-token context window, and {why}, so it was not sent",
+                tokens=estimate,
+                limit=window,
+                provider=self.provider.name,
+                code="context_window",
+            )
 
     async def _ask(
         self, provider: Provider, model: str, step: _Step, reasks_left: int = 0
@@ -196,15 +189,7 @@ class Requester:
             return streamed.sent(f"structured answer ({out.plans[index].why})")
 
         async def compact(error: ContextOverflow) -> bool:
-            step.compactions += 1
-            target = error.limit or self._window()
-            shorter = await self.keeper.compact(
-                step.working, step.tools, self.summarize, error, step.compactions, target=target
-            )
-            if shorter is None:
-                return False
-            step.working = shorter
-            return True
+            return await self._shed(step, error, error.limit or self._window())
 
         loop = self._attempt_loop(
             "request",
@@ -216,6 +201,17 @@ class Requester:
         )
         reform = None if out is None else lambda error: out.reform(index, error)
         return await loop.run(attempt, describe=describe, compact=compact, reform=reform)
+
+    async def _shed(self, step: _Step, error: ContextOverflow | None, target: int | None) -> bool:
+        """The step's next round of compaction towards `target` tokens: before sending
+        (`error` None) or after the provider's overflow. Whether it shed anything."""
+        step.compactions += 1
+        shorter = await self.keeper.compact(
+            step.working, step.tools, self.summarize, error, step.compactions, target=target
+        )
+        if shorter is not None:
+            step.working = shorter
+        return shorter is not None
 
     async def summarize(self, messages: Sequence[Message], instruction: str) -> str:
         """A summary from the current model, under the same policy; raises its final error."""

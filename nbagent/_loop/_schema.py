@@ -238,6 +238,18 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 # -- checking arguments --------------------------------------------------------------------------
 
 
+def compiled(schema: dict[str, Any]) -> Validator:
+    """A validator for `schema` (a tool's input, an answer's output), of the draft it declares
+    in `$schema`, else 2020-12, resolving `$ref`s within it only (another document is never
+    fetched). Raises jsonschema's `SchemaError` for a schema that is itself broken."""
+    from jsonschema import validators
+    from referencing import Registry
+
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema, registry=Registry())
+
+
 class ArgumentCheck:
     """One tool's input schema, compiled once, checking each call's arguments.
 
@@ -255,16 +267,12 @@ class ArgumentCheck:
         if not isinstance(schema, dict):
             self.broken = "the input schema is not a JSON object"
             return
-        from jsonschema import exceptions, validators
-        from referencing import Registry
+        from jsonschema import exceptions
 
-        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
         try:
-            cls.check_schema(schema)
+            self._validator = compiled(schema)
         except exceptions.SchemaError as exc:
             self.broken = f"the input schema is invalid: {exc.message}"
-            return
-        self._validator = cls(schema, registry=Registry())
 
     def problems(self, arguments: Mapping[str, Any]) -> list[str]:
         """What is wrong with the arguments, one short clause each; empty when they conform."""

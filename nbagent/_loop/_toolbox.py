@@ -241,7 +241,6 @@ class Toolbox:
                 outcomes[c.id] = pre
             else:
                 runnable.append(c)
-        for c in calls:
             started[c.id] = now()
             emit(
                 ToolCallStarted(

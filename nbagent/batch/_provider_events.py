@@ -27,6 +27,7 @@ from .._core._budget import Usage
 from .._core._decision import Decision
 from .._loop._attempt_log import AttemptLog
 from .._loop._columns import numpy_of, string_array
+from .._loop._frame import with_origin
 from .._loop._output_schema import OutputSchema
 from .._loop._output_step import Checked
 from ..errors import Aborted, OutputInvalid, OutputTruncated
@@ -260,7 +261,6 @@ class ItemEvents:
         out = self.log.frame(order, release=True)  # the log is read once, at the end
         batch_ids = out.pop("batch_id")
         out.insert(0, "prompt_index", pos[order])
-        out["agent_id"] = pd.array([f"{p}.1" for p in pos[order].tolist()], dtype="string")
-        out["worker"] = pd.array([self.worker] * len(out), dtype="string")
+        out = with_origin(out, [f"{p}.1" for p in pos[order].tolist()], self.worker)
         out["batch_id"] = batch_ids.astype("string")
         return out

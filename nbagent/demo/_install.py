@@ -19,7 +19,9 @@ def _demo_provider(*, base_url: str | None = None, **options: Any) -> Provider:
     first use, on a free port of 127.0.0.1) unless `base_url` names another mock server."""
     url = base_url if base_url is not None else shared_server().url
     options.setdefault("name", "demo")
-    return AnthropicProvider("demo", api_key=DEMO_API_KEY, base_url=url, **options)
+    provider = AnthropicProvider("demo", api_key=DEMO_API_KEY, base_url=url, **options)
+    provider.outputs_named = "the demo model's native structured outputs (Anthropic's dialect)"
+    return provider
 
 
 def install() -> None:

@@ -194,7 +194,14 @@ class Provider(Protocol):
 
 class ProviderBase:
     """What nbagent's own providers declare beyond `Provider` (a provider of one's own need not
-    derive from it): the dialect of its structured outputs."""
+    derive from it): the dialect of its structured outputs, and how an error names them.
+
+    Attributes:
+        outputs_named: How an error about a schema its native structured outputs refuse names
+            them, when not by its dialect's owner ("Anthropic's structured outputs"); None: so.
+    """
+
+    outputs_named: str | None = None
 
     @property
     def output_dialect(self) -> Dialect | None:
