@@ -135,7 +135,7 @@ def _limiter_stats(ray: Any, url: str) -> dict[str, Any]:
 def round_trips(ray: Any, url: str, calls: int) -> dict[int, float]:
     """µs per requested slot of an `ask` round trip, seen by a caller, for 1, 8, 64 slots."""
     key = ("bench", url, "round-trip")
-    _, actor = _limiter_actor(ray, key)
+    actor = _limiter_actor(ray, key).actor
     seed = {"rate": 1e9, "capacity": 1e9}  # far above what is asked: every slot granted
     ray.get(actor.ask.remote("bench", 1, 40.0, seed, None))
     out = {}
@@ -179,7 +179,7 @@ def run(short: bool = False) -> Report:
                 if limiter is True:  # the actor exists, and the workers know it, before the
                     # clock starts (as after a first batch in a notebook); it has learned nothing
                     key = limiter_key(Agent("demo", base_url=url)._providers[0])
-                    choice = ("cluster", _limiter_actor(ray, key))
+                    choice = _limiter_actor(ray, key)
                     ray.get([w.connect.remote(choice) for w in workers])
                 t0 = time.perf_counter()
                 if limiter is None:
