@@ -425,11 +425,6 @@ class Call:
         self._buffer, self._buffered = [], 0
         self._put(b"%x\r\n%s\r\n" % (len(payload), payload), payload)
 
-    def cut_buffered(self) -> None:
-        """Send half of what `chunk` has buffered, as a cut stream ends."""
-        self._buffer = [b"".join(self._buffer)[: self._buffered // 2]]
-        self.flush()
-
     def end(self) -> None:
         """End the chunked body."""
         self.flush()
