@@ -57,7 +57,7 @@ _RESPONSES_PARTS = _Parts(
 )
 
 
-class _Reading:
+class Reading:
     """A request body being read into a `Conversation`: the history so far, the tools it
     offers, and what it has counted of the prompt (its characters and its images)."""
 
@@ -173,7 +173,7 @@ def _looks_like_error(text: str) -> bool:
 # --- Anthropic Messages -------------------------------------------------------------------------
 
 
-def _anthropic_blocks(content: Any, read: _Reading, param: str) -> list[Block]:
+def _anthropic_blocks(content: Any, read: Reading, param: str) -> list[Block]:
     if isinstance(content, str):
         return [Text(read.add(content))]
     blocks: list[Block] = []
@@ -199,8 +199,7 @@ def _anthropic_blocks(content: Any, read: _Reading, param: str) -> list[Block]:
     return blocks
 
 
-def _anthropic(body: Any, route: Route) -> Conversation:
-    read = _Reading(body)
+def _anthropic(read: Reading, route: Route) -> Conversation:
     body = read.body
     model = _model(body)
     max_tokens = _max_tokens(body, "max_tokens")
@@ -234,8 +233,7 @@ def _anthropic(body: Any, route: Route) -> Conversation:
 # --- OpenAI Chat Completions --------------------------------------------------------------------
 
 
-def _openai(body: Any, route: Route) -> Conversation:
-    read = _Reading(body)
+def _openai(read: Reading, route: Route) -> Conversation:
     body = read.body
     model = _model(body)
     max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
@@ -296,7 +294,7 @@ def _check_signature(part: dict[str, Any], call: dict[str, Any], where: str) -> 
         raise RequestError("Corrupted thought signature.", where)
 
 
-def _gemini_blocks(content: Any, read: _Reading, where: str, role: str) -> list[Block]:
+def _gemini_blocks(content: Any, read: Reading, where: str, role: str) -> list[Block]:
     blocks: list[Block] = []
     signed = False
     for place, part in _dicts(content.get("parts", []), f"{where}.parts", "[{}]"):
@@ -324,9 +322,8 @@ def _gemini_blocks(content: Any, read: _Reading, where: str, role: str) -> list[
     return blocks
 
 
-def _gemini(body: Any, route: Route) -> Conversation:
+def _gemini(read: Reading, route: Route) -> Conversation:
     """A `generateContent` request (the model comes from the path) as a neutral conversation."""
-    read = _Reading(body)
     body = read.body
     for where, content in _dicts(body.get("contents"), "contents", "[{}]"):
         role = content.get("role", "user")
@@ -388,8 +385,7 @@ def _check_reasoning(item: dict[str, Any], where: str) -> None:
         )
 
 
-def _responses(body: Any, route: Route) -> Conversation:
-    read = _Reading(body)
+def _responses(read: Reading, route: Route) -> Conversation:
     body = read.body
     model = _model(body)
     items = body.get("input")
@@ -442,11 +438,11 @@ def _responses(body: Any, route: Route) -> Conversation:
     )
 
 
-PARSERS: dict[Format, Callable[[Any, Route], Conversation]] = {
+PARSERS: dict[Format, Callable[[Reading, Route], Conversation]] = {
     "anthropic": _anthropic,
     "openai": _openai,
     "gemini": _gemini,
     "responses": _responses,
 }
-"""Each wire format's request parser: a body (and its route: Gemini names the model and the
-streaming in the path) as a `Conversation`, or the `RequestError` the format answers."""
+"""Each wire format's request parser: a body being read (and its route: Gemini names the model
+and the streaming in the path) as a `Conversation`, or the `RequestError` the format answers."""
