@@ -348,12 +348,7 @@ def _gemini(read: Reading, route: Route) -> Conversation:
             read.offer(decl, str(decl.get("name", "")), schema)
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
-    max_tokens = config.get("maxOutputTokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise RequestError(
-            "generation_config.max_output_tokens must be a positive integer.",
-            "generationConfig.maxOutputTokens",
-        )
+    max_tokens = _max_tokens(config, "maxOutputTokens")
     thinking = config.get("thinkingConfig")
     read.tools = gemini_callable(body, read.tools)
     return read.conversation(
