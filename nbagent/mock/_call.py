@@ -332,7 +332,8 @@ class Call:
     def head(
         self, status: int, ctype: str, headers: dict[str, str], length: int | None = None
     ) -> None:
-        """Send the status line and headers.
+        """Send the status line and headers (the request body is read first when nobody did, so
+        the next request on the connection starts where it should).
 
         Args:
             status: The HTTP status.
@@ -340,6 +341,7 @@ class Call:
             headers: Further headers.
             length: The body's length in bytes (None: chunked).
         """
+        self.drain()
         self.started = True
         self.status = status
         handler = self.handler
@@ -356,7 +358,7 @@ class Call:
             self.exchange.response(status, {"content-type": ctype, **headers})
 
     def send(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
-        """Answer with a whole body (the request body is read first when nobody did).
+        """Answer with a whole body.
 
         Args:
             status: The HTTP status.
@@ -364,7 +366,6 @@ class Call:
             ctype: The content type.
             headers: Further headers.
         """
-        self.drain()
         self.head(status, ctype, headers, len(data))
         self.write(data)
 

@@ -44,7 +44,6 @@ def reply_stream(call: Call, chunks: Iterable[bytes], ctype: str, count: int) ->
         count: How many pieces there are.
     """
     _after_action(call)
-    call.drain()
     call.head(200, ctype, call.id_headers())
     fault = call.fault
     halfway = count // 2 if count > 1 else 0

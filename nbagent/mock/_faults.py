@@ -331,7 +331,9 @@ class FaultPlan:
         Raises:
             ValueError: an entry does not parse.
         """
-        queues = _queues(parse_faults(script))
+        queues: dict[str | None, deque[Fault]] = {}
+        for fault in parse_faults(script):
+            queues.setdefault(fault.target, deque()).append(fault)
         with self._lock:
             self._queues = queues
 
@@ -379,10 +381,3 @@ class FaultPlan:
                     return fault
                 draw -= rate
             return OK
-
-
-def _queues(faults: list[Fault]) -> dict[str | None, deque[Fault]]:
-    queues: dict[str | None, deque[Fault]] = {}
-    for fault in faults:
-        queues.setdefault(fault.target, deque()).append(fault)
-    return queues

@@ -70,7 +70,6 @@ def _answer(call: Call, found: Route, conv: Conversation, emulating: bool) -> No
             return
     fault = call.fault = mock.plan.next()
     if fault.kind == "close":
-        call.record(0)
         call.hang_up()
     if fault.kind == "slow" and mock.wait(fault.seconds or 0.0):
         call.hang_up()
