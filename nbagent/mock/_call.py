@@ -231,10 +231,8 @@ class Call:
         limit = self.endpoint.max_body if self.endpoint is not None else MAX_BODY
         if length > limit:
             self.handler.close_connection = True  # the rest of the body is never read
-            if self.codec.name == "gemini":
-                message = f"Request payload size exceeds the limit: {limit} bytes."
-                raise CallError(400, self.codec.error_body(400, message, self.request_id, None))
-            raise CallError(413, self.codec.status_error(413, "", self.request_id, "1"))
+            body = self.codec.status_error(413, "", self.request_id, "1")
+            raise CallError(self.codec.http_status(413), body)
         self._raw = self.handler.rfile.read(length) if length else b""
         return self._raw
 
