@@ -58,12 +58,14 @@ _RESPONSES_PARTS = _Parts(
 
 
 class Reading:
-    """A request body being read into a `Conversation`: the history so far, the tools it
-    offers, and what it has counted of the prompt (its characters and its images)."""
+    """A request body being read into a `Conversation`: the system prompt and the history so
+    far, the tools it offers, and what it has counted of the prompt (its characters and its
+    images)."""
 
     def __init__(self, body: Any) -> None:
         self.body = _require_dict(body, "body")
         self.turns: list[Turn] = []
+        self.system: list[str] = []  # the system prompt's parts, joined by newlines
         self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
         self.chars = 0
         self.images = 0
@@ -109,16 +111,17 @@ class Reading:
     def conversation(
         self, output: Callable[[dict[str, Any]], Output], **fields: Any
     ) -> Conversation:
-        """The `Conversation` of `fields` with its history, its tools, its prompt's estimated
-        size and the structured answer the body asks for (`output` reads the schema and the
-        forced tool; the schema is prompt tokens, as providers bill it); a stream as the body's
-        `stream` says, with its usage, unless `fields` say otherwise."""
+        """The `Conversation` of `fields` with its system prompt, its history, its tools, its
+        prompt's estimated size and the structured answer the body asks for (`output` reads the
+        schema and the forced tool; the schema is prompt tokens, as providers bill it); a stream
+        as the body's `stream` says, with its usage, unless `fields` say otherwise."""
         schema, forced = output(self.body)
         if schema is not None:
             self.add(_dumps(schema))
         asked = {"stream": bool(self.body.get("stream", False)), "include_usage": True, **fields}
         return Conversation(
             **asked,
+            system="\n".join(part for part in self.system if part),
             turns=tuple(self.turns),
             tools=self.tools,
             prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
@@ -205,7 +208,7 @@ def _anthropic(read: Reading, route: Route) -> Conversation:
     max_tokens = _max_tokens(body, "max_tokens")
     if max_tokens is None:
         raise RequestError("max_tokens: Field required", "max_tokens")
-    system_text = read.text(body.get("system") or "", "system", _ANTHROPIC_PARTS)
+    read.system.append(read.text(body.get("system") or "", "system", _ANTHROPIC_PARTS))
     for where, message in _dicts(body.get("messages"), "messages"):
         role = message.get("role")
         if role not in ("user", "assistant"):
@@ -224,7 +227,6 @@ def _anthropic(read: Reading, route: Route) -> Conversation:
         anthropic_output,
         format="anthropic",
         model=model,
-        system=system_text,
         thinking=wants_thinking,
         max_tokens=max_tokens,
     )
@@ -237,12 +239,11 @@ def _openai(read: Reading, route: Route) -> Conversation:
     body = read.body
     model = _model(body)
     max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
-    system_parts: list[str] = []
     for where, message in _dicts(body.get("messages"), "messages", ".[{}]"):
         role = message.get("role")
         text = read.text(message.get("content"), where, _OPENAI_PARTS)
         if role in ("system", "developer"):
-            system_parts.append(text)
+            read.system.append(text)
         elif role == "user":
             read.turn("user", [Text(text)])
         elif role == "assistant":
@@ -270,7 +271,6 @@ def _openai(read: Reading, route: Route) -> Conversation:
         openai_output,
         format="openai",
         model=model,
-        system="\n".join(system_parts),
         include_usage=include_usage,
         max_tokens=max_tokens,
     )
@@ -333,11 +333,10 @@ def _gemini(read: Reading, route: Route) -> Conversation:
             )
         blocks = _gemini_blocks(content, read, where, role)
         read.turn("assistant" if role == "model" else "user", blocks)
-    system = ""
     instruction = body.get("systemInstruction")
     if isinstance(instruction, dict):
         texts = [p.get("text", "") for p in instruction.get("parts", []) if isinstance(p, dict)]
-        system = read.add("\n".join(str(t) for t in texts))
+        read.system.append(read.add("\n".join(str(t) for t in texts)))
     for _, group in _dicts(body.get("tools") or [], "tools", ""):
         for _, decl in _dicts(
             group.get("functionDeclarations") or [], "tools.functionDeclarations", ""
@@ -355,7 +354,6 @@ def _gemini(read: Reading, route: Route) -> Conversation:
         gemini_output,
         format="gemini",
         model=route.model,
-        system=system,
         stream=bool(route.stream),
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
@@ -386,7 +384,7 @@ def _responses(read: Reading, route: Route) -> Conversation:
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    system = read.add(str(body.get("instructions") or ""))
+    read.system.append(read.add(str(body.get("instructions") or "")))
     for where, item in _dicts(items, "input", "[{}]"):
         kind = item.get("type", "message")
         if kind == "reasoning":
@@ -406,7 +404,7 @@ def _responses(read: Reading, route: Route) -> Conversation:
             role = item.get("role")
             text = read.text(item.get("content"), f"{where}.content", _RESPONSES_PARTS)
             if role in ("system", "developer"):
-                system = "\n".join(x for x in (system, text) if x)
+                read.system.append(text)
             elif role in ("user", "assistant"):
                 read.turn(str(role), [Text(text)] if text else [], joins=True)
             else:
@@ -427,7 +425,6 @@ def _responses(read: Reading, route: Route) -> Conversation:
         responses_output,
         format="responses",
         model=model,
-        system=system,
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
     )
