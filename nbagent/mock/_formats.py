@@ -34,7 +34,7 @@ def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conver
     Returns:
         The conversation.
     """
-    return PARSERS[fmt](Reading(body), route_ or Route(fmt, model=fmt, stream=True))
+    return PARSERS[fmt](Reading(body, route_ or Route(fmt, model=fmt, stream=True)))
 
 
 def guess_codec(headers: dict[str, str], path: str) -> Codec:

@@ -62,8 +62,9 @@ class Reading:
     far, the tools it offers, and what it has counted of the prompt (its characters and its
     images)."""
 
-    def __init__(self, body: Any) -> None:
+    def __init__(self, body: Any, route: Route) -> None:
         self.body = _require_dict(body, "body")
+        self.route = route  # its format (and Gemini's model and streaming, named in the path)
         self.turns: list[Turn] = []
         self.system: list[str] = []  # the system prompt's parts, joined by newlines
         self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
@@ -111,16 +112,20 @@ class Reading:
     def conversation(
         self, output: Callable[[dict[str, Any]], Output], **fields: Any
     ) -> Conversation:
-        """The `Conversation` of `fields` with its system prompt, its history, its tools, its
-        prompt's estimated size and the structured answer the body asks for (`output` reads the
-        schema and the forced tool; the schema is prompt tokens, as providers bill it); a stream
-        as the body's `stream` says, with its usage, unless `fields` say otherwise."""
+        """The `Conversation` of `fields` in its route's format, with its system prompt, its
+        history, its tools, its prompt's estimated size and the structured answer the body asks
+        for (`output` reads the schema and the forced tool; the schema is prompt tokens, as
+        providers bill it); the body's model, and a stream as the body's `stream` says, with its
+        usage, unless `fields` say otherwise."""
         schema, forced = output(self.body)
         if schema is not None:
             self.add(_dumps(schema))
         asked = {"stream": bool(self.body.get("stream", False)), "include_usage": True, **fields}
+        if "model" not in asked:
+            asked["model"] = _model(self.body)
         return Conversation(
             **asked,
+            format=self.route.format,
             system="\n".join(part for part in self.system if part),
             turns=tuple(self.turns),
             tools=self.tools,
@@ -202,9 +207,8 @@ def _anthropic_blocks(content: Any, read: Reading, param: str) -> list[Block]:
     return blocks
 
 
-def _anthropic(read: Reading, route: Route) -> Conversation:
+def _anthropic(read: Reading) -> Conversation:
     body = read.body
-    model = _model(body)
     max_tokens = _max_tokens(body, "max_tokens")
     if max_tokens is None:
         raise RequestError("max_tokens: Field required", "max_tokens")
@@ -225,8 +229,6 @@ def _anthropic(read: Reading, route: Route) -> Conversation:
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
     return read.conversation(
         anthropic_output,
-        format="anthropic",
-        model=model,
         thinking=wants_thinking,
         max_tokens=max_tokens,
     )
@@ -235,9 +237,8 @@ def _anthropic(read: Reading, route: Route) -> Conversation:
 # --- OpenAI Chat Completions --------------------------------------------------------------------
 
 
-def _openai(read: Reading, route: Route) -> Conversation:
+def _openai(read: Reading) -> Conversation:
     body = read.body
-    model = _model(body)
     max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
     for where, message in _dicts(body.get("messages"), "messages", ".[{}]"):
         role = message.get("role")
@@ -269,8 +270,6 @@ def _openai(read: Reading, route: Route) -> Conversation:
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     return read.conversation(
         openai_output,
-        format="openai",
-        model=model,
         include_usage=include_usage,
         max_tokens=max_tokens,
     )
@@ -322,7 +321,7 @@ def _gemini_blocks(content: Any, read: Reading, where: str, role: str) -> list[B
     return blocks
 
 
-def _gemini(read: Reading, route: Route) -> Conversation:
+def _gemini(read: Reading) -> Conversation:
     """A `generateContent` request (the model comes from the path) as a neutral conversation."""
     body = read.body
     for where, content in _dicts(body.get("contents"), "contents", "[{}]"):
@@ -352,9 +351,8 @@ def _gemini(read: Reading, route: Route) -> Conversation:
     read.tools = gemini_callable(body, read.tools)
     return read.conversation(
         gemini_output,
-        format="gemini",
-        model=route.model,
-        stream=bool(route.stream),
+        model=read.route.model,
+        stream=bool(read.route.stream),
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
     )
@@ -378,9 +376,8 @@ def _check_reasoning(item: dict[str, Any], where: str) -> None:
         )
 
 
-def _responses(read: Reading, route: Route) -> Conversation:
+def _responses(read: Reading) -> Conversation:
     body = read.body
-    model = _model(body)
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
@@ -423,14 +420,12 @@ def _responses(read: Reading, route: Route) -> Conversation:
     include = body.get("include") or []
     return read.conversation(
         responses_output,
-        format="responses",
-        model=model,
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
     )
 
 
-PARSERS: dict[Format, Callable[[Reading, Route], Conversation]] = {
+PARSERS: dict[Format, Callable[[Reading], Conversation]] = {
     "anthropic": _anthropic,
     "openai": _openai,
     "gemini": _gemini,
