@@ -222,12 +222,10 @@ class Call:
         if self._raw is not None:
             return self._raw
         self._body_read = True
-        try:
-            length = int(self.header("content-length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
+        given = self.header("content-length") or "0"
+        if not given.isdecimal():
             self.refuse(400, "Bad content-length.")
+        length = int(given)
         limit = self.endpoint.max_body if self.endpoint is not None else MAX_BODY
         if length > limit:
             self.handler.close_connection = True  # the rest of the body is never read
@@ -263,10 +261,7 @@ class Call:
         raw = self.query.get(name)
         if raw is None:
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            value = low - 1
+        value = int(raw) if raw.isdecimal() else low - 1
         if not low <= value <= high:
             message = f"{name}: must be a whole number from {low} to {high}, got {raw!r}."
             self.refuse(400, message, name)
