@@ -158,7 +158,7 @@ class MockServer(BatchViews, Served):
         self.emulate = check_emulate(emulate)
         self.routes = RouteTable()
         for spec in routes:
-            self.add_route(*spec) if isinstance(spec, tuple) else self.routes.add(spec)
+            self.add_route(*spec) if isinstance(spec, tuple) else self.routes.extra.append(spec)
         self.on_request = on_request
         self.interrupts = Interrupts()
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
@@ -336,7 +336,7 @@ class MockServer(BatchViews, Served):
             The route added.
         """
         endpoint = Endpoint(method.upper(), pattern, handler, **options)
-        self.routes.add(endpoint)
+        self.routes.extra.append(endpoint)
         return endpoint
 
     # --- faults and records ---------------------------------------------------------------------
