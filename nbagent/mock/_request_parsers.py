@@ -135,12 +135,6 @@ class Reading:
         )
 
 
-def _require_list(value: Any, param: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise RequestError(f"{param}: Input should be a valid list", param)
-    return value
-
-
 def _require_dict(value: Any, param: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RequestError(f"{param}: Input should be a valid dictionary", param)
@@ -150,7 +144,9 @@ def _require_dict(value: Any, param: str) -> dict[str, Any]:
 def _dicts(value: Any, param: str, index: str = ".{}") -> Iterator[tuple[str, dict[str, Any]]]:
     """The items of the list `value` (the request's `param`), each a dictionary, with its place
     (`param` and its `index`, spelt as the format's errors spell it)."""
-    for i, raw in enumerate(_require_list(value, param)):
+    if not isinstance(value, list):
+        raise RequestError(f"{param}: Input should be a valid list", param)
+    for i, raw in enumerate(value):
         place = param + index.format(i)
         yield place, _require_dict(raw, place)
 
