@@ -64,18 +64,13 @@ def _answer_call(reply: MockReply, conv: Conversation) -> int | None:
     return None
 
 
-def _replace_answer(reply: MockReply, conv: Conversation, text: str, **changes: Any) -> MockReply:
-    index = _answer_call(reply, conv)
+def _replace_answer(reply: MockReply, index: int | None, text: str, **changes: Any) -> MockReply:
+    """`reply` with its answer (the text, or tool call `index`'s arguments) made `text`."""
     if index is None:
         return dataclasses.replace(reply, text_deltas=split_words(text), **changes)
     calls = list(reply.tool_calls)
     calls[index] = MockToolCall(calls[index].id, calls[index].name, text)
     return dataclasses.replace(reply, tool_calls=tuple(calls), **changes)
-
-
-def _current_answer(reply: MockReply, conv: Conversation) -> str:
-    index = _answer_call(reply, conv)
-    return reply.tool_calls[index].arguments if index is not None else reply.text
 
 
 def answer_fault(kind: str, reply: MockReply, conv: Conversation) -> MockReply:
@@ -99,20 +94,21 @@ def answer_fault(kind: str, reply: MockReply, conv: Conversation) -> MockReply:
             input_tokens=reply.input_tokens,
             output_tokens=max(1, len(REFUSAL_TEXT) // 4),
         )
-    answer = _current_answer(reply, conv) or json.dumps({"answer": "x" * 40})
+    index = _answer_call(reply, conv)
+    answer = reply.tool_calls[index].arguments if index is not None else reply.text
+    answer = answer or json.dumps({"answer": "x" * 40})
     if kind == "invalid_json":
         broken = answer[: max(1, len(answer) // 2)] + ' "and then'
-        return _replace_answer(reply, conv, broken)
+        return _replace_answer(reply, index, broken)
     if kind == "schema_mismatch":
         schema = conv.output_schema
-        index = _answer_call(reply, conv)
         if schema is None and index is not None:  # the schema of the tool called
             schema = conv.tools.get(reply.tool_calls[index].name)
-        return _replace_answer(reply, conv, json.dumps(mismatching(schema)))
+        return _replace_answer(reply, index, json.dumps(mismatching(schema)))
     # truncated: the answer cut at the request's max_tokens
     cut = answer[: max(1, len(answer) // 2)]
     used = conv.max_tokens or reply.output_tokens
-    return _replace_answer(reply, conv, cut, stop_reason="max_tokens", output_tokens=used)
+    return _replace_answer(reply, index, cut, stop_reason="max_tokens", output_tokens=used)
 
 
 def faulted_reply(kind: str, responder: Responder, conv: Conversation) -> MockReply:

@@ -10,7 +10,6 @@ says what a live conversation would, and a fault script breaks items as it break
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from itertools import accumulate
 from typing import Any
@@ -19,7 +18,7 @@ from ._answer_faults import faulted_reply
 from ._batch_timeline import FAILED_OUTCOME, OK_OUTCOME, Batch, ItemOutcome, Items, stable_id
 from ._call import Call
 from ._codec import Route
-from ._conversation import RequestError
+from ._conversation import RequestError, _dumps
 from ._formats import CODECS, parse_request
 
 # Live faults that break a connection: an item has none, so its worker failed instead.
@@ -27,7 +26,7 @@ _BROKEN = frozenset({"close", "drop_after_tokens", "malformed"})
 
 
 def compact(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    return _dumps(value).encode()
 
 
 def outcome_of(call: Call, route: Route, request: Any) -> ItemOutcome:

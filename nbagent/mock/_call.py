@@ -222,19 +222,15 @@ class Call:
         if self._raw is not None:
             return self._raw
         self._body_read = True
-        try:
-            length = int(self.header("content-length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
+        given = self.header("content-length") or "0"
+        if not given.isdecimal():
             self.refuse(400, "Bad content-length.")
+        length = int(given)
         limit = self.endpoint.max_body if self.endpoint is not None else MAX_BODY
         if length > limit:
             self.handler.close_connection = True  # the rest of the body is never read
-            if self.codec.name == "gemini":
-                message = f"Request payload size exceeds the limit: {limit} bytes."
-                raise CallError(400, self.codec.error_body(400, message, self.request_id, None))
-            raise CallError(413, self.codec.status_error(413, "", self.request_id, "1"))
+            body = self.codec.status_error(413, "", self.request_id, "1")
+            raise CallError(self.codec.http_status(413), body)
         self._raw = self.handler.rfile.read(length) if length else b""
         return self._raw
 
@@ -265,10 +261,7 @@ class Call:
         raw = self.query.get(name)
         if raw is None:
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            value = low - 1
+        value = int(raw) if raw.isdecimal() else low - 1
         if not low <= value <= high:
             message = f"{name}: must be a whole number from {low} to {high}, got {raw!r}."
             self.refuse(400, message, name)
@@ -332,7 +325,8 @@ class Call:
     def head(
         self, status: int, ctype: str, headers: dict[str, str], length: int | None = None
     ) -> None:
-        """Send the status line and headers.
+        """Send the status line and headers (the request body is read first when nobody did, so
+        the next request on the connection starts where it should).
 
         Args:
             status: The HTTP status.
@@ -340,6 +334,7 @@ class Call:
             headers: Further headers.
             length: The body's length in bytes (None: chunked).
         """
+        self.drain()
         self.started = True
         self.status = status
         handler = self.handler
@@ -356,7 +351,7 @@ class Call:
             self.exchange.response(status, {"content-type": ctype, **headers})
 
     def send(self, status: int, data: bytes, ctype: str, headers: dict[str, str]) -> None:
-        """Answer with a whole body (the request body is read first when nobody did).
+        """Answer with a whole body.
 
         Args:
             status: The HTTP status.
@@ -364,7 +359,6 @@ class Call:
             ctype: The content type.
             headers: Further headers.
         """
-        self.drain()
         self.head(status, ctype, headers, len(data))
         self.write(data)
 
@@ -424,11 +418,6 @@ class Call:
         payload = b"".join(self._buffer)
         self._buffer, self._buffered = [], 0
         self._put(b"%x\r\n%s\r\n" % (len(payload), payload), payload)
-
-    def cut_buffered(self) -> None:
-        """Send half of what `chunk` has buffered, as a cut stream ends."""
-        self._buffer = [b"".join(self._buffer)[: self._buffered // 2]]
-        self.flush()
 
     def end(self) -> None:
         """End the chunked body."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..recording._paths import WirePath
 from ._conversation import _dumps
 from ._faults import Fault
-from ._ratelimit import RateDecision, format_seconds, retry_after_headers
+from ._ratelimit import RateDecision, ceil_ms, format_seconds
 from ._reply import MockReply
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class Codec:
 
     def retry_headers(self, seconds: float) -> dict[str, str]:
         """How the format says its wait (a Retry-After header, unless the body says it)."""
-        return retry_after_headers(seconds)
+        return {"retry-after": format_seconds(seconds), "retry-after-ms": str(ceil_ms(seconds))}
 
     def http_status(self, status: int) -> int:
         """The status a fault answers with."""

@@ -35,7 +35,7 @@ def reply(call: Call, body: Any) -> None:
 
 def reply_stream(call: Call, chunks: Iterable[bytes], ctype: str, count: int) -> None:
     """Answer 200 with a body made piece by piece, in chunked encoding: a ``cut`` fault ends
-    it after half of the pieces, a ``stall`` pauses there.
+    it after half of the pieces, a ``stall`` pauses there (`count` must be exact).
 
     Args:
         call: The call to answer.
@@ -44,7 +44,6 @@ def reply_stream(call: Call, chunks: Iterable[bytes], ctype: str, count: int) ->
         count: How many pieces there are.
     """
     _after_action(call)
-    call.drain()
     call.head(200, ctype, call.id_headers())
     fault = call.fault
     halfway = count // 2 if count > 1 else 0
@@ -58,9 +57,6 @@ def reply_stream(call: Call, chunks: Iterable[bytes], ctype: str, count: int) ->
             if call.mock.wait(fault.seconds or 0.0):
                 call.hang_up()
         call.chunk(piece)
-    if fault.kind == "cut":  # fewer pieces than expected: cut what there is
-        call.cut_buffered()
-        call.hang_up()
     call.end()
 
 

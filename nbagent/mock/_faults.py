@@ -50,20 +50,21 @@ STREAM_KINDS: frozenset[str] = _words(
 # Kinds that change a structured answer before it is sent (`_answer_faults`): not JSON, off
 # the schema, refused, cut at max_tokens.
 ANSWER_KINDS: frozenset[str] = _words("invalid_json schema_mismatch refusal truncated")
-_PLAIN_KINDS: frozenset[str] = (
-    _words("ok quota overflow close empty") | STREAM_KINDS | ANSWER_KINDS
-) - {"drop_after_tokens", "stall"}
-ALL_KINDS: frozenset[str] = STATUS_KINDS | _PLAIN_KINDS | frozenset(_VALUE_KINDS)
+ALL_KINDS: frozenset[str] = (
+    STATUS_KINDS | STREAM_KINDS | ANSWER_KINDS | _words("ok quota overflow close empty slow")
+)
 # Other names a script may use for a kind, read as the kind itself.
 ALIASES: dict[str, str] = {"invalid": "400", "overloaded": "529"}
 # The batch endpoints a fault can be aimed at with a ``target:`` prefix.
 TARGETS: frozenset[str] = _words("create upload retrieve list cancel results delete")
 # What each target can show: what a status or a connection can do to that call.
-_ENDPOINT_KINDS: frozenset[str] = STATUS_KINDS | frozenset(
-    {"ok", "quota", "close", "lost", "slow", "malformed"}
-)
-_BODY_KINDS: frozenset[str] = frozenset({"cut", "stall"})  # only where a long body comes back
-_BODY_TARGETS: frozenset[str] = frozenset({"results", "retrieve"})
+_ENDPOINT_KINDS: frozenset[str] = STATUS_KINDS | _words("ok quota close lost slow malformed")
+# The kinds only some targets show: what they are, and which targets.
+_ONLY_AT: dict[str, tuple[str, tuple[str, ...]]] = {
+    "cut": ("breaks a long answer", ("results", "retrieve")),
+    "stall": ("breaks a long answer", ("results", "retrieve")),
+    "failed": ("is a batch that fails after it was accepted", ("create",)),
+}
 _TARGETED_ONLY: frozenset[str] = frozenset({"lost", "cut", "failed"})
 _MAX_SECONDS = 3600.0
 _STATUS_OF = {
@@ -245,17 +246,11 @@ def _check_kind(entry: str, kind: str, target: str | None) -> None:
             known = ", ".join(sorted(ALL_KINDS | set(ALIASES)))
             raise ValueError(f"Fault {entry!r} has unknown kind {kind!r}; known kinds are {known}.")
         return
-    if kind == "failed" and target != "create":
-        raise _bad(
-            entry, "kind 'failed' is a batch that fails after it was accepted, so it is for create."
-        )
-    if kind in _BODY_KINDS and target not in _BODY_TARGETS:
-        raise _bad(
-            entry,
-            f"kind {kind!r} breaks a long answer, so it is for results or retrieve, not {target}.",
-        )
-    if kind not in _ENDPOINT_KINDS | _BODY_KINDS | {"failed"}:
-        known = ", ".join(sorted(_ENDPOINT_KINDS | _BODY_KINDS | set(ALIASES) | {"failed"}))
+    why, where = _ONLY_AT.get(kind, ("", tuple(TARGETS)))
+    if target not in where:
+        raise _bad(entry, f"kind {kind!r} {why}, so it is for {' or '.join(where)}, not {target}.")
+    if kind not in _ENDPOINT_KINDS | set(_ONLY_AT):
+        known = ", ".join(sorted(_ENDPOINT_KINDS | set(_ONLY_AT) | set(ALIASES)))
         raise _bad(
             entry,
             f"kind {kind!r} cannot be aimed at the {target} endpoint; "
@@ -336,7 +331,9 @@ class FaultPlan:
         Raises:
             ValueError: an entry does not parse.
         """
-        queues = _queues(parse_faults(script))
+        queues: dict[str | None, deque[Fault]] = {}
+        for fault in parse_faults(script):
+            queues.setdefault(fault.target, deque()).append(fault)
         with self._lock:
             self._queues = queues
 
@@ -384,10 +381,3 @@ class FaultPlan:
                     return fault
                 draw -= rate
             return OK
-
-
-def _queues(faults: list[Fault]) -> dict[str | None, deque[Fault]]:
-    queues: dict[str | None, deque[Fault]] = {}
-    for fault in faults:
-        queues.setdefault(fault.target, deque()).append(fault)
-    return queues

@@ -12,7 +12,7 @@ from ._codec import Codec, Route
 from ._conversation import Conversation, Format
 from ._gemini_wire import GEMINI
 from ._openai_wire import OPENAI
-from ._request_parsers import PARSERS
+from ._request_parsers import PARSERS, Reading
 from ._responses_wire import RESPONSES
 
 CODECS: dict[Format, Codec] = {c.name: c for c in (ANTHROPIC, OPENAI, RESPONSES, GEMINI)}
@@ -34,7 +34,7 @@ def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conver
     Returns:
         The conversation.
     """
-    return PARSERS[fmt](body, route_ or Route(fmt, model=fmt, stream=True))
+    return PARSERS[fmt](Reading(body, route_ or Route(fmt, model=fmt, stream=True)))
 
 
 def guess_codec(headers: dict[str, str], path: str) -> Codec:

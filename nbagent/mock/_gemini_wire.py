@@ -44,7 +44,7 @@ STATUS: dict[int, tuple[str, str]] = {
     404: ("NOT_FOUND", _NO_MODEL),
     408: ("DEADLINE_EXCEEDED", "The request timed out."),
     409: ("ABORTED", "The operation was aborted."),
-    413: ("INVALID_ARGUMENT", "Request payload size exceeds the limit."),
+    413: ("INVALID_ARGUMENT", "Request payload size exceeds the limit."),  # a 400 (http_status)
     429: ("RESOURCE_EXHAUSTED", ""),  # a quota's message: `_quota`
     500: ("INTERNAL", _INTERNAL),
     502: ("UNKNOWN", "Bad gateway."),
@@ -208,7 +208,8 @@ class GeminiCodec(Codec):
         return {}  # Gemini's wait is in the body (RetryInfo), not a header
 
     def http_status(self, status: int) -> int:
-        return 503 if status == 529 else status  # Gemini says overload with 503, not 529
+        # Gemini says overload with 503, not 529, and a payload too large with 400, not 413
+        return {529: 503, 413: 400}.get(status, status)
 
 
 GEMINI = GeminiCodec()

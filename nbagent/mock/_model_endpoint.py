@@ -8,7 +8,7 @@ import dataclasses
 import json
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._answer_faults import faulted_reply
 from ._call import Call, Hangup
@@ -20,9 +20,6 @@ from ._faults import STREAM_KINDS, Fault
 from ._formats import parse_request, route
 from ._replay import Mismatch
 from ._reply import MockReply
-
-if TYPE_CHECKING:
-    from ..recording import RecordedExchange
 
 SOME_TEXT = 3  # text deltas sent before a mid-stream fault (stall, malformed, overloaded)
 
@@ -70,7 +67,6 @@ def _answer(call: Call, found: Route, conv: Conversation, emulating: bool) -> No
             return
     fault = call.fault = mock.plan.next()
     if fault.kind == "close":
-        call.record(0)
         call.hang_up()
     if fault.kind == "slow" and mock.wait(fault.seconds or 0.0):
         call.hang_up()
@@ -188,10 +184,10 @@ def serve_replay(call: Call) -> None:
     call.recorded = True  # a replay keeps no request records
     raw = read_model_body(call)
     t0 = time.perf_counter()
-    got = replayer.take("POST", call.path, raw)
-    if isinstance(got, Mismatch):
+    ex = replayer.take("POST", call.path, raw)
+    if isinstance(ex, Mismatch):
         call.extra["x-should-retry"] = "false"
-        call.send_json(400, call.codec.error_body(400, got.message, call.request_id, None))
+        call.send_json(400, call.codec.error_body(400, ex.message, call.request_id, None))
         return
 
     def until(after: float | None) -> None:
@@ -199,10 +195,6 @@ def serve_replay(call: Call) -> None:
         if delay > 0 and call.mock.wait(delay):
             raise Hangup
 
-    _serve_recorded(call, got, until)
-
-
-def _serve_recorded(call: Call, ex: RecordedExchange, until: Any) -> None:
     if ex.status is None:  # no answer was recorded: the connection closed first
         until(ex.end_after_s)
         call.hang_up()

@@ -54,6 +54,10 @@ def _line_error(
 
 
 _DUPLICATE = "The custom_id '{}' is used more than once in this file."
+_TOKEN_LIMIT = (  # what a batch that fails after it was accepted (create:failed) says
+    "Enqueued token limit reached for {} in organization org-nbagent-mock. Limit: 90,000 "
+    "enqueued tokens. Please try again once some in_progress batches have been completed."
+)
 _SAME_MODEL = "Every request in a batch must use the same model ('{}', not '{}')."
 
 
@@ -247,18 +251,9 @@ def create(call: Call) -> None:
         call.refuse(400, message, "input_file_id")
     items, errors, model = read_input(call, file.data or b"", endpoint, fmt)
     if not errors and call.fault.kind == "failed":
-        errors = [_token_limit(model)]
+        errors = [_line_error("token_limit_exceeded", None, _TOKEN_LIMIT.format(model))]
     record = {"input_file_id": input_file_id, "endpoint": endpoint, "metadata": metadata}
     API.add(call, items, record, Route(fmt), extra={**record, "model": model}, failed=errors)
-
-
-def _token_limit(model: str | None) -> dict[str, Any]:
-    message = (
-        f"Enqueued token limit reached for {model} in organization org-nbagent-mock. "
-        "Limit: 90,000 enqueued tokens. Please try again once some in_progress batches have "
-        "been completed."
-    )
-    return _line_error("token_limit_exceeded", None, message)
 
 
 def _check_metadata(call: Call, metadata: Any) -> None:

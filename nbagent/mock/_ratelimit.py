@@ -188,10 +188,6 @@ def rfc3339_after(seconds: float, *, wall: Callable[[], float] = time.time) -> s
     return rfc3339(math.ceil(wall() + max(0.0, seconds)), "seconds")
 
 
-def retry_after_headers(seconds: float) -> dict[str, str]:
-    return {"retry-after": format_seconds(seconds), "retry-after-ms": str(ceil_ms(seconds))}
-
-
 def _bucket_headers(
     decision: RateDecision, name: Callable[[str, str], str], reset: Callable[[float], str]
 ) -> dict[str, str]:

@@ -57,13 +57,16 @@ _RESPONSES_PARTS = _Parts(
 )
 
 
-class _Reading:
-    """A request body being read into a `Conversation`: the history so far, the tools it
-    offers, and what it has counted of the prompt (its characters and its images)."""
+class Reading:
+    """A request body being read into a `Conversation`: the system prompt and the history so
+    far, the tools it offers, and what it has counted of the prompt (its characters and its
+    images)."""
 
-    def __init__(self, body: Any) -> None:
+    def __init__(self, body: Any, route: Route) -> None:
         self.body = _require_dict(body, "body")
+        self.route = route  # its format (and Gemini's model and streaming, named in the path)
         self.turns: list[Turn] = []
+        self.system: list[str] = []  # the system prompt's parts, joined by newlines
         self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
         self.chars = 0
         self.images = 0
@@ -109,28 +112,27 @@ class _Reading:
     def conversation(
         self, output: Callable[[dict[str, Any]], Output], **fields: Any
     ) -> Conversation:
-        """The `Conversation` of `fields` with its history, its tools, its prompt's estimated
-        size and the structured answer the body asks for (`output` reads the schema and the
-        forced tool; the schema is prompt tokens, as providers bill it); a stream as the body's
-        `stream` says, with its usage, unless `fields` say otherwise."""
+        """The `Conversation` of `fields` in its route's format, with its system prompt, its
+        history, its tools, its prompt's estimated size and the structured answer the body asks
+        for (`output` reads the schema and the forced tool; the schema is prompt tokens, as
+        providers bill it); the body's model, and a stream as the body's `stream` says, with its
+        usage, unless `fields` say otherwise."""
         schema, forced = output(self.body)
         if schema is not None:
             self.add(_dumps(schema))
         asked = {"stream": bool(self.body.get("stream", False)), "include_usage": True, **fields}
+        if "model" not in asked:
+            asked["model"] = _model(self.body)
         return Conversation(
             **asked,
+            format=self.route.format,
+            system="\n".join(part for part in self.system if part),
             turns=tuple(self.turns),
             tools=self.tools,
             prompt_tokens=max(1, estimate_tokens(self.chars, self.images)),
             output_schema=schema,
             forced_tool=forced,
         )
-
-
-def _require_list(value: Any, param: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise RequestError(f"{param}: Input should be a valid list", param)
-    return value
 
 
 def _require_dict(value: Any, param: str) -> dict[str, Any]:
@@ -142,7 +144,9 @@ def _require_dict(value: Any, param: str) -> dict[str, Any]:
 def _dicts(value: Any, param: str, index: str = ".{}") -> Iterator[tuple[str, dict[str, Any]]]:
     """The items of the list `value` (the request's `param`), each a dictionary, with its place
     (`param` and its `index`, spelt as the format's errors spell it)."""
-    for i, raw in enumerate(_require_list(value, param)):
+    if not isinstance(value, list):
+        raise RequestError(f"{param}: Input should be a valid list", param)
+    for i, raw in enumerate(value):
         place = param + index.format(i)
         yield place, _require_dict(raw, place)
 
@@ -173,7 +177,7 @@ def _looks_like_error(text: str) -> bool:
 # --- Anthropic Messages -------------------------------------------------------------------------
 
 
-def _anthropic_blocks(content: Any, read: _Reading, param: str) -> list[Block]:
+def _anthropic_blocks(content: Any, read: Reading, param: str) -> list[Block]:
     if isinstance(content, str):
         return [Text(read.add(content))]
     blocks: list[Block] = []
@@ -199,14 +203,12 @@ def _anthropic_blocks(content: Any, read: _Reading, param: str) -> list[Block]:
     return blocks
 
 
-def _anthropic(body: Any, route: Route) -> Conversation:
-    read = _Reading(body)
+def _anthropic(read: Reading) -> Conversation:
     body = read.body
-    model = _model(body)
     max_tokens = _max_tokens(body, "max_tokens")
     if max_tokens is None:
         raise RequestError("max_tokens: Field required", "max_tokens")
-    system_text = read.text(body.get("system") or "", "system", _ANTHROPIC_PARTS)
+    read.system.append(read.text(body.get("system") or "", "system", _ANTHROPIC_PARTS))
     for where, message in _dicts(body.get("messages"), "messages"):
         role = message.get("role")
         if role not in ("user", "assistant"):
@@ -223,9 +225,6 @@ def _anthropic(body: Any, route: Route) -> Conversation:
     wants_thinking = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
     return read.conversation(
         anthropic_output,
-        format="anthropic",
-        model=model,
-        system=system_text,
         thinking=wants_thinking,
         max_tokens=max_tokens,
     )
@@ -234,17 +233,14 @@ def _anthropic(body: Any, route: Route) -> Conversation:
 # --- OpenAI Chat Completions --------------------------------------------------------------------
 
 
-def _openai(body: Any, route: Route) -> Conversation:
-    read = _Reading(body)
+def _openai(read: Reading) -> Conversation:
     body = read.body
-    model = _model(body)
     max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
-    system_parts: list[str] = []
     for where, message in _dicts(body.get("messages"), "messages", ".[{}]"):
         role = message.get("role")
         text = read.text(message.get("content"), where, _OPENAI_PARTS)
         if role in ("system", "developer"):
-            system_parts.append(text)
+            read.system.append(text)
         elif role == "user":
             read.turn("user", [Text(text)])
         elif role == "assistant":
@@ -270,9 +266,6 @@ def _openai(body: Any, route: Route) -> Conversation:
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     return read.conversation(
         openai_output,
-        format="openai",
-        model=model,
-        system="\n".join(system_parts),
         include_usage=include_usage,
         max_tokens=max_tokens,
     )
@@ -296,7 +289,7 @@ def _check_signature(part: dict[str, Any], call: dict[str, Any], where: str) -> 
         raise RequestError("Corrupted thought signature.", where)
 
 
-def _gemini_blocks(content: Any, read: _Reading, where: str, role: str) -> list[Block]:
+def _gemini_blocks(content: Any, read: Reading, where: str, role: str) -> list[Block]:
     blocks: list[Block] = []
     signed = False
     for place, part in _dicts(content.get("parts", []), f"{where}.parts", "[{}]"):
@@ -324,9 +317,8 @@ def _gemini_blocks(content: Any, read: _Reading, where: str, role: str) -> list[
     return blocks
 
 
-def _gemini(body: Any, route: Route) -> Conversation:
+def _gemini(read: Reading) -> Conversation:
     """A `generateContent` request (the model comes from the path) as a neutral conversation."""
-    read = _Reading(body)
     body = read.body
     for where, content in _dicts(body.get("contents"), "contents", "[{}]"):
         role = content.get("role", "user")
@@ -336,11 +328,10 @@ def _gemini(body: Any, route: Route) -> Conversation:
             )
         blocks = _gemini_blocks(content, read, where, role)
         read.turn("assistant" if role == "model" else "user", blocks)
-    system = ""
     instruction = body.get("systemInstruction")
     if isinstance(instruction, dict):
         texts = [p.get("text", "") for p in instruction.get("parts", []) if isinstance(p, dict)]
-        system = read.add("\n".join(str(t) for t in texts))
+        read.system.append(read.add("\n".join(str(t) for t in texts)))
     for _, group in _dicts(body.get("tools") or [], "tools", ""):
         for _, decl in _dicts(
             group.get("functionDeclarations") or [], "tools.functionDeclarations", ""
@@ -351,20 +342,13 @@ def _gemini(body: Any, route: Route) -> Conversation:
             read.offer(decl, str(decl.get("name", "")), schema)
     config = body.get("generationConfig")
     config = config if isinstance(config, dict) else {}
-    max_tokens = config.get("maxOutputTokens")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        raise RequestError(
-            "generation_config.max_output_tokens must be a positive integer.",
-            "generationConfig.maxOutputTokens",
-        )
+    max_tokens = _max_tokens(config, "maxOutputTokens")
     thinking = config.get("thinkingConfig")
     read.tools = gemini_callable(body, read.tools)
     return read.conversation(
         gemini_output,
-        format="gemini",
-        model=route.model,
-        system=system,
-        stream=bool(route.stream),
+        model=read.route.model,
+        stream=bool(read.route.stream),
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
     )
@@ -388,14 +372,12 @@ def _check_reasoning(item: dict[str, Any], where: str) -> None:
         )
 
 
-def _responses(body: Any, route: Route) -> Conversation:
-    read = _Reading(body)
+def _responses(read: Reading) -> Conversation:
     body = read.body
-    model = _model(body)
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
-    system = read.add(str(body.get("instructions") or ""))
+    read.system.append(read.add(str(body.get("instructions") or "")))
     for where, item in _dicts(items, "input", "[{}]"):
         kind = item.get("type", "message")
         if kind == "reasoning":
@@ -415,7 +397,7 @@ def _responses(body: Any, route: Route) -> Conversation:
             role = item.get("role")
             text = read.text(item.get("content"), f"{where}.content", _RESPONSES_PARTS)
             if role in ("system", "developer"):
-                system = "\n".join(x for x in (system, text) if x)
+                read.system.append(text)
             elif role in ("user", "assistant"):
                 read.turn(str(role), [Text(text)] if text else [], joins=True)
             else:
@@ -434,19 +416,16 @@ def _responses(body: Any, route: Route) -> Conversation:
     include = body.get("include") or []
     return read.conversation(
         responses_output,
-        format="responses",
-        model=model,
-        system=system,
         thinking=isinstance(include, list) and ENCRYPTED in include,
         max_tokens=_max_tokens(body, "max_output_tokens"),
     )
 
 
-PARSERS: dict[Format, Callable[[Any, Route], Conversation]] = {
+PARSERS: dict[Format, Callable[[Reading], Conversation]] = {
     "anthropic": _anthropic,
     "openai": _openai,
     "gemini": _gemini,
     "responses": _responses,
 }
-"""Each wire format's request parser: a body (and its route: Gemini names the model and the
-streaming in the path) as a `Conversation`, or the `RequestError` the format answers."""
+"""Each wire format's request parser: a body being read (and its route: Gemini names the model
+and the streaming in the path) as a `Conversation`, or the `RequestError` the format answers."""

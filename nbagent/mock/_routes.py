@@ -9,7 +9,7 @@ takes is a 404 in the wire format its headers or path suggest.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from . import _anthropic_batches, _gemini_batches, _openai_batches
 from ._call import MAX_BODY, Call, CallError, Endpoint, Hangup
@@ -47,8 +47,8 @@ MODEL_ENDPOINTS = tuple(
 class RouteTable:
     """The rows a mock server answers, the added ones first."""
 
-    def __init__(self, extra: Iterable[Endpoint] = ()) -> None:
-        self.extra = list(extra)
+    def __init__(self) -> None:
+        self.extra: list[Endpoint] = []  # the added rows (`MockServer.add_route`)
         self.builtin = [
             *_gemini_batches.ENDPOINTS,  # before OpenAI's: it shares /v1/batches (`when`)
             *_anthropic_batches.ENDPOINTS,
@@ -56,9 +56,6 @@ class RouteTable:
             *MODEL_ENDPOINTS,
             Endpoint("GET", "/health/?", _health),
         ]
-
-    def add(self, endpoint: Endpoint) -> None:
-        self.extra.append(endpoint)
 
     def find(self, call: Call) -> Endpoint | None:
         """Aim `call` at the first row that takes it; None (and no row) when none does."""

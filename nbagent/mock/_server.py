@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, TypeVar
 
 from ..recording import Recorder, Recording
-from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews
+from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews, _seconds
 from ._call import Call, Endpoint, Hangup
 from ._emulate import Interrupts, check_emulate
 from ._faults import Fault, FaultPlan, FaultRates
@@ -158,7 +158,7 @@ class MockServer(BatchViews, Served):
         self.emulate = check_emulate(emulate)
         self.routes = RouteTable()
         for spec in routes:
-            self.add_route(*spec) if isinstance(spec, tuple) else self.routes.add(spec)
+            self.add_route(*spec) if isinstance(spec, tuple) else self.routes.extra.append(spec)
         self.on_request = on_request
         self.interrupts = Interrupts()
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
@@ -170,8 +170,6 @@ class MockServer(BatchViews, Served):
             raise ValueError(
                 f"context_window must be a positive number of tokens, got {context_window}."
             )
-        if demo_delay_s < 0:
-            raise ValueError(f"demo_delay_s must not be negative, got {demo_delay_s}.")
         self.plan = FaultPlan(faults, seed=seed, fault_rates=fault_rates)
         self.batch_store = BatchStore(
             duration_s=batch_duration_s,
@@ -181,7 +179,9 @@ class MockServer(BatchViews, Served):
         )
         self.rate_limit = rate_limit
         self.context_window = context_window
-        self.demo_delay_s = float(demo_delay_s)
+        self.demo_delay_s = _seconds(
+            demo_delay_s, "demo_delay_s must be a number of seconds (0 or more)"
+        )
         self.responder: Responder = responder or default_responder()
         self._port = port
         self.max_records = max_records
@@ -336,7 +336,7 @@ class MockServer(BatchViews, Served):
             The route added.
         """
         endpoint = Endpoint(method.upper(), pattern, handler, **options)
-        self.routes.add(endpoint)
+        self.routes.extra.append(endpoint)
         return endpoint
 
     # --- faults and records ---------------------------------------------------------------------
