@@ -336,7 +336,7 @@ class AttemptLoop:
     def _announce_failure(self, n: int, failure: AttemptFailure, decision: Decision) -> None:
         if self.emit is None:
             return
-        said = _error_fields(decision.error)
+        said = error_fields(decision.error)
         if decision.why:
             said["message"] += f" ({decision.why})"
         issues: tuple[str, ...] = ()
@@ -365,7 +365,7 @@ class AttemptLoop:
             self.on_retry(n, decision.error, plan)
         if self.emit is None:
             return
-        said = _error_fields(decision.error)
+        said = error_fields(decision.error)
         said["retry_after_s"] = plan.retry_after_s
         self.emit(
             RetryScheduled(
@@ -417,7 +417,8 @@ class _ErrorFields(TypedDict):
     retry_after_s: float | None
 
 
-def _error_fields(err: BaseException) -> _ErrorFields:
+def error_fields(err: BaseException) -> _ErrorFields:
+    """What an attempt's events say of an error (a provider batch item's too)."""
     p = err if isinstance(err, ProviderError) else None
     # an answer off its schema is told by its first error (the attempt log's message)
     message = err.first if isinstance(err, OutputInvalid) else str(err)
@@ -432,7 +433,3 @@ def _error_fields(err: BaseException) -> _ErrorFields:
 
 def _as_failure(exc: Exception) -> AttemptFailure:
     return exc if isinstance(exc, AttemptFailure) else AttemptFailure(exc)
-
-
-error_fields = _error_fields
-"""What an attempt's events say of an error (a provider batch item's too)."""
