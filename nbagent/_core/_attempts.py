@@ -28,8 +28,8 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import KW_ONLY, dataclass, field
-from typing import TypedDict, TypeVar, cast
+from dataclasses import KW_ONLY, dataclass, field, fields
+from typing import Any, TypedDict, TypeVar
 
 from ..errors import (
     Aborted,
@@ -343,7 +343,7 @@ class AttemptLoop:
         if isinstance(decision.error, OutputInvalid):
             issues = tuple(str(e) for e in decision.error.errors)
         answered = failure.answered
-        usage: _UsageFields = usage_fields(answered.usage) if answered is not None else {}
+        usage = usage_fields(answered.usage) if answered is not None else {}
         if answered is not None:  # the answer came with a 200 (and its request id)
             said["status_code"] = said["status_code"] or 200
             said["request_id"] = said["request_id"] or answered.request_id
@@ -380,17 +380,10 @@ class AttemptLoop:
         )
 
 
-class _UsageFields(TypedDict, total=False):
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int | None
-    cache_write_tokens: int | None
-    cost_usd: float | None
-
-
-def usage_fields(usage: object) -> _UsageFields:
-    """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
-    return cast(_UsageFields, {name: getattr(usage, name) for name in _UsageFields.__annotations__})
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """The token and cost fields of an attempt's events, from a `Usage` (which names them alike:
+    all but its count of requests)."""
+    return {f.name: getattr(usage, f.name) for f in fields(usage) if f.name != "requests"}
 
 
 class _Discarded(TypedDict):
