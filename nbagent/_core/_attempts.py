@@ -77,15 +77,6 @@ class Sent:
     status_code: int | None = None  # the HTTP status of the answer, when it came over HTTP
 
 
-class AttemptLabels(TypedDict):
-    """What every attempt event says of its attempt."""
-
-    phase: AttemptPhase
-    attempt: int
-    max_attempts: int
-    model: str
-
-
 class AttemptFailure(Exception):
     """An attempt failed with `error` after streaming `text`/`thinking` (now discarded).
 
@@ -252,7 +243,8 @@ class AttemptLoop:
 
     # -- the steps ------------------------------------------------------------------------
 
-    def _labels(self, n: int) -> AttemptLabels:
+    def _labels(self, n: int) -> dict[str, Any]:
+        """What every event of attempt `n` says of its attempt (`AttemptEvent`'s fields)."""
         return {
             "phase": self.phase,
             "attempt": n,
@@ -400,28 +392,19 @@ def _discarded(failure: AttemptFailure) -> _Discarded:
     )
 
 
-class _ErrorFields(TypedDict):
-    """What events say of an error: its kind and sentence, never the object (or its secrets)."""
-
-    error: str
-    message: str
-    status_code: int | None
-    request_id: str | None
-    retry_after_s: float | None
-
-
-def error_fields(err: BaseException) -> _ErrorFields:
-    """What an attempt's events say of an error (a provider batch item's too)."""
+def error_fields(err: BaseException) -> dict[str, Any]:
+    """What an attempt's events say of an error (a provider batch item's too): its kind and
+    sentence, never the object (or its secrets)."""
     p = err if isinstance(err, ProviderError) else None
     # an answer off its schema is told by its first error (the attempt log's message)
     message = err.first if isinstance(err, OutputInvalid) else str(err)
-    return _ErrorFields(
-        error=type(err).__name__,
-        message=message,
-        status_code=p.status_code if p else None,
-        request_id=p.request_id if p else None,
-        retry_after_s=p.retry_after if p else None,
-    )
+    return {
+        "error": type(err).__name__,
+        "message": message,
+        "status_code": p.status_code if p else None,
+        "request_id": p.request_id if p else None,
+        "retry_after_s": p.retry_after if p else None,
+    }
 
 
 def _as_failure(exc: Exception) -> AttemptFailure:
