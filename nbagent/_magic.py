@@ -47,6 +47,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from ._core._retry import RetryPolicy
 from ._loop._blocking import loop_running
 from .errors import NbAgentError
+from .mock import parse_faults
 from .mock._cli import split_faults
 from .notebook import in_notebook
 
@@ -210,11 +211,8 @@ class AgentMagics(Magics):
             raise UsageError("%%agent: --no-widget already waits; drop --wait")
         # the options as parsed, but for the fault script and the schema, read here
         if args.faults is not None:
-            from .mock import parse_faults
-
-            args.faults = split_faults(args.faults)
             try:
-                parse_faults(args.faults)
+                args.faults = parse_faults(split_faults(args.faults))
             except ValueError as exc:
                 raise UsageError(f"%%agent: --faults: {exc}") from None
         if args.output is not None:

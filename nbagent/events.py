@@ -163,15 +163,6 @@ def _added(subscribers: list[Subscriber], fn: Subscriber) -> Callable[[], None]:
     return unsubscribe
 
 
-def _stamped(event: Event, stamp: Stamp) -> Event:
-    # The shared fields are filled in place, before any subscriber sees the event: after that
-    # it is as frozen as it looks. (A copy per event would cost more than the delivery.)
-    object.__setattr__(event, "run_id", stamp.run_id)
-    object.__setattr__(event, "time", stamp.time)
-    object.__setattr__(event, "turn", stamp.turn)
-    return event
-
-
 class EventBus:
     """Subscribers, called in order for each event (`agent.events` is one).
 
@@ -210,8 +201,11 @@ class EventBus:
             HostError: A subscriber raised; the run stops, since a broken widget or handler
                 must not hide what the agent does.
         """
+        # The shared fields are filled in place, before any subscriber sees the event: after
+        # that it is as frozen as it looks. (A copy per event would cost more than the delivery.)
         if stamp is not None:
-            _stamped(event, stamp)
+            for name, value in vars(stamp).items():  # Stamp's fields are Event's
+                object.__setattr__(event, name, value)
         for fn in (*self._subs, *_everywhere):
             try:
                 fn(event)

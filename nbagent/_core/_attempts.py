@@ -28,8 +28,8 @@ import asyncio
 import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import KW_ONLY, dataclass, field
-from typing import TypedDict, TypeVar, cast
+from dataclasses import KW_ONLY, dataclass, field, fields
+from typing import Any, TypedDict, TypeVar
 
 from ..errors import (
     Aborted,
@@ -75,15 +75,6 @@ class Sent:
     headers: Mapping[str, str] = field(default_factory=dict)
     message: str = ""  # a note on how the reply was read, for the attempt log
     status_code: int | None = None  # the HTTP status of the answer, when it came over HTTP
-
-
-class AttemptLabels(TypedDict):
-    """What every attempt event says of its attempt."""
-
-    phase: AttemptPhase
-    attempt: int
-    max_attempts: int
-    model: str
 
 
 class AttemptFailure(Exception):
@@ -252,7 +243,8 @@ class AttemptLoop:
 
     # -- the steps ------------------------------------------------------------------------
 
-    def _labels(self, n: int) -> AttemptLabels:
+    def _labels(self, n: int) -> dict[str, Any]:
+        """What every event of attempt `n` says of its attempt (`AttemptEvent`'s fields)."""
         return {
             "phase": self.phase,
             "attempt": n,
@@ -336,14 +328,14 @@ class AttemptLoop:
     def _announce_failure(self, n: int, failure: AttemptFailure, decision: Decision) -> None:
         if self.emit is None:
             return
-        said = _error_fields(decision.error)
+        said = error_fields(decision.error)
         if decision.why:
             said["message"] += f" ({decision.why})"
         issues: tuple[str, ...] = ()
         if isinstance(decision.error, OutputInvalid):
             issues = tuple(str(e) for e in decision.error.errors)
         answered = failure.answered
-        usage: _UsageFields = usage_fields(answered.usage) if answered is not None else {}
+        usage = usage_fields(answered.usage) if answered is not None else {}
         if answered is not None:  # the answer came with a 200 (and its request id)
             said["status_code"] = said["status_code"] or 200
             said["request_id"] = said["request_id"] or answered.request_id
@@ -365,7 +357,7 @@ class AttemptLoop:
             self.on_retry(n, decision.error, plan)
         if self.emit is None:
             return
-        said = _error_fields(decision.error)
+        said = error_fields(decision.error)
         said["retry_after_s"] = plan.retry_after_s
         self.emit(
             RetryScheduled(
@@ -380,17 +372,10 @@ class AttemptLoop:
         )
 
 
-class _UsageFields(TypedDict, total=False):
-    input_tokens: int | None
-    output_tokens: int | None
-    cache_read_tokens: int | None
-    cache_write_tokens: int | None
-    cost_usd: float | None
-
-
-def usage_fields(usage: object) -> _UsageFields:
-    """The token and cost fields of an attempt's events, from a `Usage` (which names them alike)."""
-    return cast(_UsageFields, {name: getattr(usage, name) for name in _UsageFields.__annotations__})
+def usage_fields(usage: Usage) -> dict[str, Any]:
+    """The token and cost fields of an attempt's events, from a `Usage` (which names them alike:
+    all but its count of requests)."""
+    return {f.name: getattr(usage, f.name) for f in fields(usage) if f.name != "requests"}
 
 
 class _Discarded(TypedDict):
@@ -407,32 +392,20 @@ def _discarded(failure: AttemptFailure) -> _Discarded:
     )
 
 
-class _ErrorFields(TypedDict):
-    """What events say of an error: its kind and sentence, never the object (or its secrets)."""
-
-    error: str
-    message: str
-    status_code: int | None
-    request_id: str | None
-    retry_after_s: float | None
-
-
-def _error_fields(err: BaseException) -> _ErrorFields:
+def error_fields(err: BaseException) -> dict[str, Any]:
+    """What an attempt's events say of an error (a provider batch item's too): its kind and
+    sentence, never the object (or its secrets)."""
     p = err if isinstance(err, ProviderError) else None
     # an answer off its schema is told by its first error (the attempt log's message)
     message = err.first if isinstance(err, OutputInvalid) else str(err)
-    return _ErrorFields(
-        error=type(err).__name__,
-        message=message,
-        status_code=p.status_code if p else None,
-        request_id=p.request_id if p else None,
-        retry_after_s=p.retry_after if p else None,
-    )
+    return {
+        "error": type(err).__name__,
+        "message": message,
+        "status_code": p.status_code if p else None,
+        "request_id": p.request_id if p else None,
+        "retry_after_s": p.retry_after if p else None,
+    }
 
 
 def _as_failure(exc: Exception) -> AttemptFailure:
     return exc if isinstance(exc, AttemptFailure) else AttemptFailure(exc)
-
-
-error_fields = _error_fields
-"""What an attempt's events say of an error (a provider batch item's too)."""

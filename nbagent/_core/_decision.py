@@ -50,9 +50,6 @@ from ._policy import Policy, RetryPlan
 Table = Callable[[BaseException], Action]
 """Error -> action. `classify` for model requests; `RetryPolicy.call` brings its own."""
 
-Next = FailureAction
-"""What happens after a failed attempt: what its `AttemptFailed` says as its `action`."""
-
 OnRetry = Callable[[int, BaseException, RetryPlan], None]
 """Told `(attempt, error, plan)` before each wait of `RetryPolicy.call` / `acall`."""
 
@@ -111,7 +108,7 @@ class Decision:
     the wait when the action is "retry"; `why` says what overrode the table, if anything;
     `state` what the request carries to its next attempt."""
 
-    action: Next
+    action: FailureAction  # what its `AttemptFailed` says as its `action`
     error: BaseException
     plan: RetryPlan | None = None
     why: str = ""

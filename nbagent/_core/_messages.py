@@ -18,9 +18,9 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 from ..errors import SessionFileError, ToolPairingError
 from ._numbers import is_whole
@@ -265,52 +265,47 @@ def block_to_dict(block: Block) -> dict[str, Any]:
     return d
 
 
-def _str(data: dict[str, Any], key: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise ValueError(f"{data.get('type', 'block')} block needs a string {key!r}")
-    return value
+_BLOCK_TYPES: dict[str, Any] = {cls.type: cls for cls in get_args(Block)}
+# what a field's JSON value must be, by its annotation (any other annotation takes what it gets)
+_EXPECTED = {
+    "str": (str, "a string"),
+    "dict[str, Any]": (dict, "an object"),
+    "bool": (bool, "true or false"),
+}
 
 
 def block_from_dict(data: Any) -> Block:
+    """A block from its JSON form (`block_to_dict`'s): each field checked against its type, a
+    field left out or null at its default; a tool result's content may be a plain string."""
     if not isinstance(data, dict):
         raise ValueError(f"a content block must be an object, not {type(data).__name__}")
     kind = data.get("type")
-    if kind == "text":
-        return TextBlock(_str(data, "text"))
-    if kind == "thinking":
-        return ThinkingBlock(_str(data, "thinking"), str(data.get("signature") or ""))
-    if kind == "redacted_thinking":
-        return RedactedThinkingBlock(_str(data, "data"))
-    if kind == "opaque":
-        payload = data.get("data")
-        if not isinstance(payload, dict):
-            raise ValueError("opaque block data must be an object")
-        return OpaqueBlock(_str(data, "provider"), payload)
-    if kind == "image":
-        return ImageBlock(_str(data, "data"), str(data.get("media_type") or "image/png"))
-    if kind == "tool_use":
-        args = data.get("input", {})
-        if not isinstance(args, dict):
-            raise ValueError("tool_use input must be an object")
-        raw = data.get("raw_input")
-        return ToolUseBlock(_str(data, "id"), _str(data, "name"), args, raw)
-    if kind == "tool_result":
-        content = data.get("content", [])
-        if isinstance(content, str):
-            parts: tuple[TextBlock | ImageBlock, ...] = (TextBlock(content),)
-        elif isinstance(content, list):
-            items = [block_from_dict(p) for p in content]
-            if not all(isinstance(p, (TextBlock, ImageBlock)) for p in items):
-                raise ValueError("tool_result content holds only text and image parts")
-            parts = tuple(p for p in items if isinstance(p, (TextBlock, ImageBlock)))
-        else:
-            raise ValueError("tool_result content must be a list or a string")
-        is_error = data.get("is_error", False)
-        if not isinstance(is_error, bool):
-            raise ValueError("tool_result is_error must be true or false")
-        return ToolResultBlock(_str(data, "tool_use_id"), parts, is_error)
-    raise ValueError(f"unknown content block type {kind!r}")
+    cls = _BLOCK_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown content block type {kind!r}")
+    given: dict[str, Any] = {}
+    for f in fields(cls):
+        value = data.get(f.name)
+        optional = f.default is not MISSING or f.default_factory is not MISSING
+        if f.name == "type" or (value is None and optional):
+            continue  # the class's own, or left at its default
+        if f.name == "content":
+            value = _result_parts(value)
+        elif f.type in _EXPECTED and not isinstance(value, _EXPECTED[f.type][0]):
+            raise ValueError(f"{kind} block {f.name} must be {_EXPECTED[f.type][1]}")
+        given[f.name] = value
+    return cast(Block, cls(**given))
+
+
+def _result_parts(content: Any) -> tuple[TextBlock | ImageBlock, ...]:
+    if isinstance(content, str):
+        return (TextBlock(content),)
+    if not isinstance(content, list):
+        raise ValueError("tool_result content must be a list or a string")
+    items = [block_from_dict(p) for p in content]
+    if not all(isinstance(p, (TextBlock, ImageBlock)) for p in items):
+        raise ValueError("tool_result content holds only text and image parts")
+    return tuple(p for p in items if isinstance(p, (TextBlock, ImageBlock)))
 
 
 def repair_tool_pairing(messages: list[Message], *, strict: bool = False) -> list[Message]:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import math
 import random
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import ConfigError, ProviderError, QuotaExceeded, RateLimited
 from . import _jitter as jitters
@@ -40,6 +41,16 @@ _SHORTHAND: dict[str | None, jitters.Jitter] = {
     "full": jitters.FullJitter(),
     "equal": jitters.EqualJitter(),
     "decorrelated": jitters.DecorrelatedJitter(),
+}
+# each number setting: the value used for a given one (itself when in range; a NaN is out of
+# every range), and why a value out of range is replaced
+_RANGES: dict[str, tuple[Callable[[Any], float], str]] = {
+    "max_attempts": (lambda v: max(1, int(v)), "at least one attempt"),
+    "initial_delay": (lambda v: v if v > 0 else 0.0, "no wait before a retry"),
+    "max_delay": (lambda v: v if v > 0 else 30.0, "the default cap"),
+    "multiplier": (lambda v: v if v >= 1 else 2.0, "backoff must grow"),
+    "max_retry_after": (lambda v: v if v >= 0 else 60.0, "the default cap on a server's wish"),
+    "max_empty_retries": (lambda v: max(0, int(v)), "a whole number, >= 0"),
 }
 _JITTER_HINT = "use 'full', 'equal', 'decorrelated', a fraction 0..1, None, or a Jitter object"
 
@@ -78,14 +89,7 @@ class Policy:
     _rng: random.Random = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in (
-            "max_attempts",
-            "initial_delay",
-            "max_delay",
-            "multiplier",
-            "max_retry_after",
-            "max_empty_retries",
-        ):
+        for name in _RANGES:
             value = getattr(self, name)
             if not is_number(value):
                 raise ConfigError(
@@ -94,18 +98,8 @@ class Policy:
                 )
             if name in ("max_attempts", "max_empty_retries") and not math.isfinite(value):
                 raise ConfigError(f"RetryPolicy {name} must be a whole number, not {value!r}")
-        self._normalise("max_attempts", max(1, int(self.max_attempts)), "at least one attempt")
-        if not self.initial_delay > 0:  # also catches NaN
-            self._normalise("initial_delay", 0.0, "no wait before a retry")
-        if not self.max_delay > 0:
-            self._normalise("max_delay", 30.0, "the default cap")
-        if not self.multiplier >= 1:
-            self._normalise("multiplier", 2.0, "backoff must grow")
-        if not self.max_retry_after >= 0:
-            self._normalise("max_retry_after", 60.0, "the default cap on a server's wish")
-        self._normalise(
-            "max_empty_retries", max(0, int(self.max_empty_retries)), "a whole number, >= 0"
-        )
+        for name, (used, why) in _RANGES.items():
+            self._normalise(name, used(getattr(self, name)), why)
         object.__setattr__(self, "_strategy", self._jitter_strategy())
         object.__setattr__(self, "_rng", random.Random(self.seed))
         if self.retry_after_partial not in ("always", "reasoning_only", "never"):

@@ -33,20 +33,12 @@ class Presenter(Protocol):
         ...
 
 
-class _Nowhere:
-    def active(self) -> bool:
-        return False
-
-    def open(self, on_stop: Callable[[], None] | None = None) -> LiveView:
-        raise RuntimeError("no presenter is registered: import nbagent.notebook to show runs")
-
-
-_current: list[Presenter] = [_Nowhere()]
+_current: list[Presenter] = []  # filled by `import nbagent`, before anything can run
 
 
 def set_presenter(p: Presenter) -> None:
     """Register how runs are shown (the notebook package does, at `import nbagent`)."""
-    _current[0] = p
+    _current[:] = [p]
 
 
 def presenter() -> Presenter:

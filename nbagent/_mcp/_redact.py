@@ -16,20 +16,15 @@ _SECRET = re.compile(r"(key|token|secret|passw|auth|bearer|credential)", re.IGNO
 def redact_argv(argv: list[str]) -> list[str]:
     """`--api-key X`, `--token=X`, `API_KEY=X` and bearer-like values become `***`."""
     out: list[str] = []
-    hide_next = False
+    hide_next = False  # the argument before was a secret's flag (`--token X`)
     for arg in argv:
+        flag, eq, _value = arg.partition("=")
+        secret = _SECRET.search(flag) is not None
         if hide_next and not arg.startswith("-"):
             out.append("***")
-            hide_next = False
-            continue
-        hide_next = False
-        flag, eq, _value = arg.partition("=")
-        if _SECRET.search(flag):
-            if eq:
-                out.append(f"{flag}=***")
-                continue
-            hide_next = arg.startswith("-")
-        out.append(arg)
+        else:
+            out.append(f"{flag}=***" if secret and eq else arg)
+        hide_next = secret and not eq and arg.startswith("-")
     return out
 
 

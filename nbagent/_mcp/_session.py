@@ -155,7 +155,7 @@ class Connection:
     async def _transport(self) -> AsyncIterator[tuple[Any, Any]]:
         ep = self.endpoint
         if ep.url is not None:
-            async with _http_transport(ep.url, ep.headers, self._saw_status) as streams:
+            async with _http_transport(ep.url, ep.headers, self._saw_response) as streams:
                 yield streams
             return
         from mcp import StdioServerParameters, stdio_client
@@ -167,9 +167,10 @@ class Connection:
         async with stdio_client(params, errlog=errlog) as streams:
             yield streams[0], streams[1]
 
-    async def _saw_status(self, status: int) -> None:
+    async def _saw_response(self, response: Any) -> None:
         # The SDK turns an HTTP error into "Server returned an error response"; the status
         # (401: the credentials were refused) is what the user can act on.
+        status = int(response.status_code)
         if status >= 400:
             self.http_status = status
 
@@ -300,16 +301,14 @@ async def _list_all(session: Any) -> list[Any]:
 
 @contextlib.asynccontextmanager
 async def _http_transport(
-    url: str, headers: Mapping[str, str], on_status: Callable[[int], Awaitable[None]]
+    url: str, headers: Mapping[str, str], on_response: Callable[[Any], Awaitable[None]]
 ) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's streamable HTTP client, with the endpoint's headers on every request."""
+    """The SDK's streamable HTTP client, with the endpoint's headers on every request and
+    `on_response` told of every response."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client  # the SDK's own defaults
 
-    async def seen(response: Any) -> None:
-        await on_status(int(response.status_code))
-
     client = create_mcp_http_client(headers=dict(headers) or None)
-    client.event_hooks["response"].append(seen)
+    client.event_hooks["response"].append(on_response)
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams[0], streams[1]

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
-from .._core._attempts import AttemptLabels, usage_fields
+from .._core._attempts import usage_fields
 from .._core._budget import Usage
 from .._core._decision import AttemptState, Failure, decide
 from .._core._retry import RetryPolicy
@@ -158,7 +158,7 @@ class CallLog:
                 self._finish(call, t, "error", "", "the client sent no further attempt")
         self._warn()
 
-    def _labels(self, n: int, model: str) -> AttemptLabels:
+    def _labels(self, n: int, model: str) -> dict[str, Any]:
         """What the attempt events of attempt `n` say of it (a watched call is a request; its
         most attempts are the SDK's, or `n` once the SDK went past them)."""
         return {

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
 from ._base import Action, ConfigError, NbAgentError
-
-# What `recast` keeps of the answer: every field but the message and the kind's own reason
-_KEPT = (
-    "provider",
-    "status_code",
-    "code",
-    "request_id",
-    "retry_after",
-    "should_retry",
-    "headers",
-    "body",
-)
 
 
 class ProviderError(NbAgentError):
@@ -98,7 +87,9 @@ class ProviderError(NbAgentError):
         Returns:
             A new error of class `kind`; this one is unchanged.
         """
-        return kind(message, **{name: getattr(self, name) for name in _KEPT})
+        # every constructor field but the message and the kind's own reason
+        kept = inspect.signature(ProviderError).parameters.keys() - {"message", "reason"}
+        return kind(message, **{name: getattr(self, name) for name in kept})
 
     @property
     def provider_label(self) -> str:

@@ -222,11 +222,11 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
     for i, doc in _lines(p):
         kind = doc["kind"]
         where = f"line {i} of the recording {p}"
-        if header is None:
-            header = _check_header(doc, p)
-            continue
+        # the first line is the file's header (`_lines` checked it); an appended session's
+        # header changes nothing
         if kind == "header":
-            continue  # an appended session's header changes nothing
+            header = header or doc
+            continue
         number = doc.get("exchange")
         if not isinstance(number, int) or isinstance(number, bool):
             raise error(f"{where} names no exchange number.")
