@@ -13,7 +13,6 @@ attempt a run failed on is labelled beside its bar when the bar is too narrow fo
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from .._axis import Axis, picture_axis
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, REASK_GLYPH, SWATCHES
 from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes, text_patch
 from ._tables import frame, wait_kind
-from ._timeaxis import apply_axis, forward
+from ._timeaxis import apply_axis
 
 _PHASES = ("request", "compaction", "tool")
 _LANE_NAMES = {"request": "requests", "compaction": "compaction", "tool": "tools"}
@@ -206,7 +205,7 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     axis = pic.axis
     apply_axis(axis, ax)
     # everything is drawn in the axis' positions, not in seconds
-    at = functools.partial(forward, axis)
+    at = np.vectorize(axis.at, otypes=[float])
     min_w = axis.width * 0.006  # instants stay visible
     for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
         sel = (pic.kinds == kind) & (pic.delay > 0)
