@@ -35,12 +35,7 @@ from .._palette import COLORS, SWATCHES
 from ..recording import Recording, read_recording
 from ..simulate import ContentionJitter, simulate_contention, what_if
 
-_JITTER: dict[str, ContentionJitter] = {
-    "full": "full",
-    "equal": "equal",
-    "decorrelated": "decorrelated",
-    "none": None,
-}
+_JITTERS = ("full", "equal", "decorrelated", "none")
 _SERVERS = {
     "one request at a time": ("single", False),
     "token bucket (10/s), 429 without Retry-After": ("token_bucket", False),
@@ -138,7 +133,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             ipywidgets.FloatSlider, "multiplier", "multiplier", value=multiplier, min=1, max=4
         )
         self.multiplier.step = 0.1
-        self.jitter = _control(ipywidgets.Dropdown, "jitter", "jitter", options=list(_JITTER))
+        self.jitter = _control(ipywidgets.Dropdown, "jitter", "jitter", options=_JITTERS)
         self.jitter.value = jitter
         self.clients = _control(
             ipywidgets.IntSlider, "clients", "clients", value=clients, min=1, max=100
@@ -214,7 +209,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         Returns:
             The `RetryPolicy`.
         """
-        jitter = _JITTER[self.jitter.value]
+        jitter = self._jitter()
         return RetryPolicy(
             max_attempts=int(self.max_attempts.value),
             initial_delay=float(self.initial_delay.value),
@@ -223,6 +218,10 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             jitter="full" if jitter == "decorrelated" else jitter,
             seed=self.seed,
         )
+
+    def _jitter(self) -> ContentionJitter:
+        """The jitter strategy chosen ("none": None, plain exponential backoff)."""
+        return None if self.jitter.value == "none" else self.jitter.value
 
     def recompute(self) -> PlaygroundResult:
         """Simulate the current setting and redraw; returns (and keeps) the result.
@@ -239,7 +238,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             kind, retry_after = _SERVERS[self.server.value]
             frame = simulate_contention(
                 int(self.clients.value),
-                _JITTER[self.jitter.value],
+                self._jitter(),
                 "single" if kind == "single" else "token_bucket",
                 policy=policy,
                 seed=self.seed,
