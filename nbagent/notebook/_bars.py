@@ -20,7 +20,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ._a11y import bar_names
-from ._values import TOOL_TEXT_LIMIT, as_int, clip, failure_text, json_text, num
+from ._values import TOOL_TEXT_LIMIT, clip, failure_text, json_text, num
 
 
 def lane(phase: str) -> str:
@@ -86,8 +86,8 @@ class Bars:
             detail += f" · request {event.request_id}"
         bar.update(
             detail=detail,
-            input_tokens=as_int(event.input_tokens),
-            output_tokens=as_int(event.output_tokens),
+            input_tokens=event.input_tokens,
+            output_tokens=event.output_tokens,
             cost_usd=num(event.cost_usd),
             ttft_s=num(event.ttft_s),
             stop_reason=event.stop_reason,
@@ -110,8 +110,8 @@ class Bars:
             bar["output_errors"] = [clip(e, TOOL_TEXT_LIMIT) for e in event.output_errors[:10]]
         if event.input_tokens is not None or event.output_tokens is not None:
             bar.update(
-                input_tokens=as_int(event.input_tokens),
-                output_tokens=as_int(event.output_tokens),
+                input_tokens=event.input_tokens,
+                output_tokens=event.output_tokens,
                 cost_usd=num(event.cost_usd),
             )
         return failure

@@ -29,7 +29,6 @@ from ._conversation import Conversation
 from ._summary import end_status, new_run, run_summary, session_summary
 from ._values import (
     STREAM_LIMIT,
-    as_int,
     clip,
     failure_text,
     num,
@@ -165,7 +164,7 @@ class TimelineState(ev.Handlers):
         run = self._run(event)
         run.update(prompt=event.prompt, model=event.model, started=num(event.time))
         if event.call:
-            run.update(call=event.call, layer_attempt=as_int(event.layer_attempt) or 1)
+            run.update(call=event.call, layer_attempt=event.layer_attempt)
         self._active = True
         self._summary = None
         self._final_text = ""
