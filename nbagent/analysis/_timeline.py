@@ -265,17 +265,12 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     ax.set_xlabel(f"seconds from the first attempt{note}")
 
 
-def draw_timeline(
-    ax: Any, df: pd.DataFrame, *, max_groups: int = 40, lane_height: float = _LANE_IN
-) -> None:
-    """`plot_timeline`'s picture on an existing Axes (the playground composes its own
-    figure)."""
+def draw_timeline(ax: Any, df: pd.DataFrame, *, max_groups: int, lane_height: float) -> None:
+    """`plot_timeline`'s picture on an existing Axes: the playground composes its own figure,
+    of a simulation's frame, which always holds attempts with times."""
     pic = _picture(df, max_groups, compress=True)
-    if isinstance(pic, str):
-        ax.text(0.5, 0.5, pic, ha="center", va="center", color=COLORS["muted"])
-        ax.set_axis_off()
-    else:
-        _draw(ax, pic, None, lane_height)
+    assert not isinstance(pic, str), pic
+    _draw(ax, pic, None, lane_height)
 
 
 def plot_timeline(
