@@ -20,7 +20,6 @@ import functools
 import html
 import io
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,6 @@ class PlaygroundResult:
     clients: int
     requests: int  # the clients' requests: one each, or with a recorded server all it holds
     waited_s: float
-    compute_s: float
     frame: pd.DataFrame
 
 
@@ -229,7 +227,6 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         Returns:
             The new `PlaygroundResult`.
         """
-        started = time.perf_counter()
         policy = self.policy()
         if self.server.value not in _SERVERS and self.recording is not None:
             clients = int(self.clients.value)
@@ -255,7 +252,6 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             clients=int(self.clients.value),
             requests=len(last),
             waited_s=float(frame["delay_s"].sum()),
-            compute_s=time.perf_counter() - started,
             frame=frame,
         )
         from ..analysis._waits import policy_label
