@@ -172,11 +172,11 @@ def compressed(busy: Sequence[tuple[float, float]], span: float) -> Axis:
 
 
 def picture_axis(busy: Sequence[tuple[float, float]], span: float, compress: bool = True) -> Axis:
-    """The axis a picture of `busy` bars over `span` seconds is drawn on: compressed only when
-    a linear axis would shrink a typical bar (the median) to a sliver, else linear."""
+    """The axis a picture of `busy` bars over `span` seconds (which end within it) is drawn
+    on: compressed only when a linear axis would shrink a typical bar (the median) to a
+    sliver, else linear."""
     lengths = [e - s for s, e in busy if e - s > 0]
     typical = statistics.median(lengths) if lengths else 0.0
-    span = max(span, max((e for _, e in busy), default=0.0))
     if compress and typical < span * _SLIVER:
         return compressed(busy, span)
     return compressed([(0.0, span)], span)
