@@ -138,7 +138,8 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         )
         servers = list(_SERVERS)
         if self.recording is not None:
-            servers.append(_recording_label(self.recording))
+            path = self.recording.path  # the choice is named after the recording's file
+            servers.append(f"the server of the recording {path.stem if path else 'a recording'}")
             if server == "one request at a time":
                 server = servers[-1]
         self.server = _control(ipywidgets.Dropdown, "server", "server", options=servers)
@@ -300,11 +301,6 @@ class _Picture:
             f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" '
             'style="width:448px;display:block">'
         )
-
-
-def _recording_label(recording: Recording) -> str:
-    name = recording.path.stem if recording.path is not None else "a recording"
-    return f"the server of the recording {name}"
 
 
 def _crowd(r: PlaygroundResult) -> str:
