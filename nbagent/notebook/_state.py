@@ -303,6 +303,7 @@ class TimelineState(ev.Handlers):
             self._set_status(f"model is calling {event.name}", "running")
 
     def _on_fallback_started(self, event: ev.FallbackStarted) -> None:
+        label = describe(event.error) or "fallback"
         self._fallbacks.append(
             {
                 "run_id": event.run_id,
@@ -311,14 +312,10 @@ class TimelineState(ev.Handlers):
                 "to_model": event.to_model,
                 "error": event.error,
                 "message": event.message,
-                "label": describe(event.error) if event.error else "fallback",
+                "label": label,
             }
         )
-        self._set_status(
-            f"{describe(event.error) or 'fallback'}: switching from {event.from_model} "
-            f"to {event.to_model}",
-            "wait",
-        )
+        self._set_status(f"{label}: switching from {event.from_model} to {event.to_model}", "wait")
 
     def _on_tool_source_unavailable(self, event: ev.ToolSourceUnavailable) -> None:
         text = f"tool source {event.source} is unavailable: {event.reason}"
