@@ -66,8 +66,7 @@ class Axis:
         than about a thirteenth of the drawn width nor under a "//" sign; the coarser multiples
         are kept first, and the step is made finer until there are at least three. No tick
         falls inside a shortened stretch: between two "//" the scale is linear."""
-        width = self.width if self.width > 0 else 1.0
-        step = _nice_step(self.span / 7) if self.span > 0 else 1.0
+        step = _nice_step(self.span / 7)  # the span is positive: `compressed` makes no empty axis
         best: tuple[list[float], float] = ([0.0], step)
         # where the "//" signs sit (the middle of each shortened stretch): no tick under one
         marks = [(self.at(a) + self.at(b)) / 2 for a, b in self.breaks]
@@ -86,8 +85,8 @@ class Axis:
                 if not outside(k * step):
                     continue
                 u = self.at(k * step)
-                clear = all(abs(u - m) >= _TICK_SPACING * width / 2 for m in marks)
-                if clear and all(abs(u - self.at(c)) >= _TICK_SPACING * width for c in chosen):
+                clear = all(abs(u - m) >= _TICK_SPACING * self.width / 2 for m in marks)
+                if clear and all(abs(u - self.at(c)) >= _TICK_SPACING * self.width for c in chosen):
                     chosen.append(k * step)
             if len(chosen) > len(best[0]):
                 best = (chosen, step)
@@ -120,8 +119,6 @@ def tick_label(t: float, span: float, step: float) -> str:
 
 
 def _nice_step(raw: float) -> float:
-    if raw <= 0 or not math.isfinite(raw):
-        return 1.0
     unit = 10.0 ** math.floor(math.log10(raw))
     return next(m * unit for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * unit >= raw * (1 - 1e-12))
 
@@ -175,11 +172,11 @@ def compressed(busy: Sequence[tuple[float, float]], span: float) -> Axis:
 
 
 def picture_axis(busy: Sequence[tuple[float, float]], span: float, compress: bool = True) -> Axis:
-    """The axis a picture of `busy` bars over `span` seconds is drawn on: compressed only when
-    a linear axis would shrink a typical bar (the median) to a sliver, else linear."""
+    """The axis a picture of `busy` bars over `span` seconds (which end within it) is drawn
+    on: compressed only when a linear axis would shrink a typical bar (the median) to a
+    sliver, else linear."""
     lengths = [e - s for s, e in busy if e - s > 0]
     typical = statistics.median(lengths) if lengths else 0.0
-    span = max(span, max((e for _, e in busy), default=0.0))
     if compress and typical < span * _SLIVER:
         return compressed(busy, span)
     return compressed([(0.0, span)], span)

@@ -1,34 +1,21 @@
-"""The compressed time axis on a matplotlib Axes: numpy positions, ticks and break signs.
+"""The compressed time axis on a matplotlib Axes: its ticks and break signs.
 
 The mapping itself (which quiet stretches are drawn shorter, and how much) is `nbagent._axis`,
 shared with the live widget and the HTML report so that the three pictures agree; this module
-maps arrays of seconds through it and draws its marks: round times as ticks and "//" on the
-axis line for each shortened stretch.
+draws its marks: round times as ticks and "//" on the axis line for each shortened stretch.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .._axis import Axis
 from .._palette import COLORS, LABEL_FONT_SIZE
 from ._figures import text_patch
 
 
-def forward(axis: Axis, t: Any) -> Any:
-    """Where seconds `t` (a number or an array) are drawn: `Axis.at` for arrays, continued
-    with slope 1 beyond both ends (axis margins live there)."""
-    x = np.asarray(t, dtype=float)
-    xs, ys = np.array(axis.times), np.array(axis.positions)
-    out = np.interp(x, xs, ys)
-    out = np.where(x < xs[0], ys[0] + (x - xs[0]), out)
-    return np.where(x > xs[-1], ys[-1] + (x - xs[-1]), out)
-
-
 def apply_axis(axis: Axis, ax: Any) -> None:
-    """Label `ax`'s x axis, which is drawn in positions (`forward` of the seconds), with round
+    """Label `ax`'s x axis, which is drawn in positions (`Axis.at` of the seconds), with round
     times, and mark each shortened stretch with a break sign ("//" on the axis line, as on a
     hand-drawn broken axis). Drawing in positions keeps the axis linear: a matplotlib function
     scale would transform every bar of a batch on every draw."""
@@ -51,4 +38,4 @@ def apply_axis(axis: Axis, ax: Any) -> None:
             zorder=6,
         )
     ticks = axis.labelled_ticks()
-    ax.set_xticks(forward(axis, [t for t, _ in ticks]), labels=[label for _, label in ticks])
+    ax.set_xticks([axis.at(t) for t, _ in ticks], labels=[label for _, label in ticks])

@@ -13,7 +13,6 @@ attempt a run failed on is labelled beside its bar when the bar is too narrow fo
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from .._axis import Axis, picture_axis
 from .._palette import COLORS, FONT_SIZE, LABEL_FONT_SIZE, LEGEND, REASK_GLYPH, SWATCHES
 from ._figures import bar_style, legend_patch, new_figure, nothing, style_axes, text_patch
 from ._tables import frame, wait_kind
-from ._timeaxis import apply_axis, forward
+from ._timeaxis import apply_axis
 
 _PHASES = ("request", "compaction", "tool")
 _LANE_NAMES = {"request": "requests", "compaction": "compaction", "tool": "tools"}
@@ -206,7 +205,7 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     axis = pic.axis
     apply_axis(axis, ax)
     # everything is drawn in the axis' positions, not in seconds
-    at = functools.partial(forward, axis)
+    at = np.vectorize(axis.at, otypes=[float])
     min_w = axis.width * 0.006  # instants stay visible
     for kind in ("backoff", "retry_after", "paced"):  # the waits, behind the bars
         sel = (pic.kinds == kind) & (pic.delay > 0)
@@ -266,17 +265,12 @@ def _draw(ax: Any, pic: _Picture, labels: Mapping[str, str] | None, lane_height:
     ax.set_xlabel(f"seconds from the first attempt{note}")
 
 
-def draw_timeline(
-    ax: Any, df: pd.DataFrame, *, max_groups: int = 40, lane_height: float = _LANE_IN
-) -> None:
-    """`plot_timeline`'s picture on an existing Axes (the playground composes its own
-    figure)."""
+def draw_timeline(ax: Any, df: pd.DataFrame, *, max_groups: int, lane_height: float) -> None:
+    """`plot_timeline`'s picture on an existing Axes: the playground composes its own figure,
+    of a simulation's frame, which always holds attempts with times."""
     pic = _picture(df, max_groups, compress=True)
-    if isinstance(pic, str):
-        ax.text(0.5, 0.5, pic, ha="center", va="center", color=COLORS["muted"])
-        ax.set_axis_off()
-    else:
-        _draw(ax, pic, None, lane_height)
+    assert not isinstance(pic, str), pic
+    _draw(ax, pic, None, lane_height)
 
 
 def plot_timeline(

@@ -43,26 +43,24 @@ def plot_what_if(
             gives a small figure that says so, never an exception.
     """
     if what_if is None:
-        recorded, new = result.recorded, result.attempts
-        table = getattr(result, "comparison", None)
+        recorded, new, table = result.recorded, result.attempts, result.comparison
     else:
         recorded, new, table = result, what_if, None
     heads = list(titles) if titles is not None else ["Recorded", "What if"]
-    if table is not None:
+    if table is not None and titles is None:  # a WhatIf's table has both rows
         for i, key in enumerate(("recorded", "what if")):
-            if key in table.index and titles is None:
-                row = table.loc[key]
-                heads[i] += (
-                    f": {row['attempts']} attempts, {row['rejected']} rejected, "
-                    f"{row['makespan_s']:.1f} s, {row['outcome']}"
-                )
+            row = table.loc[key]
+            heads[i] += (
+                f": {row['attempts']} attempts, {row['rejected']} rejected, "
+                f"{row['makespan_s']:.1f} s, {row['outcome']}"
+            )
     pics = [_picture(df, max_groups, compress=False) for df in (recorded, new)]
     drawn = [p for p in pics if not isinstance(p, str)]
     if not drawn:
         return nothing("no attempts")
-    heights = [p.rows.height if not isinstance(p, str) else 1.0 for p in pics]
+    heights = [p.rows.height if not isinstance(p, str) else 1.0 for p in pics]  # each >= 1 lane
     fig = new_figure(10.0, 2.0 + _LANE_IN * sum(heights))
-    axes = fig.subplots(2, 1, height_ratios=[max(h, 1.0) for h in heights], squeeze=True)
+    axes = fig.subplots(2, 1, height_ratios=heights, squeeze=True)
     span = max(p.axis.width for p in drawn)
     keys: list[str] = []
     for ax, pic, head in zip(axes, pics, heads, strict=True):

@@ -15,7 +15,7 @@ Three things the widget's state carries besides the picture:
 from __future__ import annotations
 
 import http
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._axis import picture_axis
@@ -180,21 +180,19 @@ def _announcement(event: Event) -> str | None:
 
 
 def timeline_axis(
-    bars: Iterable[Mapping[str, Any]],
-    waits: Iterable[Mapping[str, Any]],
+    bars: Sequence[Mapping[str, Any]],
+    waits: Sequence[Mapping[str, Any]],
     start: float | None,
     now: float | None,
 ) -> dict[str, Any] | None:
     """The compressed axis for the picture timeline.js draws: from the earliest start to the
-    latest end (or now, for what still runs), as `nbagent._axis.Axis.as_state`."""
-    bars, waits = list(bars), list(waits)
-    starts = [float(x["start"]) for x in (*bars, *waits) if x.get("start") is not None]
-    if start is None and not starts:
+    latest end (or now, for what still runs), as `nbagent._axis.Axis.as_state`. None before
+    the first event (a state with no start has no bars or waits, and `now` is set with it)."""
+    if start is None or now is None:
         return None
-    t0 = min([*starts, *([float(start)] if start is not None else [])])
-    t1 = now if now is not None else t0
-    for item in (*bars, *waits):
-        t1 = max(t1, float(item["start"]), float(item.get("end") or item["start"]))
+    items = [*bars, *waits]
+    t0 = min([start, *(float(x["start"]) for x in items)])
+    t1 = max([now, *(float(x.get("end") or x["start"]) for x in items)])
     busy = [
         (float(b["start"]) - t0, float(b["end"] if b.get("end") is not None else t1) - t0)
         for b in bars

@@ -20,7 +20,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ._a11y import bar_names
-from ._values import TOOL_TEXT_LIMIT, as_int, clip, failure_text, json_text, num
+from ._values import TOOL_TEXT_LIMIT, clip, failure_text, json_text, num
 
 
 def lane(phase: str) -> str:
@@ -84,14 +84,7 @@ class Bars:
             detail += f" · stop: {event.stop_reason}"
         if event.request_id:
             detail += f" · request {event.request_id}"
-        bar.update(
-            detail=detail,
-            input_tokens=as_int(event.input_tokens),
-            output_tokens=as_int(event.output_tokens),
-            cost_usd=num(event.cost_usd),
-            ttft_s=num(event.ttft_s),
-            stop_reason=event.stop_reason,
-        )
+        bar.update(detail=detail, ttft_s=num(event.ttft_s), stop_reason=event.stop_reason)
 
     def attempt_failed(self, event: AttemptFailed) -> str:
         """Close the attempt's bar as failed; returns what failed, in a reader's words."""
@@ -108,19 +101,18 @@ class Bars:
             bar["detail"] += f" [request id {event.request_id}]"
         if event.output_errors:  # a structured answer off its schema: what was wrong with it
             bar["output_errors"] = [clip(e, TOOL_TEXT_LIMIT) for e in event.output_errors[:10]]
-        if event.input_tokens is not None or event.output_tokens is not None:
-            bar.update(
-                input_tokens=as_int(event.input_tokens),
-                output_tokens=as_int(event.output_tokens),
-                cost_usd=num(event.cost_usd),
-            )
         return failure
 
     def _end_attempt(self, event: AttemptSucceeded | AttemptFailed) -> dict[str, Any]:
         bar = self._attempts.pop((event.run_id, event.phase), None)
         if bar is None:  # an end without a start: draw it as an instant
             bar = self._open_attempt(event)
-        bar["end"] = num(event.time)
+        bar.update(  # what it used, when the provider said (a failure often did not)
+            end=num(event.time),
+            input_tokens=event.input_tokens,
+            output_tokens=event.output_tokens,
+            cost_usd=num(event.cost_usd),
+        )
         return bar
 
     def _open_attempt(self, event: AttemptEvent, **fields: Any) -> dict[str, Any]:

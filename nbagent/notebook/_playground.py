@@ -20,7 +20,6 @@ import functools
 import html
 import io
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,7 @@ from .._palette import COLORS, SWATCHES
 from ..recording import Recording, read_recording
 from ..simulate import ContentionJitter, simulate_contention, what_if
 
-_JITTER: dict[str, ContentionJitter] = {
-    "full": "full",
-    "equal": "equal",
-    "decorrelated": "decorrelated",
-    "none": None,
-}
+_JITTERS = ("full", "equal", "decorrelated", "none")
 _SERVERS = {
     "one request at a time": ("single", False),
     "token bucket (10/s), 429 without Retry-After": ("token_bucket", False),
@@ -59,7 +53,6 @@ class PlaygroundResult:
     clients: int
     requests: int  # the clients' requests: one each, or with a recorded server all it holds
     waited_s: float
-    compute_s: float
     frame: pd.DataFrame
 
 
@@ -138,14 +131,15 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             ipywidgets.FloatSlider, "multiplier", "multiplier", value=multiplier, min=1, max=4
         )
         self.multiplier.step = 0.1
-        self.jitter = _control(ipywidgets.Dropdown, "jitter", "jitter", options=list(_JITTER))
+        self.jitter = _control(ipywidgets.Dropdown, "jitter", "jitter", options=_JITTERS)
         self.jitter.value = jitter
         self.clients = _control(
             ipywidgets.IntSlider, "clients", "clients", value=clients, min=1, max=100
         )
         servers = list(_SERVERS)
         if self.recording is not None:
-            servers.append(_recording_label(self.recording))
+            path = self.recording.path  # the choice is named after the recording's file
+            servers.append(f"the server of the recording {path.stem if path else 'a recording'}")
             if server == "one request at a time":
                 server = servers[-1]
         self.server = _control(ipywidgets.Dropdown, "server", "server", options=servers)
@@ -214,7 +208,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
         Returns:
             The `RetryPolicy`.
         """
-        jitter = _JITTER[self.jitter.value]
+        jitter = self._jitter()
         return RetryPolicy(
             max_attempts=int(self.max_attempts.value),
             initial_delay=float(self.initial_delay.value),
@@ -224,13 +218,16 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             seed=self.seed,
         )
 
+    def _jitter(self) -> ContentionJitter:
+        """The jitter strategy chosen ("none": None, plain exponential backoff)."""
+        return None if self.jitter.value == "none" else self.jitter.value
+
     def recompute(self) -> PlaygroundResult:
         """Simulate the current setting and redraw; returns (and keeps) the result.
 
         Returns:
             The new `PlaygroundResult`.
         """
-        started = time.perf_counter()
         policy = self.policy()
         if self.server.value not in _SERVERS and self.recording is not None:
             clients = int(self.clients.value)
@@ -239,7 +236,7 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             kind, retry_after = _SERVERS[self.server.value]
             frame = simulate_contention(
                 int(self.clients.value),
-                _JITTER[self.jitter.value],
+                self._jitter(),
                 "single" if kind == "single" else "token_bucket",
                 policy=policy,
                 seed=self.seed,
@@ -256,7 +253,6 @@ class Playground(ipywidgets.HBox):  # type: ignore[misc]
             clients=int(self.clients.value),
             requests=len(last),
             waited_s=float(frame["delay_s"].sum()),
-            compute_s=time.perf_counter() - started,
             frame=frame,
         )
         from ..analysis._waits import policy_label
@@ -305,11 +301,6 @@ class _Picture:
             f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}" '
             'style="width:448px;display:block">'
         )
-
-
-def _recording_label(recording: Recording) -> str:
-    name = recording.path.stem if recording.path is not None else "a recording"
-    return f"the server of the recording {name}"
 
 
 def _crowd(r: PlaygroundResult) -> str:

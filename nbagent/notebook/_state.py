@@ -29,7 +29,6 @@ from ._conversation import Conversation
 from ._summary import end_status, new_run, run_summary, session_summary
 from ._values import (
     STREAM_LIMIT,
-    as_int,
     clip,
     failure_text,
     num,
@@ -165,7 +164,7 @@ class TimelineState(ev.Handlers):
         run = self._run(event)
         run.update(prompt=event.prompt, model=event.model, started=num(event.time))
         if event.call:
-            run.update(call=event.call, layer_attempt=as_int(event.layer_attempt) or 1)
+            run.update(call=event.call, layer_attempt=event.layer_attempt)
         self._active = True
         self._summary = None
         self._final_text = ""
@@ -304,6 +303,7 @@ class TimelineState(ev.Handlers):
             self._set_status(f"model is calling {event.name}", "running")
 
     def _on_fallback_started(self, event: ev.FallbackStarted) -> None:
+        label = describe(event.error) or "fallback"
         self._fallbacks.append(
             {
                 "run_id": event.run_id,
@@ -312,14 +312,10 @@ class TimelineState(ev.Handlers):
                 "to_model": event.to_model,
                 "error": event.error,
                 "message": event.message,
-                "label": describe(event.error) if event.error else "fallback",
+                "label": label,
             }
         )
-        self._set_status(
-            f"{describe(event.error) or 'fallback'}: switching from {event.from_model} "
-            f"to {event.to_model}",
-            "wait",
-        )
+        self._set_status(f"{label}: switching from {event.from_model} to {event.to_model}", "wait")
 
     def _on_tool_source_unavailable(self, event: ev.ToolSourceUnavailable) -> None:
         text = f"tool source {event.source} is unavailable: {event.reason}"

@@ -62,11 +62,6 @@ def end_status(end_reason: str | None, error: str, message: str) -> tuple[str, s
     return f"done: {reason}", "done"
 
 
-def is_success(summary: Mapping[str, Any]) -> bool:
-    """A run that produced its answer (not failed, cancelled or stopped by a budget)."""
-    return not summary.get("error") and summary.get("end_reason") not in ("cancelled", "error")
-
-
 def run_summary(
     run: Mapping[str, Any],
     bars: Iterable[Mapping[str, Any]],
@@ -134,7 +129,8 @@ def session_summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     starts = [r["started"] for r in runs if r.get("started") is not None]
     ends = [r["finished"] for r in runs if r.get("finished") is not None]
     last = runs[-1]
-    failed = [s for s in done if not is_success(s)]
+    # the runs that gave no answer: failed, cancelled or stopped by a budget
+    failed = [s for s in done if s.get("error") or s.get("end_reason") in ("cancelled", "error")]
     # an outer layer's retries: the most requests one intended call took (None: none retried)
     amplified = [s["call_requests"] for s in done if (s.get("layer_attempt") or 1) > 1]
     out.update(

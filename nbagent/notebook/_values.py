@@ -33,20 +33,12 @@ def clip_head(text: str, limit: int) -> str:
     return f"({len(text) - limit:,} earlier characters) …" + text[-limit:]
 
 
-def num(value: Any) -> float | None:
-    """A JSON-safe number: JavaScript's JSON.parse rejects NaN and Infinity."""
-    if value is None or isinstance(value, bool):
+def num(value: float | None) -> float | None:
+    """A JSON-safe number: JavaScript's JSON.parse rejects NaN and Infinity. The events' fields
+    are typed numbers already: only the two non-finite values need catching."""
+    if value is None or not math.isfinite(value):
         return None
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
-def as_int(value: Any) -> int | None:
-    number = num(value)
-    return None if number is None else int(number)
+    return float(value)
 
 
 def seconds(value: float | None) -> str:
@@ -57,9 +49,9 @@ def seconds(value: float | None) -> str:
 
 
 def usage_dict(usage: Usage) -> dict[str, Any]:
-    """A run's `Usage` as JSON-safe numbers, under its own field names."""
+    """A run's `Usage` as JSON-safe numbers, under its own field names (the counts are ints)."""
     raw = dataclasses.asdict(usage)
-    return {k: num(v) if k == "cost_usd" else as_int(v) for k, v in raw.items()}
+    return {k: num(v) if k == "cost_usd" else v for k, v in raw.items()}
 
 
 def json_text(value: Any) -> str:

@@ -148,7 +148,6 @@ def simulate_retries(
     Returns:
         An attempt frame, as `agent.attempts` has it, for `nbagent.analysis`.
     """
-    p_fail = min(1.0, max(0.0, float(fail_rate)))
     sim = _Simulated(policy, model, random.Random(seed) if seed is not None else policy.rng())
     # failures draw from their own stream, so the jitter stream is `random.Random(seed)` alone
     fails = random.Random(f"nbagent.simulate.failures/{seed}" if seed is not None else None)
@@ -161,7 +160,7 @@ def simulate_retries(
         attempt = 1
         while True:
             error: ProviderError | None = None
-            if fails.random() < p_fail:
+            if fails.random() < fail_rate:  # never below 0, always below 1 (a draw is in [0, 1))
                 error = (
                     RateLimited("simulated rate limit", status_code=429, retry_after=retry_after_s)
                     if retry_after_s is not None
@@ -229,8 +228,6 @@ def simulate_contention(
     Returns:
         An attempt frame with one `run_id` per client.
     """
-    if n_clients < 1:
-        return AttemptLog().frame()
     rng = random.Random(seed) if seed is not None else random.Random()
     base = policy or RetryPolicy(
         max_attempts=1000, initial_delay=0.1, max_delay=10.0, multiplier=2.0, seed=seed
