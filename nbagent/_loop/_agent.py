@@ -26,6 +26,7 @@ from .._core._retry import RetryPolicy
 from ..errors import ConfigError
 from ..events import EventBus, Subscriber
 from ..providers import Provider
+from ..providers._models import model_string
 from ..recording import Recorder
 from ._agent_options import AgentOptions
 from ._args import (
@@ -259,7 +260,7 @@ class Agent(Generic[OutputT]):
     @property
     def models(self) -> list[str]:
         """The model chain as strings ("demo", "anthropic:claude-…"), in order."""
-        return [f"{p.name}:{p.model}" if p.name != "demo" else "demo" for p in self._providers]
+        return [model_string(p) for p in self._providers]
 
     @property
     def providers(self) -> tuple[Provider, ...]:

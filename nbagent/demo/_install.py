@@ -21,6 +21,7 @@ def _demo_provider(*, base_url: str | None = None, **options: Any) -> Provider:
     options.setdefault("name", "demo")
     provider = AnthropicProvider("demo", api_key=DEMO_API_KEY, base_url=url, **options)
     provider.outputs_named = "the demo model's native structured outputs (Anthropic's dialect)"
+    provider.native_outputs = True
     return provider
 
 

@@ -199,9 +199,12 @@ class ProviderBase:
     Attributes:
         outputs_named: How an error about a schema its native structured outputs refuse names
             them, when not by its dialect's owner ("Anthropic's structured outputs"); None: so.
+        native_outputs: Whether it takes native structured outputs whatever its model id says
+            (the demo model); False: its dialect's rule for the model id decides.
     """
 
     outputs_named: str | None = None
+    native_outputs: bool = False
 
     @property
     def output_dialect(self) -> Dialect | None:

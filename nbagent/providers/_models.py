@@ -58,6 +58,12 @@ def register_model(
         set_price_id(name, FREE)
 
 
+def model_string(provider: Provider) -> str:
+    """The model string that names `provider`: a registered name alone ("demo"), else
+    `"<name>:<model>"`."""
+    return provider.name if provider.name in _NAMED else f"{provider.name}:{provider.model}"
+
+
 def register_prefix(prefix: str, factory: Callable[..., Provider]) -> None:
     """Make `"<prefix>:<rest>"` resolve through `factory`.
 

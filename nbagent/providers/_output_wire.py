@@ -68,12 +68,12 @@ def output_modes(provider: Provider, *, tools: bool) -> tuple[Mode, ...]:
     offered beside the answer."""
     dialect = output_dialect(provider)
     model = provider.model
-    if dialect is None:
+    if dialect is None or not isinstance(provider, ProviderBase):
         return _NO_NATIVE
-    if dialect == "any" or dialect == "openai-compatible":
+    if dialect == "any" or dialect == "openai-compatible" or provider.native_outputs:
         return _ALL
     if dialect == "anthropic":
-        native = provider.name == "demo" or bool(_CLAUDE_NATIVE.search(model))
+        native = bool(_CLAUDE_NATIVE.search(model))
     elif dialect == "openai":
         native = bool(_OPENAI_NATIVE.search(model))
     else:  # gemini
