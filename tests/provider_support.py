@@ -16,6 +16,21 @@ import yaml  # type: ignore[import-untyped]
 from nbagent._core._messages import Message
 from nbagent.providers import Completed, ModelRequest, StreamPart
 from nbagent.providers._http import HTTPProvider
+from nbagent.providers._openai_responses import ResponsesProvider
+from nbagent.providers._whole_body import replay, whole_body
+
+
+async def read_whole(provider: Any, body: Any) -> Any:
+    """A whole answer read as a batch client reads it: its `Completed`, or its error."""
+    return replay(provider, whole_body(provider, body))
+
+
+def build_responses_body(
+    model: str, request: ModelRequest, *, provider: str = "openai-responses"
+) -> dict[str, Any]:
+    """The body `ResponsesProvider` (named `provider`) sends for `request`."""
+    return ResponsesProvider(model, api_key=None, name=provider).build_body(request)
+
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "providers"
 SENTINEL_KEY = "sk-SENTINEL-7f3a9c1e5b2d4680"

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import httpx
 import pytest
-from provider_support import SENTINEL_KEY, fixture_text, respond, run
+from provider_support import SENTINEL_KEY, fixture_text, read_whole, respond, run
 from pydantic import BaseModel
 
 from nbagent import Agent, RetryPolicy
@@ -36,16 +36,10 @@ from nbagent.mock import MockServer
 from nbagent.mock._cli import build_parser
 from nbagent.providers import Completed, OpenAIProvider, resolve_model
 from nbagent.providers._http_errors import error_from_response
-from nbagent.providers._whole_body import replay, whole_body
 
 STREAMS = "llama-cpp-python__streams-complete-and-interrupted.json"
 REFUSED = "assembled__llama-cpp-python-response-format-refused.json"
 FAST = RetryPolicy(initial_delay=0.01, max_delay=0.05, seed=1)
-
-
-async def read_whole(provider: Any, body: Any) -> Any:
-    """A whole answer read as a batch client reads it: its `Completed`, or its error."""
-    return replay(provider, whole_body(provider, body))
 
 
 def captured(name: str) -> dict[str, Any]:

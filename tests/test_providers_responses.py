@@ -9,6 +9,7 @@ import httpx
 import pytest
 from provider_support import (
     SENTINEL_KEY,
+    build_responses_body,
     govcr_body,
     json_lines_sse,
     respond,
@@ -46,13 +47,6 @@ REASONING = "ai__openai-responses-stream-reasoning.txt"
 FAILED = "ai__openai-responses-stream-error-failed.txt"
 INCOMPLETE = "mirascope__openai-responses-stream-incomplete.txt"
 HTTP_400 = "pydantic-ai__openai-responses-400.txt"
-
-
-def build_responses_body(
-    model: str, request: ModelRequest, *, provider: str = "openai-responses"
-) -> dict[str, Any]:
-    """The body `ResponsesProvider` (named `provider`) sends for `request`."""
-    return ResponsesProvider(model, api_key=None, name=provider).build_body(request)
 
 
 def make(model: str = "gpt-5.1-codex-max", **kw: Any) -> Any:

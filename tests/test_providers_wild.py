@@ -22,6 +22,7 @@ import httpx
 import pytest
 from provider_support import (
     SENTINEL_KEY,
+    build_responses_body,
     fixture_text,
     json_lines_sse,
     raw_http,
@@ -58,13 +59,6 @@ CORTEX = "assembled__snowflake-cortex-chat-stream-no-finish-reason.txt"
 NOT_FOUND = "assembled__model-not-found-bodies.jsonl"
 REASONING = "assembled__deepseek-responses-stream-reasoning-text.txt"
 LLAMA = "assembled__llamacpp-server.txt"
-
-
-def build_responses_body(
-    model: str, request: ModelRequest, *, provider: str = "openai-responses"
-) -> dict[str, Any]:
-    """The body `ResponsesProvider` (named `provider`) sends for `request`."""
-    return ResponsesProvider(model, api_key=None, name=provider).build_body(request)
 
 
 def chat(base_url: str | None = None, name: str = "openai") -> Any:

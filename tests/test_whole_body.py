@@ -19,15 +19,9 @@ from nbagent.errors import ContentFiltered, InvalidResponse, StreamInterrupted
 from nbagent.providers import AnthropicProvider, GeminiProvider, OpenAIProvider
 from nbagent.providers._base import Completed
 from nbagent.providers._sse import SSEParser
-from nbagent.providers._whole_body import replay, whole_body
-from tests.provider_support import fixture_text, respond, run
+from tests.provider_support import fixture_text, read_whole, respond, run
 
 KEY = {"api_key": "sk-test", "base_url": "http://127.0.0.1:9"}
-
-
-async def read_whole(provider: Any, body: Any) -> Any:
-    """A whole answer read as a batch client reads it: its `Completed`, or its error."""
-    return replay(provider, whole_body(provider, body))
 
 
 def sse_data(text: str) -> list[dict[str, Any]]:

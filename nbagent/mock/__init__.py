@@ -1,10 +1,11 @@
 """The loopback mock provider.
 
-``serve()`` / ``MockServer`` run a real HTTP server on 127.0.0.1 speaking the Anthropic Messages
-(``POST /v1/messages``), OpenAI Chat Completions (``POST /v1/chat/completions``, also at Azure's
-paths), OpenAI Responses (``POST /v1/responses``) and Gemini
-(``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``) wire formats, found by path, with
-scripted or random faults, a token-bucket rate limiter and a context window. It keeps a bounded
+``with serve(...)`` or ``with MockServer(...)`` runs a real HTTP server on 127.0.0.1 speaking
+the Anthropic Messages (``POST /v1/messages``), OpenAI Chat Completions
+(``POST /v1/chat/completions``, also at Azure's paths), OpenAI Responses
+(``POST /v1/responses``) and Gemini
+(``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``) wire formats, found by path,
+with scripted or random faults, a token-bucket rate limiter and a context window. It keeps a bounded
 window of the requests it received (``max_records``; ``dropped_requests`` counts the rest).
 ``shared_server()`` is the process-wide server behind ``model="demo"``. What it answers comes
 from a responder (the demo model, `nbagent.demo.demo_reply`, unless another is given).

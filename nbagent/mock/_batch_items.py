@@ -41,7 +41,7 @@ def outcome_of(call: Call, route: Route, request: Any) -> ItemOutcome:
     except RequestError as err:
         return ItemOutcome("invalid", fault, err.message, err.param)
     if fault.status is not None or fault.kind in _BROKEN or fault.kind == "overloaded_midstream":
-        return ItemOutcome("fault", fault)
+        return ItemOutcome("fault", fault, tokens=conv.prompt_tokens)
     if window is not None and conv.prompt_tokens > window:
         return ItemOutcome("overflow", fault, tokens=conv.prompt_tokens, maximum=window)
     return OK_OUTCOME if fault.is_ok else ItemOutcome("ok", fault)
@@ -63,11 +63,13 @@ def request_id(batch: Batch, index: int) -> str:
     return CODECS[batch.route.format].request_prefix + stable_id(batch.id + "/request", index)
 
 
-def result(call: Call, batch: Batch, index: int) -> tuple[int, Any]:
+def result(call: Call, batch: Batch, index: int, line: Any = None) -> tuple[int, Any]:
     """The HTTP status and body item ``index`` ended with, in its wire format: its error, or the
     provider's non-streamed answer, the responder's with the item's answer fault applied
-    (`invalid_json`, `schema_mismatch`, `refusal`, `truncated`) as a live answer has."""
-    route, outcome, request = batch.route, batch.items.outcomes[index], batch.request(index)
+    (`invalid_json`, `schema_mismatch`, `refusal`, `truncated`) as a live answer has
+    (``line``: its stored line, when the caller has read it already)."""
+    route, outcome = batch.route, batch.items.outcomes[index]
+    request = batch.request(index, line)
     codec, rid = CODECS[route.format], request_id(batch, index)
     if outcome.kind == "invalid":
         return 400, codec.error_body(400, outcome.message, rid, outcome.param)
@@ -75,7 +77,8 @@ def result(call: Call, batch: Batch, index: int) -> tuple[int, Any]:
         return 400, codec.overflow_error(outcome.tokens, outcome.maximum, rid)
     if outcome.errored:
         model = route.model or str(request.get("model", ""))
-        return codec.fault_error(outcome.fault, model, rid, window=call.mock.context_window)
+        window = call.mock.context_window
+        return codec.fault_error(outcome.fault, model, rid, outcome.tokens, window)
     conv = parse_request(route.format, request, route)
     reply = faulted_reply(outcome.fault.kind, call.mock.responder, conv)
     return 200, codec.whole(reply, conv, codec.message_id(rid))

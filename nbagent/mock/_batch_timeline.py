@@ -64,8 +64,9 @@ class ItemOutcome:
     """What an item will be once it ends, decided when the batch is created.
 
     ``kind``: ``ok`` (answered by the responder; ``fault`` may be ``empty``), ``fault`` (an
-    error from the fault script), ``invalid`` (the wire format refused the request:
-    ``message``/``param``) or ``overflow`` (``tokens`` over the context window ``maximum``).
+    error from the fault script, ``tokens`` the prompt's estimate as a live request's error
+    says it), ``invalid`` (the wire format refused the request: ``message``/``param``) or
+    ``overflow`` (``tokens`` over the context window ``maximum``).
     """
 
     kind: Literal["ok", "fault", "invalid", "overflow"]
@@ -215,11 +216,11 @@ class Batch:
             return "processing"
         return "canceled" if snap.phase == "canceled" else "expired"
 
-    def request(self, index: int) -> Any:
+    def request(self, index: int, line: Any = None) -> Any:
         """Item ``index``'s request as the batch received it (where its stored line holds it:
         Anthropic's ``params`` are the line, OpenAI's is its ``body``, Gemini's its
-        ``request``)."""
-        line = json.loads(self.items.line(index))
+        ``request``); ``line``: the stored line, when the caller has read it already."""
+        line = json.loads(self.items.line(index)) if line is None else line
         return line.get(self.request_key) if self.request_key else line
 
     def status(self, index: int, snap: Snapshot) -> ItemStatus:

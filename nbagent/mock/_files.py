@@ -38,6 +38,8 @@ def parse_multipart(call: Call) -> dict[str, tuple[str | None, bytes]]:
     """The fields of the call's ``multipart/form-data`` body: name -> (filename, content)."""
     head = f"Content-Type: {call.header('content-type')}\r\n\r\n".encode()
     message = BytesParser(policy=HTTP).parsebytes(head + call.read_body())
+    if not message.is_multipart():
+        call.refuse(400, "Could not read the upload: the multipart body names no boundary.")
     return {
         str(part.get_param("name", header="content-disposition")): (
             part.get_filename(),
@@ -56,6 +58,8 @@ def upload(call: Call) -> None:
     if "file" not in fields:
         call.refuse(400, "Missing required parameter: 'file'.", "file")
     filename, data = fields["file"]
+    if len(data) > MAX_FILE_BYTES:
+        call.refuse(400, f"File is larger than the {MAX_FILE_BYTES} bytes allowed.", "file")
     file = StoredFile(
         call.api,
         filename or "upload.jsonl",

@@ -34,7 +34,8 @@ def parse_request(fmt: Format, body: Any, route_: Route | None = None) -> Conver
     Returns:
         The conversation.
     """
-    return PARSERS[fmt](Reading(body, route_ or Route(fmt, model=fmt, stream=True)))
+    model = fmt if fmt == "gemini" else ""  # Gemini's path names its model, the others' bodies
+    return PARSERS[fmt](Reading(body, route_ or Route(fmt, model=model, stream=True)))
 
 
 def guess_codec(headers: dict[str, str], path: str) -> Codec:

@@ -94,7 +94,7 @@ def _send(call: Call, doc: dict[str, Any]) -> None:
 
 def _response(call: Call, batch: Batch, index: int) -> bytes:
     entry = json.loads(batch.items.line(index))
-    status, body = item.result(call, batch, index)
+    status, body = item.result(call, batch, index, entry)
     out: dict[str, Any] = {"response": body} if status == 200 else {"error": rpc_status(body)}
     if entry.get("metadata") is not None:
         out["metadata"] = entry["metadata"]

@@ -44,6 +44,12 @@ def _format(url: Any) -> Format | None:
     return found.format if found is not None and found.format in ("openai", "responses") else None
 
 
+def _bare(url: str) -> str:
+    """``/v1/chat/completions`` and Azure's ``/openai/chat/completions`` name one endpoint."""
+    url = url.split("?", 1)[0].rstrip("/")
+    return url.removeprefix("/openai").removeprefix("/v1") or url
+
+
 # --- the input file -----------------------------------------------------------------------------
 
 
@@ -76,7 +82,7 @@ def _check_line(
         yield ("duplicate_custom_id", _DUPLICATE.format(custom_id), "custom_id")
     if line.get("method") != "POST":
         yield ("invalid_method", "The method must be 'POST'.", "method")
-    if _format(line.get("url")) != _format(endpoint):
+    if not isinstance(line.get("url"), str) or _bare(line["url"]) != _bare(endpoint):
         message = f"The url must match the batch's endpoint '{endpoint}'."
         yield ("url_mismatch", message, "url")
     if not isinstance(body, dict):
@@ -126,7 +132,8 @@ def read_input(
         errors.append(_line_error("too_many_tasks", 0, message))
     if errors:
         return Items(), errors, model
-    outcomes = [item.outcome_of(call, Route(fmt), body) for body in bodies]
+    route = Route(fmt)
+    outcomes = [item.outcome_of(call, route, body) for body in bodies]
     return Items(data, starts, ids, outcomes), errors, model
 
 

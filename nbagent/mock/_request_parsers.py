@@ -65,6 +65,7 @@ class Reading:
     def __init__(self, body: Any, route: Route) -> None:
         self.body = _require_dict(body, "body")
         self.route = route  # its format (and Gemini's model and streaming, named in the path)
+        self.model = route.model or _model(self.body)  # checked first, as the APIs do
         self.turns: list[Turn] = []
         self.system: list[str] = []  # the system prompt's parts, joined by newlines
         self.tools: dict[str, dict[str, Any]] = {}  # the tools to call: name -> JSON Schema
@@ -115,14 +116,13 @@ class Reading:
         """The `Conversation` of `fields` in its route's format, with its system prompt, its
         history, its tools, its prompt's estimated size and the structured answer the body asks
         for (`output` reads the schema and the forced tool; the schema is prompt tokens, as
-        providers bill it); the body's model, and a stream as the body's `stream` says, with its
-        usage, unless `fields` say otherwise."""
+        providers bill it); its model (the path's, else the body's), and a stream as the body's
+        `stream` says, with its usage, unless `fields` say otherwise."""
         schema, forced = output(self.body)
         if schema is not None:
             self.add(_dumps(schema))
-        asked = {"stream": bool(self.body.get("stream", False)), "include_usage": True, **fields}
-        if "model" not in asked:
-            asked["model"] = _model(self.body)
+        stream = bool(self.body.get("stream", False))
+        asked = {"model": self.model, "stream": stream, "include_usage": True, **fields}
         return Conversation(
             **asked,
             format=self.route.format,
@@ -347,7 +347,6 @@ def _gemini(read: Reading) -> Conversation:
     read.tools = gemini_callable(body, read.tools)
     return read.conversation(
         gemini_output,
-        model=read.route.model,
         stream=bool(read.route.stream),
         thinking=isinstance(thinking, dict) and bool(thinking.get("includeThoughts")),
         max_tokens=max_tokens,
