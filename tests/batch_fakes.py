@@ -238,7 +238,7 @@ def fake_batch(
 def resumed_batch(server: FakeBatchServer, path: Any, **kw: Any) -> Any:
     from nbagent.batch._provider_backend import ProviderBatch
 
-    batch = ProviderBatch.from_state({"state": path, "clock": server.clock, **kw})
+    batch = ProviderBatch.from_state(path, clock=server.clock, **kw)
     batch.client = FakeBatches(server, caps=batch.client.caps)
     return batch
 

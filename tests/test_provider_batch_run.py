@@ -240,6 +240,21 @@ def test_a_file_that_is_not_a_state_file_is_refused_in_one_sentence(tmp_path: Pa
         resume(tmp_path / "missing.batch")
 
 
+@pytest.mark.parametrize("field", ["request", "retry", "caps"])
+def test_a_state_file_with_a_head_field_nulled_is_refused_as_damaged(
+    tmp_path: Path, field: str
+) -> None:
+    from nbagent.batch._provider_state import ProviderState
+
+    run(fake_batch(FakeBatchServer(VirtualClock()), PROMPTS, tmp_path))
+    path = tmp_path / "run.batch"
+    doc = json.loads(path.read_text())
+    doc[field] = None
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match="is a damaged batch state file"):
+        ProviderState.load(path)
+
+
 def test_the_view_and_the_progress_line_show_each_batch_and_the_resubmission(
     tmp_path: Path,
 ) -> None:
@@ -276,3 +291,25 @@ def test_an_items_attempt_state_is_kept_in_its_record_and_read_from_older_files(
         3, "t-b3", 3, [[0, 1]], 1, tails={"0": {"messages": [], "reasks": 1, "since": 2}}
     )
     assert old.attempt_state(0) == AttemptState(2, reasks=1)
+
+
+def test_a_stop_reaches_a_run_that_has_polled_many_times_and_nothing_it_stopped_waiting_for() -> (
+    None
+):
+    """Each poll of a provider batch waits for its sleep or a Stop; a wait the sleep ended is
+    forgotten, so a day of polls holds no waiters, and a Stop still ends the wait in progress."""
+    from nbagent.batch._spec import BatchControl
+
+    async def go() -> bool:
+        control = BatchControl()
+        for _ in range(500):  # polls whose sleep came first
+            await control.until(asyncio.ensure_future(asyncio.sleep(0)))
+        await asyncio.sleep(0)  # the last wait, given up, ends on the loop's next turn
+        assert control._waiters == []
+        waiting = asyncio.ensure_future(control.until(asyncio.get_running_loop().create_future()))
+        await asyncio.sleep(0)
+        control.cancel()
+        await asyncio.wait_for(waiting, 5.0)
+        return control.cancelled and control._waiters == []
+
+    assert asyncio.run(go())

@@ -15,7 +15,7 @@ which talks to it:
   before sending, so it does not send into a wait another worker just learned about;
 - **a slot that came due late**: agents whose slots fell due while that answer was slow (or
   the worker's event loop busy) would leave together, a burst; a slot more than an interval
-  late is dropped and a new one reserved, once (`nbagent._loop._limiter.too_late`);
+  late is dropped and a new one reserved, once (`nbagent._loop._slot_wait.too_late`);
 - **a leased retry budget**: `allow_retry` must answer at once, so each worker holds a share of
   the cluster's retry budget (topped up to `LEASE_TOKENS` on every call) and spends from it;
   successes refill the cluster's budget, a finished worker hands its share back;

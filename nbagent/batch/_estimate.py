@@ -143,7 +143,8 @@ def dry_run_estimate(options: BatchOptions) -> BatchEstimate:
         # nothing is sent: a key is not needed to price the prompts
         provider = resolve_model_spec(model, api_key=DRY_RUN_KEY, base_url=kw.get("base_url"))
     try:
-        has_batch_api = batch_client(provider) is not None
+        batch_client(provider)  # raises when the provider has no batch API
+        has_batch_api = True
     except ConfigError:
         if options.backend == "provider":
             raise

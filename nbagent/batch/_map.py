@@ -406,8 +406,16 @@ def resume(
         ConfigError: The file is missing or not a batch state file, the key is missing, or
             `output` is not the schema the batch began with (or it began without one).
     """
-    given = dict(locals())  # first: `resume`'s signature is the one list of its options
-    return _run_blocking(_Batch(ProviderBatch.from_state(given), show=show, stoppable=False))
+    batch = ProviderBatch.from_state(
+        state,
+        api_key=api_key,
+        base_url=base_url,
+        retry=retry,
+        clock=clock,
+        poll=poll,
+        output=output,
+    )
+    return _run_blocking(_Batch(batch, show=show, stoppable=False))
 
 
 def _run_blocking(batch: _Batch) -> BatchResult:

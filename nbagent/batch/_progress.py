@@ -135,7 +135,7 @@ class BatchProgress:
         return True
 
     def add_retry(self, delay_s: float, n: int = 1) -> None:
-        """Count scheduled retries (a Ray worker reports them in bulk).
+        """Count scheduled retries (`n` at once, their backoff together).
 
         Args:
             delay_s: Their backoff, in seconds, together.

@@ -11,16 +11,17 @@ the options (before anything is sent), makes the state, and builds the result. A
 one user message: tools, budgets and fallback chains belong to live agents and are refused
 with a sentence; `output=` asks every item for a schema (`_provider_output`), and `log=` gets
 every item attempt as the rows record it. `resume(state)` picks a run up from its state file,
-in this process or another; `dry_run=True` is `estimate`, which sends nothing.
+in this process or another; `dry_run=True` is `_estimate.dry_run_estimate`, which sends nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -48,7 +49,8 @@ from ._provider_state import ProviderState
 @dataclass(frozen=True)
 class ProviderOptions:
     """The keywords `backend="provider"` takes besides the batch's own options, checked when
-    made (`output_mode` and `output_retries` by `BatchOutput`, as a live agent's)."""
+    made (`poll` when the run is made, `output_mode` and `output_retries` by `BatchOutput`, as
+    a live agent's)."""
 
     api_key: str | None = None
     base_url: str | None = None
@@ -185,15 +187,22 @@ class ProviderBatch(ProviderRun):
         )
 
     @classmethod
-    def from_state(cls, given: Mapping[str, Any]) -> ProviderBatch:
-        """The batch of a `resume` call, from its arguments by name (`state`, `api_key`,
-        `base_url`, `retry`, `clock`, `poll`, `output`; `resume`'s signature is their one list,
-        with their types and defaults)."""
-        loaded = ProviderState.load(given["state"])
-        base_url = given.get("base_url") or loaded.base_url
-        output = given.get("output")
+    def from_state(
+        cls,
+        state: str | os.PathLike[str],
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        poll: tuple[float, float] | None = None,
+        output: Any = None,
+    ) -> ProviderBatch:
+        """The batch of a `resume` call (its arguments, as `resume` describes them)."""
+        loaded = ProviderState.load(state)
+        base_url = base_url or loaded.base_url
         _refuse_a_gone_demo_server(loaded.provider, base_url, str(loaded.path))
-        provider = resolve_model_spec(loaded.model, api_key=given.get("api_key"), base_url=base_url)
+        provider = resolve_model_spec(loaded.model, api_key=api_key, base_url=base_url)
         client = batch_client(provider, caps=BatchCaps(*loaded.caps))
         structured = None
         if loaded.output is not None:
@@ -206,9 +215,9 @@ class ProviderBatch(ProviderRun):
         return cls(
             client,
             loaded,
-            policy=given.get("retry") or RetryPolicy(**loaded.retry),
-            clock=given.get("clock"),
-            poll=_poll(given.get("poll")),
+            policy=retry or RetryPolicy(**loaded.retry),
+            clock=clock,
+            poll=_poll(poll),
             output=structured,
             log=loaded.log,
         )

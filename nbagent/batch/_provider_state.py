@@ -26,7 +26,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +163,21 @@ class BatchRecord:
 _NOT_IN_HEAD = ("path", "prompts", "batches", "_prompts_json")
 """The fields the file's head does not hold as they are: where it is, the prompts (written
 after the head, once), and the records (each as a dict)."""
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+_READ: dict[str, Callable[[Any], Any]] = {
+    "tag": str,
+    "model": str,
+    "provider": str,
+    "request": dict,
+    "retry": dict,
+    "caps": lambda caps: [int(c) for c in caps],
+}
+"""How a state file's head fields are read back (a null or a wrong type: a damaged file)."""
 
 
 @dataclass
@@ -319,7 +334,7 @@ class ProviderState:
                 path=p,
                 prompts=[str(t) for t in doc["prompts"]],
                 batches=[BatchRecord(**b) for b in doc["batches"]],
-                **{name: doc[name] for name in head if name in doc},
+                **{name: _READ.get(name, _as_is)(doc[name]) for name in head if name in doc},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"{p} is a damaged batch state file ({exc!r}).") from None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -93,6 +93,8 @@ class BatchWorker:
 
         def on_event(event: Event) -> None:
             mark(waiting_for(event))
+            if isinstance(event, (AttemptFailed, RetryScheduled)):  # the driver counts it:
+                event = replace(event, discarded_text="", discarded_thinking="")  # not its text
             if isinstance(event, _TOLD):
                 self._events.setdefault(batch, []).append((i, attempt, event))
 

@@ -94,9 +94,13 @@ class BatchControl:
 
     async def wait(self) -> None:
         """Return once the batch is cancelled."""
-        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), asyncio.Event())
         with self._lock:
             if self._set.is_set():
                 return
-            self._waiters.append((asyncio.get_running_loop(), event))
-        await event.wait()
+            self._waiters.append(waiter)
+        try:
+            await waiter[1].wait()
+        finally:  # ended or given up (`until`'s work came first): it is told no more
+            with self._lock:
+                self._waiters.remove(waiter)
