@@ -169,6 +169,8 @@ def test_a_wait_past_the_deadline_is_not_taken() -> None:
         ("1h2m3.5s", 3723.5),
         ("0.5s", 0.5),
         ("2", 2.0),
+        ("-5", None),  # a negative wish is no wish, bare or with a unit
+        ("-5s", None),
         ("", None),
         ("soon", None),
         ("5x", None),

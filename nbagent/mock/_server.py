@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any, TypeVar
 
 from ..recording import Recorder, Recording
+from ..recording._writer import recorder_for
 from ._batches import DEFAULT_BATCH_DURATION_S, BatchStore, BatchViews, _seconds
 from ._call import Call, Endpoint, Hangup
 from ._emulate import Interrupts, check_emulate
@@ -192,9 +193,8 @@ class MockServer(BatchViews, Served):
         self._thread: threading.Thread | None = None
         self.stopping = threading.Event()
         self.replayer = Replayer(replay, speed) if replay is not None else None
-        if record is not None and not isinstance(record, Recorder):
-            record = Recorder(record, made_by="nbagent MockServer(record=...)")
-        self.recorder = record
+        made_by = "nbagent MockServer(record=...)"
+        self.recorder = None if record is None else recorder_for(record, made_by)
 
     # --- lifecycle ------------------------------------------------------------------------------
 

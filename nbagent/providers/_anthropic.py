@@ -114,7 +114,7 @@ def _cache_breakpoints(body: dict[str, Any]) -> None:
             _mark_last_cacheable(messages[index]["content"])
 
 
-# -- streaming parse -------------------------------------------------------------------------
+# -- the provider ---------------------------------------------------------------------------------
 
 
 class AnthropicProvider(HTTPProvider):

@@ -155,7 +155,7 @@ class BatchClient:
         `word` and the `phase` the API's status-word table reads in it, its tag where it is a
         string, and the other `fields` as `BatchStatus` takes them."""
         if not isinstance(batch_id, str) or not batch_id:
-            snippet = json.dumps(doc)[:200]
+            snippet = redact(json.dumps(doc)[:200], self.provider._secrets)
             raise InvalidResponse(f"a batch without an id: {snippet}", provider=self.name)
         tag = tag if isinstance(tag, str) else None
         return BatchStatus(batch_id, phase, word or "unknown", tag=tag, doc=doc, **fields)

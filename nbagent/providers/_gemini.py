@@ -53,6 +53,14 @@ from ._sse import ServerSentEvent
 from ._stream_ends import ErrorEvent, Reading, Refused
 from ._whole_body import WholeEvents
 
+_USAGE_COUNTS = (
+    "promptTokenCount",
+    "toolUsePromptTokenCount",
+    "candidatesTokenCount",
+    "thoughtsTokenCount",
+    "cachedContentTokenCount",
+)
+"""The counts of `usageMetadata` an answer's usage is made of (every chunk carries them)."""
 DEFAULT_WINDOW = 1_048_576  # Gemini's usual context window, for models genai-prices lacks
 _FILTERED = frozenset(
     {
@@ -146,7 +154,7 @@ class _State(Reading):
             raise ErrorEvent(data)
         meta = data.get("usageMetadata")
         if isinstance(meta, dict):  # cumulative: the latest counts; thinking billed as output
-            n = {k: whole_number(v) or 0 for k, v in meta.items()}
+            n = {k: whole_number(meta.get(k)) or 0 for k in _USAGE_COUNTS}
             self.input_tokens = n.get("promptTokenCount", 0) + n.get("toolUsePromptTokenCount", 0)
             self.output_tokens = n.get("candidatesTokenCount", 0) + n.get("thoughtsTokenCount", 0)
             self.cache_read = n.get("cachedContentTokenCount", 0)

@@ -66,10 +66,9 @@ def output_dialect(provider: Provider) -> Dialect | None:
 def output_modes(provider: Provider, *, tools: bool) -> tuple[Mode, ...]:
     """The modes `provider` takes for its model, `auto`'s pick first. `tools`: other tools are
     offered beside the answer."""
-    dialect = output_dialect(provider)
-    model = provider.model
-    if dialect is None or not isinstance(provider, ProviderBase):
+    if not isinstance(provider, ProviderBase) or provider.output_dialect is None:
         return _NO_NATIVE
+    dialect, model = provider.output_dialect, provider.model
     if dialect == "any" or dialect == "openai-compatible" or provider.native_outputs:
         return _ALL
     if dialect == "anthropic":

@@ -52,8 +52,8 @@ def parse_duration(text: str) -> float | None:
         total += value * {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[m.group(2)]
         pos = m.end()
     if pos != len(s):
-        try:
-            return max(0.0, float(s)) if math.isfinite(float(s)) else None
+        try:  # a bare number of seconds (a negative or endless one is no wish)
+            return float(s) if math.isfinite(float(s)) and float(s) >= 0 else None
         except ValueError:
             return None
     return total
