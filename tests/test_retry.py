@@ -26,6 +26,16 @@ def test_defaults_match_the_design() -> None:
     assert (p.jitter, p.max_retry_after, p.seed) == ("full", 60.0, None)
 
 
+def test_a_policy_is_a_frozen_value() -> None:
+    # a typo'd setting must not be taken silently: a policy is changed with dataclasses.replace
+    p = RetryPolicy()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.max_attempts = 5  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.max_attemps = 5  # type: ignore[attr-defined]
+    assert dataclasses.replace(p, max_attempts=5) == RetryPolicy(max_attempts=5)
+
+
 def test_exponential_delay_with_cap() -> None:
     p = RetryPolicy(jitter=None, initial_delay=0.5, multiplier=2, max_delay=3)
     assert [p.base_delay(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 3.0, 3.0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ._attempts import AttemptLoop, generic_table
@@ -19,6 +20,7 @@ from ._policy import Policy
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)  # else only its fields are frozen, and a misspelt one is set silently
 class RetryPolicy(Policy):
     """How often to try and how long to wait between tries: a small frozen value.
 
