@@ -430,8 +430,47 @@ def test_openai_bad_input_lines_fail_the_batch_after_it_was_accepted(
 
 
 @pytest.mark.parametrize(
+    ("lines", "codes"),
+    [
+        (
+            [{"method": "POST", "url": "/v1/chat/completions", "body": {"model": "demo"}}],
+            {("missing_required_parameter", 1)},
+        ),
+        (
+            [{"custom_id": "a", "method": "GET", "url": "/v1/chat/completions", "body": []}],
+            {("invalid_method", 1), ("invalid_body", 1)},
+        ),
+        ([], {("empty_file", 0)}),
+    ],
+)
+def test_openai_lines_without_an_id_a_post_or_a_body_and_an_empty_file_fail_the_batch(
+    client: httpx.Client, clock: BatchClock, lines: list[dict[str, Any]], codes: set[Any]
+) -> None:
+    file = upload(client, b"\n".join(json.dumps(line).encode() for line in lines) + b"\n")
+    body = {"input_file_id": file["id"], "endpoint": "/v1/chat/completions"}
+    batch = client.post("/v1/batches", json={**body, "completion_window": "24h"}).json()
+    clock.advance(DURATION)
+    failed = client.get(f"/v1/batches/{batch['id']}").json()
+    assert failed["status"] == "failed"
+    assert {(e["code"], e["line"]) for e in failed["errors"]["data"]} == codes
+
+
+def test_openai_files_delete_and_their_refusals(client: httpx.Client) -> None:
+    file = upload(client, openai_lines(1))
+    gone = client.delete(f"/v1/files/{file['id']}")
+    assert gone.json() == {"id": file["id"], "object": "file", "deleted": True}
+    missing = client.get(f"/v1/files/{file['id']}")
+    assert missing.status_code == 404 and file["id"] in missing.json()["error"]["message"]
+    no_file = client.post("/v1/files", files={"purpose": (None, "batch")})
+    assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
+
+
+@pytest.mark.parametrize(
     ("change", "param"),
     [
+        ({"input_file_id": None}, "input_file_id"),
+        ({"endpoint": None}, "endpoint"),
+        ({"metadata": {f"k{i}": "v" for i in range(17)}}, "metadata"),
         ({"input_file_id": "file-nope"}, "input_file_id"),
         ({"endpoint": "/v1/embeddings"}, "endpoint"),
         ({"completion_window": "1h"}, "completion_window"),
