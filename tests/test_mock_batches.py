@@ -602,7 +602,7 @@ def test_gemini_create_refusals(client: httpx.Client) -> None:
 
 
 def test_items_take_script_entries_in_order_and_live_requests_the_rest(
-    server: MockServer, client: httpx.Client
+    server: MockServer, client: httpx.Client, clock: BatchClock
 ) -> None:
     server.set_faults(["500", "ok", "429"])
     client.post("/v1/messages/batches", json={"requests": anthropic_requests(2)})
@@ -613,6 +613,8 @@ def test_items_take_script_entries_in_order_and_live_requests_the_rest(
     assert live.status_code == 429
     statuses = server.batches[0].statuses()
     assert statuses == {"r0": "processing", "r1": "processing"}
+    clock.advance(DURATION)
+    assert server.batches[0].statuses() == {"r0": "errored", "r1": "succeeded"}
 
 
 def test_context_window_overflow_is_an_errored_item(clock: BatchClock) -> None:
@@ -666,6 +668,7 @@ def test_create_failed_is_a_batch_that_fails_after_it_was_accepted(
     failed = client.get(f"/v1/batches/{batch['id']}").json()
     assert failed["status"] == "failed"
     assert failed["errors"]["data"][0]["code"] == "token_limit_exceeded"
+    assert server.batch(batch["id"]).statuses() == {"o0": "errored", "o1": "errored"}
     gemini = client.get(f"/v1beta/{op['name']}").json()
     assert gemini["metadata"]["state"] == "BATCH_STATE_FAILED" and gemini["error"]["code"] == 8
     results = jsonl(client.get(f"/v1/messages/batches/{anthropic.json()['id']}/results").content)
