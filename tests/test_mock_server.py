@@ -160,6 +160,41 @@ def test_bad_json_is_400_in_each_format(client: httpx.Client) -> None:
     assert r.status_code == 400 and "max_tokens" in r.json()["error"]["message"]
 
 
+_USER = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "body", "said", "param"),
+    [
+        ("anthropic", {"max_tokens": 0, "messages": [_USER]}, "max_tokens: Input", None),
+        ("anthropic", {"max_tokens": 9, "messages": [{"role": "system"}]}, "messages.0.role", None),
+        (
+            "anthropic",
+            {"max_tokens": 9, "messages": [{"role": "user", "content": [{"text": "x"}]}]},
+            "messages.0.content.0.type: Field required",
+            None,
+        ),
+        ("anthropic", {"max_tokens": 9, "messages": [_USER], "tools": [{}]}, "tools.0.name", None),
+        ("openai", {"messages": [{"role": "robot"}]}, "'messages.[0].role'", "messages.[0].role"),
+        ("openai", {"messages": [_USER], "tools": [{"function": {}}]}, "function.name", "tools"),
+        ("responses", {"input": [{"role": "robot"}]}, "'robot'", "input[0].role"),
+        ("gemini", {"contents": [{"role": "robot", "parts": []}]}, "(got 'robot')", None),
+    ],
+)
+def test_a_request_its_format_refuses_says_which_field_in_its_words(
+    client: httpx.Client, fmt: str, body: dict[str, Any], said: str, param: str | None
+) -> None:
+    path = {
+        "anthropic": "/v1/messages",
+        "openai": "/v1/chat/completions",
+        "responses": "/v1/responses",
+        "gemini": "/v1beta/models/demo:generateContent",
+    }[fmt]
+    r = client.post(path, json={"model": "demo", **body})
+    error = r.json()["error"]
+    assert r.status_code == 400 and said in error["message"] and error.get("param") == param
+
+
 def test_anthropic_stream_text(client: httpx.Client) -> None:
     r = client.post("/v1/messages", json=anthropic_body("Tell me about rivers."))
     assert r.status_code == 200
