@@ -34,15 +34,13 @@ from ..providers._http_errors import error_from_response
 from ..providers._models import reader_of
 from ..providers._sse import ServerSentEvent, SSEParser
 from ..providers._whole_body import WholeBody, WholeEvents, replay, whole_body
-from ..recording._format import digest, json_or_none
+from ..recording._format import SECRET_HEADERS, digest, json_or_none
 from ..recording._paths import wire_path
 
 MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 8 * 1024 * 1024
 MAX_PENDING_EVENT = 8 * 1024 * 1024
 
-# The headers that carry credentials: never kept, their values redacted from every text.
-SECRET_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization")
 # POSTs to these do work that sending them twice would do twice: a file uploaded, a batch created
 _NOT_TWICE = ("/files", "/uploads", "/batches", ":batchGenerateContent")
 

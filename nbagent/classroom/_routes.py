@@ -22,8 +22,8 @@ from ..mock._fault_answers import rate_limited
 from ..mock._faults import OK
 from ..mock._model_endpoint import serve_model
 from ..mock._ratelimit import format_seconds
-from ..mock._records import KEY_HEADERS
 from ..mock._routes import MODEL_ENDPOINTS
+from ..recording._format import KEY_HEADERS
 from ._capacity import Capacity
 from ._dashboard import PAGE
 from ._names import NAME_HEADER, decode_name

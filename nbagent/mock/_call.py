@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from urllib.parse import parse_qs
 
+from ..recording._format import KEY_HEADERS
 from ._batch_timeline import Provider
 from ._batches import BatchStore
 from ._codec import Codec
@@ -26,7 +27,7 @@ from ._emulate import Interrupts
 from ._faults import OK, Fault, FaultPlan
 from ._formats import CODECS, guess_codec
 from ._ratelimit import RateLimit
-from ._records import KEY_HEADERS, RequestRecord, redact_headers, redact_path
+from ._records import RequestRecord, redact_headers, redact_path
 from ._replay import Replayer
 from ._reply import Responder
 

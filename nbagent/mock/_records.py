@@ -7,10 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization")
-"""The headers a client's key travels in (Anthropic's, Gemini's, Azure's, a bearer token), in
-the order a key is looked for; Gemini's may also come as ``?key=``."""
-_SECRET_HEADERS = frozenset({*KEY_HEADERS, "proxy-authorization", "cookie", "openai-api-key"})
+from ..recording._format import SECRET_HEADERS
+
 _QUERY_KEY = re.compile(r"(?<=[?&]key=)[^&]*")
 REDACTED = "[redacted]"
 
@@ -48,9 +46,7 @@ class RequestRecord:
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {
-        k.lower(): (REDACTED if k.lower() in _SECRET_HEADERS else v) for k, v in headers.items()
-    }
+    return {k.lower(): (REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
 
 
 def redact_path(path: str) -> str:

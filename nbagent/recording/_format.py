@@ -21,6 +21,13 @@ VERSION = 1
 SUFFIX = ".nbrec"
 """The usual file suffix of a recording (`replay:NAME` looks for NAME + SUFFIX)."""
 
+KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization")
+"""The request headers a client's key travels in (Anthropic's, Gemini's, Azure's, a bearer
+token), in the order a key is looked for; Gemini's may also come as ``?key=``."""
+SECRET_HEADERS = (*KEY_HEADERS, "proxy-authorization", "cookie", "openai-api-key")
+"""The request headers that carry credentials: never kept, their values redacted wherever a
+text may show them (the mock's request records, what a watched call's error says)."""
+
 KEPT_HEADERS = frozenset(
     {
         "content-type",
