@@ -564,3 +564,15 @@ def test_the_mock_servers_recording_drops_keys_in_headers_and_in_the_query(
     text = path.read_text()
     assert text.count('"kind": "request"') == 2
     assert_clean("the mock server's recording", text)
+
+
+def test_a_watched_request_masks_its_keys_but_not_its_cookie_in_what_it_records() -> None:
+    from nbagent._watch._reading import request_secrets
+
+    headers = {
+        "authorization": f"Bearer {SENTINEL}",
+        "openai-api-key": SENTINEL + "2",
+        "cookie": "lang=1",  # masking "lang=1" would mangle every text that holds it
+    }
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions", headers=headers)
+    assert sorted(request_secrets(request)) == [SENTINEL, SENTINEL + "2"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..recording._format import SECRET_HEADERS
 
+_HIDDEN = frozenset({*SECRET_HEADERS, "cookie"})
 _QUERY_KEY = re.compile(r"(?<=[?&]key=)[^&]*")
 REDACTED = "[redacted]"
 
@@ -46,7 +47,7 @@ class RequestRecord:
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): (REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in headers.items()}
+    return {k.lower(): (REDACTED if k.lower() in _HIDDEN else v) for k, v in headers.items()}
 
 
 def redact_path(path: str) -> str:

@@ -24,9 +24,11 @@ SUFFIX = ".nbrec"
 KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key", "authorization")
 """The request headers a client's key travels in (Anthropic's, Gemini's, Azure's, a bearer
 token), in the order a key is looked for; Gemini's may also come as ``?key=``."""
-SECRET_HEADERS = (*KEY_HEADERS, "proxy-authorization", "cookie", "openai-api-key")
-"""The request headers that carry credentials: never kept, their values redacted wherever a
-text may show them (the mock's request records, what a watched call's error says)."""
+SECRET_HEADERS = (*KEY_HEADERS, "proxy-authorization", "openai-api-key")
+"""The request headers whose value is a credential (a token, after a scheme such as "Bearer"):
+never kept, and masked wherever a text may show it (the mock's request records, a watched
+call's error and recording). A cookie is never kept either, but it is no token to mask in a
+text: its pieces may be as short as "1"."""
 
 KEPT_HEADERS = frozenset(
     {
