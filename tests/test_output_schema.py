@@ -173,6 +173,22 @@ def test_a_schema_the_demo_cannot_take_natively_names_the_demo_models_dialect() 
     assert Agent("demo", output=Loose, output_mode="tool").output is not None  # as it advises
 
 
+def test_a_provider_names_its_structured_outputs_in_its_own_words_whatever_they_hold() -> None:
+    # the name is text, not a regular-expression template: a backslash in it stays a backslash
+    from nbagent.mock import shared_server
+    from nbagent.providers import AnthropicProvider
+
+    class Loose(BaseModel):
+        x: Any
+
+    provider = AnthropicProvider("gw", api_key="k", base_url=shared_server().url)
+    provider.outputs_named = r"the gateway's outputs (see C:\docs\gateway)"
+    provider.native_outputs = True
+    with pytest.raises(ConfigError) as caught:
+        Agent(provider, output=Loose)
+    assert r"which the gateway's outputs (see C:\docs\gateway) need" in str(caught.value)
+
+
 class Node(BaseModel):
     label: str
     children: list[Node] = []

@@ -85,6 +85,12 @@ def test_contention_full_jitter_beats_no_jitter() -> None:
         assert (last["outcome"] == "ok").all()
 
 
+def test_compare_jitter_names_a_misspelt_keyword_even_with_no_strategy_to_run() -> None:
+    for strategies in ([], [None]):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'rat'; it passes on rate"):
+            compare_jitter(5, strategies, rat=2.0)  # type: ignore[call-arg]
+
+
 def test_contention_table_ordering_under_fixed_seed() -> None:
     table = compare_jitter(30, seed=0)
     assert list(table["jitter"]) == ["none", "full", "equal", "decorrelated"]

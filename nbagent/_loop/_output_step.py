@@ -96,7 +96,8 @@ def _wire_format(provider: Provider, mode: Mode, **kw: Any) -> OutputFormat:
         named = getattr(provider, "outputs_named", None)
         if named is None:
             raise
-        raise ConfigError(re.sub(r"\S+'s structured outputs", named, str(exc))) from None
+        said = re.sub(r"\S+'s structured outputs", lambda _: named, str(exc))
+        raise ConfigError(said) from None
 
 
 def prompted_instructions(schema: OutputSchema) -> str:

@@ -307,7 +307,17 @@ def compare_jitter(
 
     Returns:
         One row per client count and strategy.
+
+    Raises:
+        TypeError: A keyword `simulate_contention` does not take (a misspelling, say).
     """
+    taken = ContentionOptions.__annotations__
+    unknown = sorted(set(options) - set(taken))
+    if unknown:  # said now, not only once a strategy runs (none may)
+        raise TypeError(
+            f"compare_jitter() got an unexpected keyword argument {unknown[0]!r}; "
+            f"it passes on {', '.join(taken)}."
+        )
     counts = [n_clients] if isinstance(n_clients, int) else list(n_clients)
     rows: list[dict[str, object]] = []
     for n in counts:
